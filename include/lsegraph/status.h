@@ -1,0 +1,81 @@
+#ifndef LSEGRAPH_STATUS_H
+#define LSEGRAPH_STATUS_H
+#if !defined(LSEGRAPH_INSIDE) && !defined(LSE_BUILDING)
+#error "Include <lsegraph/lsegraph.h>, not this header."
+#endif
+
+#include <stddef.h>
+
+#if defined(LSE_BUILDING)
+#define LSE_API __attribute__((visibility("default")))
+#else
+#define LSE_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief Status of a fallible call: 0 is success, > 0 an error,
+ *  LSE_CONTINUE (< 0) "not converged yet" (like GSL_CONTINUE). */
+typedef enum lse_status {
+    LSE_CONTINUE = -1,  /**< iteration has not converged yet */
+    LSE_OK = 0,         /**< success */
+    LSE_EFAULT = 1,     /**< a required pointer was NULL */
+    LSE_EINVAL = 2,     /**< invalid argument (bad name, flag, option) */
+    LSE_EDIM = 3,       /**< mismatched dimensions */
+    LSE_ERANGE = 4,     /**< a view or index lies outside its node */
+    LSE_EDOM = 5,       /**< value outside its domain (beta <= 0, ...) */
+    LSE_ENONFINITE = 6, /**< NaN or infinity in an input or result */
+    LSE_ENOMEM = 7,     /**< out of memory */
+    LSE_ENUMERIC = 8,   /**< numerical failure (singular, not SPD) */
+    LSE_ENOCONV = 9,    /**< iteration limit reached without convergence */
+    LSE_EINCREASE = 10, /**< energy increased where it must not */
+    LSE_EIO = 11,       /**< cannot read or write a file */
+    LSE_EPARSE = 12,    /**< malformed input text (CSV, JSON, spec) */
+    LSE_ENOTFOUND = 13, /**< no such node, term, column or similarity */
+    LSE_EEXIST = 14,    /**< name already in use */
+    LSE_EGSL = 15,      /**< other GSL error */
+    LSE_EINTERNAL = 16, /**< broken invariant: a bug in lsegraph */
+    LSE_ENOTSUP = 17    /**< operation not provided by this object */
+} lse_status;
+
+/** @brief Static English text for @p status; never NULL. */
+LSE_API const char *lse_strerror(lse_status status);
+
+/** @brief Map a GSL error code to an lse_status (GSL_SUCCESS -> LSE_OK). */
+LSE_API lse_status lse_status_from_gsl(int gsl_errno);
+
+/** @brief Turn off GSL's abort-on-error handler unless the program set its
+ *  own handler. Every lsegraph constructor calls it; idempotent. */
+LSE_API void lse_gsl_quiet(void);
+
+/** @brief Error detail for calls that have no graph to keep it on. */
+typedef struct lse_error {
+    lse_status status; /**< the status returned by the failing call */
+    char message[512]; /**< "function: facts", NUL-terminated */
+} lse_error;
+
+/** @brief Log levels for the logging hook. */
+typedef enum lse_log_level {
+    LSE_LOG_DEBUG = 0,
+    LSE_LOG_INFO = 1,
+    LSE_LOG_WARN = 2
+} lse_log_level;
+
+/** @brief A logging hook: the only way the library ever emits text. */
+typedef void (*lse_log_fn)(lse_log_level level, const char *message,
+                           void *user);
+
+/** @brief Install @p fn (NULL: discard everything, the default) as the
+ *  process-wide log handler; @p user is passed back, borrowed. */
+LSE_API void lse_set_log_handler(lse_log_fn fn, void *user);
+
+/** @brief Emit a printf-style message through the log handler. */
+LSE_API void lse_log(lse_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LSEGRAPH_STATUS_H */

@@ -1,0 +1,215 @@
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "graph-private.h"
+
+/* Finite-difference checks of similarity kernels and of whole graphs.
+ * The error of one entry is |a - n| / max(floor, |a|, |n|). */
+
+static void update(lse_gradcheck *res, double a, double n, double floor,
+                   const char *what, size_t i, size_t j)
+{
+    double den = fabs(a) > fabs(n) ? fabs(a) : fabs(n);
+    if (den < floor)
+        den = floor;
+    const double err = fabs(a - n) / den;
+    res->n_checked++;
+    if (err > res->max_error || isnan(err)) {
+        res->max_error = isnan(err) ? INFINITY : err;
+        res->analytic = a;
+        res->numeric = n;
+        snprintf(res->where, sizeof res->where, "%s[%zu,%zu]", what, i, j);
+    }
+}
+
+typedef struct sim_probe {
+    const lse_sim_type *type;
+    lse_sim_args args;
+    gsl_matrix *s; /* (n, m) */
+    const gsl_matrix *g;
+} sim_probe;
+
+static lse_status probe_energy(sim_probe *p, double *e)
+{
+    lse_status st = LSE_OK;
+    if (p->type->prepare != NULL)
+        st = p->type->prepare(&p->args);
+    if (st == LSE_OK)
+        st = p->type->eval(&p->args, p->s);
+    if (st != LSE_OK)
+        return st;
+    double sum = 0.0;
+    for (size_t i = 0; i < p->s->size1; i++)
+        for (size_t j = 0; j < p->s->size2; j++)
+            sum += gsl_matrix_get(p->g, i, j) * gsl_matrix_get(p->s, i, j);
+    *e = sum;
+    return LSE_OK;
+}
+
+/* Central differences over every entry of m (which the probe reads). */
+static lse_status check_matrix(sim_probe *p, gsl_matrix *m,
+                               const gsl_matrix *analytic, double h,
+                               double floor, const char *what,
+                               lse_gradcheck *res)
+{
+    for (size_t i = 0; i < m->size1; i++) {
+        for (size_t j = 0; j < m->size2; j++) {
+            const double v = gsl_matrix_get(m, i, j);
+            double up, down;
+            gsl_matrix_set(m, i, j, v + h);
+            lse_status st = probe_energy(p, &up);
+            gsl_matrix_set(m, i, j, v - h);
+            if (st == LSE_OK)
+                st = probe_energy(p, &down);
+            gsl_matrix_set(m, i, j, v);
+            if (st != LSE_OK)
+                return st;
+            update(res, gsl_matrix_get(analytic, i, j), (up - down) / (2 * h),
+                   floor, what, i, j);
+        }
+    }
+    return LSE_OK;
+}
+
+static gsl_matrix *dup(const gsl_matrix *m)
+{
+    if (m == NULL)
+        return NULL;
+    gsl_matrix *c = gsl_matrix_alloc(m->size1, m->size2);
+    if (c != NULL)
+        gsl_matrix_memcpy(c, m);
+    return c;
+}
+
+static gsl_matrix *zeros_like(const gsl_matrix *m)
+{
+    return m == NULL ? NULL : gsl_matrix_calloc(m->size1, m->size2);
+}
+
+lse_status lse_sim_check_gradient(const lse_sim_type *type, const void *config,
+                                  const gsl_matrix *child,
+                                  const gsl_matrix *parent,
+                                  const gsl_matrix *context,
+                                  const gsl_matrix *const *param, double h,
+                                  double floor, lse_gradcheck *res,
+                                  lse_error *err)
+{
+    static const char fn[] = "lse_sim_check_gradient";
+    if (type == NULL || child == NULL || parent == NULL || res == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
+    if (!(h > 0.0) || !(floor > 0.0))
+        return lse_error_set(err, LSE_EDOM, fn, "h and floor must be > 0");
+    lse_gsl_quiet();
+    if (err != NULL) {
+        err->status = LSE_OK;
+        err->message[0] = '\0';
+    }
+    if (config == NULL)
+        config = type->config_default;
+    const size_t np = type->n_param;
+    *res = (lse_gradcheck){0};
+
+    lse_status st = LSE_ENOMEM;
+    size_t *rows = calloc(np + 1, sizeof *rows);
+    size_t *cols = calloc(np + 1, sizeof *cols);
+    gsl_matrix **pv = calloc(np + 1, sizeof *pv);
+    gsl_matrix **pg = calloc(np + 1, sizeof *pg);
+    gsl_matrix *c = dup(child), *p = dup(parent), *x = dup(context);
+    gsl_matrix *gc = zeros_like(child), *gp = zeros_like(parent);
+    gsl_matrix *gx = zeros_like(context);
+    gsl_matrix *s = gsl_matrix_alloc(child->size1, parent->size1);
+    gsl_matrix *g = gsl_matrix_alloc(child->size1, parent->size1);
+    void *work = NULL;
+    if (rows == NULL || cols == NULL || pv == NULL || pg == NULL ||
+        c == NULL || p == NULL || gc == NULL || gp == NULL || s == NULL ||
+        g == NULL || (context != NULL && (x == NULL || gx == NULL)))
+        goto done;
+    for (size_t k = 0; k < np; k++) {
+        const gsl_matrix *v = param != NULL ? param[k] : NULL;
+        if (v == NULL)
+            continue;
+        rows[k] = v->size1;
+        cols[k] = v->size2;
+        pv[k] = dup(v);
+        pg[k] = zeros_like(v);
+        if (pv[k] == NULL || pg[k] == NULL)
+            goto done;
+    }
+    /* a fixed, high-entropy weight pattern */
+    for (size_t i = 0; i < g->size1; i++)
+        for (size_t j = 0; j < g->size2; j++)
+            gsl_matrix_set(g, i, j, 0.3 + sin(1.7 * (double)i + 2.3 * (double)j));
+
+    const lse_sim_shape shape = {
+        .n_child = child->size1, .block = child->size1, .n_parent = parent->size1,
+        .d_child = child->size2, .d_parent = parent->size2,
+        .d_context = context != NULL ? context->size2 : 0,
+        .n_param = np, .param_rows = rows, .param_cols = cols};
+    char msg[256] = "";
+    if (type->check != NULL) {
+        st = type->check(&shape, config, msg, sizeof msg);
+        if (st != LSE_OK) {
+            lse_error_set(err, st, fn, "%s: %s", type->name, msg);
+            goto done;
+        }
+    }
+    if (type->work_new != NULL) {
+        st = type->work_new(&shape, config, &work);
+        if (st != LSE_OK)
+            goto done;
+    }
+    sim_probe probe = {
+        .type = type,
+        .args = {.child = c, .parent = p, .context = x, .child_offset = 0,
+                 .param = (const gsl_matrix *const *)pv, .config = config,
+                 .work = work},
+        .s = s, .g = g};
+    double e0;
+    st = probe_energy(&probe, &e0);
+    if (st != LSE_OK)
+        goto done;
+    const lse_sim_grads out = {.child = gc, .parent = gp, .context = gx,
+                               .param = pg};
+    st = type->grad(&probe.args, g, &out);
+    if (st != LSE_OK)
+        goto done;
+    st = check_matrix(&probe, c, gc, h, floor, "child", res);
+    if (st == LSE_OK)
+        st = check_matrix(&probe, p, gp, h, floor, "parent", res);
+    if (st == LSE_OK && x != NULL)
+        st = check_matrix(&probe, x, gx, h, floor, "context", res);
+    for (size_t k = 0; st == LSE_OK && k < np; k++) {
+        if (pv[k] == NULL)
+            continue;
+        char what[64];
+        snprintf(what, sizeof what, "param %s",
+                 type->param_names != NULL ? type->param_names[k] : "?");
+        st = check_matrix(&probe, pv[k], pg[k], h, floor, what, res);
+    }
+done:
+    if (st == LSE_ENOMEM)
+        lse_error_set(err, st, fn, "out of memory");
+    else if (st != LSE_OK && err != NULL && err->status != st)
+        lse_error_set(err, st, fn, "%s kernel failed: %s", type->name,
+                      lse_strerror(st));
+    if (work != NULL && type->work_free != NULL)
+        type->work_free(work);
+    for (size_t k = 0; pv != NULL && pg != NULL && k < np; k++) {
+        gsl_matrix_free(pv[k]);
+        gsl_matrix_free(pg[k]);
+    }
+    free(rows);
+    free(cols);
+    free(pv);
+    free(pg);
+    gsl_matrix_free(c);
+    gsl_matrix_free(p);
+    gsl_matrix_free(x);
+    gsl_matrix_free(gc);
+    gsl_matrix_free(gp);
+    gsl_matrix_free(gx);
+    gsl_matrix_free(s);
+    gsl_matrix_free(g);
+    return st;
+}

@@ -1,0 +1,100 @@
+#ifndef LSEGRAPH_GRAPH_PRIVATE_H
+#define LSEGRAPH_GRAPH_PRIVATE_H
+
+#include <lsegraph/lsegraph.h>
+
+/* Internal structures of the core; never installed. */
+
+struct lse_node {
+    lse_graph *graph;
+    char *name;
+    unsigned flags;
+    gsl_matrix *value; /* (n, dim) */
+    gsl_matrix *grad;  /* (n, dim) */
+};
+
+typedef struct lse_chain lse_chain; /* lib/chain.c */
+
+struct lse_term {
+    lse_graph *graph;
+    char *name;
+    lse_term_kind kind;
+    int enabled;
+    double energy;
+    void *config; /* owned copy, or borrowed when borrowed_config */
+    int borrowed_config;
+
+    /* LSE terms */
+    const lse_sim_type *sim;
+    lse_view child, parent, context;
+    lse_node **param;   /* sim->n_param, NULL entries for absent optionals */
+    size_t *param_rows; /* shapes for lse_sim_shape */
+    size_t *param_cols;
+    lse_sim_shape shape;
+    void *work;
+    double beta;
+    unsigned mask;
+    gsl_matrix *user_mask;  /* (n_child, n_parent) or NULL */
+    gsl_vector *row_weight; /* (n_child) or NULL */
+    int keep;               /* S and A kept whole */
+    size_t block;           /* child rows per kernel call */
+    gsl_matrix *s;          /* (n_child or block, n_parent) */
+    gsl_matrix *a;          /* softmax, same shape */
+    gsl_matrix *g;          /* dE/dS block (block, n_parent) */
+    gsl_vector *row_lse;    /* (n_child) */
+    int has_mask;           /* any mask active */
+    lse_reduce reduce;
+    lse_node *chain_init, *chain_trans;
+    lse_chain *chain;
+
+    /* custom terms */
+    const lse_custom_type *custom;
+    lse_view *views;
+    size_t n_view;
+    gsl_matrix_view *value_views; /* scratch arrays of n_view */
+    gsl_matrix_view *grad_views;
+    const gsl_matrix **values;
+    gsl_matrix **grads;
+};
+
+struct lse_graph {
+    lse_node **nodes;
+    size_t n_nodes, cap_nodes;
+    lse_term **terms;
+    size_t n_terms, cap_terms;
+    size_t block_rows;
+    char errmsg[1024];
+};
+
+/* Record "func: message" on g and return status (one breakpoint catches
+ * every failure). g may be NULL. */
+lse_status lse_graph_fail(lse_graph *g, lse_status status, const char *func,
+                          const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Same for an lse_error (may be NULL). */
+lse_status lse_error_set(lse_error *err, lse_status status, const char *func,
+                         const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Term evaluation (lib/term.c). want_grad: also accumulate gradients into
+ * the node grads. */
+lse_status lse_term_eval(lse_term *t, int want_grad);
+void lse_term_free(lse_term *t);
+lse_status lse_custom_eval(lse_term *t, int want_grad);
+
+/* Chain reduction (lib/chain.c). */
+lse_status lse_chain_new(lse_term *t, const size_t *starts, size_t n_starts,
+                         lse_chain **out);
+void lse_chain_free(lse_chain *c);
+/* S (n, K) -> energy, A = posterior marginals (n, K); xi expected counts.
+ * want_grad adds dE/dlogits into the init/trans node grads. */
+lse_status lse_chain_eval(lse_term *t, int want_grad, double *energy);
+const gsl_matrix *lse_chain_xi(const lse_chain *c);
+const gsl_matrix *lse_chain_init_post(const lse_chain *c);
+
+/* Matrix view of rows of a node (value or grad). */
+gsl_matrix_view lse_view_value(const lse_view *v);
+gsl_matrix_view lse_view_grad(const lse_view *v);
+
+#endif /* LSEGRAPH_GRAPH_PRIVATE_H */

@@ -21,8 +21,8 @@ struct lse_term {
     lse_term_kind kind;
     int enabled;
     double energy;
-    void *config; /* owned copy, or borrowed when borrowed_config */
-    int borrowed_config;
+    const void *config; /* = config_owned, or borrowed if config_size 0 */
+    void *config_owned;
 
     /* LSE terms */
     const lse_sim_type *sim;
@@ -32,6 +32,10 @@ struct lse_term {
     size_t *param_cols;
     lse_sim_shape shape;
     void *work;
+    const gsl_matrix **param_values; /* n_param, rebuilt per evaluation */
+    gsl_matrix **param_grads;        /* n_param scratch pointers */
+    gsl_matrix_view child_mv, parent_mv, context_mv; /* whole views */
+    gsl_matrix_view *param_gv;       /* n_param grad views */
     double beta;
     unsigned mask;
     gsl_matrix *user_mask;  /* (n_child, n_parent) or NULL */
@@ -82,6 +86,12 @@ lse_status lse_error_set(lse_error *err, lse_status status, const char *func,
 lse_status lse_term_eval(lse_term *t, int want_grad);
 void lse_term_free(lse_term *t);
 lse_status lse_custom_eval(lse_term *t, int want_grad);
+
+/* Shared by LSE and custom terms (lib/term.c). */
+lse_status lse_check_view(lse_graph *g, const lse_view *v, const char *what,
+                          const char *fn, const char *term);
+lse_status lse_graph_add_term_slot(lse_graph *g, const char *name,
+                                   const char *fn, lse_term **out);
 
 /* Chain reduction (lib/chain.c). */
 lse_status lse_chain_new(lse_term *t, const size_t *starts, size_t n_starts,

@@ -3,6 +3,14 @@
 #if !defined(LSEGRAPH_INSIDE) && !defined(LSE_BUILDING)
 #error "Include <lsegraph/lsegraph.h>, not this header."
 #endif
-/* One header per model in include/lsegraph/models/, built only through
- * the public graph API (models/). */
+/* One header per model, each built only through the public graph API
+ * (models/*.c): users writing a new model follow exactly what they do. */
+#include <lsegraph/models/gmm.h>
+#include <lsegraph/models/slds.h>
+#include <lsegraph/models/hopfield.h>
+#include <lsegraph/models/attention.h>
+#include <lsegraph/models/layernorm.h>
+#include <lsegraph/models/predcoding.h>
+#include <lsegraph/models/idwnet.h>
+#include <lsegraph/models/daam.h>
 #endif /* LSEGRAPH_MODELS_H */

@@ -1,0 +1,384 @@
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph-private.h"
+
+/* The graph: a container of nodes and terms, and the sum of their energies.
+ * The energy/gradient of each term lives in lib/term.c and lib/custom.c. */
+
+static char *copy_string(const char *s)
+{
+    const size_t n = strlen(s) + 1;
+    char *c = malloc(n);
+    if (c != NULL)
+        memcpy(c, s, n);
+    return c;
+}
+
+lse_graph *lse_graph_new(void)
+{
+    lse_gsl_quiet();
+    lse_graph *g = calloc(1, sizeof *g);
+    return g;
+}
+
+static void node_free(lse_node *n)
+{
+    if (n == NULL)
+        return;
+    free(n->name);
+    gsl_matrix_free(n->value);
+    gsl_matrix_free(n->grad);
+    free(n);
+}
+
+void lse_graph_free(lse_graph *g)
+{
+    if (g == NULL)
+        return;
+    for (size_t i = 0; i < g->n_terms; i++)
+        lse_term_free(g->terms[i]);
+    for (size_t i = 0; i < g->n_nodes; i++)
+        node_free(g->nodes[i]);
+    free(g->terms);
+    free(g->nodes);
+    free(g);
+}
+
+const char *lse_graph_errmsg(const lse_graph *g)
+{
+    return g != NULL ? g->errmsg : "lse_graph_errmsg: NULL graph";
+}
+
+void lse_graph_set_block_rows(lse_graph *g, size_t rows)
+{
+    if (g != NULL)
+        g->block_rows = rows;
+}
+
+lse_node *lse_graph_find_node(const lse_graph *g, const char *name)
+{
+    if (g == NULL || name == NULL)
+        return NULL;
+    for (size_t i = 0; i < g->n_nodes; i++)
+        if (strcmp(g->nodes[i]->name, name) == 0)
+            return g->nodes[i];
+    return NULL;
+}
+
+lse_status lse_graph_add_node(lse_graph *g, const char *name, size_t n,
+                              size_t dim, unsigned flags, lse_node **out)
+{
+    static const char fn[] = "lse_graph_add_node";
+    if (out != NULL)
+        *out = NULL;
+    if (g == NULL)
+        return LSE_EFAULT;
+    g->errmsg[0] = '\0';
+    if (name == NULL)
+        return lse_graph_fail(g, LSE_EFAULT, fn, "NULL name");
+    if (name[0] == '\0')
+        return lse_graph_fail(g, LSE_EINVAL, fn, "empty node name");
+    if (n == 0 || dim == 0)
+        return lse_graph_fail(g, LSE_EINVAL, fn,
+                              "node '%s' is %zux%zu: rows and dim must be > 0",
+                              name, n, dim);
+    if ((flags & ~(unsigned)(LSE_NODE_PARAM | LSE_NODE_CLAMPED)) != 0)
+        return lse_graph_fail(g, LSE_EINVAL, fn, "node '%s': unknown flags 0x%x",
+                              name, flags);
+    if (lse_graph_find_node(g, name) != NULL ||
+        lse_graph_find_term(g, name) != NULL)
+        return lse_graph_fail(g, LSE_EEXIST, fn, "name '%s' exists", name);
+    if (g->n_nodes == g->cap_nodes) {
+        const size_t cap = g->cap_nodes ? 2 * g->cap_nodes : 8;
+        lse_node **nodes = realloc(g->nodes, cap * sizeof *nodes);
+        if (nodes == NULL)
+            return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
+        g->nodes = nodes;
+        g->cap_nodes = cap;
+    }
+    lse_node *node = calloc(1, sizeof *node);
+    if (node == NULL)
+        return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
+    node->graph = g;
+    node->flags = flags;
+    node->name = copy_string(name);
+    node->value = gsl_matrix_calloc(n, dim);
+    node->grad = gsl_matrix_calloc(n, dim);
+    if (node->name == NULL || node->value == NULL || node->grad == NULL) {
+        node_free(node);
+        return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
+    }
+    g->nodes[g->n_nodes++] = node;
+    if (out != NULL)
+        *out = node;
+    return LSE_OK;
+}
+
+size_t lse_graph_n_nodes(const lse_graph *g)
+{
+    return g != NULL ? g->n_nodes : 0;
+}
+
+lse_node *lse_graph_node(const lse_graph *g, size_t i)
+{
+    return g != NULL && i < g->n_nodes ? g->nodes[i] : NULL;
+}
+
+size_t lse_graph_n_terms(const lse_graph *g)
+{
+    return g != NULL ? g->n_terms : 0;
+}
+
+lse_term *lse_graph_term(const lse_graph *g, size_t i)
+{
+    return g != NULL && i < g->n_terms ? g->terms[i] : NULL;
+}
+
+lse_term *lse_graph_find_term(const lse_graph *g, const char *name)
+{
+    if (g == NULL || name == NULL)
+        return NULL;
+    for (size_t i = 0; i < g->n_terms; i++)
+        if (strcmp(g->terms[i]->name, name) == 0)
+            return g->terms[i];
+    return NULL;
+}
+
+static lse_status check_values(lse_graph *g, const char *fn)
+{
+    for (size_t k = 0; k < g->n_nodes; k++) {
+        const gsl_matrix *v = g->nodes[k]->value;
+        for (size_t i = 0; i < v->size1; i++)
+            for (size_t j = 0; j < v->size2; j++)
+                if (!isfinite(gsl_matrix_get(v, i, j)))
+                    return lse_graph_fail(
+                        g, LSE_ENONFINITE, fn,
+                        "node '%s' has a non-finite value at [%zu,%zu]",
+                        g->nodes[k]->name, i, j);
+    }
+    return LSE_OK;
+}
+
+static lse_status evaluate(lse_graph *g, int want_grad, double *energy,
+                           const char *fn)
+{
+    if (energy != NULL)
+        *energy = NAN;
+    if (g == NULL)
+        return LSE_EFAULT;
+    g->errmsg[0] = '\0';
+    lse_status st = check_values(g, fn);
+    if (st != LSE_OK)
+        return st;
+    if (want_grad)
+        for (size_t k = 0; k < g->n_nodes; k++)
+            gsl_matrix_set_zero(g->nodes[k]->grad);
+    double total = 0.0;
+    for (size_t m = 0; m < g->n_terms; m++) {
+        lse_term *t = g->terms[m];
+        if (!t->enabled)
+            continue;
+        st = t->kind == LSE_TERM_LSE ? lse_term_eval(t, want_grad)
+                                     : lse_custom_eval(t, want_grad);
+        if (st != LSE_OK) {
+            if (g->errmsg[0] == '\0')
+                lse_graph_fail(g, st, fn, "term '%s': %s", t->name,
+                               lse_strerror(st));
+            return st;
+        }
+        total += t->energy;
+    }
+    if (isnan(total) || total == -INFINITY)
+        return lse_graph_fail(g, LSE_ENONFINITE, fn, "energy is %g", total);
+    if (energy != NULL)
+        *energy = total;
+    return LSE_OK;
+}
+
+lse_status lse_graph_energy(lse_graph *g, double *energy)
+{
+    return evaluate(g, 0, energy, "lse_graph_energy");
+}
+
+lse_status lse_graph_gradient(lse_graph *g, double *energy)
+{
+    return evaluate(g, 1, energy, "lse_graph_gradient");
+}
+
+/* Nodes ---------------------------------------------------------------- */
+
+lse_view lse_view_all(lse_node *node)
+{
+    lse_view v = {node, 0, node != NULL ? node->value->size1 : 0};
+    return v;
+}
+
+lse_view lse_view_rows(lse_node *node, size_t first, size_t count)
+{
+    lse_view v = {node, first, count};
+    return v;
+}
+
+gsl_matrix_view lse_view_value(const lse_view *v)
+{
+    return gsl_matrix_submatrix(v->node->value, v->first, 0, v->count,
+                                v->node->value->size2);
+}
+
+gsl_matrix_view lse_view_grad(const lse_view *v)
+{
+    return gsl_matrix_submatrix(v->node->grad, v->first, 0, v->count,
+                                v->node->grad->size2);
+}
+
+const char *lse_node_name(const lse_node *node)
+{
+    return node != NULL ? node->name : NULL;
+}
+
+size_t lse_node_rows(const lse_node *node)
+{
+    return node != NULL ? node->value->size1 : 0;
+}
+
+size_t lse_node_dim(const lse_node *node)
+{
+    return node != NULL ? node->value->size2 : 0;
+}
+
+unsigned lse_node_flags(const lse_node *node)
+{
+    return node != NULL ? node->flags : 0;
+}
+
+int lse_node_is_param(const lse_node *node)
+{
+    return node != NULL && (node->flags & LSE_NODE_PARAM) != 0;
+}
+
+int lse_node_is_clamped(const lse_node *node)
+{
+    return node != NULL && (node->flags & LSE_NODE_CLAMPED) != 0;
+}
+
+void lse_node_set_clamped(lse_node *node, int clamped)
+{
+    if (node == NULL)
+        return;
+    if (clamped)
+        node->flags |= LSE_NODE_CLAMPED;
+    else
+        node->flags &= ~(unsigned)LSE_NODE_CLAMPED;
+}
+
+gsl_matrix *lse_node_value(lse_node *node)
+{
+    return node != NULL ? node->value : NULL;
+}
+
+const gsl_matrix *lse_node_grad(const lse_node *node)
+{
+    return node != NULL ? node->grad : NULL;
+}
+
+lse_graph *lse_node_graph(const lse_node *node)
+{
+    return node != NULL ? node->graph : NULL;
+}
+
+lse_status lse_node_set_value(lse_node *node, const gsl_matrix *value)
+{
+    static const char fn[] = "lse_node_set_value";
+    if (node == NULL)
+        return LSE_EFAULT;
+    lse_graph *g = node->graph;
+    if (value == NULL)
+        return lse_graph_fail(g, LSE_EFAULT, fn, "NULL value for node '%s'",
+                              node->name);
+    if (value->size1 != node->value->size1 ||
+        value->size2 != node->value->size2)
+        return lse_graph_fail(g, LSE_EDIM, fn, "node '%s' is %zux%zu, value is %zux%zu",
+                              node->name, node->value->size1,
+                              node->value->size2, value->size1, value->size2);
+    for (size_t i = 0; i < value->size1; i++)
+        for (size_t j = 0; j < value->size2; j++)
+            if (!isfinite(gsl_matrix_get(value, i, j)))
+                return lse_graph_fail(g, LSE_ENONFINITE, fn,
+                                      "node '%s': value[%zu,%zu] is not finite",
+                                      node->name, i, j);
+    gsl_matrix_memcpy(node->value, value);
+    return LSE_OK;
+}
+
+/* Gradient check of a whole graph ------------------------------------- */
+
+static void record(lse_gradcheck *res, double a, double n, double floor,
+                   const lse_node *node, size_t i, size_t j)
+{
+    double den = fabs(a) > fabs(n) ? fabs(a) : fabs(n);
+    if (den < floor)
+        den = floor;
+    double err = fabs(a - n) / den;
+    if (isnan(err))
+        err = INFINITY;
+    res->n_checked++;
+    if (err > res->max_error || res->n_checked == 1) {
+        if (err > res->max_error) {
+            res->max_error = err;
+        }
+        res->analytic = a;
+        res->numeric = n;
+        snprintf(res->where, sizeof res->where, "node '%s'[%zu,%zu]",
+                 node->name, i, j);
+    }
+}
+
+lse_status lse_graph_check_gradient(lse_graph *g, lse_node *node, double h,
+                                    double floor, lse_gradcheck *res)
+{
+    static const char fn[] = "lse_graph_check_gradient";
+    if (g == NULL || res == NULL)
+        return lse_graph_fail(g, LSE_EFAULT, fn, "NULL argument");
+    if (!(h > 0.0) || !(floor > 0.0))
+        return lse_graph_fail(g, LSE_EDOM, fn, "h and floor must be > 0");
+    if (node != NULL && node->graph != g)
+        return lse_graph_fail(g, LSE_EINVAL, fn, "node of another graph");
+    *res = (lse_gradcheck){0};
+    double e;
+    lse_status st = lse_graph_gradient(g, &e);
+    if (st != LSE_OK)
+        return st;
+    for (size_t k = 0; k < g->n_nodes; k++) {
+        lse_node *nd = g->nodes[k];
+        if ((node != NULL && nd != node) || (nd->flags & LSE_NODE_CLAMPED))
+            continue;
+        gsl_matrix *analytic = gsl_matrix_alloc(nd->grad->size1, nd->grad->size2);
+        if (analytic == NULL)
+            return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
+        gsl_matrix_memcpy(analytic, nd->grad);
+        for (size_t i = 0; i < nd->value->size1 && st == LSE_OK; i++) {
+            for (size_t j = 0; j < nd->value->size2; j++) {
+                const double v = gsl_matrix_get(nd->value, i, j);
+                double up = 0, down = 0;
+                gsl_matrix_set(nd->value, i, j, v + h);
+                st = lse_graph_energy(g, &up);
+                if (st == LSE_OK) {
+                    gsl_matrix_set(nd->value, i, j, v - h);
+                    st = lse_graph_energy(g, &down);
+                }
+                gsl_matrix_set(nd->value, i, j, v);
+                if (st != LSE_OK)
+                    break;
+                record(res, gsl_matrix_get(analytic, i, j),
+                       (up - down) / (2 * h), floor, nd, i, j);
+            }
+        }
+        gsl_matrix_free(analytic);
+        if (st != LSE_OK)
+            return st;
+    }
+    /* leave the graph evaluated at the original point */
+    return lse_graph_gradient(g, &e);
+}

@@ -1,0 +1,830 @@
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph-private.h"
+
+/* Solvers: gradient descent with Armijo backtracking, and EM coordinate
+ * ascent with closed-form M-steps (docs/solvers.md). */
+
+struct lse_solver_type {
+    const char *name;
+    int em;
+};
+
+static const lse_solver_type gd_type = {"gd", 0};
+static const lse_solver_type em_type = {"em", 1};
+const lse_solver_type *const lse_solver_gd = &gd_type;
+const lse_solver_type *const lse_solver_em = &em_type;
+
+const char *lse_solver_type_name(const lse_solver_type *type)
+{
+    return type != NULL ? type->name : NULL;
+}
+
+typedef struct cf_term { /* an LSE term solved in closed form */
+    lse_term *t;
+    size_t offset, size; /* its statistics in the buffer */
+    gsl_matrix *parent_scratch;  /* when the parent is not a free param */
+    gsl_matrix **param_scratch;  /* idem per parameter */
+    gsl_matrix **param_out;
+    unsigned char *empty;        /* n_parent flags */
+} cf_term;
+
+struct lse_solver {
+    lse_graph *g;
+    const lse_solver_type *type;
+    lse_solver_opts opts;
+    lse_node **sel; /* selected nodes, or NULL = all free */
+    size_t n_sel;
+    lse_estep_fn estep;
+    void *estep_user;
+    lse_mstep_fn mstep_hook;
+    void *mstep_user;
+    lse_reduce_fn reduce;
+    void *reduce_user;
+
+    int ready;
+    double energy, prev_energy, delta, grad_norm, step;
+    size_t n_iter, n_increase;
+    int no_step;
+
+    /* scratch, allocated by init */
+    lse_node **upd; /* nodes updated by gradient steps */
+    size_t n_upd;
+    lse_node **state, **gparam; /* EM: state nodes, gradient-step params */
+    size_t n_state, n_gparam;
+    gsl_matrix **x0; /* saved values, one per graph node */
+    gsl_matrix **d0; /* saved gradients */
+    cf_term *cf;
+    size_t n_cf;
+    lse_term **chains;
+    size_t n_chain;
+    double *buf; /* [energy, stats..., chain stats..., gradients (gd)] */
+    size_t n_buf;
+};
+
+lse_solver_opts lse_solver_opts_default(void)
+{
+    lse_solver_opts o;
+    memset(&o, 0, sizeof o);
+    o.step = 1.0;
+    o.line_search = 1;
+    o.armijo = 1e-4;
+    o.shrink = 0.5;
+    o.grow = 2.0;
+    o.max_backtrack = 60;
+    o.tol_energy = 1e-8;
+    o.tol_grad = 0.0;
+    o.estep_steps = 1;
+    o.mstep_steps = 1;
+    o.increase_tol = 1e-10;
+    o.mstep = lse_mstep_opts_default();
+    return o;
+}
+
+lse_mstep_opts lse_mstep_opts_default(void)
+{
+    lse_mstep_opts m = {.reg_covar = 1e-6, .min_count = 1e-10};
+    return m;
+}
+
+static void free_scratch(lse_solver *s)
+{
+    for (size_t i = 0; s->x0 != NULL && i < lse_graph_n_nodes(s->g); i++) {
+        gsl_matrix_free(s->x0[i]);
+        gsl_matrix_free(s->d0[i]);
+    }
+    free(s->x0);
+    free(s->d0);
+    s->x0 = s->d0 = NULL;
+    for (size_t i = 0; i < s->n_cf; i++) {
+        cf_term *c = &s->cf[i];
+        gsl_matrix_free(c->parent_scratch);
+        for (size_t k = 0; c->param_scratch && k < c->t->sim->n_param; k++)
+            gsl_matrix_free(c->param_scratch[k]);
+        free(c->param_scratch);
+        free(c->param_out);
+        free(c->empty);
+    }
+    free(s->cf);
+    s->cf = NULL;
+    s->n_cf = 0;
+    free(s->chains);
+    s->chains = NULL;
+    s->n_chain = 0;
+    free(s->upd);
+    free(s->state);
+    free(s->gparam);
+    s->upd = s->state = s->gparam = NULL;
+    free(s->buf);
+    s->buf = NULL;
+    s->ready = 0;
+}
+
+lse_solver *lse_solver_new(lse_graph *g, const lse_solver_type *type)
+{
+    lse_gsl_quiet();
+    if (g == NULL || type == NULL)
+        return NULL;
+    lse_solver *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return NULL;
+    s->g = g;
+    s->type = type;
+    s->opts = lse_solver_opts_default();
+    s->energy = s->prev_energy = s->delta = NAN;
+    return s;
+}
+
+void lse_solver_free(lse_solver *s)
+{
+    if (s == NULL)
+        return;
+    free_scratch(s);
+    free(s->sel);
+    free(s);
+}
+
+lse_status lse_solver_set_opts(lse_solver *s, const lse_solver_opts *o)
+{
+    static const char fn[] = "lse_solver_set_opts";
+    if (s == NULL || o == NULL)
+        return LSE_EFAULT;
+    if (!(o->step > 0.0) || !isfinite(o->step) || !(o->shrink > 0.0) ||
+        !(o->shrink < 1.0) || !(o->grow >= 1.0) || !(o->armijo > 0.0) ||
+        !(o->armijo < 1.0) || !(o->tol_energy >= 0.0) ||
+        !(o->tol_grad >= 0.0) || !(o->increase_tol >= 0.0) ||
+        !(o->mstep.reg_covar >= 0.0) || !(o->mstep.min_count >= 0.0))
+        return lse_graph_fail(s->g, LSE_EDOM, fn,
+                              "step > 0, 0 < shrink < 1, grow >= 1, 0 < armijo "
+                              "< 1 and non-negative tolerances required");
+    s->opts = *o;
+    return LSE_OK;
+}
+
+lse_status lse_solver_set_nodes(lse_solver *s, lse_node *const *nodes,
+                                size_t n)
+{
+    if (s == NULL)
+        return LSE_EFAULT;
+    free(s->sel);
+    s->sel = NULL;
+    s->n_sel = 0;
+    s->ready = 0;
+    if (nodes == NULL || n == 0)
+        return LSE_OK;
+    for (size_t i = 0; i < n; i++)
+        if (nodes[i] == NULL || lse_node_graph(nodes[i]) != s->g)
+            return lse_graph_fail(s->g, LSE_EINVAL, "lse_solver_set_nodes",
+                                  "node %zu is NULL or of another graph", i);
+    s->sel = malloc(n * sizeof *s->sel);
+    if (s->sel == NULL)
+        return lse_graph_fail(s->g, LSE_ENOMEM, "lse_solver_set_nodes",
+                              "out of memory");
+    memcpy(s->sel, nodes, n * sizeof *s->sel);
+    s->n_sel = n;
+    return LSE_OK;
+}
+
+void lse_solver_set_estep(lse_solver *s, lse_estep_fn fn, void *user)
+{
+    if (s != NULL) {
+        s->estep = fn;
+        s->estep_user = user;
+    }
+}
+
+void lse_solver_set_mstep_hook(lse_solver *s, lse_mstep_fn fn, void *user)
+{
+    if (s != NULL) {
+        s->mstep_hook = fn;
+        s->mstep_user = user;
+    }
+}
+
+void lse_solver_set_reduce(lse_solver *s, lse_reduce_fn fn, void *user)
+{
+    if (s != NULL) {
+        s->reduce = fn;
+        s->reduce_user = user;
+    }
+}
+
+static int selected(const lse_solver *s, const lse_node *n)
+{
+    if (n->flags & LSE_NODE_CLAMPED)
+        return 0;
+    if (s->sel == NULL)
+        return 1;
+    for (size_t i = 0; i < s->n_sel; i++)
+        if (s->sel[i] == n)
+            return 1;
+    return 0;
+}
+
+static int free_param(const lse_solver *s, const lse_node *n)
+{
+    return n != NULL && (n->flags & LSE_NODE_PARAM) && selected(s, n);
+}
+
+static lse_status do_reduce(lse_solver *s, double *buf, size_t n)
+{
+    if (s->reduce == NULL || n == 0)
+        return LSE_OK;
+    const lse_status st = s->reduce(buf, n, s->reduce_user);
+    if (st != LSE_OK)
+        return lse_graph_fail(s->g, st, "lse_solver_iterate",
+                              "reduction hook failed: %s", lse_strerror(st));
+    return LSE_OK;
+}
+
+static lse_status reduced_energy(lse_solver *s, int grad, double *e)
+{
+    lse_status st = grad ? lse_graph_gradient(s->g, e) : lse_graph_energy(s->g, e);
+    if (st != LSE_OK)
+        return st;
+    if (s->reduce != NULL) {
+        double v = *e;
+        st = do_reduce(s, &v, 1);
+        *e = v;
+    }
+    return st;
+}
+
+static int in_cf(const lse_solver *s, const lse_node *n)
+{
+    for (size_t i = 0; i < s->n_cf; i++) {
+        const lse_term *t = s->cf[i].t;
+        if (t->parent.node == n)
+            return 1;
+        for (size_t k = 0; k < t->sim->n_param; k++)
+            if (t->param[k] == n)
+                return 1;
+    }
+    for (size_t i = 0; i < s->n_chain; i++)
+        if (s->chains[i]->chain_init == n || s->chains[i]->chain_trans == n)
+            return 1;
+    return 0;
+}
+
+static lse_status setup_cf(lse_solver *s, size_t *n_stats)
+{
+    lse_graph *g = s->g;
+    const size_t nt = lse_graph_n_terms(g);
+    s->cf = calloc(nt + 1, sizeof *s->cf);
+    s->chains = calloc(nt + 1, sizeof *s->chains);
+    if (s->cf == NULL || s->chains == NULL)
+        return LSE_ENOMEM;
+    size_t off = 1; /* buf[0] = energy */
+    for (size_t m = 0; m < nt; m++) {
+        lse_term *t = g->terms[m];
+        if (t->kind != LSE_TERM_LSE || !t->enabled)
+            continue;
+        const lse_sim_type *sim = t->sim;
+        int any = free_param(s, t->parent.node);
+        for (size_t k = 0; k < sim->n_param; k++)
+            any = any || free_param(s, t->param[k]);
+        if (any && sim->stats != NULL && sim->solve != NULL &&
+            sim->stats_size != NULL && t->keep) {
+            cf_term *c = &s->cf[s->n_cf++];
+            c->t = t;
+            c->offset = off;
+            c->size = sim->stats_size(&t->shape, t->config);
+            off += c->size;
+            c->param_scratch = calloc(sim->n_param + 1, sizeof *c->param_scratch);
+            c->param_out = calloc(sim->n_param + 1, sizeof *c->param_out);
+            c->empty = calloc(t->parent.count, 1);
+            if (c->param_scratch == NULL || c->param_out == NULL ||
+                c->empty == NULL)
+                return LSE_ENOMEM;
+            if (!free_param(s, t->parent.node)) {
+                c->parent_scratch =
+                    gsl_matrix_alloc(t->parent.count, t->shape.d_parent);
+                if (c->parent_scratch == NULL)
+                    return LSE_ENOMEM;
+            }
+            for (size_t k = 0; k < sim->n_param; k++) {
+                if (t->param[k] == NULL || free_param(s, t->param[k]))
+                    continue;
+                c->param_scratch[k] = gsl_matrix_alloc(t->param_rows[k],
+                                                       t->param_cols[k]);
+                if (c->param_scratch[k] == NULL)
+                    return LSE_ENOMEM;
+            }
+        }
+        if (t->reduce == LSE_REDUCE_CHAIN &&
+            (free_param(s, t->chain_init) || free_param(s, t->chain_trans))) {
+            s->chains[s->n_chain++] = t;
+            const size_t K = t->parent.count;
+            off += K + K * K + 1; /* post0, xi, n_seq */
+        }
+    }
+    *n_stats = off;
+    return LSE_OK;
+}
+
+lse_status lse_solver_init(lse_solver *s)
+{
+    static const char fn[] = "lse_solver_init";
+    if (s == NULL)
+        return LSE_EFAULT;
+    free_scratch(s);
+    lse_graph *g = s->g;
+    const size_t nn = lse_graph_n_nodes(g);
+    s->x0 = calloc(nn + 1, sizeof *s->x0);
+    s->d0 = calloc(nn + 1, sizeof *s->d0);
+    s->upd = calloc(nn + 1, sizeof *s->upd);
+    s->state = calloc(nn + 1, sizeof *s->state);
+    s->gparam = calloc(nn + 1, sizeof *s->gparam);
+    if (s->x0 == NULL || s->d0 == NULL || s->upd == NULL || s->state == NULL ||
+        s->gparam == NULL)
+        goto nomem;
+    size_t n_stats = 1;
+    if (s->type->em && setup_cf(s, &n_stats) != LSE_OK)
+        goto nomem;
+    s->n_upd = s->n_state = s->n_gparam = 0;
+    size_t n_grad = 0;
+    for (size_t i = 0; i < nn; i++) {
+        lse_node *n = g->nodes[i];
+        if (!selected(s, n))
+            continue;
+        s->x0[i] = gsl_matrix_alloc(n->value->size1, n->value->size2);
+        s->d0[i] = gsl_matrix_alloc(n->value->size1, n->value->size2);
+        if (s->x0[i] == NULL || s->d0[i] == NULL)
+            goto nomem;
+        if (!s->type->em) {
+            s->upd[s->n_upd++] = n;
+            n_grad += n->value->size1 * n->value->size2;
+        } else if (!(n->flags & LSE_NODE_PARAM)) {
+            s->state[s->n_state++] = n;
+        } else if (!in_cf(s, n)) {
+            s->gparam[s->n_gparam++] = n;
+        }
+    }
+    s->n_buf = n_stats + n_grad;
+    s->buf = calloc(s->n_buf, sizeof *s->buf);
+    if (s->buf == NULL)
+        goto nomem;
+    s->n_iter = s->n_increase = 0;
+    s->no_step = 0;
+    s->step = s->opts.step;
+    s->delta = NAN;
+    s->prev_energy = NAN;
+    s->ready = 1;
+    lse_status st = reduced_energy(s, !s->type->em, &s->energy);
+    if (st != LSE_OK)
+        return st;
+    if (!isfinite(s->energy))
+        return lse_graph_fail(g, LSE_ENONFINITE, fn, "initial energy is %g",
+                              s->energy);
+    return LSE_OK;
+nomem:
+    free_scratch(s);
+    return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
+}
+
+/* Squared norm of the gradient over nodes (reduced across processes when a
+ * hook is set: the gradient itself is summed first). */
+static lse_status grad_norm2(lse_solver *s, lse_node *const *nodes, size_t n,
+                             double *out)
+{
+    if (s->reduce != NULL) {
+        size_t off = 0;
+        for (size_t i = 0; i < n; i++) {
+            const gsl_matrix *gr = nodes[i]->grad;
+            for (size_t r = 0; r < gr->size1; r++)
+                for (size_t c = 0; c < gr->size2; c++)
+                    s->buf[off++] = gsl_matrix_get(gr, r, c);
+        }
+        lse_status st = do_reduce(s, s->buf, off);
+        if (st != LSE_OK)
+            return st;
+        off = 0;
+        for (size_t i = 0; i < n; i++) {
+            gsl_matrix *gr = nodes[i]->grad;
+            for (size_t r = 0; r < gr->size1; r++)
+                for (size_t c = 0; c < gr->size2; c++)
+                    gsl_matrix_set(gr, r, c, s->buf[off++]);
+        }
+    }
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const gsl_matrix *gr = nodes[i]->grad;
+        for (size_t r = 0; r < gr->size1; r++)
+            for (size_t c = 0; c < gr->size2; c++) {
+                const double v = gsl_matrix_get(gr, r, c);
+                sum += v * v;
+            }
+    }
+    *out = sum;
+    return LSE_OK;
+}
+
+static size_t node_index(const lse_solver *s, const lse_node *n)
+{
+    for (size_t i = 0; i < s->g->n_nodes; i++)
+        if (s->g->nodes[i] == n)
+            return i;
+    return 0;
+}
+
+/* One descent step on nodes from the gradient just computed (node grads
+ * hold dE/dv at energy *e). Updates *e; sets *moved. */
+static lse_status descend(lse_solver *s, lse_node *const *nodes, size_t n,
+                          double *e, int *moved)
+{
+    *moved = 0;
+    if (n == 0)
+        return LSE_OK;
+    double gn2;
+    lse_status st = grad_norm2(s, nodes, n, &gn2);
+    if (st != LSE_OK)
+        return st;
+    s->grad_norm = sqrt(gn2);
+    if (gn2 == 0.0)
+        return LSE_OK;
+    for (size_t i = 0; i < n; i++) {
+        const size_t k = node_index(s, nodes[i]);
+        gsl_matrix_memcpy(s->x0[k], nodes[i]->value);
+        gsl_matrix_memcpy(s->d0[k], nodes[i]->grad);
+    }
+    const double e0 = *e;
+    double step = s->step;
+    const size_t tries = s->opts.line_search ? s->opts.max_backtrack + 1 : 1;
+    for (size_t t = 0; t < tries; t++) {
+        for (size_t i = 0; i < n; i++) {
+            const size_t k = node_index(s, nodes[i]);
+            gsl_matrix_memcpy(nodes[i]->value, s->x0[k]);
+            gsl_matrix_scale(s->d0[k], -step);
+            gsl_matrix_add(nodes[i]->value, s->d0[k]);
+            gsl_matrix_scale(s->d0[k], -1.0 / step);
+        }
+        double e1;
+        st = reduced_energy(s, 0, &e1);
+        if (st == LSE_ENONFINITE && s->opts.line_search) {
+            e1 = INFINITY; /* overshoot: shrink */
+            st = LSE_OK;
+        }
+        if (st != LSE_OK)
+            return st;
+        if (!s->opts.line_search || e1 <= e0 - s->opts.armijo * step * gn2) {
+            if (!isfinite(e1))
+                return lse_graph_fail(s->g, LSE_ENONFINITE, "lse_solver_iterate",
+                                      "energy is %g after a step of %g", e1,
+                                      step);
+            *e = e1;
+            *moved = 1;
+            s->step = s->opts.line_search ? step * s->opts.grow : step;
+            return LSE_OK;
+        }
+        step *= s->opts.shrink;
+    }
+    /* no decrease: restore */
+    for (size_t i = 0; i < n; i++) {
+        const size_t k = node_index(s, nodes[i]);
+        gsl_matrix_memcpy(nodes[i]->value, s->x0[k]);
+    }
+    st = reduced_energy(s, 0, e);
+    s->no_step = 1;
+    return st;
+}
+
+static lse_status iterate_gd(lse_solver *s)
+{
+    /* gradient at the current point is fresh from init or the last step */
+    double e = s->energy;
+    int moved;
+    lse_status st = descend(s, s->upd, s->n_upd, &e, &moved);
+    if (st != LSE_OK)
+        return st;
+    s->prev_energy = s->energy;
+    s->energy = e;
+    s->delta = e - s->prev_energy;
+    /* fresh gradient for the next iteration and for the test */
+    st = reduced_energy(s, 1, &e);
+    if (st != LSE_OK)
+        return st;
+    double gn2;
+    st = grad_norm2(s, s->upd, s->n_upd, &gn2);
+    s->grad_norm = sqrt(gn2);
+    return st;
+}
+
+static lse_status gradient_steps(lse_solver *s, lse_node *const *nodes,
+                                 size_t n, size_t steps, double *e)
+{
+    for (size_t k = 0; k < steps && n > 0; k++) {
+        lse_status st = reduced_energy(s, 1, e);
+        if (st != LSE_OK)
+            return st;
+        int moved;
+        st = descend(s, nodes, n, e, &moved);
+        if (st != LSE_OK)
+            return st;
+        if (!moved)
+            break;
+    }
+    return LSE_OK;
+}
+
+static lse_status cf_stats(lse_solver *s, cf_term *c)
+{
+    lse_term *t = c->t;
+    lse_sim_args a;
+    lse_status st = lse_term_sim_args(t, &a);
+    if (st != LSE_OK)
+        return st;
+    double *acc = s->buf + c->offset;
+    memset(acc, 0, c->size * sizeof *acc);
+    const size_t nc = t->child.count, np = t->parent.count;
+    for (size_t i0 = 0; i0 < nc; i0 += t->block) {
+        const size_t b = nc - i0 < t->block ? nc - i0 : t->block;
+        gsl_matrix_view cv = gsl_matrix_submatrix(&t->child_mv.matrix, i0, 0, b,
+                                                  t->child_mv.matrix.size2);
+        gsl_matrix_view xv;
+        a.child = &cv.matrix;
+        a.child_offset = i0;
+        if (t->context.node != NULL) {
+            xv = gsl_matrix_submatrix(&t->context_mv.matrix, i0, 0, b,
+                                      t->context_mv.matrix.size2);
+            a.context = &xv.matrix;
+        }
+        gsl_matrix_const_view rv = gsl_matrix_const_submatrix(t->a, i0, 0, b, np);
+        gsl_vector_view wv;
+        const gsl_vector *w = NULL;
+        if (t->row_weight != NULL) {
+            wv = gsl_vector_subvector(t->row_weight, i0, b);
+            w = &wv.vector;
+        }
+        st = t->sim->stats(&a, &rv.matrix, w, acc);
+        if (st != LSE_OK)
+            return lse_graph_fail(s->g, st, "lse_solver_iterate",
+                                  "term '%s': %s statistics: %s", t->name,
+                                  t->sim->name, lse_strerror(st));
+    }
+    return LSE_OK;
+}
+
+static lse_status cf_solve(lse_solver *s, cf_term *c)
+{
+    lse_term *t = c->t;
+    lse_sim_args a;
+    lse_status st = lse_term_sim_args(t, &a);
+    if (st != LSE_OK)
+        return st;
+    gsl_matrix *parent = c->parent_scratch;
+    gsl_matrix_view pv;
+    if (parent == NULL) {
+        pv = lse_view_value(&t->parent);
+        parent = &pv.matrix;
+    } else {
+        gsl_matrix_memcpy(parent, a.parent);
+    }
+    for (size_t k = 0; k < t->sim->n_param; k++) {
+        c->param_out[k] = NULL;
+        if (t->param[k] == NULL)
+            continue;
+        if (c->param_scratch[k] != NULL) {
+            gsl_matrix_memcpy(c->param_scratch[k], t->param[k]->value);
+            c->param_out[k] = c->param_scratch[k];
+        } else {
+            c->param_out[k] = t->param[k]->value;
+        }
+    }
+    memset(c->empty, 0, t->parent.count);
+    lse_mstep_report rep = {.empty = c->empty};
+    char msg[512] = "";
+    st = t->sim->solve(&a, s->buf + c->offset, parent, c->param_out,
+                       &s->opts.mstep, &rep, msg, sizeof msg);
+    if (st != LSE_OK)
+        return lse_graph_fail(s->g, st, "lse_solver_iterate",
+                              "term '%s': %s M-step: %s", t->name, t->sim->name,
+                              msg[0] ? msg : lse_strerror(st));
+    if (s->mstep_hook != NULL) {
+        st = s->mstep_hook(s->g, t, &rep, s->mstep_user);
+        if (st != LSE_OK)
+            return st;
+    }
+    return LSE_OK;
+}
+
+static size_t chain_offset(const lse_solver *s, size_t i)
+{
+    size_t off = 1;
+    for (size_t k = 0; k < s->n_cf; k++)
+        off += s->cf[k].size;
+    for (size_t k = 0; k < i; k++) {
+        const size_t K = s->chains[k]->parent.count;
+        off += K + K * K + 1;
+    }
+    return off;
+}
+
+static void chain_stats(lse_solver *s, size_t i)
+{
+    const lse_term *t = s->chains[i];
+    const size_t K = t->parent.count;
+    double *acc = s->buf + chain_offset(s, i);
+    const gsl_matrix *post0 = lse_chain_init_post(t->chain);
+    const gsl_matrix *xi = lse_chain_xi(t->chain);
+    for (size_t k = 0; k < K; k++)
+        acc[k] = gsl_matrix_get(post0, 0, k);
+    for (size_t j = 0; j < K; j++)
+        for (size_t k = 0; k < K; k++)
+            acc[K + j * K + k] = gsl_matrix_get(xi, j, k);
+    double nseq = 0.0;
+    for (size_t k = 0; k < K; k++)
+        nseq += acc[k];
+    acc[K + K * K] = nseq;
+}
+
+static void chain_solve(lse_solver *s, size_t i)
+{
+    lse_term *t = s->chains[i];
+    const size_t K = t->parent.count;
+    const double *acc = s->buf + chain_offset(s, i);
+    const double floor = s->opts.mstep.min_count > 0 ? s->opts.mstep.min_count
+                                                     : 1e-300;
+    if (free_param(s, t->chain_init)) {
+        const double total = acc[K + K * K];
+        for (size_t k = 0; k < K; k++) {
+            const double v = acc[k] > floor ? acc[k] : floor;
+            gsl_matrix_set(t->chain_init->value, 0, k, log(v / total));
+        }
+    }
+    if (free_param(s, t->chain_trans)) {
+        for (size_t j = 0; j < K; j++) {
+            double row = 0.0;
+            for (size_t k = 0; k < K; k++)
+                row += acc[K + j * K + k];
+            if (!(row > floor))
+                continue; /* never visited: keep the old row */
+            for (size_t k = 0; k < K; k++) {
+                const double v = acc[K + j * K + k] > floor ? acc[K + j * K + k]
+                                                           : floor;
+                gsl_matrix_set(t->chain_trans->value, j, k, log(v / row));
+            }
+        }
+    }
+}
+
+static lse_status iterate_em(lse_solver *s)
+{
+    static const char fn[] = "lse_solver_iterate";
+    lse_graph *g = s->g;
+    double e;
+    /* E-step: responsibilities at the current parameters */
+    lse_status st = lse_graph_energy(g, &e);
+    if (st != LSE_OK)
+        return st;
+    if (s->estep != NULL) {
+        st = s->estep(g, s->estep_user);
+        if (st == LSE_OK)
+            st = lse_graph_energy(g, &e);
+        if (st != LSE_OK)
+            return st;
+    } else if (s->n_state > 0) {
+        double er = e;
+        st = gradient_steps(s, s->state, s->n_state, s->opts.estep_steps, &er);
+        if (st == LSE_OK)
+            st = lse_graph_energy(g, &e);
+        if (st != LSE_OK)
+            return st;
+    }
+    /* M-step statistics, summed across processes with the energy */
+    s->buf[0] = e;
+    for (size_t i = 0; i < s->n_cf; i++) {
+        st = cf_stats(s, &s->cf[i]);
+        if (st != LSE_OK)
+            return st;
+    }
+    for (size_t i = 0; i < s->n_chain; i++)
+        chain_stats(s, i);
+    st = do_reduce(s, s->buf, chain_offset(s, s->n_chain));
+    if (st != LSE_OK)
+        return st;
+    e = s->buf[0];
+    if (!isfinite(e))
+        return lse_graph_fail(g, LSE_ENONFINITE, fn, "energy is %g", e);
+    s->prev_energy = s->n_iter > 0 ? s->energy : NAN;
+    if (s->n_iter > 0) {
+        const double scale = fabs(s->energy) > 1.0 ? fabs(s->energy) : 1.0;
+        if (e - s->energy > s->opts.increase_tol * scale) {
+            s->n_increase++;
+            lse_log(LSE_LOG_WARN,
+                    "lse_solver_iterate: EM energy rose from %.17g to %.17g at "
+                    "iteration %zu",
+                    s->energy, e, s->n_iter);
+        }
+    }
+    s->delta = s->n_iter > 0 ? e - s->energy : NAN;
+    s->energy = e;
+    for (size_t i = 0; i < s->n_cf; i++) {
+        st = cf_solve(s, &s->cf[i]);
+        if (st != LSE_OK)
+            return st;
+    }
+    for (size_t i = 0; i < s->n_chain; i++)
+        chain_solve(s, i);
+    if (s->n_gparam > 0) {
+        double er;
+        st = gradient_steps(s, s->gparam, s->n_gparam, s->opts.mstep_steps, &er);
+        if (st != LSE_OK)
+            return st;
+    }
+    return LSE_OK;
+}
+
+lse_status lse_solver_iterate(lse_solver *s)
+{
+    if (s == NULL)
+        return LSE_EFAULT;
+    if (!s->ready)
+        return lse_graph_fail(s->g, LSE_EINVAL, "lse_solver_iterate",
+                              "call lse_solver_init first");
+    s->no_step = 0;
+    const lse_status st = s->type->em ? iterate_em(s) : iterate_gd(s);
+    if (st == LSE_OK)
+        s->n_iter++;
+    return st;
+}
+
+lse_status lse_solver_test(const lse_solver *s)
+{
+    if (s == NULL)
+        return LSE_EFAULT;
+    if (s->no_step)
+        return LSE_OK;
+    if (s->n_iter == 0)
+        return LSE_CONTINUE;
+    if (!s->type->em && s->opts.tol_grad > 0 && s->grad_norm <= s->opts.tol_grad)
+        return LSE_OK;
+    if (isfinite(s->delta) && fabs(s->delta) <= s->opts.tol_energy)
+        return LSE_OK;
+    return LSE_CONTINUE;
+}
+
+lse_status lse_solver_finish(lse_solver *s)
+{
+    if (s == NULL)
+        return LSE_EFAULT;
+    double e;
+    const lse_status st = reduced_energy(s, 0, &e);
+    if (st == LSE_OK)
+        s->energy = e;
+    return st;
+}
+
+double lse_solver_energy(const lse_solver *s) { return s ? s->energy : NAN; }
+double lse_solver_delta(const lse_solver *s) { return s ? s->delta : NAN; }
+double lse_solver_grad_norm(const lse_solver *s)
+{
+    return s ? s->grad_norm : NAN;
+}
+double lse_solver_step(const lse_solver *s) { return s ? s->step : NAN; }
+size_t lse_solver_n_iter(const lse_solver *s) { return s ? s->n_iter : 0; }
+size_t lse_solver_n_increase(const lse_solver *s)
+{
+    return s ? s->n_increase : 0;
+}
+lse_graph *lse_solver_graph(const lse_solver *s) { return s ? s->g : NULL; }
+
+lse_status lse_solver_run(lse_solver *s, size_t max_iter, lse_iter_fn cb,
+                          void *user, lse_solver_result *res)
+{
+    if (s == NULL)
+        return LSE_EFAULT;
+    lse_solver_result r = {.status = LSE_OK, .reason = LSE_STOP_MAX_ITER};
+    lse_status st = lse_solver_init(s);
+    for (size_t it = 0; st == LSE_OK && it < max_iter; it++) {
+        st = lse_solver_iterate(s);
+        if (st != LSE_OK)
+            break;
+        if (cb != NULL && cb(s, user)) {
+            r.reason = LSE_STOP_CALLBACK;
+            break;
+        }
+        const lse_status t = lse_solver_test(s);
+        if (t == LSE_OK) {
+            r.converged = 1;
+            r.reason = s->no_step ? LSE_STOP_NO_STEP
+                       : (!s->type->em && s->opts.tol_grad > 0 &&
+                          s->grad_norm <= s->opts.tol_grad)
+                           ? LSE_STOP_GRAD
+                           : LSE_STOP_ENERGY;
+            break;
+        }
+    }
+    if (st == LSE_OK)
+        st = lse_solver_finish(s);
+    if (st != LSE_OK)
+        r.reason = LSE_STOP_ERROR;
+    r.status = st;
+    r.n_iter = s->n_iter;
+    r.energy = s->energy;
+    r.grad_norm = s->grad_norm;
+    if (res != NULL)
+        *res = r;
+    return st;
+}

@@ -4,7 +4,7 @@
 #error "Include <lsegraph/lsegraph.h>, not this header."
 #endif
 /* One header per model, each built only through the public graph API
- * (models/*.c): users writing a new model follow exactly what they do. */
+ * (the models folder): users writing a new model follow exactly what they do. */
 #include <lsegraph/models/gmm.h>
 #include <lsegraph/models/slds.h>
 #include <lsegraph/models/hopfield.h>

@@ -1,0 +1,1006 @@
+/* Files and CSV tables: reading whole files, atomic writes, CSV text to a
+ * table of strings (parsed by libcsv), tables to matrices and matrices to
+ * CSV text. The dialect and every message are described in docs/io.md. */
+#include <errno.h>
+#include <fcntl.h>
+#include <locale.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <csv.h>
+
+#include "graph-private.h"
+
+/* ------------------------------------------------------------------ */
+/* Small helpers                                                       */
+/* ------------------------------------------------------------------ */
+
+/* The text of errno value e, thread-safe (XSI strerror_r). */
+static void errno_text(int e, char *buf, size_t size)
+{
+    if (strerror_r(e, buf, size) != 0)
+        snprintf(buf, size, "error %d", e);
+}
+
+/* Grow the array p of elements of `size` bytes so it holds `need`; returns
+ * the (possibly moved) array, or NULL when out of memory (p stays valid). */
+static void *grow(void *p, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap && p != NULL)
+        return p;
+    size_t c = *cap > 0 ? *cap : 64;
+    while (c < need) {
+        if (c > SIZE_MAX / 2)
+            return NULL;
+        c *= 2;
+    }
+    if (c > SIZE_MAX / size)
+        return NULL;
+    void *q = realloc(p, c * size);
+    if (q == NULL)
+        return NULL;
+    *cap = c;
+    return q;
+}
+
+/* Numbers are read and written in the C locale whatever the program set
+ * with setlocale(), so "3.6" never becomes "3,6" (POSIX uselocale is
+ * per-thread, unlike setlocale). */
+typedef struct c_locale {
+    locale_t c;   /* the "C" locale object */
+    locale_t old; /* the thread's locale before */
+} c_locale;
+
+static int c_locale_enter(c_locale *s)
+{
+    s->c = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+    if (s->c == (locale_t)0)
+        return -1;
+    s->old = uselocale(s->c);
+    return 0;
+}
+
+static void c_locale_leave(const c_locale *s)
+{
+    uselocale(s->old);
+    freelocale(s->c);
+}
+
+static int is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' ||
+           c == '\f';
+}
+
+static char ascii_lower(char c)
+{
+    return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+}
+
+/* Case-insensitive ASCII comparison of s[0..n) with the lowercase word. */
+static int equals_word(const char *s, size_t n, const char *word)
+{
+    if (strlen(word) != n)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (ascii_lower(s[i]) != word[i])
+            return 0;
+    return 1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Files                                                               */
+/* ------------------------------------------------------------------ */
+
+lse_status lse_file_read(const char *path, char **data, size_t *len,
+                         lse_error *err)
+{
+    if (path == NULL || data == NULL || len == NULL)
+        return lse_error_set(err, LSE_EFAULT, __func__,
+                             "path, data and len must not be NULL");
+    *data = NULL;
+    *len = 0;
+    const int from_stdin = strcmp(path, "-") == 0;
+    const char *shown = from_stdin ? "<stdin>" : path;
+    char why[128];
+    FILE *f = from_stdin ? stdin : fopen(path, "rb");
+    if (f == NULL) {
+        errno_text(errno, why, sizeof why);
+        return lse_error_set(err, LSE_EIO, __func__, "cannot open '%s': %s",
+                             shown, why);
+    }
+    lse_status status = LSE_OK;
+    size_t cap = 0, n = 0;
+    char *buf = NULL;
+    for (;;) {
+        char *bigger = grow(buf, &cap, n + 4097, 1);
+        if (bigger == NULL) {
+            status = lse_error_set(err, LSE_ENOMEM, __func__,
+                                   "out of memory reading '%s'", shown);
+            goto done;
+        }
+        buf = bigger;
+        const size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    if (ferror(f)) {
+        errno_text(errno, why, sizeof why);
+        status =
+            lse_error_set(err, LSE_EIO, __func__, "cannot read '%s': %s",
+                          shown, why);
+        goto done;
+    }
+    buf[n] = '\0';
+done:
+    if (!from_stdin)
+        fclose(f);
+    if (status != LSE_OK) {
+        free(buf);
+        return status;
+    }
+    *data = buf;
+    *len = n;
+    return LSE_OK;
+}
+
+/* Six letters for a temporary name; O_EXCL makes collisions harmless. */
+static void random_suffix(char *out)
+{
+    static atomic_ulong counter;
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC);
+    uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^
+                 ((uint64_t)getpid() << 16) ^
+                 (uint64_t)atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15u;
+    static const char alphabet[] =
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    for (int i = 0; i < 6; i++) {
+        x ^= x >> 31; /* splitmix64 finaliser, one round per letter */
+        x *= 0xbf58476d1ce4e5b9u;
+        x ^= x >> 27;
+        out[i] = alphabet[x % (sizeof alphabet - 1)];
+    }
+    out[6] = '\0';
+}
+
+static lse_status write_stdout(const char *data, size_t len, lse_error *err)
+{
+    if ((len > 0 && fwrite(data, 1, len, stdout) != len) ||
+        fflush(stdout) != 0) {
+        char why[128];
+        errno_text(errno, why, sizeof why);
+        return lse_error_set(err, LSE_EIO, "lse_file_write_atomic",
+                             "cannot write to standard output: %s", why);
+    }
+    return LSE_OK;
+}
+
+lse_status lse_file_write_atomic(const char *path, const char *data,
+                                 size_t len, lse_error *err)
+{
+    if (path == NULL || (data == NULL && len > 0))
+        return lse_error_set(err, LSE_EFAULT, __func__,
+                             "path and data must not be NULL");
+    if (strcmp(path, "-") == 0)
+        return write_stdout(data, len, err);
+    if (path[0] == '\0')
+        return lse_error_set(err, LSE_EIO, __func__, "empty file name");
+
+    static const char tag[] = ".tmp.";
+    const size_t plen = strlen(path);
+    char *tmp = malloc(plen + sizeof tag + 6);
+    if (tmp == NULL)
+        return lse_error_set(err, LSE_ENOMEM, __func__, "out of memory");
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, tag, sizeof tag - 1);
+    char why[128];
+    lse_status status = LSE_OK;
+    int fd = -1;
+    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
+        random_suffix(tmp + plen + sizeof tag - 1);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    if (fd < 0) {
+        errno_text(errno, why, sizeof why);
+        status = lse_error_set(err, LSE_EIO, __func__,
+                               "cannot create '%s': %s", tmp, why);
+        free(tmp);
+        return status;
+    }
+    size_t done = 0;
+    while (done < len) {
+        const ssize_t w = write(fd, data + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            errno_text(w < 0 ? errno : EIO, why, sizeof why);
+            status = lse_error_set(err, LSE_EIO, __func__,
+                                   "cannot write '%s': %s", tmp, why);
+            break;
+        }
+        done += (size_t)w;
+    }
+    if (status == LSE_OK && fsync(fd) != 0 && errno != EINVAL) {
+        errno_text(errno, why, sizeof why);
+        status = lse_error_set(err, LSE_EIO, __func__,
+                               "cannot flush '%s': %s", tmp, why);
+    }
+    if (close(fd) != 0 && status == LSE_OK) {
+        errno_text(errno, why, sizeof why);
+        status = lse_error_set(err, LSE_EIO, __func__,
+                               "cannot close '%s': %s", tmp, why);
+    }
+    if (status == LSE_OK && rename(tmp, path) != 0) {
+        errno_text(errno, why, sizeof why);
+        status = lse_error_set(err, LSE_EIO, __func__,
+                               "cannot rename '%s' to '%s': %s", tmp, path,
+                               why);
+    }
+    if (status != LSE_OK)
+        unlink(tmp);
+    free(tmp);
+    return status;
+}
+
+/* ------------------------------------------------------------------ */
+/* Tables                                                              */
+/* ------------------------------------------------------------------ */
+
+struct lse_table {
+    char *name;         /* file name for messages */
+    char delimiter;     /* given or detected */
+    int has_header;     /* first stored row is the header */
+    size_t n_cols;      /* cells per row */
+    size_t n_stored;    /* stored rows, header included */
+    char *text;         /* every cell, NUL-terminated, back to back */
+    size_t text_len;    /* bytes used in text */
+    size_t text_cap;    /* bytes allocated */
+    size_t *cell;       /* (n_stored, n_cols) offsets into text */
+    size_t n_cell;      /* entries used in cell */
+    size_t cell_cap;    /* entries allocated */
+    size_t *line;       /* (n_stored) line where each row starts */
+    size_t line_cap;    /* entries allocated */
+    size_t *names;      /* (n_cols) offsets of the column names */
+};
+
+lse_csv_opts lse_csv_opts_default(void)
+{
+    const lse_csv_opts opts = {.delimiter = 0, .header = -1, .comment = '#'};
+    return opts;
+}
+
+void lse_table_free(lse_table *t)
+{
+    if (t == NULL)
+        return;
+    free(t->name);
+    free(t->text);
+    free(t->cell);
+    free(t->line);
+    free(t->names);
+    free(t);
+}
+
+/* Append n bytes plus a NUL to the text arena; the offset goes to *off. */
+static int append_text(lse_table *t, const char *s, size_t n, size_t *off)
+{
+    if (n > SIZE_MAX - 1 - t->text_len)
+        return -1;
+    char *text = grow(t->text, &t->text_cap, t->text_len + n + 1, 1);
+    if (text == NULL)
+        return -1;
+    t->text = text;
+    if (n > 0)
+        memcpy(t->text + t->text_len, s, n);
+    t->text[t->text_len + n] = '\0';
+    *off = t->text_len;
+    t->text_len += n + 1;
+    return 0;
+}
+
+/* State shared with the libcsv callbacks, which cannot fail: the first
+ * failure is kept in status and later callbacks do nothing. */
+typedef struct parse_state {
+    lse_table *t;
+    lse_error *err;
+    lse_status status;
+    int open;         /* inside a row (libcsv is not between rows) */
+    size_t row_start; /* line where the current row started */
+    size_t fields;    /* fields seen in the current row */
+} parse_state;
+
+static void on_field(void *s, size_t len, void *data)
+{
+    parse_state *st = data;
+    lse_table *t = st->t;
+    if (st->status != LSE_OK)
+        return;
+    st->fields++;
+    /* a ragged row is reported at its end; extra cells are not stored */
+    if (t->n_stored > 0 && st->fields > t->n_cols)
+        return;
+    size_t off = 0;
+    size_t *cell = grow(t->cell, &t->cell_cap, t->n_cell + 1, sizeof *cell);
+    if (cell == NULL || append_text(t, s, len, &off) != 0) {
+        if (cell != NULL)
+            t->cell = cell;
+        st->status = lse_error_set(st->err, LSE_ENOMEM, "lse_table_parse",
+                                   "%s: out of memory", t->name);
+        return;
+    }
+    t->cell = cell;
+    t->cell[t->n_cell++] = off;
+}
+
+static void on_row(int c, void *data)
+{
+    (void)c;
+    parse_state *st = data;
+    lse_table *t = st->t;
+    if (st->status != LSE_OK)
+        return;
+    if (t->n_stored == 0) {
+        t->n_cols = st->fields;
+    } else if (st->fields != t->n_cols) {
+        st->status = lse_error_set(
+            st->err, LSE_EPARSE, "lse_table_parse",
+            "%s:%zu: %zu field%s, expected %zu (as on line %zu)", t->name,
+            st->row_start, st->fields, st->fields == 1 ? "" : "s", t->n_cols,
+            t->line[0]);
+        return;
+    }
+    size_t *line = grow(t->line, &t->line_cap, t->n_stored + 1, sizeof *line);
+    if (line == NULL) {
+        st->status = lse_error_set(st->err, LSE_ENOMEM, "lse_table_parse",
+                                   "%s: out of memory", t->name);
+        return;
+    }
+    t->line = line;
+    t->line[t->n_stored++] = st->row_start;
+    st->fields = 0;
+    st->open = 0;
+}
+
+/* End of the physical line starting at p: just past LF, CRLF or CR. */
+static const char *line_end(const char *p, const char *end)
+{
+    while (p < end && *p != '\n' && *p != '\r')
+        p++;
+    if (p < end && *p == '\r') {
+        p++;
+        if (p < end && *p == '\n')
+            p++;
+    } else if (p < end) {
+        p++; /* LF */
+    }
+    return p;
+}
+
+/* A line libcsv would skip between rows: spaces, tabs (unless tab is the
+ * delimiter) and line breaks only. */
+static int is_blank_line(const char *p, size_t n, char delim)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char c = p[i];
+        if (c == '\r' || c == '\n')
+            continue;
+        if ((c == ' ' || c == '\t') && c != delim)
+            continue;
+        return 0;
+    }
+    return 1;
+}
+
+/* The delimiter among ',', ';', '\t' that occurs most often outside quotes
+ * in the first line that is not blank or a comment (',' on a tie or when
+ * none occurs). */
+static char detect_delimiter(const char *p, const char *end, char comment)
+{
+    static const char candidates[] = {',', ';', '\t'};
+    while (p < end) {
+        const char *next = line_end(p, end);
+        if (is_blank_line(p, (size_t)(next - p), '\0') ||
+            (comment != '\0' && *p == comment)) {
+            p = next;
+            continue;
+        }
+        size_t count[3] = {0, 0, 0};
+        int quoted = 0;
+        for (const char *q = p; q < next; q++) {
+            if (*q == '"')
+                quoted = !quoted;
+            for (size_t k = 0; k < 3 && !quoted; k++)
+                if (*q == candidates[k])
+                    count[k]++;
+        }
+        size_t best = 0;
+        for (size_t k = 1; k < 3; k++)
+            if (count[k] > count[best])
+                best = k;
+        return candidates[best];
+    }
+    return ',';
+}
+
+typedef enum cell_kind {
+    CELL_NUMBER,   /* a finite number */
+    CELL_MISSING,  /* empty, NA, NaN */
+    CELL_INFINITE, /* inf, or out of the range of double */
+    CELL_TEXT      /* anything else */
+} cell_kind;
+
+/* Classify a cell; *value gets the number when there is one. Call in the
+ * C locale. */
+static cell_kind classify(const char *s, double *value)
+{
+    while (is_space(*s))
+        s++;
+    const char *e = s + strlen(s);
+    while (e > s && is_space(e[-1]))
+        e--;
+    const size_t n = (size_t)(e - s);
+    *value = NAN;
+    if (n == 0 || equals_word(s, n, "na"))
+        return CELL_MISSING;
+    char *stop = NULL;
+    const double v = strtod(s, &stop);
+    if (stop != e)
+        return CELL_TEXT;
+    *value = v;
+    if (isnan(v))
+        return CELL_MISSING;
+    if (isinf(v))
+        return CELL_INFINITE;
+    return CELL_NUMBER; /* underflow to a subnormal or 0 is fine */
+}
+
+static const char *stored_cell(const lse_table *t, size_t row, size_t j)
+{
+    return t->text + t->cell[row * t->n_cols + j];
+}
+
+/* Decide whether the first stored row is a header (opts->header == -1). */
+static lse_status detect_header(lse_table *t, lse_error *err)
+{
+    c_locale loc;
+    if (c_locale_enter(&loc) != 0)
+        return lse_error_set(err, LSE_ENOMEM, "lse_table_parse",
+                             "out of memory (C locale)");
+    t->has_header = 0;
+    for (size_t j = 0; j < t->n_cols && !t->has_header; j++) {
+        double v;
+        t->has_header = classify(stored_cell(t, 0, j), &v) == CELL_TEXT;
+    }
+    c_locale_leave(&loc);
+    return LSE_OK;
+}
+
+/* Column names: the header cells, or "1".."n" appended to the text. */
+static lse_status make_names(lse_table *t, lse_error *err)
+{
+    t->names = malloc(t->n_cols * sizeof *t->names);
+    if (t->names == NULL)
+        return lse_error_set(err, LSE_ENOMEM, "lse_table_parse",
+                             "%s: out of memory", t->name);
+    for (size_t j = 0; j < t->n_cols; j++) {
+        if (t->has_header) {
+            t->names[j] = t->cell[j];
+            continue;
+        }
+        char num[32];
+        const int n = snprintf(num, sizeof num, "%zu", j + 1);
+        if (append_text(t, num, (size_t)n, &t->names[j]) != 0)
+            return lse_error_set(err, LSE_ENOMEM, "lse_table_parse",
+                                 "%s: out of memory", t->name);
+    }
+    return LSE_OK;
+}
+
+static lse_status check_opts(const lse_csv_opts *o, lse_error *err)
+{
+    const char d = o->delimiter, c = o->comment;
+    if (d == '"' || d == '\r' || d == '\n')
+        return lse_error_set(err, LSE_EINVAL, "lse_table_parse",
+                             "delimiter must not be a quote or line break");
+    if (c == '"' || c == '\r' || c == '\n' || (c != '\0' && c == d))
+        return lse_error_set(err, LSE_EINVAL, "lse_table_parse",
+                             "comment character must not be a quote, a "
+                             "line break or the delimiter");
+    if (o->header < -1 || o->header > 1)
+        return lse_error_set(err, LSE_EINVAL, "lse_table_parse",
+                             "header must be -1 (auto), 0 or 1, not %d",
+                             o->header);
+    return LSE_OK;
+}
+
+/* Feed the text to libcsv one physical line at a time, so that the line
+ * number of every row and of every quoting error is known. */
+static lse_status parse_rows(lse_table *t, const char *p, const char *end,
+                             char comment, lse_error *err)
+{
+    struct csv_parser parser;
+    if (csv_init(&parser, CSV_STRICT | CSV_STRICT_FINI | CSV_APPEND_NULL) !=
+        0)
+        return lse_error_set(err, LSE_EINTERNAL, "lse_table_parse",
+                             "csv_init failed");
+    csv_set_delim(&parser, (unsigned char)t->delimiter);
+    csv_set_blk_size(&parser, 4096);
+    parse_state st = {.t = t, .err = err, .status = LSE_OK};
+    size_t lineno = 0;
+    while (p < end && st.status == LSE_OK) {
+        const char *next = line_end(p, end);
+        const size_t n = (size_t)(next - p);
+        lineno++;
+        if (!st.open) {
+            if (is_blank_line(p, n, t->delimiter) ||
+                (comment != '\0' && *p == comment)) {
+                p = next;
+                continue;
+            }
+            st.open = 1;
+            st.row_start = lineno;
+        }
+        const char *nul = memchr(p, '\0', n);
+        if (nul != NULL) {
+            st.status = lse_error_set(err, LSE_EPARSE, "lse_table_parse",
+                                      "%s:%zu:%zu: NUL byte in text", t->name,
+                                      lineno, (size_t)(nul - p) + 1);
+            break;
+        }
+        const size_t used = csv_parse(&parser, p, n, on_field, on_row, &st);
+        if (st.status == LSE_OK && used < n) {
+            if (csv_error(&parser) == CSV_EPARSE)
+                st.status = lse_error_set(
+                    err, LSE_EPARSE, "lse_table_parse",
+                    "%s:%zu:%zu: malformed quoting (a quote must open a "
+                    "field, close it before a delimiter or line end, and be "
+                    "doubled inside it)",
+                    t->name, lineno, used + 1);
+            else
+                st.status = lse_error_set(err, LSE_ENOMEM, "lse_table_parse",
+                                          "%s:%zu: %s", t->name, lineno,
+                                          csv_strerror(csv_error(&parser)));
+        }
+        p = next;
+    }
+    if (st.status == LSE_OK &&
+        csv_fini(&parser, on_field, on_row, &st) != 0)
+        st.status = lse_error_set(err, LSE_EPARSE, "lse_table_parse",
+                                  "%s:%zu: unterminated quoted field (the "
+                                  "row starting on this line never ends)",
+                                  t->name, st.row_start);
+    csv_free(&parser);
+    return st.status;
+}
+
+lse_status lse_table_parse(const char *data, size_t len, const char *name,
+                           const lse_csv_opts *opts, lse_table **out,
+                           lse_error *err)
+{
+    if (out == NULL || (data == NULL && len > 0))
+        return lse_error_set(err, LSE_EFAULT, __func__,
+                             "out and data must not be NULL");
+    *out = NULL;
+    const lse_csv_opts o = opts != NULL ? *opts : lse_csv_opts_default();
+    lse_status status = check_opts(&o, err);
+    if (status != LSE_OK)
+        return status;
+
+    lse_table *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return lse_error_set(err, LSE_ENOMEM, __func__, "out of memory");
+    const char *shown = name != NULL ? name : "<memory>";
+    t->name = malloc(strlen(shown) + 1);
+    if (t->name == NULL) {
+        status = lse_error_set(err, LSE_ENOMEM, __func__, "out of memory");
+        goto fail;
+    }
+    strcpy(t->name, shown);
+
+    const char *p = data != NULL ? data : "";
+    const char *end = p + len;
+    if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0)
+        p += 3; /* UTF-8 byte order mark */
+    t->delimiter =
+        o.delimiter != '\0' ? o.delimiter : detect_delimiter(p, end, o.comment);
+
+    status = parse_rows(t, p, end, o.comment, err);
+    if (status != LSE_OK)
+        goto fail;
+    if (t->n_stored == 0) {
+        status = lse_error_set(err, LSE_EPARSE, __func__,
+                               "%s: no data rows (the file is empty)",
+                               t->name);
+        goto fail;
+    }
+    if (o.header == -1) {
+        status = detect_header(t, err);
+        if (status != LSE_OK)
+            goto fail;
+    } else {
+        t->has_header = o.header;
+    }
+    if (t->n_stored <= (size_t)t->has_header) {
+        status = lse_error_set(err, LSE_EPARSE, __func__,
+                               "%s:%zu: no data rows (only a header)",
+                               t->name, t->line[0]);
+        goto fail;
+    }
+    status = make_names(t, err);
+    if (status != LSE_OK)
+        goto fail;
+    *out = t;
+    return LSE_OK;
+fail:
+    lse_table_free(t);
+    return status;
+}
+
+lse_status lse_table_read(const char *path, const lse_csv_opts *opts,
+                          lse_table **out, lse_error *err)
+{
+    if (path == NULL || out == NULL)
+        return lse_error_set(err, LSE_EFAULT, __func__,
+                             "path and out must not be NULL");
+    *out = NULL;
+    char *data = NULL;
+    size_t len = 0;
+    lse_status status = lse_file_read(path, &data, &len, err);
+    if (status != LSE_OK)
+        return status;
+    const char *shown = strcmp(path, "-") == 0 ? "<stdin>" : path;
+    status = lse_table_parse(data, len, shown, opts, out, err);
+    free(data);
+    return status;
+}
+
+size_t lse_table_rows(const lse_table *t)
+{
+    return t != NULL ? t->n_stored - (size_t)t->has_header : 0;
+}
+
+size_t lse_table_cols(const lse_table *t)
+{
+    return t != NULL ? t->n_cols : 0;
+}
+
+int lse_table_has_header(const lse_table *t)
+{
+    return t != NULL ? t->has_header : 0;
+}
+
+char lse_table_delimiter(const lse_table *t)
+{
+    return t != NULL ? t->delimiter : '\0';
+}
+
+const char *lse_table_name(const lse_table *t)
+{
+    return t != NULL ? t->name : NULL;
+}
+
+const char *lse_table_column_name(const lse_table *t, size_t j)
+{
+    if (t == NULL || j >= t->n_cols)
+        return NULL;
+    return t->text + t->names[j];
+}
+
+const char *lse_table_cell(const lse_table *t, size_t i, size_t j)
+{
+    if (t == NULL || i >= lse_table_rows(t) || j >= t->n_cols)
+        return NULL;
+    return stored_cell(t, i + (size_t)t->has_header, j);
+}
+
+size_t lse_table_line(const lse_table *t, size_t i)
+{
+    if (t == NULL || i >= lse_table_rows(t))
+        return 0;
+    return t->line[i + (size_t)t->has_header];
+}
+
+lse_status lse_table_find_column(const lse_table *t, const char *key,
+                                 size_t *j, lse_error *err)
+{
+    if (t == NULL || key == NULL || j == NULL)
+        return lse_error_set(err, LSE_EFAULT, __func__,
+                             "t, key and j must not be NULL");
+    for (size_t k = 0; k < t->n_cols; k++) {
+        if (strcmp(lse_table_column_name(t, k), key) == 0) {
+            *j = k;
+            return LSE_OK;
+        }
+    }
+    size_t digits = 0;
+    while (key[digits] >= '0' && key[digits] <= '9')
+        digits++;
+    if (digits > 0 && digits < 19 && key[digits] == '\0') {
+        const unsigned long long index = strtoull(key, NULL, 10);
+        if (index >= 1 && index <= t->n_cols) {
+            *j = (size_t)(index - 1);
+            return LSE_OK;
+        }
+    }
+    char list[360];
+    size_t used = 0;
+    list[0] = '\0';
+    for (size_t k = 0; k < t->n_cols; k++) {
+        const int n = snprintf(list + used, sizeof list - used, "%s%s",
+                               k > 0 ? ", " : "", lse_table_column_name(t, k));
+        if (n < 0 || (size_t)n >= sizeof list - used) {
+            strcpy(list + sizeof list - 5, "...");
+            break;
+        }
+        used += (size_t)n;
+    }
+    return lse_error_set(err, LSE_ENOTFOUND, __func__,
+                         "%s has no column '%.60s' (columns, or 1..%zu: %s)",
+                         t->name, key, t->n_cols, list);
+}
+
+/* Check data row i, selected columns; *keep is 0 when a missing value
+ * drops the row. */
+static lse_status check_row(const lse_table *t, size_t i, const size_t *cols,
+                            size_t n_cols, lse_missing missing, int *keep,
+                            lse_error *err)
+{
+    *keep = 1;
+    for (size_t k = 0; k < n_cols; k++) {
+        const size_t j = cols != NULL ? cols[k] : k;
+        const char *s = lse_table_cell(t, i, j);
+        double v;
+        const cell_kind kind = classify(s, &v);
+        if (kind == CELL_TEXT)
+            return lse_error_set(
+                err, LSE_EPARSE, "lse_table_to_matrix",
+                "%s:%zu:%zu: '%.40s' is not a number (column '%.60s')",
+                t->name, lse_table_line(t, i), j + 1, s,
+                lse_table_column_name(t, j));
+        if (kind == CELL_INFINITE)
+            return lse_error_set(
+                err, LSE_ENONFINITE, "lse_table_to_matrix",
+                "%s:%zu:%zu: '%.40s' is not finite (column '%.60s')",
+                t->name, lse_table_line(t, i), j + 1, s,
+                lse_table_column_name(t, j));
+        if (kind == CELL_MISSING) {
+            if (missing == LSE_MISSING_ERROR)
+                return lse_error_set(
+                    err, LSE_EPARSE, "lse_table_to_matrix",
+                    "%s:%zu:%zu: missing value (column '%.60s')", t->name,
+                    lse_table_line(t, i), j + 1,
+                    lse_table_column_name(t, j));
+            if (missing == LSE_MISSING_DROP)
+                *keep = 0;
+        }
+    }
+    return LSE_OK;
+}
+
+static lse_status fill_matrix(const lse_table *t, const size_t *cols,
+                              size_t n_cols, const unsigned char *keep,
+                              gsl_matrix *m, size_t *row_index)
+{
+    size_t r = 0;
+    for (size_t i = 0; i < lse_table_rows(t); i++) {
+        if (!keep[i])
+            continue;
+        if (row_index != NULL)
+            row_index[r] = i;
+        for (size_t k = 0; k < n_cols; k++) {
+            const size_t j = cols != NULL ? cols[k] : k;
+            double v;
+            classify(lse_table_cell(t, i, j), &v); /* NAN when missing */
+            gsl_matrix_set(m, r, k, v);
+        }
+        r++;
+    }
+    return r == m->size1 ? LSE_OK : LSE_EINTERNAL;
+}
+
+lse_status lse_table_to_matrix(const lse_table *t, const size_t *cols,
+                               size_t n_cols, lse_missing missing,
+                               gsl_matrix **out, size_t **row_index,
+                               lse_error *err)
+{
+    if (t == NULL || out == NULL)
+        return lse_error_set(err, LSE_EFAULT, __func__,
+                             "t and out must not be NULL");
+    *out = NULL;
+    if (row_index != NULL)
+        *row_index = NULL;
+    if (cols == NULL)
+        n_cols = t->n_cols;
+    if (n_cols == 0)
+        return lse_error_set(err, LSE_EINVAL, __func__, "no columns selected");
+    if (missing != LSE_MISSING_ERROR && missing != LSE_MISSING_DROP &&
+        missing != LSE_MISSING_KEEP)
+        return lse_error_set(err, LSE_EINVAL, __func__,
+                             "unknown missing-value policy %d", (int)missing);
+    for (size_t k = 0; cols != NULL && k < n_cols; k++)
+        if (cols[k] >= t->n_cols)
+            return lse_error_set(err, LSE_ERANGE, __func__,
+                                 "%s: column index %zu out of range (%zu "
+                                 "columns)",
+                                 t->name, cols[k], t->n_cols);
+    lse_gsl_quiet();
+
+    const size_t rows = lse_table_rows(t);
+    unsigned char *keep = malloc(rows);
+    gsl_matrix *m = NULL;
+    size_t *index = NULL;
+    c_locale loc;
+    if (keep == NULL || c_locale_enter(&loc) != 0) {
+        free(keep);
+        return lse_error_set(err, LSE_ENOMEM, __func__, "out of memory");
+    }
+    lse_status status = LSE_OK;
+    size_t kept = 0;
+    for (size_t i = 0; i < rows && status == LSE_OK; i++) {
+        int k = 0;
+        status = check_row(t, i, cols, n_cols, missing, &k, err);
+        keep[i] = (unsigned char)k;
+        kept += (size_t)k;
+    }
+    if (status == LSE_OK && kept == 0)
+        status = lse_error_set(err, LSE_EPARSE, __func__,
+                               "%s: no rows left: every row has a missing "
+                               "value",
+                               t->name);
+    if (status == LSE_OK) {
+        m = gsl_matrix_alloc(kept, n_cols);
+        index = row_index != NULL ? malloc(kept * sizeof *index) : NULL;
+        if (m == NULL || (row_index != NULL && index == NULL))
+            status = lse_error_set(err, LSE_ENOMEM, __func__,
+                                   "out of memory for a %zu x %zu matrix",
+                                   kept, n_cols);
+    }
+    if (status == LSE_OK) {
+        status = fill_matrix(t, cols, n_cols, keep, m, index);
+        if (status != LSE_OK)
+            lse_error_set(err, status, __func__, "row count changed");
+    }
+    c_locale_leave(&loc);
+    free(keep);
+    if (status != LSE_OK) {
+        gsl_matrix_free(m);
+        free(index);
+        return status;
+    }
+    *out = m;
+    if (row_index != NULL)
+        *row_index = index;
+    return LSE_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Writing CSV                                                         */
+/* ------------------------------------------------------------------ */
+
+/* A name is written bare only when it is made of these characters and
+ * does not start with the default comment character. */
+static int needs_quotes(const char *s)
+{
+    static const char safe[] = "_-.+/:()[]";
+    if (*s == '\0' || *s == '#')
+        return 1;
+    for (; *s != '\0'; s++) {
+        const char c = *s;
+        const int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                          (c >= '0' && c <= '9');
+        if (!alnum && strchr(safe, c) == NULL)
+            return 1;
+    }
+    return 0;
+}
+
+static void write_name(FILE *f, const char *s)
+{
+    if (!needs_quotes(s)) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s != '\0'; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void write_value(FILE *f, double v, int precision)
+{
+    if (isnan(v))
+        fputs("NaN", f);
+    else if (isinf(v))
+        fputs(v > 0 ? "Inf" : "-Inf", f);
+    else
+        fprintf(f, "%.*g", precision, v);
+}
+
+lse_status lse_matrix_format_csv(const gsl_matrix *m, const char *const *names,
+                                 int precision, char **text, size_t *len,
+                                 lse_error *err)
+{
+    if (m == NULL || text == NULL)
+        return lse_error_set(err, LSE_EFAULT, __func__,
+                             "m and text must not be NULL");
+    *text = NULL;
+    if (len != NULL)
+        *len = 0;
+    if (precision < 0 || precision > 17)
+        return lse_error_set(err, LSE_EINVAL, __func__,
+                             "precision must be 0..17, not %d", precision);
+    for (size_t j = 0; names != NULL && j < m->size2; j++)
+        if (names[j] == NULL)
+            return lse_error_set(err, LSE_EFAULT, __func__,
+                                 "names[%zu] is NULL", j);
+    const int digits = precision == 0 ? 17 : precision;
+    c_locale loc;
+    if (c_locale_enter(&loc) != 0)
+        return lse_error_set(err, LSE_ENOMEM, __func__, "out of memory");
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&buf, &size);
+    if (f == NULL) {
+        c_locale_leave(&loc);
+        return lse_error_set(err, LSE_ENOMEM, __func__, "out of memory");
+    }
+    for (size_t j = 0; names != NULL && j < m->size2; j++) {
+        if (j > 0)
+            fputc(',', f);
+        write_name(f, names[j]);
+    }
+    if (names != NULL)
+        fputc('\n', f);
+    for (size_t i = 0; i < m->size1; i++) {
+        for (size_t j = 0; j < m->size2; j++) {
+            if (j > 0)
+                fputc(',', f);
+            write_value(f, gsl_matrix_get(m, i, j), digits);
+        }
+        fputc('\n', f);
+    }
+    const int failed = ferror(f);
+    const int closed = fclose(f);
+    c_locale_leave(&loc);
+    if (failed || closed != 0) {
+        free(buf);
+        return lse_error_set(err, LSE_ENOMEM, __func__,
+                             "out of memory formatting a %zu x %zu matrix",
+                             m->size1, m->size2);
+    }
+    *text = buf;
+    if (len != NULL)
+        *len = size;
+    return LSE_OK;
+}
+
+lse_status lse_matrix_write_csv(const char *path, const gsl_matrix *m,
+                                const char *const *names, int precision,
+                                lse_error *err)
+{
+    if (path == NULL)
+        return lse_error_set(err, LSE_EFAULT, __func__,
+                             "path must not be NULL");
+    char *text = NULL;
+    size_t len = 0;
+    lse_status status =
+        lse_matrix_format_csv(m, names, precision, &text, &len, err);
+    if (status == LSE_OK)
+        status = lse_file_write_atomic(path, text, len, err);
+    free(text);
+    return status;
+}

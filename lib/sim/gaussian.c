@@ -1,0 +1,385 @@
+#include <math.h>
+#include <string.h>
+
+#include <gsl/gsl_blas.h>
+#include <gsl/gsl_errno.h>
+
+#include "gauss-private.h"
+
+/*
+ * lse_sim_gaussian: S_ik = log pi_k + log N(x_i; mu_k, Sigma_k).
+ * Parent rows are the means mu_k (K, d); params logw (K, 1, optional) and
+ * chol (layout by lse_gaussian_config.cov). Derivations and the M-step:
+ * docs/sim-gaussian.md.
+ */
+
+enum { P_LOGW = LSE_GAUSS_LOGW, P_CHOL = 1, N_PARAM = 2 };
+
+static const char NAME[] = "gaussian";
+static const char *const param_names[N_PARAM] = {"logw", "chol"};
+static const lse_gaussian_config default_config = {.cov = LSE_COV_FULL};
+
+static lse_status check(const lse_sim_shape *shape, const void *config,
+                        char *msg, size_t msg_len)
+{
+    const lse_status st =
+        lse_gauss_check_common(NAME, shape, config, P_CHOL, msg, msg_len);
+    if (st != LSE_OK)
+        return st;
+    if (shape->d_context != 0)
+        return lse_gauss_fail(msg, msg_len, LSE_EINVAL,
+                              "%s: takes no context (got %zu context "
+                              "columns)",
+                              NAME, shape->d_context);
+    return LSE_OK;
+}
+
+static lse_status work_new(const lse_sim_shape *shape, const void *config,
+                           void **out)
+{
+    if (out == NULL)
+        return LSE_EFAULT;
+    lse_gauss_work *w = NULL;
+    const lse_status st = lse_gauss_work_new(shape, config, &w);
+    *out = w;
+    return st;
+}
+
+static lse_status prepare(const lse_sim_args *a)
+{
+    if (a == NULL || a->work == NULL || a->param == NULL)
+        return LSE_EFAULT;
+    return lse_gauss_prepare(a->work, a->param[P_LOGW], a->param[P_CHOL]);
+}
+
+/* R (b, d) <- X - 1 mu_k' */
+static void residuals(const gsl_matrix *x, const gsl_matrix *mu, size_t k,
+                      gsl_matrix *r)
+{
+    const size_t b = x->size1, d = x->size2;
+    const double *m = gsl_matrix_const_ptr(mu, k, 0);
+    for (size_t i = 0; i < b; i++) {
+        const double *xi = gsl_matrix_const_ptr(x, i, 0);
+        double *ri = gsl_matrix_ptr(r, i, 0);
+        for (size_t j = 0; j < d; j++)
+            ri[j] = xi[j] - m[j];
+    }
+}
+
+static lse_status eval(const lse_sim_args *a, gsl_matrix *s)
+{
+    lse_gauss_work *w = a != NULL ? a->work : NULL;
+    lse_status st = lse_gauss_check_args(w, a, s);
+    if (st != LSE_OK)
+        return st;
+    if (!w->prepared)
+        return LSE_EINTERNAL;
+    const size_t b = a->child->size1, d = w->dim, K = w->n_comp;
+    if (b == 0)
+        return LSE_OK;
+    const gsl_matrix *x = a->child, *mu = a->parent;
+
+    if (w->cov == LSE_COV_DIAG || w->cov == LSE_COV_SPHERICAL) {
+        /* fused: S_ik = c_k - 1/2 sum_j ((x_ij - mu_kj) / l_kj)^2 */
+        const int sph = w->cov == LSE_COV_SPHERICAL;
+        for (size_t i = 0; i < b; i++) {
+            const double *xi = gsl_matrix_const_ptr(x, i, 0);
+            double *si = gsl_matrix_ptr(s, i, 0);
+            for (size_t k = 0; k < K; k++) {
+                const double *m = gsl_matrix_const_ptr(mu, k, 0);
+                const double *inv = gsl_matrix_const_ptr(w->inv, k, 0);
+                double q = 0.0;
+                if (sph) {
+                    for (size_t j = 0; j < d; j++) {
+                        const double t = xi[j] - m[j];
+                        q += t * t;
+                    }
+                    q *= inv[0] * inv[0];
+                } else {
+                    for (size_t j = 0; j < d; j++) {
+                        const double t = (xi[j] - m[j]) * inv[j];
+                        q += t * t;
+                    }
+                }
+                si[k] = gsl_vector_get(w->cnst, k) - 0.5 * q;
+            }
+        }
+        return LSE_OK;
+    }
+
+    gsl_matrix_view r = gsl_matrix_submatrix(w->res, 0, 0, b, d);
+    for (size_t k = 0; k < K; k++) {
+        residuals(x, mu, k, &r.matrix);
+        st = lse_gauss_score(w, k, &r.matrix, s);
+        if (st != LSE_OK)
+            return st;
+    }
+    return LSE_OK;
+}
+
+static lse_status grad(const lse_sim_args *a, const gsl_matrix *g,
+                       const lse_sim_grads *out)
+{
+    lse_gauss_work *w = a != NULL ? a->work : NULL;
+    lse_status st = lse_gauss_check_args(w, a, g);
+    if (st != LSE_OK)
+        return st;
+    if (out == NULL)
+        return LSE_EFAULT;
+    if (!w->prepared)
+        return LSE_EINTERNAL;
+    const size_t b = a->child->size1, d = w->dim, K = w->n_comp;
+    if (b == 0)
+        return LSE_OK;
+    gsl_matrix *gchol = out->param != NULL ? out->param[P_CHOL] : NULL;
+    gsl_matrix *glogw = out->param != NULL ? out->param[P_LOGW] : NULL;
+    if (out->child != NULL &&
+        (out->child->size1 != b || out->child->size2 != d))
+        return LSE_EDIM;
+    if (out->parent != NULL &&
+        (out->parent->size1 != K || out->parent->size2 != d))
+        return LSE_EDIM;
+    if (gchol != NULL && (gchol->size1 != a->param[P_CHOL]->size1 ||
+                          gchol->size2 != a->param[P_CHOL]->size2))
+        return LSE_EDIM;
+
+    if (out->child != NULL || out->parent != NULL || gchol != NULL) {
+        gsl_matrix_view r = gsl_matrix_submatrix(w->res, 0, 0, b, d);
+        for (size_t k = 0; k < K; k++) {
+            residuals(a->child, a->parent, k, &r.matrix);
+            /* rows become P_i = G_ik Sigma_k^-1 (x_i - mu_k) */
+            st = lse_gauss_grad_resid(w, k, g, &r.matrix, gchol);
+            if (st != LSE_OK)
+                return st;
+            /* dsim/dx = -Sigma^-1 r, dsim/dmu = +Sigma^-1 r */
+            if (out->child != NULL) {
+                const int rc = gsl_matrix_sub(out->child, &r.matrix);
+                if (rc != GSL_SUCCESS)
+                    return lse_status_from_gsl(rc);
+            }
+            if (out->parent != NULL) {
+                double *gp = gsl_matrix_ptr(out->parent, k, 0);
+                for (size_t i = 0; i < b; i++) {
+                    const double *p = gsl_matrix_const_ptr(&r.matrix, i, 0);
+                    for (size_t j = 0; j < d; j++)
+                        gp[j] += p[j];
+                }
+            }
+        }
+    }
+    if (glogw != NULL && a->param[P_LOGW] != NULL) {
+        if (glogw->size1 != K || glogw->size2 != 1)
+            return LSE_EDIM;
+        lse_gauss_grad_logw(w, g, glogw);
+    }
+    return LSE_OK;
+}
+
+/* acc: N (K) | s1 (K, d) | s2 (lse_gauss_s2_size) */
+static size_t stats_size(const lse_sim_shape *shape, const void *config)
+{
+    const lse_gaussian_config *c =
+        config != NULL ? (const lse_gaussian_config *)config : &default_config;
+    const size_t K = shape->n_parent, d = shape->d_child;
+    return K + K * d + lse_gauss_s2_size(c->cov, K, d);
+}
+
+static lse_status stats(const lse_sim_args *a, const gsl_matrix *resp,
+                        const gsl_vector *weight, double *acc)
+{
+    lse_gauss_work *w = a != NULL ? a->work : NULL;
+    lse_status st = lse_gauss_check_args(w, a, resp);
+    if (st != LSE_OK)
+        return st;
+    if (acc == NULL)
+        return LSE_EFAULT;
+    const size_t b = a->child->size1, d = w->dim, K = w->n_comp;
+    if (weight != NULL && weight->size != b)
+        return LSE_EDIM;
+    if (b == 0)
+        return LSE_OK;
+    double *acc1 = acc + K, *acc2 = acc + K + K * d;
+    gsl_matrix_view r = gsl_matrix_submatrix(w->res, 0, 0, b, d);
+    gsl_vector_view rw = gsl_vector_subvector(w->rw, 0, b);
+    for (size_t k = 0; k < K; k++) {
+        acc[k] += lse_gauss_row_weights(resp, k, weight, &rw.vector);
+        /* shifted statistics: relative to the current mean mu_k */
+        residuals(a->child, a->parent, k, &r.matrix);
+        gsl_vector_view s1 = gsl_vector_view_array(acc1 + k * d, d);
+        const int rc = gsl_blas_dgemv(CblasTrans, 1.0, &r.matrix, &rw.vector,
+                                      1.0, &s1.vector);
+        if (rc != GSL_SUCCESS)
+            return lse_status_from_gsl(rc);
+        st = lse_gauss_stats_s2(w, k, &r.matrix, &rw.vector, acc2);
+        if (st != LSE_OK)
+            return st;
+    }
+    return LSE_OK;
+}
+
+static lse_status solve(const lse_sim_args *a, const double *acc,
+                        gsl_matrix *parent, gsl_matrix *const *param,
+                        const lse_mstep_opts *opts, lse_mstep_report *report,
+                        char *msg, size_t msg_len)
+{
+    lse_gauss_work *w = a != NULL ? a->work : NULL;
+    if (w == NULL || a->parent == NULL || a->param == NULL || acc == NULL ||
+        parent == NULL || param == NULL || param[P_CHOL] == NULL ||
+        a->param[P_CHOL] == NULL)
+        return lse_gauss_fail(msg, msg_len, LSE_EFAULT,
+                              "%s: NULL argument to solve", NAME);
+    lse_gsl_quiet();
+    const size_t d = w->dim, K = w->n_comp;
+    const lse_cov_type cov = w->cov;
+    const gsl_matrix *chol = a->param[P_CHOL];
+    if (parent->size1 != K || parent->size2 != d ||
+        a->parent->size1 != K || a->parent->size2 != d ||
+        param[P_CHOL]->size1 != chol->size1 ||
+        param[P_CHOL]->size2 != chol->size2 ||
+        chol->size1 != w->new_chol->size1 ||
+        chol->size2 != w->new_chol->size2 ||
+        (param[P_LOGW] != NULL &&
+         (param[P_LOGW]->size1 != K || param[P_LOGW]->size2 != 1)))
+        return lse_gauss_fail(msg, msg_len, LSE_EDIM,
+                              "%s: solve outputs do not match the term's "
+                              "shapes",
+                              NAME);
+    lse_mstep_opts o;
+    lse_status st = lse_gauss_opts(NAME, opts, &o, msg, msg_len);
+    if (st != LSE_OK)
+        return st;
+    const size_t n_acc = K + K * d + lse_gauss_s2_size(cov, K, d);
+    for (size_t i = 0; i < n_acc; i++)
+        if (!isfinite(acc[i]))
+            return lse_gauss_fail(msg, msg_len, LSE_ENONFINITE,
+                                  "%s: statistic %zu is not finite", NAME, i);
+    double total = 0.0;
+    for (size_t k = 0; k < K; k++) {
+        if (acc[k] < 0.0)
+            return lse_gauss_fail(msg, msg_len, LSE_EDOM,
+                                  "%s: component %zu has negative count %g",
+                                  NAME, k, acc[k]);
+        total += acc[k];
+    }
+    if (!(total > 0.0))
+        return lse_gauss_fail(msg, msg_len, LSE_EDOM,
+                              "%s: total responsibility is 0", NAME);
+
+    const double *acc1 = acc + K, *acc2 = acc + K + K * d;
+    /* everything goes to scratch first: nothing is written on failure */
+    int rc = gsl_matrix_memcpy(w->new_parent, a->parent);
+    if (rc == GSL_SUCCESS)
+        rc = gsl_matrix_memcpy(w->new_chol, chol);
+    if (rc != GSL_SUCCESS)
+        return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc),
+                              "%s: %s", NAME, gsl_strerror(rc));
+    if (cov == LSE_COV_TIED)
+        for (size_t i = 0; i < d; i++)
+            for (size_t j = 0; j < d; j++)
+                gsl_matrix_set(w->pool, i, j, acc2[i * d + j]);
+
+    for (size_t k = 0; k < K; k++) {
+        const double n_k = acc[k];
+        if (lse_gauss_is_empty(n_k, o.min_count))
+            continue;
+        const double *s1 = acc1 + k * d;
+        double *mu = gsl_matrix_ptr(w->new_parent, k, 0);
+        for (size_t j = 0; j < d; j++)
+            mu[j] += s1[j] / n_k; /* m = s1 / N_k is the shift of the mean */
+        switch (cov) {
+        case LSE_COV_FULL: {
+            /* Sigma = s2 / N_k - m m' */
+            const double *s2 = acc2 + k * d * d;
+            for (size_t i = 0; i < d; i++)
+                for (size_t j = 0; j <= i; j++) {
+                    const double v = s2[i * d + j] / n_k -
+                                     (s1[i] / n_k) * (s1[j] / n_k);
+                    gsl_matrix_set(w->dd, i, j, v);
+                    gsl_matrix_set(w->dd, j, i, v);
+                }
+            st = lse_gauss_chol_from_cov(w, NAME, k, w->dd, o.reg_covar, n_k,
+                                         msg, msg_len);
+            break;
+        }
+        case LSE_COV_TIED:
+            /* pooled scatter about the new means: s2 - s1 s1' / N_k */
+            for (size_t i = 0; i < d; i++)
+                for (size_t j = 0; j < d; j++)
+                    *gsl_matrix_ptr(w->pool, i, j) -= s1[i] * s1[j] / n_k;
+            break;
+        case LSE_COV_DIAG: {
+            double *v = gsl_matrix_ptr(w->dd, 0, 0);
+            const double *s2 = acc2 + k * d;
+            for (size_t j = 0; j < d; j++)
+                v[j] = s2[j] / n_k - (s1[j] / n_k) * (s1[j] / n_k);
+            st = lse_gauss_chol_from_var(w, NAME, k, v, o.reg_covar, n_k, msg,
+                                         msg_len);
+            break;
+        }
+        case LSE_COV_SPHERICAL: {
+            double m2 = 0.0;
+            for (size_t j = 0; j < d; j++)
+                m2 += (s1[j] / n_k) * (s1[j] / n_k);
+            double v = (acc2[k] / n_k - m2) / (double)d;
+            st = lse_gauss_chol_from_var(w, NAME, k, &v, o.reg_covar, n_k, msg,
+                                         msg_len);
+            break;
+        }
+        }
+        if (st != LSE_OK)
+            return st;
+    }
+    if (cov == LSE_COV_TIED) {
+        for (size_t i = 0; i < d; i++)
+            for (size_t j = 0; j <= i; j++) {
+                const double v = 0.5 *
+                                 (gsl_matrix_get(w->pool, i, j) +
+                                  gsl_matrix_get(w->pool, j, i)) /
+                                 total;
+                gsl_matrix_set(w->dd, i, j, v);
+                gsl_matrix_set(w->dd, j, i, v);
+            }
+        st = lse_gauss_chol_from_cov(w, NAME, 0, w->dd, o.reg_covar, total,
+                                     msg, msg_len);
+        if (st != LSE_OK)
+            return st;
+    }
+
+    /* commit (the args' const pointers may alias the outputs) */
+    rc = gsl_matrix_memcpy(parent, w->new_parent);
+    if (rc == GSL_SUCCESS)
+        rc = gsl_matrix_memcpy(param[P_CHOL], w->new_chol);
+    if (rc != GSL_SUCCESS)
+        return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc),
+                              "%s: %s", NAME, gsl_strerror(rc));
+    lse_gauss_finish_weights(acc, K, o.min_count, param[P_LOGW], report);
+    w->prepared = 0; /* the factor cache is stale now */
+    return LSE_OK;
+}
+
+static int describe(const void *config, char *buf, size_t len)
+{
+    return lse_gauss_describe(config, buf, len);
+}
+
+static const lse_sim_type gaussian_type = {
+    .name = NAME,
+    .n_param = N_PARAM,
+    .param_names = param_names,
+    .optional_params = 1u << P_LOGW,
+    .config_size = sizeof(lse_gaussian_config),
+    .config_default = &default_config,
+    .flags = 0,
+    .check = check,
+    .work_new = work_new,
+    .work_free = lse_gauss_work_free,
+    .prepare = prepare,
+    .eval = eval,
+    .grad = grad,
+    .stats_size = stats_size,
+    .stats = stats,
+    .solve = solve,
+    .describe = describe,
+};
+
+const lse_sim_type *const lse_sim_gaussian = &gaussian_type;

@@ -1,0 +1,526 @@
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include <gsl/gsl_blas.h>
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_linalg.h>
+
+#include "gauss-private.h"
+
+/*
+ * lse_sim_lingauss: linear-Gaussian dynamics (SLDS modes).
+ *   S_ik = log pi_k + log N(y_i; A_k x_i + b_k, Sigma_k)
+ * with child rows y (x_{t+1}), context rows x (x_t) and parent rows the
+ * offsets b_k (K, d). params: logw (K, 1, optional), A (K, d * dc) with
+ * row k the row-major d x dc matrix A_k, chol as lse_sim_gaussian.
+ * Derivations and the M-step: docs/sim-gaussian.md.
+ */
+
+enum { P_LOGW = LSE_GAUSS_LOGW, P_A = 1, P_CHOL = 2, N_PARAM = 3 };
+
+static const char NAME[] = "lingauss";
+static const char *const param_names[N_PARAM] = {"logw", "A", "chol"};
+static const lse_gaussian_config default_config = {.cov = LSE_COV_FULL};
+
+static lse_status check(const lse_sim_shape *shape, const void *config,
+                        char *msg, size_t msg_len)
+{
+    lse_status st =
+        lse_gauss_check_common(NAME, shape, config, P_CHOL, msg, msg_len);
+    if (st != LSE_OK)
+        return st;
+    const size_t K = shape->n_parent, d = shape->d_child;
+    const size_t dc = shape->d_context;
+    if (dc == 0)
+        return lse_gauss_fail(msg, msg_len, LSE_EINVAL,
+                              "%s: needs a context (x_t for child x_{t+1})",
+                              NAME);
+    const size_t ar = shape->param_rows[P_A], ac = shape->param_cols[P_A];
+    if (ar == 0)
+        return lse_gauss_fail(msg, msg_len, LSE_EINVAL,
+                              "%s: the A parameter is required", NAME);
+    if (ar != K || ac != d * dc)
+        return lse_gauss_fail(msg, msg_len, LSE_EDIM,
+                              "%s: A is %zux%zu, expected K x d_child*d_context"
+                              " = %zux%zu",
+                              NAME, ar, ac, K, d * dc);
+    return LSE_OK;
+}
+
+static lse_status work_new(const lse_sim_shape *shape, const void *config,
+                           void **out)
+{
+    if (out == NULL)
+        return LSE_EFAULT;
+    lse_gauss_work *w = NULL;
+    lse_status st = LSE_OK;
+    if (shape == NULL)
+        st = LSE_EFAULT;
+    else if (shape->d_context == 0)
+        st = LSE_EINVAL;
+    else
+        st = lse_gauss_work_new(shape, config, &w);
+    *out = w;
+    return st;
+}
+
+static lse_status prepare(const lse_sim_args *a)
+{
+    if (a == NULL || a->work == NULL || a->param == NULL)
+        return LSE_EFAULT;
+    return lse_gauss_prepare(a->work, a->param[P_LOGW], a->param[P_CHOL]);
+}
+
+/* A_k as a (d, dc) matrix: row k of A, row-major */
+static _gsl_matrix_const_view mode_a(const gsl_matrix *a, size_t k, size_t d,
+                                    size_t dc)
+{
+    return gsl_matrix_const_view_array(gsl_matrix_const_ptr(a, k, 0), d, dc);
+}
+
+/* R (b, d) <- Y - X A_k' - 1 b_k' (one dgemm) */
+static lse_status residuals(const lse_sim_args *a, const lse_gauss_work *w,
+                            size_t k, gsl_matrix *r)
+{
+    const size_t b = r->size1, d = w->dim, dc = w->dim_ctx;
+    const gsl_matrix_const_view ak = mode_a(a->param[P_A], k, d, dc);
+    int rc = gsl_matrix_memcpy(r, a->child);
+    if (rc == GSL_SUCCESS)
+        rc = gsl_blas_dgemm(CblasNoTrans, CblasTrans, -1.0, a->context,
+                            &ak.matrix, 1.0, r);
+    if (rc != GSL_SUCCESS)
+        return lse_status_from_gsl(rc);
+    const double *off = gsl_matrix_const_ptr(a->parent, k, 0);
+    for (size_t i = 0; i < b; i++) {
+        double *ri = gsl_matrix_ptr(r, i, 0);
+        for (size_t j = 0; j < d; j++)
+            ri[j] -= off[j];
+    }
+    return LSE_OK;
+}
+
+static lse_status check_a(const lse_gauss_work *w, const lse_sim_args *a)
+{
+    const gsl_matrix *am = a->param[P_A];
+    if (am == NULL || a->param[P_CHOL] == NULL)
+        return LSE_EFAULT;
+    if (am->size1 != w->n_comp || am->size2 != w->dim * w->dim_ctx)
+        return LSE_EDIM;
+    return LSE_OK;
+}
+
+static lse_status eval(const lse_sim_args *a, gsl_matrix *s)
+{
+    lse_gauss_work *w = a != NULL ? a->work : NULL;
+    lse_status st = lse_gauss_check_args(w, a, s);
+    if (st == LSE_OK)
+        st = check_a(w, a);
+    if (st != LSE_OK)
+        return st;
+    if (!w->prepared)
+        return LSE_EINTERNAL;
+    const size_t b = a->child->size1;
+    if (b == 0)
+        return LSE_OK;
+    gsl_matrix_view r = gsl_matrix_submatrix(w->res, 0, 0, b, w->dim);
+    for (size_t k = 0; k < w->n_comp && st == LSE_OK; k++) {
+        st = residuals(a, w, k, &r.matrix);
+        if (st == LSE_OK)
+            st = lse_gauss_score(w, k, &r.matrix, s);
+    }
+    return st;
+}
+
+static lse_status grad(const lse_sim_args *a, const gsl_matrix *g,
+                       const lse_sim_grads *out)
+{
+    lse_gauss_work *w = a != NULL ? a->work : NULL;
+    lse_status st = lse_gauss_check_args(w, a, g);
+    if (st == LSE_OK)
+        st = check_a(w, a);
+    if (st != LSE_OK)
+        return st;
+    if (out == NULL)
+        return LSE_EFAULT;
+    if (!w->prepared)
+        return LSE_EINTERNAL;
+    const size_t b = a->child->size1, d = w->dim, K = w->n_comp;
+    const size_t dc = w->dim_ctx;
+    if (b == 0)
+        return LSE_OK;
+    gsl_matrix *gchol = out->param != NULL ? out->param[P_CHOL] : NULL;
+    gsl_matrix *glogw = out->param != NULL ? out->param[P_LOGW] : NULL;
+    gsl_matrix *ga = out->param != NULL ? out->param[P_A] : NULL;
+    if ((out->child != NULL &&
+         (out->child->size1 != b || out->child->size2 != d)) ||
+        (out->parent != NULL &&
+         (out->parent->size1 != K || out->parent->size2 != d)) ||
+        (out->context != NULL &&
+         (out->context->size1 != b || out->context->size2 != dc)) ||
+        (ga != NULL && (ga->size1 != K || ga->size2 != d * dc)) ||
+        (gchol != NULL && (gchol->size1 != a->param[P_CHOL]->size1 ||
+                           gchol->size2 != a->param[P_CHOL]->size2)))
+        return LSE_EDIM;
+
+    if (out->child != NULL || out->parent != NULL || out->context != NULL ||
+        ga != NULL || gchol != NULL) {
+        gsl_matrix_view r = gsl_matrix_submatrix(w->res, 0, 0, b, d);
+        for (size_t k = 0; k < K; k++) {
+            st = residuals(a, w, k, &r.matrix);
+            /* rows become P_i = G_ik Sigma_k^-1 r_ik */
+            if (st == LSE_OK)
+                st = lse_gauss_grad_resid(w, k, g, &r.matrix, gchol);
+            if (st != LSE_OK)
+                return st;
+            const gsl_matrix *p = &r.matrix;
+            int rc = GSL_SUCCESS;
+            /* dsim/dy = -Sigma^-1 r, dsim/db = Sigma^-1 r,
+             * dsim/dx = A' Sigma^-1 r, dsim/dA = Sigma^-1 r x' */
+            if (out->child != NULL)
+                rc = gsl_matrix_sub(out->child, p);
+            if (rc == GSL_SUCCESS && out->context != NULL) {
+                const gsl_matrix_const_view ak =
+                    mode_a(a->param[P_A], k, d, dc);
+                rc = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, p,
+                                    &ak.matrix, 1.0, out->context);
+            }
+            if (rc == GSL_SUCCESS && ga != NULL) {
+                gsl_matrix_view gak =
+                    gsl_matrix_view_array(gsl_matrix_ptr(ga, k, 0), d, dc);
+                rc = gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, p,
+                                    a->context, 1.0, &gak.matrix);
+            }
+            if (rc != GSL_SUCCESS)
+                return lse_status_from_gsl(rc);
+            if (out->parent != NULL) {
+                double *gp = gsl_matrix_ptr(out->parent, k, 0);
+                for (size_t i = 0; i < b; i++) {
+                    const double *pi = gsl_matrix_const_ptr(p, i, 0);
+                    for (size_t j = 0; j < d; j++)
+                        gp[j] += pi[j];
+                }
+            }
+        }
+    }
+    if (glogw != NULL && a->param[P_LOGW] != NULL) {
+        if (glogw->size1 != K || glogw->size2 != 1)
+            return LSE_EDIM;
+        lse_gauss_grad_logw(w, g, glogw);
+    }
+    return LSE_OK;
+}
+
+/* acc: N (K) | Sxx (K, (dc+1)^2) | Srx (K, d (dc+1)) | Srr (s2 layout) */
+static size_t stats_size(const lse_sim_shape *shape, const void *config)
+{
+    const lse_gaussian_config *c =
+        config != NULL ? (const lse_gaussian_config *)config : &default_config;
+    const size_t K = shape->n_parent, d = shape->d_child;
+    const size_t m = shape->d_context + 1;
+    return K * (1 + m * m + d * m) + lse_gauss_s2_size(c->cov, K, d);
+}
+
+static lse_status stats(const lse_sim_args *a, const gsl_matrix *resp,
+                        const gsl_vector *weight, double *acc)
+{
+    lse_gauss_work *w = a != NULL ? a->work : NULL;
+    lse_status st = lse_gauss_check_args(w, a, resp);
+    if (st == LSE_OK)
+        st = check_a(w, a);
+    if (st != LSE_OK)
+        return st;
+    if (acc == NULL)
+        return LSE_EFAULT;
+    const size_t b = a->child->size1, d = w->dim, K = w->n_comp;
+    const size_t dc = w->dim_ctx, m = dc + 1;
+    if (weight != NULL && weight->size != b)
+        return LSE_EDIM;
+    if (b == 0)
+        return LSE_OK;
+    double *axx = acc + K, *arx = axx + K * m * m, *arr = arx + K * d * m;
+
+    /* [x, 1] */
+    gsl_matrix_view aug = gsl_matrix_submatrix(w->aug, 0, 0, b, m);
+    gsl_matrix_view augw = gsl_matrix_submatrix(w->augw, 0, 0, b, m);
+    gsl_matrix_view xpart = gsl_matrix_submatrix(&aug.matrix, 0, 0, b, dc);
+    int rc = gsl_matrix_memcpy(&xpart.matrix, a->context);
+    if (rc != GSL_SUCCESS)
+        return lse_status_from_gsl(rc);
+    for (size_t i = 0; i < b; i++)
+        gsl_matrix_set(&aug.matrix, i, dc, 1.0);
+
+    gsl_matrix_view r = gsl_matrix_submatrix(w->res, 0, 0, b, d);
+    gsl_vector_view rw = gsl_vector_subvector(w->rw, 0, b);
+    for (size_t k = 0; k < K; k++) {
+        acc[k] += lse_gauss_row_weights(resp, k, weight, &rw.vector);
+        /* shifted statistics: residuals of the current A_k, b_k */
+        st = residuals(a, w, k, &r.matrix);
+        if (st != LSE_OK)
+            return st;
+        rc = gsl_matrix_memcpy(&augw.matrix, &aug.matrix);
+        if (rc != GSL_SUCCESS)
+            return lse_status_from_gsl(rc);
+        for (size_t i = 0; i < b; i++) {
+            gsl_vector_view row = gsl_matrix_row(&augw.matrix, i);
+            gsl_vector_scale(&row.vector, gsl_vector_get(&rw.vector, i));
+        }
+        gsl_matrix_view sxx = gsl_matrix_view_array(axx + k * m * m, m, m);
+        gsl_matrix_view srx = gsl_matrix_view_array(arx + k * d * m, d, m);
+        rc = gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, &aug.matrix,
+                            &augw.matrix, 1.0, &sxx.matrix);
+        if (rc == GSL_SUCCESS)
+            rc = gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, &r.matrix,
+                                &augw.matrix, 1.0, &srx.matrix);
+        if (rc != GSL_SUCCESS)
+            return lse_status_from_gsl(rc);
+        st = lse_gauss_stats_s2(w, k, &r.matrix, &rw.vector, arr);
+        if (st != LSE_OK)
+            return st;
+    }
+    return LSE_OK;
+}
+
+/* delta (d, m) <- Srx Sxx^-1 for component k; LSE_ENUMERIC if Sxx is
+ * singular to working precision */
+static lse_status regress(lse_gauss_work *w, size_t k, const double *sxx_k,
+                          const double *srx_k, double n_k, char *msg,
+                          size_t msg_len)
+{
+    const size_t d = w->dim, m = w->dim_ctx + 1;
+    const gsl_matrix_const_view sxx = gsl_matrix_const_view_array(sxx_k, m, m);
+    const gsl_matrix_const_view srx = gsl_matrix_const_view_array(srx_k, d, m);
+    int rc = gsl_matrix_memcpy(w->sxx, &sxx.matrix);
+    if (rc == GSL_SUCCESS)
+        rc = gsl_matrix_memcpy(w->delta, &srx.matrix);
+    if (rc != GSL_SUCCESS)
+        return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc), "%s: %s",
+                              NAME, gsl_strerror(rc));
+    rc = gsl_linalg_cholesky_decomp1(w->sxx);
+    double rcond = 0.0;
+    if (rc == GSL_SUCCESS)
+        rc = gsl_linalg_cholesky_rcond(w->sxx, &rcond, w->rcond_work);
+    if (rc == GSL_EDOM || (rc == GSL_SUCCESS && !(rcond >= DBL_EPSILON)))
+        return lse_gauss_fail(
+            msg, msg_len, LSE_ENUMERIC,
+            "%s: component %zu: the weighted normal equations "
+            "sum_i r_i [x_i; 1][x_i; 1]' are singular (N_k = %g, rcond = %g): "
+            "the mode's context rows are collinear or too few",
+            NAME, k, n_k, rcond);
+    if (rc != GSL_SUCCESS)
+        return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc),
+                              "%s: Cholesky factorization failed: %s", NAME,
+                              gsl_strerror(rc));
+    /* delta = Srx L^-T L^-1 */
+    rc = gsl_blas_dtrsm(CblasRight, CblasLower, CblasTrans, CblasNonUnit, 1.0,
+                        w->sxx, w->delta);
+    if (rc == GSL_SUCCESS)
+        rc = gsl_blas_dtrsm(CblasRight, CblasLower, CblasNoTrans,
+                            CblasNonUnit, 1.0, w->sxx, w->delta);
+    if (rc != GSL_SUCCESS)
+        return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc), "%s: %s",
+                              NAME, gsl_strerror(rc));
+    return LSE_OK;
+}
+
+static lse_status solve(const lse_sim_args *a, const double *acc,
+                        gsl_matrix *parent, gsl_matrix *const *param,
+                        const lse_mstep_opts *opts, lse_mstep_report *report,
+                        char *msg, size_t msg_len)
+{
+    lse_gauss_work *w = a != NULL ? a->work : NULL;
+    if (w == NULL || a->parent == NULL || a->param == NULL || acc == NULL ||
+        parent == NULL || param == NULL || param[P_CHOL] == NULL ||
+        param[P_A] == NULL || a->param[P_CHOL] == NULL ||
+        a->param[P_A] == NULL)
+        return lse_gauss_fail(msg, msg_len, LSE_EFAULT,
+                              "%s: NULL argument to solve", NAME);
+    lse_gsl_quiet();
+    const size_t d = w->dim, K = w->n_comp, dc = w->dim_ctx, m = dc + 1;
+    const lse_cov_type cov = w->cov;
+    const gsl_matrix *chol = a->param[P_CHOL], *am = a->param[P_A];
+    if (parent->size1 != K || parent->size2 != d ||
+        a->parent->size1 != K || a->parent->size2 != d ||
+        am->size1 != K || am->size2 != d * dc ||
+        param[P_A]->size1 != K || param[P_A]->size2 != d * dc ||
+        param[P_CHOL]->size1 != chol->size1 ||
+        param[P_CHOL]->size2 != chol->size2 ||
+        chol->size1 != w->new_chol->size1 ||
+        chol->size2 != w->new_chol->size2 ||
+        (param[P_LOGW] != NULL &&
+         (param[P_LOGW]->size1 != K || param[P_LOGW]->size2 != 1)))
+        return lse_gauss_fail(msg, msg_len, LSE_EDIM,
+                              "%s: solve outputs do not match the term's "
+                              "shapes",
+                              NAME);
+    lse_mstep_opts o;
+    lse_status st = lse_gauss_opts(NAME, opts, &o, msg, msg_len);
+    if (st != LSE_OK)
+        return st;
+    const size_t n_acc =
+        K * (1 + m * m + d * m) + lse_gauss_s2_size(cov, K, d);
+    for (size_t i = 0; i < n_acc; i++)
+        if (!isfinite(acc[i]))
+            return lse_gauss_fail(msg, msg_len, LSE_ENONFINITE,
+                                  "%s: statistic %zu is not finite", NAME, i);
+    double total = 0.0;
+    for (size_t k = 0; k < K; k++) {
+        if (acc[k] < 0.0)
+            return lse_gauss_fail(msg, msg_len, LSE_EDOM,
+                                  "%s: component %zu has negative count %g",
+                                  NAME, k, acc[k]);
+        total += acc[k];
+    }
+    if (!(total > 0.0))
+        return lse_gauss_fail(msg, msg_len, LSE_EDOM,
+                              "%s: total responsibility is 0", NAME);
+    const double *axx = acc + K, *arx = axx + K * m * m;
+    const double *arr = arx + K * d * m;
+
+    /* everything goes to scratch first: nothing is written on failure */
+    int rc = gsl_matrix_memcpy(w->new_parent, a->parent);
+    if (rc == GSL_SUCCESS)
+        rc = gsl_matrix_memcpy(w->new_chol, chol);
+    if (rc == GSL_SUCCESS)
+        rc = gsl_matrix_memcpy(w->new_a, am);
+    if (rc != GSL_SUCCESS)
+        return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc),
+                              "%s: %s", NAME, gsl_strerror(rc));
+    if (cov == LSE_COV_TIED)
+        for (size_t i = 0; i < d; i++)
+            for (size_t j = 0; j < d; j++)
+                gsl_matrix_set(w->pool, i, j, arr[i * d + j]);
+
+    for (size_t k = 0; k < K; k++) {
+        const double n_k = acc[k];
+        if (lse_gauss_is_empty(n_k, o.min_count))
+            continue;
+        const double *srx = arx + k * d * m;
+        st = regress(w, k, axx + k * m * m, srx, n_k, msg, msg_len);
+        if (st != LSE_OK)
+            return st;
+        /* [A_k b_k] += delta */
+        double *ak = gsl_matrix_ptr(w->new_a, k, 0);
+        double *bk = gsl_matrix_ptr(w->new_parent, k, 0);
+        for (size_t i = 0; i < d; i++) {
+            const double *del = gsl_matrix_const_ptr(w->delta, i, 0);
+            for (size_t j = 0; j < dc; j++)
+                ak[i * dc + j] += del[j];
+            bk[i] += del[dc];
+        }
+        /* residual scatter about the new fit: Srr - delta Srx' */
+        const gsl_matrix_const_view srx_m =
+            gsl_matrix_const_view_array(srx, d, m);
+        switch (cov) {
+        case LSE_COV_FULL: {
+            const gsl_matrix_const_view srr =
+                gsl_matrix_const_view_array(arr + k * d * d, d, d);
+            rc = gsl_matrix_memcpy(w->dd, &srr.matrix);
+            if (rc == GSL_SUCCESS)
+                rc = gsl_blas_dgemm(CblasNoTrans, CblasTrans, -1.0, w->delta,
+                                    &srx_m.matrix, 1.0, w->dd);
+            if (rc != GSL_SUCCESS)
+                return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc),
+                                      "%s: %s", NAME, gsl_strerror(rc));
+            for (size_t i = 0; i < d; i++)
+                for (size_t j = 0; j <= i; j++) {
+                    const double v = 0.5 *
+                                     (gsl_matrix_get(w->dd, i, j) +
+                                      gsl_matrix_get(w->dd, j, i)) /
+                                     n_k;
+                    gsl_matrix_set(w->dd, i, j, v);
+                    gsl_matrix_set(w->dd, j, i, v);
+                }
+            st = lse_gauss_chol_from_cov(w, NAME, k, w->dd, o.reg_covar, n_k,
+                                         msg, msg_len);
+            break;
+        }
+        case LSE_COV_TIED:
+            rc = gsl_blas_dgemm(CblasNoTrans, CblasTrans, -1.0, w->delta,
+                                &srx_m.matrix, 1.0, w->pool);
+            if (rc != GSL_SUCCESS)
+                return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc),
+                                      "%s: %s", NAME, gsl_strerror(rc));
+            break;
+        case LSE_COV_DIAG:
+        case LSE_COV_SPHERICAL: {
+            /* diagonal of Srr - delta Srx' */
+            double *v = gsl_matrix_ptr(w->dd, 0, 0);
+            double trace = 0.0;
+            for (size_t i = 0; i < d; i++) {
+                const double *del = gsl_matrix_const_ptr(w->delta, i, 0);
+                const double *sr = srx + i * m;
+                double dot = 0.0;
+                for (size_t j = 0; j < m; j++)
+                    dot += del[j] * sr[j];
+                if (cov == LSE_COV_DIAG)
+                    v[i] = (arr[k * d + i] - dot) / n_k;
+                else
+                    trace += dot;
+            }
+            if (cov == LSE_COV_SPHERICAL)
+                v[0] = (arr[k] - trace) / (n_k * (double)d);
+            st = lse_gauss_chol_from_var(w, NAME, k, v, o.reg_covar, n_k, msg,
+                                         msg_len);
+            break;
+        }
+        }
+        if (st != LSE_OK)
+            return st;
+    }
+    if (cov == LSE_COV_TIED) {
+        for (size_t i = 0; i < d; i++)
+            for (size_t j = 0; j <= i; j++) {
+                const double v = 0.5 *
+                                 (gsl_matrix_get(w->pool, i, j) +
+                                  gsl_matrix_get(w->pool, j, i)) /
+                                 total;
+                gsl_matrix_set(w->dd, i, j, v);
+                gsl_matrix_set(w->dd, j, i, v);
+            }
+        st = lse_gauss_chol_from_cov(w, NAME, 0, w->dd, o.reg_covar, total,
+                                     msg, msg_len);
+        if (st != LSE_OK)
+            return st;
+    }
+
+    /* commit (the args' const pointers may alias the outputs) */
+    rc = gsl_matrix_memcpy(parent, w->new_parent);
+    if (rc == GSL_SUCCESS)
+        rc = gsl_matrix_memcpy(param[P_A], w->new_a);
+    if (rc == GSL_SUCCESS)
+        rc = gsl_matrix_memcpy(param[P_CHOL], w->new_chol);
+    if (rc != GSL_SUCCESS)
+        return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc),
+                              "%s: %s", NAME, gsl_strerror(rc));
+    lse_gauss_finish_weights(acc, K, o.min_count, param[P_LOGW], report);
+    w->prepared = 0; /* the factor cache is stale now */
+    return LSE_OK;
+}
+
+static int describe(const void *config, char *buf, size_t len)
+{
+    return lse_gauss_describe(config, buf, len);
+}
+
+static const lse_sim_type lingauss_type = {
+    .name = NAME,
+    .n_param = N_PARAM,
+    .param_names = param_names,
+    .optional_params = 1u << P_LOGW,
+    .config_size = sizeof(lse_gaussian_config),
+    .config_default = &default_config,
+    .flags = LSE_SIM_NEEDS_CONTEXT,
+    .check = check,
+    .work_new = work_new,
+    .work_free = lse_gauss_work_free,
+    .prepare = prepare,
+    .eval = eval,
+    .grad = grad,
+    .stats_size = stats_size,
+    .stats = stats,
+    .solve = solve,
+    .describe = describe,
+};
+
+const lse_sim_type *const lse_sim_lingauss = &lingauss_type;

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Install what lsegraph needs on Debian/Ubuntu (run as root or with sudo).
+# Only missing packages are installed; safe to run again.
+set -eu
+pkgs="meson ninja-build pkg-config gcc libgsl-dev check libjansson-dev
+libcsv-dev libopenblas-dev libgraphviz-dev graphviz"
+[ "${LSE_WITH_MPI:-0}" = 1 ] && pkgs="$pkgs libopenmpi-dev openmpi-bin"
+[ "${LSE_WITH_VALGRIND:-0}" = 1 ] && pkgs="$pkgs valgrind"
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+        missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq $missing

@@ -307,6 +307,41 @@ START_TEST(test_a1_lambda_zero_is_scaled_dot)
 }
 END_TEST
 
+/* A1 against the library's own scaled-dot type: bitwise equal values and
+ * gradients (the same dgemm calls). */
+START_TEST(test_a1_equals_lse_sim_scaled_dot)
+{
+    gsl_matrix *c = make(NC, D, 0.7, 1.1), *p = make(NP, D, 3.3, 0.9);
+    gsl_matrix *g = make(NC, NP, 5.1, 1.0);
+    gsl_matrix *s = gsl_matrix_alloc(NC, NP), *s2 = gsl_matrix_alloc(NC, NP);
+    gsl_matrix *gc = gsl_matrix_calloc(NC, D), *gp = gsl_matrix_calloc(NP, D);
+    gsl_matrix *gc2 = gsl_matrix_calloc(NC, D);
+    gsl_matrix *gp2 = gsl_matrix_calloc(NP, D);
+    lse_dar_config cfg = config_default();
+    cfg.lambda = 0.0;
+    lse_assert_ok(run(&cfg, c, p, s, g, gc, gp));
+    const lse_sim_shape shape = shape_of(c, p);
+    char msg[256];
+    lse_assert_ok(lse_sim_scaled_dot->check(&shape, NULL, msg, sizeof msg));
+    const lse_sim_args a = {.child = c, .parent = p};
+    const lse_sim_grads out = {.child = gc2, .parent = gp2};
+    lse_assert_ok(lse_sim_scaled_dot->eval(&a, s2));
+    lse_assert_ok(lse_sim_scaled_dot->grad(&a, g, &out));
+    ck_assert(gsl_matrix_equal(s, s2));
+    ck_assert(gsl_matrix_equal(gc, gc2));
+    ck_assert(gsl_matrix_equal(gp, gp2));
+    gsl_matrix_free(c);
+    gsl_matrix_free(p);
+    gsl_matrix_free(g);
+    gsl_matrix_free(s);
+    gsl_matrix_free(s2);
+    gsl_matrix_free(gc);
+    gsl_matrix_free(gp);
+    gsl_matrix_free(gc2);
+    gsl_matrix_free(gp2);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 /* A4: bounded influence |S_dar - S_scaled_dot| <= |lambda|             */
 
@@ -665,7 +700,7 @@ START_TEST(test_check_errors)
     shape = shape_of(c, p);
     shape.d_context = 2;
     lse_assert_status(lse_sim_dar->check(&shape, &cfg, msg, sizeof msg),
-                      LSE_EINVAL);
+                      LSE_EDIM);
     shape = shape_of(c, p);
     shape.d_child = shape.d_parent = 0;
     lse_assert_status(lse_sim_dar->check(&shape, &cfg, msg, sizeof msg),
@@ -757,6 +792,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_eval_matches_reference);
     tcase_add_test(tc, test_one_step_is_static);
     tcase_add_test(tc, test_a1_lambda_zero_is_scaled_dot);
+    tcase_add_test(tc, test_a1_equals_lse_sim_scaled_dot);
     tcase_add_test(tc, test_a4_bounded_influence);
     tcase_add_loop_test(tc, test_gradients, 0,
                         (int)(4 * (sizeof grad_cases / sizeof grad_cases[0])));

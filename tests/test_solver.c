@@ -61,7 +61,7 @@ START_TEST(test_gd_line_search)
     double e;
     lse_assert_ok(lse_graph_gradient(g, &e));
     for (size_t j = 0; j < 3; j++)
-        ck_assert_double_le(fabs(gsl_matrix_get(lse_node_grad(x), 0, j)), 1e-8);
+        ck_assert_double_le(fabs(gsl_matrix_get(lse_node_grad(x), 0, j)), 1e-6);
     ck_assert_double_eq_tol(r.energy, e, 1e-12);
     ck_assert_str_eq(lse_solver_type_name(lse_solver_gd), "gd");
     lse_solver_free(s);

@@ -130,6 +130,7 @@ static lse_status bilinear_work_new(const lse_sim_shape *shape,
 {
     (void)config;
     *out = NULL;
+    lse_gsl_quiet(); /* a constructor: GSL must not abort */
     if (shape->n_param != N_PARAM || shape->param_rows == NULL ||
         shape->param_cols == NULL)
         return LSE_EDIM;
@@ -408,6 +409,7 @@ static lse_status bilinear_solve(const lse_sim_args *a, const double *acc,
                                  size_t msg_len)
 {
     (void)parent; /* the slots are not changed by this M-step */
+    lse_gsl_quiet();
     if (a == NULL || a->work == NULL || acc == NULL || param == NULL ||
         param[0] == NULL || param[1] == NULL) {
         snprintf(msg, msg_len, "bilinear: M-step: NULL argument");

@@ -78,6 +78,7 @@ static lse_status cosine_work_new(const lse_sim_shape *shape,
 {
     (void)config;
     *out = NULL;
+    lse_gsl_quiet(); /* a constructor: GSL must not abort */
     if (shape->block == 0 || shape->n_parent == 0)
         return LSE_OK; /* nothing to compute */
     cosine_work *w = calloc(1, sizeof *w);

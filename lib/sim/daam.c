@@ -63,7 +63,7 @@ static lse_status daam_check(const lse_sim_shape *shape, const void *config,
     if (shape->d_context != 0) {
         snprintf(msg, msg_len, "daam: takes no context (got %zu columns)",
                  shape->d_context);
-        return LSE_EINVAL;
+        return LSE_EDIM;
     }
     if (shape->n_param != 1 || shape->param_rows == NULL ||
         shape->param_cols == NULL) {

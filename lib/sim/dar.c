@@ -154,7 +154,7 @@ static lse_status dar_check(const lse_sim_shape *shape, const void *config,
     if (shape->d_context != 0) {
         snprintf(msg, msg_len, "dar: takes no context (got %zu columns)",
                  shape->d_context);
-        return LSE_EINVAL;
+        return LSE_EDIM;
     }
     if (shape->n_param != 0) {
         snprintf(msg, msg_len, "dar: takes no parameters (got %zu)",

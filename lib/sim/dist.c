@@ -115,6 +115,7 @@ static lse_status dist_work_new(const lse_sim_shape *shape, const void *config,
 {
     (void)config;
     *out = NULL;
+    lse_gsl_quiet(); /* a constructor: GSL must not abort */
     if (shape->block == 0 || shape->n_parent == 0)
         return LSE_OK; /* nothing to compute */
     dist_work *w = calloc(1, sizeof *w);

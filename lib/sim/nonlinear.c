@@ -121,6 +121,7 @@ static lse_status nonlinear_work_new(const lse_sim_shape *shape,
 {
     (void)config;
     *out = NULL;
+    lse_gsl_quiet(); /* a constructor: GSL must not abort */
     if (shape->n_parent == 0 || shape->d_child == 0)
         return LSE_OK; /* nothing to compute */
     nonlinear_work *w = calloc(1, sizeof *w);

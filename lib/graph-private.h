@@ -76,10 +76,6 @@ lse_status lse_graph_fail(lse_graph *g, lse_status status, const char *func,
                           const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* Same for an lse_error (may be NULL). */
-lse_status lse_error_set(lse_error *err, lse_status status, const char *func,
-                         const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 /* Term evaluation (lib/term.c). want_grad: also accumulate gradients into
  * the node grads. */

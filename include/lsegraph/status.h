@@ -56,6 +56,12 @@ typedef struct lse_error {
     char message[512]; /**< "function: facts", NUL-terminated */
 } lse_error;
 
+/** @brief Fill @p err (may be NULL) with @p status and "func: message";
+ *  returns @p status, so a failing call can `return lse_error_set(...)`. */
+LSE_API lse_status lse_error_set(lse_error *err, lse_status status,
+                                 const char *func, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /** @brief Log levels for the logging hook. */
 typedef enum lse_log_level {
     LSE_LOG_DEBUG = 0,

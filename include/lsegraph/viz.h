@@ -1,0 +1,73 @@
+#ifndef LSEGRAPH_VIZ_H
+#define LSEGRAPH_VIZ_H
+
+/**
+ * @file viz.h
+ * @brief Factor-graph pictures of any lse_graph through Graphviz
+ * (libcgraph + libgvc), in the separate library liblsegraph-viz so that
+ * the core does not depend on Graphviz. Include after <lsegraph/lsegraph.h>
+ * and link lsegraph-viz (pkg-config lsegraph-viz).
+ *
+ * Conventions (docs/energyviz.md): variable nodes are circles (observed,
+ * i.e. clamped, ones shaded), parameter nodes are boxes, each energy term
+ * is a small black factor square labelled with its kind and similarity;
+ * edges run parent -> factor -> child, context edges dashed, parameter
+ * edges dotted; nodes with the same number of rows (> 1) sit in a plate
+ * labelled "N = 272" (a plate holding observed data) or "K = 3". Every
+ * element carries machine-readable attributes (kind, rows, dim, observed,
+ * sim, role, ...) so the DOT output is also a model spec
+ * (lse_viz_read_spec) and tests can read it back.
+ */
+
+#include <lsegraph/lsegraph.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct lse_viz_opts {
+    int expand;          /**< draw every row as a node and each child-parent
+                            pair of an LSE term as an edge whose width and
+                            colour follow the softmax weight */
+    size_t max_rows;     /**< expanded: rows drawn per node (0 = 40) */
+    double min_weight;   /**< expanded: lighter edges are omitted (0.01) */
+    const char *layout;  /**< "dot" (default), "neato", "fdp", "circo" */
+    const char *title;   /**< graph label, or NULL */
+} lse_viz_opts;
+
+/** @brief expand 0, max_rows 40, min_weight 0.01, layout "dot", no title. */
+LSE_API lse_viz_opts lse_viz_opts_default(void);
+
+/** @brief DOT text of @p g's factor graph, in a malloc'd string the
+ *  caller frees. The graph must have been evaluated (lse_graph_energy) for
+ *  the expanded view's weights.
+ *  @return LSE_OK, LSE_EFAULT, LSE_EINVAL (unknown layout), LSE_ENOMEM,
+ *  LSE_EGSL-free: Graphviz failures are LSE_EIO with its message. */
+LSE_API lse_status lse_viz_to_dot(lse_graph *g, const lse_viz_opts *opts,
+                                  char **out, lse_error *err);
+
+/** @brief Lay out and write @p g's factor graph to @p path in @p format
+ *  ("svg", "png", "pdf" or "dot"); the file is written completely or not
+ *  at all (temporary name, then rename). */
+LSE_API lse_status lse_viz_render(lse_graph *g, const lse_viz_opts *opts,
+                                  const char *format, const char *path,
+                                  lse_error *err);
+
+/** @brief Render DOT text with @p layout to @p path in @p format. */
+LSE_API lse_status lse_viz_render_dot(const char *dot, const char *layout,
+                                      const char *format, const char *path,
+                                      lse_error *err);
+
+/** @brief A heat map of @p m (rows x cols, at most 200 x 200) as a
+ *  Graphviz HTML-like table with a colour legend (min, max). Labels may be
+ *  NULL. */
+LSE_API lse_status lse_viz_matrix_to_dot(const gsl_matrix *m,
+                                         const char *title,
+                                         const char *row_label,
+                                         const char *col_label, char **out,
+                                         lse_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LSEGRAPH_VIZ_H */

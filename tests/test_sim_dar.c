@@ -783,6 +783,48 @@ START_TEST(test_blocks)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* through the public graph API                                        */
+
+/* Causal self-attention with DAR in blocks of 2 child rows: the graph's
+ * gradient (child and parent sides through the term) agrees with finite
+ * differences of its energy; a non-contracting unroll is refused when the
+ * term is added, with the message on the graph. */
+START_TEST(test_graph_self_attention)
+{
+    lse_graph *g = lse_graph_new();
+    ck_assert_ptr_nonnull(g);
+    lse_graph_set_block_rows(g, 2);
+    lse_node *x;
+    lse_assert_ok(lse_graph_add_node(g, "x", 5, D, 0, &x));
+    gsl_matrix *x0 = make(5, D, 0.9, 0.8);
+    lse_assert_ok(lse_node_set_value(x, x0));
+    lse_dar_config cfg = config_default();
+    cfg.lambda = 1.7;
+    cfg.steps = 2;
+    cfg.beta = 0.4;
+    cfg.rho = 0.1;
+    lse_term_spec spec = lse_term_spec_default();
+    spec.child = lse_view_all(x);
+    spec.parent = lse_view_all(x);
+    spec.sim = lse_sim_dar;
+    spec.config = &cfg;
+    spec.beta = 1.3;
+    spec.mask = LSE_MASK_CAUSAL;
+    spec.keep_matrices = 0;
+    lse_assert_ok(lse_graph_add_lse(g, "attn", &spec, NULL));
+    lse_gradcheck res;
+    lse_assert_ok(lse_graph_check_gradient(g, x, 1e-6, 1.0, &res));
+    ck_assert_msg(res.max_error < 1e-6, "error %g at %s", res.max_error,
+                  res.where);
+    cfg.beta = 0.5; /* alpha beta / 4 = 1 */
+    lse_assert_status(lse_graph_add_lse(g, "bad", &spec, NULL), LSE_EDOM);
+    ck_assert_ptr_nonnull(strstr(lse_graph_errmsg(g), "not a contraction"));
+    lse_graph_free(g);
+    gsl_matrix_free(x0);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("sim_dar");
@@ -803,6 +845,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_check_errors);
     tcase_add_test(tc, test_kernel_errors);
     tcase_add_test(tc, test_blocks);
+    tcase_add_test(tc, test_graph_self_attention);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -18,9 +18,9 @@ static void fill(gsl_matrix *m, double seed)
                                0.0417);
 }
 
-static lse_status run(const void *cfg, const gsl_matrix *c,
-                      const gsl_matrix *p, gsl_matrix *s, const gsl_matrix *g,
-                      gsl_matrix *gc, gsl_matrix *gp)
+static lse_status run(const void *cfg, const gsl_matrix *c, const gsl_matrix *p,
+                      gsl_matrix *s, const gsl_matrix *g, gsl_matrix *gc,
+                      gsl_matrix *gp)
 {
     const lse_sim_type *t = lse_sim_cosine;
     const lse_sim_shape shape = {.n_child = c->size1,
@@ -35,8 +35,8 @@ static lse_status run(const void *cfg, const gsl_matrix *c,
     void *work = NULL;
     if ((st = t->work_new(&shape, cfg, &work)) != LSE_OK)
         return st;
-    const lse_sim_args a = {.child = c, .parent = p, .config = cfg,
-                            .work = work};
+    const lse_sim_args a = {
+        .child = c, .parent = p, .config = cfg, .work = work};
     if (s != NULL)
         st = t->eval(&a, s);
     if (st == LSE_OK && g != NULL) {
@@ -60,12 +60,11 @@ static void gradcheck(const lse_cosine_config *cfg, const gsl_matrix *c,
 {
     lse_gradcheck res;
     lse_error err;
-    lse_assert_ok(lse_sim_check_gradient(lse_sim_cosine, cfg, c, p, NULL,
-                                         NULL, 1e-6, 1.0, &res, &err));
+    lse_assert_ok(lse_sim_check_gradient(lse_sim_cosine, cfg, c, p, NULL, NULL,
+                                         1e-6, 1.0, &res, &err));
     ck_assert_msg(res.max_error < 1e-6, "error %g at %s (%g vs %g)",
                   res.max_error, res.where, res.analytic, res.numeric);
-    ck_assert_uint_eq(res.n_checked,
-                      c->size1 * c->size2 + p->size1 * p->size2);
+    ck_assert_uint_eq(res.n_checked, c->size1 * c->size2 + p->size1 * p->size2);
 }
 
 START_TEST(test_type)
@@ -202,8 +201,8 @@ START_TEST(test_check_errors)
 {
     const lse_sim_type *t = lse_sim_cosine;
     char msg[256] = "";
-    lse_sim_shape shape = {.n_child = 5, .block = 5, .n_parent = 4,
-                           .d_child = 3, .d_parent = 2};
+    lse_sim_shape shape = {
+        .n_child = 5, .block = 5, .n_parent = 4, .d_child = 3, .d_parent = 2};
     lse_assert_status(t->check(&shape, NULL, msg, sizeof msg), LSE_EDIM);
     ck_assert_ptr_nonnull(strstr(msg, "cosine: d_child = 3, d_parent = 2"));
     shape.d_parent = 3;
@@ -214,12 +213,11 @@ START_TEST(test_check_errors)
     shape.d_child = shape.d_parent = 0;
     lse_assert_status(t->check(&shape, NULL, msg, sizeof msg), LSE_EDIM);
     shape.d_child = shape.d_parent = 3;
-    const lse_cosine_config bad[] = {{.eps = 0.0}, {.eps = -1e-3},
-                                     {.eps = NAN}, {.eps = INFINITY}};
+    const lse_cosine_config bad[] = {
+        {.eps = 0.0}, {.eps = -1e-3}, {.eps = NAN}, {.eps = INFINITY}};
     for (size_t i = 0; i < 4; i++) {
         msg[0] = '\0';
-        lse_assert_status(t->check(&shape, &bad[i], msg, sizeof msg),
-                          LSE_EDOM);
+        lse_assert_status(t->check(&shape, &bad[i], msg, sizeof msg), LSE_EDOM);
         ck_assert_ptr_nonnull(strstr(msg, "cosine: eps"));
     }
 }
@@ -234,8 +232,8 @@ START_TEST(test_kernel_errors)
     const lse_sim_args nowork = {.child = c, .parent = p};
     lse_assert_status(lse_sim_cosine->eval(&nowork, s), LSE_EFAULT);
     /* a block larger than the workspace */
-    const lse_sim_shape shape = {.n_child = 2, .block = 2, .n_parent = 4,
-                                 .d_child = 3, .d_parent = 3};
+    const lse_sim_shape shape = {
+        .n_child = 2, .block = 2, .n_parent = 4, .d_child = 3, .d_parent = 3};
     void *work = NULL;
     lse_assert_ok(lse_sim_cosine->work_new(&shape, NULL, &work));
     const lse_sim_args big = {.child = c, .parent = p, .work = work};

@@ -36,8 +36,8 @@ static lse_status run(const lse_sim_type *t, const void *cfg,
     void *work = NULL;
     if (t->work_new != NULL && (st = t->work_new(&shape, cfg, &work)) != LSE_OK)
         return st;
-    const lse_sim_args a = {.child = c, .parent = p, .config = cfg,
-                            .work = work};
+    const lse_sim_args a = {
+        .child = c, .parent = p, .config = cfg, .work = work};
     if (s != NULL)
         st = t->eval(&a, s);
     if (st == LSE_OK && g != NULL) {
@@ -98,10 +98,8 @@ static void gradcheck(const lse_sim_type *t, const gsl_matrix *c,
     lse_assert_ok(lse_sim_check_gradient(t, NULL, c, p, NULL, NULL, 1e-6, 1.0,
                                          &res, &err));
     ck_assert_msg(res.max_error < 1e-6, "%s: error %g at %s (%g vs %g)",
-                  t->name, res.max_error, res.where, res.analytic,
-                  res.numeric);
-    ck_assert_uint_eq(res.n_checked, c->size1 * c->size2 +
-                                         p->size1 * p->size2);
+                  t->name, res.max_error, res.where, res.analytic, res.numeric);
+    ck_assert_uint_eq(res.n_checked, c->size1 * c->size2 + p->size1 * p->size2);
 }
 
 START_TEST(test_gradients)
@@ -156,12 +154,12 @@ static void check_seed_eqs(size_t nq, size_t nk, size_t d, double seed)
             const double v = gsl_matrix_get(q, c, x);
             for (int side = 0; side < 2; side++) {
                 gsl_matrix_set(q, c, x, v + (side == 0 ? h : -h));
-                lse_assert_ok(run(lse_sim_dot, NULL, q, k, s, NULL, NULL,
-                                  NULL));
+                lse_assert_ok(
+                    run(lse_sim_dot, NULL, q, k, s, NULL, NULL, NULL));
                 e[side] = 0.0;
                 for (size_t r = 0; r < nq; r++)
-                    e[side] -= lse_logsumexp(gsl_matrix_const_ptr(s, r, 0),
-                                             nk, 1, 1.0);
+                    e[side] -= lse_logsumexp(gsl_matrix_const_ptr(s, r, 0), nk,
+                                             1, 1.0);
             }
             gsl_matrix_set(q, c, x, v);
             ck_assert_double_eq_tol(gsl_matrix_get(gq, c, x),
@@ -175,16 +173,10 @@ static void check_seed_eqs(size_t nq, size_t nk, size_t d, double seed)
     gsl_matrix_free(gk);
 }
 
-START_TEST(test_seed_cross_attention_eqs_7_8)
-{
-    check_seed_eqs(5, 4, 3, 0.41);
-}
+START_TEST(test_seed_cross_attention_eqs_7_8) { check_seed_eqs(5, 4, 3, 0.41); }
 END_TEST
 
-START_TEST(test_seed_hopfield_eqs_10_11)
-{
-    check_seed_eqs(6, 3, 4, -0.93);
-}
+START_TEST(test_seed_hopfield_eqs_10_11) { check_seed_eqs(6, 3, 4, -0.93); }
 END_TEST
 
 START_TEST(test_check_errors)
@@ -192,8 +184,11 @@ START_TEST(test_check_errors)
     const lse_sim_type *types[] = {lse_sim_dot, lse_sim_scaled_dot};
     for (size_t t = 0; t < 2; t++) {
         char msg[256] = "";
-        lse_sim_shape shape = {.n_child = 5, .block = 5, .n_parent = 4,
-                               .d_child = 3, .d_parent = 4};
+        lse_sim_shape shape = {.n_child = 5,
+                               .block = 5,
+                               .n_parent = 4,
+                               .d_child = 3,
+                               .d_parent = 4};
         lse_assert_status(types[t]->check(&shape, NULL, msg, sizeof msg),
                           LSE_EDIM);
         ck_assert_ptr_nonnull(strstr(msg, types[t]->name));

@@ -31,16 +31,16 @@
 
 typedef struct bilinear_work {
     size_t block, n_parent, d_c, d_p, k;
-    gsl_matrix *kc;   /* (block, k)      K = C W_c^T */
-    gsl_matrix *qp;   /* (n_parent, k)   Q = P W_p^T */
-    gsl_matrix *dk;   /* (block, k)      dE/dK */
-    gsl_matrix *dq;   /* (n_parent, k)   dE/dQ */
-    gsl_matrix *tb;   /* (block, d_p)    stats: A Mu */
-    gsl_matrix *sc;   /* (block, d_c)    stats: row-scaled children */
-    gsl_matrix *sm;   /* (n_parent, d_p) stats: row-scaled parents */
-    gsl_vector *cnt;  /* (n_parent)      stats: column sums of a block */
-    gsl_matrix *lp;   /* (d_p, d_p)      solve: Cholesky of P */
-    gsl_matrix *lx;   /* (d_c, d_c)      solve: Cholesky of X */
+    gsl_matrix *kc;    /* (block, k)      K = C W_c^T */
+    gsl_matrix *qp;    /* (n_parent, k)   Q = P W_p^T */
+    gsl_matrix *dk;    /* (block, k)      dE/dK */
+    gsl_matrix *dq;    /* (n_parent, k)   dE/dQ */
+    gsl_matrix *tb;    /* (block, d_p)    stats: A Mu */
+    gsl_matrix *sc;    /* (block, d_c)    stats: row-scaled children */
+    gsl_matrix *sm;    /* (n_parent, d_p) stats: row-scaled parents */
+    gsl_vector *cnt;   /* (n_parent)      stats: column sums of a block */
+    gsl_matrix *lp;    /* (d_p, d_p)      solve: Cholesky of P */
+    gsl_matrix *lx;    /* (d_c, d_c)      solve: Cholesky of X */
     gsl_vector *rwork; /* (3 max(d_c, d_p)) rcond workspace */
 } bilinear_work;
 
@@ -52,8 +52,8 @@ static const lse_bilinear_config *get_config(const void *config)
     return config != NULL ? config : &bilinear_default;
 }
 
-static lse_status bilinear_check(const lse_sim_shape *shape,
-                                 const void *config, char *msg, size_t msg_len)
+static lse_status bilinear_check(const lse_sim_shape *shape, const void *config,
+                                 char *msg, size_t msg_len)
 {
     const lse_bilinear_config *cfg = get_config(config);
     if (shape->n_param != N_PARAM || shape->param_rows == NULL ||
@@ -68,8 +68,10 @@ static lse_status bilinear_check(const lse_sim_shape *shape,
         return LSE_EDIM;
     }
     if (shape->d_child == 0 || shape->d_parent == 0) {
-        snprintf(msg, msg_len, "bilinear: d_child = %zu, d_parent = %zu: "
-                 "both must be > 0", shape->d_child, shape->d_parent);
+        snprintf(msg, msg_len,
+                 "bilinear: d_child = %zu, d_parent = %zu: "
+                 "both must be > 0",
+                 shape->d_child, shape->d_parent);
         return LSE_EDIM;
     }
     const size_t k = shape->param_rows[0];
@@ -80,8 +82,7 @@ static lse_status bilinear_check(const lse_sim_shape *shape,
     if (shape->param_cols[0] != shape->d_child) {
         snprintf(msg, msg_len,
                  "bilinear: W_c is %zux%zu, expected k x d_child = %zux%zu",
-                 shape->param_rows[0], shape->param_cols[0], k,
-                 shape->d_child);
+                 shape->param_rows[0], shape->param_cols[0], k, shape->d_child);
         return LSE_EDIM;
     }
     if (shape->param_rows[1] != k || shape->param_cols[1] != shape->d_parent) {
@@ -334,8 +335,8 @@ static lse_status bilinear_stats(const lse_sim_args *a, const gsl_matrix *resp,
                         1.0, &mm.matrix);
     /* X += C^T diag(r) C */
     if (rc == GSL_SUCCESS)
-        rc = gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, a->child,
-                            &sc.matrix, 1.0, &xx.matrix);
+        rc = gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, a->child, &sc.matrix,
+                            1.0, &xx.matrix);
     if (rc != GSL_SUCCESS)
         return lse_status_from_gsl(rc);
     /* P += Mu^T diag(n) Mu; counts */
@@ -448,9 +449,9 @@ static lse_status bilinear_solve(const lse_sim_args *a, const double *acc,
         gsl_matrix_const_view_array(acc + dc * dp + dp * dp, dc, dc);
 
     /* factor both before writing anything: a failure leaves W unchanged */
-    lse_status st = chol_spd(&pp.matrix, w->lp, w->rwork,
-                             "P = sum A mu mu^T (d_parent x d_parent)", msg,
-                             msg_len);
+    lse_status st =
+        chol_spd(&pp.matrix, w->lp, w->rwork,
+                 "P = sum A mu mu^T (d_parent x d_parent)", msg, msg_len);
     if (st == LSE_OK)
         st = chol_spd(&xx.matrix, w->lx, w->rwork,
                       "X = sum A x x^T (d_child x d_child)", msg, msg_len);

@@ -165,8 +165,7 @@ static lse_status cosine_eval(const lse_sim_args *a, gsl_matrix *s)
         return LSE_EDIM;
     if (s->size1 == 0 || s->size2 == 0)
         return LSE_OK;
-    return scores(a, get_config(a->config)->eps, &v.nc.vector, &v.np.vector,
-                  s);
+    return scores(a, get_config(a->config)->eps, &v.nc.vector, &v.np.vector, s);
 }
 
 static lse_status cosine_grad(const lse_sim_args *a, const gsl_matrix *g,
@@ -218,8 +217,8 @@ static lse_status cosine_grad(const lse_sim_args *a, const gsl_matrix *g,
         }
     }
     if (out->parent != NULL) {
-        int rc = gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, h, a->child,
-                                1.0, out->parent);
+        int rc = gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, h, a->child, 1.0,
+                                out->parent);
         if (rc != GSL_SUCCESS)
             return lse_status_from_gsl(rc);
         for (size_t j = 0; j < m; j++) {

@@ -12,10 +12,11 @@
  * (seed 004 eqs 1-4; docs/similarities.md, "neg-dist, gauss-kernel,
  * inv-dist, idw"). With D2 = ||c - p||^2 and u = D2^(p/2) = ||c - p||^p:
  *
- *   neg-dist      phi = -D2                 phi' = -1
- *   gauss-kernel  phi = exp(-D2 / s^2)      phi' = -phi / s^2
- *   inv-dist      phi = 1 / (eps + u)       phi' = -(p/2) D2^(p/2-1) / (eps+u)^2
- *   idw           phi = -log(eps + u)       phi' = -(p/2) D2^(p/2-1) / (eps+u)
+ *   neg-dist      phi = -D2              phi' = -1
+ *   gauss-kernel  phi = exp(-D2 / s^2)   phi' = -phi / s^2
+ *   inv-dist      phi = 1 / (eps + u)    phi' = -u' / (eps + u)^2
+ *   idw           phi = -log(eps + u)    phi' = -u' / (eps + u)
+ * with u' = du/dD2 = (p/2) D2^(p/2 - 1).
  *
  * (phi' = dphi/dD2). D2 = |c|^2 + |p|^2 - 2 C P^T by one dgemm; where the
  * expansion cancels (D2 < sqrt(DBL_EPSILON) (|c|^2 + |p|^2), i.e. fewer
@@ -49,8 +50,8 @@ typedef struct dist_work {
 
 static const lse_dist_config dist_default = {.p = 2.0, .eps = 1e-3, .s = 1.0};
 
-static const char *const kind_names[] = {"neg-dist", "gauss-kernel",
-                                         "inv-dist", "idw"};
+static const char *const kind_names[] = {"neg-dist", "gauss-kernel", "inv-dist",
+                                         "idw"};
 
 static const lse_dist_config *get_config(const void *config)
 {
@@ -89,8 +90,8 @@ static lse_status check_any(dist_kind kind, const lse_sim_shape *shape,
             return LSE_EDOM;
         }
         if (!(cfg->eps > 0.0) || !isfinite(cfg->eps)) {
-            snprintf(msg, msg_len, "%s: eps = %g, must be finite and > 0",
-                     name, cfg->eps);
+            snprintf(msg, msg_len, "%s: eps = %g, must be finite and > 0", name,
+                     cfg->eps);
             return LSE_EDOM;
         }
     }
@@ -187,8 +188,8 @@ static lse_status sq_dists(const lse_sim_args *a, views *vw)
     const double rel = sqrt(DBL_EPSILON);
     row_norms2(c, nc);
     row_norms2(p, np);
-    const int rc = gsl_blas_dgemm(CblasNoTrans, CblasTrans, -2.0, c, p, 0.0,
-                                  d2);
+    const int rc =
+        gsl_blas_dgemm(CblasNoTrans, CblasTrans, -2.0, c, p, 0.0, d2);
     if (rc != GSL_SUCCESS)
         return lse_status_from_gsl(rc);
     for (size_t i = 0; i < b; i++) {
@@ -245,8 +246,7 @@ static double phi(dist_kind kind, const lse_dist_config *cfg, double d2,
     return NAN;
 }
 
-static lse_status eval_any(dist_kind kind, const lse_sim_args *a,
-                           gsl_matrix *s)
+static lse_status eval_any(dist_kind kind, const lse_sim_args *a, gsl_matrix *s)
 {
     views vw;
     lse_status st = get_views(a, &vw);
@@ -266,8 +266,7 @@ static lse_status eval_any(dist_kind kind, const lse_sim_args *a,
         double *row = gsl_matrix_ptr(s, i, 0);
         for (size_t j = 0; j < s->size2; j++) {
             double dphi;
-            row[j] = phi(kind, cfg, gsl_matrix_get(&vw.d2.matrix, i, j),
-                         &dphi);
+            row[j] = phi(kind, cfg, gsl_matrix_get(&vw.d2.matrix, i, j), &dphi);
         }
     }
     return LSE_OK;

@@ -55,8 +55,7 @@ static const char *act_name(lse_activation f)
 }
 
 static lse_status nonlinear_check(const lse_sim_shape *shape,
-                                  const void *config, char *msg,
-                                  size_t msg_len)
+                                  const void *config, char *msg, size_t msg_len)
 {
     const lse_nonlinear_config *cfg = get_config(config);
     if (act_name(cfg->f) == NULL) {
@@ -73,8 +72,7 @@ static lse_status nonlinear_check(const lse_sim_shape *shape,
         return LSE_EDIM;
     }
     if (shape->d_context != 0) {
-        snprintf(msg, msg_len,
-                 "nonlinear: takes no context (d_context = %zu)",
+        snprintf(msg, msg_len, "nonlinear: takes no context (d_context = %zu)",
                  shape->d_context);
         return LSE_EDIM;
     }
@@ -218,8 +216,8 @@ static lse_status predict(const lse_sim_args *a, nonlinear_work *w)
         double *row = gsl_matrix_ptr(w->f, j, 0);
         double n2 = 0.0;
         for (size_t k = 0; k < w->f->size2; k++) {
-            const double z = row[k] + (bm != NULL ? gsl_matrix_get(bm, 0, k)
-                                                  : 0.0);
+            const double z =
+                row[k] + (bm != NULL ? gsl_matrix_get(bm, 0, k) : 0.0);
             row[k] = act(f, z);
             n2 += row[k] * row[k];
         }
@@ -251,8 +249,8 @@ static lse_status nonlinear_eval(const lse_sim_args *a, gsl_matrix *s)
     st = predict(a, w);
     if (st != LSE_OK)
         return st;
-    const int rc = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, a->child,
-                                  w->f, 0.0, s);
+    const int rc =
+        gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, a->child, w->f, 0.0, s);
     if (rc != GSL_SUCCESS)
         return lse_status_from_gsl(rc);
     for (size_t i = 0; i < s->size1; i++) {
@@ -279,9 +277,8 @@ static lse_status nonlinear_grad(const lse_sim_args *a, const gsl_matrix *g,
     if (w == NULL)
         return LSE_OK;
     gsl_matrix *gw = out->param != NULL ? out->param[0] : NULL;
-    gsl_matrix *gb = out->param != NULL && a->param[1] != NULL
-                         ? out->param[1]
-                         : NULL;
+    gsl_matrix *gb =
+        out->param != NULL && a->param[1] != NULL ? out->param[1] : NULL;
     st = predict(a, w);
     if (st != LSE_OK)
         return st;
@@ -304,8 +301,7 @@ static lse_status nonlinear_grad(const lse_sim_args *a, const gsl_matrix *g,
     if (out->parent == NULL && gw == NULL && gb == NULL)
         return LSE_OK;
     /* H = G^T C - diag(colsum G) F, then H .*= f'(Z) */
-    rc = gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, g, a->child, 0.0,
-                        w->h);
+    rc = gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, g, a->child, 0.0, w->h);
     if (rc != GSL_SUCCESS)
         return lse_status_from_gsl(rc);
     gsl_vector_set_zero(w->cs);
@@ -324,8 +320,8 @@ static lse_status nonlinear_grad(const lse_sim_args *a, const gsl_matrix *g,
         rc = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, w->h, a->param[0],
                             1.0, out->parent);
     if (rc == GSL_SUCCESS && gw != NULL)
-        rc = gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, w->h, a->parent,
-                            1.0, gw);
+        rc = gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, w->h, a->parent, 1.0,
+                            gw);
     if (rc != GSL_SUCCESS)
         return lse_status_from_gsl(rc);
     if (gb != NULL) {

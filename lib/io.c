@@ -134,9 +134,8 @@ lse_status lse_file_read(const char *path, char **data, size_t *len,
     }
     if (ferror(f)) {
         errno_text(errno, why, sizeof why);
-        status =
-            lse_error_set(err, LSE_EIO, __func__, "cannot read '%s': %s",
-                          shown, why);
+        status = lse_error_set(err, LSE_EIO, __func__, "cannot read '%s': %s",
+                               shown, why);
         goto done;
     }
     buf[n] = '\0';
@@ -184,8 +183,8 @@ static lse_status write_stdout(const char *data, size_t len, lse_error *err)
     return LSE_OK;
 }
 
-lse_status lse_file_write_atomic(const char *path, const char *data,
-                                 size_t len, lse_error *err)
+lse_status lse_file_write_atomic(const char *path, const char *data, size_t len,
+                                 lse_error *err)
 {
     if (path == NULL || (data == NULL && len > 0))
         return lse_error_set(err, LSE_EFAULT, __func__,
@@ -213,8 +212,8 @@ lse_status lse_file_write_atomic(const char *path, const char *data,
     }
     if (fd < 0) {
         errno_text(errno, why, sizeof why);
-        status = lse_error_set(err, LSE_EIO, __func__,
-                               "cannot create '%s': %s", tmp, why);
+        status = lse_error_set(err, LSE_EIO, __func__, "cannot create '%s': %s",
+                               tmp, why);
         free(tmp);
         return status;
     }
@@ -233,19 +232,19 @@ lse_status lse_file_write_atomic(const char *path, const char *data,
     }
     if (status == LSE_OK && fsync(fd) != 0 && errno != EINVAL) {
         errno_text(errno, why, sizeof why);
-        status = lse_error_set(err, LSE_EIO, __func__,
-                               "cannot flush '%s': %s", tmp, why);
+        status = lse_error_set(err, LSE_EIO, __func__, "cannot flush '%s': %s",
+                               tmp, why);
     }
     if (close(fd) != 0 && status == LSE_OK) {
         errno_text(errno, why, sizeof why);
-        status = lse_error_set(err, LSE_EIO, __func__,
-                               "cannot close '%s': %s", tmp, why);
+        status = lse_error_set(err, LSE_EIO, __func__, "cannot close '%s': %s",
+                               tmp, why);
     }
     if (status == LSE_OK && rename(tmp, path) != 0) {
         errno_text(errno, why, sizeof why);
-        status = lse_error_set(err, LSE_EIO, __func__,
-                               "cannot rename '%s' to '%s': %s", tmp, path,
-                               why);
+        status =
+            lse_error_set(err, LSE_EIO, __func__,
+                          "cannot rename '%s' to '%s': %s", tmp, path, why);
     }
     if (status != LSE_OK)
         unlink(tmp);
@@ -258,20 +257,20 @@ lse_status lse_file_write_atomic(const char *path, const char *data,
 /* ------------------------------------------------------------------ */
 
 struct lse_table {
-    char *name;         /* file name for messages */
-    char delimiter;     /* given or detected */
-    int has_header;     /* first stored row is the header */
-    size_t n_cols;      /* cells per row */
-    size_t n_stored;    /* stored rows, header included */
-    char *text;         /* every cell, NUL-terminated, back to back */
-    size_t text_len;    /* bytes used in text */
-    size_t text_cap;    /* bytes allocated */
-    size_t *cell;       /* (n_stored, n_cols) offsets into text */
-    size_t n_cell;      /* entries used in cell */
-    size_t cell_cap;    /* entries allocated */
-    size_t *line;       /* (n_stored) line where each row starts */
-    size_t line_cap;    /* entries allocated */
-    size_t *names;      /* (n_cols) offsets of the column names */
+    char *name;      /* file name for messages */
+    char delimiter;  /* given or detected */
+    int has_header;  /* first stored row is the header */
+    size_t n_cols;   /* cells per row */
+    size_t n_stored; /* stored rows, header included */
+    char *text;      /* every cell, NUL-terminated, back to back */
+    size_t text_len; /* bytes used in text */
+    size_t text_cap; /* bytes allocated */
+    size_t *cell;    /* (n_stored, n_cols) offsets into text */
+    size_t n_cell;   /* entries used in cell */
+    size_t cell_cap; /* entries allocated */
+    size_t *line;    /* (n_stored) line where each row starts */
+    size_t line_cap; /* entries allocated */
+    size_t *names;   /* (n_cols) offsets of the column names */
 };
 
 lse_csv_opts lse_csv_opts_default(void)
@@ -353,11 +352,11 @@ static void on_row(int c, void *data)
     if (t->n_stored == 0) {
         t->n_cols = st->fields;
     } else if (st->fields != t->n_cols) {
-        st->status = lse_error_set(
-            st->err, LSE_EPARSE, "lse_table_parse",
-            "%s:%zu: %zu field%s, expected %zu (as on line %zu)", t->name,
-            st->row_start, st->fields, st->fields == 1 ? "" : "s", t->n_cols,
-            t->line[0]);
+        st->status =
+            lse_error_set(st->err, LSE_EPARSE, "lse_table_parse",
+                          "%s:%zu: %zu field%s, expected %zu (as on line %zu)",
+                          t->name, st->row_start, st->fields,
+                          st->fields == 1 ? "" : "s", t->n_cols, t->line[0]);
         return;
     }
     size_t *line = grow(t->line, &t->line_cap, t->n_stored + 1, sizeof *line);
@@ -457,9 +456,9 @@ static cell_kind classify(const char *s, double *value)
     const double v = strtod(s, &stop);
     if (stop != e)
         return CELL_TEXT;
-    *value = v;
-    if (isnan(v))
+    if (isnan(v)) /* "nan", "-nan(0x1)": stored as the one NAN */
         return CELL_MISSING;
+    *value = v;
     if (isinf(v))
         return CELL_INFINITE;
     return CELL_NUMBER; /* underflow to a subnormal or 0 is fine */
@@ -530,8 +529,7 @@ static lse_status parse_rows(lse_table *t, const char *p, const char *end,
                              char comment, lse_error *err)
 {
     struct csv_parser parser;
-    if (csv_init(&parser, CSV_STRICT | CSV_STRICT_FINI | CSV_APPEND_NULL) !=
-        0)
+    if (csv_init(&parser, CSV_STRICT | CSV_STRICT_FINI | CSV_APPEND_NULL) != 0)
         return lse_error_set(err, LSE_EINTERNAL, "lse_table_parse",
                              "csv_init failed");
     csv_set_delim(&parser, (unsigned char)t->delimiter);
@@ -574,8 +572,7 @@ static lse_status parse_rows(lse_table *t, const char *p, const char *end,
         }
         p = next;
     }
-    if (st.status == LSE_OK &&
-        csv_fini(&parser, on_field, on_row, &st) != 0)
+    if (st.status == LSE_OK && csv_fini(&parser, on_field, on_row, &st) != 0)
         st.status = lse_error_set(err, LSE_EPARSE, "lse_table_parse",
                                   "%s:%zu: unterminated quoted field (the "
                                   "row starting on this line never ends)",
@@ -620,8 +617,7 @@ lse_status lse_table_parse(const char *data, size_t len, const char *name,
         goto fail;
     if (t->n_stored == 0) {
         status = lse_error_set(err, LSE_EPARSE, __func__,
-                               "%s: no data rows (the file is empty)",
-                               t->name);
+                               "%s: no data rows (the file is empty)", t->name);
         goto fail;
     }
     if (o.header == -1) {
@@ -633,8 +629,8 @@ lse_status lse_table_parse(const char *data, size_t len, const char *name,
     }
     if (t->n_stored <= (size_t)t->has_header) {
         status = lse_error_set(err, LSE_EPARSE, __func__,
-                               "%s:%zu: no data rows (only a header)",
-                               t->name, t->line[0]);
+                               "%s:%zu: no data rows (only a header)", t->name,
+                               t->line[0]);
         goto fail;
     }
     status = make_names(t, err);
@@ -670,10 +666,7 @@ size_t lse_table_rows(const lse_table *t)
     return t != NULL ? t->n_stored - (size_t)t->has_header : 0;
 }
 
-size_t lse_table_cols(const lse_table *t)
-{
-    return t != NULL ? t->n_cols : 0;
-}
+size_t lse_table_cols(const lse_table *t) { return t != NULL ? t->n_cols : 0; }
 
 int lse_table_has_header(const lse_table *t)
 {
@@ -711,8 +704,8 @@ size_t lse_table_line(const lse_table *t, size_t i)
     return t->line[i + (size_t)t->has_header];
 }
 
-lse_status lse_table_find_column(const lse_table *t, const char *key,
-                                 size_t *j, lse_error *err)
+lse_status lse_table_find_column(const lse_table *t, const char *key, size_t *j,
+                                 lse_error *err)
 {
     if (t == NULL || key == NULL || j == NULL)
         return lse_error_set(err, LSE_EFAULT, __func__,
@@ -765,22 +758,19 @@ static lse_status check_row(const lse_table *t, size_t i, const size_t *cols,
         if (kind == CELL_TEXT)
             return lse_error_set(
                 err, LSE_EPARSE, "lse_table_to_matrix",
-                "%s:%zu:%zu: '%.40s' is not a number (column '%.60s')",
-                t->name, lse_table_line(t, i), j + 1, s,
-                lse_table_column_name(t, j));
+                "%s:%zu:%zu: '%.40s' is not a number (column '%.60s')", t->name,
+                lse_table_line(t, i), j + 1, s, lse_table_column_name(t, j));
         if (kind == CELL_INFINITE)
             return lse_error_set(
                 err, LSE_ENONFINITE, "lse_table_to_matrix",
-                "%s:%zu:%zu: '%.40s' is not finite (column '%.60s')",
-                t->name, lse_table_line(t, i), j + 1, s,
-                lse_table_column_name(t, j));
+                "%s:%zu:%zu: '%.40s' is not finite (column '%.60s')", t->name,
+                lse_table_line(t, i), j + 1, s, lse_table_column_name(t, j));
         if (kind == CELL_MISSING) {
             if (missing == LSE_MISSING_ERROR)
                 return lse_error_set(
                     err, LSE_EPARSE, "lse_table_to_matrix",
                     "%s:%zu:%zu: missing value (column '%.60s')", t->name,
-                    lse_table_line(t, i), j + 1,
-                    lse_table_column_name(t, j));
+                    lse_table_line(t, i), j + 1, lse_table_column_name(t, j));
             if (missing == LSE_MISSING_DROP)
                 *keep = 0;
         }
@@ -863,8 +853,8 @@ lse_status lse_table_to_matrix(const lse_table *t, const size_t *cols,
         index = row_index != NULL ? malloc(kept * sizeof *index) : NULL;
         if (m == NULL || (row_index != NULL && index == NULL))
             status = lse_error_set(err, LSE_ENOMEM, __func__,
-                                   "out of memory for a %zu x %zu matrix",
-                                   kept, n_cols);
+                                   "out of memory for a %zu x %zu matrix", kept,
+                                   n_cols);
     }
     if (status == LSE_OK) {
         status = fill_matrix(t, cols, n_cols, keep, m, index);

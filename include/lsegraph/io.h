@@ -231,8 +231,8 @@ LSE_API lse_status lse_matrix_format_csv(const gsl_matrix *m,
  *  ("-": standard output) gets the whole table or is left untouched.
  *  @return as those two functions. */
 LSE_API lse_status lse_matrix_write_csv(const char *path, const gsl_matrix *m,
-                                        const char *const *names,
-                                        int precision, lse_error *err);
+                                        const char *const *names, int precision,
+                                        lse_error *err);
 
 /* ------------------------------------------------------------------ */
 /* JSON documents                                                      */
@@ -288,8 +288,8 @@ LSE_API int lse_json_has(const lse_json *doc, const char *key);
  * or infinity; LSE_ENOMEM. */
 
 /** @brief Set @p key to the number @p x (written as a real: 3 -> 3.0). */
-LSE_API lse_status lse_json_set_number(lse_json *doc, const char *key,
-                                       double x, lse_error *err);
+LSE_API lse_status lse_json_set_number(lse_json *doc, const char *key, double x,
+                                       lse_error *err);
 
 /** @brief Set @p key to the integer @p x. */
 LSE_API lse_status lse_json_set_integer(lse_json *doc, const char *key,
@@ -365,8 +365,7 @@ LSE_API lse_status lse_json_get_string(const lse_json *doc, const char *key,
  *              block: a single free(*out) releases everything.
  *  @param[out] n   number of strings. */
 LSE_API lse_status lse_json_get_strings(const lse_json *doc, const char *key,
-                                        char ***out, size_t *n,
-                                        lse_error *err);
+                                        char ***out, size_t *n, lse_error *err);
 
 /** @brief Get a vector of @p n numbers (0: any length).
  *  @param[out] out owned by the caller (gsl_vector_free()). */

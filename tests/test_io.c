@@ -1,0 +1,934 @@
+/* Tests for lib/io.c: CSV tables, matrices to CSV, atomic files. */
+#include <dirent.h>
+#include <float.h>
+#include <locale.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lse_check.h"
+
+#ifndef LSE_DATA_DIR
+#define LSE_DATA_DIR "data"
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Fixture: a fresh temporary directory per test                       */
+/* ------------------------------------------------------------------ */
+
+static char dir[64];
+
+static void remove_tree(const char *path)
+{
+    struct stat sb;
+    if (lstat(path, &sb) != 0)
+        return;
+    if (S_ISDIR(sb.st_mode)) {
+        DIR *d = opendir(path);
+        if (d != NULL) {
+            const struct dirent *e;
+            while ((e = readdir(d)) != NULL) {
+                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                    continue;
+                char sub[1024];
+                snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+                remove_tree(sub);
+            }
+            closedir(d);
+        }
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
+}
+
+static void setup(void)
+{
+    strcpy(dir, "/tmp/lse_test_io_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void teardown(void) { remove_tree(dir); }
+
+/* Number of entries in the temporary directory. */
+static size_t count_files(void)
+{
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    size_t n = 0;
+    const struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
+static void path_of(const char *name, char *path, size_t size)
+{
+    snprintf(path, size, "%s/%s", dir, name);
+}
+
+static void write_bytes(const char *name, const char *data, size_t len)
+{
+    char path[256];
+    path_of(name, path, sizeof path);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, len, f), len);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* Write text to DIR/in.csv and read it back as a table. */
+static lse_status read_text(const char *text, const lse_csv_opts *opts,
+                            lse_table **t, lse_error *err)
+{
+    char path[256];
+    write_bytes("in.csv", text, strlen(text));
+    path_of("in.csv", path, sizeof path);
+    return lse_table_read(path, opts, t, err);
+}
+
+#define assert_msg_has(err, want)                                              \
+    ck_assert_msg(strstr((err).message, (want)) != NULL,                       \
+                  "message '%s' lacks '%s'", (err).message, (want))
+
+/* Read text that must fail with status want and a message holding part. */
+static void expect_read_error(const char *text, const lse_csv_opts *opts,
+                              lse_status want, const char *part)
+{
+    lse_error err = {0};
+    lse_table *t = (lse_table *)&err; /* must be reset to NULL */
+    lse_assert_status(read_text(text, opts, &t, &err), want);
+    ck_assert_ptr_null(t);
+    ck_assert_int_eq(err.status, want);
+    assert_msg_has(err, part);
+    assert_msg_has(err, "lse_table_parse");
+}
+
+/* ------------------------------------------------------------------ */
+/* Reading tables                                                      */
+/* ------------------------------------------------------------------ */
+
+START_TEST(test_header_auto_comma)
+{
+    lse_error err;
+    lse_table *t = NULL;
+    lse_assert_ok(read_text("a,b\n1,2\n3,4.5\n", NULL, &t, &err));
+    ck_assert_uint_eq(lse_table_rows(t), 2);
+    ck_assert_uint_eq(lse_table_cols(t), 2);
+    ck_assert_int_eq(lse_table_has_header(t), 1);
+    ck_assert_int_eq(lse_table_delimiter(t), ',');
+    ck_assert_str_eq(lse_table_column_name(t, 0), "a");
+    ck_assert_str_eq(lse_table_column_name(t, 1), "b");
+    ck_assert_str_eq(lse_table_cell(t, 0, 0), "1");
+    ck_assert_str_eq(lse_table_cell(t, 1, 1), "4.5");
+    ck_assert_uint_eq(lse_table_line(t, 0), 2);
+    ck_assert_uint_eq(lse_table_line(t, 1), 3);
+    /* out of range */
+    ck_assert_ptr_null(lse_table_cell(t, 2, 0));
+    ck_assert_ptr_null(lse_table_cell(t, 0, 2));
+    ck_assert_ptr_null(lse_table_column_name(t, 2));
+    ck_assert_uint_eq(lse_table_line(t, 2), 0);
+    ck_assert_ptr_nonnull(strstr(lse_table_name(t), "in.csv"));
+    lse_table_free(t);
+}
+END_TEST
+
+START_TEST(test_no_header_auto)
+{
+    lse_error err;
+    lse_table *t = NULL;
+    /* missing values and infinities do not make a header */
+    lse_assert_ok(read_text("1,NA,-inf\n3,4,5\n", NULL, &t, &err));
+    ck_assert_int_eq(lse_table_has_header(t), 0);
+    ck_assert_uint_eq(lse_table_rows(t), 2);
+    ck_assert_str_eq(lse_table_column_name(t, 0), "1");
+    ck_assert_str_eq(lse_table_column_name(t, 2), "3");
+    ck_assert_str_eq(lse_table_cell(t, 0, 1), "NA");
+    ck_assert_uint_eq(lse_table_line(t, 0), 1);
+    lse_table_free(t);
+}
+END_TEST
+
+START_TEST(test_header_forced)
+{
+    lse_error err;
+    lse_table *t = NULL;
+    lse_csv_opts o = lse_csv_opts_default();
+    o.header = 0; /* text in the first row, but it is data */
+    lse_assert_ok(read_text("x,y\n1,2\n", &o, &t, &err));
+    ck_assert_int_eq(lse_table_has_header(t), 0);
+    ck_assert_uint_eq(lse_table_rows(t), 2);
+    ck_assert_str_eq(lse_table_cell(t, 0, 0), "x");
+    ck_assert_str_eq(lse_table_column_name(t, 1), "2");
+    lse_table_free(t);
+
+    o.header = 1; /* numbers in the first row, but they are names */
+    lse_assert_ok(read_text("10,20\n1,2\n", &o, &t, &err));
+    ck_assert_int_eq(lse_table_has_header(t), 1);
+    ck_assert_uint_eq(lse_table_rows(t), 1);
+    ck_assert_str_eq(lse_table_column_name(t, 1), "20");
+    ck_assert_str_eq(lse_table_cell(t, 0, 1), "2");
+    lse_table_free(t);
+}
+END_TEST
+
+START_TEST(test_delimiters)
+{
+    lse_error err;
+    lse_table *t = NULL;
+    lse_assert_ok(read_text("a;b;c\n1;2;3\n", NULL, &t, &err));
+    ck_assert_int_eq(lse_table_delimiter(t), ';');
+    ck_assert_uint_eq(lse_table_cols(t), 3);
+    ck_assert_str_eq(lse_table_cell(t, 0, 2), "3");
+    lse_table_free(t);
+
+    lse_assert_ok(read_text("a\tb\n1\t\n", NULL, &t, &err));
+    ck_assert_int_eq(lse_table_delimiter(t), '\t');
+    ck_assert_uint_eq(lse_table_cols(t), 2);
+    ck_assert_str_eq(lse_table_cell(t, 0, 1), ""); /* tab-delimited empty */
+    lse_table_free(t);
+
+    /* the delimiter inside quotes does not count */
+    lse_assert_ok(read_text("\"a;b;c\",d\n1,2\n", NULL, &t, &err));
+    ck_assert_int_eq(lse_table_delimiter(t), ',');
+    ck_assert_str_eq(lse_table_column_name(t, 0), "a;b;c");
+    lse_table_free(t);
+
+    /* a single column: no delimiter at all */
+    lse_assert_ok(read_text("x\n1\n2\n", NULL, &t, &err));
+    ck_assert_uint_eq(lse_table_cols(t), 1);
+    ck_assert_uint_eq(lse_table_rows(t), 2);
+    lse_table_free(t);
+
+    /* explicit delimiter: the commas are text */
+    lse_csv_opts o = lse_csv_opts_default();
+    o.delimiter = ';';
+    lse_assert_ok(read_text("a,b;c\n1,5;2\n", &o, &t, &err));
+    ck_assert_uint_eq(lse_table_cols(t), 2);
+    ck_assert_str_eq(lse_table_cell(t, 0, 0), "1,5");
+    lse_table_free(t);
+}
+END_TEST
+
+START_TEST(test_line_ends)
+{
+    lse_error err;
+    lse_table *t = NULL;
+    lse_assert_ok(read_text("a,b\r\n1,2\r\n\r\n3,4\r\n", NULL, &t, &err));
+    ck_assert_uint_eq(lse_table_rows(t), 2);
+    ck_assert_str_eq(lse_table_column_name(t, 1), "b");
+    ck_assert_str_eq(lse_table_cell(t, 0, 1), "2");
+    ck_assert_uint_eq(lse_table_line(t, 1), 4);
+    lse_table_free(t);
+
+    /* old Mac CR only, and no line end after the last row */
+    lse_assert_ok(read_text("a,b\r1,2\r3,4", NULL, &t, &err));
+    ck_assert_uint_eq(lse_table_rows(t), 2);
+    ck_assert_str_eq(lse_table_cell(t, 1, 1), "4");
+    ck_assert_uint_eq(lse_table_line(t, 1), 3);
+    lse_table_free(t);
+}
+END_TEST
+
+START_TEST(test_quoted_fields)
+{
+    lse_error err;
+    lse_table *t = NULL;
+    const char *text = "name,v\n"
+                       "\"x, y\",1\n"
+                       "\"say \"\"hi\"\"\",2\n"
+                       "\"multi\nline\",3\n"
+                       "  plain  , \" kept \" \n"
+                       "\"\",5\n";
+    lse_assert_ok(read_text(text, NULL, &t, &err));
+    ck_assert_uint_eq(lse_table_rows(t), 5);
+    ck_assert_str_eq(lse_table_cell(t, 0, 0), "x, y");
+    ck_assert_str_eq(lse_table_cell(t, 1, 0), "say \"hi\"");
+    ck_assert_str_eq(lse_table_cell(t, 2, 0), "multi\nline");
+    ck_assert_str_eq(lse_table_cell(t, 3, 0), "plain");  /* trimmed */
+    ck_assert_str_eq(lse_table_cell(t, 3, 1), " kept "); /* quoted */
+    ck_assert_str_eq(lse_table_cell(t, 4, 0), "");
+    ck_assert_uint_eq(lse_table_line(t, 2), 4); /* where the row starts */
+    ck_assert_uint_eq(lse_table_line(t, 3), 6);
+    ck_assert_uint_eq(lse_table_line(t, 4), 7);
+    lse_table_free(t);
+}
+END_TEST
+
+START_TEST(test_comments_and_blank_lines)
+{
+    lse_error err;
+    lse_table *t = NULL;
+    lse_assert_ok(read_text("# made by hand\nA,B\n\n# more\n1,2\n   \n3,4\n",
+                            NULL, &t, &err));
+    ck_assert_uint_eq(lse_table_rows(t), 2);
+    ck_assert_str_eq(lse_table_column_name(t, 0), "A");
+    ck_assert_uint_eq(lse_table_line(t, 0), 5);
+    ck_assert_uint_eq(lse_table_line(t, 1), 7);
+    lse_table_free(t);
+
+    /* '#' inside a quoted field spanning lines is not a comment */
+    lse_assert_ok(read_text("a,b\n\"x\n# not a comment\",1\n", NULL, &t, &err));
+    ck_assert_uint_eq(lse_table_rows(t), 1);
+    ck_assert_str_eq(lse_table_cell(t, 0, 0), "x\n# not a comment");
+    lse_table_free(t);
+
+    /* another comment character, and none */
+    lse_csv_opts o = lse_csv_opts_default();
+    o.comment = '%';
+    lse_assert_ok(read_text("%c\n#a,b\n1,2\n", &o, &t, &err));
+    ck_assert_str_eq(lse_table_column_name(t, 0), "#a");
+    lse_table_free(t);
+    o.comment = '\0';
+    lse_assert_ok(read_text("#a,b\n1,2\n", &o, &t, &err));
+    ck_assert_str_eq(lse_table_column_name(t, 0), "#a");
+    ck_assert_uint_eq(lse_table_rows(t), 1);
+    lse_table_free(t);
+}
+END_TEST
+
+START_TEST(test_bom)
+{
+    lse_error err;
+    lse_table *t = NULL;
+    lse_assert_ok(read_text("\xEF\xBB\xBF\"eruptions\",waiting\n3.6,79\n", NULL,
+                            &t, &err));
+    ck_assert_str_eq(lse_table_column_name(t, 0), "eruptions");
+    ck_assert_uint_eq(lse_table_line(t, 0), 2);
+    lse_table_free(t);
+}
+END_TEST
+
+START_TEST(test_parse_from_memory)
+{
+    lse_error err;
+    lse_table *t = NULL;
+    /* not NUL-terminated: only the first 8 bytes count */
+    const char text[] = "a,b\n1,2\n3,4\n";
+    lse_assert_ok(lse_table_parse(text, 8, NULL, NULL, &t, &err));
+    ck_assert_uint_eq(lse_table_rows(t), 1);
+    ck_assert_str_eq(lse_table_name(t), "<memory>");
+    lse_table_free(t);
+    lse_table_free(NULL);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Errors while reading                                                */
+/* ------------------------------------------------------------------ */
+
+START_TEST(test_missing_file)
+{
+    lse_error err;
+    lse_table *t = NULL;
+    char path[256];
+    path_of("absent.csv", path, sizeof path);
+    lse_assert_status(lse_table_read(path, NULL, &t, &err), LSE_EIO);
+    ck_assert_ptr_null(t);
+    assert_msg_has(err, "absent.csv");
+    assert_msg_has(err, "No such file");
+    /* a directory opens but cannot be read */
+    lse_assert_status(lse_table_read(dir, NULL, &t, &err), LSE_EIO);
+    assert_msg_has(err, "cannot read");
+}
+END_TEST
+
+START_TEST(test_no_data_rows)
+{
+    expect_read_error("", NULL, LSE_EPARSE, "no data rows");
+    expect_read_error("# only a comment\n\n   \n", NULL, LSE_EPARSE,
+                      "no data rows");
+    expect_read_error("\n# c\nx,y\n", NULL, LSE_EPARSE,
+                      "in.csv:3: no data rows");
+    lse_csv_opts o = lse_csv_opts_default();
+    o.header = 1;
+    expect_read_error("1,2\n", &o, LSE_EPARSE, "no data rows (only a header)");
+}
+END_TEST
+
+START_TEST(test_ragged_rows)
+{
+    expect_read_error("a,b\n1,2\n\n3\n", NULL, LSE_EPARSE,
+                      "in.csv:4: 1 field, expected 2");
+    expect_read_error("a,b\n1,2\n3,4,5\n6,7\n", NULL, LSE_EPARSE,
+                      "in.csv:3: 3 fields, expected 2 (as on line 1)");
+    /* a trailing delimiter makes an extra empty field */
+    expect_read_error("a,b\n1,2,\n", NULL, LSE_EPARSE,
+                      "in.csv:2: 3 fields, expected 2");
+    /* the last row without a line end */
+    expect_read_error("a,b\n1,2\n3", NULL, LSE_EPARSE,
+                      "in.csv:3: 1 field, expected 2");
+}
+END_TEST
+
+START_TEST(test_malformed_quoting)
+{
+    /* a quote inside an unquoted field: column 4 */
+    expect_read_error("a,b\n1,x\"y\n", NULL, LSE_EPARSE,
+                      "in.csv:2:4: malformed quoting");
+    /* text after a closing quote: column 5 */
+    expect_read_error("a,b\n\"ab\"c,1\n", NULL, LSE_EPARSE,
+                      "in.csv:2:5: malformed quoting");
+    /* a quote that never closes */
+    expect_read_error("a,b\n1,2\n\"open,1\n3,4\n", NULL, LSE_EPARSE,
+                      "in.csv:3: unterminated quoted field");
+}
+END_TEST
+
+START_TEST(test_nul_byte)
+{
+    lse_error err;
+    lse_table *t = NULL;
+    const char text[] = "a,b\n1,\0002\n";
+    lse_assert_status(
+        lse_table_parse(text, sizeof text - 1, "nul.csv", NULL, &t, &err),
+        LSE_EPARSE);
+    assert_msg_has(err, "nul.csv:2:3: NUL byte");
+}
+END_TEST
+
+START_TEST(test_bad_arguments)
+{
+    lse_error err;
+    lse_table *t = NULL;
+    lse_csv_opts o = lse_csv_opts_default();
+    o.delimiter = '"';
+    lse_assert_status(lse_table_parse("a\n", 2, NULL, &o, &t, &err),
+                      LSE_EINVAL);
+    o = lse_csv_opts_default();
+    o.header = 2;
+    lse_assert_status(lse_table_parse("a\n", 2, NULL, &o, &t, &err),
+                      LSE_EINVAL);
+    o = lse_csv_opts_default();
+    o.delimiter = '#'; /* same as the comment character */
+    lse_assert_status(lse_table_parse("a\n", 2, NULL, &o, &t, &err),
+                      LSE_EINVAL);
+    lse_assert_status(lse_table_parse(NULL, 2, NULL, NULL, &t, &err),
+                      LSE_EFAULT);
+    lse_assert_status(lse_table_parse("a\n", 2, NULL, NULL, NULL, &err),
+                      LSE_EFAULT);
+    lse_assert_status(lse_table_read(NULL, NULL, &t, &err), LSE_EFAULT);
+    /* err may be NULL */
+    lse_assert_status(lse_table_parse("", 0, NULL, NULL, &t, NULL), LSE_EPARSE);
+}
+END_TEST
+
+START_TEST(test_find_column)
+{
+    lse_error err;
+    lse_table *t = NULL;
+    lse_assert_ok(read_text("eruptions,waiting,2\n1,2,3\n", NULL, &t, &err));
+    size_t j = 99;
+    lse_assert_ok(lse_table_find_column(t, "waiting", &j, &err));
+    ck_assert_uint_eq(j, 1);
+    lse_assert_ok(lse_table_find_column(t, "1", &j, &err));
+    ck_assert_uint_eq(j, 0);
+    /* a name wins over an index */
+    lse_assert_ok(lse_table_find_column(t, "2", &j, &err));
+    ck_assert_uint_eq(j, 2);
+    lse_assert_status(lse_table_find_column(t, "speed", &j, &err),
+                      LSE_ENOTFOUND);
+    assert_msg_has(err, "no column 'speed'");
+    assert_msg_has(err, "eruptions, waiting, 2");
+    lse_assert_status(lse_table_find_column(t, "0", &j, &err), LSE_ENOTFOUND);
+    lse_assert_status(lse_table_find_column(t, "4", &j, &err), LSE_ENOTFOUND);
+    lse_assert_status(lse_table_find_column(t, "1x", &j, &err), LSE_ENOTFOUND);
+    lse_assert_status(lse_table_find_column(t, NULL, &j, &err), LSE_EFAULT);
+    lse_table_free(t);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Tables to matrices                                                  */
+/* ------------------------------------------------------------------ */
+
+START_TEST(test_to_matrix_numbers)
+{
+    lse_error err;
+    lse_table *t = NULL;
+    gsl_matrix *m = NULL;
+    size_t *index = NULL;
+    lse_assert_ok(read_text("a,b,c\n 1.5 ,\" -2e-3 \",0x1p-2\n+7,.25,1e-320\n",
+                            NULL, &t, &err));
+    lse_assert_ok(
+        lse_table_to_matrix(t, NULL, 0, LSE_MISSING_ERROR, &m, &index, &err));
+    ck_assert_uint_eq(m->size1, 2);
+    ck_assert_uint_eq(m->size2, 3);
+    ck_assert(gsl_matrix_get(m, 0, 0) == 1.5);
+    ck_assert(gsl_matrix_get(m, 0, 1) == -2e-3);
+    ck_assert(gsl_matrix_get(m, 0, 2) == 0.25);
+    ck_assert(gsl_matrix_get(m, 1, 0) == 7.0);
+    ck_assert(gsl_matrix_get(m, 1, 2) == 1e-320); /* subnormal is kept */
+    ck_assert_uint_eq(index[0], 0);
+    ck_assert_uint_eq(index[1], 1);
+    gsl_matrix_free(m);
+    free(index);
+
+    /* a selection, in the caller's order */
+    const size_t cols[2] = {2, 0};
+    lse_assert_ok(
+        lse_table_to_matrix(t, cols, 2, LSE_MISSING_ERROR, &m, NULL, &err));
+    ck_assert_uint_eq(m->size2, 2);
+    ck_assert(gsl_matrix_get(m, 1, 1) == 7.0);
+    ck_assert(gsl_matrix_get(m, 0, 0) == 0.25);
+    gsl_matrix_free(m);
+    lse_table_free(t);
+}
+END_TEST
+
+START_TEST(test_to_matrix_not_a_number)
+{
+    lse_error err;
+    lse_table *t = NULL;
+    gsl_matrix *m = NULL;
+    lse_assert_ok(read_text("x,y\n1,2\n# c\n3,abc\n", NULL, &t, &err));
+    lse_assert_status(
+        lse_table_to_matrix(t, NULL, 0, LSE_MISSING_DROP, &m, NULL, &err),
+        LSE_EPARSE);
+    ck_assert_ptr_null(m);
+    assert_msg_has(err, "in.csv:4:2: 'abc' is not a number (column 'y')");
+    /* the first column alone is fine */
+    const size_t c0 = 0;
+    lse_assert_ok(
+        lse_table_to_matrix(t, &c0, 1, LSE_MISSING_ERROR, &m, NULL, &err));
+    gsl_matrix_free(m);
+    lse_table_free(t);
+}
+END_TEST
+
+START_TEST(test_to_matrix_missing)
+{
+    lse_error err;
+    lse_table *t = NULL;
+    gsl_matrix *m = NULL;
+    size_t *index = NULL;
+    lse_assert_ok(read_text("a,b\n1,\n3,4\nNA,5\nnan,6\n7, n/a\n8,NaN\n", NULL,
+                            &t, &err));
+    /* "n/a" is text, not a missing value */
+    lse_assert_status(
+        lse_table_to_matrix(t, NULL, 0, LSE_MISSING_KEEP, &m, NULL, &err),
+        LSE_EPARSE);
+    assert_msg_has(err, ":6:2: 'n/a' is not a number");
+    lse_table_free(t);
+
+    lse_assert_ok(
+        read_text("a,b\n1,\n3,4\nNA,5\nnan,6\n8,NaN\n", NULL, &t, &err));
+    lse_assert_status(
+        lse_table_to_matrix(t, NULL, 0, LSE_MISSING_ERROR, &m, &index, &err),
+        LSE_EPARSE);
+    assert_msg_has(err, "in.csv:2:2: missing value (column 'b')");
+    ck_assert_ptr_null(m);
+    ck_assert_ptr_null(index);
+
+    lse_assert_ok(
+        lse_table_to_matrix(t, NULL, 0, LSE_MISSING_DROP, &m, &index, &err));
+    ck_assert_uint_eq(m->size1, 1);
+    ck_assert(gsl_matrix_get(m, 0, 0) == 3.0);
+    ck_assert(gsl_matrix_get(m, 0, 1) == 4.0);
+    ck_assert_uint_eq(index[0], 1);
+    gsl_matrix_free(m);
+    free(index);
+
+    lse_assert_ok(
+        lse_table_to_matrix(t, NULL, 0, LSE_MISSING_KEEP, &m, &index, &err));
+    ck_assert_uint_eq(m->size1, 5);
+    ck_assert(isnan(gsl_matrix_get(m, 0, 1)));
+    ck_assert(isnan(gsl_matrix_get(m, 2, 0)));
+    ck_assert(isnan(gsl_matrix_get(m, 3, 0)));
+    ck_assert(isnan(gsl_matrix_get(m, 4, 1)));
+    ck_assert(gsl_matrix_get(m, 4, 0) == 8.0);
+    ck_assert(gsl_matrix_get(m, 1, 1) == 4.0);
+    ck_assert_uint_eq(index[4], 4);
+    gsl_matrix_free(m);
+    free(index);
+
+    /* dropping only on the selected columns */
+    const size_t c0 = 0;
+    lse_assert_ok(
+        lse_table_to_matrix(t, &c0, 1, LSE_MISSING_DROP, &m, NULL, &err));
+    ck_assert_uint_eq(m->size1, 3);
+    gsl_matrix_free(m);
+    lse_table_free(t);
+
+    /* every row dropped */
+    lse_assert_ok(read_text("a,b\n1,NA\n,2\n", NULL, &t, &err));
+    lse_assert_status(
+        lse_table_to_matrix(t, NULL, 0, LSE_MISSING_DROP, &m, NULL, &err),
+        LSE_EPARSE);
+    assert_msg_has(err, "no rows left");
+    lse_table_free(t);
+}
+END_TEST
+
+START_TEST(test_to_matrix_infinite)
+{
+    lse_error err;
+    lse_table *t = NULL;
+    gsl_matrix *m = NULL;
+    lse_assert_ok(read_text("a,b\n1,2\n-Inf,3\n", NULL, &t, &err));
+    lse_assert_status(
+        lse_table_to_matrix(t, NULL, 0, LSE_MISSING_KEEP, &m, NULL, &err),
+        LSE_ENONFINITE);
+    assert_msg_has(err, "in.csv:3:1: '-Inf' is not finite");
+    lse_table_free(t);
+    lse_assert_ok(read_text("a\n1e999\n", NULL, &t, &err));
+    lse_assert_status(
+        lse_table_to_matrix(t, NULL, 0, LSE_MISSING_KEEP, &m, NULL, &err),
+        LSE_ENONFINITE);
+    assert_msg_has(err, "in.csv:2:1: '1e999'");
+    lse_table_free(t);
+}
+END_TEST
+
+START_TEST(test_to_matrix_bad_arguments)
+{
+    lse_error err;
+    lse_table *t = NULL;
+    gsl_matrix *m = NULL;
+    lse_assert_ok(read_text("a,b\n1,2\n", NULL, &t, &err));
+    const size_t bad[1] = {2};
+    lse_assert_status(
+        lse_table_to_matrix(t, bad, 1, LSE_MISSING_ERROR, &m, NULL, &err),
+        LSE_ERANGE);
+    lse_assert_status(
+        lse_table_to_matrix(t, bad, 0, LSE_MISSING_ERROR, &m, NULL, &err),
+        LSE_EINVAL);
+    lse_assert_status(
+        lse_table_to_matrix(t, NULL, 0, (lse_missing)7, &m, NULL, &err),
+        LSE_EINVAL);
+    lse_assert_status(
+        lse_table_to_matrix(NULL, NULL, 0, LSE_MISSING_ERROR, &m, NULL, &err),
+        LSE_EFAULT);
+    lse_assert_status(
+        lse_table_to_matrix(t, NULL, 0, LSE_MISSING_ERROR, NULL, NULL, &err),
+        LSE_EFAULT);
+    lse_table_free(t);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Writing                                                             */
+/* ------------------------------------------------------------------ */
+
+static int same_bits(double a, double b)
+{
+    return memcmp(&a, &b, sizeof a) == 0;
+}
+
+START_TEST(test_write_read_round_trip)
+{
+    const double values[] = {0.1,     1e-300,  -2.5e17,  -0.0,
+                             1.0 / 3, DBL_MAX, -DBL_MIN, 4.9e-324,
+                             2.385,   -0.4127, 1e22,     123456789.123456789};
+    const size_t n = sizeof values / sizeof values[0];
+    gsl_matrix *m = gsl_matrix_alloc(n / 3, 3);
+    for (size_t k = 0; k < n; k++)
+        gsl_matrix_set(m, k / 3, k % 3, values[k]);
+    const char *names[3] = {"x y", "a,\"b\"", "#c"};
+    char path[256];
+    path_of("out.csv", path, sizeof path);
+    lse_error err;
+    lse_assert_ok(lse_matrix_write_csv(path, m, names, 0, &err));
+    ck_assert_uint_eq(count_files(), 1); /* no temporary file left */
+
+    lse_table *t = NULL;
+    gsl_matrix *back = NULL;
+    lse_assert_ok(lse_table_read(path, NULL, &t, &err));
+    ck_assert_int_eq(lse_table_has_header(t), 1);
+    for (size_t j = 0; j < 3; j++)
+        ck_assert_str_eq(lse_table_column_name(t, j), names[j]);
+    lse_assert_ok(
+        lse_table_to_matrix(t, NULL, 0, LSE_MISSING_ERROR, &back, NULL, &err));
+    ck_assert_uint_eq(back->size1, m->size1);
+    for (size_t k = 0; k < n; k++)
+        ck_assert_msg(same_bits(gsl_matrix_get(back, k / 3, k % 3), values[k]),
+                      "value %zu: wrote %.17g, read %.17g", k, values[k],
+                      gsl_matrix_get(back, k / 3, k % 3));
+    gsl_matrix_free(back);
+    lse_table_free(t);
+
+    /* overwrite the same file without a header: still atomic */
+    lse_assert_ok(lse_matrix_write_csv(path, m, NULL, 0, &err));
+    ck_assert_uint_eq(count_files(), 1);
+    lse_assert_ok(lse_table_read(path, NULL, &t, &err));
+    ck_assert_int_eq(lse_table_has_header(t), 0);
+    ck_assert_uint_eq(lse_table_rows(t), m->size1);
+    lse_table_free(t);
+    gsl_matrix_free(m);
+}
+END_TEST
+
+START_TEST(test_format_csv)
+{
+    gsl_matrix *m = gsl_matrix_alloc(2, 2);
+    gsl_matrix_set(m, 0, 0, 1.0 / 3);
+    gsl_matrix_set(m, 0, 1, NAN);
+    gsl_matrix_set(m, 1, 0, INFINITY);
+    gsl_matrix_set(m, 1, 1, -INFINITY);
+    const char *names[2] = {"p", ""};
+    char *text = NULL;
+    size_t len = 0;
+    lse_error err;
+    lse_assert_ok(lse_matrix_format_csv(m, names, 3, &text, &len, &err));
+    ck_assert_str_eq(text, "p,\"\"\n0.333,NaN\nInf,-Inf\n");
+    ck_assert_uint_eq(len, strlen(text));
+    free(text);
+    lse_assert_status(lse_matrix_format_csv(m, names, 18, &text, &len, &err),
+                      LSE_EINVAL);
+    lse_assert_status(lse_matrix_format_csv(m, names, -1, &text, &len, &err),
+                      LSE_EINVAL);
+    const char *bad[2] = {"p", NULL};
+    lse_assert_status(lse_matrix_format_csv(m, bad, 0, &text, &len, &err),
+                      LSE_EFAULT);
+    lse_assert_status(lse_matrix_format_csv(NULL, names, 0, &text, &len, &err),
+                      LSE_EFAULT);
+    gsl_matrix_free(m);
+}
+END_TEST
+
+START_TEST(test_write_errors)
+{
+    gsl_matrix *m = gsl_matrix_alloc(1, 1);
+    gsl_matrix_set(m, 0, 0, 2.0);
+    char path[256];
+    path_of("no/such/dir/out.csv", path, sizeof path);
+    lse_error err;
+    lse_assert_status(lse_matrix_write_csv(path, m, NULL, 0, &err), LSE_EIO);
+    assert_msg_has(err, "cannot create");
+    assert_msg_has(err, "No such file");
+    lse_assert_status(lse_matrix_write_csv(NULL, m, NULL, 0, &err), LSE_EFAULT);
+
+    /* renaming over a directory fails: the temporary file is removed and
+     * the directory is untouched */
+    path_of("target", path, sizeof path);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    lse_assert_status(lse_file_write_atomic(path, "x", 1, &err), LSE_EIO);
+    assert_msg_has(err, "cannot rename");
+    ck_assert_uint_eq(count_files(), 1);
+    gsl_matrix_free(m);
+}
+END_TEST
+
+START_TEST(test_file_read_write)
+{
+    char path[256];
+    path_of("blob.bin", path, sizeof path);
+    const char data[] = "abc\0def";
+    lse_error err;
+    const mode_t old = umask(022);
+    lse_assert_ok(lse_file_write_atomic(path, data, sizeof data - 1, &err));
+    umask(old);
+    struct stat sb;
+    ck_assert_int_eq(stat(path, &sb), 0);
+    ck_assert_int_eq((int)(sb.st_mode & 0777), 0644); /* umask respected */
+    char *back = NULL;
+    size_t len = 0;
+    lse_assert_ok(lse_file_read(path, &back, &len, &err));
+    ck_assert_uint_eq(len, sizeof data - 1);
+    ck_assert_int_eq(memcmp(back, data, len), 0);
+    ck_assert_int_eq(back[len], '\0');
+    free(back);
+    /* empty file */
+    lse_assert_ok(lse_file_write_atomic(path, NULL, 0, &err));
+    lse_assert_ok(lse_file_read(path, &back, &len, &err));
+    ck_assert_uint_eq(len, 0);
+    free(back);
+    ck_assert_uint_eq(count_files(), 1);
+    lse_assert_status(lse_file_read(path, NULL, &len, &err), LSE_EFAULT);
+    lse_assert_status(lse_file_write_atomic(path, NULL, 3, &err), LSE_EFAULT);
+}
+END_TEST
+
+/* A locale whose decimal separator is a comma, built with localedef when
+ * the system has none; 0 when that is impossible here. */
+static int comma_locale(void)
+{
+    if (setlocale(LC_NUMERIC, "de_DE.UTF-8") != NULL)
+        return 1;
+    char locdir[256], cmd[700];
+    snprintf(locdir, sizeof locdir, "%s/locales", dir);
+    if (mkdir(locdir, 0755) != 0)
+        return 0;
+    snprintf(cmd, sizeof cmd,
+             "localedef -i de_DE -f UTF-8 %s/de_DE.UTF-8 >/dev/null 2>&1",
+             locdir);
+    if (system(cmd) != 0)
+        return 0;
+    setenv("LOCPATH", locdir, 1);
+    return setlocale(LC_NUMERIC, "de_DE.UTF-8") != NULL;
+}
+
+START_TEST(test_numbers_ignore_locale)
+{
+    if (!comma_locale()) {
+        fprintf(stderr, "# test_numbers_ignore_locale: no de_DE locale, "
+                        "skipped\n");
+        return;
+    }
+    char probe[16];
+    snprintf(probe, sizeof probe, "%.1f", 1.5);
+    const int is_comma = strcmp(probe, "1,5") == 0;
+    gsl_matrix *m = gsl_matrix_alloc(1, 2);
+    gsl_matrix_set(m, 0, 0, 1.5);
+    gsl_matrix_set(m, 0, 1, -0.25);
+    char *text = NULL;
+    lse_error err;
+    const lse_status st = lse_matrix_format_csv(m, NULL, 0, &text, NULL, &err);
+    lse_table *t = NULL;
+    gsl_matrix *back = NULL;
+    lse_status st2 = LSE_EINTERNAL;
+    if (st == LSE_OK)
+        st2 = lse_table_parse(text, strlen(text), NULL, NULL, &t, &err);
+    if (st2 == LSE_OK)
+        st2 = lse_table_to_matrix(t, NULL, 0, LSE_MISSING_ERROR, &back, NULL,
+                                  &err);
+    setlocale(LC_NUMERIC, "C");
+    unsetenv("LOCPATH");
+    ck_assert_msg(is_comma, "the de_DE locale does not use a comma");
+    lse_assert_ok(st);
+    lse_assert_ok(st2);
+    ck_assert_str_eq(text, "1.5,-0.25\n");
+    ck_assert(gsl_matrix_get(back, 0, 0) == 1.5);
+    ck_assert(gsl_matrix_get(back, 0, 1) == -0.25);
+    free(text);
+    gsl_matrix_free(back);
+    gsl_matrix_free(m);
+    lse_table_free(t);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Bundled data                                                        */
+/* ------------------------------------------------------------------ */
+
+START_TEST(test_faithful)
+{
+    lse_error err;
+    lse_table *t = NULL;
+    gsl_matrix *x = NULL;
+    lse_assert_ok(lse_table_read(LSE_DATA_DIR "/faithful.csv", NULL, &t, &err));
+    ck_assert_uint_eq(lse_table_rows(t), 272);
+    ck_assert_uint_eq(lse_table_cols(t), 2);
+    ck_assert_str_eq(lse_table_column_name(t, 0), "eruptions");
+    ck_assert_str_eq(lse_table_column_name(t, 1), "waiting");
+    lse_assert_ok(
+        lse_table_to_matrix(t, NULL, 0, LSE_MISSING_ERROR, &x, NULL, &err));
+    ck_assert_uint_eq(x->size1, 272);
+    ck_assert(gsl_matrix_get(x, 0, 0) == 3.6);
+    ck_assert(gsl_matrix_get(x, 0, 1) == 79.0);
+    ck_assert(gsl_matrix_get(x, 271, 0) == 4.467);
+    ck_assert(gsl_matrix_get(x, 271, 1) == 74.0);
+    ck_assert_uint_eq(lse_table_line(t, 271), 273);
+    gsl_matrix_free(x);
+    lse_table_free(t);
+}
+END_TEST
+
+START_TEST(test_iris)
+{
+    lse_error err;
+    lse_table *t = NULL;
+    gsl_matrix *x = NULL;
+    lse_assert_ok(lse_table_read(LSE_DATA_DIR "/iris.csv", NULL, &t, &err));
+    ck_assert_uint_eq(lse_table_rows(t), 150);
+    ck_assert_uint_eq(lse_table_cols(t), 5);
+    size_t species = 0;
+    lse_assert_ok(lse_table_find_column(t, "species", &species, &err));
+    ck_assert_uint_eq(species, 4);
+    ck_assert_str_eq(lse_table_cell(t, 149, species), "virginica");
+    lse_assert_status(
+        lse_table_to_matrix(t, NULL, 0, LSE_MISSING_ERROR, &x, NULL, &err),
+        LSE_EPARSE);
+    assert_msg_has(err, "iris.csv:2:5: 'setosa' is not a number");
+    const size_t cols[4] = {0, 1, 2, 3};
+    lse_assert_ok(
+        lse_table_to_matrix(t, cols, 4, LSE_MISSING_ERROR, &x, NULL, &err));
+    ck_assert_uint_eq(x->size1, 150);
+    ck_assert_uint_eq(x->size2, 4);
+    ck_assert(gsl_matrix_get(x, 0, 0) == 5.1);
+    ck_assert(gsl_matrix_get(x, 149, 3) == 1.8);
+    gsl_matrix_free(x);
+    lse_table_free(t);
+}
+END_TEST
+
+START_TEST(test_other_data_sets)
+{
+    static const struct {
+        const char *file;
+        size_t rows, cols;
+    } sets[] = {{"digits.csv", 1797, 65},
+                {"gdp_growth.csv", 202, 4},
+                {"dax_returns.csv", 1859, 4}};
+    for (size_t k = 0; k < 3; k++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", LSE_DATA_DIR, sets[k].file);
+        lse_error err;
+        lse_table *t = NULL;
+        lse_assert_ok(lse_table_read(path, NULL, &t, &err));
+        ck_assert_uint_eq(lse_table_rows(t), sets[k].rows);
+        ck_assert_uint_eq(lse_table_cols(t), sets[k].cols);
+        ck_assert_int_eq(lse_table_has_header(t), 1);
+        lse_table_free(t);
+    }
+}
+END_TEST
+
+Suite *lse_test_suite(void)
+{
+    Suite *s = suite_create("io");
+    TCase *read = tcase_create("read");
+    tcase_add_checked_fixture(read, setup, teardown);
+    tcase_add_test(read, test_header_auto_comma);
+    tcase_add_test(read, test_no_header_auto);
+    tcase_add_test(read, test_header_forced);
+    tcase_add_test(read, test_delimiters);
+    tcase_add_test(read, test_line_ends);
+    tcase_add_test(read, test_quoted_fields);
+    tcase_add_test(read, test_comments_and_blank_lines);
+    tcase_add_test(read, test_bom);
+    tcase_add_test(read, test_parse_from_memory);
+    suite_add_tcase(s, read);
+
+    TCase *errors = tcase_create("errors");
+    tcase_add_checked_fixture(errors, setup, teardown);
+    tcase_add_test(errors, test_missing_file);
+    tcase_add_test(errors, test_no_data_rows);
+    tcase_add_test(errors, test_ragged_rows);
+    tcase_add_test(errors, test_malformed_quoting);
+    tcase_add_test(errors, test_nul_byte);
+    tcase_add_test(errors, test_bad_arguments);
+    tcase_add_test(errors, test_find_column);
+    suite_add_tcase(s, errors);
+
+    TCase *matrix = tcase_create("to_matrix");
+    tcase_add_checked_fixture(matrix, setup, teardown);
+    tcase_add_test(matrix, test_to_matrix_numbers);
+    tcase_add_test(matrix, test_to_matrix_not_a_number);
+    tcase_add_test(matrix, test_to_matrix_missing);
+    tcase_add_test(matrix, test_to_matrix_infinite);
+    tcase_add_test(matrix, test_to_matrix_bad_arguments);
+    suite_add_tcase(s, matrix);
+
+    TCase *write = tcase_create("write");
+    tcase_add_checked_fixture(write, setup, teardown);
+    tcase_add_test(write, test_write_read_round_trip);
+    tcase_add_test(write, test_format_csv);
+    tcase_add_test(write, test_write_errors);
+    tcase_add_test(write, test_file_read_write);
+    tcase_add_test(write, test_numbers_ignore_locale);
+    tcase_set_timeout(write, 60); /* localedef may take a few seconds */
+    suite_add_tcase(s, write);
+
+    TCase *data = tcase_create("data");
+    tcase_add_test(data, test_faithful);
+    tcase_add_test(data, test_iris);
+    tcase_add_test(data, test_other_data_sets);
+    suite_add_tcase(s, data);
+    return s;
+}

@@ -3,4 +3,295 @@
 #if !defined(LSEGRAPH_INSIDE) && !defined(LSE_BUILDING)
 #error "Include <lsegraph/lsegraph.h>, not this header."
 #endif
+
+#include <stddef.h>
+
+#include <gsl/gsl_matrix.h>
+#include <gsl/gsl_vector.h>
+
+#include <lsegraph/graph.h>
+#include <lsegraph/sim.h>
+#include <lsegraph/status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * @file slds.h
+ * @brief Switching linear dynamics (seed 001 section 8) as an LSE graph:
+ * K linear-Gaussian modes x_t ~ N(A_k [x_{t-1}; ...; x_{t-L}] + b_k,
+ * Sigma_k), switching independently (mixture: weights pi_k) or by a hidden
+ * Markov chain (autoregressive HMM: initial p0, transition matrix P).
+ *
+ * The graph (docs/models/slds.md): a clamped series node "x" (T, d), one
+ * LSE term "dynamics" with the lse_sim_lingauss similarity whose children
+ * are x[L..T-1] and whose context rows are the L previous values (for
+ * L = 1 and one sequence: views x[1..T-1] and x[0..T-2] of the same node;
+ * otherwise stacked nodes "x" (children) and "z" (lagged context) built
+ * per sequence), parents "b" (K, d), parameters "logw" (K, 1, mixture
+ * only), "A" (K, d*d*L), "chol" (covariance factors). The Markov version
+ * reduces the same term with LSE_REDUCE_CHAIN over the logit nodes "init"
+ * (1, K) and "trans" (K, K). The energy is exactly the negative
+ * log-likelihood of x[L..] given the first L values of every sequence.
+ *
+ * @code
+ * lse_slds_config cfg = lse_slds_config_default();
+ * cfg.n_modes = 2; cfg.dim = 1; cfg.markov = 1;
+ * lse_slds *m = NULL;
+ * lse_error err;
+ * lse_slds_opts o = lse_slds_opts_default();
+ * o.n_init = 10;
+ * if (lse_slds_new(&cfg, &m, &err) != LSE_OK ||
+ *     lse_slds_fit(m, x, NULL, &o, &err) != LSE_OK)
+ *     fprintf(stderr, "%s\n", err.message);
+ * lse_slds_free(m);
+ * @endcode
+ *
+ * Sequences: functions that take a series take @p seq, an array of T
+ * sequence ids or NULL (one sequence). A new sequence starts at row t
+ * whenever seq[t] != seq[t-1]. A "step" is a row t of X with at least L
+ * predecessors in its own sequence; steps are numbered in row order and
+ * are the rows of every per-step output (posteriors, paths).
+ *
+ * Errors: every fallible call returns an lse_status and, when @p err is
+ * not NULL, fills it with "function: facts".
+ */
+
+/** @brief An SLDS model (opaque). */
+typedef struct lse_slds lse_slds;
+
+/** @brief What an SLDS model is; fixed at creation. */
+typedef struct lse_slds_config {
+    size_t n_modes;   /**< K >= 1 (default 2) */
+    size_t dim;       /**< d >= 1, columns of the series (default 1) */
+    size_t lags;      /**< L >= 1 (default 1) */
+    int markov;       /**< 0 (default): mixture; 1: Markov switching */
+    lse_cov_type cov; /**< noise covariance structure (default full) */
+} lse_slds_config;
+
+/** @brief K = 2, d = 1, L = 1, mixture, full covariances. */
+LSE_API lse_slds_config lse_slds_config_default(void);
+
+/** @brief A new model with A_k = 0, b_k = 0, Sigma_k = I and uniform
+ *  weights, initial and transition probabilities.
+ *  @param cfg borrowed. @param[out] out the model, owned by the caller
+ *  (lse_slds_free); NULL on failure.
+ *  @return LSE_OK; LSE_EFAULT; LSE_EINVAL (K, d or L is 0, unknown
+ *  covariance type); LSE_ENOMEM. */
+LSE_API lse_status lse_slds_new(const lse_slds_config *cfg, lse_slds **out,
+                                lse_error *err);
+/** @brief Free @p m; NULL is a no-op. */
+LSE_API void lse_slds_free(lse_slds *m);
+
+LSE_API size_t lse_slds_n_modes(const lse_slds *m);
+LSE_API size_t lse_slds_dim(const lse_slds *m);
+LSE_API size_t lse_slds_lags(const lse_slds *m);
+LSE_API int lse_slds_is_markov(const lse_slds *m);
+LSE_API lse_cov_type lse_slds_cov_type(const lse_slds *m);
+
+/* ------------------------------------------------------------------ */
+/* Parameters. Getters copy into caller-owned outputs and return LSE_OK,
+ * LSE_EFAULT, LSE_ERANGE (k >= K) or LSE_EDIM (wrong output shape).
+ * Setters copy their (borrowed) input and also return LSE_EDOM or
+ * LSE_ENONFINITE for invalid values; they leave the model unchanged on
+ * failure. */
+
+/** @brief Mixture weights pi (K). LSE_ENOTSUP for a Markov model. */
+LSE_API lse_status lse_slds_get_weights(const lse_slds *m, gsl_vector *w);
+/** @brief Set pi from @p w (K): entries finite and > 0, normalized to sum
+ *  1. LSE_ENOTSUP for a Markov model. */
+LSE_API lse_status lse_slds_set_weights(lse_slds *m, const gsl_vector *w,
+                                        lse_error *err);
+/** @brief A_k (d, d*L) = [A_k^1 ... A_k^L], A_k^j multiplying x_{t-j}. */
+LSE_API lse_status lse_slds_get_a(const lse_slds *m, size_t k, gsl_matrix *a);
+LSE_API lse_status lse_slds_set_a(lse_slds *m, size_t k, const gsl_matrix *a,
+                                  lse_error *err);
+/** @brief Offset b_k (d). */
+LSE_API lse_status lse_slds_get_b(const lse_slds *m, size_t k, gsl_vector *b);
+LSE_API lse_status lse_slds_set_b(lse_slds *m, size_t k, const gsl_vector *b,
+                                  lse_error *err);
+/** @brief Noise covariance Sigma_k (d, d) (tied: the same for every k). */
+LSE_API lse_status lse_slds_get_cov(const lse_slds *m, size_t k,
+                                    gsl_matrix *cov);
+/** @brief Set Sigma_k (d, d), symmetric positive definite (LSE_ENUMERIC
+ *  otherwise); diag needs zero off-diagonal entries and spherical equal
+ *  diagonal entries (relative 1e-12), else LSE_EINVAL; tied sets the
+ *  shared matrix whatever k < K. */
+LSE_API lse_status lse_slds_set_cov(lse_slds *m, size_t k,
+                                    const gsl_matrix *cov, lse_error *err);
+/** @brief Transition matrix P (K, K), P(j, k) = p(mode k at t | mode j at
+ *  t-1). LSE_ENOTSUP for a mixture. */
+LSE_API lse_status lse_slds_get_transition(const lse_slds *m, gsl_matrix *p);
+/** @brief Set P from @p p (K, K): entries finite and > 0; each row is
+ *  normalized to sum 1. LSE_ENOTSUP for a mixture. */
+LSE_API lse_status lse_slds_set_transition(lse_slds *m, const gsl_matrix *p,
+                                           lse_error *err);
+/** @brief Initial mode probabilities p0 (K): the mode of the first step
+ *  of each sequence. LSE_ENOTSUP for a mixture. */
+LSE_API lse_status lse_slds_get_initial(const lse_slds *m, gsl_vector *p0);
+LSE_API lse_status lse_slds_set_initial(lse_slds *m, const gsl_vector *p0,
+                                        lse_error *err);
+
+/* ------------------------------------------------------------------ */
+/* Latent continuous states                                            */
+
+/** @brief Treat the series as noisy observations y_t of latent states
+ *  x_t: the graph gets a free state node "x" (T, d) initialized at the
+ *  observations, a clamped node "y" and a custom lse_custom_quadratic term
+ *  "observation" (1/(2 obs_var)) ||x - y||^2; EM then takes gradient steps
+ *  on x in every E-step (lse_slds_opts.estep_steps) and keeps the noise
+ *  covariances at their initial values (their joint MAP with the states is
+ *  degenerate: docs/models/slds.md). @p obs_var > 0 turns it on, 0 off.
+ *  Needs L = 1 and one sequence (lse_slds_fit returns LSE_ENOTSUP
+ *  otherwise). @return LSE_OK, LSE_EFAULT, LSE_EDOM. */
+LSE_API lse_status lse_slds_set_latent(lse_slds *m, double obs_var,
+                                       lse_error *err);
+/** @brief The observation variance, 0 when the states are observed. */
+LSE_API double lse_slds_obs_var(const lse_slds *m);
+/** @brief Latent states (T, d) inferred by the last fit, or NULL (not
+ *  latent, or not fitted). Borrowed, valid until the next fit or free. */
+LSE_API const gsl_matrix *lse_slds_states(const lse_slds *m);
+
+/* ------------------------------------------------------------------ */
+/* Fitting                                                             */
+
+typedef enum lse_slds_init {
+    /** pooled least-squares fit of all steps, k-means++ (and Lloyd
+     *  iterations) on its one-step residuals joined with the steps x_t
+     *  (each column standardized), then one M-step from the cluster
+     *  labels (default) */
+    LSE_SLDS_INIT_KMEANSPP = 0,
+    /** random responsibilities, then one M-step */
+    LSE_SLDS_INIT_RANDOM = 1,
+    /** start from the model's current parameters (n_init is taken as 1) */
+    LSE_SLDS_INIT_GIVEN = 2
+} lse_slds_init;
+
+/** @brief Progress callback, called after every EM iteration of
+ *  initialization @p run (0-based) with the iteration count, the negative
+ *  energy (the log-likelihood when the states are observed) and its change;
+ *  return non-zero to stop that run. */
+typedef int (*lse_slds_progress_fn)(size_t run, size_t iter, double loglik,
+                                    double delta, void *user);
+
+typedef struct lse_slds_opts {
+    lse_slds_init init; /**< default LSE_SLDS_INIT_KMEANSPP */
+    size_t n_init;      /**< initializations, best log-likelihood kept (1) */
+    size_t max_iter;    /**< EM iterations per initialization (500) */
+    double tol;         /**< converged when the log-likelihood changes by
+                           at most tol per step (1e-6) */
+    double reg_covar;   /**< added to covariance diagonals (1e-6) */
+    unsigned long seed; /**< random seed (0) */
+    size_t estep_steps; /**< latent states: gradient steps per E-step (5) */
+    lse_slds_progress_fn progress; /**< or NULL */
+    void *user;                    /**< passed to progress */
+} lse_slds_opts;
+
+/** @brief The defaults listed in lse_slds_opts. */
+LSE_API lse_slds_opts lse_slds_opts_default(void);
+
+/**
+ * @brief Fit the model to the series @p x (T, d) by EM on its graph.
+ *
+ * E-step: responsibilities (mixture: softmax of the term; Markov: the
+ * forward-backward posteriors) and, for latent states, gradient steps on
+ * x; M-step: weighted least squares for A_k, b_k, the covariances and the
+ * weights (lse_sim_lingauss), closed-form initial and transition
+ * probabilities (chain reduction).
+ * @param seq T sequence ids or NULL (borrowed). @param opts borrowed; NULL
+ * gives the defaults.
+ * @return LSE_OK (converged or not: see lse_slds_converged); LSE_EFAULT;
+ * LSE_EDIM (x has not d columns); LSE_EINVAL (no step: T <= L in every
+ * sequence; bad option); LSE_ENONFINITE (NaN or infinity in x);
+ * LSE_ENOTSUP (latent states with L > 1 or several sequences);
+ * LSE_ENUMERIC (singular least squares in every initialization);
+ * LSE_ENOMEM. On failure the parameters are those before the call.
+ */
+LSE_API lse_status lse_slds_fit(lse_slds *m, const gsl_matrix *x,
+                                const size_t *seq, const lse_slds_opts *opts,
+                                lse_error *err);
+
+/** @brief Rows of X that are steps: @p n_steps gets their number and, if
+ *  @p rows is not NULL (room for T entries), rows[i] the row of step i.
+ *  @return LSE_OK; LSE_EFAULT; LSE_EINVAL when there is no step. */
+LSE_API lse_status lse_slds_steps(const lse_slds *m, size_t T,
+                                  const size_t *seq, size_t *rows,
+                                  size_t *n_steps, lse_error *err);
+
+/** @brief Log-likelihood of @p x (T, d) at the current parameters:
+ *  -energy of the graph with x observed. Errors as lse_slds_fit. */
+LSE_API lse_status lse_slds_score(const lse_slds *m, const gsl_matrix *x,
+                                  const size_t *seq, double *loglik,
+                                  lse_error *err);
+/** @brief Mode posteriors (n_steps, K): mixture, the responsibilities
+ *  softmax_k(sim); Markov, the smoothed marginals p(k_t | all of x).
+ *  @p x is taken as observed. LSE_EDIM when @p post has the wrong shape. */
+LSE_API lse_status lse_slds_posteriors(const lse_slds *m, const gsl_matrix *x,
+                                       const size_t *seq, gsl_matrix *post,
+                                       lse_error *err);
+/** @brief Most likely mode path (n_steps entries in @p path): Markov,
+ *  Viterbi in log space over each sequence; mixture, argmax_k of the
+ *  similarity per step (the modes are independent). @p path has room for
+ *  n_steps entries. */
+LSE_API lse_status lse_slds_viterbi(const lse_slds *m, const gsl_matrix *x,
+                                    const size_t *seq, size_t *path,
+                                    lse_error *err);
+/** @brief argmax_k of lse_slds_posteriors per step (n_steps entries). */
+LSE_API lse_status lse_slds_most_likely(const lse_slds *m, const gsl_matrix *x,
+                                        const size_t *seq, size_t *modes,
+                                        lse_error *err);
+
+/** @brief Draw a series of T rows into @p x (T, d) and its modes into
+ *  @p modes (T entries, or NULL). The L values before row 0 are taken as
+ *  zero; mixture modes are drawn i.i.d. from pi, Markov modes start from
+ *  p0 and follow P. Deterministic for a given @p seed.
+ *  @return LSE_OK; LSE_EFAULT; LSE_EDIM; LSE_EINVAL (T = 0); LSE_ENOMEM. */
+LSE_API lse_status lse_slds_simulate(const lse_slds *m, size_t T,
+                                     unsigned long seed, gsl_matrix *x,
+                                     size_t *modes, lse_error *err);
+
+/* ------------------------------------------------------------------ */
+/* Results of the last fit (NAN / 0 before the first fit; setters do   */
+/* not change them)                                                    */
+
+/** @brief Log-likelihood of the fitted series at the final parameters
+ *  (latent states: of the inferred states, the observation term
+ *  excluded). */
+LSE_API double lse_slds_loglik(const lse_slds *m);
+/** @brief lse_slds_loglik divided by the number of steps. */
+LSE_API double lse_slds_loglik_per_step(const lse_slds *m);
+/** @brief Steps of the fitted series. */
+LSE_API size_t lse_slds_n_fit_steps(const lse_slds *m);
+/** @brief EM iterations of the kept initialization. */
+LSE_API size_t lse_slds_n_iter(const lse_slds *m);
+/** @brief 1 when the kept initialization met the tolerance. */
+LSE_API int lse_slds_converged(const lse_slds *m);
+/** @brief EM iterations whose energy rose (lse_solver_n_increase) in the
+ *  kept initialization; 0 for a correct EM. */
+LSE_API size_t lse_slds_n_increase(const lse_slds *m);
+/** @brief Free parameters: K d^2 L + K d + covariance parameters
+ *  (full K d(d+1)/2, diag K d, spherical K, tied d(d+1)/2), plus K - 1
+ *  weights (mixture) or K - 1 + K (K - 1) probabilities (Markov). */
+LSE_API size_t lse_slds_n_params(const lse_slds *m);
+/** @brief -2 loglik + n_params log(n_steps). */
+LSE_API double lse_slds_bic(const lse_slds *m);
+/** @brief -2 loglik + 2 n_params. */
+LSE_API double lse_slds_aic(const lse_slds *m);
+
+/**
+ * @brief The model's graph on @p x (T, d) at the current parameters, as
+ * lse_slds_fit builds it (nodes "x", "z" if stacked, "y" if latent, "b",
+ * "logw", "A", "chol", "init", "trans"; terms "dynamics", "observation"),
+ * for energyviz, gradient checks or a custom solver.
+ * @param[out] g owned by the caller (lse_graph_free); NULL on failure.
+ * @return as lse_slds_fit's argument checks; LSE_ENOMEM.
+ */
+LSE_API lse_status lse_slds_graph_new(const lse_slds *m, const gsl_matrix *x,
+                                      const size_t *seq, lse_graph **g,
+                                      lse_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 #endif /* LSEGRAPH_MODELS_SLDS_H */

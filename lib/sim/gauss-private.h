@@ -20,33 +20,52 @@
 /* Index of the optional log-weight parameter in both types. */
 #define LSE_GAUSS_LOGW 0
 
-/* Workspace of one term. The "factor" cache is filled by prepare(); the
- * block buffers are sized by shape->block rows; the solve buffers are
- * used by the closed-form M-step only. */
+/* Rows per internal chunk of the wide kernels: a chunk's (rows, K*d)
+ * scratch holds about this many doubles (512 KiB), so the working set stays
+ * in cache whatever block size the term uses. A tuning constant, not a
+ * numerical one: results do not depend on it beyond round-off. */
+#define LSE_GAUSS_CHUNK_DOUBLES 65536
+
+/* Workspace of one term. The factor cache is filled by prepare(); the
+ * block buffers are sized by shape->block rows (the wide buffers by the
+ * chunk); the solve buffers are used by the closed-form M-step only.
+ * nfac = K for full, 1 for tied (number of distinct factors). */
 typedef struct lse_gauss_work {
     lse_cov_type cov;
-    size_t n_comp;  /* K = n_parent */
-    size_t dim;     /* d = d_child */
-    size_t dim_ctx; /* d_context (lingauss), 0 for gaussian */
-    size_t block;   /* most child rows per call */
-    int prepared;   /* factor cache valid (prepare ran since work_new/solve) */
+    size_t n_comp;   /* K = n_parent */
+    size_t dim;      /* d = d_child */
+    size_t dim_ctx;  /* d_context (lingauss), 0 for gaussian */
+    size_t block;    /* most child rows per call */
+    size_t chunk;    /* rows per chunk of the wide kernels */
+    size_t nfac;     /* full: K, tied: 1, diag/spherical: K */
+    int prepared;    /* factor cache valid (prepare ran since work_new/solve) */
+    int has_offsets; /* prepare got the parents: center and off are valid */
 
     /* factor cache (prepare) */
-    gsl_vector *logpi; /* (K) log pi_k, 0 when there is no logw */
-    gsl_vector *cnst;  /* (K) log pi_k - 1/2 log det(2 pi Sigma_k) */
-    gsl_matrix *fac;   /* full: (K*d, d), tied: (d, d) lower L_k, zero
-                          upper; NULL for diag and spherical */
-    gsl_matrix *inv;   /* diag: (K, d) 1/l_kj; spherical: (K, 1) 1/l_k;
-                          NULL for full and tied */
+    gsl_vector *logpi;  /* (K) log pi_k, 0 when there is no logw */
+    gsl_vector *cnst;   /* (K) log pi_k - 1/2 log det(2 pi Sigma_k) */
+    gsl_matrix *inv;    /* full/tied: (nfac, d) 1/L_jj; diag: (K, d) 1/l_kj;
+                           spherical: (K, 1) 1/l_k */
+    gsl_matrix *minv;   /* full/tied: (d, nfac*d), block f = L_f^-T, so that
+                           R * block f = Z (rows L_f^-1 r_i); else NULL */
+    gsl_vector *center; /* (d) mean of the parents (gaussian full/tied) */
+    gsl_matrix *off;    /* (K, d) (mu_k - center) L_k^-T (gaussian) */
 
     /* block buffers */
-    gsl_matrix *res;  /* (block, d): residuals */
-    gsl_matrix *tmp;  /* (block, d): scratch */
-    gsl_matrix *aug;  /* (block, d_context + 1): [x, 1] (lingauss) */
-    gsl_matrix *augw; /* (block, d_context + 1): weighted [x, 1] */
-    gsl_vector *rw;   /* (block): responsibility times row weight */
-    gsl_matrix *dd;   /* (d, d) scratch */
+    gsl_matrix *res;    /* (block, d): residuals */
+    gsl_matrix *tmp;    /* (block, d): scratch */
+    gsl_matrix *aug;    /* (block, d_context + 1): [x, 1] (lingauss) */
+    gsl_matrix *augw;   /* (block, d_context + 1): weighted [x, 1] */
+    gsl_vector *rw;     /* (block): responsibility times row weight */
+    gsl_matrix *dd;     /* (d, d) scratch */
     gsl_vector *colsum; /* (K) column sums of G */
+
+    /* wide kernels (gaussian full/tied) */
+    gsl_matrix *zall; /* (chunk, K*d) whitened residuals of every k */
+    gsl_matrix *zg;   /* (chunk, K*d) the same scaled by G */
+    gsl_matrix *macc; /* (nfac*d, d) sum_i G_ik z_ik z_ik' */
+    gsl_matrix *uacc; /* (K, d) sum_i G_ik z_ik, contiguous */
+    gsl_vector *ones; /* (chunk) all 1 */
 
     /* solve buffers */
     gsl_matrix *new_parent; /* (K, d) */
@@ -57,6 +76,92 @@ typedef struct lse_gauss_work {
     gsl_matrix *delta;      /* (d, dc + 1) lingauss */
     gsl_vector *rcond_work; /* (3 (dc + 1)) lingauss */
 } lse_gauss_work;
+
+/* Sums of squares with four independent partial sums (a single running
+ * sum is bound by the latency of the floating-point add); inline because
+ * they run once per (row, component) pair. */
+static inline double lse_gauss_sq_dist(const double *a, const double *b,
+                                       size_t n)
+{
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    const size_t n4 = n - n % 4;
+    size_t j = 0;
+    for (; j < n4; j += 4) {
+        const double t0 = a[j] - b[j], t1 = a[j + 1] - b[j + 1];
+        const double t2 = a[j + 2] - b[j + 2], t3 = a[j + 3] - b[j + 3];
+        s0 += t0 * t0;
+        s1 += t1 * t1;
+        s2 += t2 * t2;
+        s3 += t3 * t3;
+    }
+    for (; j < n; j++) {
+        const double t = a[j] - b[j];
+        s0 += t * t;
+    }
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* sum_j ((a_j - b_j) s_j)^2 */
+static inline double lse_gauss_sq_dist_scaled(const double *a, const double *b,
+                                              const double *s, size_t n)
+{
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    const size_t n4 = n - n % 4;
+    size_t j = 0;
+    for (; j < n4; j += 4) {
+        const double t0 = (a[j] - b[j]) * s[j];
+        const double t1 = (a[j + 1] - b[j + 1]) * s[j + 1];
+        const double t2 = (a[j + 2] - b[j + 2]) * s[j + 2];
+        const double t3 = (a[j + 3] - b[j + 3]) * s[j + 3];
+        s0 += t0 * t0;
+        s1 += t1 * t1;
+        s2 += t2 * t2;
+        s3 += t3 * t3;
+    }
+    for (; j < n; j++) {
+        const double t = (a[j] - b[j]) * s[j];
+        s0 += t * t;
+    }
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* ||a||^2 and sum_j (a_j s_j)^2 */
+static inline double lse_gauss_sq_norm(const double *a, size_t n)
+{
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    const size_t n4 = n - n % 4;
+    size_t j = 0;
+    for (; j < n4; j += 4) {
+        s0 += a[j] * a[j];
+        s1 += a[j + 1] * a[j + 1];
+        s2 += a[j + 2] * a[j + 2];
+        s3 += a[j + 3] * a[j + 3];
+    }
+    for (; j < n; j++)
+        s0 += a[j] * a[j];
+    return (s0 + s1) + (s2 + s3);
+}
+
+static inline double lse_gauss_sq_norm_scaled(const double *a, const double *s,
+                                              size_t n)
+{
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    const size_t n4 = n - n % 4;
+    size_t j = 0;
+    for (; j < n4; j += 4) {
+        const double t0 = a[j] * s[j], t1 = a[j + 1] * s[j + 1];
+        const double t2 = a[j + 2] * s[j + 2], t3 = a[j + 3] * s[j + 3];
+        s0 += t0 * t0;
+        s1 += t1 * t1;
+        s2 += t2 * t2;
+        s3 += t3 * t3;
+    }
+    for (; j < n; j++) {
+        const double t = a[j] * s[j];
+        s0 += t * t;
+    }
+    return (s0 + s1) + (s2 + s3);
+}
 
 /* Columns and rows of the chol parameter for a covariance type. */
 size_t lse_gauss_chol_cols(lse_cov_type cov, size_t d);
@@ -77,16 +182,27 @@ lse_status lse_gauss_work_new(const lse_sim_shape *shape, const void *config,
                               lse_gauss_work **out);
 void lse_gauss_work_free(void *work);
 
-/* Fill the factor cache from logw ((K, 1) or NULL) and chol.
- * LSE_ENUMERIC for a zero diagonal entry of a factor, LSE_ENONFINITE for a
- * non-finite factor entry or logw entry, LSE_EDOM when every logw is
- * -INFINITY. */
+/* Fill the factor cache from logw ((K, 1) or NULL) and chol; with
+ * @p parent (the means, gaussian) also the center and whitened offsets of
+ * the wide kernels. LSE_ENUMERIC for a zero diagonal entry of a factor,
+ * LSE_ENONFINITE for a non-finite factor, logw or parent entry, LSE_EDOM
+ * when every logw is -INFINITY. */
 lse_status lse_gauss_prepare(lse_gauss_work *w, const gsl_matrix *logw,
-                             const gsl_matrix *chol);
+                             const gsl_matrix *chol, const gsl_matrix *parent);
+
+/* Wide kernels of lse_sim_gaussian with full or tied covariance (need
+ * prepare with the parents). eval: S (b, K) for children x (b, d).
+ * grad: ADD dE/dx into gchild (b, d), dE/dmu into gparent (K, d), dE/dchol
+ * into gchol; each may be NULL. One GEMM per chunk for all components. */
+lse_status lse_gauss_eval_wide(lse_gauss_work *w, const gsl_matrix *x,
+                               gsl_matrix *s);
+lse_status lse_gauss_grad_wide(lse_gauss_work *w, const gsl_matrix *x,
+                               const gsl_matrix *g, gsl_matrix *gchild,
+                               gsl_matrix *gparent, gsl_matrix *gchol);
 
 /* Column k of S from the residuals r (b, d) of component k:
- * S(i, k) = cnst_k - 1/2 ||L_k^-1 r_i||^2. r is overwritten. */
-lse_status lse_gauss_score(const lse_gauss_work *w, size_t k, gsl_matrix *r,
+ * S(i, k) = cnst_k - 1/2 ||L_k^-1 r_i||^2. Uses w->tmp; r is kept. */
+lse_status lse_gauss_score(lse_gauss_work *w, size_t k, const gsl_matrix *r,
                            gsl_matrix *s);
 
 /* Gradient through the residuals of component k. On input r (b, d) holds
@@ -113,9 +229,8 @@ size_t lse_gauss_s2_size(lse_cov_type cov, size_t n_comp, size_t d);
 
 /* ADD the second moment of the weighted residuals r (b, d) with weights
  * rw (b) to acc2 (K * s2 layout above) for component k. Uses w->tmp. */
-lse_status lse_gauss_stats_s2(lse_gauss_work *w, size_t k,
-                              const gsl_matrix *r, const gsl_vector *rw,
-                              double *acc2);
+lse_status lse_gauss_stats_s2(lse_gauss_work *w, size_t k, const gsl_matrix *r,
+                              const gsl_vector *rw, double *acc2);
 
 /* rw_i = resp(i, k) * weight_i (weight may be NULL); returns sum_i rw_i. */
 double lse_gauss_row_weights(const gsl_matrix *resp, size_t k,
@@ -153,8 +268,7 @@ int lse_gauss_is_empty(double n_k, double min_count);
 
 /* Fill report (may be NULL) from per-component counts; writes logw
  * (may be NULL) as log(N_k / N) for N_k > 0. */
-void lse_gauss_finish_weights(const double *n, size_t n_comp,
-                              double min_count, gsl_matrix *logw,
-                              lse_mstep_report *report);
+void lse_gauss_finish_weights(const double *n, size_t n_comp, double min_count,
+                              gsl_matrix *logw, lse_mstep_report *report);
 
 #endif /* LSEGRAPH_GAUSS_PRIVATE_H */

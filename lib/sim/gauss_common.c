@@ -94,8 +94,7 @@ lse_status lse_gauss_check_common(const char *name, const lse_sim_shape *shape,
                                   char *msg, size_t msg_len)
 {
     if (shape == NULL)
-        return lse_gauss_fail(msg, msg_len, LSE_EFAULT, "%s: NULL shape",
-                              name);
+        return lse_gauss_fail(msg, msg_len, LSE_EFAULT, "%s: NULL shape", name);
     const lse_cov_type cov = config_cov(config);
     if (lse_gauss_cov_name(cov) == NULL)
         return lse_gauss_fail(msg, msg_len, LSE_EINVAL,
@@ -148,8 +147,15 @@ void lse_gauss_work_free(void *work)
         return;
     gsl_vector_free(w->logpi);
     gsl_vector_free(w->cnst);
-    gsl_matrix_free(w->fac);
     gsl_matrix_free(w->inv);
+    gsl_matrix_free(w->minv);
+    gsl_vector_free(w->center);
+    gsl_matrix_free(w->off);
+    gsl_matrix_free(w->zall);
+    gsl_matrix_free(w->zg);
+    gsl_matrix_free(w->macc);
+    gsl_matrix_free(w->uacc);
+    gsl_vector_free(w->ones);
     gsl_matrix_free(w->res);
     gsl_matrix_free(w->tmp);
     gsl_matrix_free(w->aug);
@@ -193,24 +199,40 @@ lse_status lse_gauss_work_new(const lse_sim_shape *shape, const void *config,
     w->dim_ctx = dc;
     w->block = block;
     w->prepared = 0;
-    int ok = (w->logpi = gsl_vector_calloc(K)) != NULL &&
-             (w->cnst = gsl_vector_calloc(K)) != NULL &&
-             (w->res = gsl_matrix_alloc(block, d)) != NULL &&
-             (w->tmp = gsl_matrix_alloc(block, d)) != NULL &&
-             (w->rw = gsl_vector_alloc(block)) != NULL &&
-             (w->dd = gsl_matrix_calloc(d, d)) != NULL &&
-             (w->colsum = gsl_vector_alloc(K)) != NULL &&
-             (w->new_parent = gsl_matrix_alloc(K, d)) != NULL &&
-             (w->new_chol = gsl_matrix_alloc(lse_gauss_chol_rows(cov, K),
-                                             lse_gauss_chol_cols(cov, d))) !=
-                 NULL;
-    if (ok && (cov == LSE_COV_FULL || cov == LSE_COV_TIED))
-        ok = (w->fac = gsl_matrix_calloc(cov == LSE_COV_FULL ? K * d : d,
-                                         d)) != NULL &&
+    int ok =
+        (w->logpi = gsl_vector_calloc(K)) != NULL &&
+        (w->cnst = gsl_vector_calloc(K)) != NULL &&
+        (w->res = gsl_matrix_alloc(block, d)) != NULL &&
+        (w->tmp = gsl_matrix_alloc(block, d)) != NULL &&
+        (w->rw = gsl_vector_alloc(block)) != NULL &&
+        (w->dd = gsl_matrix_calloc(d, d)) != NULL &&
+        (w->colsum = gsl_vector_alloc(K)) != NULL &&
+        (w->new_parent = gsl_matrix_alloc(K, d)) != NULL &&
+        (w->new_chol = gsl_matrix_alloc(lse_gauss_chol_rows(cov, K),
+                                        lse_gauss_chol_cols(cov, d))) != NULL;
+    const int tri = cov == LSE_COV_FULL || cov == LSE_COV_TIED;
+    w->nfac = cov == LSE_COV_TIED ? 1 : K;
+    size_t chunk = LSE_GAUSS_CHUNK_DOUBLES / (K * d);
+    if (chunk < 8)
+        chunk = 8;
+    w->chunk = chunk < block ? chunk : block;
+    if (ok && tri)
+        ok = (w->inv = gsl_matrix_calloc(w->nfac, d)) != NULL &&
+             (w->minv = gsl_matrix_calloc(d, K * d)) != NULL &&
              (w->pool = gsl_matrix_calloc(d, d)) != NULL;
     else if (ok)
         ok = (w->inv = gsl_matrix_calloc(K, cov == LSE_COV_DIAG ? d : 1)) !=
              NULL;
+    if (ok && tri && dc == 0) /* the wide kernels of lse_sim_gaussian */
+        ok = (w->center = gsl_vector_calloc(d)) != NULL &&
+             (w->off = gsl_matrix_calloc(K, d)) != NULL &&
+             (w->zall = gsl_matrix_alloc(w->chunk, K * d)) != NULL &&
+             (w->zg = gsl_matrix_alloc(w->chunk, K * d)) != NULL &&
+             (w->macc = gsl_matrix_alloc(w->nfac * d, d)) != NULL &&
+             (w->uacc = gsl_matrix_alloc(K, d)) != NULL &&
+             (w->ones = gsl_vector_alloc(w->chunk)) != NULL;
+    if (ok && w->ones != NULL)
+        gsl_vector_set_all(w->ones, 1.0);
     if (ok && dc > 0)
         ok = (w->aug = gsl_matrix_alloc(block, dc + 1)) != NULL &&
              (w->augw = gsl_matrix_alloc(block, dc + 1)) != NULL &&
@@ -226,12 +248,47 @@ lse_status lse_gauss_work_new(const lse_sim_shape *shape, const void *config,
     return LSE_OK;
 }
 
+/* Factor f of a full/tied chol parameter: 1/L_jj into inv, log det Sigma
+ * into *logdet, L^-T into block f of minv. */
+static lse_status prepare_factor(lse_gauss_work *w, const gsl_matrix *chol,
+                                 size_t f, double *logdet)
+{
+    const size_t d = w->dim;
+    const double *row = gsl_matrix_const_ptr(chol, f, 0);
+    gsl_matrix *l = w->dd;
+    double ld = 0.0;
+    for (size_t i = 0; i < d; i++) {
+        for (size_t j = 0; j < d; j++) {
+            const double v = j <= i ? row[i * d + j] : 0.0;
+            if (!isfinite(v))
+                return LSE_ENONFINITE;
+            gsl_matrix_set(l, i, j, v);
+        }
+        const double lii = gsl_matrix_get(l, i, i);
+        if (lii == 0.0)
+            return LSE_ENUMERIC;
+        gsl_matrix_set(w->inv, f, i, 1.0 / lii);
+        ld += 2.0 * log(fabs(lii));
+    }
+    const int rc = gsl_linalg_tri_invert(CblasLower, CblasNonUnit, l);
+    if (rc != GSL_SUCCESS)
+        return lse_status_from_gsl(rc);
+    /* minv(i, f d + j) = (L^-1)(j, i), zero where j < i */
+    for (size_t i = 0; i < d; i++)
+        for (size_t j = 0; j < d; j++)
+            gsl_matrix_set(w->minv, i, f * d + j,
+                           j >= i ? gsl_matrix_get(l, j, i) : 0.0);
+    *logdet = ld;
+    return LSE_OK;
+}
+
 lse_status lse_gauss_prepare(lse_gauss_work *w, const gsl_matrix *logw,
-                             const gsl_matrix *chol)
+                             const gsl_matrix *chol, const gsl_matrix *parent)
 {
     if (w == NULL || chol == NULL)
         return LSE_EFAULT;
     w->prepared = 0;
+    w->has_offsets = 0;
     const size_t K = w->n_comp, d = w->dim;
     if (chol->size1 != lse_gauss_chol_rows(w->cov, K) ||
         chol->size2 != lse_gauss_chol_cols(w->cov, d))
@@ -256,35 +313,30 @@ lse_status lse_gauss_prepare(lse_gauss_work *w, const gsl_matrix *logw,
     }
 
     const double log2pi_d = (double)d * log(2.0 * M_PI);
-    double tied_logdet = 0.0;
+    double logdet = 0.0; /* log det Sigma_k = 2 sum_j log |L_jj| */
     for (size_t k = 0; k < K; k++) {
-        double logdet = 0.0; /* log det Sigma_k = 2 sum_j log |L_jj| */
+        lse_status st = LSE_OK;
         switch (w->cov) {
         case LSE_COV_FULL:
-        case LSE_COV_TIED: {
-            if (w->cov == LSE_COV_TIED && k > 0) {
-                logdet = tied_logdet; /* one factor for every k */
-                break;
-            }
-            const double *row = gsl_matrix_const_ptr(chol, k, 0);
-            for (size_t i = 0; i < d; i++) {
-                double *f = gsl_matrix_ptr(w->fac, k * d + i, 0);
-                for (size_t j = 0; j <= i; j++) {
-                    const double v = row[i * d + j];
-                    if (!isfinite(v))
-                        return LSE_ENONFINITE;
-                    f[j] = v;
-                }
-                if (f[i] == 0.0)
-                    return LSE_ENUMERIC;
-                logdet += 2.0 * log(fabs(f[i]));
-            }
-            tied_logdet = logdet;
+            st = prepare_factor(w, chol, k, &logdet);
             break;
-        }
+        case LSE_COV_TIED:
+            if (k == 0) { /* one factor for every k, copied to K blocks */
+                st = prepare_factor(w, chol, 0, &logdet);
+                for (size_t c = 1; st == LSE_OK && c < K; c++) {
+                    gsl_matrix_const_view b0 =
+                        gsl_matrix_const_submatrix(w->minv, 0, 0, d, d);
+                    gsl_matrix_view bc =
+                        gsl_matrix_submatrix(w->minv, 0, c * d, d, d);
+                    st = lse_status_from_gsl(
+                        gsl_matrix_memcpy(&bc.matrix, &b0.matrix));
+                }
+            }
+            break;
         case LSE_COV_DIAG:
         case LSE_COV_SPHERICAL: {
             const size_t nc = w->inv->size2;
+            logdet = 0.0;
             for (size_t j = 0; j < nc; j++) {
                 const double v = gsl_matrix_get(chol, k, j);
                 if (!isfinite(v))
@@ -299,21 +351,52 @@ lse_status lse_gauss_prepare(lse_gauss_work *w, const gsl_matrix *logw,
             break;
         }
         }
+        if (st != LSE_OK)
+            return st;
         gsl_vector_set(w->cnst, k,
                        gsl_vector_get(w->logpi, k) - 0.5 * (log2pi_d + logdet));
+    }
+
+    /* wide kernels: center c = mean of the means, off_k = (mu_k - c) L^-T */
+    if (parent != NULL && w->off != NULL) {
+        if (parent->size1 != K || parent->size2 != d)
+            return LSE_EDIM;
+        gsl_vector_set_zero(w->center);
+        for (size_t k = 0; k < K; k++)
+            for (size_t j = 0; j < d; j++) {
+                const double v = gsl_matrix_get(parent, k, j);
+                if (!isfinite(v))
+                    return LSE_ENONFINITE;
+                *gsl_vector_ptr(w->center, j) += v / (double)K;
+            }
+        for (size_t k = 0; k < K; k++) {
+            const size_t f = w->cov == LSE_COV_TIED ? 0 : k;
+            double *o = gsl_matrix_ptr(w->off, k, 0);
+            for (size_t j = 0; j < d; j++)
+                o[j] = 0.0;
+            for (size_t i = 0; i < d; i++) {
+                const double m =
+                    gsl_matrix_get(parent, k, i) - gsl_vector_get(w->center, i);
+                const double *mi = gsl_matrix_const_ptr(w->minv, i, f * d);
+                for (size_t j = i; j < d; j++) /* block is upper */
+                    o[j] += m * mi[j];
+            }
+        }
+        w->has_offsets = 1;
     }
     w->prepared = 1;
     return LSE_OK;
 }
 
-static _gsl_matrix_const_view factor(const lse_gauss_work *w, size_t k)
+/* block f of minv: L_f^-T (d, d) */
+static _gsl_matrix_const_view minv_block(const lse_gauss_work *w, size_t k)
 {
     const size_t d = w->dim;
-    return gsl_matrix_const_submatrix(w->fac, w->cov == LSE_COV_TIED ? 0 : k * d,
-                                      0, d, d);
+    return gsl_matrix_const_submatrix(
+        w->minv, 0, (w->cov == LSE_COV_TIED ? 0 : k) * d, d, d);
 }
 
-lse_status lse_gauss_score(const lse_gauss_work *w, size_t k, gsl_matrix *r,
+lse_status lse_gauss_score(lse_gauss_work *w, size_t k, const gsl_matrix *r,
                            gsl_matrix *s)
 {
     const size_t b = r->size1, d = w->dim;
@@ -322,17 +405,15 @@ lse_status lse_gauss_score(const lse_gauss_work *w, size_t k, gsl_matrix *r,
     case LSE_COV_FULL:
     case LSE_COV_TIED: {
         /* Z = R L^-T: row i is (L^-1 r_i)' */
-        const gsl_matrix_const_view L = factor(w, k);
-        const int rc = gsl_blas_dtrsm(CblasRight, CblasLower, CblasTrans,
-                                      CblasNonUnit, 1.0, &L.matrix, r);
+        const gsl_matrix_const_view mi = minv_block(w, k);
+        gsl_matrix_view z = gsl_matrix_submatrix(w->tmp, 0, 0, b, d);
+        const int rc = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, r,
+                                      &mi.matrix, 0.0, &z.matrix);
         if (rc != GSL_SUCCESS)
             return lse_status_from_gsl(rc);
         for (size_t i = 0; i < b; i++) {
-            const double *z = gsl_matrix_const_ptr(r, i, 0);
-            double q = 0.0;
-            for (size_t j = 0; j < d; j++)
-                q += z[j] * z[j];
-            gsl_matrix_set(s, i, k, c - 0.5 * q);
+            const double *zi = gsl_matrix_const_ptr(&z.matrix, i, 0);
+            gsl_matrix_set(s, i, k, c - 0.5 * lse_gauss_sq_norm(zi, d));
         }
         break;
     }
@@ -340,12 +421,8 @@ lse_status lse_gauss_score(const lse_gauss_work *w, size_t k, gsl_matrix *r,
         const double *inv = gsl_matrix_const_ptr(w->inv, k, 0);
         for (size_t i = 0; i < b; i++) {
             const double *x = gsl_matrix_const_ptr(r, i, 0);
-            double q = 0.0;
-            for (size_t j = 0; j < d; j++) {
-                const double z = x[j] * inv[j];
-                q += z * z;
-            }
-            gsl_matrix_set(s, i, k, c - 0.5 * q);
+            gsl_matrix_set(s, i, k,
+                           c - 0.5 * lse_gauss_sq_norm_scaled(x, inv, d));
         }
         break;
     }
@@ -354,14 +431,176 @@ lse_status lse_gauss_score(const lse_gauss_work *w, size_t k, gsl_matrix *r,
         const double inv2 = inv * inv;
         for (size_t i = 0; i < b; i++) {
             const double *x = gsl_matrix_const_ptr(r, i, 0);
-            double q = 0.0;
-            for (size_t j = 0; j < d; j++)
-                q += x[j] * x[j];
-            gsl_matrix_set(s, i, k, c - 0.5 * inv2 * q);
+            gsl_matrix_set(s, i, k, c - 0.5 * inv2 * lse_gauss_sq_norm(x, d));
         }
         break;
     }
     }
+    return LSE_OK;
+}
+
+/* xc (cb, d) <- rows [r0, r0 + cb) of x minus the center */
+static void centered(const lse_gauss_work *w, const gsl_matrix *x, size_t r0,
+                     gsl_matrix *xc)
+{
+    const size_t d = w->dim;
+    const double *c = w->center->data;
+    const size_t cs = w->center->stride;
+    for (size_t i = 0; i < xc->size1; i++) {
+        const double *xi = gsl_matrix_const_ptr(x, r0 + i, 0);
+        double *yi = gsl_matrix_ptr(xc, i, 0);
+        for (size_t j = 0; j < d; j++)
+            yi[j] = xi[j] - c[j * cs];
+    }
+}
+
+lse_status lse_gauss_eval_wide(lse_gauss_work *w, const gsl_matrix *x,
+                               gsl_matrix *s)
+{
+    if (!w->has_offsets)
+        return LSE_EINTERNAL;
+    const size_t b = x->size1, d = w->dim, K = w->n_comp;
+    const size_t nf = w->nfac;
+    const gsl_matrix_const_view mv =
+        gsl_matrix_const_submatrix(w->minv, 0, 0, d, nf * d);
+    const double *off = w->off->data, *cn = w->cnst->data;
+    const size_t otda = w->off->tda, cs = w->cnst->stride;
+    for (size_t r0 = 0; r0 < b; r0 += w->chunk) {
+        const size_t cb = b - r0 < w->chunk ? b - r0 : w->chunk;
+        gsl_matrix_view xc = gsl_matrix_submatrix(w->res, 0, 0, cb, d);
+        gsl_matrix_view z = gsl_matrix_submatrix(w->zall, 0, 0, cb, nf * d);
+        centered(w, x, r0, &xc.matrix);
+        /* one GEMM for every component: Z = (X - c) [L_1^-T ... L_K^-T] */
+        const int rc = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0,
+                                      &xc.matrix, &mv.matrix, 0.0, &z.matrix);
+        if (rc != GSL_SUCCESS)
+            return lse_status_from_gsl(rc);
+        for (size_t i = 0; i < cb; i++) {
+            const double *zi = gsl_matrix_const_ptr(&z.matrix, i, 0);
+            double *si = gsl_matrix_ptr(s, r0 + i, 0);
+            for (size_t k = 0; k < K; k++) {
+                /* L_k^-1 (x - mu_k) = L_k^-1 (x - c) - L_k^-1 (mu_k - c) */
+                const double *zk = zi + (nf == 1 ? 0 : k * d);
+                const double *o = off + k * otda;
+                si[k] = cn[k * cs] - 0.5 * lse_gauss_sq_dist(zk, o, d);
+            }
+        }
+    }
+    return LSE_OK;
+}
+
+lse_status lse_gauss_grad_wide(lse_gauss_work *w, const gsl_matrix *x,
+                               const gsl_matrix *g, gsl_matrix *gchild,
+                               gsl_matrix *gparent, gsl_matrix *gchol)
+{
+    if (!w->has_offsets)
+        return LSE_EINTERNAL;
+    const size_t b = x->size1, d = w->dim, K = w->n_comp;
+    const size_t nf = w->nfac;
+    const int tied = w->cov == LSE_COV_TIED;
+    const gsl_matrix_const_view mv =
+        gsl_matrix_const_submatrix(w->minv, 0, 0, d, nf * d);
+    gsl_matrix_set_zero(w->macc);
+    gsl_matrix_set_zero(w->uacc);
+    gsl_vector_set_zero(w->colsum);
+    int rc = GSL_SUCCESS;
+    for (size_t r0 = 0; r0 < b; r0 += w->chunk) {
+        const size_t cb = b - r0 < w->chunk ? b - r0 : w->chunk;
+        gsl_matrix_view xc = gsl_matrix_submatrix(w->res, 0, 0, cb, d);
+        gsl_matrix_view z = gsl_matrix_submatrix(w->zall, 0, 0, cb, K * d);
+        gsl_matrix_view zg = gsl_matrix_submatrix(w->zg, 0, 0, cb, K * d);
+        gsl_matrix_view zx =
+            gsl_matrix_submatrix(tied ? w->tmp : w->zall, 0, 0, cb, nf * d);
+        centered(w, x, r0, &xc.matrix);
+        rc = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &xc.matrix,
+                            &mv.matrix, 0.0, &zx.matrix);
+        if (rc != GSL_SUCCESS)
+            return lse_status_from_gsl(rc);
+        /* z_ik = L^-1 (x_i - mu_k) and G_ik z_ik for every k */
+        const double *off = w->off->data;
+        double *colsum = w->colsum->data;
+        const size_t otda = w->off->tda, cstr = w->colsum->stride;
+        for (size_t i = 0; i < cb; i++) {
+            const double *gi = gsl_matrix_const_ptr(g, r0 + i, 0);
+            const double *src = gsl_matrix_const_ptr(&zx.matrix, i, 0);
+            double *zi = gsl_matrix_ptr(&z.matrix, i, 0);
+            double *zgi = gsl_matrix_ptr(&zg.matrix, i, 0);
+            for (size_t k = 0; k < K; k++) {
+                const double *restrict o = off + k * otda;
+                const double *restrict sk = src + (tied ? 0 : k * d);
+                double *restrict zk = zi + k * d;
+                double *restrict zgk = zgi + k * d;
+                const double gik = gi[k];
+                for (size_t j = 0; j < d; j++) {
+                    const double t = sk[j] - o[j];
+                    zk[j] = t;
+                    zgk[j] = gik * t;
+                }
+                colsum[k * cstr] += gik;
+            }
+        }
+        if (gparent != NULL) { /* u_k += Z_k' g_k: all k in one GEMV */
+            gsl_vector_view u = gsl_vector_view_array(w->uacc->data, K * d);
+            gsl_vector_view one = gsl_vector_subvector(w->ones, 0, cb);
+            rc = gsl_blas_dgemv(CblasTrans, 1.0, &zg.matrix, &one.vector, 1.0,
+                                &u.vector);
+        }
+        if (gchol != NULL)
+            for (size_t k = 0; k < K && rc == GSL_SUCCESS; k++) {
+                gsl_matrix_view zk =
+                    gsl_matrix_submatrix(&z.matrix, 0, k * d, cb, d);
+                gsl_matrix_view zgk =
+                    gsl_matrix_submatrix(&zg.matrix, 0, k * d, cb, d);
+                gsl_matrix_view m =
+                    gsl_matrix_submatrix(w->macc, (tied ? 0 : k) * d, 0, d, d);
+                rc = gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, &zgk.matrix,
+                                    &zk.matrix, 1.0, &m.matrix);
+            }
+        if (rc == GSL_SUCCESS && gchild != NULL) {
+            /* dE/dx_i = -sum_k G_ik L_k^-T z_ik: rows (G_ik z_ik)' L_k^-1 */
+            gsl_matrix_view gc = gsl_matrix_submatrix(gchild, r0, 0, cb, d);
+            /* tied: the K blocks of minv are copies of L^-T */
+            rc = gsl_blas_dgemm(CblasNoTrans, CblasTrans, -1.0, &zg.matrix,
+                                w->minv, 1.0, &gc.matrix);
+        }
+        if (rc != GSL_SUCCESS)
+            return lse_status_from_gsl(rc);
+    }
+    /* dE/dmu_k = L_k^-T sum_i G_ik z_ik: (u_k' L_k^-1)' */
+    if (gparent != NULL)
+        for (size_t k = 0; k < K; k++) {
+            const gsl_matrix_const_view mi = minv_block(w, k);
+            const double *u = gsl_matrix_const_ptr(w->uacc, k, 0);
+            double *gp = gsl_matrix_ptr(gparent, k, 0);
+            for (size_t i = 0; i < d; i++) {
+                const double *row = gsl_matrix_const_ptr(&mi.matrix, i, 0);
+                double v = 0.0;
+                for (size_t j = i; j < d; j++)
+                    v += row[j] * u[j];
+                gp[i] += v;
+            }
+        }
+    /* dE/dL_f = lower(L_f^-T M_f) - (sum G) diag(1/L_f) */
+    if (gchol != NULL)
+        for (size_t f = 0; f < nf; f++) {
+            const gsl_matrix_const_view mi = minv_block(w, f);
+            gsl_matrix_view m = gsl_matrix_submatrix(w->macc, f * d, 0, d, d);
+            rc = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &mi.matrix,
+                                &m.matrix, 0.0, w->dd);
+            if (rc != GSL_SUCCESS)
+                return lse_status_from_gsl(rc);
+            double gsum = 0.0;
+            for (size_t k = 0; k < K; k++)
+                if (tied || k == f)
+                    gsum += gsl_vector_get(w->colsum, k);
+            double *out = gsl_matrix_ptr(gchol, f, 0);
+            for (size_t i = 0; i < d; i++) {
+                const double *t = gsl_matrix_const_ptr(w->dd, i, 0);
+                for (size_t j = 0; j < i; j++)
+                    out[i * d + j] += t[j];
+                out[i * d + i] += t[i] - gsum * gsl_matrix_get(w->inv, f, i);
+            }
+        }
     return LSE_OK;
 }
 
@@ -376,19 +615,15 @@ lse_status lse_gauss_grad_resid(lse_gauss_work *w, size_t k,
     switch (w->cov) {
     case LSE_COV_FULL:
     case LSE_COV_TIED: {
-        const gsl_matrix_const_view L = factor(w, k);
+        const gsl_matrix_const_view mi = minv_block(w, k);
         gsl_matrix_view z = gsl_matrix_submatrix(w->tmp, 0, 0, b, d);
         /* Z = R L^-T (rows z_i = L^-1 r_i), then R <- Z L^-1 (rows
          * L^-T z_i = Sigma^-1 r_i), scaled by g_i */
-        int rc = gsl_matrix_memcpy(&z.matrix, r);
+        int rc = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, r, &mi.matrix,
+                                0.0, &z.matrix);
         if (rc == GSL_SUCCESS)
-            rc = gsl_blas_dtrsm(CblasRight, CblasLower, CblasTrans,
-                                CblasNonUnit, 1.0, &L.matrix, &z.matrix);
-        if (rc == GSL_SUCCESS)
-            rc = gsl_matrix_memcpy(r, &z.matrix);
-        if (rc == GSL_SUCCESS)
-            rc = gsl_blas_dtrsm(CblasRight, CblasLower, CblasNoTrans,
-                                CblasNonUnit, 1.0, &L.matrix, r);
+            rc = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &z.matrix,
+                                &mi.matrix, 0.0, r);
         if (rc != GSL_SUCCESS)
             return lse_status_from_gsl(rc);
         for (size_t i = 0; i < b; i++) {
@@ -402,12 +637,13 @@ lse_status lse_gauss_grad_resid(lse_gauss_work *w, size_t k,
                             w->dd);
         if (rc != GSL_SUCCESS)
             return lse_status_from_gsl(rc);
-        double *out = gsl_matrix_ptr(gchol, w->cov == LSE_COV_TIED ? 0 : k, 0);
+        const size_t f = w->cov == LSE_COV_TIED ? 0 : k;
+        double *out = gsl_matrix_ptr(gchol, f, 0);
         for (size_t i = 0; i < d; i++) {
             const double *m = gsl_matrix_const_ptr(w->dd, i, 0);
             for (size_t j = 0; j < i; j++)
                 out[i * d + j] += m[j];
-            out[i * d + i] += m[i] - gsum / gsl_matrix_get(&L.matrix, i, i);
+            out[i * d + i] += m[i] - gsum * gsl_matrix_get(w->inv, f, i);
         }
         break;
     }
@@ -528,9 +764,8 @@ double lse_gauss_row_weights(const gsl_matrix *resp, size_t k,
     return sum;
 }
 
-lse_status lse_gauss_stats_s2(lse_gauss_work *w, size_t k,
-                              const gsl_matrix *r, const gsl_vector *rw,
-                              double *acc2)
+lse_status lse_gauss_stats_s2(lse_gauss_work *w, size_t k, const gsl_matrix *r,
+                              const gsl_vector *rw, double *acc2)
 {
     const size_t b = r->size1, d = w->dim;
     switch (w->cov) {
@@ -665,9 +900,8 @@ int lse_gauss_is_empty(double n_k, double min_count)
     return !(n_k >= min_count) || !(n_k > 0.0);
 }
 
-void lse_gauss_finish_weights(const double *n, size_t n_comp,
-                              double min_count, gsl_matrix *logw,
-                              lse_mstep_report *report)
+void lse_gauss_finish_weights(const double *n, size_t n_comp, double min_count,
+                              gsl_matrix *logw, lse_mstep_report *report)
 {
     double total = 0.0;
     for (size_t k = 0; k < n_comp; k++)

@@ -49,7 +49,8 @@ static lse_status prepare(const lse_sim_args *a)
 {
     if (a == NULL || a->work == NULL || a->param == NULL)
         return LSE_EFAULT;
-    return lse_gauss_prepare(a->work, a->param[P_LOGW], a->param[P_CHOL]);
+    return lse_gauss_prepare(a->work, a->param[P_LOGW], a->param[P_CHOL],
+                             a->parent);
 }
 
 /* R (b, d) <- X - 1 mu_k' */
@@ -82,39 +83,26 @@ static lse_status eval(const lse_sim_args *a, gsl_matrix *s)
     if (w->cov == LSE_COV_DIAG || w->cov == LSE_COV_SPHERICAL) {
         /* fused: S_ik = c_k - 1/2 sum_j ((x_ij - mu_kj) / l_kj)^2 */
         const int sph = w->cov == LSE_COV_SPHERICAL;
+        const double *cn = w->cnst->data, *inv = w->inv->data;
+        const size_t cs = w->cnst->stride, itda = w->inv->tda;
+        const double *m = mu->data;
+        const size_t mtda = mu->tda;
         for (size_t i = 0; i < b; i++) {
             const double *xi = gsl_matrix_const_ptr(x, i, 0);
             double *si = gsl_matrix_ptr(s, i, 0);
             for (size_t k = 0; k < K; k++) {
-                const double *m = gsl_matrix_const_ptr(mu, k, 0);
-                const double *inv = gsl_matrix_const_ptr(w->inv, k, 0);
-                double q = 0.0;
-                if (sph) {
-                    for (size_t j = 0; j < d; j++) {
-                        const double t = xi[j] - m[j];
-                        q += t * t;
-                    }
-                    q *= inv[0] * inv[0];
-                } else {
-                    for (size_t j = 0; j < d; j++) {
-                        const double t = (xi[j] - m[j]) * inv[j];
-                        q += t * t;
-                    }
-                }
-                si[k] = gsl_vector_get(w->cnst, k) - 0.5 * q;
+                const double *mk = m + k * mtda, *ik = inv + k * itda;
+                const double q =
+                    sph ? lse_gauss_sq_dist(xi, mk, d) * ik[0] * ik[0]
+                        : lse_gauss_sq_dist_scaled(xi, mk, ik, d);
+                si[k] = cn[k * cs] - 0.5 * q;
             }
         }
         return LSE_OK;
     }
 
-    gsl_matrix_view r = gsl_matrix_submatrix(w->res, 0, 0, b, d);
-    for (size_t k = 0; k < K; k++) {
-        residuals(x, mu, k, &r.matrix);
-        st = lse_gauss_score(w, k, &r.matrix, s);
-        if (st != LSE_OK)
-            return st;
-    }
-    return LSE_OK;
+    /* full and tied: one GEMM per chunk for every component */
+    return lse_gauss_eval_wide(w, x, s);
 }
 
 static lse_status grad(const lse_sim_args *a, const gsl_matrix *g,
@@ -143,7 +131,13 @@ static lse_status grad(const lse_sim_args *a, const gsl_matrix *g,
                           gchol->size2 != a->param[P_CHOL]->size2))
         return LSE_EDIM;
 
-    if (out->child != NULL || out->parent != NULL || gchol != NULL) {
+    const int tri = w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED;
+    if (tri && (out->child != NULL || out->parent != NULL || gchol != NULL)) {
+        st =
+            lse_gauss_grad_wide(w, a->child, g, out->child, out->parent, gchol);
+        if (st != LSE_OK)
+            return st;
+    } else if (out->child != NULL || out->parent != NULL || gchol != NULL) {
         gsl_matrix_view r = gsl_matrix_submatrix(w->res, 0, 0, b, d);
         for (size_t k = 0; k < K; k++) {
             residuals(a->child, a->parent, k, &r.matrix);
@@ -232,9 +226,8 @@ static lse_status solve(const lse_sim_args *a, const double *acc,
     const size_t d = w->dim, K = w->n_comp;
     const lse_cov_type cov = w->cov;
     const gsl_matrix *chol = a->param[P_CHOL];
-    if (parent->size1 != K || parent->size2 != d ||
-        a->parent->size1 != K || a->parent->size2 != d ||
-        param[P_CHOL]->size1 != chol->size1 ||
+    if (parent->size1 != K || parent->size2 != d || a->parent->size1 != K ||
+        a->parent->size2 != d || param[P_CHOL]->size1 != chol->size1 ||
         param[P_CHOL]->size2 != chol->size2 ||
         chol->size1 != w->new_chol->size1 ||
         chol->size2 != w->new_chol->size2 ||
@@ -271,8 +264,8 @@ static lse_status solve(const lse_sim_args *a, const double *acc,
     if (rc == GSL_SUCCESS)
         rc = gsl_matrix_memcpy(w->new_chol, chol);
     if (rc != GSL_SUCCESS)
-        return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc),
-                              "%s: %s", NAME, gsl_strerror(rc));
+        return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc), "%s: %s",
+                              NAME, gsl_strerror(rc));
     if (cov == LSE_COV_TIED)
         for (size_t i = 0; i < d; i++)
             for (size_t j = 0; j < d; j++)
@@ -292,8 +285,8 @@ static lse_status solve(const lse_sim_args *a, const double *acc,
             const double *s2 = acc2 + k * d * d;
             for (size_t i = 0; i < d; i++)
                 for (size_t j = 0; j <= i; j++) {
-                    const double v = s2[i * d + j] / n_k -
-                                     (s1[i] / n_k) * (s1[j] / n_k);
+                    const double v =
+                        s2[i * d + j] / n_k - (s1[i] / n_k) * (s1[j] / n_k);
                     gsl_matrix_set(w->dd, i, j, v);
                     gsl_matrix_set(w->dd, j, i, v);
                 }
@@ -339,8 +332,8 @@ static lse_status solve(const lse_sim_args *a, const double *acc,
                 gsl_matrix_set(w->dd, i, j, v);
                 gsl_matrix_set(w->dd, j, i, v);
             }
-        st = lse_gauss_chol_from_cov(w, NAME, 0, w->dd, o.reg_covar, total,
-                                     msg, msg_len);
+        st = lse_gauss_chol_from_cov(w, NAME, 0, w->dd, o.reg_covar, total, msg,
+                                     msg_len);
         if (st != LSE_OK)
             return st;
     }
@@ -350,8 +343,8 @@ static lse_status solve(const lse_sim_args *a, const double *acc,
     if (rc == GSL_SUCCESS)
         rc = gsl_matrix_memcpy(param[P_CHOL], w->new_chol);
     if (rc != GSL_SUCCESS)
-        return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc),
-                              "%s: %s", NAME, gsl_strerror(rc));
+        return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc), "%s: %s",
+                              NAME, gsl_strerror(rc));
     lse_gauss_finish_weights(acc, K, o.min_count, param[P_LOGW], report);
     w->prepared = 0; /* the factor cache is stale now */
     return LSE_OK;

@@ -69,12 +69,12 @@ static lse_status prepare(const lse_sim_args *a)
 {
     if (a == NULL || a->work == NULL || a->param == NULL)
         return LSE_EFAULT;
-    return lse_gauss_prepare(a->work, a->param[P_LOGW], a->param[P_CHOL]);
+    return lse_gauss_prepare(a->work, a->param[P_LOGW], a->param[P_CHOL], NULL);
 }
 
 /* A_k as a (d, dc) matrix: row k of A, row-major */
 static _gsl_matrix_const_view mode_a(const gsl_matrix *a, size_t k, size_t d,
-                                    size_t dc)
+                                     size_t dc)
 {
     return gsl_matrix_const_view_array(gsl_matrix_const_ptr(a, k, 0), d, dc);
 }
@@ -315,8 +315,8 @@ static lse_status regress(lse_gauss_work *w, size_t k, const double *sxx_k,
     rc = gsl_blas_dtrsm(CblasRight, CblasLower, CblasTrans, CblasNonUnit, 1.0,
                         w->sxx, w->delta);
     if (rc == GSL_SUCCESS)
-        rc = gsl_blas_dtrsm(CblasRight, CblasLower, CblasNoTrans,
-                            CblasNonUnit, 1.0, w->sxx, w->delta);
+        rc = gsl_blas_dtrsm(CblasRight, CblasLower, CblasNoTrans, CblasNonUnit,
+                            1.0, w->sxx, w->delta);
     if (rc != GSL_SUCCESS)
         return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc), "%s: %s",
                               NAME, gsl_strerror(rc));
@@ -331,17 +331,15 @@ static lse_status solve(const lse_sim_args *a, const double *acc,
     lse_gauss_work *w = a != NULL ? a->work : NULL;
     if (w == NULL || a->parent == NULL || a->param == NULL || acc == NULL ||
         parent == NULL || param == NULL || param[P_CHOL] == NULL ||
-        param[P_A] == NULL || a->param[P_CHOL] == NULL ||
-        a->param[P_A] == NULL)
+        param[P_A] == NULL || a->param[P_CHOL] == NULL || a->param[P_A] == NULL)
         return lse_gauss_fail(msg, msg_len, LSE_EFAULT,
                               "%s: NULL argument to solve", NAME);
     lse_gsl_quiet();
     const size_t d = w->dim, K = w->n_comp, dc = w->dim_ctx, m = dc + 1;
     const lse_cov_type cov = w->cov;
     const gsl_matrix *chol = a->param[P_CHOL], *am = a->param[P_A];
-    if (parent->size1 != K || parent->size2 != d ||
-        a->parent->size1 != K || a->parent->size2 != d ||
-        am->size1 != K || am->size2 != d * dc ||
+    if (parent->size1 != K || parent->size2 != d || a->parent->size1 != K ||
+        a->parent->size2 != d || am->size1 != K || am->size2 != d * dc ||
         param[P_A]->size1 != K || param[P_A]->size2 != d * dc ||
         param[P_CHOL]->size1 != chol->size1 ||
         param[P_CHOL]->size2 != chol->size2 ||
@@ -357,8 +355,7 @@ static lse_status solve(const lse_sim_args *a, const double *acc,
     lse_status st = lse_gauss_opts(NAME, opts, &o, msg, msg_len);
     if (st != LSE_OK)
         return st;
-    const size_t n_acc =
-        K * (1 + m * m + d * m) + lse_gauss_s2_size(cov, K, d);
+    const size_t n_acc = K * (1 + m * m + d * m) + lse_gauss_s2_size(cov, K, d);
     for (size_t i = 0; i < n_acc; i++)
         if (!isfinite(acc[i]))
             return lse_gauss_fail(msg, msg_len, LSE_ENONFINITE,
@@ -384,8 +381,8 @@ static lse_status solve(const lse_sim_args *a, const double *acc,
     if (rc == GSL_SUCCESS)
         rc = gsl_matrix_memcpy(w->new_a, am);
     if (rc != GSL_SUCCESS)
-        return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc),
-                              "%s: %s", NAME, gsl_strerror(rc));
+        return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc), "%s: %s",
+                              NAME, gsl_strerror(rc));
     if (cov == LSE_COV_TIED)
         for (size_t i = 0; i < d; i++)
             for (size_t j = 0; j < d; j++)
@@ -478,8 +475,8 @@ static lse_status solve(const lse_sim_args *a, const double *acc,
                 gsl_matrix_set(w->dd, i, j, v);
                 gsl_matrix_set(w->dd, j, i, v);
             }
-        st = lse_gauss_chol_from_cov(w, NAME, 0, w->dd, o.reg_covar, total,
-                                     msg, msg_len);
+        st = lse_gauss_chol_from_cov(w, NAME, 0, w->dd, o.reg_covar, total, msg,
+                                     msg_len);
         if (st != LSE_OK)
             return st;
     }
@@ -491,8 +488,8 @@ static lse_status solve(const lse_sim_args *a, const double *acc,
     if (rc == GSL_SUCCESS)
         rc = gsl_matrix_memcpy(param[P_CHOL], w->new_chol);
     if (rc != GSL_SUCCESS)
-        return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc),
-                              "%s: %s", NAME, gsl_strerror(rc));
+        return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc), "%s: %s",
+                              NAME, gsl_strerror(rc));
     lse_gauss_finish_weights(acc, K, o.min_count, param[P_LOGW], report);
     w->prepared = 0; /* the factor cache is stale now */
     return LSE_OK;

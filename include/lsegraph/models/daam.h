@@ -3,4 +3,149 @@
 #if !defined(LSEGRAPH_INSIDE) && !defined(LSE_BUILDING)
 #error "Include <lsegraph/lsegraph.h>, not this header."
 #endif
+
+#include <gsl/gsl_matrix.h>
+#include <gsl/gsl_vector.h>
+#include <lsegraph/status.h>
+#include <lsegraph/sim.h>
+#include <lsegraph/graph.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * @file daam.h
+ * @brief Multi-head Density Adaptive Attention (seed 003) over feature
+ * vectors. For data X (N, d), head h = 1..H has an offset delta_h (d) and a
+ * width c_h > 0; with m, v the mean and population variance over the
+ * chosen axis (lse_daam_axis),
+ *   y_ihj = (x_ij - (m + delta_hj)) / sqrt(v + eps),
+ *   g_ihj = exp(-y_ihj^2 / (2 c_h^2))        (the Gaussian gate)
+ *   x'_h = X .* g_h                           (the paper's per-head output)
+ * The graph holds one LSE term with the heads as parents (lse_sim_daam):
+ *   S_ih = sum_j log g_ihj,  A_ih = softmax_h S_ih (the term's softmax),
+ * so a row's head responsibilities are the softmax of its log-gate sums.
+ * Derivation, the density fit and the importance factors:
+ * docs/models/daam.md.
+ *
+ * @code
+ * lse_daam *m = NULL;
+ * lse_error err;
+ * lse_daam_new(3, 4, LSE_DAAM_ROWS, 1e-5, x, &m, &err);  // x (N, 4)
+ * lse_daam_init(m, 1);                  // heads at 3 random rows, c = 1
+ * lse_daam_fit_report rep;
+ * lse_daam_fit(m, 500, 1e-9, &rep);     // density fit of delta, c
+ * gsl_vector *imp = gsl_vector_alloc(4);
+ * lse_daam_importance(m, NULL, imp);    // IF per feature, in [0, 1]
+ * lse_daam_free(m);
+ * @endcode
+ */
+
+typedef struct lse_daam lse_daam;
+
+/**
+ * @brief A DAAM module of @p n_head heads over data @p x (N, dim).
+ *
+ * Graph: node "x" (N, dim) clamped copy of @p x; parameter nodes "delta"
+ * (H, dim), zero, and "c" (H, 1), one; LSE term "daam" (child x, parent
+ * delta, lse_sim_daam with config {axis, eps}, parameter c).
+ * @param x borrowed, copied; its row count is fixed for the module.
+ * @param[out] out owned by the caller (lse_daam_free()).
+ * @param err may be NULL.
+ * @return LSE_OK; LSE_EFAULT (NULL x or out); LSE_EINVAL (n_head 0, dim 0,
+ *  unknown axis); LSE_EDIM (x not (N, dim) with N > 0); LSE_EDOM
+ *  (eps <= 0 or not finite); LSE_ENONFINITE; LSE_ENOMEM.
+ */
+LSE_API lse_status lse_daam_new(size_t n_head, size_t dim, lse_daam_axis axis,
+                                double eps, const gsl_matrix *x, lse_daam **out,
+                                lse_error *err);
+
+/** @brief Free @p m; NULL is a no-op. */
+LSE_API void lse_daam_free(lse_daam *m);
+
+/** @brief "function: facts" of the last failure on @p m ("" if none). */
+LSE_API const char *lse_daam_errmsg(const lse_daam *m);
+
+LSE_API lse_graph *lse_daam_graph(const lse_daam *m);
+LSE_API lse_term *lse_daam_term(const lse_daam *m);
+/** @brief Nodes "x", "delta" (H, dim) and "c" (H, 1); borrowed, values
+ *  writable (c must stay non-zero). */
+LSE_API lse_node *lse_daam_data(const lse_daam *m);
+LSE_API lse_node *lse_daam_delta(const lse_daam *m);
+LSE_API lse_node *lse_daam_width(const lse_daam *m);
+LSE_API size_t lse_daam_n_head(const lse_daam *m);
+
+/** @brief Replace the data (same shape, copied).
+ *  @return LSE_OK, LSE_EFAULT, LSE_EDIM, LSE_ENONFINITE. */
+LSE_API lse_status lse_daam_set_data(lse_daam *m, const gsl_matrix *x);
+
+/**
+ * @brief Start the heads at @p n_head distinct data rows r_h drawn with the
+ * GSL mt19937 generator seeded by @p seed: delta_h = x_{r_h} - m (for
+ * LSE_DAAM_FEATURES, m is row r_h's own mean), c_h = 1.
+ * @return LSE_OK; LSE_EFAULT; LSE_EINVAL (more heads than rows).
+ */
+LSE_API lse_status lse_daam_init(lse_daam *m, unsigned long seed);
+
+/** @brief Gate of head @p h: @p out (N, dim) = g_h, computed directly from
+ *  the formula. @return LSE_OK; LSE_EFAULT; LSE_ERANGE (h >= H); LSE_EDIM;
+ *  LSE_EDOM (c_h = 0). */
+LSE_API lse_status lse_daam_gate(lse_daam *m, size_t h, gsl_matrix *out);
+
+/** @brief The paper's output (Algorithm 1): @p out (N, H dim) =
+ *  [X .* g_1, ..., X .* g_H], heads concatenated along the columns. */
+LSE_API lse_status lse_daam_forward(lse_daam *m, gsl_matrix *out);
+
+/** @brief Head-mixed output: @p out (N, dim) = sum_h A_ih (x_i .* g_ih),
+ *  A the term's softmax over heads (evaluates the graph). */
+LSE_API lse_status lse_daam_forward_mixed(lse_daam *m, gsl_matrix *out);
+
+/**
+ * @brief Importance factors per feature (seed 003): the density attention
+ * DA_j = (1/N) sum_i sum_h A_ih g_ihj (the head-mixed gate averaged over
+ * rows), then IF_j = (DA_j - min DA) / (max DA - min DA) in [0, 1]; when
+ * every DA_j is equal, IF_j = 1 for all j.
+ * @param da (dim) or NULL; @param imp (dim), required.
+ * @return LSE_OK; LSE_EFAULT; LSE_EDIM; the graph's errors.
+ */
+LSE_API lse_status lse_daam_importance(lse_daam *m, gsl_vector *da,
+                                       gsl_vector *imp);
+
+/**
+ * @brief The density-fit energy and its gradient (docs/models/daam.md):
+ * the negative log-likelihood of the standardized rows y_i under an
+ * equal-weight mixture of H isotropic Gaussians N(delta_h', c_h^2 I):
+ *   E_fit = -sum_i log sum_h exp(S_ih - dim log|c_h| - dim/2 log(2 pi)
+ *                                 - log H),
+ * i.e. the graph's LSE energy with the Gaussian normalizer the gate lacks
+ * (without it the energy falls forever as c grows). S comes from the term;
+ * the gradient from lse_sim_daam's kernel with G = -softmax_h(...) plus the
+ * normalizer's dim R_h / c_h.
+ * @param gdelta (H, dim) or NULL, @param gc (H, 1) or NULL: overwritten.
+ */
+LSE_API lse_status lse_daam_fit_energy(lse_daam *m, double *energy,
+                                       gsl_matrix *gdelta, gsl_matrix *gc);
+
+/** @brief What lse_daam_fit() did. */
+typedef struct lse_daam_fit_report {
+    double energy_before; /**< E_fit at the start */
+    double energy_after;  /**< E_fit at the end */
+    size_t n_iter;        /**< accepted gradient steps */
+    int converged;        /**< 1: |dE| <= tol (or no decreasing step) */
+} lse_daam_fit_report;
+
+/**
+ * @brief Fit delta and c by gradient descent with Armijo backtracking on
+ * E_fit (steps that would make a c_h <= 0 are shortened), at most
+ * @p max_iter steps, until an accepted step lowers E_fit by <= @p tol.
+ * @param report may be NULL.
+ * @return LSE_OK; LSE_EFAULT; LSE_EDOM (tol < 0); the graph's errors.
+ */
+LSE_API lse_status lse_daam_fit(lse_daam *m, size_t max_iter, double tol,
+                                lse_daam_fit_report *report);
+
+#ifdef __cplusplus
+}
+#endif
 #endif /* LSEGRAPH_MODELS_DAAM_H */

@@ -46,8 +46,11 @@ extern "C" {
  * lse_gmm_free(m);
  * @endcode
  *
- * Missing values (NaN in X) are not supported yet: lse_gmm_fit and the
- * queries refuse them with LSE_ENONFINITE.
+ * Missing values: with opts.missing = LSE_GMM_MISSING_MARGINALIZE, NaN
+ * entries of X are missing values and each row contributes the exact
+ * marginal likelihood of its observed coordinates (one LSE term per
+ * missingness pattern, EM with expected sufficient statistics);
+ * lse_gmm_posterior scores such rows. Otherwise NaN is an error.
  */
 
 /** @brief A Gaussian mixture: K components in d dimensions. Opaque. */
@@ -65,6 +68,17 @@ typedef enum lse_gmm_init {
      *  previous fit); n_init is then ignored (one run) */
     LSE_GMM_INIT_GIVEN = 2
 } lse_gmm_init;
+
+/** @brief What lse_gmm_fit and lse_gmm_posterior do with NaN in the data
+ *  (infinities are always an error). */
+typedef enum lse_gmm_missing {
+    /** NaN is an error: LSE_ENONFINITE naming the row and column */
+    LSE_GMM_MISSING_ERROR = 0,
+    /** NaN marks a missing value: a row contributes the marginal
+     *  likelihood of its observed coordinates; rows with nothing observed
+     *  contribute nothing (log-likelihood 0, responsibilities = weights) */
+    LSE_GMM_MISSING_MARGINALIZE = 1
+} lse_gmm_missing;
 
 /** @brief Progress callback: called after EM iteration @p iter (1-based)
  *  of run @p run (0-based) with the energy (negative log-likelihood at the
@@ -95,8 +109,9 @@ typedef struct lse_gmm_fit_opts {
                            sum, borrowed for the call; NULL = all 1. They
                            are the term's row weights (weighted EM), and
                            weight the k-means++ seeding */
-    lse_gmm_progress_fn progress; /**< NULL: silent */
-    void *progress_user;          /**< passed back to progress, borrowed */
+    lse_gmm_missing missing;         /**< default LSE_GMM_MISSING_ERROR */
+    lse_gmm_progress_fn progress;    /**< NULL: silent */
+    void *progress_user;             /**< passed back to progress, borrowed */
 } lse_gmm_fit_opts;
 
 /** @brief The defaults listed in lse_gmm_fit_opts. */
@@ -110,8 +125,11 @@ typedef struct lse_gmm_fit_info {
                                  training data at the final parameters */
     double loglik_per_sample; /**< loglik / n_eff */
     double n_eff;             /**< number of samples: the sum of the sample
-                                 weights (N without weights) */
+                                 weights (N without weights) over the rows
+                                 with at least one observed value */
     size_t n_samples;         /**< rows of the training data */
+    size_t n_missing;         /**< NaN entries marginalized (missing =
+                                 LSE_GMM_MISSING_MARGINALIZE), else 0 */
     size_t n_iter;            /**< EM iterations of the kept run */
     int converged;            /**< the kept run met tol within max_iter */
     size_t best_run;          /**< index of the kept run (0-based) */
@@ -135,7 +153,7 @@ typedef struct lse_gmm_event {
     size_t iteration; /**< 1-based EM iteration; 0 = the initial M-step */
     size_t component; /**< 0-based component index */
     lse_gmm_action action;
-    size_t sample;    /**< 0-based row of X used as the new mean */
+    size_t sample; /**< 0-based row of X used as the new mean */
 } lse_gmm_event;
 
 /** @brief A new mixture of @p k components in @p d dimensions with
@@ -162,18 +180,22 @@ LSE_API lse_status lse_gmm_cov_parse(const char *name, lse_cov_type *out);
 
 /**
  * @brief Fit @p m to the rows of @p x (N, d) by EM (lse_solver_em on the
- * model's graph). The previous parameters are replaced by those of the best
- * of n_init runs (the largest final log-likelihood; the first on ties).
- * Empty components are re-seeded (lse_gmm_event, and an LSE_LOG_WARN
- * message through lse_log). On failure @p m is left unchanged.
+ * model's graph; with missing values, the per-pattern graph and an
+ * expected-statistics M-step, docs/models/gmm.md). The previous parameters are
+ * replaced by those of the best of n_init runs (the largest final
+ * log-likelihood; the first on ties). Empty components are re-seeded
+ * (lse_gmm_event, and an LSE_LOG_WARN message through lse_log). On failure @p m
+ * is left unchanged.
  * @param x borrowed; @param opts borrowed, NULL = defaults;
  * @param err may be NULL; else "lse_gmm_fit: facts".
  * @return LSE_OK (also when max_iter was reached: see info->converged);
  * LSE_EFAULT; LSE_EDIM (x has the wrong number of columns, or the sample
  * weights the wrong length); LSE_EINVAL ("k = 5 > 3 samples", n_init 0,
- * unknown init, no sample with a positive weight); LSE_EDOM (tol or
- * reg_covar negative or not finite, negative or non-finite weights);
- * LSE_ENONFINITE (NaN or infinity in x, named by row and column);
+ * unknown init or missing policy); LSE_EDOM (tol or reg_covar negative or
+ * not finite, negative or non-finite weights, weights summing to 0);
+ * LSE_ENONFINITE (infinity in x, or NaN unless missing values are
+ * marginalized, named by row and column); LSE_EINVAL also for a column
+ * with no observed value when marginalizing;
  * LSE_ENUMERIC (a covariance is not positive definite: the message names
  * the component and asks for a larger reg_covar); LSE_ENOMEM.
  */
@@ -205,6 +227,19 @@ LSE_API lse_status lse_gmm_predict_proba(const lse_gmm *m, const gsl_matrix *x,
  *  @return as lse_gmm_predict. */
 LSE_API lse_status lse_gmm_score_samples(const lse_gmm *m, const gsl_matrix *x,
                                          gsl_vector *loglik, lse_error *err);
+/**
+ * @brief Responsibilities and log-likelihoods of the rows of @p x (N, d),
+ * with NaN handled as @p missing says: under LSE_GMM_MISSING_MARGINALIZE a
+ * row with NaN gets the marginal log-likelihood of its observed coordinates
+ * and p(k | observed coordinates); a row with nothing observed gets 0 and
+ * the weights. Without NaN this equals lse_gmm_predict_proba and
+ * lse_gmm_score_samples.
+ * @param resp (N, K) or NULL; @param loglik (N) or NULL.
+ * @return as lse_gmm_predict; LSE_EINVAL for an unknown @p missing.
+ */
+LSE_API lse_status lse_gmm_posterior(const lse_gmm *m, const gsl_matrix *x,
+                                     lse_gmm_missing missing, gsl_matrix *resp,
+                                     gsl_vector *loglik, lse_error *err);
 /** @brief BIC of the model on @p x: -2 sum_i log p(x_i) + p log N.
  *  @return as lse_gmm_predict. */
 LSE_API lse_status lse_gmm_bic(const lse_gmm *m, const gsl_matrix *x,

@@ -53,21 +53,21 @@ typedef enum lse_pc_layout {
 
 /** @brief Construction options; start from lse_predcoding_opts_default(). */
 typedef struct lse_predcoding_opts {
-    lse_pc_layout layout;  /**< default LSE_PC_PER_SAMPLE */
-    const size_t *rows;    /**< LSE_PC_MIXTURE: K_1 .. K_L (n_layers
-                              entries, each > 0), borrowed; ignored for
-                              per-sample */
+    lse_pc_layout layout;      /**< default LSE_PC_PER_SAMPLE */
+    const size_t *rows;        /**< LSE_PC_MIXTURE: K_1 .. K_L (n_layers
+                                  entries, each > 0), borrowed; ignored for
+                                  per-sample */
     const lse_activation *act; /**< f_1 .. f_L (n_layers entries), f_l maps
                                   layer l to its prediction of layer l-1;
                                   borrowed; NULL: identity everywhere */
-    double prior;          /**< scale of the top-layer quadratic
-                              prior/2 ||H_L||^2, >= 0 (0: no prior term);
-                              default 1 */
-    double weight_decay;   /**< >= 0: adds weight_decay/2 ||W_l||^2 per
-                              layer (default 0: none) */
-    double init_sd;        /**< > 0: W_l and H_l start N(0, init_sd^2),
-                              b_l at 0 (default 0.1) */
-    unsigned long seed;    /**< seed of the initialisation (default 1) */
+    double prior;              /**< scale of the top-layer quadratic
+                                  prior/2 ||H_L||^2, >= 0 (0: no prior term);
+                                  default 1 */
+    double weight_decay;       /**< >= 0: adds weight_decay/2 ||W_l||^2 per
+                                  layer (default 0: none) */
+    double init_sd;            /**< > 0: W_l and H_l start N(0, init_sd^2),
+                                  b_l at 0 (default 0.1) */
+    unsigned long seed;        /**< seed of the initialisation (default 1) */
 } lse_predcoding_opts;
 
 /** @brief Defaults: per-sample, identity, prior 1, no weight decay,
@@ -76,15 +76,21 @@ LSE_API lse_predcoding_opts lse_predcoding_opts_default(void);
 
 /** @brief Options of lse_predcoding_learn(). */
 typedef struct lse_predcoding_fit_opts {
-    size_t max_iter;    /**< EM iterations (default 200) */
-    size_t estep_steps; /**< gradient steps on the latents per E-step
-                           (default 20) */
-    size_t mstep_steps; /**< gradient steps on W, b per M-step (default 5) */
-    double tol;         /**< stop when an iteration lowers E by <= tol
-                           (absolute; default 1e-8) */
+    size_t max_iter;      /**< EM iterations (default 200) */
+    size_t estep_steps;   /**< inference (GD) iterations on the latents per
+                             E-step (default 10) */
+    size_t mstep_steps;   /**< gradient steps on W, b per M-step (default 5) */
+    double tol;           /**< stop when an iteration lowers E by <= tol
+                             (absolute; default 1e-8) */
+    lse_iter_fn callback; /**< called after every EM iteration with the EM
+                             solver (lse_solver_energy() is the energy after
+                             that iteration's E-step); non-zero stops;
+                             NULL: none */
+    void *user;           /**< passed to @p callback, borrowed */
 } lse_predcoding_fit_opts;
 
-/** @brief max_iter 200, estep_steps 20, mstep_steps 5, tol 1e-8. */
+/** @brief max_iter 200, estep_steps 10, mstep_steps 5, tol 1e-8, no
+ *  callback. */
 LSE_API lse_predcoding_fit_opts lse_predcoding_fit_opts_default(void);
 
 typedef struct lse_predcoding lse_predcoding;
@@ -140,7 +146,9 @@ LSE_API lse_status lse_predcoding_set_data(lse_predcoding *m,
 /**
  * @brief Inference: gradient descent (lse_solver_gd, Armijo line search)
  * on the latent nodes only, W and b fixed, for at most @p max_iter
- * iterations or until an iteration lowers the energy by <= @p tol.
+ * iterations or until an iteration lowers the energy by <= @p tol. The
+ * solver is kept by the model, and its last step size is the next call's
+ * first trial step.
  * @param res may be NULL; filled with the solver's result.
  * @return LSE_OK or the solver's error (LSE_EFAULT, LSE_EDOM for tol < 0,
  *  LSE_ENOMEM, LSE_ENONFINITE); message on the graph.
@@ -150,10 +158,12 @@ LSE_API lse_status lse_predcoding_infer(lse_predcoding *m, size_t max_iter,
 
 /**
  * @brief Learning: EM coordinate descent (lse_solver_em) over the whole
- * graph. E-step = @p opts->estep_steps gradient steps on the latents;
- * M-step = @p opts->mstep_steps gradient steps on every W_l, b_l (the
- * nonlinear similarity has no closed form). Energies reported by the
- * solver never increase (Armijo steps).
+ * graph. E-step (the solver's estep hook) = @p opts->estep_steps
+ * iterations of the inference solver of lse_predcoding_infer() on the
+ * latents; M-step = @p opts->mstep_steps gradient steps of the EM solver
+ * on every W_l, b_l (the nonlinear similarity has no closed form). Both
+ * use Armijo line search, each with its own step size, so the energy
+ * after each E-step never increases.
  * @param opts borrowed; NULL: defaults. @param res may be NULL.
  * @return LSE_OK or the solver's error; LSE_EDOM for tol < 0.
  */

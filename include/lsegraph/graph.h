@@ -187,11 +187,12 @@ typedef struct lse_term_spec {
 LSE_API lse_term_spec lse_term_spec_default(void);
 
 /** @brief Add an LSE term; OUT @p out (may be NULL) is owned by @p g.
- *  @return LSE_OK; LSE_EFAULT (NULL graph/spec/sim/view node);
+ *  @return LSE_OK; LSE_EFAULT (NULL graph/spec/sim/view node, a missing
+ *  required parameter or context, chain nodes missing);
  *  LSE_ERANGE (a view outside its node, context rows != child rows);
  *  LSE_EDIM (shapes the similarity rejects, mask/weight sizes);
  *  LSE_EDOM (beta <= 0 or not finite, negative weight, bad config);
- *  LSE_EINVAL (nodes of another graph, missing required parameter);
+ *  LSE_EINVAL (nodes of another graph, unknown mask or reduction);
  *  LSE_EEXIST (name taken); LSE_ENOMEM. */
 LSE_API lse_status lse_graph_add_lse(lse_graph *g, const char *name,
                                      const lse_term_spec *spec,

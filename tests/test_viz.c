@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <graphviz/cgraph.h>
@@ -84,7 +85,9 @@ START_TEST(test_expanded_and_render)
     lse_assert_ok(lse_viz_to_dot(g, &o, &dot, &err));
     Agraph_t *G = agmemread(dot);
     ck_assert_ptr_nonnull(G);
-    ck_assert_int_eq(agnnodes(G), 6 + 2 + 2 + 2);
+    /* rows of x (6) and mu (2); logw and chol are parameters only, not
+     * children or parents, so their rows are not drawn */
+    ck_assert_int_eq(agnnodes(G), 6 + 2);
     /* every edge weight is the softmax entry, heavy enough to draw */
     ck_assert_int_gt(agnedges(G), 0);
     ck_assert_int_le(agnedges(G), 12);
@@ -146,6 +149,44 @@ START_TEST(test_heatmap)
 }
 END_TEST
 
+/* Rendered files get the mode of a new file (0666 minus the umask), not
+ * mkstemp's 0600, and the heat map keeps its columns square. */
+START_TEST(test_file_mode_and_heatmap_cells)
+{
+    lse_graph *g = gmm_like();
+    char dir[] = "/tmp/lse-viz-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const mode_t old = umask(022);
+    const char *formats[] = {"svg", "dot"};
+    char path[256];
+    lse_error err;
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/g.%s", dir, formats[i]);
+        lse_assert_ok(lse_viz_render(g, NULL, formats[i], path, &err));
+        struct stat sb;
+        ck_assert_int_eq(stat(path, &sb), 0);
+        ck_assert_int_eq(sb.st_mode & 0777, 0644);
+        unlink(path);
+    }
+    umask(old);
+    rmdir(dir);
+    gsl_matrix *m = gsl_matrix_alloc(2, 3);
+    gsl_matrix_set_all(m, 0.5);
+    char *dot = NULL;
+    lse_assert_ok(lse_viz_matrix_to_dot(m, "a\nb", NULL, NULL, &dot, &err));
+    /* a constant matrix: every cell the lowest colour; 6 fixed-size cells
+     * plus 11 legend swatches; the newline of the title is a line break */
+    size_t fixed = 0;
+    for (const char *p = dot; (p = strstr(p, "FIXEDSIZE")) != NULL; p++)
+        fixed++;
+    ck_assert_uint_eq(fixed, 3 + 6 + 11); /* column indices, cells, legend */
+    ck_assert_ptr_nonnull(strstr(dot, "a<BR/>b"));
+    free(dot);
+    gsl_matrix_free(m);
+    lse_graph_free(g);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("viz");
@@ -154,6 +195,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_dot_reads_back);
     tcase_add_test(tc, test_expanded_and_render);
     tcase_add_test(tc, test_heatmap);
+    tcase_add_test(tc, test_file_mode_and_heatmap_cells);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -67,6 +67,53 @@ LSE_API lse_status lse_viz_matrix_to_dot(const gsl_matrix *m,
                                          const char *col_label, char **out,
                                          lse_error *err);
 
+/**
+ * @brief Build an lse_graph from a model spec: a DOT graph read with
+ * libcgraph (the format lse_viz_to_dot writes; docs/energyviz.md has the
+ * full grammar).
+ *
+ * Nodes without `kind=factor` are variables: `rows` and `dim` (positive
+ * integers, required), `observed` (true/false: a clamped node), `kind`
+ * variable (default) or param. A factor node (`kind=factor`) is an energy
+ * term named after the node (or its `name` attribute):
+ * - `term=lse` (the default): `sim` (a built-in name, lse_sim_find), the
+ *   hyper-parameters as `config="lambda=0.2, rho=0.5"` (the similarity's
+ *   describe() text) and/or one attribute per key (DAR's feedback beta is
+ *   `dar_beta`, since `beta` is the term's), `beta`, `mask` (a number, or
+ *   causal, no_self, causal|no_self), `reduce` (rows or chain), `enabled`;
+ * - `term=custom` with `custom=quadratic|layernorm` and its config
+ *   (`scale`, `eps`) the same way.
+ * Edges join a variable and a factor (either direction) and carry `role`:
+ * child, parent, context, param (with `slot`: one of the similarity's
+ * param_names, chain_init or chain_trans) or view (custom factors, with
+ * `index` 0, 1, ...); optional `first` / `count` select rows.
+ *
+ * Node values start deterministic and finite: zero, except Cholesky
+ * parameters of gaussian/lingauss terms (identity factors) and DAAM gate
+ * widths (1), so the graph can be evaluated at once.
+ *
+ * @param path file to read, or the name used in messages when @p text is
+ *        given (NULL: "<memory>"). @param text DOT text, or NULL to read
+ *        @p path. Both borrowed.
+ * @param[out] out the graph, owned by the caller (lse_graph_free); NULL on
+ *        failure.
+ * @param err may be NULL; on failure "lse_viz_read_spec: FILE:LINE: facts"
+ *        with the line of the offending node or edge statement.
+ * @return LSE_OK; LSE_EFAULT (NULL @p out, or both @p path and @p text
+ *  NULL); LSE_EIO (unreadable file); LSE_EPARSE (DOT syntax error, missing
+ *  or malformed attribute, unknown role, kind or config key, more than one
+ *  graph, an expanded or matrix picture); LSE_ENOTFOUND (unknown
+ *  similarity or custom type); LSE_ENOTSUP (the pairwise similarity needs C
+ *  functions); LSE_EINVAL (a factor without child or parent, duplicated
+ *  role or slot, an edge that does not join a variable and a factor);
+ *  LSE_ERANGE (rows outside a node); the status of lse_graph_add_lse /
+ *  lse_graph_add_custom for what the graph refuses (LSE_EDIM with the
+ *  similarity's check message for mismatched dimensions, LSE_EDOM, ...);
+ *  LSE_ENOMEM.
+ */
+LSE_API lse_status lse_viz_read_spec(const char *path, const char *text,
+                                     lse_graph **out, lse_error *err);
+
 #ifdef __cplusplus
 }
 #endif

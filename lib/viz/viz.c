@@ -1,8 +1,10 @@
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <graphviz/cgraph.h>
@@ -43,15 +45,18 @@ static const char *gv_error(void)
 
 lse_viz_opts lse_viz_opts_default(void)
 {
-    lse_viz_opts o = {.expand = 0, .max_rows = 40, .min_weight = 0.01,
-                      .layout = "dot", .title = NULL};
+    lse_viz_opts o = {.expand = 0,
+                      .max_rows = 40,
+                      .min_weight = 0.01,
+                      .layout = "dot",
+                      .title = NULL};
     return o;
 }
 
 static int known_layout(const char *l)
 {
-    static const char *const ok[] = {"dot", "neato", "fdp", "circo", "twopi",
-                                     "sfdp"};
+    static const char *const ok[] = {"dot",   "neato", "fdp",
+                                     "circo", "twopi", "sfdp"};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
         if (strcmp(l, ok[i]) == 0)
             return 1;
@@ -75,23 +80,64 @@ static void setf(void *obj, const char *name, const char *fmt, ...)
     set(obj, name, buf);
 }
 
-/* Does some plate (row count) hold an observed node? */
+static int plated(lse_graph *g, const lse_node *n);
+
+/* Does the plate of @p rows hold observed data (a clamped variable that
+ * is not a parameter)? Then it is labelled "N = rows", else "K = rows". */
 static int plate_observed(lse_graph *g, size_t rows)
 {
     for (size_t i = 0; i < lse_graph_n_nodes(g); i++) {
         const lse_node *n = lse_graph_node(g, i);
-        if (lse_node_rows(n) == rows && lse_node_is_clamped(n))
+        if (lse_node_rows(n) == rows && lse_node_is_clamped(n) &&
+            !lse_node_is_param(n) && plated(g, n))
+            return 1;
+    }
+    return 0;
+}
+
+/* Does @p n belong in a plate? Every variable with more than one row
+ * does; a parameter only when it is a term's parent or its rows index the
+ * parents of a term it serves (log-weights, covariance factors, dynamics
+ * and gate widths of the gaussian, lingauss and daam similarities, the
+ * chain's transition logits: one row per component), not when they are
+ * the rows of a weight matrix (bilinear, nonlinear). */
+static int plated(lse_graph *g, const lse_node *n)
+{
+    const size_t rows = lse_node_rows(n);
+    if (rows <= 1)
+        return 0;
+    if (!lse_node_is_param(n))
+        return 1;
+    for (size_t m = 0; m < lse_graph_n_terms(g); m++) {
+        const lse_term *t = lse_graph_term(g, m);
+        const lse_view p = lse_term_parent(t);
+        if (p.node == NULL)
+            continue;
+        if (p.node == n)
+            return 1;
+        /* per-component parameters: those of the built-in similarities
+         * whose parameters have one row per parent, and the chain's
+         * transition logits */
+        const char *sim = lse_term_sim(t)->name;
+        const int per_parent = strcmp(sim, "gaussian") == 0 ||
+                               strcmp(sim, "lingauss") == 0 ||
+                               strcmp(sim, "daam") == 0;
+        int serves = lse_term_chain_trans(t) == n;
+        for (size_t k = 0; per_parent && k < lse_term_n_param(t); k++)
+            serves |= lse_term_param(t, k) == n;
+        if (serves && p.count == rows)
             return 1;
     }
     return 0;
 }
 
 static Agnode_t *variable(Agraph_t *G, Agraph_t **plates, size_t *plate_rows,
-                          size_t *n_plates, lse_graph *g, const lse_node *n)
+                          size_t *n_plates, lse_graph *g, const lse_node *n,
+                          size_t order)
 {
     const size_t rows = lse_node_rows(n);
     Agraph_t *where = G;
-    if (rows > 1) {
+    if (plated(g, n)) {
         size_t p = 0;
         while (p < *n_plates && plate_rows[p] != rows)
             p++;
@@ -99,20 +145,28 @@ static Agnode_t *variable(Agraph_t *G, Agraph_t **plates, size_t *plate_rows,
             char name[64];
             snprintf(name, sizeof name, "cluster_plate_%zu", rows);
             plates[p] = agsubg(G, name, 1);
+            if (plates[p] == NULL)
+                return NULL;
             plate_rows[p] = rows;
             (*n_plates)++;
             setf(plates[p], "label", "%s = %zu",
                  plate_observed(g, rows) ? "N" : "K", rows);
             set(plates[p], "style", "rounded");
             set(plates[p], "labeljust", "r");
+            /* with rankdir=BT, "b" puts the label at the top, where dot
+             * reserves room for it ("t" overlaps the nodes) */
+            set(plates[p], "labelloc", "b");
             set(plates[p], "kind", "plate");
             setf(plates[p], "rows", "%zu", rows);
         }
         where = plates[p];
     }
     Agnode_t *v = agnode(where, (char *)lse_node_name(n), 1);
+    if (v == NULL)
+        return NULL;
     const int param = lse_node_is_param(n), obs = lse_node_is_clamped(n);
     set(v, "kind", param ? "param" : "variable");
+    setf(v, "order", "%zu", order);
     setf(v, "rows", "%zu", rows);
     setf(v, "dim", "%zu", lse_node_dim(n));
     set(v, "observed", obs ? "true" : "false");
@@ -145,24 +199,49 @@ static Agedge_t *edge(Agraph_t *G, Agnode_t *t, Agnode_t *h, const char *role,
     return e;
 }
 
-static void factor_graph(Agraph_t *G, lse_graph *g)
+/* A factor node named after its term; when a variable has that name the
+ * node gets a free id "term:NAME" (or "term:NAME:2", ...) and keeps the
+ * term's name in the attribute "name", which lse_viz_read_spec reads. */
+static Agnode_t *factor_node(Agraph_t *G, const char *name)
+{
+    if (agnode(G, (char *)name, 0) == NULL)
+        return agnode(G, (char *)name, 1);
+    const size_t len = strlen(name) + 32;
+    char *id = malloc(len);
+    if (id == NULL)
+        return NULL;
+    snprintf(id, len, "term:%s", name);
+    for (unsigned k = 2; agnode(G, id, 0) != NULL; k++)
+        snprintf(id, len, "term:%s:%u", name, k);
+    Agnode_t *f = agnode(G, id, 1);
+    free(id);
+    if (f != NULL)
+        set(f, "name", name);
+    return f;
+}
+
+/* The factor view; 0 when out of memory. */
+static int factor_graph(Agraph_t *G, lse_graph *g)
 {
     const size_t nn = lse_graph_n_nodes(g);
     Agraph_t **plates = calloc(nn + 1, sizeof *plates);
     size_t *plate_rows = calloc(nn + 1, sizeof *plate_rows);
-    Agnode_t **vars = calloc(nn + 1, sizeof *vars);
     size_t n_plates = 0;
-    if (plates == NULL || plate_rows == NULL || vars == NULL)
-        goto done;
-    for (size_t i = 0; i < nn; i++)
-        vars[i] = variable(G, plates, plate_rows, &n_plates, g,
-                           lse_graph_node(g, i));
-    for (size_t m = 0; m < lse_graph_n_terms(g); m++) {
+    int ok = plates != NULL && plate_rows != NULL;
+    for (size_t i = 0; ok && i < nn; i++)
+        ok = variable(G, plates, plate_rows, &n_plates, g, lse_graph_node(g, i),
+                      i) != NULL;
+    for (size_t m = 0; ok && m < lse_graph_n_terms(g); m++) {
         const lse_term *t = lse_graph_term(g, m);
-        Agnode_t *f = agnode(G, (char *)lse_term_name(t), 1);
+        Agnode_t *f = factor_node(G, lse_term_name(t));
+        if (f == NULL) {
+            ok = 0;
+            break;
+        }
         char desc[256];
         lse_term_describe(t, desc, sizeof desc);
         set(f, "kind", "factor");
+        setf(f, "order", "%zu", nn + m);
         setf(f, "label", "%s\\n%s", lse_term_name(t), desc);
         set(f, "shape", "box");
         set(f, "style", lse_term_enabled(t) ? "filled" : "filled,dashed");
@@ -173,6 +252,12 @@ static void factor_graph(Agraph_t *G, lse_graph *g)
         if (lse_term_kind_of(t) == LSE_TERM_CUSTOM) {
             set(f, "term", "custom");
             set(f, "custom", lse_term_custom(t)->name);
+            const lse_custom_type *ct = lse_term_custom(t);
+            if (ct->describe != NULL && lse_term_config(t) != NULL) {
+                char cfg[256] = "";
+                ct->describe(lse_term_config(t), cfg, sizeof cfg);
+                set(f, "config", cfg);
+            }
             for (size_t i = 0; i < lse_term_n_views(t); i++) {
                 const lse_view v = lse_term_view(t, i);
                 Agnode_t *src = agnode(G, (char *)lse_node_name(v.node), 0);
@@ -193,7 +278,8 @@ static void factor_graph(Agraph_t *G, lse_graph *g)
         }
         setf(f, "beta", "%.17g", lse_term_beta(t));
         setf(f, "mask", "%u", lse_term_mask(t));
-        set(f, "reduce", lse_term_reduce(t) == LSE_REDUCE_CHAIN ? "chain" : "rows");
+        set(f, "reduce",
+            lse_term_reduce(t) == LSE_REDUCE_CHAIN ? "chain" : "rows");
         const lse_view c = lse_term_child(t), p = lse_term_parent(t),
                        x = lse_term_context(t);
         view_attrs(edge(G, agnode(G, (char *)lse_node_name(p.node), 0), f,
@@ -214,7 +300,8 @@ static void factor_graph(Agraph_t *G, lse_graph *g)
                                "param", "dotted");
             set(e, "slot", sim->param_names != NULL ? sim->param_names[k] : "");
         }
-        const lse_node *ci = lse_term_chain_init(t), *ct = lse_term_chain_trans(t);
+        const lse_node *ci = lse_term_chain_init(t),
+                       *ct = lse_term_chain_trans(t);
         if (ci != NULL)
             set(edge(G, agnode(G, (char *)lse_node_name(ci), 0), f, "param",
                      "dotted"),
@@ -224,18 +311,48 @@ static void factor_graph(Agraph_t *G, lse_graph *g)
                      "dotted"),
                 "slot", "chain_trans");
     }
-done:
     free(plates);
     free(plate_rows);
-    free(vars);
+    return ok;
 }
 
+/* Does node @p n take part in an enabled LSE term with a softmax? */
+static int in_softmax_term(lse_graph *g, const lse_node *n)
+{
+    for (size_t m = 0; m < lse_graph_n_terms(g); m++) {
+        const lse_term *t = lse_graph_term(g, m);
+        if (lse_term_softmax(t) != NULL && lse_term_enabled(t) &&
+            (lse_term_child(t).node == n || lse_term_parent(t).node == n))
+            return 1;
+    }
+    return 0;
+}
+
+static int is_parent(lse_graph *g, const lse_node *n)
+{
+    for (size_t m = 0; m < lse_graph_n_terms(g); m++)
+        if (lse_term_parent(lse_graph_term(g, m)).node == n)
+            return 1;
+    return 0;
+}
+
+/* Expanded view: one node per row (at most max_rows per variable) of
+ * every variable that is a child or parent of an LSE term, one edge per
+ * child-parent pair whose softmax weight reaches min_weight, drawn from
+ * the parent row to the child row with width and opacity following the
+ * weight; one colour per term. Rows of parameters that are neither (log
+ * weights, Cholesky factors) are left out. */
 static void expanded_graph(Agraph_t *G, lse_graph *g, const lse_viz_opts *o)
 {
+    static const char *const palette[] = {"#1f4e9c", "#c0392b", "#1e8449",
+                                          "#7d3c98", "#b9770e", "#117a65"};
     const size_t maxr = o->max_rows ? o->max_rows : 40;
     char name[300];
+    set(G, "rankdir", "TB");
     for (size_t i = 0; i < lse_graph_n_nodes(g); i++) {
         const lse_node *n = lse_graph_node(g, i);
+        if (!in_softmax_term(g, n))
+            continue;
         snprintf(name, sizeof name, "cluster_%s", lse_node_name(n));
         Agraph_t *c = agsubg(G, name, 1);
         const size_t rows = lse_node_rows(n);
@@ -245,6 +362,10 @@ static void expanded_graph(Agraph_t *G, lse_graph *g, const lse_viz_opts *o)
         else
             setf(c, "label", "%s", lse_node_name(n));
         set(c, "kind", "rows");
+        /* label on the side away from the weight edges: parents sit on
+         * top (their label above), children below (label underneath) */
+        set(c, "labelloc", is_parent(g, n) ? "t" : "b");
+        set(c, "fontsize", "10");
         set(c, "style", lse_node_is_clamped(n) ? "filled" : "rounded");
         if (lse_node_is_clamped(n))
             set(c, "fillcolor", "gray92");
@@ -255,15 +376,19 @@ static void expanded_graph(Agraph_t *G, lse_graph *g, const lse_viz_opts *o)
             set(v, "shape", lse_node_is_param(n) ? "box" : "circle");
             set(v, "fontsize", "8");
             set(v, "width", "0.3");
+            set(v, "height", "0.3");
+            set(v, "fixedsize", "true");
             set(v, "node", lse_node_name(n));
             setf(v, "row", "%zu", r);
         }
     }
+    size_t n_drawn = 0;
     for (size_t m = 0; m < lse_graph_n_terms(g); m++) {
         const lse_term *t = lse_graph_term(g, m);
         const gsl_matrix *A = lse_term_softmax(t);
         if (A == NULL || !lse_term_enabled(t))
             continue;
+        const char *hue = palette[n_drawn++ % 6];
         const lse_view c = lse_term_child(t), p = lse_term_parent(t);
         for (size_t i = 0; i < c.count; i++) {
             if (c.first + i >= maxr)
@@ -287,9 +412,11 @@ static void expanded_graph(Agraph_t *G, lse_graph *g, const lse_viz_opts *o)
                 set(e, "term", lse_term_name(t));
                 setf(e, "weight_value", "%.6g", w);
                 setf(e, "penwidth", "%.3f", 0.3 + 3.0 * w);
-                setf(e, "color", "#1f4e9c%02x",
+                setf(e, "color", "%s%02x", hue,
                      (unsigned)(40 + 215 * (w > 1 ? 1 : w)));
                 set(e, "arrowsize", "0.4");
+                if (a == b) /* a row attending to itself */
+                    set(e, "dir", "none");
             }
         }
     }
@@ -340,15 +467,26 @@ lse_status lse_viz_to_dot(lse_graph *g, const lse_viz_opts *opts, char **out,
     }
     if (o.expand)
         expanded_graph(G, g, &o);
-    else
-        factor_graph(G, g);
+    else if (!factor_graph(G, g)) {
+        agclose(G);
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    }
     const lse_status st = agraph_to_string(G, out, err, fn);
     agclose(G);
     return st;
 }
 
-static lse_status write_file(const char *path, const char *text,
-                             lse_error *err, const char *fn)
+/* mkstemp makes the temporary file 0600; give it the mode a new file
+ * gets (0666 minus the umask) before it is renamed over the target. */
+static void public_mode(const char *tmp)
+{
+    const mode_t mask = umask(0);
+    umask(mask);
+    chmod(tmp, 0666 & ~mask);
+}
+
+static lse_status write_file(const char *path, const char *text, lse_error *err,
+                             const char *fn)
 {
     const size_t n = strlen(path);
     char *tmp = malloc(n + 16);
@@ -357,7 +495,8 @@ static lse_status write_file(const char *path, const char *text,
     snprintf(tmp, n + 16, "%s.tmpXXXXXX", path);
     const int fd = mkstemp(tmp);
     if (fd < 0) {
-        lse_error_set(err, LSE_EIO, fn, "cannot write '%s'", path);
+        lse_error_set(err, LSE_EIO, fn, "cannot write '%s': %s", path,
+                      strerror(errno));
         free(tmp);
         return LSE_EIO;
     }
@@ -367,13 +506,29 @@ static lse_status write_file(const char *path, const char *text,
         ok = fclose(f) == 0 && ok;
     else
         close(fd);
+    if (ok)
+        public_mode(tmp);
     if (!ok || rename(tmp, path) != 0) {
+        const int e = errno;
         unlink(tmp);
         free(tmp);
-        return lse_error_set(err, LSE_EIO, fn, "cannot write '%s'", path);
+        return lse_error_set(err, LSE_EIO, fn, "cannot write '%s': %s", path,
+                             strerror(e));
     }
     free(tmp);
     return LSE_OK;
+}
+
+/* One Graphviz context for the process. Graphviz 2.43's pango plugin
+ * caches a pointer to the last font name, which gvFreeContext frees: a
+ * second context then reads freed memory (valgrind shows it). So the
+ * context is made once and kept; it is reachable until exit. */
+static GVC_t *shared_context(void)
+{
+    static GVC_t *gvc = NULL;
+    if (gvc == NULL)
+        gvc = gvContext();
+    return gvc;
 }
 
 lse_status lse_viz_render_dot(const char *dot, const char *layout,
@@ -386,18 +541,23 @@ lse_status lse_viz_render_dot(const char *dot, const char *layout,
     if (layout == NULL)
         layout = "dot";
     if (!known_layout(layout))
-        return lse_error_set(err, LSE_EINVAL, fn, "unknown layout '%s'", layout);
+        return lse_error_set(err, LSE_EINVAL, fn, "unknown layout '%s'",
+                             layout);
     if (strcmp(format, "dot") == 0)
         return write_file(path, dot, err, fn);
     if (strcmp(format, "svg") != 0 && strcmp(format, "png") != 0 &&
         strcmp(format, "pdf") != 0)
         return lse_error_set(err, LSE_EINVAL, fn,
-                             "unknown format '%s' (svg, png, pdf, dot)", format);
+                             "unknown format '%s' (svg, png, pdf, dot)",
+                             format);
     gv_quiet();
     Agraph_t *G = agmemread(dot);
+    /* cgraph keeps unread input (a second graph) for the next call */
+    for (Agraph_t *more; (more = agmemread("")) != NULL;)
+        agclose(more);
     if (G == NULL)
         return lse_error_set(err, LSE_EPARSE, fn, "Graphviz: %s", gv_error());
-    GVC_t *gvc = gvContext();
+    GVC_t *gvc = shared_context();
     lse_status st = LSE_OK;
     const size_t n = strlen(path);
     char *tmp = malloc(n + 16);
@@ -408,7 +568,8 @@ lse_status lse_viz_render_dot(const char *dot, const char *layout,
     snprintf(tmp, n + 16, "%s.tmpXXXXXX", path);
     const int fd = mkstemp(tmp);
     if (fd < 0) {
-        st = lse_error_set(err, LSE_EIO, fn, "cannot write '%s'", path);
+        st = lse_error_set(err, LSE_EIO, fn, "cannot write '%s': %s", path,
+                           strerror(errno));
         goto done;
     }
     close(fd);
@@ -420,6 +581,8 @@ lse_status lse_viz_render_dot(const char *dot, const char *layout,
     }
     const int rc = gvRenderFilename(gvc, G, format, tmp);
     gvFreeLayout(gvc, G);
+    if (rc == 0)
+        public_mode(tmp);
     if (rc != 0 || rename(tmp, path) != 0) {
         st = lse_error_set(err, LSE_EIO, fn, "cannot render %s to '%s': %s",
                            format, path, gv_error());
@@ -427,8 +590,6 @@ lse_status lse_viz_render_dot(const char *dot, const char *layout,
     }
 done:
     free(tmp);
-    if (gvc != NULL)
-        gvFreeContext(gvc);
     agclose(G);
     return st;
 }
@@ -509,11 +670,23 @@ static void escape(strbuf *b, const char *s)
 {
     for (; s != NULL && *s; s++) {
         switch (*s) {
-        case '<': sb_add(b, "&lt;"); break;
-        case '>': sb_add(b, "&gt;"); break;
-        case '&': sb_add(b, "&amp;"); break;
-        case '"': sb_add(b, "&quot;"); break;
-        default: sb_add(b, "%c", *s);
+        case '<':
+            sb_add(b, "&lt;");
+            break;
+        case '>':
+            sb_add(b, "&gt;");
+            break;
+        case '&':
+            sb_add(b, "&amp;");
+            break;
+        case '"':
+            sb_add(b, "&quot;");
+            break;
+        case '\n':
+            sb_add(b, "<BR/>");
+            break;
+        default:
+            sb_add(b, "%c", *s);
         }
     }
 }
@@ -545,48 +718,76 @@ lse_status lse_viz_matrix_to_dot(const gsl_matrix *m, const char *title,
         hi = 1;
     }
     const double span = hi > lo ? hi - lo : 1.0;
-    const unsigned cell = m->size2 > 60 ? 6 : 14;
+    const unsigned cell = m->size2 > 60 ? 6 : (m->size2 > 16 ? 14 : 20);
+    /* Three pieces, so that no text widens the matrix columns: the title
+     * is the graph label, the matrix a table of FIXEDSIZE square cells,
+     * the legend and the axis names a second node below it. */
     strbuf b = {0};
-    sb_add(&b, "digraph heatmap {\n  view=\"matrix\";\n  node [shape=plaintext];\n"
-               "  m [label=<<TABLE BORDER=\"0\" CELLBORDER=\"0\" CELLSPACING=\"1\">\n");
+    sb_add(&b, "digraph heatmap {\n  view=\"matrix\";\n  labelloc=t;\n"
+               "  ranksep=0.1;\n");
     if (title != NULL) {
-        sb_add(&b, "<TR><TD COLSPAN=\"%zu\"><B>", m->size2 + 1);
+        sb_add(&b, "  label=<<B>");
         escape(&b, title);
-        sb_add(&b, "</B></TD></TR>\n");
+        sb_add(&b, "</B>>;\n");
     }
-    if (col_label != NULL) {
-        sb_add(&b, "<TR><TD></TD><TD COLSPAN=\"%zu\">", m->size2);
-        escape(&b, col_label);
-        sb_add(&b, " &#8594;</TD></TR>\n");
+    sb_add(&b, "  node [shape=plaintext];\n"
+               "  m [label=<<TABLE BORDER=\"0\" CELLBORDER=\"0\" "
+               "CELLSPACING=\"1\" CELLPADDING=\"0\">\n");
+    if (m->size2 <= 60) { /* column indices */
+        sb_add(&b, "<TR><TD></TD>");
+        for (size_t j = 0; j < m->size2; j++)
+            sb_add(&b,
+                   "<TD WIDTH=\"%u\" FIXEDSIZE=\"TRUE\" HEIGHT=\"10\">"
+                   "<FONT POINT-SIZE=\"7\">%zu</FONT></TD>",
+                   cell, j);
+        sb_add(&b, "</TR>\n");
     }
     for (size_t i = 0; i < m->size1; i++) {
-        sb_add(&b, "<TR><TD ALIGN=\"RIGHT\"><FONT POINT-SIZE=\"8\">%zu</FONT></TD>", i);
+        sb_add(&b,
+               "<TR><TD ALIGN=\"RIGHT\"><FONT POINT-SIZE=\"7\">%zu "
+               "</FONT></TD>",
+               i);
         for (size_t j = 0; j < m->size2; j++) {
             const double v = gsl_matrix_get(m, i, j);
             char col[8] = "#bbbbbb"; /* masked / non-finite */
             if (isfinite(v))
                 colour((v - lo) / span, col);
-            sb_add(&b, "<TD BGCOLOR=\"%s\" WIDTH=\"%u\" HEIGHT=\"%u\" "
-                       "TITLE=\"%.4g\"></TD>", col, cell, cell, v);
+            sb_add(&b,
+                   "<TD BGCOLOR=\"%s\" WIDTH=\"%u\" HEIGHT=\"%u\" "
+                   "FIXEDSIZE=\"TRUE\" TITLE=\"%.4g\"></TD>",
+                   col, cell, cell, v);
         }
         sb_add(&b, "</TR>\n");
     }
-    /* legend */
-    sb_add(&b, "<TR><TD></TD><TD COLSPAN=\"%zu\"><TABLE BORDER=\"0\" "
-               "CELLSPACING=\"0\"><TR><TD><FONT POINT-SIZE=\"9\">%.4g</FONT></TD>",
-           m->size2, lo);
+    sb_add(&b, "</TABLE>>];\n");
+    /* legend: the colour scale from min to max, then the axes */
+    sb_add(&b,
+           "  legend [label=<<TABLE BORDER=\"0\" CELLSPACING=\"0\" "
+           "CELLPADDING=\"1\"><TR><TD><FONT POINT-SIZE=\"9\">%.4g "
+           "</FONT></TD>",
+           lo);
     for (int k = 0; k <= 10; k++) {
         char col[8];
         colour(k / 10.0, col);
-        sb_add(&b, "<TD BGCOLOR=\"%s\" WIDTH=\"12\" HEIGHT=\"8\"></TD>", col);
+        sb_add(&b,
+               "<TD BGCOLOR=\"%s\" WIDTH=\"12\" HEIGHT=\"8\" "
+               "FIXEDSIZE=\"TRUE\"></TD>",
+               col);
     }
-    sb_add(&b, "<TD><FONT POINT-SIZE=\"9\">%.4g</FONT></TD></TR></TABLE></TD></TR>\n", hi);
+    sb_add(&b, "<TD><FONT POINT-SIZE=\"9\"> %.4g</FONT></TD></TR>\n", hi);
+    sb_add(&b, "<TR><TD COLSPAN=\"13\"><FONT POINT-SIZE=\"9\">");
     if (row_label != NULL) {
-        sb_add(&b, "<TR><TD COLSPAN=\"%zu\"><FONT POINT-SIZE=\"9\">rows: ", m->size2 + 1);
+        sb_add(&b, "rows: ");
         escape(&b, row_label);
-        sb_add(&b, "; grey = masked</FONT></TD></TR>\n");
+        sb_add(&b, "<BR/>");
     }
-    sb_add(&b, "</TABLE>>];\n}\n");
+    if (col_label != NULL) {
+        sb_add(&b, "columns: ");
+        escape(&b, col_label);
+        sb_add(&b, "<BR/>");
+    }
+    sb_add(&b, "grey = masked</FONT></TD></TR></TABLE>>];\n"
+               "  m -> legend [style=invis];\n}\n");
     if (b.failed) {
         free(b.s);
         return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");

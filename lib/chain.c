@@ -147,10 +147,16 @@ lse_status lse_chain_eval(lse_term *t, int want_grad, double *energy)
         }
         /* posteriors and expected transitions */
         for (size_t i = s0; i < s1; i++) {
+            double rs = 0.0;
+            for (size_t k = 0; k < K; k++) {
+                const double v = exp(gsl_matrix_get(c->alpha, i, k) +
+                                     gsl_matrix_get(c->beta, i, k) - ll);
+                gsl_matrix_set(t->a, i, k, v);
+                rs += v;
+            }
+            /* equal to 1 up to round-off: make it exact */
             for (size_t k = 0; k < K; k++)
-                gsl_matrix_set(t->a, i, k,
-                               exp(gsl_matrix_get(c->alpha, i, k) +
-                                   gsl_matrix_get(c->beta, i, k) - ll));
+                *gsl_matrix_ptr(t->a, i, k) /= rs;
             if (i == s0)
                 continue;
             for (size_t j = 0; j < K; j++) {

@@ -1,3 +1,4 @@
+#define _XOPEN_SOURCE 700 /* realpath */
 /* Files and CSV tables: reading whole files, atomic writes, CSV text to a
  * table of strings (parsed by libcsv), tables to matrices and matrices to
  * CSV text. The dialect and every message are described in docs/io.md. */
@@ -183,6 +184,20 @@ static lse_status write_stdout(const char *data, size_t len, lse_error *err)
     return LSE_OK;
 }
 
+static lse_status write_in_place(const char *path, const char *data,
+                                 size_t len, lse_error *err)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return lse_error_set(err, LSE_EIO, "lse_file_write_atomic",
+                             "cannot open '%s': %s", path, strerror(errno));
+    const int bad = len > 0 && fwrite(data, 1, len, f) != len;
+    if (fclose(f) != 0 || bad)
+        return lse_error_set(err, LSE_EIO, "lse_file_write_atomic",
+                             "cannot write '%s': %s", path, strerror(errno));
+    return LSE_OK;
+}
+
 lse_status lse_file_write_atomic(const char *path, const char *data, size_t len,
                                  lse_error *err)
 {
@@ -193,6 +208,23 @@ lse_status lse_file_write_atomic(const char *path, const char *data, size_t len,
         return write_stdout(data, len, err);
     if (path[0] == '\0')
         return lse_error_set(err, LSE_EIO, __func__, "empty file name");
+    /* Atomic replacement only for regular files: renaming over a device
+     * (/dev/null) or a FIFO would replace the device itself, so those are
+     * written in place; through a symbolic link the file it points to is
+     * replaced, not the link. */
+    struct stat sb;
+    if (stat(path, &sb) == 0) {
+        if (S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ||
+            S_ISFIFO(sb.st_mode))
+            return write_in_place(path, data, len, err);
+        char *real = realpath(path, NULL);
+        if (real != NULL && strcmp(real, path) != 0) {
+            const lse_status st = lse_file_write_atomic(real, data, len, err);
+            free(real);
+            return st;
+        }
+        free(real);
+    }
 
     static const char tag[] = ".tmp.";
     const size_t plen = strlen(path);
@@ -212,8 +244,8 @@ lse_status lse_file_write_atomic(const char *path, const char *data, size_t len,
     }
     if (fd < 0) {
         errno_text(errno, why, sizeof why);
-        status = lse_error_set(err, LSE_EIO, __func__, "cannot create '%s': %s",
-                               tmp, why);
+        status = lse_error_set(err, LSE_EIO, __func__, "cannot write '%s': %s",
+                               path, why);
         free(tmp);
         return status;
     }

@@ -699,7 +699,7 @@ START_TEST(test_write_errors)
     path_of("no/such/dir/out.csv", path, sizeof path);
     lse_error err;
     lse_assert_status(lse_matrix_write_csv(path, m, NULL, 0, &err), LSE_EIO);
-    assert_msg_has(err, "cannot create");
+    assert_msg_has(err, "cannot write");
     assert_msg_has(err, "No such file");
     lse_assert_status(lse_matrix_write_csv(NULL, m, NULL, 0, &err), LSE_EFAULT);
 

@@ -476,49 +476,6 @@ lse_status lse_viz_to_dot(lse_graph *g, const lse_viz_opts *opts, char **out,
     return st;
 }
 
-/* mkstemp makes the temporary file 0600; give it the mode a new file
- * gets (0666 minus the umask) before it is renamed over the target. */
-static void public_mode(const char *tmp)
-{
-    const mode_t mask = umask(0);
-    umask(mask);
-    chmod(tmp, 0666 & ~mask);
-}
-
-static lse_status write_file(const char *path, const char *text, lse_error *err,
-                             const char *fn)
-{
-    const size_t n = strlen(path);
-    char *tmp = malloc(n + 16);
-    if (tmp == NULL)
-        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
-    snprintf(tmp, n + 16, "%s.tmpXXXXXX", path);
-    const int fd = mkstemp(tmp);
-    if (fd < 0) {
-        lse_error_set(err, LSE_EIO, fn, "cannot write '%s': %s", path,
-                      strerror(errno));
-        free(tmp);
-        return LSE_EIO;
-    }
-    FILE *f = fdopen(fd, "w");
-    int ok = f != NULL && fputs(text, f) >= 0;
-    if (f != NULL)
-        ok = fclose(f) == 0 && ok;
-    else
-        close(fd);
-    if (ok)
-        public_mode(tmp);
-    if (!ok || rename(tmp, path) != 0) {
-        const int e = errno;
-        unlink(tmp);
-        free(tmp);
-        return lse_error_set(err, LSE_EIO, fn, "cannot write '%s': %s", path,
-                             strerror(e));
-    }
-    free(tmp);
-    return LSE_OK;
-}
-
 /* One Graphviz context for the process. Graphviz 2.43's pango plugin
  * caches a pointer to the last font name, which gvFreeContext frees: a
  * second context then reads freed memory (valgrind shows it). So the
@@ -544,7 +501,7 @@ lse_status lse_viz_render_dot(const char *dot, const char *layout,
         return lse_error_set(err, LSE_EINVAL, fn, "unknown layout '%s'",
                              layout);
     if (strcmp(format, "dot") == 0)
-        return write_file(path, dot, err, fn);
+        return lse_file_write_atomic(path, dot, strlen(dot), err);
     if (strcmp(format, "svg") != 0 && strcmp(format, "png") != 0 &&
         strcmp(format, "pdf") != 0)
         return lse_error_set(err, LSE_EINVAL, fn,
@@ -559,37 +516,30 @@ lse_status lse_viz_render_dot(const char *dot, const char *layout,
         return lse_error_set(err, LSE_EPARSE, fn, "Graphviz: %s", gv_error());
     GVC_t *gvc = shared_context();
     lse_status st = LSE_OK;
-    const size_t n = strlen(path);
-    char *tmp = malloc(n + 16);
-    if (gvc == NULL || tmp == NULL) {
+    char *data = NULL;
+    unsigned int len = 0;
+    if (gvc == NULL) {
         st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
         goto done;
     }
-    snprintf(tmp, n + 16, "%s.tmpXXXXXX", path);
-    const int fd = mkstemp(tmp);
-    if (fd < 0) {
-        st = lse_error_set(err, LSE_EIO, fn, "cannot write '%s': %s", path,
-                           strerror(errno));
-        goto done;
-    }
-    close(fd);
     if (gvLayout(gvc, G, layout) != 0) {
         st = lse_error_set(err, LSE_EIO, fn, "layout '%s' failed: %s", layout,
                            gv_error());
-        unlink(tmp);
         goto done;
     }
-    const int rc = gvRenderFilename(gvc, G, format, tmp);
+    /* render into memory, then write completely or not at all (in place
+     * for devices such as /dev/null: lse_file_write_atomic decides) */
+    const int rc = gvRenderData(gvc, G, format, &data, &len);
     gvFreeLayout(gvc, G);
-    if (rc == 0)
-        public_mode(tmp);
-    if (rc != 0 || rename(tmp, path) != 0) {
-        st = lse_error_set(err, LSE_EIO, fn, "cannot render %s to '%s': %s",
-                           format, path, gv_error());
-        unlink(tmp);
+    if (rc != 0 || data == NULL) {
+        st = lse_error_set(err, LSE_EIO, fn, "cannot render %s: %s", format,
+                           gv_error());
+        goto done;
     }
+    st = lse_file_write_atomic(path, data, len, err);
 done:
-    free(tmp);
+    if (data != NULL)
+        gvFreeRenderData(data);
     agclose(G);
     return st;
 }

@@ -554,7 +554,7 @@ START_TEST(test_atomic_save)
     /* a directory that does not exist: nothing is created */
     path_of("missing/model.json", path, sizeof path);
     lse_assert_status(lse_json_save(doc, path, &err), LSE_EIO);
-    assert_msg_has(err, "missing/model.json.tmp.");
+    assert_msg_has(err, "cannot write");
     /* a directory in the way: the temporary file is removed */
     path_of("in_the_way", path, sizeof path);
     ck_assert_int_eq(mkdir(path, 0755), 0);

@@ -150,7 +150,7 @@ lse_status lse_sim_check_gradient(const lse_sim_type *type, const void *config,
     if (type->check != NULL) {
         st = type->check(&shape, config, msg, sizeof msg);
         if (st != LSE_OK) {
-            lse_error_set(err, st, fn, "%s: %s", type->name, msg);
+            lse_error_set(err, st, fn, "%s", msg);
             goto done;
         }
     }

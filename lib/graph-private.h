@@ -50,6 +50,7 @@ struct lse_term {
     lse_reduce reduce;
     lse_node *chain_init, *chain_trans;
     lse_chain *chain;
+    struct lse_term_par *par; /* chunks and per-thread scratch (term.c) */
 
     /* custom terms */
     const lse_custom_type *custom;

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph-private.h"
+#include "threads-private.h"
 
 /* Solvers: gradient descent with Armijo backtracking, and EM coordinate
  * ascent with closed-form M-steps (docs/solvers.md). */
@@ -25,6 +25,9 @@ const char *lse_solver_type_name(const lse_solver_type *type)
 typedef struct cf_term { /* an LSE term solved in closed form */
     lse_term *t;
     size_t offset, size; /* its statistics in the buffer */
+    double *acc;         /* (n_chunk, size) per-chunk statistics, summed in
+                            chunk order (lib/threads-private.h) */
+    size_t n_chunk;
     gsl_matrix *parent_scratch;  /* when the parent is not a free param */
     gsl_matrix **param_scratch;  /* idem per parameter */
     gsl_matrix **param_out;
@@ -101,6 +104,7 @@ static void free_scratch(lse_solver *s)
     for (size_t i = 0; i < s->n_cf; i++) {
         cf_term *c = &s->cf[i];
         gsl_matrix_free(c->parent_scratch);
+        free(c->acc);
         for (size_t k = 0; c->param_scratch && k < c->t->sim->n_param; k++)
             gsl_matrix_free(c->param_scratch[k]);
         free(c->param_scratch);
@@ -285,13 +289,21 @@ static lse_status setup_cf(lse_solver *s, size_t *n_stats)
         int any = free_param(s, t->parent.node);
         for (size_t k = 0; k < sim->n_param; k++)
             any = any || free_param(s, t->param[k]);
+        /* rows terms accumulate their statistics while the E-step
+         * evaluates them (streaming terms too); chain terms keep their
+         * posteriors and run a statistics pass */
         if (any && sim->stats != NULL && sim->solve != NULL &&
-            sim->stats_size != NULL && t->keep) {
+            sim->stats_size != NULL &&
+            (t->keep || t->reduce == LSE_REDUCE_ROWS)) {
             cf_term *c = &s->cf[s->n_cf++];
             c->t = t;
             c->offset = off;
             c->size = sim->stats_size(&t->shape, t->config);
             off += c->size;
+            c->n_chunk = lse_term_n_chunk(t);
+            c->acc = calloc(c->n_chunk * c->size + 1, sizeof *c->acc);
+            if (c->acc == NULL)
+                return LSE_ENOMEM;
             c->param_scratch = calloc(sim->n_param + 1, sizeof *c->param_scratch);
             c->param_out = calloc(sim->n_param + 1, sizeof *c->param_out);
             c->empty = calloc(t->parent.count, 1);
@@ -528,42 +540,41 @@ static lse_status gradient_steps(lse_solver *s, lse_node *const *nodes,
     return LSE_OK;
 }
 
+/* Sum the per-chunk statistics of c in chunk order into the buffer; chain
+ * terms first run their statistics pass over the kept posteriors (rows
+ * terms filled c->acc during the E-step evaluation). */
 static lse_status cf_stats(lse_solver *s, cf_term *c)
 {
     lse_term *t = c->t;
-    lse_sim_args a;
-    lse_status st = lse_term_sim_args(t, &a);
-    if (st != LSE_OK)
-        return st;
-    double *acc = s->buf + c->offset;
-    memset(acc, 0, c->size * sizeof *acc);
-    const size_t nc = t->child.count, np = t->parent.count;
-    for (size_t i0 = 0; i0 < nc; i0 += t->block) {
-        const size_t b = nc - i0 < t->block ? nc - i0 : t->block;
-        gsl_matrix_view cv = gsl_matrix_submatrix(&t->child_mv.matrix, i0, 0, b,
-                                                  t->child_mv.matrix.size2);
-        gsl_matrix_view xv;
-        a.child = &cv.matrix;
-        a.child_offset = i0;
-        if (t->context.node != NULL) {
-            xv = gsl_matrix_submatrix(&t->context_mv.matrix, i0, 0, b,
-                                      t->context_mv.matrix.size2);
-            a.context = &xv.matrix;
-        }
-        gsl_matrix_const_view rv = gsl_matrix_const_submatrix(t->a, i0, 0, b, np);
-        gsl_vector_view wv;
-        const gsl_vector *w = NULL;
-        if (t->row_weight != NULL) {
-            wv = gsl_vector_subvector(t->row_weight, i0, b);
-            w = &wv.vector;
-        }
-        st = t->sim->stats(&a, &rv.matrix, w, acc);
+    if (t->reduce == LSE_REDUCE_CHAIN) {
+        const lse_status st = lse_term_run(t, LSE_RUN_STATS, c->acc, c->size);
         if (st != LSE_OK)
-            return lse_graph_fail(s->g, st, "lse_solver_iterate",
-                                  "term '%s': %s statistics: %s", t->name,
-                                  t->sim->name, lse_strerror(st));
+            return st;
+    }
+    double *acc = s->buf + c->offset;
+    memcpy(acc, c->acc, c->size * sizeof *acc);
+    for (size_t k = 1; k < c->n_chunk; k++) {
+        const double *src = c->acc + k * c->size;
+        for (size_t i = 0; i < c->size; i++)
+            acc[i] += src[i];
     }
     return LSE_OK;
+}
+
+/* Energy of the E-step; rows terms solved in closed form also accumulate
+ * their M-step statistics in the same pass over the data. */
+static lse_status estep_energy(lse_solver *s, double *e)
+{
+    for (size_t i = 0; i < s->n_cf; i++) {
+        cf_term *c = &s->cf[i];
+        memset(c->acc, 0, c->n_chunk * c->size * sizeof *c->acc);
+        if (c->t->reduce == LSE_REDUCE_ROWS)
+            lse_term_set_stats_sink(c->t, c->acc, c->size);
+    }
+    const lse_status st = lse_graph_energy(s->g, e);
+    for (size_t i = 0; i < s->n_cf; i++)
+        lse_term_set_stats_sink(s->cf[i].t, NULL, 0);
+    return st;
 }
 
 static lse_status cf_solve(lse_solver *s, cf_term *c)
@@ -599,7 +610,7 @@ static lse_status cf_solve(lse_solver *s, cf_term *c)
                        &s->opts.mstep, &rep, msg, sizeof msg);
     if (st != LSE_OK)
         return lse_graph_fail(s->g, st, "lse_solver_iterate",
-                              "term '%s': %s M-step: %s", t->name, t->sim->name,
+                              "term '%s': M-step: %s", t->name,
                               msg[0] ? msg : lse_strerror(st));
     if (s->mstep_hook != NULL) {
         st = s->mstep_hook(s->g, t, &rep, s->mstep_user);
@@ -674,24 +685,24 @@ static lse_status iterate_em(lse_solver *s)
     static const char fn[] = "lse_solver_iterate";
     lse_graph *g = s->g;
     double e;
-    /* E-step: responsibilities at the current parameters */
-    lse_status st = lse_graph_energy(g, &e);
+    lse_status st = LSE_OK;
+    /* E-step: responsibilities at the current parameters; the last
+     * evaluation also accumulates the M-step statistics */
+    if (s->estep != NULL) {
+        st = lse_graph_energy(g, &e);
+        if (st == LSE_OK)
+            st = s->estep(g, s->estep_user);
+    } else if (s->n_state > 0) {
+        st = lse_graph_energy(g, &e);
+        double er = e;
+        if (st == LSE_OK)
+            st = gradient_steps(s, s->state, s->n_state, s->opts.estep_steps,
+                                &er);
+    }
+    if (st == LSE_OK)
+        st = estep_energy(s, &e);
     if (st != LSE_OK)
         return st;
-    if (s->estep != NULL) {
-        st = s->estep(g, s->estep_user);
-        if (st == LSE_OK)
-            st = lse_graph_energy(g, &e);
-        if (st != LSE_OK)
-            return st;
-    } else if (s->n_state > 0) {
-        double er = e;
-        st = gradient_steps(s, s->state, s->n_state, s->opts.estep_steps, &er);
-        if (st == LSE_OK)
-            st = lse_graph_energy(g, &e);
-        if (st != LSE_OK)
-            return st;
-    }
     /* M-step statistics, summed across processes with the energy */
     s->buf[0] = e;
     for (size_t i = 0; i < s->n_cf; i++) {

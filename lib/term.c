@@ -1,8 +1,14 @@
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph-private.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "kernels-private.h"
+#include "threads-private.h"
 
 /* LSE terms: E = -sum_c w_c (1/beta) log sum_{p allowed} exp(beta S_cp),
  * evaluated on blocks of child rows (the only code path: a dense term keeps
@@ -21,10 +27,13 @@ lse_term_spec lse_term_spec_default(void)
     return s;
 }
 
+static void par_free(lse_term *t);
+
 void lse_term_free(lse_term *t)
 {
     if (t == NULL)
         return;
+    par_free(t);
     if (t->work != NULL && t->sim != NULL && t->sim->work_free != NULL)
         t->sim->work_free(t->work);
     free(t->config_owned);
@@ -115,6 +124,8 @@ static int is_allowed(const lse_term *t, size_t i, size_t j)
         return 0;
     return 1;
 }
+
+static lse_status par_new(lse_term *t);
 
 lse_status lse_graph_add_lse(lse_graph *g, const char *name,
                              const lse_term_spec *spec, lse_term **out)
@@ -268,13 +279,13 @@ lse_status lse_graph_add_lse(lse_graph *g, const char *name,
         if (st != LSE_OK)
             goto fail;
     }
-    const size_t srows = t->keep ? nc : block;
-    t->s = gsl_matrix_alloc(srows, np);
-    t->a = gsl_matrix_alloc(srows, np);
-    t->g = gsl_matrix_alloc(block, np);
-    if (t->s == NULL || t->a == NULL || t->g == NULL) {
-        st = lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
-        goto fail;
+    if (t->keep) { /* streaming terms use per-thread blocks (par_new) */
+        t->s = gsl_matrix_alloc(nc, np);
+        t->a = gsl_matrix_alloc(nc, np);
+        if (t->s == NULL || t->a == NULL) {
+            st = lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
+            goto fail;
+        }
     }
     if (sim->work_new != NULL) {
         st = sim->work_new(&t->shape, t->config, &t->work);
@@ -283,6 +294,12 @@ lse_status lse_graph_add_lse(lse_graph *g, const char *name,
                            sim->name, lse_strerror(st));
             goto fail;
         }
+    }
+    st = par_new(t);
+    if (st != LSE_OK) {
+        lse_graph_fail(g, st, fn, "term '%s': %s workspace: %s", name,
+                       sim->name, lse_strerror(st));
+        goto fail;
     }
     if (t->reduce == LSE_REDUCE_CHAIN) {
         if (spec->chain_init == NULL || spec->chain_trans == NULL) {
@@ -338,6 +355,172 @@ fail:
     return st;
 }
 
+/* Chunks and threads ---------------------------------------------------- *
+ *
+ * The child rows are split into n_chunk chunks of whole blocks, fixed at
+ * creation from the shapes alone. Each chunk accumulates its energy and,
+ * when there is more than one chunk, its parent and parameter gradients in
+ * private buffers; the chunks are summed in chunk order after the parallel
+ * region, so the result does not depend on how many threads ran them or in
+ * which order. Child and context gradients are rows of their own chunk and
+ * go straight to the node. Scratch that does not hold results (similarity
+ * workspaces, block buffers) belongs to thread slots instead, so its size
+ * grows with the processors, not with the chunks. docs/performance.md. */
+
+/* At most this many chunks (enough for 16 threads). */
+#define MAX_CHUNKS 16
+/* Private gradient buffers of all chunks together stay below this. */
+#define CHUNK_BUDGET ((size_t)128 << 20)
+
+enum { FAIL_PREPARE, FAIL_EVAL, FAIL_CHECK, FAIL_STATS, FAIL_GRAD };
+
+typedef struct term_chunk {
+    size_t first, count;   /* child rows [first, first + count) */
+    gsl_matrix *gparent;   /* (n_parent, d_parent) private dE/dparent */
+    gsl_matrix **gparam;   /* n_param private dE/dparam (NULL entries) */
+    gsl_matrix **gout;     /* n_param pointers handed to the kernel */
+    double energy;
+    lse_status st; /* first failure in the chunk, and where */
+    int what;
+    size_t row, col;
+    double value;
+} term_chunk;
+
+typedef struct thread_slot {
+    void *work;      /* similarity workspace (slot 0: t->work) */
+    gsl_matrix *buf; /* (block, n_parent): dE/dS of a dense term; S, the
+                        softmax and dE/dS in place for a streaming term */
+    lse_status st;   /* prepare status */
+} thread_slot;
+
+typedef struct lse_term_par {
+    size_t n_chunk, n_slot;
+    term_chunk *chunk;
+    thread_slot *slot;
+    int private_grads; /* parent/param gradients go to chunk buffers */
+    int avx2;          /* vectorized softmax path */
+    double *sink;      /* statistics sink of lse_term_set_stats_sink */
+    size_t sink_stride;
+} lse_term_par;
+
+static int free_node(const lse_node *n)
+{
+    return n != NULL && !(n->flags & LSE_NODE_CLAMPED);
+}
+
+static void par_free(lse_term *t)
+{
+    lse_term_par *p = t->par;
+    if (p == NULL)
+        return;
+    for (size_t c = 0; p->chunk != NULL && c < p->n_chunk; c++) {
+        term_chunk *ch = &p->chunk[c];
+        gsl_matrix_free(ch->gparent);
+        for (size_t k = 0; ch->gparam != NULL && k < t->sim->n_param; k++)
+            gsl_matrix_free(ch->gparam[k]);
+        free(ch->gparam);
+        free(ch->gout);
+    }
+    for (size_t i = 0; p->slot != NULL && i < p->n_slot; i++) {
+        if (i > 0 && p->slot[i].work != NULL && t->sim->work_free != NULL)
+            t->sim->work_free(p->slot[i].work);
+        gsl_matrix_free(p->slot[i].buf);
+    }
+    free(p->chunk);
+    free(p->slot);
+    free(p);
+    t->par = NULL;
+}
+
+static lse_status par_new(lse_term *t)
+{
+    const size_t nc = t->child.count, np = t->parent.count;
+    const size_t n_block = (nc + t->block - 1) / t->block;
+    const size_t K = t->sim->n_param;
+    lse_term_par *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return LSE_ENOMEM;
+    t->par = p;
+    p->avx2 = lse_cpu_avx2();
+    /* doubles of private gradient per chunk */
+    size_t priv = 0;
+    if (free_node(t->parent.node))
+        priv += np * t->shape.d_parent;
+    for (size_t k = 0; k < K; k++)
+        if (free_node(t->param[k]))
+            priv += t->param_rows[k] * t->param_cols[k];
+    size_t n_chunk = n_block < MAX_CHUNKS ? n_block : MAX_CHUNKS;
+    if (n_chunk > 1 && priv > 0) {
+        const size_t cap = CHUNK_BUDGET / (priv * sizeof(double));
+        if (cap < n_chunk)
+            n_chunk = cap > 1 ? cap : 1;
+    }
+    if (n_chunk < 1)
+        n_chunk = 1;
+    const size_t procs = (size_t)lse_threads_procs();
+    p->n_chunk = n_chunk;
+    p->n_slot = procs < n_chunk ? procs : n_chunk;
+    p->private_grads = n_chunk > 1 && priv > 0;
+    p->chunk = calloc(n_chunk, sizeof *p->chunk);
+    p->slot = calloc(p->n_slot, sizeof *p->slot);
+    if (p->chunk == NULL || p->slot == NULL)
+        return LSE_ENOMEM;
+    for (size_t c = 0; c < n_chunk; c++) {
+        term_chunk *ch = &p->chunk[c];
+        const size_t b0 = c * n_block / n_chunk;
+        const size_t b1 = (c + 1) * n_block / n_chunk;
+        ch->first = b0 * t->block;
+        ch->count = (b1 * t->block < nc ? b1 * t->block : nc) - ch->first;
+        ch->gparam = calloc(K + 1, sizeof *ch->gparam);
+        ch->gout = calloc(K + 1, sizeof *ch->gout);
+        if (ch->gparam == NULL || ch->gout == NULL)
+            return LSE_ENOMEM;
+        if (!p->private_grads)
+            continue;
+        if (free_node(t->parent.node)) {
+            ch->gparent = gsl_matrix_alloc(np, t->shape.d_parent);
+            if (ch->gparent == NULL)
+                return LSE_ENOMEM;
+        }
+        for (size_t k = 0; k < K; k++) {
+            if (!free_node(t->param[k]))
+                continue;
+            ch->gparam[k] =
+                gsl_matrix_alloc(t->param_rows[k], t->param_cols[k]);
+            if (ch->gparam[k] == NULL)
+                return LSE_ENOMEM;
+        }
+    }
+    for (size_t i = 0; i < p->n_slot; i++) {
+        thread_slot *sl = &p->slot[i];
+        sl->buf = gsl_matrix_alloc(t->block, np);
+        if (sl->buf == NULL)
+            return LSE_ENOMEM;
+        if (i == 0) {
+            sl->work = t->work;
+        } else if (t->sim->work_new != NULL) {
+            const lse_status st =
+                t->sim->work_new(&t->shape, t->config, &sl->work);
+            if (st != LSE_OK)
+                return st;
+        }
+    }
+    return LSE_OK;
+}
+
+size_t lse_term_n_chunk(const lse_term *t)
+{
+    return t != NULL && t->par != NULL ? t->par->n_chunk : 1;
+}
+
+void lse_term_set_stats_sink(lse_term *t, double *acc, size_t stride)
+{
+    if (t == NULL || t->par == NULL)
+        return;
+    t->par->sink = acc;
+    t->par->sink_stride = stride;
+}
+
 /* Fill args for rows [i0, i0 + b) of the child view. */
 static void block_args(lse_term *t, size_t i0, size_t b, lse_sim_args *a,
                        gsl_matrix_view *cv, gsl_matrix_view *xv)
@@ -382,16 +565,15 @@ lse_status lse_term_sim_args(lse_term *t, lse_sim_args *args)
     return LSE_OK;
 }
 
-static int free_node(const lse_node *n)
+/* Gradient outputs of rows [i0, i0 + b): child and context rows of the
+ * node grads, parent and parameters in the chunk's private buffers or the
+ * node grads. */
+static void grad_outputs(const lse_term *t, term_chunk *ch,
+                         lse_sim_grads *out, gsl_matrix_view *cgv,
+                         gsl_matrix_view *pgv, gsl_matrix_view *xgv,
+                         size_t i0, size_t b)
 {
-    return n != NULL && !(n->flags & LSE_NODE_CLAMPED);
-}
-
-/* Gradient outputs: views of node grads (NULL for clamped nodes). */
-static void grad_outputs(lse_term *t, lse_sim_grads *out,
-                         gsl_matrix_view *cgv, gsl_matrix_view *pgv,
-                         gsl_matrix_view *xgv, size_t i0, size_t b)
-{
+    const int priv = t->par->private_grads;
     out->child = NULL;
     out->parent = NULL;
     out->context = NULL;
@@ -401,8 +583,12 @@ static void grad_outputs(lse_term *t, lse_sim_grads *out,
         out->child = &cgv->matrix;
     }
     if (free_node(t->parent.node)) {
-        *pgv = lse_view_grad(&t->parent);
-        out->parent = &pgv->matrix;
+        if (priv) {
+            out->parent = ch->gparent;
+        } else {
+            *pgv = lse_view_grad(&t->parent);
+            out->parent = &pgv->matrix;
+        }
     }
     if (free_node(t->context.node)) {
         *xgv = gsl_matrix_submatrix(t->context.node->grad,
@@ -410,144 +596,429 @@ static void grad_outputs(lse_term *t, lse_sim_grads *out,
                                     t->context.node->grad->size2);
         out->context = &xgv->matrix;
     }
-    for (size_t k = 0; k < t->sim->n_param; k++)
-        t->param_grads[k] = free_node(t->param[k]) ? t->param[k]->grad : NULL;
-    out->param = t->param_grads;
-}
-
-static lse_status check_block(lse_term *t, const gsl_matrix *s, size_t i0)
-{
-    for (size_t r = 0; r < s->size1; r++) {
-        const double *row = gsl_matrix_const_ptr(s, r, 0);
-        for (size_t j = 0; j < s->size2; j++)
-            if (isnan(row[j]) || row[j] == INFINITY)
-                return lse_graph_fail(t->graph, LSE_ENONFINITE,
-                                      "lse_graph_energy",
-                                      "term '%s' (%s): similarity[%zu,%zu] = %g",
-                                      t->name, t->sim->name, i0 + r, j, row[j]);
+    for (size_t k = 0; k < t->sim->n_param; k++) {
+        ch->gout[k] = NULL;
+        if (free_node(t->param[k]))
+            ch->gout[k] = priv ? ch->gparam[k] : t->param[k]->grad;
     }
-    return LSE_OK;
+    out->param = ch->gout;
 }
 
-static lse_status eval_rows(lse_term *t, int want_grad, lse_sim_args *a)
+/* S (b, np) of rows from i0: masked pairs to -INFINITY. */
+static void apply_mask(const lse_term *t, gsl_matrix *s, size_t i0)
 {
-    const size_t nc = t->child.count, np = t->parent.count;
-    const lse_sim_type *sim = t->sim;
-    double energy = 0.0;
-    for (size_t i0 = 0; i0 < nc; i0 += t->block) {
-        const size_t b = nc - i0 < t->block ? nc - i0 : t->block;
-        gsl_matrix_view cv, xv;
-        block_args(t, i0, b, a, &cv, &xv);
-        const size_t srow = t->keep ? i0 : 0;
-        gsl_matrix_view sv = gsl_matrix_submatrix(t->s, srow, 0, b, np);
-        gsl_matrix_view av = gsl_matrix_submatrix(t->a, srow, 0, b, np);
-        lse_status st = sim->eval(a, &sv.matrix);
-        if (st != LSE_OK)
-            return lse_graph_fail(t->graph, st, "lse_graph_energy",
-                                  "term '%s': %s eval: %s", t->name, sim->name,
-                                  lse_strerror(st));
-        if (t->has_mask)
-            for (size_t r = 0; r < b; r++)
-                for (size_t j = 0; j < np; j++)
-                    if (!is_allowed(t, i0 + r, j))
-                        gsl_matrix_set(&sv.matrix, r, j, -INFINITY);
-        st = check_block(t, &sv.matrix, i0);
-        if (st != LSE_OK)
-            return st;
-        for (size_t r = 0; r < b; r++) {
-            double lse;
-            st = lse_softmax(gsl_matrix_const_ptr(&sv.matrix, r, 0), np, 1,
-                             t->beta, gsl_matrix_ptr(&av.matrix, r, 0), &lse);
-            if (st != LSE_OK)
-                return lse_graph_fail(t->graph, st, "lse_graph_energy",
-                                      "term '%s': softmax of row %zu: %s",
-                                      t->name, i0 + r, lse_strerror(st));
-            gsl_vector_set(t->row_lse, i0 + r, lse);
-            if (lse != -INFINITY) {
-                const double w =
-                    t->row_weight ? gsl_vector_get(t->row_weight, i0 + r) : 1.0;
-                energy -= w * lse;
+    const size_t b = s->size1, np = s->size2;
+    for (size_t r = 0; r < b; r++) {
+        double *row = gsl_matrix_ptr(s, r, 0);
+        const size_t pc = t->child.first + i0 + r; /* child position */
+        if (t->user_mask != NULL) {
+            const double *m = gsl_matrix_const_ptr(t->user_mask, i0 + r, 0);
+            for (size_t j = 0; j < np; j++)
+                if (m[j] == 0.0)
+                    row[j] = -INFINITY;
+        }
+        /* parent position pp = parent.first + j */
+        if (t->mask & LSE_MASK_CAUSAL) { /* pp > pc masked */
+            const size_t j0 = pc >= t->parent.first ? pc - t->parent.first + 1
+                                                    : 0;
+            for (size_t j = j0; j < np; j++)
+                row[j] = -INFINITY;
+        }
+        if ((t->mask & LSE_MASK_NO_SELF) && pc >= t->parent.first &&
+            pc - t->parent.first < np)
+            row[pc - t->parent.first] = -INFINITY;
+    }
+}
+
+/* Any NaN or +INFINITY among n doubles: -INFINITY (a masked pair) is
+ * legal. On the bit patterns, so that the loop vectorizes: exponent all
+ * ones and not -INFINITY. */
+LSE_KERNEL int row_has_bad(const double *x, size_t n)
+{
+    uint64_t bad = 0;
+    for (size_t j = 0; j < n; j++) {
+        uint64_t b;
+        memcpy(&b, &x[j], sizeof b);
+        const uint64_t expo = b & UINT64_C(0x7FF0000000000000);
+        bad |= (expo == UINT64_C(0x7FF0000000000000)) &
+               (b != UINT64_C(0xFFF0000000000000));
+    }
+    return bad != 0;
+}
+
+static int block_has_bad_plain(const gsl_matrix *s)
+{
+    int bad = 0;
+    for (size_t r = 0; r < s->size1; r++)
+        bad |= row_has_bad(s->data + r * s->tda, s->size2);
+    return bad;
+}
+
+#if LSE_HAVE_AVX2_PATH
+LSE_TARGET_AVX2
+static int block_has_bad_avx2(const gsl_matrix *s)
+{
+    int bad = 0;
+    for (size_t r = 0; r < s->size1; r++)
+        bad |= row_has_bad(s->data + r * s->tda, s->size2);
+    return bad;
+}
+#endif
+
+/* First NaN or +INFINITY of S: 1 and its place, else 0. */
+static int find_bad(const lse_term *t, const gsl_matrix *s, size_t *row,
+                    size_t *col)
+{
+#if LSE_HAVE_AVX2_PATH
+    const int any = t->par->avx2 ? block_has_bad_avx2(s)
+                                 : block_has_bad_plain(s);
+#else
+    const int any = block_has_bad_plain(s);
+    (void)t;
+#endif
+    if (!any)
+        return 0;
+    for (size_t r = 0; r < s->size1; r++)
+        for (size_t j = 0; j < s->size2; j++) {
+            const double v = gsl_matrix_get(s, r, j);
+            if (isnan(v) || v == INFINITY) {
+                *row = r;
+                *col = j;
+                return 1;
             }
         }
-        if (!want_grad)
-            continue;
-        gsl_matrix_view gv = gsl_matrix_submatrix(t->g, 0, 0, b, np);
-        for (size_t r = 0; r < b; r++) {
-            const double w =
-                t->row_weight ? gsl_vector_get(t->row_weight, i0 + r) : 1.0;
-            const double *ar = gsl_matrix_const_ptr(&av.matrix, r, 0);
-            double *gr = gsl_matrix_ptr(&gv.matrix, r, 0);
-            for (size_t j = 0; j < np; j++)
-                gr[j] = -w * ar[j];
-        }
-        lse_sim_grads out;
-        gsl_matrix_view cgv, pgv, xgv;
-        grad_outputs(t, &out, &cgv, &pgv, &xgv, i0, b);
-        st = sim->grad(a, &gv.matrix, &out);
-        if (st != LSE_OK)
-            return lse_graph_fail(t->graph, st, "lse_graph_gradient",
-                                  "term '%s': %s grad: %s", t->name, sim->name,
-                                  lse_strerror(st));
-    }
-    t->energy = energy;
-    return LSE_OK;
+    return 0;
 }
 
-static lse_status eval_chain(lse_term *t, int want_grad, lse_sim_args *a)
+/* Softmax of row s (n entries, no NaN or +INFINITY) into a (may alias s);
+ * returns (1/beta) log sum_j exp(beta s_j). A row of -INFINITY (fully
+ * masked) gives a = 0 and -INFINITY. One exp per entry and no temporary:
+ * a holds the exponentials, then their normalized values. fast selects
+ * lse_exp_nonpos (vectorized) over libm's exp. */
+LSE_KERNEL double row_softmax(const double *s, double *a, size_t n,
+                                 double beta, int fast)
 {
-    const size_t nc = t->child.count, np = t->parent.count;
-    const lse_sim_type *sim = t->sim;
-    for (size_t i0 = 0; i0 < nc; i0 += t->block) {
-        const size_t b = nc - i0 < t->block ? nc - i0 : t->block;
-        gsl_matrix_view cv, xv;
-        block_args(t, i0, b, a, &cv, &xv);
-        gsl_matrix_view sv = gsl_matrix_submatrix(t->s, i0, 0, b, np);
-        lse_status st = sim->eval(a, &sv.matrix);
-        if (st == LSE_OK)
-            st = check_block(t, &sv.matrix, i0);
-        if (st != LSE_OK)
-            return st;
+    /* four running maxima: one chain of max would wait on its latency */
+    double m0 = -INFINITY, m1 = -INFINITY, m2 = -INFINITY, m3 = -INFINITY;
+    size_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        m0 = s[j] > m0 ? s[j] : m0;
+        m1 = s[j + 1] > m1 ? s[j + 1] : m1;
+        m2 = s[j + 2] > m2 ? s[j + 2] : m2;
+        m3 = s[j + 3] > m3 ? s[j + 3] : m3;
     }
-    double energy;
-    lse_status st = lse_chain_eval(t, want_grad, &energy);
-    if (st != LSE_OK)
-        return st;
-    t->energy = energy;
-    if (!want_grad)
-        return LSE_OK;
-    for (size_t i0 = 0; i0 < nc; i0 += t->block) {
-        const size_t b = nc - i0 < t->block ? nc - i0 : t->block;
-        gsl_matrix_view cv, xv;
+    for (; j < n; j++)
+        m0 = s[j] > m0 ? s[j] : m0;
+    m0 = m1 > m0 ? m1 : m0;
+    m2 = m3 > m2 ? m3 : m2;
+    const double m = m2 > m0 ? m2 : m0;
+    if (m == -INFINITY) {
+        for (size_t q = 0; q < n; q++)
+            a[q] = 0.0;
+        return -INFINITY;
+    }
+    if (fast) {
+        for (size_t q = 0; q < n; q++)
+            a[q] = lse_exp_nonpos(beta * (s[q] - m));
+    } else {
+        for (size_t q = 0; q < n; q++)
+            a[q] = exp(beta * (s[q] - m));
+    }
+    /* four partial sums in a fixed order */
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    j = 0;
+    for (; j + 4 <= n; j += 4) {
+        s0 += a[j];
+        s1 += a[j + 1];
+        s2 += a[j + 2];
+        s3 += a[j + 3];
+    }
+    for (; j < n; j++)
+        s0 += a[j];
+    const double sum = (s0 + s1) + (s2 + s3);
+    const double inv = 1.0 / sum;
+    for (size_t q = 0; q < n; q++)
+        a[q] *= inv;
+    return m + log(sum) / beta;
+}
+
+static void softmax_rows_plain(const gsl_matrix *s, gsl_matrix *a,
+                               double beta, double *lse)
+{
+    for (size_t r = 0; r < s->size1; r++)
+        lse[r] = row_softmax(s->data + r * s->tda, a->data + r * a->tda,
+                             s->size2, beta, 0);
+}
+
+#if LSE_HAVE_AVX2_PATH
+LSE_TARGET_AVX2
+static void softmax_rows_avx2(const gsl_matrix *s, gsl_matrix *a, double beta,
+                              double *lse)
+{
+    for (size_t r = 0; r < s->size1; r++)
+        lse[r] = row_softmax(s->data + r * s->tda, a->data + r * a->tda,
+                             s->size2, beta, 1);
+}
+#endif
+
+static void softmax_rows(const lse_term *t, const gsl_matrix *s,
+                         gsl_matrix *a, double *lse)
+{
+#if LSE_HAVE_AVX2_PATH
+    if (t->par->avx2) {
+        softmax_rows_avx2(s, a, t->beta, lse);
+        return;
+    }
+#endif
+    softmax_rows_plain(s, a, t->beta, lse);
+}
+
+static int chunk_fail(term_chunk *ch, lse_status st, int what)
+{
+    ch->st = st;
+    ch->what = what;
+    return 1;
+}
+
+/* The blocks of one chunk. acc: the chunk's statistics (STATS). */
+static void run_chunk(lse_term *t, term_chunk *ch, thread_slot *sl,
+                      lse_sim_args *a, unsigned flags, double *acc,
+                      size_t stride)
+{
+    const lse_sim_type *sim = t->sim;
+    const size_t np = t->parent.count;
+    const size_t end = ch->first + ch->count;
+    ch->st = LSE_OK;
+    ch->energy = 0.0;
+    if (sl->st != LSE_OK) {
+        chunk_fail(ch, sl->st, FAIL_PREPARE);
+        return;
+    }
+    if (acc != NULL)
+        memset(acc, 0, stride * sizeof *acc);
+    if ((flags & LSE_RUN_GRAD) && t->par->private_grads) {
+        if (ch->gparent != NULL)
+            gsl_matrix_set_zero(ch->gparent);
+        for (size_t k = 0; k < sim->n_param; k++)
+            if (ch->gparam[k] != NULL)
+                gsl_matrix_set_zero(ch->gparam[k]);
+    }
+    double energy = 0.0;
+    for (size_t i0 = ch->first; i0 < end; i0 += t->block) {
+        const size_t b = end - i0 < t->block ? end - i0 : t->block;
+        gsl_matrix_view cv, xv, sv, av;
         block_args(t, i0, b, a, &cv, &xv);
-        gsl_matrix_view av = gsl_matrix_submatrix(t->a, i0, 0, b, np);
-        gsl_matrix_view gv = gsl_matrix_submatrix(t->g, 0, 0, b, np);
-        gsl_matrix_memcpy(&gv.matrix, &av.matrix);
-        gsl_matrix_scale(&gv.matrix, -1.0);
-        lse_sim_grads out;
-        gsl_matrix_view cgv, pgv, xgv;
-        grad_outputs(t, &out, &cgv, &pgv, &xgv, i0, b);
-        st = sim->grad(a, &gv.matrix, &out);
-        if (st != LSE_OK)
-            return lse_graph_fail(t->graph, st, "lse_graph_gradient",
-                                  "term '%s': %s grad: %s", t->name, sim->name,
-                                  lse_strerror(st));
+        if (t->keep) {
+            sv = gsl_matrix_submatrix(t->s, i0, 0, b, np);
+            av = gsl_matrix_submatrix(t->a, i0, 0, b, np);
+        } else {
+            sv = gsl_matrix_submatrix(sl->buf, 0, 0, b, np);
+            av = sv;
+        }
+        if (flags & LSE_RUN_SCORE) {
+            lse_status st = sim->eval(a, &sv.matrix);
+            if (st != LSE_OK && chunk_fail(ch, st, FAIL_EVAL))
+                return;
+            if (t->has_mask)
+                apply_mask(t, &sv.matrix, i0);
+            size_t r, j;
+            if (find_bad(t, &sv.matrix, &r, &j)) {
+                chunk_fail(ch, LSE_ENONFINITE, FAIL_CHECK);
+                ch->row = i0 + r;
+                ch->col = j;
+                ch->value = gsl_matrix_get(&sv.matrix, r, j);
+                return;
+            }
+        }
+        if (flags & LSE_RUN_SOFTMAX) {
+            double *lse = gsl_vector_ptr(t->row_lse, i0);
+            softmax_rows(t, &sv.matrix, &av.matrix, lse);
+            const double *w =
+                t->row_weight != NULL ? gsl_vector_ptr(t->row_weight, i0)
+                                      : NULL;
+            for (size_t r = 0; r < b; r++)
+                if (lse[r] != -INFINITY)
+                    energy -= (w != NULL ? w[r] : 1.0) * lse[r];
+        }
+        if (flags & LSE_RUN_STATS) {
+            gsl_vector_view wv;
+            const gsl_vector *w = NULL;
+            if (t->row_weight != NULL) {
+                wv = gsl_vector_subvector(t->row_weight, i0, b);
+                w = &wv.vector;
+            }
+            const lse_status st = sim->stats(a, &av.matrix, w, acc);
+            if (st != LSE_OK && chunk_fail(ch, st, FAIL_STATS))
+                return;
+        }
+        if (flags & LSE_RUN_GRAD) {
+            /* G = dE/dS = -w A (in place for a streaming term) */
+            gsl_matrix_view gv =
+                t->keep ? gsl_matrix_submatrix(sl->buf, 0, 0, b, np) : av;
+            const double *w =
+                t->row_weight != NULL ? gsl_vector_ptr(t->row_weight, i0)
+                                      : NULL;
+            for (size_t r = 0; r < b; r++) {
+                const double wr = w != NULL ? -w[r] : -1.0;
+                const double *ar = gsl_matrix_const_ptr(&av.matrix, r, 0);
+                double *gr = gsl_matrix_ptr(&gv.matrix, r, 0);
+                for (size_t j = 0; j < np; j++)
+                    gr[j] = wr * ar[j];
+            }
+            lse_sim_grads out;
+            gsl_matrix_view cgv, pgv, xgv;
+            grad_outputs(t, ch, &out, &cgv, &pgv, &xgv, i0, b);
+            const lse_status st = sim->grad(a, &gv.matrix, &out);
+            if (st != LSE_OK && chunk_fail(ch, st, FAIL_GRAD))
+                return;
+        }
+    }
+    ch->energy = energy;
+}
+
+/* Can chunks write their child and context rows concurrently? Not when
+ * the context is another range of the child node (rows would be shared
+ * between neighbouring chunks). */
+static int rows_disjoint(const lse_term *t)
+{
+    return !(free_node(t->context.node) && t->context.node == t->child.node);
+}
+
+/* Everything a thread of run_chunks needs. */
+typedef struct run_ctx {
+    lse_term *t;
+    const lse_sim_args *base;
+    unsigned flags;
+    double *acc;
+    size_t stride;
+} run_ctx;
+
+/* One thread: prepare its slot's workspace, then take chunks. Called
+ * inside the parallel region (or alone without OpenMP). */
+static void run_thread(const run_ctx *x, int tid)
+{
+    /* tid < n_slot: the caller never starts more threads than slots */
+    lse_term *t = x->t;
+    lse_term_par *p = t->par;
+    thread_slot *sl = &p->slot[tid];
+    lse_sim_args a = *x->base;
+    a.work = sl->work;
+    sl->st = t->sim->prepare != NULL ? t->sim->prepare(&a) : LSE_OK;
+    const long n = (long)p->n_chunk;
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+    for (long c = 0; c < n; c++)
+        run_chunk(t, &p->chunk[c], sl, &a, x->flags,
+                  x->acc != NULL ? x->acc + (size_t)c * x->stride : NULL,
+                  x->stride);
+}
+
+static lse_status chunk_error(lse_term *t, const term_chunk *ch,
+                              unsigned flags)
+{
+    const char *fn = (flags & LSE_RUN_GRAD) ? "lse_graph_gradient"
+                                            : "lse_graph_energy";
+    switch (ch->what) {
+    case FAIL_PREPARE:
+        return lse_graph_fail(t->graph, ch->st, "lse_graph_energy",
+                              "term '%s': %s prepare: %s", t->name,
+                              t->sim->name, lse_strerror(ch->st));
+    case FAIL_EVAL:
+        return lse_graph_fail(t->graph, ch->st, "lse_graph_energy",
+                              "term '%s': %s eval: %s", t->name, t->sim->name,
+                              lse_strerror(ch->st));
+    case FAIL_CHECK:
+        return lse_graph_fail(t->graph, LSE_ENONFINITE, "lse_graph_energy",
+                              "term '%s' (%s): similarity[%zu,%zu] = %g",
+                              t->name, t->sim->name, ch->row, ch->col,
+                              ch->value);
+    case FAIL_STATS:
+        return lse_graph_fail(t->graph, ch->st, "lse_solver_iterate",
+                              "term '%s': %s statistics: %s", t->name,
+                              t->sim->name, lse_strerror(ch->st));
+    default:
+        return lse_graph_fail(t->graph, ch->st, fn, "term '%s': %s grad: %s",
+                              t->name, t->sim->name, lse_strerror(ch->st));
+    }
+}
+
+lse_status lse_term_run(lse_term *t, unsigned flags, double *acc,
+                        size_t stride)
+{
+    lse_term_par *p = t->par;
+    if ((flags & LSE_RUN_STATS) &&
+        (acc == NULL || t->sim->stats == NULL ||
+         (!(flags & LSE_RUN_SOFTMAX) && !t->keep)))
+        return LSE_EINTERNAL;
+    if (!(flags & LSE_RUN_SOFTMAX) && (flags & LSE_RUN_GRAD) && !t->keep)
+        return LSE_EINTERNAL;
+    lse_sim_args base;
+    whole_args(t, &base);
+    int nt = lse_threads_for(p->n_chunk);
+    if (nt > (int)p->n_slot)
+        nt = (int)p->n_slot;
+    if ((flags & LSE_RUN_GRAD) && !rows_disjoint(t))
+        nt = 1;
+    const run_ctx x = {t, &base, flags, acc, stride};
+    const int saved = lse_blas_serial_begin(nt);
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    run_thread(&x, omp_get_thread_num());
+#else
+    run_thread(&x, 0);
+#endif
+    lse_blas_serial_end(saved);
+    /* the first failing chunk, in chunk order */
+    for (size_t c = 0; c < p->n_chunk; c++)
+        if (p->chunk[c].st != LSE_OK)
+            return chunk_error(t, &p->chunk[c], flags);
+    if (flags & LSE_RUN_SOFTMAX) {
+        double energy = 0.0;
+        for (size_t c = 0; c < p->n_chunk; c++)
+            energy += p->chunk[c].energy;
+        t->energy = energy;
+    }
+    if ((flags & LSE_RUN_GRAD) && p->private_grads) {
+        gsl_matrix_view pg;
+        if (free_node(t->parent.node))
+            pg = lse_view_grad(&t->parent);
+        for (size_t c = 0; c < p->n_chunk; c++) {
+            const term_chunk *ch = &p->chunk[c];
+            if (ch->gparent != NULL)
+                gsl_matrix_add(&pg.matrix, ch->gparent);
+            for (size_t k = 0; k < t->sim->n_param; k++)
+                if (ch->gparam[k] != NULL)
+                    gsl_matrix_add(t->param[k]->grad, ch->gparam[k]);
+        }
     }
     return LSE_OK;
 }
 
 lse_status lse_term_eval(lse_term *t, int want_grad)
 {
-    lse_sim_args a;
-    whole_args(t, &a);
-    if (t->sim->prepare != NULL) {
-        const lse_status st = t->sim->prepare(&a);
-        if (st != LSE_OK)
-            return lse_graph_fail(t->graph, st, "lse_graph_energy",
-                                  "term '%s': %s prepare: %s", t->name,
-                                  t->sim->name, lse_strerror(st));
+    if (t->reduce != LSE_REDUCE_CHAIN) {
+        unsigned flags = LSE_RUN_SCORE | LSE_RUN_SOFTMAX;
+        double *acc = NULL;
+        if (want_grad)
+            flags |= LSE_RUN_GRAD;
+        else if (t->par->sink != NULL) {
+            flags |= LSE_RUN_STATS;
+            acc = t->par->sink;
+        }
+        return lse_term_run(t, flags, acc, t->par->sink_stride);
     }
-    return t->reduce == LSE_REDUCE_CHAIN ? eval_chain(t, want_grad, &a)
-                                         : eval_rows(t, want_grad, &a);
+    lse_status st = lse_term_run(t, LSE_RUN_SCORE, NULL, 0);
+    if (st != LSE_OK)
+        return st;
+    double energy;
+    st = lse_chain_eval(t, want_grad, &energy);
+    if (st != LSE_OK)
+        return st;
+    t->energy = energy;
+    if (!want_grad)
+        return LSE_OK;
+    return lse_term_run(t, LSE_RUN_GRAD, NULL, 0);
 }
 
 /* Access ---------------------------------------------------------------- */

@@ -764,6 +764,10 @@ lse_gmm_fit_opts lse_gmm_fit_opts_default(void)
     o.missing = LSE_GMM_MISSING_ERROR;
     o.progress = NULL;
     o.progress_user = NULL;
+    o.reduce = NULL;
+    o.reduce_user = NULL;
+    o.rank = 0;
+    o.n_ranks = 1;
     return o;
 }
 
@@ -775,7 +779,9 @@ typedef struct fit_ctx {
     size_t run, iteration;
     lse_gmm_event *events;
     size_t n_events, cap_events;
-    size_t *chosen; /* (K) rows used by one re-seeding pass */
+    size_t *chosen; /* (K) rows used by one re-seeding pass (missing data) */
+    double *chosen_rows;        /* (K, d) their values (complete data) */
+    lse_util_dist *dist;        /* processes sharing x, or NULL */
     lse_error *err;
     int hook_failed; /* the hook wrote err */
 } fit_ctx;
@@ -785,12 +791,11 @@ static double row_weight(const fit_ctx *c, size_t i)
     return c->w != NULL ? gsl_vector_get(c->w, i) : 1.0;
 }
 
-static int rows_equal(const gsl_matrix *x, size_t a, size_t b)
+static int row_equals(const gsl_matrix *x, size_t a, const double *v)
 {
     const double *xa = gsl_matrix_const_ptr(x, a, 0);
-    const double *xb = gsl_matrix_const_ptr(x, b, 0);
     for (size_t j = 0; j < x->size2; j++)
-        if (xa[j] != xb[j])
+        if (xa[j] != v[j])
             return 0;
     return 1;
 }
@@ -798,11 +803,19 @@ static int rows_equal(const gsl_matrix *x, size_t a, size_t b)
 /* The sample with the lowest log-likelihood (row_lse) among rows with a
  * positive weight that differ from every row chosen so far in this pass;
  * if there is none, the lowest among all rows with a positive weight.
- * Lowest index on ties. */
-static size_t lowest_row(const fit_ctx *c, const gsl_vector *rl,
-                         size_t n_chosen)
+ * Lowest index on ties. Over every process (c->dist): each proposes its
+ * own candidates, the lowest value wins (lowest global index on ties) and
+ * its owner sends the row. Out: row (1 + d + K) = [global index, x_i,
+ * resp_i] on every process. */
+static lse_status lowest_row(fit_ctx *c, const gsl_vector *rl,
+                             const gsl_matrix *resp, size_t n_chosen,
+                             double *row)
 {
-    const size_t n = c->x->size1;
+    static const char fn[] = "lse_gmm_fit";
+    const size_t n = c->x->size1, d = c->x->size2, K = resp->size2;
+    const size_t offset = c->dist != NULL ? c->dist->offset : 0;
+    const size_t n_ranks = c->dist != NULL ? c->dist->n_ranks : 1;
+    const size_t rank = c->dist != NULL ? c->dist->rank : 0;
     size_t best = n, any = n;
     for (size_t i = 0; i < n; i++) {
         if (!(row_weight(c, i) > 0.0))
@@ -812,11 +825,48 @@ static size_t lowest_row(const fit_ctx *c, const gsl_vector *rl,
             any = i;
         int used = 0;
         for (size_t t = 0; t < n_chosen && !used; t++)
-            used = rows_equal(c->x, i, c->chosen[t]);
+            used = row_equals(c->x, i, c->chosen_rows + t * d);
         if (!used && (best == n || v < gsl_vector_get(rl, best)))
             best = i;
     }
-    return best < n ? best : any;
+    const double mine[6] = {
+        best < n, best < n ? gsl_vector_get(rl, best) : 0.0,
+        (double)(offset + best), any < n,
+        any < n ? gsl_vector_get(rl, any) : 0.0, (double)(offset + any)};
+    double one[6];
+    double *all = c->dist != NULL ? c->dist->tmp : one;
+    lse_status st = lse_util_gather(c->dist, mine, 6, all, fn, c->err);
+    if (st != LSE_OK) {
+        c->hook_failed = 1;
+        return st;
+    }
+    /* a process with an unused candidate wins over every "any" */
+    size_t win = n_ranks;
+    int use_best = 0;
+    for (size_t r = 0; r < n_ranks; r++)
+        use_best |= all[6 * r] != 0.0;
+    const size_t f = use_best ? 0 : 3;
+    for (size_t r = 0; r < n_ranks; r++)
+        if (all[6 * r + f] != 0.0 &&
+            (win == n_ranks || all[6 * r + f + 1] < all[6 * win + f + 1]))
+            win = r;
+    if (win == n_ranks) {
+        c->hook_failed = 1;
+        return lse_util_fail(c->err, LSE_EINTERNAL, fn,
+                             "no sample with a positive weight to re-seed at");
+    }
+    if (rank == win) {
+        const size_t i = use_best ? best : any;
+        row[0] = (double)(offset + i);
+        for (size_t j = 0; j < d; j++)
+            row[1 + j] = gsl_matrix_get(c->x, i, j);
+        for (size_t k = 0; k < K; k++)
+            row[1 + d + k] = gsl_matrix_get(resp, i, k);
+    }
+    st = lse_util_bcast(c->dist, rank == win, row, 1 + d + K, fn, c->err);
+    if (st != LSE_OK)
+        c->hook_failed = 1;
+    return st;
 }
 
 static lse_status add_event(fit_ctx *c, size_t k, size_t sample)
@@ -859,19 +909,29 @@ static lse_status reseed(fit_ctx *c, lse_term *t, const unsigned char *empty)
     gsl_matrix *mu = lse_node_value(lse_term_parent(t).node);
     gsl_matrix *logw = lse_node_value(lse_term_param(t, 0));
     gsl_matrix *chol = lse_node_value(lse_term_param(t, 1));
-    const size_t K = mu->size1;
+    const size_t K = mu->size1, d = mu->size2;
+    double *row = malloc((1 + d + K) * sizeof *row);
+    if (row == NULL) {
+        c->hook_failed = 1;
+        return lse_util_fail(c->err, LSE_ENOMEM, "lse_gmm_fit",
+                             "out of memory");
+    }
     size_t n_chosen = 0;
+    lse_status st = LSE_OK;
     for (size_t k = 0; k < K; k++) {
         if (!empty[k])
             continue;
-        const size_t i = lowest_row(c, rl, n_chosen);
+        st = lowest_row(c, rl, resp, n_chosen, row);
+        if (st != LSE_OK)
+            break;
+        const size_t i = (size_t)row[0];
+        const double *ri = row + 1 + d;
         size_t owner = K;
         for (size_t o = 0; o < K; o++)
-            if (!empty[o] && (owner == K || gsl_matrix_get(resp, i, o) >
-                                                gsl_matrix_get(resp, i, owner)))
+            if (!empty[o] && (owner == K || ri[o] > ri[owner]))
                 owner = o;
-        gsl_vector_const_view xi = gsl_matrix_const_row(c->x, i);
-        gsl_matrix_set_row(mu, k, &xi.vector);
+        for (size_t j = 0; j < d; j++)
+            gsl_matrix_set(mu, k, j, row[1 + j]);
         if (owner < K) {
             if (c->cov != LSE_COV_TIED) {
                 gsl_vector_view src = gsl_matrix_row(chol, owner);
@@ -883,16 +943,18 @@ static lse_status reseed(fit_ctx *c, lse_term *t, const unsigned char *empty)
         } else { /* every component empty: keep chol, equal weight */
             gsl_matrix_set(logw, k, 0, 0.0);
         }
-        c->chosen[n_chosen++] = i;
+        memcpy(c->chosen_rows + n_chosen * d, row + 1, d * sizeof *row);
+        n_chosen++;
         lse_log(LSE_LOG_WARN,
                 "lse_gmm_fit: run %zu, iteration %zu: component %zu has no "
                 "responsibility; re-seeded at sample %zu",
                 c->run, c->iteration, k, i);
-        const lse_status st = add_event(c, k, i);
+        st = add_event(c, k, i);
         if (st != LSE_OK)
-            return st;
+            break;
     }
-    return LSE_OK;
+    free(row);
+    return st;
 }
 
 static lse_status mstep_hook(lse_graph *g, lse_term *t,
@@ -908,32 +970,49 @@ static lse_status mstep_hook(lse_graph *g, lse_term *t,
  * v = mean weighted variance of the data x (N, d) + reg_covar (1 if that is
  * not positive), equal weights (logw = 0). Its only use is to give the
  * re-seeding of components left empty by the initial M-step a
- * log-likelihood to rank samples by. */
-static void provisional(const gsl_matrix *x, const gsl_vector *w,
-                        lse_cov_type cov, double reg_covar, gsl_matrix *chol,
-                        gsl_matrix *logw)
+ * log-likelihood to rank samples by. The sums run over every process
+ * (c->dist). */
+static lse_status provisional(const fit_ctx *c, lse_cov_type cov,
+                              double reg_covar, gsl_matrix *chol,
+                              gsl_matrix *logw)
 {
+    static const char fn[] = "lse_gmm_fit";
+    const gsl_matrix *x = c->x;
     const size_t n = x->size1, d = x->size2;
-    double total = 0.0, var = 0.0;
+    /* buf: [total, sum w x_j (d)], then [sum w (x_j - mean_j)^2 (d)] */
+    double *buf = calloc(2 * d + 1, sizeof *buf);
+    if (buf == NULL)
+        return lse_util_fail(c->err, LSE_ENOMEM, fn, "out of memory");
     for (size_t i = 0; i < n; i++)
-        total += w != NULL ? gsl_vector_get(w, i) : 1.0;
-    for (size_t j = 0; j < d; j++) {
-        double mean = 0.0, s2 = 0.0;
+        buf[0] += row_weight(c, i);
+    for (size_t j = 0; j < d; j++)
         for (size_t i = 0; i < n; i++)
-            mean += (w != NULL ? gsl_vector_get(w, i) : 1.0) *
-                    gsl_matrix_get(x, i, j);
-        mean /= total;
+            buf[1 + j] += row_weight(c, i) * gsl_matrix_get(x, i, j);
+    lse_status st = lse_util_sum(c->dist, buf, d + 1, fn, c->err);
+    const double total = buf[0];
+    for (size_t j = 0; st == LSE_OK && j < d; j++) {
+        const double mean = buf[1 + j] / total;
+        double s2 = 0.0;
         for (size_t i = 0; i < n; i++) {
             const double t = gsl_matrix_get(x, i, j) - mean;
-            s2 += (w != NULL ? gsl_vector_get(w, i) : 1.0) * t * t;
+            s2 += row_weight(c, i) * t * t;
         }
-        var += s2 / total;
+        buf[1 + d + j] = s2;
     }
-    double v = var / (double)d + reg_covar;
-    if (!(v > 0.0) || !isfinite(v))
-        v = 1.0;
-    chol_scaled_identity(cov, d, sqrt(v), chol);
-    gsl_matrix_set_zero(logw);
+    if (st == LSE_OK)
+        st = lse_util_sum(c->dist, buf + 1 + d, d, fn, c->err);
+    if (st == LSE_OK) {
+        double var = 0.0;
+        for (size_t j = 0; j < d; j++)
+            var += buf[1 + d + j] / total;
+        double v = var / (double)d + reg_covar;
+        if (!(v > 0.0) || !isfinite(v))
+            v = 1.0;
+        chol_scaled_identity(cov, d, sqrt(v), chol);
+        gsl_matrix_set_zero(logw);
+    }
+    free(buf);
+    return st;
 }
 
 /* Scratch of an initialization. */
@@ -972,38 +1051,61 @@ static int init_work_alloc(init_work *iw, size_t n, size_t k,
 /* Starting point of a k-means++ or random initialization on the data x
  * (N, d) with weights w (c->x, c->w): means mu (K, d), the provisional
  * chol and logw, and the responsibilities iw->resp for the initial
- * M-step. */
+ * M-step. Over several processes (c->dist) every process draws the random
+ * numbers of the whole data set, so the start does not depend on the
+ * split. */
 static lse_status init_start(const fit_ctx *c, lse_cov_type cov,
                              const lse_gmm_fit_opts *o, init_work *iw,
                              gsl_matrix *mu, gsl_matrix *chol, gsl_matrix *logw)
 {
+    static const char fn[] = "lse_gmm_fit";
     const gsl_matrix *x = c->x;
-    const size_t n = x->size1, K = mu->size1;
-    provisional(x, c->w, cov, o->reg_covar, chol, logw);
+    const size_t n = x->size1, K = mu->size1, d = x->size2;
+    lse_status st = provisional(c, cov, o->reg_covar, chol, logw);
+    if (st != LSE_OK)
+        return st;
     gsl_matrix_set_zero(iw->resp);
     if (o->init == LSE_GMM_INIT_KMEANSPP) {
-        const lse_status st = lse_util_kmeanspp(x, c->w, iw->rng, mu, iw->d2);
+        st = lse_util_kmeanspp(x, c->w, iw->rng, mu, iw->d2, c->dist);
+        if (st == LSE_OK)
+            st = lse_util_lloyd(x, c->w, mu, o->lloyd_iter, iw->labels,
+                                iw->sums, NULL, c->dist);
         if (st != LSE_OK)
-            return lse_util_fail(c->err, st, "lse_gmm_fit",
-                                 "k-means++ seeding failed");
-        lse_util_lloyd(x, c->w, mu, o->lloyd_iter, iw->labels, iw->sums, NULL);
+            return lse_util_fail(c->err, st, fn, "k-means++ seeding failed%s",
+                                 st == LSE_EINVAL ? ""
+                                 : st == LSE_ENOMEM
+                                     ? ": out of memory"
+                                     : ": the reduction over processes "
+                                       "failed");
         for (size_t i = 0; i < n; i++)
             gsl_matrix_set(iw->resp, i, iw->labels[i], 1.0);
         return LSE_OK;
     }
     /* random: provisional means at the weighted data mean */
-    double total = 0.0;
-    gsl_vector_view m0 = gsl_matrix_row(mu, 0);
-    gsl_vector_set_zero(&m0.vector);
+    double *m0 = calloc(d + 1, sizeof *m0); /* [sum w x (d), total] */
+    if (m0 == NULL)
+        return lse_util_fail(c->err, LSE_ENOMEM, fn, "out of memory");
     for (size_t i = 0; i < n; i++) {
         const double wi = row_weight(c, i);
-        total += wi;
-        for (size_t j = 0; j < x->size2; j++)
-            *gsl_vector_ptr(&m0.vector, j) += wi * gsl_matrix_get(x, i, j);
+        m0[d] += wi;
+        for (size_t j = 0; j < d; j++)
+            m0[j] += wi * gsl_matrix_get(x, i, j);
     }
-    gsl_vector_scale(&m0.vector, 1.0 / total);
-    for (size_t k = 1; k < K; k++)
-        gsl_matrix_set_row(mu, k, &m0.vector);
+    st = lse_util_sum(c->dist, m0, d + 1, fn, c->err);
+    if (st == LSE_OK)
+        for (size_t k = 0; k < K; k++)
+            for (size_t j = 0; j < d; j++)
+                gsl_matrix_set(mu, k, j, m0[j] * (1.0 / m0[d]));
+    free(m0);
+    if (st != LSE_OK)
+        return st;
+    /* the draws of the rows before this share, then its own, then the
+     * rest: every process leaves the generator in the same state */
+    const size_t before = c->dist != NULL ? c->dist->offset : 0;
+    const size_t after =
+        c->dist != NULL ? c->dist->n_total - c->dist->offset - n : 0;
+    for (size_t i = 0; i < before * K; i++)
+        (void)gsl_rng_uniform(iw->rng);
     for (size_t i = 0; i < n; i++) {
         double s = 0.0;
         for (size_t k = 0; k < K; k++) {
@@ -1015,6 +1117,8 @@ static lse_status init_start(const fit_ctx *c, lse_cov_type cov,
             for (size_t k = 0; k < K; k++)
                 *gsl_matrix_ptr(iw->resp, i, k) /= s;
     }
+    for (size_t i = 0; i < after * K; i++)
+        (void)gsl_rng_uniform(iw->rng);
     return LSE_OK;
 }
 
@@ -1076,6 +1180,9 @@ static lse_status initial_mstep(fit_ctx *c, fit_work *fw, double reg_covar)
                                  "run %zu: initial M-step statistics: %s",
                                  c->run, lse_strerror(st));
     }
+    st = lse_util_sum(c->dist, fw->acc, fw->n_acc, fn, c->err);
+    if (st != LSE_OK)
+        return st;
     a.child = whole;
     a.child_offset = 0;
     lse_mstep_opts mo = lse_mstep_opts_default();
@@ -1120,9 +1227,9 @@ static lse_status initialize(fit_ctx *c, const lse_gmm *m,
     return initial_mstep(c, fw, o->reg_covar);
 }
 
-static lse_status check_fit_args(const lse_gmm *m, const gsl_matrix *x,
-                                 const lse_gmm_fit_opts *o, double *total,
-                                 int *has_nan, lse_error *err)
+/* The checks that need no other process: options and shapes. */
+static lse_status check_fit_opts(const lse_gmm *m, const gsl_matrix *x,
+                                 const lse_gmm_fit_opts *o, lse_error *err)
 {
     static const char fn[] = "lse_gmm_fit";
     if (m == NULL || x == NULL)
@@ -1131,9 +1238,6 @@ static lse_status check_fit_args(const lse_gmm *m, const gsl_matrix *x,
         return lse_util_fail(err, LSE_EDIM, fn,
                              "the data have %zu columns, the model d = %zu",
                              x->size2, m->d);
-    if (m->k > x->size1)
-        return lse_util_fail(err, LSE_EINVAL, fn, "k = %zu > %zu samples", m->k,
-                             x->size1);
     if (o->init != LSE_GMM_INIT_KMEANSPP && o->init != LSE_GMM_INIT_RANDOM &&
         o->init != LSE_GMM_INIT_GIVEN)
         return lse_util_fail(err, LSE_EINVAL, fn, "unknown init %d",
@@ -1151,28 +1255,54 @@ static lse_status check_fit_args(const lse_gmm *m, const gsl_matrix *x,
         o->missing != LSE_GMM_MISSING_MARGINALIZE)
         return lse_util_fail(err, LSE_EINVAL, fn, "unknown missing policy %d",
                              (int)o->missing);
+    return LSE_OK;
+}
+
+/* K <= N, finite data (NaN only when marginalized), sample weights; rows
+ * are numbered over every process (dist). */
+static lse_status check_fit_data(const lse_gmm *m, const gsl_matrix *x,
+                                 const lse_gmm_fit_opts *o,
+                                 lse_util_dist *dist, double *total,
+                                 int *has_nan, lse_error *err)
+{
+    static const char fn[] = "lse_gmm_fit";
+    const size_t n_total = dist->n_total, offset = dist->offset;
+    if (m->k > n_total)
+        return lse_util_fail(err, LSE_EINVAL, fn, "k = %zu > %zu samples", m->k,
+                             n_total);
     *has_nan = 0;
+    size_t nan_row = 0;
     for (size_t i = 0; i < x->size1; i++)
         for (size_t j = 0; j < x->size2; j++) {
             const double v = gsl_matrix_get(x, i, j);
+            if (isnan(v) && !*has_nan)
+                nan_row = i;
             if (isinf(v))
                 return lse_util_fail(err, LSE_ENONFINITE, fn,
-                                     "row %zu, column %zu is %g", i, j, v);
+                                     "row %zu, column %zu is %g", offset + i,
+                                     j, v);
             if (isnan(v) && o->missing == LSE_GMM_MISSING_ERROR)
                 return lse_util_fail(err, LSE_ENONFINITE, fn,
                                      "row %zu, column %zu is %g (a missing "
                                      "value; missing = "
                                      "LSE_GMM_MISSING_MARGINALIZE "
                                      "marginalizes it)",
-                                     i, j, v);
+                                     offset + i, j, v);
             *has_nan |= isnan(v) != 0;
         }
-    return lse_util_check_weights(o->sample_weight, x->size1, total, fn, err);
+    if (*has_nan && lse_util_dist_parallel(dist))
+        return lse_util_fail(err, LSE_ENOTSUP, fn,
+                             "row %zu has a missing value: marginalizing "
+                             "missing values is not supported with several "
+                             "processes",
+                             offset + nan_row);
+    return lse_util_check_weights(o->sample_weight, x->size1, dist, total, fn,
+                                  err);
 }
 
 static lse_status fit_work_new(const lse_gmm *m, const gsl_matrix *x,
-                               const lse_gmm_fit_opts *o, fit_work *fw,
-                               lse_error *err)
+                               const lse_gmm_fit_opts *o, double total,
+                               fit_work *fw, lse_error *err)
 {
     static const char fn[] = "lse_gmm_fit";
     const size_t n = x->size1, K = m->k;
@@ -1202,10 +1332,6 @@ static lse_status fit_work_new(const lse_gmm *m, const gsl_matrix *x,
         fw->best_mu == NULL || fw->best_logw == NULL || fw->best_chol == NULL ||
         fw->acc == NULL)
         return lse_util_fail(err, LSE_ENOMEM, fn, "out of memory");
-    double total = 0.0;
-    for (size_t i = 0; i < n; i++)
-        total += o->sample_weight != NULL ? gsl_vector_get(o->sample_weight, i)
-                                          : 1.0;
     lse_solver_opts so = lse_solver_opts_default();
     so.tol_energy = o->tol * total; /* tol on the per-sample average */
     so.mstep.reg_covar = o->reg_covar;
@@ -2212,24 +2338,36 @@ lse_status lse_gmm_fit(lse_gmm *m, const gsl_matrix *x,
         opts != NULL ? *opts : lse_gmm_fit_opts_default();
     double total = 0.0;
     int has_nan = 0;
-    lse_status st = check_fit_args(m, x, &o, &total, &has_nan, err);
+    lse_status st = check_fit_opts(m, x, &o, err);
     if (st != LSE_OK)
         return st;
-    if (has_nan)
-        return fit_missing(m, x, &o, err);
+    /* the shares of the processes (identity for one process) */
+    lse_util_dist dist;
+    st = lse_util_dist_init(&dist, o.reduce, o.reduce_user, o.rank, o.n_ranks,
+                            x->size1, fn, err);
+    if (st != LSE_OK)
+        return st;
+    st = check_fit_data(m, x, &o, &dist, &total, &has_nan, err);
+    if (st != LSE_OK || has_nan) {
+        lse_util_dist_free(&dist);
+        return st != LSE_OK ? st : fit_missing(m, x, &o, err);
+    }
     lse_gsl_quiet();
     fit_work fw;
     memset(&fw, 0, sizeof fw);
-    fit_ctx c = {.x = x, .w = o.sample_weight, .cov = m->cov, .err = err};
-    c.chosen = calloc(m->k, sizeof *c.chosen);
-    if (c.chosen == NULL) {
+    fit_ctx c = {
+        .x = x, .w = o.sample_weight, .cov = m->cov, .dist = &dist, .err = err};
+    c.chosen_rows = calloc(m->k * m->d, sizeof *c.chosen_rows);
+    if (c.chosen_rows == NULL) {
         st = lse_util_fail(err, LSE_ENOMEM, fn, "out of memory");
         goto done;
     }
-    st = fit_work_new(m, x, &o, &fw, err);
+    st = fit_work_new(m, x, &o, total, &fw, err);
     if (st != LSE_OK)
         goto done;
     lse_solver_set_mstep_hook(fw.solver, mstep_hook, &c);
+    if (lse_util_dist_parallel(&dist))
+        lse_solver_set_reduce(fw.solver, lse_util_dist_reduce, &dist);
 
     const size_t n_runs = o.init == LSE_GMM_INIT_GIVEN ? 1 : o.n_init;
     lse_gmm_fit_info best = empty_info();
@@ -2262,7 +2400,7 @@ lse_status lse_gmm_fit(lse_gmm *m, const gsl_matrix *x,
     covs_from_chol(m->cov, m->d, m->chol, m->covs);
     const double p = (double)lse_gmm_n_params(m);
     best.n_eff = total;
-    best.n_samples = x->size1;
+    best.n_samples = dist.n_total;
     best.loglik_per_sample = best.loglik / total;
     best.bic = -2.0 * best.loglik + p * log(total);
     best.aic = -2.0 * best.loglik + 2.0 * p;
@@ -2273,7 +2411,8 @@ lse_status lse_gmm_fit(lse_gmm *m, const gsl_matrix *x,
     c.events = NULL;
 done:
     free(c.events);
-    free(c.chosen);
+    free(c.chosen_rows);
     fit_work_free(&fw);
+    lse_util_dist_free(&dist);
     return st;
 }

@@ -12,6 +12,8 @@
 
 #include <lsegraph/lsegraph.h>
 
+#include "util.h"
+
 /*
  * Switching linear dynamics (seed 001 section 8) built through the public
  * graph API: one lse_sim_lingauss LSE term "dynamics" whose children are
@@ -760,10 +762,14 @@ static lse_status add_node(sgraph *sg, const char *name, size_t rows,
     return LSE_OK;
 }
 
-/* Build the graph of model m on series x (checked by the caller). */
+/* Build the graph of model m on series x (checked by the caller). With
+ * emission = 1 a Markov model gets a rows term without weights, whose
+ * similarity is the emission log-likelihood of every step and mode (the
+ * chain then runs on the whole series, see par_ctx); "init" and "trans"
+ * are still there, holding the chain's parameters. */
 static lse_status build_graph(const lse_slds *m, const gsl_matrix *x,
-                              const size_t *seq, int latent, sgraph *sg,
-                              const char *fn, lse_error *err)
+                              const size_t *seq, int latent, int emission,
+                              sgraph *sg, const char *fn, lse_error *err)
 {
     memset(sg, 0, sizeof *sg);
     lse_status st = layout_make(m, x->size1, seq, &sg->lay, fn, err);
@@ -842,7 +848,7 @@ static lse_status build_graph(const lse_slds *m, const gsl_matrix *x,
         spec.sim = lse_sim_lingauss;
         spec.config = &gcfg;
         spec.param = params;
-        if (m->markov) {
+        if (m->markov && !emission) {
             spec.reduce = LSE_REDUCE_CHAIN;
             spec.chain_init = sg->init;
             spec.chain_trans = sg->trans;
@@ -878,16 +884,58 @@ static lse_status graph_energy(sgraph *sg, double *e, const char *fn,
 }
 
 /* ------------------------------------------------------------------ */
+/* Several processes (docs/mpi.md)                                     */
+
+/*
+ * The processes sharing a fit. Each owns a contiguous block of the series
+ * (after its context rows) and so a contiguous range of the steps; dist
+ * counts steps. For a Markov model the chain runs on the whole series:
+ * the emission log-likelihoods of every process's steps are summed into
+ * the node "s" (N, K) of a chain graph that every process holds (a dot
+ * similarity against the identity "eye" gives S = s exactly), and every
+ * process runs the same forward-backward pass and chain M-step on it
+ * (csolver); the posteriors of its own steps give its lingauss
+ * statistics. With one process (reduce NULL) dist is the identity and
+ * markov = 0: the plain graph with its chain term is used.
+ */
+typedef struct par_ctx {
+    lse_util_dist dist;
+    int markov; /* Markov model over several processes */
+    int cont;   /* this process's first step continues the chain of the
+                   previous process's last step */
+    double *prev_last; /* (K) responsibilities of that last step */
+    double *all;       /* (n_ranks * K) gather scratch */
+    lse_graph *cg;     /* the chain graph (markov) */
+    lse_node *cs, *ceye, *cinit, *ctrans;
+    lse_term *ct;
+    lse_solver *csolver;
+    size_t *starts; /* global chain starts (markov) */
+    size_t n_starts;
+} par_ctx;
+
+static void par_free(par_ctx *pc)
+{
+    lse_solver_free(pc->csolver);
+    lse_graph_free(pc->cg);
+    free(pc->prev_last);
+    free(pc->all);
+    free(pc->starts);
+    lse_util_dist_free(&pc->dist);
+    memset(pc, 0, sizeof *pc);
+}
+
+/* ------------------------------------------------------------------ */
 /* Initialization                                                      */
 
 /* One closed-form M-step from given responsibilities resp (n, K): the
  * lingauss statistics and solve through the similarity's vtable, then (for
  * a Markov model) initial and transition probabilities from the
  * responsibilities of consecutive steps. */
-static lse_status mstep_from_resp(const lse_slds *m, sgraph *sg,
-                                  const gsl_matrix *resp,
-                                  const lse_mstep_opts *mo, const char *fn,
-                                  lse_error *err)
+static lse_status lingauss_mstep(const lse_slds *m, sgraph *sg,
+                                 const gsl_matrix *resp,
+                                 const lse_mstep_opts *mo, par_ctx *pc,
+                                 const char *what, const char *fn,
+                                 lse_error *err)
 {
     const lse_sim_type *sim = lse_term_sim(sg->dyn);
     const size_t K = m->K, n = sg->lay.n_steps;
@@ -928,6 +976,8 @@ static lse_status mstep_from_resp(const lse_slds *m, sgraph *sg,
         if (st != LSE_OK)
             st = fail(err, st, fn, "lingauss statistics: %s", lse_strerror(st));
     }
+    if (st == LSE_OK)
+        st = lse_util_sum(&pc->dist, acc, n_acc, fn, err);
     if (st == LSE_OK) {
         gsl_matrix *out[3] = {sg->logw ? lse_node_value(sg->logw) : NULL,
                               lse_node_value(sg->a), lse_node_value(sg->chol)};
@@ -936,41 +986,83 @@ static lse_status mstep_from_resp(const lse_slds *m, sgraph *sg,
         st = sim->solve(&args, acc, lse_node_value(sg->b), out, mo, &rep, msg,
                         sizeof msg);
         if (st != LSE_OK)
-            st = fail(err, st, fn, "initial M-step: %s",
+            st = fail(err, st, fn, "%s: %s", what,
                       msg[0] ? msg : lse_strerror(st));
     }
     free(acc);
+    return st;
+}
+
+static lse_status mstep_from_resp(const lse_slds *m, sgraph *sg,
+                                  const gsl_matrix *resp,
+                                  const lse_mstep_opts *mo, par_ctx *pc,
+                                  const char *fn, lse_error *err)
+{
+    const size_t K = m->K, n = sg->lay.n_steps;
+    lse_status st =
+        lingauss_mstep(m, sg, resp, mo, pc, "initial M-step", fn, err);
     if (st != LSE_OK || !m->markov)
         return st;
     /* p0 from the first step of each sequence, P from consecutive steps;
-     * one pseudo-count per entry keeps every probability > 0 */
-    gsl_matrix *init = lse_node_value(sg->init),
-               *trans = lse_node_value(sg->trans);
-    gsl_matrix_set_all(init, 1.0);
-    gsl_matrix_set_all(trans, 1.0);
-    for (size_t q = 0; q < sg->lay.n_seg; q++) {
-        const size_t s0 = sg->lay.starts[q], s1 = sg->lay.starts[q + 1];
+     * one pseudo-count per entry keeps every probability > 0. Over several
+     * processes the counts are summed (the pseudo-counts once), and a first
+     * step that continues the previous process's chain pairs with its
+     * last step instead of counting as a start. */
+    double *cnt = malloc((K + K * K) * sizeof *cnt);
+    if (cnt == NULL)
+        return fail(err, LSE_ENOMEM, fn, "out of memory");
+    for (size_t i = 0; i < K + K * K; i++)
+        cnt[i] = pc->dist.rank == 0 ? 1.0 : 0.0;
+    if (pc->markov) { /* the last responsibilities of every process */
+        gsl_vector_const_view last = gsl_matrix_const_row(resp, n - 1);
+        double *mine = pc->all + pc->dist.rank * K;
+        for (size_t r = 0; r < pc->dist.n_ranks * K; r++)
+            pc->all[r] = 0.0;
         for (size_t k = 0; k < K; k++)
-            *gsl_matrix_ptr(init, 0, k) += gsl_matrix_get(resp, s0, k);
+            mine[k] = gsl_vector_get(&last.vector, k);
+        st = lse_util_sum(&pc->dist, pc->all, pc->dist.n_ranks * K, fn, err);
+        if (st == LSE_OK && pc->cont)
+            memcpy(pc->prev_last, pc->all + (pc->dist.rank - 1) * K,
+                   K * sizeof *pc->prev_last);
+    }
+    for (size_t q = 0; st == LSE_OK && q < sg->lay.n_seg; q++) {
+        const size_t s0 = sg->lay.starts[q], s1 = sg->lay.starts[q + 1];
+        if (q == 0 && pc->cont) {
+            for (size_t j = 0; j < K; j++)
+                for (size_t k = 0; k < K; k++)
+                    cnt[K + j * K + k] +=
+                        pc->prev_last[j] * gsl_matrix_get(resp, s0, k);
+        } else {
+            for (size_t k = 0; k < K; k++)
+                cnt[k] += gsl_matrix_get(resp, s0, k);
+        }
         for (size_t i = s0 + 1; i < s1; i++)
             for (size_t j = 0; j < K; j++)
                 for (size_t k = 0; k < K; k++)
-                    *gsl_matrix_ptr(trans, j, k) +=
-                        gsl_matrix_get(resp, i - 1, j) *
-                        gsl_matrix_get(resp, i, k);
+                    cnt[K + j * K + k] += gsl_matrix_get(resp, i - 1, j) *
+                                          gsl_matrix_get(resp, i, k);
     }
+    if (st == LSE_OK)
+        st = lse_util_sum(&pc->dist, cnt, K + K * K, fn, err);
+    if (st != LSE_OK) {
+        free(cnt);
+        return st;
+    }
+    gsl_matrix *init = lse_node_value(sg->init),
+               *trans = lse_node_value(sg->trans);
     double s = 0.0;
     for (size_t k = 0; k < K; k++)
-        s += gsl_matrix_get(init, 0, k);
+        s += cnt[k];
     for (size_t k = 0; k < K; k++)
-        gsl_matrix_set(init, 0, k, log(gsl_matrix_get(init, 0, k) / s));
+        gsl_matrix_set(init, 0, k, log(cnt[k] / s));
     for (size_t j = 0; j < K; j++) {
         double r = 0.0;
         for (size_t k = 0; k < K; k++)
-            r += gsl_matrix_get(trans, j, k);
+            r += cnt[K + j * K + k];
         for (size_t k = 0; k < K; k++)
-            gsl_matrix_set(trans, j, k, log(gsl_matrix_get(trans, j, k) / r));
+            gsl_matrix_set(trans, j, k, log(cnt[K + j * K + k] / r));
     }
+    free(cnt);
     return LSE_OK;
 }
 
@@ -982,26 +1074,47 @@ static double sqdist(const double *a, const double *b, size_t d)
     return s;
 }
 
+/* Row gi (global step index) of r, drawn uniformly or by D^2, sent by
+ * its owner to every process: out (d). */
+static lse_status send_row(const gsl_matrix *r, size_t gi, par_ctx *pc,
+                           double *out, const char *fn, lse_error *err)
+{
+    const lse_util_dist *dd = &pc->dist;
+    const int owner = gi >= dd->offset && gi < dd->offset + dd->n_local;
+    if (owner)
+        for (size_t j = 0; j < r->size2; j++)
+            out[j] = gsl_matrix_get(r, gi - dd->offset, j);
+    return lse_util_bcast(&pc->dist, owner, out, r->size2, fn, err);
+}
+
 /* k-means++ seeding then Lloyd iterations on the rows of r (n, d); labels
- * (n). */
+ * (n). Over several processes r is this process's share of the steps: the
+ * draws are those of the whole set (the same generator state everywhere),
+ * the D^2 totals, counts, center sums and changes are summed. */
 static lse_status kmeans(const gsl_matrix *r, size_t K, gsl_rng *rng,
-                         size_t *labels)
+                         size_t *labels, par_ctx *pc, const char *fn,
+                         lse_error *err)
 {
     const size_t n = r->size1, d = r->size2;
+    const size_t N = pc->dist.n_total, P = pc->dist.n_ranks;
+    const size_t rank = pc->dist.rank;
     gsl_matrix *c = gsl_matrix_alloc(K, d);
     double *dist = malloc(n * sizeof *dist);
     double *cnt = malloc(K * sizeof *cnt);
-    if (c == NULL || dist == NULL || cnt == NULL) {
-        gsl_matrix_free(c);
-        free(dist);
-        free(cnt);
-        return LSE_ENOMEM;
+    double *acc = malloc(K * d * sizeof *acc);
+    double *row = malloc(d * sizeof *row);
+    double *tot = malloc(P * sizeof *tot);
+    lse_status st = LSE_OK;
+    if (c == NULL || dist == NULL || cnt == NULL || acc == NULL ||
+        row == NULL || tot == NULL) {
+        st = fail(err, LSE_ENOMEM, fn, "out of memory");
+        goto done;
     }
     /* seeding: first center uniform, then proportional to D^2 */
-    size_t pick = gsl_rng_uniform_int(rng, n);
-    for (size_t k = 0; k < K; k++) {
+    st = send_row(r, gsl_rng_uniform_int(rng, N), pc, row, fn, err);
+    for (size_t k = 0; st == LSE_OK && k < K; k++) {
         for (size_t j = 0; j < d; j++)
-            gsl_matrix_set(c, k, j, gsl_matrix_get(r, pick, j));
+            gsl_matrix_set(c, k, j, row[j]);
         double total = 0.0;
         for (size_t i = 0; i < n; i++) {
             const double dk = sqdist(gsl_matrix_const_ptr(r, i, 0),
@@ -1011,26 +1124,52 @@ static lse_status kmeans(const gsl_matrix *r, size_t K, gsl_rng *rng,
         }
         if (k + 1 == K)
             break;
+        st = lse_util_gather(&pc->dist, &total, 1, tot, fn, err);
+        if (st != LSE_OK)
+            break;
+        total = 0.0;
+        for (size_t q = 0; q < P; q++)
+            total += tot[q];
         if (!(total > 0.0)) {
-            pick = gsl_rng_uniform_int(rng, n);
+            st = send_row(r, gsl_rng_uniform_int(rng, N), pc, row, fn, err);
             continue;
         }
         const double u = gsl_rng_uniform(rng) * total;
-        double acc = 0.0;
-        pick = n - 1;
-        for (size_t i = 0; i < n; i++) {
-            acc += dist[i];
-            if (acc > u) {
-                pick = i;
-                break;
+        /* the process where the running sum first exceeds u, else the last
+         * step of all */
+        size_t owner = P;
+        double before = 0.0, cum = 0.0;
+        for (size_t q = 0; q < P && owner == P; q++) {
+            if (cum + tot[q] > u) {
+                owner = q;
+                before = cum;
             }
+            cum += tot[q];
         }
+        if (owner == P) { /* round-off: the last step of all */
+            st = send_row(r, N - 1, pc, row, fn, err);
+            continue;
+        }
+        if (owner == rank) {
+            double a = before;
+            size_t pick = n - 1;
+            for (size_t i = 0; i < n; i++) {
+                a += dist[i];
+                if (a > u) {
+                    pick = i;
+                    break;
+                }
+            }
+            for (size_t j = 0; j < d; j++)
+                row[j] = gsl_matrix_get(r, pick, j);
+        }
+        st = lse_util_bcast(&pc->dist, owner == rank, row, d, fn, err);
     }
     /* Lloyd */
     for (size_t i = 0; i < n; i++)
         labels[i] = K;
-    for (size_t it = 0; it < LLOYD_ITER; it++) {
-        int changed = 0;
+    for (size_t it = 0; st == LSE_OK && it < LLOYD_ITER; it++) {
+        double changed = 0.0;
         for (size_t i = 0; i < n; i++) {
             size_t best = 0;
             double bd = INFINITY;
@@ -1044,53 +1183,79 @@ static lse_status kmeans(const gsl_matrix *r, size_t K, gsl_rng *rng,
             }
             if (labels[i] != best) {
                 labels[i] = best;
-                changed = 1;
+                changed = 1.0;
             }
         }
-        if (!changed)
+        st = lse_util_sum(&pc->dist, &changed, 1, fn, err);
+        if (st != LSE_OK || !(changed > 0.0))
             break;
         for (size_t k = 0; k < K; k++)
             cnt[k] = 0.0;
         for (size_t i = 0; i < n; i++)
             cnt[labels[i]] += 1.0;
+        st = lse_util_sum(&pc->dist, cnt, K, fn, err);
+        if (st != LSE_OK)
+            break;
         /* new means; an empty cluster keeps its center */
-        for (size_t k = 0; k < K; k++)
-            if (cnt[k] > 0.0)
-                for (size_t j = 0; j < d; j++)
-                    gsl_matrix_set(c, k, j, 0.0);
+        for (size_t q = 0; q < K * d; q++)
+            acc[q] = 0.0;
         for (size_t i = 0; i < n; i++)
             for (size_t j = 0; j < d; j++)
-                *gsl_matrix_ptr(c, labels[i], j) +=
+                acc[labels[i] * d + j] +=
                     gsl_matrix_get(r, i, j) / cnt[labels[i]];
+        st = lse_util_sum(&pc->dist, acc, K * d, fn, err);
+        for (size_t k = 0; st == LSE_OK && k < K; k++)
+            if (cnt[k] > 0.0)
+                for (size_t j = 0; j < d; j++)
+                    gsl_matrix_set(c, k, j, acc[k * d + j]);
     }
+done:
     gsl_matrix_free(c);
     free(dist);
     free(cnt);
-    return LSE_OK;
+    free(acc);
+    free(row);
+    free(tot);
+    return st;
 }
 
-/* Scale column j of f to unit standard deviation (a constant column is
- * left alone). */
-static void standardize_column(gsl_matrix *f, size_t j)
+/* Scale every column of f (n, c) to unit standard deviation over the
+ * steps of every process (a constant column is left alone). */
+static lse_status standardize_columns(gsl_matrix *f, par_ctx *pc,
+                                      const char *fn, lse_error *err)
 {
-    const size_t n = f->size1;
-    double mean = 0.0, var = 0.0;
-    for (size_t i = 0; i < n; i++)
-        mean += gsl_matrix_get(f, i, j);
-    mean /= (double)n;
-    for (size_t i = 0; i < n; i++)
-        var += pow(gsl_matrix_get(f, i, j) - mean, 2);
-    const double sd = sqrt(var / (double)n);
-    if (!(sd > 0.0) || !isfinite(sd))
-        return;
-    for (size_t i = 0; i < n; i++)
-        gsl_matrix_set(f, i, j, (gsl_matrix_get(f, i, j) - mean) / sd);
+    const size_t n = f->size1, nc = f->size2;
+    const double N = (double)pc->dist.n_total;
+    double *buf = calloc(2 * nc, sizeof *buf); /* sums, then squares */
+    if (buf == NULL)
+        return fail(err, LSE_ENOMEM, fn, "out of memory");
+    for (size_t j = 0; j < nc; j++)
+        for (size_t i = 0; i < n; i++)
+            buf[j] += gsl_matrix_get(f, i, j);
+    lse_status st = lse_util_sum(&pc->dist, buf, nc, fn, err);
+    for (size_t j = 0; st == LSE_OK && j < nc; j++) {
+        buf[j] /= N;
+        for (size_t i = 0; i < n; i++)
+            buf[nc + j] += pow(gsl_matrix_get(f, i, j) - buf[j], 2);
+    }
+    if (st == LSE_OK)
+        st = lse_util_sum(&pc->dist, buf + nc, nc, fn, err);
+    for (size_t j = 0; st == LSE_OK && j < nc; j++) {
+        const double sd = sqrt(buf[nc + j] / N);
+        if (!(sd > 0.0) || !isfinite(sd))
+            continue;
+        for (size_t i = 0; i < n; i++)
+            gsl_matrix_set(f, i, j, (gsl_matrix_get(f, i, j) - buf[j]) / sd);
+    }
+    free(buf);
+    return st;
 }
 
 /* Initial parameters in the graph's nodes by opts->init. */
 static lse_status initialize(const lse_slds *m, sgraph *sg,
                              const lse_slds_opts *o, const lse_mstep_opts *mo,
-                             gsl_rng *rng, const char *fn, lse_error *err)
+                             gsl_rng *rng, par_ctx *pc, const char *fn,
+                             lse_error *err)
 {
     lse_status st = load_params(m, sg, fn, err);
     if (st != LSE_OK || o->init == LSE_SLDS_INIT_GIVEN)
@@ -1100,6 +1265,12 @@ static lse_status initialize(const lse_slds *m, sgraph *sg,
     if (resp == NULL)
         return fail(err, LSE_ENOMEM, fn, "out of memory");
     if (o->init == LSE_SLDS_INIT_RANDOM) {
+        /* the draws of the steps before this share, its own, the rest:
+         * the generator ends in the same state on every process */
+        const size_t before = pc->dist.offset,
+                     after = pc->dist.n_total - pc->dist.offset - n;
+        for (size_t i = 0; i < before * K; i++)
+            (void)gsl_rng_uniform_pos(rng);
         for (size_t i = 0; i < n; i++) {
             double s = 0.0;
             for (size_t k = 0; k < K; k++) {
@@ -1110,7 +1281,9 @@ static lse_status initialize(const lse_slds *m, sgraph *sg,
             for (size_t k = 0; k < K; k++)
                 gsl_matrix_set(resp, i, k, gsl_matrix_get(resp, i, k) / s);
         }
-        st = mstep_from_resp(m, sg, resp, mo, fn, err);
+        for (size_t i = 0; i < after * K; i++)
+            (void)gsl_rng_uniform_pos(rng);
+        st = mstep_from_resp(m, sg, resp, mo, pc, fn, err);
         gsl_matrix_free(resp);
         return st;
     }
@@ -1121,7 +1294,7 @@ static lse_status initialize(const lse_slds *m, sgraph *sg,
      * are not visited); for sticky modes an affine pooled fit can map every
      * visited fixed point onto itself, and the positions separate them. */
     gsl_matrix_set_all(resp, 1.0);
-    st = mstep_from_resp(m, sg, resp, mo, fn, err);
+    st = mstep_from_resp(m, sg, resp, mo, pc, fn, err);
     gsl_matrix *r = NULL;
     size_t *labels = NULL;
     if (st == LSE_OK) {
@@ -1155,19 +1328,19 @@ static lse_status initialize(const lse_slds *m, sgraph *sg,
                 for (size_t j = 0; j < d; j++)
                     *gsl_matrix_ptr(r, i, j) -=
                         gsl_matrix_get(lse_node_value(sg->b), 0, j);
-            for (size_t j = 0; st == LSE_OK && j < 2 * d; j++)
-                standardize_column(r, j);
+            if (st == LSE_OK)
+                st = standardize_columns(r, pc, fn, err);
         }
     }
-    if (st == LSE_OK && kmeans(r, K, rng, labels) != LSE_OK)
-        st = fail(err, LSE_ENOMEM, fn, "out of memory");
+    if (st == LSE_OK)
+        st = kmeans(r, K, rng, labels, pc, fn, err);
     if (st == LSE_OK) {
         for (size_t i = 0; i < n; i++)
             for (size_t k = 0; k < K; k++)
                 gsl_matrix_set(resp, i, k,
                                (labels[i] == k ? 1.0 - INIT_FLOOR : 0.0) +
                                    INIT_FLOOR / (double)K);
-        st = mstep_from_resp(m, sg, resp, mo, fn, err);
+        st = mstep_from_resp(m, sg, resp, mo, pc, fn, err);
     }
     gsl_matrix_free(r);
     free(labels);
@@ -1188,7 +1361,12 @@ lse_slds_opts lse_slds_opts_default(void)
                        .seed = 0,
                        .estep_steps = 5,
                        .progress = NULL,
-                       .user = NULL};
+                       .user = NULL,
+                       .reduce = NULL,
+                       .reduce_user = NULL,
+                       .rank = 0,
+                       .n_ranks = 1,
+                       .context_rows = 0};
     return o;
 }
 
@@ -1202,6 +1380,177 @@ static int on_iter(const lse_solver *s, void *user)
     const progress_ctx *c = user;
     return c->o->progress(c->run, lse_solver_n_iter(s), -lse_solver_energy(s),
                           -lse_solver_delta(s), c->o->user);
+}
+
+/* The processes of a fit (dist over the steps); for a Markov model over
+ * several processes also the chain graph on the whole series (par_ctx). */
+static lse_status par_init(par_ctx *pc, const lse_slds *m,
+                           const lse_slds_opts *o, const sgraph *sg,
+                           const char *fn, lse_error *err)
+{
+    memset(pc, 0, sizeof *pc);
+    const layout *lay = &sg->lay;
+    const size_t K = m->K;
+    lse_status st = lse_util_dist_init(&pc->dist, o->reduce, o->reduce_user,
+                                       o->rank, o->n_ranks, lay->n_steps, fn,
+                                       err);
+    if (st != LSE_OK || !lse_util_dist_parallel(&pc->dist) || !m->markov)
+        return st;
+    pc->markov = 1;
+    const size_t P = pc->dist.n_ranks, N = pc->dist.n_total;
+    pc->prev_last = calloc(K, sizeof *pc->prev_last);
+    pc->all = calloc(P * K, sizeof *pc->all);
+    double *ind = calloc(N, sizeof *ind);
+    if (pc->prev_last == NULL || pc->all == NULL || ind == NULL) {
+        free(ind);
+        return fail(err, LSE_ENOMEM, fn, "out of memory");
+    }
+    /* the first step continues the previous process's chain when it is
+     * the first row of this block (its L predecessors are the context
+     * rows) and the previous block ends with a step */
+    const double mine[2] = {
+        o->context_rows > 0 && lay->seg0[0] + m->L == o->context_rows,
+        lay->seg1[lay->n_seg - 1] == lay->T};
+    st = lse_util_gather(&pc->dist, mine, 2, pc->dist.tmp, fn, err);
+    if (st == LSE_OK)
+        pc->cont = pc->dist.rank > 0 && mine[0] != 0.0 &&
+                   pc->dist.tmp[2 * (pc->dist.rank - 1) + 1] != 0.0;
+    /* the chain starts of the whole series */
+    for (size_t q = 0; st == LSE_OK && q < lay->n_seg; q++)
+        if (q > 0 || !pc->cont)
+            ind[pc->dist.offset + lay->starts[q]] = 1.0;
+    if (st == LSE_OK)
+        st = lse_util_sum(&pc->dist, ind, N, fn, err);
+    if (st == LSE_OK) {
+        pc->starts = malloc(N * sizeof *pc->starts);
+        if (pc->starts == NULL)
+            st = fail(err, LSE_ENOMEM, fn, "out of memory");
+        for (size_t i = 1; st == LSE_OK && i < N; i++)
+            if (ind[i] != 0.0)
+                pc->starts[pc->n_starts++] = i;
+    }
+    free(ind);
+    if (st != LSE_OK)
+        return st;
+    /* the chain graph: S = s eye' = s exactly */
+    pc->cg = lse_graph_new();
+    if (pc->cg == NULL)
+        return fail(err, LSE_ENOMEM, fn, "out of memory");
+    lse_graph_set_block_rows(pc->cg, BLOCK_ROWS);
+    st = lse_graph_add_node(pc->cg, "s", N, K, LSE_NODE_CLAMPED, &pc->cs);
+    if (st == LSE_OK)
+        st = lse_graph_add_node(pc->cg, "eye", K, K, LSE_NODE_CLAMPED,
+                                &pc->ceye);
+    if (st == LSE_OK)
+        st = lse_graph_add_node(pc->cg, "init", 1, K, LSE_NODE_PARAM,
+                                &pc->cinit);
+    if (st == LSE_OK)
+        st = lse_graph_add_node(pc->cg, "trans", K, K, LSE_NODE_PARAM,
+                                &pc->ctrans);
+    if (st == LSE_OK) {
+        gsl_matrix_set_identity(lse_node_value(pc->ceye));
+        lse_term_spec spec = lse_term_spec_default();
+        spec.child = lse_view_all(pc->cs);
+        spec.parent = lse_view_all(pc->ceye);
+        spec.sim = lse_sim_dot;
+        spec.reduce = LSE_REDUCE_CHAIN;
+        spec.chain_init = pc->cinit;
+        spec.chain_trans = pc->ctrans;
+        spec.chain_starts = pc->starts;
+        spec.n_chain_starts = pc->n_starts;
+        st = lse_graph_add_lse(pc->cg, "chain", &spec, &pc->ct);
+    }
+    if (st != LSE_OK)
+        return graph_fail(err, st, fn, pc->cg);
+    if (lse_node_value(pc->cs)->tda != K)
+        return fail(err, LSE_EINTERNAL, fn, "chain node is not contiguous");
+    pc->csolver = lse_solver_new(pc->cg, lse_solver_em);
+    if (pc->csolver == NULL)
+        return fail(err, LSE_ENOMEM, fn, "out of memory");
+    return LSE_OK;
+}
+
+/* Markov over several processes: the emission log-likelihoods of this
+ * process's steps at the current parameters (its graph's similarity),
+ * summed with the others' into the chain node "s" (N, K). */
+static lse_status emissions(par_ctx *pc, sgraph *sg, const char *fn,
+                            lse_error *err)
+{
+    double e;
+    lse_status st = graph_energy(sg, &e, fn, err);
+    if (st != LSE_OK)
+        return st;
+    const gsl_matrix *S = lse_term_similarity(sg->dyn);
+    if (S == NULL)
+        return fail(err, LSE_EINTERNAL, fn, "no emission matrix");
+    gsl_matrix *all = lse_node_value(pc->cs);
+    gsl_matrix_set_zero(all);
+    gsl_matrix_view own =
+        gsl_matrix_submatrix(all, pc->dist.offset, 0, S->size1, S->size2);
+    gsl_matrix_memcpy(&own.matrix, S);
+    return lse_util_sum(&pc->dist, all->data, all->size1 * all->size2, fn,
+                        err);
+}
+
+/* EM for a Markov model over several processes: every iteration the
+ * emissions are gathered, the chain solver runs the E-step (forward-
+ * backward on the whole series) and the chain M-step, and the posteriors
+ * of this process's steps give the lingauss M-step (statistics summed). */
+static lse_status run_markov_par(par_ctx *pc, sgraph *sg, const lse_slds *m,
+                                 const lse_slds_opts *o,
+                                 const lse_solver_opts *so, size_t run,
+                                 lse_solver_result *res, const char *fn,
+                                 lse_error *err)
+{
+    lse_solver *cs = pc->csolver;
+    memset(res, 0, sizeof *res);
+    res->reason = LSE_STOP_MAX_ITER;
+    lse_status st = lse_solver_set_opts(cs, so);
+    if (st != LSE_OK)
+        return graph_fail(err, st, fn, pc->cg);
+    gsl_matrix_memcpy(lse_node_value(pc->cinit), lse_node_value(sg->init));
+    gsl_matrix_memcpy(lse_node_value(pc->ctrans), lse_node_value(sg->trans));
+    st = emissions(pc, sg, fn, err);
+    if (st == LSE_OK && (st = lse_solver_init(cs)) != LSE_OK)
+        st = graph_fail(err, st, fn, pc->cg);
+    for (size_t it = 0; st == LSE_OK && it < o->max_iter; it++) {
+        if (it > 0)
+            st = emissions(pc, sg, fn, err);
+        if (st == LSE_OK && (st = lse_solver_iterate(cs)) != LSE_OK)
+            st = graph_fail(err, st, fn, pc->cg);
+        if (st != LSE_OK)
+            break;
+        const gsl_matrix *post = lse_term_softmax(pc->ct);
+        gsl_matrix_const_view own = gsl_matrix_const_submatrix(
+            post, pc->dist.offset, 0, sg->lay.n_steps, m->K);
+        st = lingauss_mstep(m, sg, &own.matrix, &so->mstep, pc, "M-step", fn,
+                            err);
+        if (st != LSE_OK)
+            break;
+        if (o->progress != NULL &&
+            o->progress(run, lse_solver_n_iter(cs), -lse_solver_energy(cs),
+                        -lse_solver_delta(cs), o->user)) {
+            res->reason = LSE_STOP_CALLBACK;
+            break;
+        }
+        if (lse_solver_test(cs) == LSE_OK) {
+            res->converged = 1;
+            res->reason = LSE_STOP_ENERGY;
+            break;
+        }
+    }
+    if (st == LSE_OK)
+        st = emissions(pc, sg, fn, err);
+    if (st == LSE_OK && (st = lse_solver_finish(cs)) != LSE_OK)
+        st = graph_fail(err, st, fn, pc->cg);
+    gsl_matrix_memcpy(lse_node_value(sg->init), lse_node_value(pc->cinit));
+    gsl_matrix_memcpy(lse_node_value(sg->trans), lse_node_value(pc->ctrans));
+    res->status = st;
+    res->n_iter = lse_solver_n_iter(cs);
+    res->energy = lse_solver_energy(cs);
+    if (st != LSE_OK)
+        res->reason = LSE_STOP_ERROR;
+    return st;
 }
 
 lse_status lse_slds_fit(lse_slds *m, const gsl_matrix *x, const size_t *seq,
@@ -1223,15 +1572,44 @@ lse_status lse_slds_fit(lse_slds *m, const gsl_matrix *x, const size_t *seq,
     if (!(o.reg_covar >= 0.0) || !isfinite(o.reg_covar))
         return fail(err, LSE_EINVAL, fn, "reg_covar = %g, need finite >= 0",
                     o.reg_covar);
+    const int par = o.reduce != NULL;
+    if (o.context_rows > 0 && (!par || o.rank == 0 || o.context_rows > m->L))
+        return fail(err, LSE_EINVAL, fn,
+                    "context_rows = %zu needs a reduction hook, rank > 0 and "
+                    "at most L = %zu",
+                    o.context_rows, m->L);
+    if (par && m->obs_var > 0.0)
+        return fail(err, LSE_ENOTSUP, fn,
+                    "latent states are not supported with several processes");
     lse_status st = check_series(m, x, fn, err);
     if (st != LSE_OK)
         return st;
+    if (par && o.context_rows >= x->size1)
+        return fail(err, LSE_EINVAL, fn,
+                    "process %zu: its block has no row after the %zu context "
+                    "rows",
+                    o.rank, o.context_rows);
     sgraph sg;
-    st = build_graph(m, x, seq, m->obs_var > 0.0, &sg, fn, err);
-    if (st != LSE_OK)
+    st = build_graph(m, x, seq, m->obs_var > 0.0, par && m->markov, &sg, fn,
+                     err);
+    if (st != LSE_OK) {
+        if (par && st == LSE_EINVAL)
+            fail(err, st, fn,
+                 "process %zu has no step in its block of %zu rows (use fewer "
+                 "processes)",
+                 o.rank, x->size1 - o.context_rows);
         return st;
-    const size_t n = sg.lay.n_steps;
+    }
+    par_ctx pc;
+    st = par_init(&pc, m, &o, &sg, fn, err);
+    if (st != LSE_OK) {
+        par_free(&pc);
+        sgraph_free(&sg);
+        return st;
+    }
+    const size_t n = pc.dist.n_total;
     if (n < m->K && o.init != LSE_SLDS_INIT_GIVEN) {
+        par_free(&pc);
         sgraph_free(&sg);
         return fail(err, LSE_EINVAL, fn, "%zu steps for K = %zu modes", n,
                     m->K);
@@ -1256,6 +1634,8 @@ lse_status lse_slds_fit(lse_slds *m, const gsl_matrix *x, const size_t *seq,
         st = graph_fail(err, st, fn, sg.g);
         goto done;
     }
+    if (par)
+        lse_solver_set_reduce(s, lse_util_dist_reduce, &pc.dist);
     const size_t runs = o.init == LSE_SLDS_INIT_GIVEN ? 1 : o.n_init;
     double best_obj = -INFINITY;
     int have = 0;
@@ -1265,21 +1645,28 @@ lse_status lse_slds_fit(lse_slds *m, const gsl_matrix *x, const size_t *seq,
     for (size_t run = 0; run < runs; run++) {
         if (sg.latent) /* every run starts from the observations */
             gsl_matrix_memcpy(lse_node_value(sg.x), x);
-        lse_status rs = initialize(m, &sg, &o, &so.mstep, rng, fn, &last_err);
+        lse_status rs =
+            initialize(m, &sg, &o, &so.mstep, rng, &pc, fn, &last_err);
         /* latent states: the noise covariances stay at their initial
          * values (jointly with the states their MAP is degenerate: a
          * noiseless state path and Sigma -> 0 send the energy to -inf) */
         if (sg.latent)
             lse_node_set_clamped(sg.chol, 1);
         lse_solver_result res = {0};
-        if (rs == LSE_OK) {
+        double obj = NAN;
+        if (rs == LSE_OK && pc.markov) {
+            rs = run_markov_par(&pc, &sg, m, &o, &so, run, &res, fn,
+                                &last_err);
+            obj = -res.energy;
+        } else if (rs == LSE_OK) {
             progress_ctx ctx = {.o = &o, .run = run};
             rs = lse_solver_run(s, o.max_iter, o.progress ? on_iter : NULL,
                                 &ctx, &res);
             if (rs != LSE_OK)
                 rs = graph_fail(&last_err, rs, fn, sg.g);
+            obj = -lse_solver_energy(s);
         }
-        if (rs == LSE_ENOMEM) {
+        if (rs == LSE_ENOMEM || pc.dist.failed) {
             st = fail(err, rs, fn, "%s", last_err.message);
             goto done;
         }
@@ -1287,15 +1674,17 @@ lse_status lse_slds_fit(lse_slds *m, const gsl_matrix *x, const size_t *seq,
             last = rs;
             continue;
         }
-        const double obj = -lse_solver_energy(s);
         if (!have || obj > best_obj) {
             have = 1;
             best_obj = obj;
             store_params(best, &sg);
-            best->loglik = -lse_term_energy(sg.dyn);
+            /* the term's own energy excludes the observation term of
+             * latent states; over several processes the summed energy */
+            best->loglik = par ? obj : -lse_term_energy(sg.dyn);
             best->n_iter = res.n_iter;
             best->converged = res.converged;
-            best->n_increase = lse_solver_n_increase(s);
+            best->n_increase =
+                lse_solver_n_increase(pc.markov ? pc.csolver : s);
             if (sg.latent)
                 gsl_matrix_memcpy(best_states, lse_node_value(sg.x));
         }
@@ -1320,6 +1709,7 @@ done:
     lse_solver_free(s);
     gsl_rng_free(rng);
     lse_slds_free(best);
+    par_free(&pc);
     sgraph_free(&sg);
     return st;
 }
@@ -1355,7 +1745,7 @@ static lse_status eval_graph(const lse_slds *m, const gsl_matrix *x,
         return fail(err, LSE_EFAULT, fn, "NULL model");
     lse_status st = check_series(m, x, fn, err);
     if (st == LSE_OK)
-        st = build_graph(m, x, seq, 0, sg, fn, err);
+        st = build_graph(m, x, seq, 0, 0, sg, fn, err);
     if (st != LSE_OK)
         return st;
     st = graph_energy(sg, e, fn, err);
@@ -1651,7 +2041,7 @@ lse_status lse_slds_graph_new(const lse_slds *m, const gsl_matrix *x,
     if (st != LSE_OK)
         return st;
     sgraph sg;
-    st = build_graph(m, x, seq, m->obs_var > 0.0, &sg, fn, err);
+    st = build_graph(m, x, seq, m->obs_var > 0.0, 0, &sg, fn, err);
     if (st != LSE_OK)
         return st;
     *g = sg.g;

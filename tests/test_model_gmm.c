@@ -8,6 +8,7 @@
 #include <gsl/gsl_rng.h>
 
 #include "lse_check.h"
+#include "lse_simcomm.h"
 
 /* Tests of models/gmm.c: the graph's energy is the negative log-likelihood,
  * EM equals a textbook EM written here with plain loops, monotonicity,
@@ -1823,6 +1824,275 @@ START_TEST(test_faithful_reference)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* Data-parallel fitting: shares fitted by threads through the          */
+/* reduction hook equal the one-process fit (docs/mpi.md)              */
+
+typedef struct gmm_job {
+    simcomm_rank me;
+    gsl_matrix *x; /* a copy of the share */
+    gsl_vector *w;
+    lse_gmm_fit_opts o;
+    lse_gmm *m;
+    lse_status st;
+    lse_error err;
+} gmm_job;
+
+static void *gmm_job_run(void *p)
+{
+    gmm_job *j = p;
+    j->st = lse_gmm_fit(j->m, j->x, &j->o, &j->err);
+    return NULL;
+}
+
+/* Fit x (and w, may be NULL) split at cuts[0] = 0 < ... < cuts[P] = N by
+ * P threads; jobs[r].m is process r's model (the caller frees them). */
+static void fit_shares(const gsl_matrix *x, const gsl_vector *w,
+                       const size_t *cuts, size_t P, size_t K,
+                       lse_cov_type cov, const lse_gmm_fit_opts *base,
+                       size_t fail_at, gmm_job *jobs, size_t *n_calls)
+{
+    simcomm comm;
+    simcomm_init(&comm, P);
+    comm.fail_at = fail_at;
+    pthread_t th[SIMCOMM_MAX];
+    for (size_t r = 0; r < P; r++) {
+        gmm_job *j = &jobs[r];
+        memset(j, 0, sizeof *j);
+        j->me = (simcomm_rank){.comm = &comm, .rank = r};
+        const size_t n = cuts[r + 1] - cuts[r];
+        gsl_matrix_const_view xv =
+            gsl_matrix_const_submatrix(x, cuts[r], 0, n, x->size2);
+        j->x = gsl_matrix_alloc(n, x->size2);
+        gsl_matrix_memcpy(j->x, &xv.matrix);
+        j->o = *base;
+        if (w != NULL) {
+            gsl_vector_const_view wv = gsl_vector_const_subvector(w, cuts[r], n);
+            j->w = gsl_vector_alloc(n);
+            gsl_vector_memcpy(j->w, &wv.vector);
+            j->o.sample_weight = j->w;
+        }
+        j->o.reduce = simcomm_reduce;
+        j->o.reduce_user = &j->me;
+        j->o.rank = r;
+        j->o.n_ranks = P;
+        lse_assert_ok(lse_gmm_new(K, x->size2, cov, &j->m));
+        ck_assert_int_eq(pthread_create(&th[r], NULL, gmm_job_run, j), 0);
+    }
+    for (size_t r = 0; r < P; r++) {
+        pthread_join(th[r], NULL);
+        gsl_matrix_free(jobs[r].x);
+        gsl_vector_free(jobs[r].w);
+        jobs[r].x = NULL;
+        jobs[r].w = NULL;
+    }
+    ck_assert_msg(!comm.mismatch, "processes reduced buffers of different "
+                                  "lengths");
+    for (size_t r = 1; r < P && fail_at == 0; r++)
+        ck_assert_uint_eq(comm.calls[r], comm.calls[0]);
+    if (n_calls != NULL)
+        *n_calls = comm.calls[0];
+    simcomm_destroy(&comm);
+}
+
+/* max |a - b| / max |a| over the entries (0 when both are 0) */
+static double mat_rel(const gsl_matrix *a, const gsl_matrix *b)
+{
+    double diff = 0.0, scale = 0.0;
+    for (size_t i = 0; i < a->size1; i++)
+        for (size_t j = 0; j < a->size2; j++) {
+            diff = fmax(diff, fabs(gsl_matrix_get(a, i, j) -
+                                   gsl_matrix_get(b, i, j)));
+            scale = fmax(scale, fabs(gsl_matrix_get(a, i, j)));
+        }
+    return scale > 0 ? diff / scale : diff;
+}
+
+/* The parallel model equals the serial one to 1e-10 (relative), with the
+ * same iterations and events; every process holds the same bits. */
+static void assert_same_fit(const lse_gmm *serial, const gmm_job *jobs,
+                            size_t P)
+{
+    const lse_gmm_fit_info *a = lse_gmm_info(serial);
+    for (size_t r = 0; r < P; r++) {
+        ck_assert_msg(jobs[r].st == LSE_OK, "process %zu: %s", r,
+                      jobs[r].err.message);
+        const lse_gmm *m = jobs[r].m;
+        const lse_gmm_fit_info *b = lse_gmm_info(m);
+        ck_assert_msg(rel(a->loglik, b->loglik) < 1e-10, "loglik %.17g vs %.17g",
+                      a->loglik, b->loglik);
+        ck_assert_uint_eq(a->n_iter, b->n_iter);
+        ck_assert_int_eq(a->converged, b->converged);
+        ck_assert_uint_eq(a->n_samples, b->n_samples);
+        ck_assert(rel(a->n_eff, b->n_eff) < 1e-14);
+        ck_assert_uint_eq(a->best_run, b->best_run);
+        for (size_t k = 0; k < lse_gmm_k(m); k++)
+            ck_assert(rel(gsl_vector_get(lse_gmm_weights(serial), k),
+                          gsl_vector_get(lse_gmm_weights(m), k)) < 1e-10);
+        ck_assert(mat_rel(lse_gmm_means(serial), lse_gmm_means(m)) < 1e-10);
+        ck_assert(mat_rel(lse_gmm_covariances(serial),
+                          lse_gmm_covariances(m)) < 1e-10);
+        ck_assert_uint_eq(lse_gmm_n_events(serial), lse_gmm_n_events(m));
+        for (size_t i = 0; i < lse_gmm_n_events(m); i++) {
+            const lse_gmm_event *e = lse_gmm_event_get(serial, i);
+            const lse_gmm_event *f = lse_gmm_event_get(m, i);
+            ck_assert_uint_eq(e->run, f->run);
+            ck_assert_uint_eq(e->iteration, f->iteration);
+            ck_assert_uint_eq(e->component, f->component);
+            ck_assert_uint_eq(e->sample, f->sample);
+        }
+        ck_assert(same_model(jobs[0].m, m));
+    }
+}
+
+START_TEST(test_parallel_equals_serial)
+{
+    gsl_matrix *x = read_faithful();
+    /* unequal shares, one of a single row */
+    static const size_t cuts3[] = {0, 90, 91, 272};
+    static const size_t cuts2[] = {0, 136, 272};
+    static const lse_gmm_init inits[] = {LSE_GMM_INIT_KMEANSPP,
+                                         LSE_GMM_INIT_RANDOM};
+    for (size_t c = 0; c < 4; c++)
+        for (size_t q = 0; q < 2; q++) {
+            lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
+            o.seed = 7 + q;
+            o.tol = 1e-10;
+            o.max_iter = 300;
+            o.n_init = 2;
+            o.init = inits[q];
+            lse_gmm *serial = NULL;
+            lse_assert_ok(lse_gmm_new(3, 2, all_cov[c], &serial));
+            lse_assert_ok(lse_gmm_fit(serial, x, &o, NULL));
+            gmm_job jobs[3];
+            const size_t P = c % 2 == 0 ? 3 : 2;
+            fit_shares(x, NULL, P == 3 ? cuts3 : cuts2, P, 3, all_cov[c], &o,
+                       0, jobs, NULL);
+            assert_same_fit(serial, jobs, P);
+            for (size_t r = 0; r < P; r++)
+                lse_gmm_free(jobs[r].m);
+            lse_gmm_free(serial);
+        }
+    gsl_matrix_free(x);
+}
+END_TEST
+
+/* Weighted data where a whole share has weight 0, and re-seeding of
+ * collapsed components: the samples named by the events are global rows. */
+START_TEST(test_parallel_weights_and_reseed)
+{
+    gsl_matrix *x = read_faithful();
+    gsl_vector *w = gsl_vector_alloc(272);
+    for (size_t i = 0; i < 272; i++)
+        gsl_vector_set(w, i, i >= 100 && i < 150 ? 0.0 : 0.5 + (i % 7) * 0.25);
+    static const size_t cuts[] = {0, 100, 150, 272};
+    lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
+    o.seed = 3;
+    o.sample_weight = w;
+    lse_gmm *serial = NULL;
+    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &serial));
+    lse_assert_ok(lse_gmm_fit(serial, x, &o, NULL));
+    gmm_job jobs[3];
+    fit_shares(x, w, cuts, 3, 2, LSE_COV_FULL, &o, 0, jobs, NULL);
+    assert_same_fit(serial, jobs, 3);
+    for (size_t r = 0; r < 3; r++)
+        lse_gmm_free(jobs[r].m);
+    lse_gmm_free(serial);
+
+    /* 5 components on 3 distinct points: components collapse */
+    gsl_matrix *dup = duplicates();
+    static const size_t dcuts[] = {0, 7, 8, 30};
+    lse_gmm_fit_opts od = lse_gmm_fit_opts_default();
+    od.seed = 4;
+    lse_assert_ok(lse_gmm_new(5, 2, LSE_COV_DIAG, &serial));
+    lse_assert_ok(lse_gmm_fit(serial, dup, &od, NULL));
+    ck_assert_uint_gt(lse_gmm_n_events(serial), 0);
+    fit_shares(dup, NULL, dcuts, 3, 5, LSE_COV_DIAG, &od, 0, jobs, NULL);
+    assert_same_fit(serial, jobs, 3);
+    for (size_t r = 0; r < 3; r++)
+        lse_gmm_free(jobs[r].m);
+    lse_gmm_free(serial);
+    gsl_matrix_free(dup);
+    gsl_vector_free(w);
+    gsl_matrix_free(x);
+}
+END_TEST
+
+static lse_status identity_reduce(double *buf, size_t n, void *user)
+{
+    (void)buf;
+    (void)n;
+    (void)user;
+    return LSE_OK;
+}
+
+START_TEST(test_parallel_errors)
+{
+    gsl_matrix *x = read_faithful();
+    lse_gmm *m = NULL;
+    lse_error err;
+    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &m));
+    lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
+    /* several processes need a hook; the rank must be below n_ranks */
+    o.n_ranks = 2;
+    lse_assert_status(lse_gmm_fit(m, x, &o, &err), LSE_EINVAL);
+    ck_assert(strstr(err.message, "reduction hook") != NULL);
+    o.reduce = identity_reduce;
+    o.rank = 2;
+    lse_assert_status(lse_gmm_fit(m, x, &o, &err), LSE_EINVAL);
+    ck_assert(strstr(err.message, "process 2 of 2") != NULL);
+    o.n_ranks = 0;
+    o.rank = 0;
+    lse_assert_status(lse_gmm_fit(m, x, &o, &err), LSE_EINVAL);
+    /* missing values are not marginalized across processes */
+    o.n_ranks = 1;
+    o.missing = LSE_GMM_MISSING_MARGINALIZE;
+    gsl_matrix_set(x, 5, 1, NAN);
+    lse_assert_status(lse_gmm_fit(m, x, &o, &err), LSE_ENOTSUP);
+    ck_assert(strstr(err.message, "row 5") != NULL);
+    gsl_matrix_set(x, 5, 1, 80.0);
+    ck_assert(!lse_gmm_info(m)->fitted);
+    lse_gmm_free(m);
+
+    /* a failing reduction ends the fit on every process with its status,
+     * the model unchanged */
+    static const size_t cuts[] = {0, 100, 272};
+    gmm_job jobs[2];
+    size_t n_calls = 0;
+    fit_shares(x, NULL, cuts, 2, 2, LSE_COV_FULL, &o, 0, jobs, &n_calls);
+    ck_assert_uint_gt(n_calls, 10);
+    for (size_t r = 0; r < 2; r++)
+        lse_gmm_free(jobs[r].m);
+    for (size_t fail_at = 1; fail_at <= n_calls; fail_at++) {
+        fit_shares(x, NULL, cuts, 2, 2, LSE_COV_FULL, &o, fail_at, jobs, NULL);
+        for (size_t r = 0; r < 2; r++) {
+            ck_assert_msg(jobs[r].st == LSE_EIO, "fail_at %zu: status %d",
+                          fail_at, (int)jobs[r].st);
+            ck_assert_msg(strstr(jobs[r].err.message, "failed") != NULL, "%s",
+                          jobs[r].err.message);
+            ck_assert(!lse_gmm_info(jobs[r].m)->fitted);
+            lse_gmm_free(jobs[r].m);
+        }
+    }
+    /* K larger than the whole data set, not than one share */
+    static const size_t small[] = {0, 2, 3};
+    fit_shares(x, NULL, small, 2, 3, LSE_COV_FULL, &o, 0, jobs, NULL);
+    for (size_t r = 0; r < 2; r++) {
+        ck_assert_int_eq(jobs[r].st, LSE_OK);
+        lse_gmm_free(jobs[r].m);
+    }
+    gsl_matrix_const_view two = gsl_matrix_const_submatrix(x, 0, 0, 3, 2);
+    static const size_t tiny[] = {0, 1, 3};
+    fit_shares(&two.matrix, NULL, tiny, 2, 4, LSE_COV_FULL, &o, 0, jobs, NULL);
+    for (size_t r = 0; r < 2; r++) {
+        ck_assert_int_eq(jobs[r].st, LSE_EINVAL);
+        ck_assert_str_eq(jobs[r].err.message, "lse_gmm_fit: k = 4 > 3 samples");
+        lse_gmm_free(jobs[r].m);
+    }
+    gsl_matrix_free(x);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("model_gmm");
@@ -1855,6 +2125,9 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_missing_recovery);
     tcase_add_test(tc, test_missing_reseed);
     tcase_add_test(tc, test_missing_errors);
+    tcase_add_test(tc, test_parallel_equals_serial);
+    tcase_add_test(tc, test_parallel_weights_and_reseed);
+    tcase_add_test(tc, test_parallel_errors);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -8,6 +8,7 @@
 #include <gsl/gsl_rng.h>
 
 #include "lse_check.h"
+#include "lse_simcomm.h"
 
 /* Tests of models/slds.c: the energy is the negative log-likelihood
  * (computed here independently of lse_sim_lingauss), gradients, EM,
@@ -1458,6 +1459,283 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* Data-parallel fitting: contiguous blocks fitted by threads through   */
+/* the reduction hook equal the one-process fit (docs/mpi.md)          */
+
+typedef struct slds_job {
+    simcomm_rank me;
+    gsl_matrix *x; /* context rows + block */
+    size_t *seq;
+    lse_slds_opts o;
+    lse_slds *m;
+    lse_status st;
+    lse_error err;
+} slds_job;
+
+static void *slds_job_run(void *p)
+{
+    slds_job *j = p;
+    j->st = lse_slds_fit(j->m, j->x, j->seq, &j->o, &j->err);
+    return NULL;
+}
+
+/* Fit x (seq may be NULL) split at cuts[0] = 0 < ... < cuts[P] = T by P
+ * threads, each block preceded by min(L, cuts[r]) context rows. */
+static void fit_blocks(const gsl_matrix *x, const size_t *seq,
+                       const size_t *cuts, size_t P,
+                       const lse_slds_config *cfg, const lse_slds_opts *base,
+                       size_t fail_at, slds_job *jobs, size_t *n_calls)
+{
+    simcomm comm;
+    simcomm_init(&comm, P);
+    comm.fail_at = fail_at;
+    pthread_t th[SIMCOMM_MAX];
+    for (size_t r = 0; r < P; r++) {
+        slds_job *j = &jobs[r];
+        memset(j, 0, sizeof *j);
+        j->me = (simcomm_rank){.comm = &comm, .rank = r};
+        const size_t h = cuts[r] < cfg->lags ? cuts[r] : cfg->lags;
+        const size_t t0 = cuts[r] - h, n = cuts[r + 1] - t0;
+        gsl_matrix_const_view xv =
+            gsl_matrix_const_submatrix(x, t0, 0, n, x->size2);
+        j->x = gsl_matrix_alloc(n, x->size2);
+        gsl_matrix_memcpy(j->x, &xv.matrix);
+        if (seq != NULL) {
+            j->seq = malloc(n * sizeof *j->seq);
+            memcpy(j->seq, seq + t0, n * sizeof *j->seq);
+        }
+        j->o = *base;
+        j->o.reduce = simcomm_reduce;
+        j->o.reduce_user = &j->me;
+        j->o.rank = r;
+        j->o.n_ranks = P;
+        j->o.context_rows = h;
+        lse_error err;
+        lse_assert_ok(lse_slds_new(cfg, &j->m, &err));
+        ck_assert_int_eq(pthread_create(&th[r], NULL, slds_job_run, j), 0);
+    }
+    for (size_t r = 0; r < P; r++) {
+        pthread_join(th[r], NULL);
+        gsl_matrix_free(jobs[r].x);
+        free(jobs[r].seq);
+        jobs[r].x = NULL;
+        jobs[r].seq = NULL;
+    }
+    ck_assert_msg(!comm.mismatch, "processes reduced buffers of different "
+                                  "lengths");
+    for (size_t r = 1; r < P && fail_at == 0; r++)
+        ck_assert_uint_eq(comm.calls[r], comm.calls[0]);
+    if (n_calls != NULL)
+        *n_calls = comm.calls[0];
+    simcomm_destroy(&comm);
+}
+
+/* max |a - b| over max |a| of two parameter matrices */
+static double par_rel(const gsl_matrix *a, const gsl_matrix *b)
+{
+    double diff = 0.0, scale = 0.0;
+    for (size_t i = 0; i < a->size1; i++)
+        for (size_t j = 0; j < a->size2; j++) {
+            diff = fmax(diff, fabs(gsl_matrix_get(a, i, j) -
+                                   gsl_matrix_get(b, i, j)));
+            scale = fmax(scale, fabs(gsl_matrix_get(a, i, j)));
+        }
+    return scale > 0 ? diff / scale : diff;
+}
+
+static void assert_same_slds(const lse_slds *a, const lse_slds *b)
+{
+    const size_t K = lse_slds_n_modes(a), d = lse_slds_dim(a),
+                 L = lse_slds_lags(a);
+    const double la = lse_slds_loglik(a), lb = lse_slds_loglik(b);
+    ck_assert_msg(fabs(la - lb) <= 1e-10 * fabs(la), "loglik %.17g vs %.17g",
+                  la, lb);
+    ck_assert_uint_eq(lse_slds_n_iter(a), lse_slds_n_iter(b));
+    ck_assert_int_eq(lse_slds_converged(a), lse_slds_converged(b));
+    ck_assert_uint_eq(lse_slds_n_fit_steps(a), lse_slds_n_fit_steps(b));
+    ck_assert_uint_eq(lse_slds_n_increase(b), 0);
+    gsl_matrix *pa = gsl_matrix_alloc(d, d * L), *pb = gsl_matrix_alloc(d, d * L);
+    gsl_matrix *sa = gsl_matrix_alloc(d, d), *sb = gsl_matrix_alloc(d, d);
+    gsl_vector *va = gsl_vector_alloc(d), *vb = gsl_vector_alloc(d);
+    for (size_t k = 0; k < K; k++) {
+        lse_assert_ok(lse_slds_get_a(a, k, pa));
+        lse_assert_ok(lse_slds_get_a(b, k, pb));
+        ck_assert(par_rel(pa, pb) < 1e-10);
+        lse_assert_ok(lse_slds_get_cov(a, k, sa));
+        lse_assert_ok(lse_slds_get_cov(b, k, sb));
+        ck_assert(par_rel(sa, sb) < 1e-10);
+        lse_assert_ok(lse_slds_get_b(a, k, va));
+        lse_assert_ok(lse_slds_get_b(b, k, vb));
+        gsl_matrix_view ma = gsl_matrix_view_vector(va, 1, d);
+        gsl_matrix_view mb = gsl_matrix_view_vector(vb, 1, d);
+        ck_assert(par_rel(&ma.matrix, &mb.matrix) < 1e-10);
+    }
+    gsl_matrix *qa = gsl_matrix_alloc(K, K), *qb = gsl_matrix_alloc(K, K);
+    gsl_vector *wa = gsl_vector_alloc(K), *wb = gsl_vector_alloc(K);
+    if (lse_slds_is_markov(a)) {
+        lse_assert_ok(lse_slds_get_transition(a, qa));
+        lse_assert_ok(lse_slds_get_transition(b, qb));
+        ck_assert(par_rel(qa, qb) < 1e-10);
+        lse_assert_ok(lse_slds_get_initial(a, wa));
+        lse_assert_ok(lse_slds_get_initial(b, wb));
+    } else {
+        lse_assert_ok(lse_slds_get_weights(a, wa));
+        lse_assert_ok(lse_slds_get_weights(b, wb));
+    }
+    for (size_t k = 0; k < K; k++)
+        ck_assert_double_eq_tol(gsl_vector_get(wa, k), gsl_vector_get(wb, k),
+                                1e-10 * fmax(1.0, gsl_vector_get(wa, k)));
+    gsl_matrix_free(pa);
+    gsl_matrix_free(pb);
+    gsl_matrix_free(sa);
+    gsl_matrix_free(sb);
+    gsl_vector_free(va);
+    gsl_vector_free(vb);
+    gsl_matrix_free(qa);
+    gsl_matrix_free(qb);
+    gsl_vector_free(wa);
+    gsl_vector_free(wb);
+}
+
+START_TEST(test_parallel_equals_serial)
+{
+    truth tr = markov_truth();
+    lse_slds *gen = make_model(&tr, 1, LSE_COV_FULL);
+    const size_t T = 400;
+    gsl_matrix *x = gsl_matrix_alloc(T, 2);
+    lse_error err;
+    lse_assert_ok(lse_slds_simulate(gen, T, 31, x, NULL, &err));
+    size_t seq[400];
+    for (size_t t = 0; t < T; t++)
+        seq[t] = t < 150 ? 0 : t < 330 ? 1 : 2;
+    /* blocks that cut sequences inside, at their start and in their
+     * first L rows; one block with a single step */
+    static const size_t cuts[] = {0, 149, 151, 260, 331, 400};
+    static const lse_slds_init inits[] = {LSE_SLDS_INIT_KMEANSPP,
+                                          LSE_SLDS_INIT_RANDOM};
+    static const lse_cov_type covs[] = {LSE_COV_FULL, LSE_COV_DIAG};
+    for (int markov = 0; markov <= 1; markov++)
+        for (size_t L = 1; L <= 2; L++)
+            for (int use_seq = 0; use_seq <= 1; use_seq++) {
+                const size_t q = (size_t)(markov + (int)L + use_seq) % 2;
+                lse_slds_config cfg = lse_slds_config_default();
+                cfg.n_modes = 3;
+                cfg.dim = 2;
+                cfg.lags = L;
+                cfg.markov = markov;
+                cfg.cov = covs[q];
+                lse_slds_opts o = lse_slds_opts_default();
+                o.seed = 11 + L;
+                o.init = inits[q];
+                o.n_init = 2;
+                o.max_iter = 150;
+                lse_slds *serial = NULL;
+                lse_assert_ok(lse_slds_new(&cfg, &serial, &err));
+                const size_t *sq = use_seq ? seq : NULL;
+                lse_assert_ok(lse_slds_fit(serial, x, sq, &o, &err));
+                slds_job jobs[5];
+                const size_t P = use_seq ? 5 : 3;
+                static const size_t cuts3[] = {0, 1 + 2, 201, 400};
+                fit_blocks(x, sq, use_seq ? cuts : cuts3, P, &cfg, &o, 0,
+                           jobs, NULL);
+                for (size_t r = 0; r < P; r++) {
+                    ck_assert_msg(jobs[r].st == LSE_OK,
+                                  "markov %d L %zu seq %d process %zu: %s",
+                                  markov, L, use_seq, r, jobs[r].err.message);
+                    assert_same_slds(serial, jobs[r].m);
+                    lse_slds_free(jobs[r].m);
+                }
+                lse_slds_free(serial);
+            }
+    gsl_matrix_free(x);
+    lse_slds_free(gen);
+}
+END_TEST
+
+static lse_status identity_reduce(double *buf, size_t n, void *user)
+{
+    (void)buf;
+    (void)n;
+    (void)user;
+    return LSE_OK;
+}
+
+START_TEST(test_parallel_errors)
+{
+    truth tr = markov_truth();
+    lse_slds *gen = make_model(&tr, 1, LSE_COV_FULL);
+    gsl_matrix *x = gsl_matrix_alloc(200, 2);
+    lse_error err;
+    lse_assert_ok(lse_slds_simulate(gen, 200, 5, x, NULL, &err));
+    lse_slds_config cfg = lse_slds_config_default();
+    cfg.n_modes = 2;
+    cfg.dim = 2;
+    cfg.markov = 1;
+    lse_slds *m = NULL;
+    lse_assert_ok(lse_slds_new(&cfg, &m, &err));
+    lse_slds_opts o = lse_slds_opts_default();
+    o.context_rows = 1; /* without a hook */
+    lse_assert_status(lse_slds_fit(m, x, NULL, &o, &err), LSE_EINVAL);
+    ck_assert(strstr(err.message, "context_rows") != NULL);
+    o.reduce = identity_reduce;
+    o.n_ranks = 2;
+    o.rank = 1;
+    o.context_rows = 2; /* > L */
+    lse_assert_status(lse_slds_fit(m, x, NULL, &o, &err), LSE_EINVAL);
+    o.context_rows = 0;
+    o.rank = 3;
+    lse_assert_status(lse_slds_fit(m, x, NULL, &o, &err), LSE_EINVAL);
+    ck_assert(strstr(err.message, "process 3 of 2") != NULL);
+    /* a block of context rows only, a block without a step */
+    o.rank = 1;
+    o.context_rows = 1;
+    gsl_matrix_view one = gsl_matrix_submatrix(x, 0, 0, 1, 2);
+    lse_assert_status(lse_slds_fit(m, &one.matrix, NULL, &o, &err),
+                      LSE_EINVAL);
+    gsl_matrix_view two = gsl_matrix_submatrix(x, 0, 0, 2, 2);
+    const size_t seq2[2] = {0, 1};
+    lse_assert_status(lse_slds_fit(m, &two.matrix, seq2, &o, &err),
+                      LSE_EINVAL);
+    ck_assert_msg(strstr(err.message, "process 1 has no step") != NULL, "%s",
+                  err.message);
+    /* latent states stay on one process */
+    o.rank = 0;
+    o.n_ranks = 1;
+    o.context_rows = 0;
+    lse_assert_ok(lse_slds_set_latent(m, 0.1, &err));
+    lse_assert_status(lse_slds_fit(m, x, NULL, &o, &err), LSE_ENOTSUP);
+    lse_slds_free(m);
+
+    /* a failing reduction ends the fit of every process with its status */
+    static const size_t cuts[] = {0, 120, 200};
+    slds_job jobs[2];
+    for (int markov = 0; markov <= 1; markov++) {
+        cfg.markov = markov;
+        lse_slds_opts b = lse_slds_opts_default();
+        b.max_iter = 5;
+        size_t n_calls = 0;
+        fit_blocks(x, NULL, cuts, 2, &cfg, &b, 0, jobs, &n_calls);
+        for (size_t r = 0; r < 2; r++) {
+            lse_assert_ok(jobs[r].st);
+            lse_slds_free(jobs[r].m);
+        }
+        ck_assert_uint_gt(n_calls, 10);
+        for (size_t fail_at = 1; fail_at <= n_calls; fail_at++) {
+            fit_blocks(x, NULL, cuts, 2, &cfg, &b, fail_at, jobs, NULL);
+            for (size_t r = 0; r < 2; r++) {
+                ck_assert_msg(jobs[r].st == LSE_EIO, "fail_at %zu: %d %s",
+                              fail_at, (int)jobs[r].st, jobs[r].err.message);
+                ck_assert(!isfinite(lse_slds_loglik(jobs[r].m)));
+                lse_slds_free(jobs[r].m);
+            }
+        }
+    }
+    gsl_matrix_free(x);
+    lse_slds_free(gen);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("model_slds");
@@ -1479,6 +1757,8 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_markov_recovery);
     tcase_add_test(tc, test_latent_smoother);
     tcase_add_test(tc, test_latent_fit);
+    tcase_add_test(tc, test_parallel_equals_serial);
+    tcase_add_test(tc, test_parallel_errors);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -27,6 +27,7 @@
 
 int lsefit_quiet = 0;
 int lsefit_verbose = 0;
+void (*lsefit_fail_hook)(const char *message) = NULL;
 
 /* ------------------------------------------------------------------ */
 /* Messages                                                            */
@@ -35,6 +36,13 @@ int lsefit_fail(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
+    if (lsefit_fail_hook != NULL) { /* --mpi: agreed and printed later */
+        char msg[1024];
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        lsefit_fail_hook(msg);
+        return LSEFIT_FAIL;
+    }
     fputs("lsefit: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);

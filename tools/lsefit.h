@@ -31,6 +31,10 @@ extern int lsefit_verbose;
 /** "lsefit: <message>\n" on stderr; returns LSEFIT_FAIL. */
 int lsefit_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/** When set (lsefit --mpi, lsefit_mpi.c), lsefit_fail hands its message
+ *  (without "lsefit: ") to this hook instead of printing it. */
+extern void (*lsefit_fail_hook)(const char *message);
+
 /** "lsefit: <message> (see 'lsefit CMD --help')\n"; returns LSEFIT_USAGE. */
 int lsefit_usage(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -146,6 +150,10 @@ typedef struct lsefit_data {
 
 /** Read the data set described by @p o into @p out (zeroed first). */
 int lsefit_data_load(const lsefit_data_opts *o, lsefit_data *out);
+/** The same from a table already read (taken over: freed with @p out, or
+ *  on failure); o->path is not read. */
+int lsefit_data_from_table(const lsefit_data_opts *o, lse_table *t,
+                           lsefit_data *out);
 void lsefit_data_free(lsefit_data *data);
 /** Refuse a column without an observed value, and a constant column
  *  unless @p reg_covar_given (NaN cells are skipped). */

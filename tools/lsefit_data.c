@@ -212,6 +212,14 @@ int lsefit_data_load(const lsefit_data_opts *o, lsefit_data *out)
     lse_table *t = NULL;
     if (lse_table_read(o->path, NULL, &t, &err) != LSE_OK)
         return lsefit_fail_lib(&err, NULL);
+    return lsefit_data_from_table(o, t, out);
+}
+
+int lsefit_data_from_table(const lsefit_data_opts *o, lse_table *t,
+                           lsefit_data *out)
+{
+    memset(out, 0, sizeof *out);
+    lse_error err;
     out->table = t;
     out->n_table = lse_table_rows(t);
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "lsefit.h"
+#include "lsefit_mpi.h"
 
 /* ------------------------------------------------------------------ */
 /* Help                                                                */
@@ -74,6 +75,15 @@ static void help_fit(FILE *f)
         "  -q, --quiet             no progress lines or warnings\n"
         "  -v, --verbose           a progress line every iteration\n"
         "  -h, --help              this help\n"
+        "Several processes (docs/mpi.md):\n"
+        "  --mpi                   under mpirun -n P: each process reads its\n"
+        "                          share of the rows (a byte range of\n"
+        "                          DATA.csv) and the EM statistics are summed\n"
+        "                          with MPI_Allreduce; same model as one\n"
+        "                          process; process 0 writes the outputs\n"
+        "  --shards PATTERN        with --mpi, instead of DATA.csv: one file\n"
+        "                          per process, the sorted matches of the\n"
+        "                          glob PATTERN (e.g. 'part-*.csv')\n"
         "\n"
         "BIC = -2 loglik + p log(n) and AIC = -2 loglik + 2 p follow\n"
         "scikit-learn's conventions: lower is better. p counts means,\n"
@@ -279,11 +289,14 @@ typedef struct fit_args {
     int standardize;
     const char *missing_name;
     const char *output, *labels, *proba, *log_json;
+    int mpi;            /* --mpi */
+    const char *shards; /* --shards PATTERN */
 } fit_args;
 
 /* What one fit of K components gave, in data units. */
 typedef struct fit_result {
     size_t k;
+    size_t n_rows; /* rows of the whole data set */
     size_t n_params;
     double loglik, loglik_per_sample, bic, aic;
     size_t n_iter;
@@ -319,7 +332,15 @@ static fit_result result_of(const lse_gmm *m, const lsefit_data *data)
     r.n_iter = info->n_iter;
     r.converged = info->converged;
     r.n_missing = info->n_missing;
-    const double logj = total_log_jacobian(data);
+    r.n_rows = info->n_samples;
+    /* --mpi: no missing values, so the rows' Jacobians sum to n_eff times
+     * one row's (this process holds only its rows) */
+    const double logj =
+        lsefit_mpi_active()
+            ? (data->scale != NULL ? info->n_eff *
+                                         lsefit_log_jacobian(data->scale)
+                                   : 0.0)
+            : total_log_jacobian(data);
     if (logj == 0.0) {
         r.loglik = info->loglik;
         r.loglik_per_sample = info->loglik_per_sample;
@@ -512,7 +533,7 @@ static int print_summary(FILE *f, const gmm_file *g, const fit_result *r,
     for (size_t j = 0; j < d; j++)
         fprintf(f, "%s%s", j ? ", " : "", data->names[j]);
     fprintf(f, ")\n");
-    fprintf(f, "data: %s, %zu rows%s", path, data->x->size1,
+    fprintf(f, "data: %s, %zu rows%s", path, r->n_rows,
             data->weight != NULL ? ", weighted" : "");
     if (r->n_missing > 0)
         fprintf(f, ", %zu missing values marginalized", r->n_missing);
@@ -669,7 +690,9 @@ enum {
     OPT_LABELS,
     OPT_PROBA,
     OPT_SELECT,
-    OPT_LOGJSON
+    OPT_LOGJSON,
+    OPT_MPI,
+    OPT_SHARDS
 };
 
 static const struct option fit_options[] = {
@@ -691,6 +714,8 @@ static const struct option fit_options[] = {
     {"proba", required_argument, NULL, OPT_PROBA},
     {"select", required_argument, NULL, OPT_SELECT},
     {"log-json", required_argument, NULL, OPT_LOGJSON},
+    {"mpi", no_argument, NULL, OPT_MPI},
+    {"shards", required_argument, NULL, OPT_SHARDS},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -784,6 +809,12 @@ static int parse_fit(int argc, char **argv, fit_args *a, int *help)
         case OPT_LOGJSON:
             a->log_json = optarg;
             break;
+        case OPT_MPI:
+            a->mpi = 1;
+            break;
+        case OPT_SHARDS:
+            a->shards = optarg;
+            break;
         case 'q':
             lsefit_quiet = 1;
             break;
@@ -800,11 +831,22 @@ static int parse_fit(int argc, char **argv, fit_args *a, int *help)
     }
     if (rc != LSEFIT_OK)
         return rc;
-    if (optind >= argc)
+    if (a->shards != NULL && !a->mpi)
+        return lsefit_usage(cmd, "--shards needs --mpi");
+    if (a->shards != NULL && optind < argc)
+        return lsefit_usage(cmd, "give DATA.csv or --shards, not both");
+    if (a->mpi && (a->labels != NULL || a->proba != NULL))
+        return lsefit_usage(cmd, "--labels and --proba are not written with "
+                                 "--mpi (each process holds only its rows); "
+                                 "run 'lsefit gmm predict' on the model");
+    if (a->mpi && a->data.missing == LSE_MISSING_KEEP)
+        return lsefit_usage(cmd, "--missing marginalize is not supported with "
+                                 "--mpi; use --missing drop");
+    if (a->shards == NULL && optind >= argc)
         return lsefit_usage(cmd, "missing the data file DATA.csv");
     if (optind + 1 < argc)
         return lsefit_usage(cmd, "unexpected argument '%s'", argv[optind + 1]);
-    a->data.path = argv[optind];
+    a->data.path = a->shards != NULL ? a->shards : argv[optind];
     const int from_file =
         strcmp(a->init, "kmeans++") != 0 && strcmp(a->init, "random") != 0;
     if (!a->k_given && !from_file)
@@ -891,24 +933,33 @@ static int fit_main(int argc, char **argv)
     gmm_file back = {0};
     size_t n_k = 0, best = 0;
     lse_error err;
+    lsefit_mpi *mpi = NULL;
 
+    if (a.mpi && lsefit_mpi_begin(&mpi) != LSEFIT_OK)
+        return LSEFIT_FAIL;
     if (from_file)
         rc = setup_init_file(&a, &init);
     if (rc == LSEFIT_OK)
-        rc = lsefit_data_load(&a.data, &data);
+        rc = mpi != NULL
+                 ? lsefit_mpi_data_load(mpi, &a.data, a.shards, 0, &data)
+                 : lsefit_data_load(&a.data, &data);
     if (rc == LSEFIT_OK && from_file && data.d != lse_gmm_dim(init.m))
         rc = lsefit_fail("%s: %zu data column%s but the model %s has "
                          "n_features = %zu",
                          a.data.path, data.d, data.d == 1 ? "" : "s", a.init,
                          lse_gmm_dim(init.m));
     if (rc == LSEFIT_OK)
-        rc = lsefit_data_check_constant(&data, a.reg_given);
+        rc = mpi != NULL ? lsefit_mpi_check_constant(mpi, &data, a.reg_given)
+                         : lsefit_data_check_constant(&data, a.reg_given);
     if (rc == LSEFIT_OK)
-        rc = lsefit_data_check_rows(&data, data.x->size1, a.kmax, "components");
+        rc = lsefit_data_check_rows(
+            &data, mpi != NULL ? lsefit_mpi_total_rows(mpi) : data.x->size1,
+            a.kmax, "components");
     if (rc == LSEFIT_OK && init.mean != NULL)
         rc = lsefit_data_apply_standardize(&data, init.mean, init.scale);
     else if (rc == LSEFIT_OK && a.standardize)
-        rc = lsefit_data_standardize(&data);
+        rc = mpi != NULL ? lsefit_mpi_standardize(mpi, &data)
+                         : lsefit_data_standardize(&data);
     if (rc == LSEFIT_OK)
         rc = lsefit_progress_open(&prog, "gmm", a.log_json);
     if (rc == LSEFIT_OK) {
@@ -921,6 +972,7 @@ static int fit_main(int argc, char **argv)
     a.opts.sample_weight = data.weight;
     a.opts.progress = progress_cb;
     a.opts.progress_user = &prog;
+    lsefit_mpi_gmm_opts(mpi, &a.opts);
     for (size_t i = 0; rc == LSEFIT_OK && i < n_k; i++) {
         const size_t k = a.kmin + i;
         if (from_file) {
@@ -948,10 +1000,13 @@ static int fit_main(int argc, char **argv)
             best = i;
     }
     {
-        const int rc_log = lsefit_progress_close(&prog, a.log_json);
+        const int rc_log = lsefit_progress_close(
+            &prog, lsefit_mpi_is_root(mpi) ? a.log_json : NULL);
         if (rc == LSEFIT_OK)
             rc = rc_log;
     }
+    if (!lsefit_mpi_is_root(mpi)) /* process 0 writes every output */
+        goto done;
     if (rc == LSEFIT_OK && n_k > 1) {
         FILE *tf =
             (a.output != NULL && strcmp(a.output, "-") == 0) ? stderr : stdout;
@@ -988,6 +1043,7 @@ static int fit_main(int argc, char **argv)
         lsefit_note("warning: EM did not converge in %zu iterations (raise "
                     "--max-iter or --tol)",
                     a.opts.max_iter);
+done:
     for (size_t i = 0; models != NULL && i < n_k; i++)
         lse_gmm_free(models[i]);
     free(models);
@@ -998,7 +1054,7 @@ static int fit_main(int argc, char **argv)
     gmm_file_free(&back);
     gmm_file_free(&init);
     lsefit_data_free(&data);
-    return rc;
+    return lsefit_mpi_end(mpi, rc);
 }
 
 /* ------------------------------------------------------------------ */

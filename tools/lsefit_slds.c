@@ -12,6 +12,7 @@
 #include <gsl/gsl_linalg.h>
 
 #include "lsefit.h"
+#include "lsefit_mpi.h"
 
 /* ------------------------------------------------------------------ */
 /* Help                                                                */
@@ -75,6 +76,18 @@ static void help_fit(FILE *f)
         "  -q, --quiet             no progress lines or warnings\n"
         "  -v, --verbose           a progress line every iteration\n"
         "  -h, --help              this help\n"
+        "Several processes (docs/mpi.md):\n"
+        "  --mpi                   under mpirun -n P: each process reads a\n"
+        "                          contiguous block of rows (a byte range of\n"
+        "                          SERIES.csv) plus the L rows before it; EM\n"
+        "                          statistics are summed with MPI_Allreduce,\n"
+        "                          and with --markov the forward-backward\n"
+        "                          pass runs on the gathered emission\n"
+        "                          log-likelihoods (exact); same model as one\n"
+        "                          process; process 0 writes the outputs\n"
+        "  --shards PATTERN        with --mpi, instead of SERIES.csv: one file\n"
+        "                          per process, in the sorted order of the\n"
+        "                          glob PATTERN's matches\n"
         "\n"
         "BIC = -2 loglik + p log(steps) and AIC = -2 loglik + 2 p follow\n"
         "scikit-learn's conventions: lower is better. Exit status: 0 ok,\n"
@@ -387,10 +400,13 @@ typedef struct fit_args {
     int standardize;
     const char *missing_name;
     const char *output, *modes, *log_json;
+    int mpi;            /* --mpi */
+    const char *shards; /* --shards PATTERN */
 } fit_args;
 
 typedef struct fit_result {
     size_t k, n_params, n_steps, n_iter;
+    size_t n_rows, n_seq; /* of the whole series (print_summary) */
     double loglik, loglik_per_step, bic, aic;
     int converged;
 } fit_result;
@@ -618,9 +634,7 @@ static int print_summary(FILE *f, const slds_file *g, const fit_result *r,
         rc = mode_weights(m, w);
     if (rc != LSEFIT_OK)
         goto done;
-    size_t n_seq = 1;
-    for (size_t i = 1; data->seq != NULL && i < data->x->size1; i++)
-        n_seq += data->seq[i] != data->seq[i - 1];
+    const size_t n_seq = r->n_seq;
     fprintf(f, "Switching linear dynamics: K = %zu modes, %s, d = %zu (", k,
             markov ? "Markov switching" : "mixture (independent modes)", d);
     for (size_t j = 0; j < d; j++)
@@ -629,7 +643,7 @@ static int print_summary(FILE *f, const slds_file *g, const fit_result *r,
             lse_gmm_cov_name(lse_slds_cov_type(m)),
             lse_slds_cov_type(m) == LSE_COV_TIED ? "" : "s");
     fprintf(f, "data: %s, %zu rows, %zu sequence%s, %zu steps%s\n", path,
-            data->x->size1, n_seq, n_seq == 1 ? "" : "s", r->n_steps,
+            r->n_rows, n_seq, n_seq == 1 ? "" : "s", r->n_steps,
             g->mean != NULL ? ", standardized (parameters below in data "
                               "units)"
                             : "");
@@ -797,7 +811,9 @@ enum {
     OPT_LAGS,
     OPT_SEQUENCE,
     OPT_LABELS,
-    OPT_PROBA
+    OPT_PROBA,
+    OPT_MPI,
+    OPT_SHARDS
 };
 
 static const struct option fit_options[] = {
@@ -823,6 +839,8 @@ static const struct option fit_options[] = {
     {"proba", required_argument, NULL, OPT_PROBA},
     {"select", required_argument, NULL, OPT_SELECT},
     {"log-json", required_argument, NULL, OPT_LOGJSON},
+    {"mpi", no_argument, NULL, OPT_MPI},
+    {"shards", required_argument, NULL, OPT_SHARDS},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -932,6 +950,12 @@ static int parse_fit(int argc, char **argv, fit_args *a, int *help)
         case OPT_LOGJSON:
             a->log_json = optarg;
             break;
+        case OPT_MPI:
+            a->mpi = 1;
+            break;
+        case OPT_SHARDS:
+            a->shards = optarg;
+            break;
         case 'q':
             lsefit_quiet = 1;
             break;
@@ -948,11 +972,19 @@ static int parse_fit(int argc, char **argv, fit_args *a, int *help)
     }
     if (rc != LSEFIT_OK)
         return rc;
-    if (optind >= argc)
+    if (a->shards != NULL && !a->mpi)
+        return lsefit_usage(cmd, "--shards needs --mpi");
+    if (a->shards != NULL && optind < argc)
+        return lsefit_usage(cmd, "give SERIES.csv or --shards, not both");
+    if (a->mpi && a->modes != NULL)
+        return lsefit_usage(cmd, "--modes is not written with --mpi (each "
+                                 "process holds only its rows); run 'lsefit "
+                                 "slds segment' on the model");
+    if (a->shards == NULL && optind >= argc)
         return lsefit_usage(cmd, "missing the series file SERIES.csv");
     if (optind + 1 < argc)
         return lsefit_usage(cmd, "unexpected argument '%s'", argv[optind + 1]);
-    a->data.path = argv[optind];
+    a->data.path = a->shards != NULL ? a->shards : argv[optind];
     const int from_file =
         strcmp(a->init, "kmeans++") != 0 && strcmp(a->init, "random") != 0;
     if (!a->k_given && !from_file)
@@ -1058,22 +1090,40 @@ static int fit_main(int argc, char **argv)
     char *text = NULL;
     size_t n_k = 0, best = 0;
     lse_error err;
+    lsefit_mpi *mpi = NULL;
+    size_t n_rows = 0, n_seq = 0;
 
+    if (a.mpi && lsefit_mpi_begin(&mpi) != LSEFIT_OK)
+        return LSEFIT_FAIL;
     if (from_file)
         rc = setup_init_file(&a, &init);
     if (rc == LSEFIT_OK)
-        rc = lsefit_data_load(&a.data, &data);
+        rc = mpi != NULL ? lsefit_mpi_data_load(mpi, &a.data, a.shards,
+                                                a.cfg.lags, &data)
+                         : lsefit_data_load(&a.data, &data);
+    if (rc == LSEFIT_OK) { /* rows and sequences for the summary */
+        const size_t h = lsefit_mpi_context_rows(mpi);
+        n_rows = mpi != NULL ? lsefit_mpi_total_rows(mpi) : data.x->size1;
+        n_seq = lsefit_mpi_is_root(mpi) ? 1 : 0;
+        for (size_t i = h > 0 ? h : 1; data.seq != NULL && i < data.x->size1;
+             i++)
+            n_seq += data.seq[i] != data.seq[i - 1];
+        if (mpi != NULL)
+            rc = lsefit_mpi_sum_size(mpi, &n_seq);
+    }
     if (rc == LSEFIT_OK && from_file && data.d != lse_slds_dim(init.m))
         rc = lsefit_fail("%s: %zu data column%s but the model %s has "
                          "n_features = %zu",
                          a.data.path, data.d, data.d == 1 ? "" : "s", a.init,
                          lse_slds_dim(init.m));
     if (rc == LSEFIT_OK)
-        rc = lsefit_data_check_constant(&data, a.reg_given);
+        rc = mpi != NULL ? lsefit_mpi_check_constant(mpi, &data, a.reg_given)
+                         : lsefit_data_check_constant(&data, a.reg_given);
     if (rc == LSEFIT_OK && init.mean != NULL)
         rc = lsefit_data_apply_standardize(&data, init.mean, init.scale);
     else if (rc == LSEFIT_OK && a.standardize)
-        rc = lsefit_data_standardize(&data);
+        rc = mpi != NULL ? lsefit_mpi_standardize(mpi, &data)
+                         : lsefit_data_standardize(&data);
     if (rc == LSEFIT_OK)
         rc = lsefit_progress_open(&prog, "slds", a.log_json);
     if (rc == LSEFIT_OK) {
@@ -1085,6 +1135,7 @@ static int fit_main(int argc, char **argv)
     }
     a.opts.progress = progress_cb;
     a.opts.user = &prog;
+    lsefit_mpi_slds_opts(mpi, &a.opts);
     for (size_t i = 0; rc == LSEFIT_OK && i < n_k; i++) {
         const size_t k = a.kmin + i;
         if (from_file) {
@@ -1099,7 +1150,8 @@ static int fit_main(int argc, char **argv)
                 break;
             }
         }
-        rc = check_steps(models[i], &data, a.kmax);
+        /* --mpi: the library counts the steps of every process */
+        rc = mpi != NULL ? LSEFIT_OK : check_steps(models[i], &data, a.kmax);
         if (rc != LSEFIT_OK)
             break;
         lsefit_progress_start(&prog, k, from_file ? 1 : a.opts.n_init);
@@ -1113,16 +1165,21 @@ static int fit_main(int argc, char **argv)
             break;
         }
         res[i] = result_of(models[i], data.scale);
+        res[i].n_rows = n_rows;
+        res[i].n_seq = n_seq;
         const int aic = strcmp(a.select, "aic") == 0;
         if (i > 0 &&
             (aic ? res[i].aic < res[best].aic : res[i].bic < res[best].bic))
             best = i;
     }
     {
-        const int rc_log = lsefit_progress_close(&prog, a.log_json);
+        const int rc_log = lsefit_progress_close(
+            &prog, lsefit_mpi_is_root(mpi) ? a.log_json : NULL);
         if (rc == LSEFIT_OK)
             rc = rc_log;
     }
+    if (!lsefit_mpi_is_root(mpi)) /* process 0 writes every output */
+        goto done;
     if (rc == LSEFIT_OK && n_k > 1) {
         FILE *tf =
             (a.output != NULL && strcmp(a.output, "-") == 0) ? stderr : stdout;
@@ -1161,6 +1218,7 @@ static int fit_main(int argc, char **argv)
         lsefit_note("warning: EM did not converge in %zu iterations (raise "
                     "--max-iter or --tol)",
                     a.opts.max_iter);
+done:
     for (size_t i = 0; models != NULL && i < n_k; i++)
         lse_slds_free(models[i]);
     free(models);
@@ -1171,7 +1229,7 @@ static int fit_main(int argc, char **argv)
     slds_file_free(&back);
     slds_file_free(&init);
     lsefit_data_free(&data);
-    return rc;
+    return lsefit_mpi_end(mpi, rc);
 }
 
 /* ------------------------------------------------------------------ */

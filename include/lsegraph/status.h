@@ -81,6 +81,25 @@ LSE_API void lse_set_log_handler(lse_log_fn fn, void *user);
 LSE_API void lse_log(lse_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/**
+ * @brief Threads of the batched kernels (OpenMP over blocks of child rows,
+ * lib/threads.c). @p n >= 1 sets the count for the whole process; n <= 0
+ * restores the default: the environment variable LSE_NUM_THREADS if it
+ * holds a positive integer, else OpenMP's default (omp_get_max_threads).
+ * Inside the library's parallel regions BLAS runs single-threaded; BLAS
+ * calls outside them (small factorizations) keep the BLAS library's own
+ * setting (OPENBLAS_NUM_THREADS), which this call does not change.
+ * Results are bit-identical for every thread count: the rows are split into
+ * a number of chunks that depends only on the shapes, and per-chunk
+ * gradients and statistics are summed in chunk order (docs/performance.md).
+ * Not thread-safe: call it before using the library from several threads.
+ * Without OpenMP the library always runs on one thread.
+ */
+LSE_API void lse_set_num_threads(int n);
+
+/** @brief The thread count the kernels use now (>= 1). */
+LSE_API int lse_get_num_threads(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -40,6 +40,8 @@ typedef struct lse_gauss_work {
     size_t nfac;     /* full: K, tied: 1, diag/spherical: K */
     int prepared;    /* factor cache valid (prepare ran since work_new/solve) */
     int has_offsets; /* prepare got the parents: center and off are valid */
+    unsigned gen;    /* bumped by every prepare (tags the E-step cache) */
+    int avx2;        /* run the AVX2 copies of the fused loops */
 
     /* factor cache (prepare) */
     gsl_vector *logpi;  /* (K) log pi_k, 0 when there is no logw */
@@ -50,6 +52,10 @@ typedef struct lse_gauss_work {
                            R * block f = Z (rows L_f^-1 r_i); else NULL */
     gsl_vector *center; /* (d) mean of the parents (gaussian full/tied) */
     gsl_matrix *off;    /* (K, d) (mu_k - center) L_k^-T (gaussian) */
+    gsl_matrix *mut;    /* diag/spherical gaussian: (d, K) the means
+                           transposed, so the fused loops run along k */
+    gsl_matrix *invt;   /* diag: (d, K) 1/l_kj transposed; spherical:
+                           (1, K) 1/l_k^2 */
 
     /* block buffers */
     gsl_matrix *res;    /* (block, d): residuals */
@@ -67,8 +73,35 @@ typedef struct lse_gauss_work {
     gsl_matrix *uacc; /* (K, d) sum_i G_ik z_ik, contiguous */
     gsl_vector *ones; /* (chunk) all 1 */
 
+    /* E-step cache (gaussian full/tied): eval keeps the whitened rows of
+     * the block it scored (or, on the quadratic path, its monomials), so
+     * that stats on the same block (right after the softmax, in the EM
+     * solver's fused pass) does not redo the work */
+    gsl_matrix *zblk; /* (block, nfac*d) (X - c) [L_f^-T] of that block */
+    gsl_matrix *xblk; /* (block, d) its rows, compared bit for bit */
+    size_t zrows;     /* rows cached; 0 = nothing cached */
+    unsigned zgen;    /* gen of the factors the cache was made with */
+
+    /* quadratic path (gaussian, docs/performance.md): with y = x - c,
+     * S_ik = V_i q_k for monomials V_i = [1, y', vech(y y')'] (or y.^2,
+     * |y|^2): one GEMM S = V Q for every k, and the M-step statistics are
+     * V' R, another GEMM on the same V, kept from eval */
+    int fast;          /* prepare chose the quadratic path */
+    int fma;           /* AVX2 + FMA kernels instead of dgemm */
+    size_t nv;         /* monomials per row (full 1 + d + d(d+1)/2, diag
+                          1 + 2d, spherical 2 + d), 0 = path off */
+    gsl_matrix *vblk;  /* (block, nv) V of the block eval scored */
+    gsl_matrix *qcoef; /* (nv, kp) coefficients q_k as columns, zero-padded
+                          to kp = K rounded up to 8 */
+    gsl_matrix *rbuf;  /* (block, kp) R scaled by the row weights */
+    gsl_matrix *qacc;  /* (nv, kp) statistics of one block (FMA kernels) */
+    gsl_matrix *wgrp;  /* whitened path: (block, group * d) rho-scaled
+                          whitened rows of a group of components */
+
     /* solve buffers */
     gsl_matrix *new_parent; /* (K, d) */
+    gsl_matrix *mom1;       /* gaussian full/tied: (K, d) s1 */
+    gsl_matrix *mom2;       /* (nfac*d, d) s2 of every component (tied: 1) */
     gsl_matrix *new_chol;   /* (K or 1, chol columns) */
     gsl_matrix *new_a;      /* (K, d * d_context) lingauss */
     gsl_matrix *pool;       /* (d, d): tied pooled scatter */
@@ -96,30 +129,6 @@ static inline double lse_gauss_sq_dist(const double *a, const double *b,
     }
     for (; j < n; j++) {
         const double t = a[j] - b[j];
-        s0 += t * t;
-    }
-    return (s0 + s1) + (s2 + s3);
-}
-
-/* sum_j ((a_j - b_j) s_j)^2 */
-static inline double lse_gauss_sq_dist_scaled(const double *a, const double *b,
-                                              const double *s, size_t n)
-{
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-    const size_t n4 = n - n % 4;
-    size_t j = 0;
-    for (; j < n4; j += 4) {
-        const double t0 = (a[j] - b[j]) * s[j];
-        const double t1 = (a[j + 1] - b[j + 1]) * s[j + 1];
-        const double t2 = (a[j + 2] - b[j + 2]) * s[j + 2];
-        const double t3 = (a[j + 3] - b[j + 3]) * s[j + 3];
-        s0 += t0 * t0;
-        s1 += t1 * t1;
-        s2 += t2 * t2;
-        s3 += t3 * t3;
-    }
-    for (; j < n; j++) {
-        const double t = (a[j] - b[j]) * s[j];
         s0 += t * t;
     }
     return (s0 + s1) + (s2 + s3);
@@ -190,6 +199,72 @@ void lse_gauss_work_free(void *work);
 lse_status lse_gauss_prepare(lse_gauss_work *w, const gsl_matrix *logw,
                              const gsl_matrix *chol, const gsl_matrix *parent);
 
+/* The quadratic path loses about eps * kappa relative accuracy in scores
+ * and covariances, kappa = max_k ||L_k^-1 (mu_k - c)||^2 (the squared
+ * distance, in standard deviations of the component, from the center c to
+ * its mean); above this kappa the whitened path (loss eps * sqrt(kappa))
+ * runs instead. */
+#define LSE_GAUSS_FAST_KAPPA 1e4
+
+/* 1 when the quadratic path may run for these parameters: the workspace
+ * has it (w->nv > 0) and kappa <= LSE_GAUSS_FAST_KAPPA. The same arithmetic
+ * in prepare and solve, so both take the same decision. scratch: 2 d. */
+int lse_gauss_fast_path(const lse_gauss_work *w, const gsl_matrix *parent,
+                        const gsl_matrix *chol, double *scratch);
+
+/* Statistics of the wide M-step (gaussian full/tied, needs prepare with
+ * the parents): with z_ik = L_k^-1 (x_i - mu_k), rho_ik = R_ik w_i and
+ * c the mean of the means, ADDS to acc
+ *   N_k = sum_i rho_ik                               (K)
+ *   u_k = sum_i rho_ik z_ik                          (K, d)
+ *   C   = sum_i (x_i - c) [rho_i1 z_i1' ... rho_iK z_iK']
+ *         (d, K*d); tied: the sum of its K blocks (d, d)
+ * one GEMM per chunk for every component; lse_gauss_wide_moments turns
+ * them into the shifted moments of the M-step. Reuses the whitened rows of
+ * the last eval when x is the block eval scored.
+ * On the quadratic path (w->fast) the layout is instead, with y = x - c:
+ *   full: (nv, K) row-major = sum_i [1, y_i', vech(y_i y_i')']' rho_i'
+ *         (row 0 is N), i.e. N | s1c (d, K) | P (d(d+1)/2, K)
+ *   tied: N (K) | s1c (d, K) | sum_k P_k (d(d+1)/2)
+ * Both layouts fit in K + K d + (K d^2 or d^2) doubles. */
+lse_status lse_gauss_stats_wide(lse_gauss_work *w, const gsl_matrix *x,
+                                const gsl_matrix *resp,
+                                const gsl_vector *weight, double *acc);
+
+/* From the statistics above at the current parameters (parent = mu (K, d),
+ * chol): s1_k = sum rho (x - mu_k) = L_k u_k into s1 (K, d) and
+ * s2_k = sum rho (x - mu_k)(x - mu_k)' = (C_k - (mu_k - c) u_k') L_k'
+ * into s2 (K*d*d; tied: the sum over k, d*d), symmetrized. Uses the
+ * workspace's center and dd as scratch (solve runs after the E-step). */
+void lse_gauss_wide_moments(lse_gauss_work *w, const gsl_matrix *parent,
+                            const gsl_matrix *chol, const double *acc,
+                            double *s1, double *s2);
+
+/* c = mean of the K rows of parent (d); the same arithmetic everywhere,
+ * so stats and solve agree on c bit for bit. */
+void lse_gauss_mean_of_means(const gsl_matrix *parent, double *c);
+
+/* diag/spherical gaussian (need prepare with the parents): S (b, K) for
+ * children x, and the statistics ADDED to acc: on the direct path the
+ * shifted N | s1 | s2 (fused loops along k for eval and d for stats, AVX2
+ * copies when the CPU has it); on the quadratic path (w->fast) the GEMMs
+ * of lse_gauss_stats_wide with V = [1, y', (y.^2)'] (diag) or
+ * [1, y', |y|^2] (spherical): N | s1c (d, K) | P (d, K) or (1, K). */
+lse_status lse_gauss_eval_diag(lse_gauss_work *w, const gsl_matrix *x,
+                               gsl_matrix *s);
+lse_status lse_gauss_stats_diag(lse_gauss_work *w, const gsl_matrix *x,
+                                const gsl_matrix *mu, const gsl_matrix *resp,
+                                const gsl_vector *weight, double *acc);
+
+/* The M-step moments N | s1 | s2 (shifted by the current means, layout of
+ * lse_gauss_s2_size) from whatever statistics the path that prepare chose
+ * accumulated: full/tied always (whitened or quadratic statistics), diag
+ * and spherical on the quadratic path; returns 1 when s1, s2 were
+ * written, 0 when acc holds them already (direct diag/spherical path). */
+int lse_gauss_moments(lse_gauss_work *w, const gsl_matrix *parent,
+                      const gsl_matrix *chol, const double *acc, double *s1,
+                      double *s2);
+
 /* Wide kernels of lse_sim_gaussian with full or tied covariance (need
  * prepare with the parents). eval: S (b, K) for children x (b, d).
  * grad: ADD dE/dx into gchild (b, d), dE/dmu into gparent (K, d), dE/dchol
@@ -199,11 +274,6 @@ lse_status lse_gauss_eval_wide(lse_gauss_work *w, const gsl_matrix *x,
 lse_status lse_gauss_grad_wide(lse_gauss_work *w, const gsl_matrix *x,
                                const gsl_matrix *g, gsl_matrix *gchild,
                                gsl_matrix *gparent, gsl_matrix *gchol);
-
-/* Column k of S from the residuals r (b, d) of component k:
- * S(i, k) = cnst_k - 1/2 ||L_k^-1 r_i||^2. Uses w->tmp; r is kept. */
-lse_status lse_gauss_score(lse_gauss_work *w, size_t k, const gsl_matrix *r,
-                           gsl_matrix *s);
 
 /* Gradient through the residuals of component k. On input r (b, d) holds
  * the residuals r_i; on output row i is g_i Sigma_k^-1 r_i with
@@ -226,11 +296,6 @@ lse_status lse_gauss_check_args(const lse_gauss_work *w, const lse_sim_args *a,
  * blocks, then the second-moment block: K * s2 doubles (s2 = d*d, d or 1)
  * or one pooled d*d block for tied. */
 size_t lse_gauss_s2_size(lse_cov_type cov, size_t n_comp, size_t d);
-
-/* ADD the second moment of the weighted residuals r (b, d) with weights
- * rw (b) to acc2 (K * s2 layout above) for component k. Uses w->tmp. */
-lse_status lse_gauss_stats_s2(lse_gauss_work *w, size_t k, const gsl_matrix *r,
-                              const gsl_vector *rw, double *acc2);
 
 /* rw_i = resp(i, k) * weight_i (weight may be NULL); returns sum_i rw_i. */
 double lse_gauss_row_weights(const gsl_matrix *resp, size_t k,

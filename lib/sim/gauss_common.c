@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <gsl/gsl_blas.h>
 #include <gsl/gsl_errno.h>
@@ -9,6 +10,11 @@
 #include <gsl/gsl_math.h>
 
 #include "gauss-private.h"
+#include "kernels-private.h"
+
+#if LSE_HAVE_AVX2_PATH
+#include <immintrin.h> /* only inside LSE_TARGET_AVX2_FMA functions */
+#endif
 
 /* Shared code of the Gaussian family: factor cache, residual scoring,
  * gradients through the residuals and the covariance part of the M-step.
@@ -20,6 +26,8 @@ static const lse_gaussian_config default_config = {.cov = LSE_COV_FULL};
  * lse_mstep_opts_default). */
 #define DEFAULT_REG_COVAR 1e-6
 #define DEFAULT_MIN_COUNT 1e-10
+
+static size_t group_width(const lse_gauss_work *w);
 
 static lse_cov_type config_cov(const void *config)
 {
@@ -156,6 +164,17 @@ void lse_gauss_work_free(void *work)
     gsl_matrix_free(w->macc);
     gsl_matrix_free(w->uacc);
     gsl_vector_free(w->ones);
+    gsl_matrix_free(w->zblk);
+    gsl_matrix_free(w->wgrp);
+    gsl_matrix_free(w->vblk);
+    gsl_matrix_free(w->qcoef);
+    gsl_matrix_free(w->rbuf);
+    gsl_matrix_free(w->qacc);
+    gsl_matrix_free(w->mom1);
+    gsl_matrix_free(w->mom2);
+    gsl_matrix_free(w->xblk);
+    gsl_matrix_free(w->mut);
+    gsl_matrix_free(w->invt);
     gsl_matrix_free(w->res);
     gsl_matrix_free(w->tmp);
     gsl_matrix_free(w->aug);
@@ -223,16 +242,45 @@ lse_status lse_gauss_work_new(const lse_sim_shape *shape, const void *config,
     else if (ok)
         ok = (w->inv = gsl_matrix_calloc(K, cov == LSE_COV_DIAG ? d : 1)) !=
              NULL;
-    if (ok && tri && dc == 0) /* the wide kernels of lse_sim_gaussian */
+    if (ok && dc == 0) /* lse_sim_gaussian: center, E-step cache */
         ok = (w->center = gsl_vector_calloc(d)) != NULL &&
-             (w->off = gsl_matrix_calloc(K, d)) != NULL &&
+             (w->xblk = gsl_matrix_alloc(block, d)) != NULL &&
+             (w->mom1 = gsl_matrix_alloc(K, d)) != NULL &&
+             (w->mom2 = gsl_matrix_alloc(w->nfac * d,
+                                         cov == LSE_COV_SPHERICAL ? 1 : d)) !=
+                 NULL;
+    if (ok && tri && dc == 0) /* the wide kernels of lse_sim_gaussian */
+        ok = (w->off = gsl_matrix_calloc(K, d)) != NULL &&
              (w->zall = gsl_matrix_alloc(w->chunk, K * d)) != NULL &&
              (w->zg = gsl_matrix_alloc(w->chunk, K * d)) != NULL &&
              (w->macc = gsl_matrix_alloc(w->nfac * d, d)) != NULL &&
              (w->uacc = gsl_matrix_alloc(K, d)) != NULL &&
              (w->ones = gsl_vector_alloc(w->chunk)) != NULL;
+    if (ok && tri && dc == 0) /* whitened path */
+        ok = (w->zblk = gsl_matrix_alloc(block, w->nfac * d)) != NULL &&
+             (w->wgrp = gsl_matrix_alloc(
+                  block, cov == LSE_COV_TIED ? d : group_width(w) * d)) !=
+                 NULL;
+    /* quadratic path (full/tied: when its nv coefficients per component
+     * are not many more than the d^2 of the whitening product) */
+    const size_t nv = tri ? 1 + d + d * (d + 1) / 2
+                          : cov == LSE_COV_DIAG ? 1 + 2 * d : 2 + d;
+    if (ok && dc == 0 && (!tri || (d >= 2 && nv <= d * (d + 1)))) {
+        w->nv = nv;
+        const size_t kp = (K + 7) / 8 * 8; /* whole tiles of 8 */
+        ok = (w->vblk = gsl_matrix_alloc(block, nv)) != NULL &&
+             (w->qcoef = gsl_matrix_calloc(nv, kp)) != NULL &&
+             (w->rbuf = gsl_matrix_calloc(block, kp)) != NULL &&
+             (w->qacc = gsl_matrix_alloc(nv, kp)) != NULL;
+    }
+    if (ok && !tri && dc == 0) /* transposed parameters of the fused loops */
+        ok = (w->mut = gsl_matrix_calloc(d, K)) != NULL &&
+             (w->invt = gsl_matrix_calloc(cov == LSE_COV_DIAG ? d : 1, K)) !=
+                 NULL;
     if (ok && w->ones != NULL)
         gsl_vector_set_all(w->ones, 1.0);
+    w->avx2 = lse_cpu_avx2();
+    w->fma = lse_cpu_avx2_fma();
     if (ok && dc > 0)
         ok = (w->aug = gsl_matrix_alloc(block, dc + 1)) != NULL &&
              (w->augw = gsl_matrix_alloc(block, dc + 1)) != NULL &&
@@ -282,6 +330,8 @@ static lse_status prepare_factor(lse_gauss_work *w, const gsl_matrix *chol,
     return LSE_OK;
 }
 
+static void fast_coefficients(lse_gauss_work *w, const gsl_matrix *parent);
+
 lse_status lse_gauss_prepare(lse_gauss_work *w, const gsl_matrix *logw,
                              const gsl_matrix *chol, const gsl_matrix *parent)
 {
@@ -289,6 +339,8 @@ lse_status lse_gauss_prepare(lse_gauss_work *w, const gsl_matrix *logw,
         return LSE_EFAULT;
     w->prepared = 0;
     w->has_offsets = 0;
+    w->fast = 0;
+    w->gen++; /* whatever follows, the E-step cache is stale */
     const size_t K = w->n_comp, d = w->dim;
     if (chol->size1 != lse_gauss_chol_rows(w->cov, K) ||
         chol->size2 != lse_gauss_chol_cols(w->cov, d))
@@ -361,14 +413,11 @@ lse_status lse_gauss_prepare(lse_gauss_work *w, const gsl_matrix *logw,
     if (parent != NULL && w->off != NULL) {
         if (parent->size1 != K || parent->size2 != d)
             return LSE_EDIM;
-        gsl_vector_set_zero(w->center);
         for (size_t k = 0; k < K; k++)
-            for (size_t j = 0; j < d; j++) {
-                const double v = gsl_matrix_get(parent, k, j);
-                if (!isfinite(v))
+            for (size_t j = 0; j < d; j++)
+                if (!isfinite(gsl_matrix_get(parent, k, j)))
                     return LSE_ENONFINITE;
-                *gsl_vector_ptr(w->center, j) += v / (double)K;
-            }
+        lse_gauss_mean_of_means(parent, w->center->data);
         for (size_t k = 0; k < K; k++) {
             const size_t f = w->cov == LSE_COV_TIED ? 0 : k;
             double *o = gsl_matrix_ptr(w->off, k, 0);
@@ -383,9 +432,50 @@ lse_status lse_gauss_prepare(lse_gauss_work *w, const gsl_matrix *logw,
             }
         }
         w->has_offsets = 1;
+        w->fast = lse_gauss_fast_path(w, parent, chol, w->dd->data);
+        if (w->fast)
+            fast_coefficients(w, parent);
+    }
+    /* diag/spherical: parameters transposed for the fused loops */
+    if (parent != NULL && w->mut != NULL) {
+        if (parent->size1 != K || parent->size2 != d)
+            return LSE_EDIM;
+        for (size_t k = 0; k < K; k++)
+            for (size_t j = 0; j < d; j++) {
+                const double v = gsl_matrix_get(parent, k, j);
+                if (!isfinite(v))
+                    return LSE_ENONFINITE;
+                gsl_matrix_set(w->mut, j, k, v);
+            }
+        for (size_t k = 0; k < K; k++) {
+            if (w->cov == LSE_COV_DIAG) {
+                for (size_t j = 0; j < d; j++)
+                    gsl_matrix_set(w->invt, j, k, gsl_matrix_get(w->inv, k, j));
+            } else {
+                const double v = gsl_matrix_get(w->inv, k, 0);
+                gsl_matrix_set(w->invt, 0, k, v * v);
+            }
+        }
+        lse_gauss_mean_of_means(parent, w->center->data);
+        w->has_offsets = 1;
+        w->fast = lse_gauss_fast_path(w, parent, chol, w->dd->data);
+        if (w->fast)
+            fast_coefficients(w, parent);
     }
     w->prepared = 1;
     return LSE_OK;
+}
+
+void lse_gauss_mean_of_means(const gsl_matrix *parent, double *c)
+{
+    const size_t K = parent->size1, d = parent->size2;
+    for (size_t j = 0; j < d; j++)
+        c[j] = 0.0;
+    for (size_t k = 0; k < K; k++) {
+        const double *p = gsl_matrix_const_ptr(parent, k, 0);
+        for (size_t j = 0; j < d; j++)
+            c[j] += p[j] / (double)K;
+    }
 }
 
 /* block f of minv: L_f^-T (d, d) */
@@ -394,49 +484,6 @@ static _gsl_matrix_const_view minv_block(const lse_gauss_work *w, size_t k)
     const size_t d = w->dim;
     return gsl_matrix_const_submatrix(
         w->minv, 0, (w->cov == LSE_COV_TIED ? 0 : k) * d, d, d);
-}
-
-lse_status lse_gauss_score(lse_gauss_work *w, size_t k, const gsl_matrix *r,
-                           gsl_matrix *s)
-{
-    const size_t b = r->size1, d = w->dim;
-    const double c = gsl_vector_get(w->cnst, k);
-    switch (w->cov) {
-    case LSE_COV_FULL:
-    case LSE_COV_TIED: {
-        /* Z = R L^-T: row i is (L^-1 r_i)' */
-        const gsl_matrix_const_view mi = minv_block(w, k);
-        gsl_matrix_view z = gsl_matrix_submatrix(w->tmp, 0, 0, b, d);
-        const int rc = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, r,
-                                      &mi.matrix, 0.0, &z.matrix);
-        if (rc != GSL_SUCCESS)
-            return lse_status_from_gsl(rc);
-        for (size_t i = 0; i < b; i++) {
-            const double *zi = gsl_matrix_const_ptr(&z.matrix, i, 0);
-            gsl_matrix_set(s, i, k, c - 0.5 * lse_gauss_sq_norm(zi, d));
-        }
-        break;
-    }
-    case LSE_COV_DIAG: {
-        const double *inv = gsl_matrix_const_ptr(w->inv, k, 0);
-        for (size_t i = 0; i < b; i++) {
-            const double *x = gsl_matrix_const_ptr(r, i, 0);
-            gsl_matrix_set(s, i, k,
-                           c - 0.5 * lse_gauss_sq_norm_scaled(x, inv, d));
-        }
-        break;
-    }
-    case LSE_COV_SPHERICAL: {
-        const double inv = gsl_matrix_get(w->inv, k, 0);
-        const double inv2 = inv * inv;
-        for (size_t i = 0; i < b; i++) {
-            const double *x = gsl_matrix_const_ptr(r, i, 0);
-            gsl_matrix_set(s, i, k, c - 0.5 * inv2 * lse_gauss_sq_norm(x, d));
-        }
-        break;
-    }
-    }
-    return LSE_OK;
 }
 
 /* xc (cb, d) <- rows [r0, r0 + cb) of x minus the center */
@@ -454,37 +501,849 @@ static void centered(const lse_gauss_work *w, const gsl_matrix *x, size_t r0,
     }
 }
 
-lse_status lse_gauss_eval_wide(lse_gauss_work *w, const gsl_matrix *x,
-                               gsl_matrix *s)
+/* ------------------------------------------------------------------ */
+/* E-step and M-step statistics of lse_sim_gaussian (no context).      *
+ * docs/sim-gaussian.md section 3 and docs/performance.md.             *
+ *                                                                     *
+ * Two paths, chosen by prepare from the parameters (the same choice   *
+ * in solve):                                                          *
+ * - quadratic: with y = x - c (c = mean of the means), every score is *
+ *   a linear function of the monomials V = [1, y', q(y)'] (q = vech   *
+ *   (y y') for full/tied, y^2 for diag, |y|^2 for spherical): one     *
+ *   GEMM S = V Q for all components, and the statistics are V' R, one *
+ *   more GEMM on the same V. Accurate to about eps * kappa, kappa the *
+ *   largest squared distance from c to a mean in standard deviations  *
+ *   of its component; used when kappa <= LSE_GAUSS_FAST_KAPPA.        *
+ * - whitened (full/tied) or direct (diag/spherical): per-component    *
+ *   residuals, accurate to eps * sqrt(kappa) or better.               *
+ * Both keep what they computed for the block eval scored, so that     *
+ * stats on the same block (the EM solver's fused pass) reuses it.      */
+
+/* Components per GEMM of the whitened path: about this many columns. */
+#define GROUP_COLS 256
+
+static size_t group_width(const lse_gauss_work *w)
 {
-    if (!w->has_offsets)
-        return LSE_EINTERNAL;
-    const size_t b = x->size1, d = w->dim, K = w->n_comp;
-    const size_t nf = w->nfac;
-    const gsl_matrix_const_view mv =
-        gsl_matrix_const_submatrix(w->minv, 0, 0, d, nf * d);
-    const double *off = w->off->data, *cn = w->cnst->data;
-    const size_t otda = w->off->tda, cs = w->cnst->stride;
-    for (size_t r0 = 0; r0 < b; r0 += w->chunk) {
-        const size_t cb = b - r0 < w->chunk ? b - r0 : w->chunk;
-        gsl_matrix_view xc = gsl_matrix_submatrix(w->res, 0, 0, cb, d);
-        gsl_matrix_view z = gsl_matrix_submatrix(w->zall, 0, 0, cb, nf * d);
-        centered(w, x, r0, &xc.matrix);
-        /* one GEMM for every component: Z = (X - c) [L_1^-T ... L_K^-T] */
+    size_t g = GROUP_COLS / w->dim;
+    if (g < 1)
+        g = 1;
+    return g < w->n_comp ? g : w->n_comp;
+}
+
+/* Is x the block the cache holds (same rows, bit for bit, and the same
+ * factors)? */
+static int cache_holds(const lse_gauss_work *w, const gsl_matrix *x)
+{
+    if (w->zrows == 0 || w->zrows != x->size1 || w->zgen != w->gen)
+        return 0;
+    const size_t d = w->dim;
+    for (size_t i = 0; i < x->size1; i++)
+        if (memcmp(gsl_matrix_const_ptr(x, i, 0),
+                   gsl_matrix_const_ptr(w->xblk, i, 0),
+                   d * sizeof(double)) != 0)
+            return 0;
+    return 1;
+}
+
+static void cache_store(lse_gauss_work *w, const gsl_matrix *x)
+{
+    const size_t b = x->size1, d = w->dim;
+    for (size_t i = 0; i < b; i++)
+        memcpy(gsl_matrix_ptr(w->xblk, i, 0), gsl_matrix_const_ptr(x, i, 0),
+               d * sizeof(double));
+    w->zrows = b;
+    w->zgen = w->gen;
+}
+
+/* --- quadratic path ------------------------------------------------- */
+
+int lse_gauss_fast_path(const lse_gauss_work *w, const gsl_matrix *parent,
+                        const gsl_matrix *chol, double *scratch)
+{
+    if (w->nv == 0)
+        return 0;
+    const size_t d = w->dim, K = w->n_comp;
+    double *c = scratch, *z = scratch + d;
+    lse_gauss_mean_of_means(parent, c);
+    for (size_t k = 0; k < K; k++) {
+        const double *mu = gsl_matrix_const_ptr(parent, k, 0);
+        double q = 0.0;
+        switch (w->cov) {
+        case LSE_COV_FULL:
+        case LSE_COV_TIED: {
+            const double *l =
+                gsl_matrix_const_ptr(chol, w->cov == LSE_COV_TIED ? 0 : k, 0);
+            for (size_t i = 0; i < d; i++) { /* z = L^-1 (mu - c) */
+                double v = mu[i] - c[i];
+                for (size_t m = 0; m < i; m++)
+                    v -= l[i * d + m] * z[m];
+                z[i] = v / l[i * d + i];
+                q += z[i] * z[i];
+            }
+            break;
+        }
+        case LSE_COV_DIAG: {
+            const double *l = gsl_matrix_const_ptr(chol, k, 0);
+            for (size_t i = 0; i < d; i++) {
+                const double v = (mu[i] - c[i]) / l[i];
+                q += v * v;
+            }
+            break;
+        }
+        case LSE_COV_SPHERICAL: {
+            const double l = gsl_matrix_get(chol, k, 0);
+            for (size_t i = 0; i < d; i++) {
+                const double v = (mu[i] - c[i]) / l;
+                q += v * v;
+            }
+            break;
+        }
+        }
+        if (!(q <= LSE_GAUSS_FAST_KAPPA)) /* also NaN */
+            return 0;
+    }
+    return 1;
+}
+
+/* Columns q_k of Q (nv, K) from the cache of prepare. With
+ * delta_k = mu_k - c and P_k = Sigma_k^-1:
+ *   S_ik = c_k - 1/2 (y - delta)' P (y - delta)
+ *        = [c_k - 1/2 delta' P delta] + (P delta)' y - 1/2 y' P y.
+ * full/tied: o_k = L^-1 delta (cached), P = L^-T L^-1, y' P y =
+ * sum_a P_aa y_a^2 + 2 sum_{a<b} P_ab y_a y_b; diag: P = diag(1/l^2);
+ * spherical: P = I / l^2. */
+static void fast_coefficients(lse_gauss_work *w, const gsl_matrix *parent)
+{
+    const size_t d = w->dim, K = w->n_comp;
+    const size_t qt = w->qcoef->tda;
+    double *q = w->qcoef->data;
+    const double *c = w->center->data;
+    for (size_t k = 0; k < K; k++) {
+        const double cn = gsl_vector_get(w->cnst, k);
+        if (w->cov == LSE_COV_DIAG || w->cov == LSE_COV_SPHERICAL) {
+            const double *mu = gsl_matrix_const_ptr(parent, k, 0);
+            const double *inv = gsl_matrix_const_ptr(w->inv, k, 0);
+            double dpd = 0.0;
+            for (size_t a = 0; a < d; a++) {
+                const double i2 = w->cov == LSE_COV_DIAG ? inv[a] * inv[a]
+                                                         : inv[0] * inv[0];
+                const double del = mu[a] - c[a];
+                dpd += del * del * i2;
+                q[(1 + a) * qt + k] = del * i2;
+                if (w->cov == LSE_COV_DIAG)
+                    q[(1 + d + a) * qt + k] = -0.5 * i2;
+            }
+            if (w->cov == LSE_COV_SPHERICAL)
+                q[(1 + d) * qt + k] = -0.5 * inv[0] * inv[0];
+            q[k] = cn - 0.5 * dpd;
+            continue;
+        }
+        const size_t f = w->cov == LSE_COV_TIED ? 0 : k;
+        const double *o = gsl_matrix_const_ptr(w->off, k, 0);
+        q[k] = cn - 0.5 * lse_gauss_sq_norm(o, d);
+        /* (P delta)_a = (L^-T o)_a = sum_m Minv(a, m) o_m (upper part) */
+        for (size_t a = 0; a < d; a++) {
+            const double *ma = gsl_matrix_const_ptr(w->minv, a, f * d);
+            double v = 0.0;
+            for (size_t m = a; m < d; m++)
+                v += ma[m] * o[m];
+            q[(1 + a) * qt + k] = v;
+        }
+        /* P_ab = row a . row b of L^-T */
+        size_t p = 1 + d;
+        for (size_t a = 0; a < d; a++) {
+            const double *ma = gsl_matrix_const_ptr(w->minv, a, f * d);
+            for (size_t b = a; b < d; b++, p++) {
+                const double *mb = gsl_matrix_const_ptr(w->minv, b, f * d);
+                double v = 0.0;
+                for (size_t m = b; m < d; m++)
+                    v += ma[m] * mb[m];
+                q[p * qt + k] = a == b ? -0.5 * v : -v;
+            }
+        }
+    }
+}
+
+/* V rows of the block x into vblk:
+ *   full/tied [1, y', vech(y y')'] in the order (0,0) (0,1) .. (0,d-1)
+ *   (1,1) ..; diag [1, y', (y.^2)']; spherical [1, y', |y|^2]. */
+LSE_KERNEL void fast_rows_body(const lse_gauss_work *w, const gsl_matrix *x)
+{
+    const size_t b = x->size1, d = w->dim, xt = x->tda, vt = w->vblk->tda;
+    const double *restrict c = w->center->data;
+    const lse_cov_type cov = w->cov;
+    for (size_t i = 0; i < b; i++) {
+        const double *restrict xi = x->data + i * xt;
+        double *restrict v = w->vblk->data + i * vt;
+        double *restrict y = v + 1;
+        v[0] = 1.0;
+        for (size_t j = 0; j < d; j++)
+            y[j] = xi[j] - c[j];
+        double *restrict p = y + d;
+        if (cov == LSE_COV_DIAG) {
+            for (size_t j = 0; j < d; j++)
+                p[j] = y[j] * y[j];
+        } else if (cov == LSE_COV_SPHERICAL) {
+            p[0] = lse_gauss_sq_norm(y, d);
+        } else {
+            for (size_t a = 0; a < d; a++) {
+                const double ya = y[a];
+                const size_t n = d - a;
+                const double *restrict yb = y + a;
+                for (size_t q = 0; q < n; q++)
+                    p[q] = ya * yb[q];
+                p += n;
+            }
+        }
+    }
+}
+
+static void fast_rows_plain(const lse_gauss_work *w, const gsl_matrix *x)
+{
+    fast_rows_body(w, x);
+}
+
+#if LSE_HAVE_AVX2_PATH
+LSE_TARGET_AVX2
+static void fast_rows_avx2(const lse_gauss_work *w, const gsl_matrix *x)
+{
+    fast_rows_body(w, x);
+}
+#endif
+
+/* V of the block x into vblk, remembered for stats. */
+static void fast_block(lse_gauss_work *w, const gsl_matrix *x)
+{
+    w->zrows = 0;
+#if LSE_HAVE_AVX2_PATH
+    if (w->avx2)
+        fast_rows_avx2(w, x);
+    else
+#endif
+        fast_rows_plain(w, x);
+    cache_store(w, x);
+}
+
+#if LSE_HAVE_AVX2_PATH
+/* AVX2 + FMA kernels of the quadratic path, on 4 rows x 8 components at a
+ * time with the running sums in registers. OpenBLAS's dgemm runs these
+ * narrow shapes (K = 16 columns) at about 20 GFLOP/s on this project's
+ * machine, these at about 30 (docs/performance.md). Rows: V (b, nv) with
+ * tda vt; Q (nv, kp) and the statistics (nv, kp) zero-padded to whole
+ * tiles of 8 components. */
+
+/* S (b, K) rows [i, i + 4) = V Q, for every tile of components. */
+LSE_TARGET_AVX2_FMA
+static void qeval4_avx2(const double *v, size_t vt, size_t nv, const double *q,
+                        size_t kp, size_t K, double *s, size_t st)
+{
+    const double *v0 = v, *v1 = v0 + vt, *v2 = v1 + vt, *v3 = v2 + vt;
+    for (size_t k0 = 0; k0 < kp; k0 += 8) {
+        __m256d a00 = _mm256_setzero_pd(), a01 = a00, a10 = a00, a11 = a00;
+        __m256d a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+        const double *qp = q + k0;
+        for (size_t p = 0; p < nv; p++, qp += kp) {
+            const __m256d q0 = _mm256_loadu_pd(qp);
+            const __m256d q1 = _mm256_loadu_pd(qp + 4);
+            __m256d u = _mm256_broadcast_sd(v0 + p);
+            a00 = _mm256_fmadd_pd(u, q0, a00);
+            a01 = _mm256_fmadd_pd(u, q1, a01);
+            u = _mm256_broadcast_sd(v1 + p);
+            a10 = _mm256_fmadd_pd(u, q0, a10);
+            a11 = _mm256_fmadd_pd(u, q1, a11);
+            u = _mm256_broadcast_sd(v2 + p);
+            a20 = _mm256_fmadd_pd(u, q0, a20);
+            a21 = _mm256_fmadd_pd(u, q1, a21);
+            u = _mm256_broadcast_sd(v3 + p);
+            a30 = _mm256_fmadd_pd(u, q0, a30);
+            a31 = _mm256_fmadd_pd(u, q1, a31);
+        }
+        double tile[4][8];
+        _mm256_storeu_pd(tile[0], a00);
+        _mm256_storeu_pd(tile[0] + 4, a01);
+        _mm256_storeu_pd(tile[1], a10);
+        _mm256_storeu_pd(tile[1] + 4, a11);
+        _mm256_storeu_pd(tile[2], a20);
+        _mm256_storeu_pd(tile[2] + 4, a21);
+        _mm256_storeu_pd(tile[3], a30);
+        _mm256_storeu_pd(tile[3] + 4, a31);
+        const size_t nk = K - k0 < 8 ? K - k0 : 8;
+        for (size_t r = 0; r < 4; r++)
+            memcpy(s + r * st + k0, tile[r], nk * sizeof(double));
+    }
+}
+
+/* acc (nv, kp) += V' rho for 4 rows (rho (4, kp), tda rt). */
+LSE_TARGET_AVX2_FMA
+static void qstats4_avx2(const double *v, size_t vt, size_t nv,
+                         const double *rho, size_t rt, double *acc, size_t kp)
+{
+    const double *v0 = v, *v1 = v0 + vt, *v2 = v1 + vt, *v3 = v2 + vt;
+    for (size_t k0 = 0; k0 < kp; k0 += 8) {
+        const double *r = rho + k0;
+        const __m256d r00 = _mm256_loadu_pd(r), r01 = _mm256_loadu_pd(r + 4);
+        const __m256d r10 = _mm256_loadu_pd(r + rt);
+        const __m256d r11 = _mm256_loadu_pd(r + rt + 4);
+        const __m256d r20 = _mm256_loadu_pd(r + 2 * rt);
+        const __m256d r21 = _mm256_loadu_pd(r + 2 * rt + 4);
+        const __m256d r30 = _mm256_loadu_pd(r + 3 * rt);
+        const __m256d r31 = _mm256_loadu_pd(r + 3 * rt + 4);
+        double *m = acc + k0;
+        for (size_t p = 0; p < nv; p++, m += kp) {
+            __m256d m0 = _mm256_loadu_pd(m), m1 = _mm256_loadu_pd(m + 4);
+            __m256d u = _mm256_broadcast_sd(v0 + p);
+            m0 = _mm256_fmadd_pd(u, r00, m0);
+            m1 = _mm256_fmadd_pd(u, r01, m1);
+            u = _mm256_broadcast_sd(v1 + p);
+            m0 = _mm256_fmadd_pd(u, r10, m0);
+            m1 = _mm256_fmadd_pd(u, r11, m1);
+            u = _mm256_broadcast_sd(v2 + p);
+            m0 = _mm256_fmadd_pd(u, r20, m0);
+            m1 = _mm256_fmadd_pd(u, r21, m1);
+            u = _mm256_broadcast_sd(v3 + p);
+            m0 = _mm256_fmadd_pd(u, r30, m0);
+            m1 = _mm256_fmadd_pd(u, r31, m1);
+            _mm256_storeu_pd(m, m0);
+            _mm256_storeu_pd(m + 4, m1);
+        }
+    }
+}
+#endif
+
+static lse_status fast_eval(lse_gauss_work *w, const gsl_matrix *x,
+                            gsl_matrix *s)
+{
+    const size_t b = x->size1, nv = w->nv, K = w->n_comp;
+    fast_block(w, x);
+#if LSE_HAVE_AVX2_PATH
+    if (w->fma && b >= 4) {
+        const double *v = w->vblk->data, *q = w->qcoef->data;
+        const size_t vt = w->vblk->tda, kp = w->qcoef->tda;
+        for (size_t i = 0; i < b; i += 4) {
+            /* the last group overlaps the previous one rather than run
+             * short: its rows are recomputed identically */
+            const size_t i0 = i + 4 <= b ? i : b - 4;
+            qeval4_avx2(v + i0 * vt, vt, nv, q, kp, K,
+                        gsl_matrix_ptr(s, i0, 0), s->tda);
+        }
+        return LSE_OK;
+    }
+#endif
+    gsl_matrix_const_view v = gsl_matrix_const_submatrix(w->vblk, 0, 0, b, nv);
+    gsl_matrix_const_view q = gsl_matrix_const_submatrix(w->qcoef, 0, 0, nv, K);
+    /* S = V Q: every component in one GEMM */
+    const int rc = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &v.matrix,
+                                  &q.matrix, 0.0, s);
+    return lse_status_from_gsl(rc);
+}
+
+static lse_status fast_stats(lse_gauss_work *w, const gsl_matrix *x,
+                             const gsl_matrix *resp, const gsl_vector *weight,
+                             double *acc)
+{
+    const size_t b = x->size1, d = w->dim, K = w->n_comp, nv = w->nv;
+    const int tied = w->cov == LSE_COV_TIED;
+    if (!cache_holds(w, x))
+        fast_block(w, x);
+    /* rho = R times the row weights, zero-padded to whole tiles */
+    const size_t kp = w->rbuf->tda;
+    for (size_t i = 0; i < b; i++) {
+        const double wi = weight != NULL ? gsl_vector_get(weight, i) : 1.0;
+        const double *ri = gsl_matrix_const_ptr(resp, i, 0);
+        double *o = gsl_matrix_ptr(w->rbuf, i, 0);
+        for (size_t k = 0; k < K; k++)
+            o[k] = ri[k] * wi;
+        for (size_t k = K; k < kp; k++)
+            o[k] = 0.0;
+    }
+    const size_t nh = tied ? 1 + d : nv;
+    double *macc = w->qacc->data; /* (nv, kp) */
+#if LSE_HAVE_AVX2_PATH
+    if (w->fma) {
+        memset(macc, 0, nv * kp * sizeof *macc);
+        const double *v = w->vblk->data, *rho = w->rbuf->data;
+        const size_t vt = w->vblk->tda;
+        size_t i = 0;
+        for (; i + 4 <= b; i += 4)
+            qstats4_avx2(v + i * vt, vt, nv, rho + i * kp, kp, macc, kp);
+        for (; i < b; i++) /* the last rows one by one */
+            for (size_t p = 0; p < nv; p++) {
+                const double vp = v[i * vt + p];
+                for (size_t k = 0; k < K; k++)
+                    macc[p * kp + k] += vp * rho[i * kp + k];
+            }
+        /* rows < nh per component; tied: the rest pooled over k */
+        for (size_t p = 0; p < nh; p++)
+            for (size_t k = 0; k < K; k++)
+                acc[p * K + k] += macc[p * kp + k];
+        for (size_t p = nh; p < nv; p++) {
+            double sum = 0.0;
+            for (size_t k = 0; k < K; k++)
+                sum += macc[p * kp + k];
+            acc[nh * K + (p - nh)] += sum;
+        }
+        return LSE_OK;
+    }
+#endif
+    (void)macc;
+    gsl_matrix_const_view rho = gsl_matrix_const_submatrix(w->rbuf, 0, 0, b, K);
+    gsl_matrix_view head = gsl_matrix_view_array(acc, nh, K);
+    gsl_matrix_const_view v = gsl_matrix_const_submatrix(w->vblk, 0, 0, b, nh);
+    /* [N; s1c; second moments] += V' R */
+    int rc = gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, &v.matrix,
+                            &rho.matrix, 1.0, &head.matrix);
+    if (rc == GSL_SUCCESS && tied) {
+        /* the pooled second moment: V' (R 1) */
+        double *rs = w->rw->data;
+        for (size_t i = 0; i < b; i++) {
+            const double *ri = gsl_matrix_const_ptr(&rho.matrix, i, 0);
+            double sum = 0.0;
+            for (size_t k = 0; k < K; k++)
+                sum += ri[k];
+            rs[i] = sum;
+        }
+        gsl_vector_view rsv = gsl_vector_subvector(w->rw, 0, b);
+        gsl_vector_view tail =
+            gsl_vector_view_array(acc + (1 + d) * K, nv - 1 - d);
+        gsl_matrix_const_view vq =
+            gsl_matrix_const_submatrix(w->vblk, 0, 1 + d, b, nv - 1 - d);
+        rc = gsl_blas_dgemv(CblasTrans, 1.0, &vq.matrix, &rsv.vector, 1.0,
+                            &tail.vector);
+    }
+    return lse_status_from_gsl(rc);
+}
+
+/* Shifted moments from the statistics of the quadratic path: with
+ * delta_k = mu_k - c and s1c, the second moments taken about c,
+ *   s1_k = s1c_k - N_k delta_k
+ *   s2_k = P_k - s1c_k delta_k' - delta_k s1c_k' + N_k delta_k delta_k'
+ * (diag: its diagonal; spherical: its trace). */
+static void fast_moments(lse_gauss_work *w, const gsl_matrix *parent,
+                         const double *acc, double *s1, double *s2)
+{
+    const size_t d = w->dim, K = w->n_comp;
+    const lse_cov_type cov = w->cov;
+    double *c = w->center->data;
+    lse_gauss_mean_of_means(parent, c);
+    const double *pv = acc + (1 + d) * K; /* second-moment rows */
+    if (cov == LSE_COV_TIED) {            /* pooled P */
+        size_t p = 0;
+        for (size_t a = 0; a < d; a++)
+            for (size_t b = a; b < d; b++, p++) {
+                s2[a * d + b] = pv[p];
+                s2[b * d + a] = pv[p];
+            }
+    }
+    for (size_t k = 0; k < K; k++) {
+        const double n = acc[k];
+        const double *mu = gsl_matrix_const_ptr(parent, k, 0);
+        if (cov == LSE_COV_DIAG || cov == LSE_COV_SPHERICAL) {
+            double tr = 0.0;
+            for (size_t a = 0; a < d; a++) {
+                const double da = mu[a] - c[a];
+                const double sa = acc[(1 + a) * K + k];
+                s1[k * d + a] = sa - n * da;
+                const double corr = -2.0 * sa * da + n * da * da;
+                if (cov == LSE_COV_DIAG)
+                    s2[k * d + a] = pv[a * K + k] + corr;
+                else
+                    tr += corr;
+            }
+            if (cov == LSE_COV_SPHERICAL)
+                s2[k] = pv[k] + tr;
+            continue;
+        }
+        double *out = s2 + (cov == LSE_COV_TIED ? 0 : k * d * d);
+        size_t p = 0;
+        for (size_t a = 0; a < d; a++) {
+            const double da = mu[a] - c[a];
+            const double sa = acc[(1 + a) * K + k];
+            s1[k * d + a] = sa - n * da;
+            for (size_t b = a; b < d; b++, p++) {
+                const double db = mu[b] - c[b];
+                const double sb = acc[(1 + b) * K + k];
+                const double corr = -sa * db - da * sb + n * da * db;
+                if (cov == LSE_COV_TIED) {
+                    out[a * d + b] += corr;
+                    if (b != a)
+                        out[b * d + a] += corr;
+                } else {
+                    const double v = pv[p * K + k] + corr;
+                    out[a * d + b] = v;
+                    out[b * d + a] = v;
+                }
+            }
+        }
+    }
+}
+
+/* --- whitened path (full/tied) ------------------------------------- */
+
+/* Centered rows of the block x into res, their whitened rows into zblk:
+ * Z = (X - c) [L_1^-T ... L_K^-T], a GEMM per group of components (tied:
+ * one d-column block), and remember the block. */
+static lse_status whiten_block(lse_gauss_work *w, const gsl_matrix *x)
+{
+    const size_t b = x->size1, d = w->dim, nf = w->nfac;
+    const size_t gw = nf == 1 ? 1 : group_width(w);
+    w->zrows = 0;
+    gsl_matrix_view xc = gsl_matrix_submatrix(w->res, 0, 0, b, d);
+    centered(w, x, 0, &xc.matrix);
+    for (size_t k0 = 0; k0 < nf; k0 += gw) {
+        const size_t g = nf - k0 < gw ? nf - k0 : gw;
+        const gsl_matrix_const_view mv =
+            gsl_matrix_const_submatrix(w->minv, 0, k0 * d, d, g * d);
+        gsl_matrix_view z = gsl_matrix_submatrix(w->zblk, 0, k0 * d, b, g * d);
         const int rc = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0,
                                       &xc.matrix, &mv.matrix, 0.0, &z.matrix);
         if (rc != GSL_SUCCESS)
             return lse_status_from_gsl(rc);
-        for (size_t i = 0; i < cb; i++) {
-            const double *zi = gsl_matrix_const_ptr(&z.matrix, i, 0);
-            double *si = gsl_matrix_ptr(s, r0 + i, 0);
-            for (size_t k = 0; k < K; k++) {
-                /* L_k^-1 (x - mu_k) = L_k^-1 (x - c) - L_k^-1 (mu_k - c) */
+    }
+    cache_store(w, x);
+    return LSE_OK;
+}
+
+lse_status lse_gauss_eval_wide(lse_gauss_work *w, const gsl_matrix *x,
+                               gsl_matrix *s)
+{
+    if (!w->has_offsets || w->zblk == NULL)
+        return LSE_EINTERNAL;
+    if (w->fast)
+        return fast_eval(w, x, s);
+    const size_t b = x->size1, d = w->dim, K = w->n_comp;
+    const size_t nf = w->nfac;
+    const double *off = w->off->data, *cn = w->cnst->data;
+    const size_t otda = w->off->tda, cs = w->cnst->stride;
+    const lse_status st = whiten_block(w, x);
+    if (st != LSE_OK)
+        return st;
+    for (size_t i = 0; i < b; i++) {
+        const double *zi = gsl_matrix_const_ptr(w->zblk, i, 0);
+        double *si = gsl_matrix_ptr(s, i, 0);
+        for (size_t k = 0; k < K; k++) {
+            /* L_k^-1 (x - mu_k) = L_k^-1 (x - c) - L_k^-1 (mu_k - c) */
+            const double *zk = zi + (nf == 1 ? 0 : k * d);
+            const double *o = off + k * otda;
+            si[k] = cn[k * cs] - 0.5 * lse_gauss_sq_dist(zk, o, d);
+        }
+    }
+    return LSE_OK;
+}
+
+lse_status lse_gauss_stats_wide(lse_gauss_work *w, const gsl_matrix *x,
+                                const gsl_matrix *resp,
+                                const gsl_vector *weight, double *acc)
+{
+    if (!w->has_offsets || w->zblk == NULL)
+        return LSE_EINTERNAL;
+    if (w->fast)
+        return fast_stats(w, x, resp, weight, acc);
+    const size_t b = x->size1, d = w->dim, K = w->n_comp, nf = w->nfac;
+    const int tied = w->cov == LSE_COV_TIED;
+    gsl_matrix_view xc = gsl_matrix_submatrix(w->res, 0, 0, b, d);
+    if (!cache_holds(w, x)) {
+        const lse_status st = whiten_block(w, x);
+        if (st != LSE_OK)
+            return st;
+    } else {
+        centered(w, x, 0, &xc.matrix);
+    }
+    double *nacc = acc, *uacc = acc + K;
+    double *cacc = acc + K + K * d; /* (d, K d) or (d, d) */
+    const double *off = w->off->data;
+    const size_t otda = w->off->tda;
+    for (size_t i = 0; i < b; i++) {
+        const double wi = weight != NULL ? gsl_vector_get(weight, i) : 1.0;
+        const double *ri = gsl_matrix_const_ptr(resp, i, 0);
+        for (size_t k = 0; k < K; k++)
+            nacc[k] += ri[k] * wi;
+    }
+    const size_t gw = tied ? K : group_width(w);
+    for (size_t k0 = 0; k0 < K; k0 += gw) {
+        const size_t g = K - k0 < gw ? K - k0 : gw;
+        /* W: rows [rho_ik z_ik' for k in the group] (tied: their sum) */
+        gsl_matrix_view wm = gsl_matrix_submatrix(w->wgrp, 0, 0, b,
+                                                  tied ? d : g * d);
+        for (size_t i = 0; i < b; i++) {
+            const double *zi = gsl_matrix_const_ptr(w->zblk, i, 0);
+            const double *ri = gsl_matrix_const_ptr(resp, i, 0);
+            const double wi =
+                weight != NULL ? gsl_vector_get(weight, i) : 1.0;
+            double *wr = gsl_matrix_ptr(&wm.matrix, i, 0);
+            if (tied)
+                for (size_t j = 0; j < d; j++)
+                    wr[j] = 0.0;
+            for (size_t k = k0; k < k0 + g; k++) {
+                const double rho = ri[k] * wi;
                 const double *zk = zi + (nf == 1 ? 0 : k * d);
                 const double *o = off + k * otda;
-                si[k] = cn[k * cs] - 0.5 * lse_gauss_sq_dist(zk, o, d);
+                double *u = uacc + k * d;
+                if (tied) {
+                    for (size_t j = 0; j < d; j++) {
+                        const double v = rho * (zk[j] - o[j]);
+                        wr[j] += v;
+                        u[j] += v;
+                    }
+                } else {
+                    double *wk = wr + (k - k0) * d;
+                    for (size_t j = 0; j < d; j++) {
+                        const double v = rho * (zk[j] - o[j]);
+                        wk[j] = v;
+                        u[j] += v;
+                    }
+                }
             }
         }
+        gsl_matrix_view cm =
+            tied ? gsl_matrix_view_array(cacc, d, d)
+                 : gsl_matrix_view_array_with_tda(cacc + k0 * d, d, g * d,
+                                                  K * d);
+        const int rc = gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0,
+                                      &xc.matrix, &wm.matrix, 1.0,
+                                      &cm.matrix);
+        if (rc != GSL_SUCCESS)
+            return lse_status_from_gsl(rc);
+    }
+    return LSE_OK;
+}
+
+int lse_gauss_moments(lse_gauss_work *w, const gsl_matrix *parent,
+                      const gsl_matrix *chol, const double *acc, double *s1,
+                      double *s2)
+{
+    if (w->cov == LSE_COV_DIAG || w->cov == LSE_COV_SPHERICAL) {
+        if (!lse_gauss_fast_path(w, parent, chol, w->dd->data))
+            return 0; /* the statistics are the moments already */
+        fast_moments(w, parent, acc, s1, s2);
+        return 1;
+    }
+    lse_gauss_wide_moments(w, parent, chol, acc, s1, s2);
+    return 1;
+}
+
+void lse_gauss_wide_moments(lse_gauss_work *w, const gsl_matrix *parent,
+                            const gsl_matrix *chol, const double *acc,
+                            double *s1, double *s2)
+{
+    const size_t d = w->dim, K = w->n_comp;
+    const int tied = w->cov == LSE_COV_TIED;
+    if (lse_gauss_fast_path(w, parent, chol, w->dd->data)) {
+        fast_moments(w, parent, acc, s1, s2);
+        return;
+    }
+    const double *uacc = acc + K, *cacc = acc + K + K * d;
+    const size_t ctda = tied ? d : K * d;
+    double *c = w->center->data; /* scratch here: recomputed from parent */
+    lse_gauss_mean_of_means(parent, c);
+    double *t = w->dd->data; /* (d, d) scratch, tda d */
+    const size_t ttda = w->dd->tda;
+    if (tied)
+        for (size_t i = 0; i < d; i++)
+            for (size_t j = 0; j < d; j++)
+                t[i * ttda + j] = cacc[i * ctda + j];
+    for (size_t k = 0; k < K; k++) {
+        const double *l = gsl_matrix_const_ptr(chol, tied ? 0 : k, 0);
+        const double *u = uacc + k * d;
+        const double *mu = gsl_matrix_const_ptr(parent, k, 0);
+        /* s1_k = L u_k (lower triangle of L) */
+        for (size_t i = 0; i < d; i++) {
+            double v = 0.0;
+            for (size_t m = 0; m <= i; m++)
+                v += l[i * d + m] * u[m];
+            s1[k * d + i] = v;
+        }
+        /* T = C_k - (mu_k - c) u_k' (tied: summed over k) */
+        for (size_t i = 0; i < d; i++) {
+            const double del = mu[i] - c[i];
+            for (size_t j = 0; j < d; j++) {
+                if (tied)
+                    t[i * ttda + j] -= del * u[j];
+                else
+                    t[i * ttda + j] = cacc[i * ctda + k * d + j] - del * u[j];
+            }
+        }
+        if (tied && k + 1 < K)
+            continue;
+        /* s2 = T L', symmetrized */
+        double *out = s2 + (tied ? 0 : k * d * d);
+        for (size_t i = 0; i < d; i++)
+            for (size_t j = 0; j < d; j++) {
+                double v = 0.0;
+                for (size_t m = 0; m <= j; m++)
+                    v += t[i * ttda + m] * l[j * d + m];
+                out[i * d + j] = v;
+            }
+        for (size_t i = 0; i < d; i++)
+            for (size_t j = 0; j < i; j++) {
+                const double v = 0.5 * (out[i * d + j] + out[j * d + i]);
+                out[i * d + j] = v;
+                out[j * d + i] = v;
+            }
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Diagonal and spherical gaussian: fused loops.                       */
+
+/* S_ik = c_k - 1/2 sum_j ((x_ij - mu_kj) / l_kj)^2 with the running sums
+ * in the row of S, so the inner loop runs along k over contiguous
+ * (transposed) parameters and vectorizes. */
+LSE_KERNEL void eval_diag_body(const lse_gauss_work *w, const gsl_matrix *x,
+                                  gsl_matrix *s)
+{
+    const size_t b = x->size1, d = w->dim, K = w->n_comp;
+    const int sph = w->cov == LSE_COV_SPHERICAL;
+    const double *cn = w->cnst->data;
+    const double *mt = w->mut->data, *it = w->invt->data;
+    const size_t mtda = w->mut->tda, itda = w->invt->tda;
+    for (size_t i = 0; i < b; i++) {
+        const double *xi = gsl_matrix_const_ptr(x, i, 0);
+        double *restrict si = gsl_matrix_ptr(s, i, 0);
+        for (size_t k = 0; k < K; k++)
+            si[k] = 0.0;
+        for (size_t j = 0; j < d; j++) {
+            const double xj = xi[j];
+            const double *restrict mj = mt + j * mtda;
+            if (sph) {
+                for (size_t k = 0; k < K; k++) {
+                    const double t = xj - mj[k];
+                    si[k] += t * t;
+                }
+            } else {
+                const double *restrict ij = it + j * itda;
+                for (size_t k = 0; k < K; k++) {
+                    const double t = (xj - mj[k]) * ij[k];
+                    si[k] += t * t;
+                }
+            }
+        }
+        if (sph)
+            for (size_t k = 0; k < K; k++)
+                si[k] = cn[k] - 0.5 * (it[k] * si[k]);
+        else
+            for (size_t k = 0; k < K; k++)
+                si[k] = cn[k] - 0.5 * si[k];
+    }
+}
+
+static void eval_diag_plain(const lse_gauss_work *w, const gsl_matrix *x,
+                            gsl_matrix *s)
+{
+    eval_diag_body(w, x, s);
+}
+
+#if LSE_HAVE_AVX2_PATH
+LSE_TARGET_AVX2
+static void eval_diag_avx2(const lse_gauss_work *w, const gsl_matrix *x,
+                           gsl_matrix *s)
+{
+    eval_diag_body(w, x, s);
+}
+#endif
+
+lse_status lse_gauss_eval_diag(lse_gauss_work *w, const gsl_matrix *x,
+                               gsl_matrix *s)
+{
+    if (w->fast)
+        return fast_eval(w, x, s);
+#if LSE_HAVE_AVX2_PATH
+    if (w->avx2) {
+        eval_diag_avx2(w, x, s);
+        return LSE_OK;
+    }
+#endif
+    eval_diag_plain(w, x, s);
+    return LSE_OK;
+}
+
+/* Tile width of the statistics loop: 8 running sums of each moment stay in
+ * registers across the rows of a block. */
+#define DIAG_TILE 8
+
+/* For component k with rho (b) the weighted responsibilities: ADD
+ * sum_i rho_i (x_ij - mu_j) to s1 (d) and sum_i rho_i (x_ij - mu_j)^2 to
+ * s2 (d) (spherical: the sum over j to s2[0]). */
+LSE_KERNEL void stats_diag_body(const gsl_matrix *x, const double *mu,
+                                   const double *rho, int sph, double *s1,
+                                   double *s2)
+{
+    const size_t b = x->size1, d = x->size2, tda = x->tda;
+    const double *xd = x->data;
+    size_t j0 = 0;
+    for (; j0 + DIAG_TILE <= d; j0 += DIAG_TILE) {
+        double a1[DIAG_TILE] = {0.0}, a2[DIAG_TILE] = {0.0};
+        for (size_t i = 0; i < b; i++) {
+            const double r = rho[i];
+            const double *xi = xd + i * tda + j0;
+            for (size_t q = 0; q < DIAG_TILE; q++) {
+                const double t = xi[q] - mu[j0 + q];
+                const double rt = r * t;
+                a1[q] += rt;
+                a2[q] += rt * t;
+            }
+        }
+        for (size_t q = 0; q < DIAG_TILE; q++) {
+            s1[j0 + q] += a1[q];
+            if (!sph)
+                s2[j0 + q] += a2[q];
+        }
+        if (sph) {
+            double v = 0.0;
+            for (size_t q = 0; q < DIAG_TILE; q++)
+                v += a2[q];
+            s2[0] += v;
+        }
+    }
+    for (; j0 < d; j0++) {
+        double a1 = 0.0, a2 = 0.0;
+        for (size_t i = 0; i < b; i++) {
+            const double t = xd[i * tda + j0] - mu[j0];
+            const double rt = rho[i] * t;
+            a1 += rt;
+            a2 += rt * t;
+        }
+        s1[j0] += a1;
+        s2[sph ? 0 : j0] += a2;
+    }
+}
+
+static void stats_diag_plain(const gsl_matrix *x, const double *mu,
+                             const double *rho, int sph, double *s1,
+                             double *s2)
+{
+    stats_diag_body(x, mu, rho, sph, s1, s2);
+}
+
+#if LSE_HAVE_AVX2_PATH
+LSE_TARGET_AVX2
+static void stats_diag_avx2(const gsl_matrix *x, const double *mu,
+                            const double *rho, int sph, double *s1, double *s2)
+{
+    stats_diag_body(x, mu, rho, sph, s1, s2);
+}
+#endif
+
+lse_status lse_gauss_stats_diag(lse_gauss_work *w, const gsl_matrix *x,
+                                const gsl_matrix *mu, const gsl_matrix *resp,
+                                const gsl_vector *weight, double *acc)
+{
+    if (w->fast)
+        return fast_stats(w, x, resp, weight, acc);
+    const size_t b = x->size1, d = w->dim, K = w->n_comp;
+    const int sph = w->cov == LSE_COV_SPHERICAL;
+    double *acc1 = acc + K, *acc2 = acc + K + K * d;
+    gsl_vector_view rw = gsl_vector_subvector(w->rw, 0, b);
+    for (size_t k = 0; k < K; k++) {
+        acc[k] += lse_gauss_row_weights(resp, k, weight, &rw.vector);
+        const double *m = gsl_matrix_const_ptr(mu, k, 0);
+        double *s1 = acc1 + k * d, *s2 = acc2 + (sph ? k : k * d);
+#if LSE_HAVE_AVX2_PATH
+        if (w->avx2) {
+            stats_diag_avx2(x, m, rw.vector.data, sph, s1, s2);
+            continue;
+        }
+#endif
+        stats_diag_plain(x, m, rw.vector.data, sph, s1, s2);
     }
     return LSE_OK;
 }
@@ -754,64 +1613,18 @@ double lse_gauss_row_weights(const gsl_matrix *resp, size_t k,
                              const gsl_vector *weight, gsl_vector *rw)
 {
     double sum = 0.0;
+    const double *r = resp->data + k;
+    const size_t rt = resp->tda;
+    double *out = rw->data;
+    const size_t os = rw->stride;
     for (size_t i = 0; i < resp->size1; i++) {
-        double v = gsl_matrix_get(resp, i, k);
+        double v = r[i * rt];
         if (weight != NULL)
-            v *= gsl_vector_get(weight, i);
-        gsl_vector_set(rw, i, v);
+            v *= weight->data[i * weight->stride];
+        out[i * os] = v;
         sum += v;
     }
     return sum;
-}
-
-lse_status lse_gauss_stats_s2(lse_gauss_work *w, size_t k, const gsl_matrix *r,
-                              const gsl_vector *rw, double *acc2)
-{
-    const size_t b = r->size1, d = w->dim;
-    switch (w->cov) {
-    case LSE_COV_FULL:
-    case LSE_COV_TIED: {
-        /* s2 += R' diag(rw) R */
-        gsl_matrix_view t = gsl_matrix_submatrix(w->tmp, 0, 0, b, d);
-        int rc = gsl_matrix_memcpy(&t.matrix, r);
-        if (rc != GSL_SUCCESS)
-            return lse_status_from_gsl(rc);
-        for (size_t i = 0; i < b; i++) {
-            gsl_vector_view row = gsl_matrix_row(&t.matrix, i);
-            gsl_vector_scale(&row.vector, gsl_vector_get(rw, i));
-        }
-        gsl_matrix_view c = gsl_matrix_view_array(
-            acc2 + (w->cov == LSE_COV_TIED ? 0 : k * d * d), d, d);
-        rc = gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, r, &t.matrix, 1.0,
-                            &c.matrix);
-        if (rc != GSL_SUCCESS)
-            return lse_status_from_gsl(rc);
-        break;
-    }
-    case LSE_COV_DIAG: {
-        double *c = acc2 + k * d;
-        for (size_t i = 0; i < b; i++) {
-            const double *x = gsl_matrix_const_ptr(r, i, 0);
-            const double ri = gsl_vector_get(rw, i);
-            for (size_t j = 0; j < d; j++)
-                c[j] += ri * x[j] * x[j];
-        }
-        break;
-    }
-    case LSE_COV_SPHERICAL: {
-        double q = 0.0;
-        for (size_t i = 0; i < b; i++) {
-            const double *x = gsl_matrix_const_ptr(r, i, 0);
-            double qi = 0.0;
-            for (size_t j = 0; j < d; j++)
-                qi += x[j] * x[j];
-            q += gsl_vector_get(rw, i) * qi;
-        }
-        acc2[k] += q;
-        break;
-    }
-    }
-    return LSE_OK;
 }
 
 lse_status lse_gauss_opts(const char *name, const lse_mstep_opts *opts,

@@ -75,30 +75,15 @@ static lse_status eval(const lse_sim_args *a, gsl_matrix *s)
         return st;
     if (!w->prepared)
         return LSE_EINTERNAL;
-    const size_t b = a->child->size1, d = w->dim, K = w->n_comp;
-    if (b == 0)
+    if (a->child->size1 == 0)
         return LSE_OK;
-    const gsl_matrix *x = a->child, *mu = a->parent;
+    const gsl_matrix *x = a->child;
 
     if (w->cov == LSE_COV_DIAG || w->cov == LSE_COV_SPHERICAL) {
         /* fused: S_ik = c_k - 1/2 sum_j ((x_ij - mu_kj) / l_kj)^2 */
-        const int sph = w->cov == LSE_COV_SPHERICAL;
-        const double *cn = w->cnst->data, *inv = w->inv->data;
-        const size_t cs = w->cnst->stride, itda = w->inv->tda;
-        const double *m = mu->data;
-        const size_t mtda = mu->tda;
-        for (size_t i = 0; i < b; i++) {
-            const double *xi = gsl_matrix_const_ptr(x, i, 0);
-            double *si = gsl_matrix_ptr(s, i, 0);
-            for (size_t k = 0; k < K; k++) {
-                const double *mk = m + k * mtda, *ik = inv + k * itda;
-                const double q =
-                    sph ? lse_gauss_sq_dist(xi, mk, d) * ik[0] * ik[0]
-                        : lse_gauss_sq_dist_scaled(xi, mk, ik, d);
-                si[k] = cn[k * cs] - 0.5 * q;
-            }
-        }
-        return LSE_OK;
+        if (!w->has_offsets)
+            return LSE_EINTERNAL;
+        return lse_gauss_eval_diag(w, x, s);
     }
 
     /* full and tied: one GEMM per chunk for every component */
@@ -169,7 +154,9 @@ static lse_status grad(const lse_sim_args *a, const gsl_matrix *g,
     return LSE_OK;
 }
 
-/* acc: N (K) | s1 (K, d) | s2 (lse_gauss_s2_size) */
+/* acc: N (K) | s1 (K, d) | s2 (lse_gauss_s2_size) for diag and spherical;
+ * full and tied: N (K) | u (K, d) | C (d, K d; tied d, d), the whitened
+ * statistics of lse_gauss_stats_wide (same size) */
 static size_t stats_size(const lse_sim_shape *shape, const void *config)
 {
     const lse_gaussian_config *c =
@@ -187,28 +174,23 @@ static lse_status stats(const lse_sim_args *a, const gsl_matrix *resp,
         return st;
     if (acc == NULL)
         return LSE_EFAULT;
-    const size_t b = a->child->size1, d = w->dim, K = w->n_comp;
+    const size_t b = a->child->size1;
     if (weight != NULL && weight->size != b)
         return LSE_EDIM;
     if (b == 0)
         return LSE_OK;
-    double *acc1 = acc + K, *acc2 = acc + K + K * d;
-    gsl_matrix_view r = gsl_matrix_submatrix(w->res, 0, 0, b, d);
-    gsl_vector_view rw = gsl_vector_subvector(w->rw, 0, b);
-    for (size_t k = 0; k < K; k++) {
-        acc[k] += lse_gauss_row_weights(resp, k, weight, &rw.vector);
-        /* shifted statistics: relative to the current mean mu_k */
-        residuals(a->child, a->parent, k, &r.matrix);
-        gsl_vector_view s1 = gsl_vector_view_array(acc1 + k * d, d);
-        const int rc = gsl_blas_dgemv(CblasTrans, 1.0, &r.matrix, &rw.vector,
-                                      1.0, &s1.vector);
-        if (rc != GSL_SUCCESS)
-            return lse_status_from_gsl(rc);
-        st = lse_gauss_stats_s2(w, k, &r.matrix, &rw.vector, acc2);
+    /* the kernels need the factor cache of the current parameters; the
+     * term's evaluation made it (and the whitened rows of this block) */
+    if (!w->prepared || !w->has_offsets) {
+        st = prepare(a);
         if (st != LSE_OK)
             return st;
     }
-    return LSE_OK;
+    if (w->cov == LSE_COV_DIAG || w->cov == LSE_COV_SPHERICAL) {
+        return lse_gauss_stats_diag(w, a->child, a->parent, resp, weight,
+                                    acc);
+    }
+    return lse_gauss_stats_wide(w, a->child, resp, weight, acc);
 }
 
 static lse_status solve(const lse_sim_args *a, const double *acc,
@@ -259,6 +241,13 @@ static lse_status solve(const lse_sim_args *a, const double *acc,
                               "%s: total responsibility is 0", NAME);
 
     const double *acc1 = acc + K, *acc2 = acc + K + K * d;
+    /* the statistics of the path prepare chose -> moments shifted by the
+     * current means */
+    if (lse_gauss_moments(w, a->parent, chol, acc, w->mom1->data,
+                          w->mom2->data)) {
+        acc1 = w->mom1->data;
+        acc2 = w->mom2->data;
+    }
     /* everything goes to scratch first: nothing is written on failure */
     int rc = gsl_matrix_memcpy(w->new_parent, a->parent);
     if (rc == GSL_SUCCESS)

@@ -7,6 +7,7 @@
 #include <gsl/gsl_linalg.h>
 
 #include "gauss-private.h"
+#include "kernels-private.h"
 
 /*
  * lse_sim_lingauss: linear-Gaussian dynamics (SLDS modes).
@@ -110,6 +111,229 @@ static lse_status check_a(const lse_gauss_work *w, const lse_sim_args *a)
     return LSE_OK;
 }
 
+/* ------------------------------------------------------------------ */
+/* Fused kernels (docs/performance.md): per row and mode, the residual
+ * r = y - A_k x - b_k, its score, and the statistics, in registers. The
+ * bodies take d and dc as arguments and are inlined into copies for the
+ * common small sizes (d = dc = 1, 2, 3), where the compiler unrolls every
+ * inner loop, and into a generic copy. */
+
+/* r (d) = y - A_k x - b_k */
+LSE_KERNEL void lg_residual(const double *y, const double *x,
+                               const double *ak, const double *bk, double *r,
+                               const size_t d, const size_t dc)
+{
+    for (size_t j = 0; j < d; j++) {
+        double v = y[j] - bk[j];
+        for (size_t m = 0; m < dc; m++)
+            v -= ak[j * dc + m] * x[m];
+        r[j] = v;
+    }
+}
+
+/* Rows of a block: S_ik = c_k - 1/2 q_k(r_ik). r: scratch of d doubles. */
+LSE_KERNEL void lg_eval_body(const lse_gauss_work *w, const lse_sim_args *a,
+                                gsl_matrix *s, double *r, const size_t d,
+                                const size_t dc)
+{
+    const size_t b = a->child->size1, K = w->n_comp;
+    const gsl_matrix *am = a->param[P_A], *bm = a->parent;
+    const gsl_matrix *y = a->child, *x = a->context;
+    const double *cn = w->cnst->data;
+    const lse_cov_type cov = w->cov;
+    for (size_t i = 0; i < b; i++) {
+        const double *yi = y->data + i * y->tda, *xi = x->data + i * x->tda;
+        double *si = s->data + i * s->tda;
+        for (size_t k = 0; k < K; k++) {
+            lg_residual(yi, xi, am->data + k * am->tda, bm->data + k * bm->tda,
+                        r, d, dc);
+            double q = 0.0;
+            if (cov == LSE_COV_FULL || cov == LSE_COV_TIED) {
+                /* z = L^-1 r: z_j = sum_{m <= j} r_m (L^-T)(m, j) */
+                const size_t f = cov == LSE_COV_TIED ? 0 : k;
+                const double *mv = w->minv->data + f * d;
+                const size_t mt = w->minv->tda;
+                for (size_t j = 0; j < d; j++) {
+                    double z = 0.0;
+                    for (size_t m = 0; m <= j; m++)
+                        z += r[m] * mv[m * mt + j];
+                    q += z * z;
+                }
+            } else if (cov == LSE_COV_DIAG) {
+                const double *inv = w->inv->data + k * w->inv->tda;
+                for (size_t j = 0; j < d; j++) {
+                    const double z = r[j] * inv[j];
+                    q += z * z;
+                }
+            } else {
+                const double inv = w->inv->data[k * w->inv->tda];
+                for (size_t j = 0; j < d; j++)
+                    q += r[j] * r[j];
+                q *= inv * inv;
+            }
+            si[k] = cn[k] - 0.5 * q;
+        }
+    }
+}
+
+/* Largest d * (dc + 1) + (dc + 1)^2 + d^2 + 1 kept in local accumulators
+ * by the statistics loop (the small-size copies). */
+#define LG_LOCAL 64
+
+/* Statistics of mode k over the rows of a block into sums n, sxx (upper
+ * triangle of m x m), srx (d x m), srr (lower triangle of d x d, or d
+ * for diag, or 1 for spherical), m = dc + 1. r: scratch of d doubles. */
+LSE_KERNEL void lg_stats_mode(const lse_gauss_work *w,
+                                 const lse_sim_args *a, const gsl_matrix *resp,
+                                 const gsl_vector *weight, size_t k, double *n,
+                                 double *sxx, double *srx, double *srr,
+                                 double *r, const size_t d, const size_t dc)
+{
+    const size_t b = a->child->size1, m = dc + 1;
+    const gsl_matrix *y = a->child, *x = a->context;
+    const double *ak = a->param[P_A]->data + k * a->param[P_A]->tda;
+    const double *bk = a->parent->data + k * a->parent->tda;
+    const lse_cov_type cov = w->cov;
+    for (size_t i = 0; i < b; i++) {
+        double rho = resp->data[i * resp->tda + k];
+        if (weight != NULL)
+            rho *= weight->data[i * weight->stride];
+        const double *yi = y->data + i * y->tda, *xi = x->data + i * x->tda;
+        lg_residual(yi, xi, ak, bk, r, d, dc);
+        *n += rho;
+        /* a = [x, 1] */
+        for (size_t p = 0; p < m; p++) {
+            const double ap = p < dc ? xi[p] : 1.0;
+            const double rap = rho * ap;
+            for (size_t q = p; q < m; q++)
+                sxx[p * m + q] += rap * (q < dc ? xi[q] : 1.0);
+        }
+        for (size_t j = 0; j < d; j++) {
+            const double rr = rho * r[j];
+            for (size_t p = 0; p < m; p++)
+                srx[j * m + p] += rr * (p < dc ? xi[p] : 1.0);
+            if (cov == LSE_COV_FULL || cov == LSE_COV_TIED) {
+                for (size_t l = 0; l <= j; l++)
+                    srr[j * d + l] += rr * r[l];
+            } else if (cov == LSE_COV_DIAG) {
+                srr[j] += rr * r[j];
+            } else {
+                srr[0] += rr * r[j];
+            }
+        }
+    }
+}
+
+/* Every mode of a block into acc (layout of stats_size), then the mirrored
+ * halves of the symmetric blocks. local: 1 = accumulate in a local array
+ * first (small sizes: registers), 0 = in acc directly. */
+LSE_KERNEL void lg_stats_body(const lse_gauss_work *w, const lse_sim_args *a,
+                                 const gsl_matrix *resp,
+                                 const gsl_vector *weight, double *acc,
+                                 double *r, const size_t d, const size_t dc,
+                                 const int local)
+{
+    const size_t K = w->n_comp, m = dc + 1;
+    const lse_cov_type cov = w->cov;
+    const int tri = cov == LSE_COV_FULL || cov == LSE_COV_TIED;
+    const size_t s2 = tri ? d * d : cov == LSE_COV_DIAG ? d : 1;
+    double *axx = acc + K, *arx = axx + K * m * m, *arr = arx + K * d * m;
+    for (size_t k = 0; k < K; k++) {
+        double *sxx = axx + k * m * m, *srx = arx + k * d * m;
+        double *srr = arr + (cov == LSE_COV_TIED ? 0 : k * s2);
+        if (local) {
+            double loc[LG_LOCAL] = {0.0};
+            double *lxx = loc + 1, *lrx = lxx + m * m, *lrr = lrx + d * m;
+            lg_stats_mode(w, a, resp, weight, k, loc, lxx, lrx, lrr, r, d, dc);
+            acc[k] += loc[0];
+            for (size_t p = 0; p < m * m; p++)
+                sxx[p] += lxx[p];
+            for (size_t p = 0; p < d * m; p++)
+                srx[p] += lrx[p];
+            for (size_t p = 0; p < s2; p++)
+                srr[p] += lrr[p];
+        } else {
+            lg_stats_mode(w, a, resp, weight, k, acc + k, sxx, srx, srr, r, d,
+                          dc);
+        }
+    }
+    /* symmetric blocks: sxx was summed in its upper, srr in its lower part */
+    for (size_t k = 0; k < K; k++) {
+        double *sxx = axx + k * m * m;
+        for (size_t p = 0; p < m; p++)
+            for (size_t q = p + 1; q < m; q++)
+                sxx[q * m + p] = sxx[p * m + q];
+        if (!tri || (cov == LSE_COV_TIED && k > 0))
+            continue;
+        double *srr = arr + k * s2;
+        for (size_t j = 0; j < d; j++)
+            for (size_t l = j + 1; l < d; l++)
+                srr[j * d + l] = srr[l * d + j];
+    }
+}
+
+/* The copies: (d, dc) = (1, 1), (2, 2), (3, 3) and any. */
+#define LG_COPIES(SUFFIX, TARGET)                                              \
+    TARGET static void lg_eval_##SUFFIX(const lse_gauss_work *w,               \
+                                        const lse_sim_args *a, gsl_matrix *s,  \
+                                        double *r)                             \
+    {                                                                          \
+        const size_t d = w->dim, dc = w->dim_ctx;                              \
+        if (d == 1 && dc == 1)                                                 \
+            lg_eval_body(w, a, s, r, 1, 1);                                    \
+        else if (d == 2 && dc == 2)                                            \
+            lg_eval_body(w, a, s, r, 2, 2);                                    \
+        else if (d == 3 && dc == 3)                                            \
+            lg_eval_body(w, a, s, r, 3, 3);                                    \
+        else                                                                   \
+            lg_eval_body(w, a, s, r, d, dc);                                   \
+    }                                                                          \
+    TARGET static void lg_stats_##SUFFIX(                                      \
+        const lse_gauss_work *w, const lse_sim_args *a,                        \
+        const gsl_matrix *resp, const gsl_vector *weight, double *acc,         \
+        double *r)                                                             \
+    {                                                                          \
+        const size_t d = w->dim, dc = w->dim_ctx;                              \
+        if (d == 1 && dc == 1)                                                 \
+            lg_stats_body(w, a, resp, weight, acc, r, 1, 1, 1);                \
+        else if (d == 2 && dc == 2)                                            \
+            lg_stats_body(w, a, resp, weight, acc, r, 2, 2, 1);                \
+        else if (d == 3 && dc == 3)                                            \
+            lg_stats_body(w, a, resp, weight, acc, r, 3, 3, 1);                \
+        else                                                                   \
+            lg_stats_body(w, a, resp, weight, acc, r, d, dc, 0);               \
+    }
+
+LG_COPIES(plain, )
+#if LSE_HAVE_AVX2_PATH
+LG_COPIES(avx2, LSE_TARGET_AVX2)
+#endif
+
+static void lg_eval(const lse_gauss_work *w, const lse_sim_args *a,
+                    gsl_matrix *s, double *r)
+{
+#if LSE_HAVE_AVX2_PATH
+    if (w->avx2) {
+        lg_eval_avx2(w, a, s, r);
+        return;
+    }
+#endif
+    lg_eval_plain(w, a, s, r);
+}
+
+static void lg_stats(const lse_gauss_work *w, const lse_sim_args *a,
+                     const gsl_matrix *resp, const gsl_vector *weight,
+                     double *acc, double *r)
+{
+#if LSE_HAVE_AVX2_PATH
+    if (w->avx2) {
+        lg_stats_avx2(w, a, resp, weight, acc, r);
+        return;
+    }
+#endif
+    lg_stats_plain(w, a, resp, weight, acc, r);
+}
+
 static lse_status eval(const lse_sim_args *a, gsl_matrix *s)
 {
     lse_gauss_work *w = a != NULL ? a->work : NULL;
@@ -120,16 +344,10 @@ static lse_status eval(const lse_sim_args *a, gsl_matrix *s)
         return st;
     if (!w->prepared)
         return LSE_EINTERNAL;
-    const size_t b = a->child->size1;
-    if (b == 0)
+    if (a->child->size1 == 0)
         return LSE_OK;
-    gsl_matrix_view r = gsl_matrix_submatrix(w->res, 0, 0, b, w->dim);
-    for (size_t k = 0; k < w->n_comp && st == LSE_OK; k++) {
-        st = residuals(a, w, k, &r.matrix);
-        if (st == LSE_OK)
-            st = lse_gauss_score(w, k, &r.matrix, s);
-    }
-    return st;
+    lg_eval(w, a, s, w->res->data);
+    return LSE_OK;
 }
 
 static lse_status grad(const lse_sim_args *a, const gsl_matrix *g,
@@ -232,52 +450,12 @@ static lse_status stats(const lse_sim_args *a, const gsl_matrix *resp,
         return st;
     if (acc == NULL)
         return LSE_EFAULT;
-    const size_t b = a->child->size1, d = w->dim, K = w->n_comp;
-    const size_t dc = w->dim_ctx, m = dc + 1;
+    const size_t b = a->child->size1;
     if (weight != NULL && weight->size != b)
         return LSE_EDIM;
     if (b == 0)
         return LSE_OK;
-    double *axx = acc + K, *arx = axx + K * m * m, *arr = arx + K * d * m;
-
-    /* [x, 1] */
-    gsl_matrix_view aug = gsl_matrix_submatrix(w->aug, 0, 0, b, m);
-    gsl_matrix_view augw = gsl_matrix_submatrix(w->augw, 0, 0, b, m);
-    gsl_matrix_view xpart = gsl_matrix_submatrix(&aug.matrix, 0, 0, b, dc);
-    int rc = gsl_matrix_memcpy(&xpart.matrix, a->context);
-    if (rc != GSL_SUCCESS)
-        return lse_status_from_gsl(rc);
-    for (size_t i = 0; i < b; i++)
-        gsl_matrix_set(&aug.matrix, i, dc, 1.0);
-
-    gsl_matrix_view r = gsl_matrix_submatrix(w->res, 0, 0, b, d);
-    gsl_vector_view rw = gsl_vector_subvector(w->rw, 0, b);
-    for (size_t k = 0; k < K; k++) {
-        acc[k] += lse_gauss_row_weights(resp, k, weight, &rw.vector);
-        /* shifted statistics: residuals of the current A_k, b_k */
-        st = residuals(a, w, k, &r.matrix);
-        if (st != LSE_OK)
-            return st;
-        rc = gsl_matrix_memcpy(&augw.matrix, &aug.matrix);
-        if (rc != GSL_SUCCESS)
-            return lse_status_from_gsl(rc);
-        for (size_t i = 0; i < b; i++) {
-            gsl_vector_view row = gsl_matrix_row(&augw.matrix, i);
-            gsl_vector_scale(&row.vector, gsl_vector_get(&rw.vector, i));
-        }
-        gsl_matrix_view sxx = gsl_matrix_view_array(axx + k * m * m, m, m);
-        gsl_matrix_view srx = gsl_matrix_view_array(arx + k * d * m, d, m);
-        rc = gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, &aug.matrix,
-                            &augw.matrix, 1.0, &sxx.matrix);
-        if (rc == GSL_SUCCESS)
-            rc = gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, &r.matrix,
-                                &augw.matrix, 1.0, &srx.matrix);
-        if (rc != GSL_SUCCESS)
-            return lse_status_from_gsl(rc);
-        st = lse_gauss_stats_s2(w, k, &r.matrix, &rw.vector, arr);
-        if (st != LSE_OK)
-            return st;
-    }
+    lg_stats(w, a, resp, weight, acc, w->res->data);
     return LSE_OK;
 }
 

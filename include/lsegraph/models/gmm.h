@@ -8,6 +8,7 @@
 #include <gsl/gsl_vector.h>
 #include <lsegraph/graph.h>
 #include <lsegraph/sim.h>
+#include <lsegraph/solver.h>
 #include <lsegraph/status.h>
 
 #ifdef __cplusplus
@@ -112,6 +113,24 @@ typedef struct lse_gmm_fit_opts {
     lse_gmm_missing missing;         /**< default LSE_GMM_MISSING_ERROR */
     lse_gmm_progress_fn progress;    /**< NULL: silent */
     void *progress_user;             /**< passed back to progress, borrowed */
+    /** Data-parallel fitting (docs/mpi.md), NULL (default): one process.
+     *  Otherwise x holds this process's share of the rows (the shares of
+     *  processes 0, 1, ... in that order make up the data set, each at
+     *  least one row) and every process calls lse_gmm_fit with the same
+     *  options; reduce must replace buf[0..n) by its sum over the processes
+     *  (MPI_Allreduce with MPI_SUM) and leave the same values on every
+     *  process. Every sum the fit needs (initialization, E-step energy,
+     *  M-step statistics, re-seeding) goes through it, the same number of
+     *  times on every process, and the random draws are those of the whole
+     *  data set: the fit equals the one-process fit of the concatenated
+     *  data up to rounding. A hook error ends the fit with that status.
+     *  Missing values (LSE_GMM_MISSING_MARGINALIZE with NaN) are not
+     *  supported then (LSE_ENOTSUP). Events and info count rows of the
+     *  whole data set. */
+    lse_reduce_fn reduce;
+    void *reduce_user; /**< passed to reduce, borrowed */
+    size_t rank;       /**< this process, 0 <= rank < n_ranks (default 0) */
+    size_t n_ranks;    /**< processes sharing the data (default 1) */
 } lse_gmm_fit_opts;
 
 /** @brief The defaults listed in lse_gmm_fit_opts. */

@@ -11,6 +11,7 @@
 
 #include <lsegraph/graph.h>
 #include <lsegraph/sim.h>
+#include <lsegraph/solver.h>
 #include <lsegraph/status.h>
 
 #ifdef __cplusplus
@@ -186,6 +187,28 @@ typedef struct lse_slds_opts {
     size_t estep_steps; /**< latent states: gradient steps per E-step (5) */
     lse_slds_progress_fn progress; /**< or NULL */
     void *user;                    /**< passed to progress */
+    /** Data-parallel fitting (docs/mpi.md), NULL (default): one process.
+     *  Otherwise the series is split into contiguous blocks of rows, one
+     *  per process in rank order, and x (with seq) holds this process's
+     *  block preceded by context_rows = min(L, rows before the block) rows
+     *  that repeat the end of the previous blocks (they are context for
+     *  the first steps, never steps themselves). Every process calls
+     *  lse_slds_fit with the same options and must own at least one step;
+     *  reduce replaces buf[0..n) by its sum over the processes
+     *  (MPI_Allreduce with MPI_SUM), leaving the same values everywhere.
+     *  Initialization, energies and M-step statistics are summed through
+     *  it and the random draws are those of the whole series, so the fit
+     *  equals the one-process fit of the whole series up to rounding. The
+     *  Markov version is exact across blocks: every process's emission
+     *  log-likelihoods (its steps x K) are summed into the whole (steps, K)
+     *  matrix, on which every process runs the same forward-backward pass
+     *  (memory and communication O(steps K) per iteration). Latent states
+     *  are not supported (LSE_ENOTSUP). */
+    lse_reduce_fn reduce;
+    void *reduce_user;   /**< passed to reduce, borrowed */
+    size_t rank;         /**< this process, 0 <= rank < n_ranks (0) */
+    size_t n_ranks;      /**< processes (1) */
+    size_t context_rows; /**< leading rows of x from earlier blocks (0) */
 } lse_slds_opts;
 
 /** @brief The defaults listed in lse_slds_opts. */
@@ -204,7 +227,9 @@ LSE_API lse_slds_opts lse_slds_opts_default(void);
  * @return LSE_OK (converged or not: see lse_slds_converged); LSE_EFAULT;
  * LSE_EDIM (x has not d columns); LSE_EINVAL (no step: T <= L in every
  * sequence; bad option); LSE_ENONFINITE (NaN or infinity in x);
- * LSE_ENOTSUP (latent states with L > 1 or several sequences);
+ * LSE_ENOTSUP (latent states with L > 1 or several sequences, or with
+ * several processes); LSE_EINVAL also for bad data-parallel options (a
+ * process without a step, context_rows > L);
  * LSE_ENUMERIC (singular least squares in every initialization);
  * LSE_ENOMEM. On failure the parameters are those before the call.
  */

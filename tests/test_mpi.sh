@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# lsefit --mpi (docs/mpi.md), TAP output for meson:
+#   test_mpi.sh LSEFIT DATA_DIR [COMPARE.py]
+# 1. mpirun -n 1, 2 and 4 give the model of the one-process fit (GMM on
+#    faithful.csv, Markov and mixture SLDS on dax_returns.csv, shards with
+#    sequences and dropped rows at the block boundaries) to 1e-10 relative
+#    on the log-likelihood and every parameter (tests/mpi_compare.py);
+#    LSEFIT_MPI_CHECK=1 also checks that every reduction leaves the same
+#    bits on every process.
+# 2. A failing process (bad row, missing shard, fault injected in the middle
+#    of EM) ends every process with the same message and exit status 1,
+#    within a timeout (no hang).
+# Exit 77 (skipped) when mpirun cannot start two processes here.
+set -u
+LSEFIT=${1:?usage: test_mpi.sh LSEFIT DATA_DIR [COMPARE.py]}
+DATA=${2:?usage: test_mpi.sh LSEFIT DATA_DIR [COMPARE.py]}
+COMPARE=${3:-$(dirname "$0")/mpi_compare.py}
+abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+LSEFIT=$(abs "$LSEFIT")
+DATA=$(abs "$DATA")
+COMPARE=$(abs "$COMPARE")
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/lsefit_mpi.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+cd "$TMP" || exit 1
+
+# mpirun flags that work here: as root Open MPI wants --allow-run-as-root;
+# containers have few slots (--oversubscribe) and no network worth probing
+# (shared memory only).
+MPIRUN=$(command -v mpirun || command -v mpiexec || true)
+if [ -z "$MPIRUN" ]; then
+    echo "1..0 # SKIP no mpirun"
+    exit 77
+fi
+FLAGS=()
+if "$MPIRUN" --version 2>/dev/null | grep -qi "open mpi"; then
+    FLAGS+=(--oversubscribe --mca btl self,vader)
+    [ "$(id -u)" = 0 ] && FLAGS+=(--allow-run-as-root)
+    export OMPI_MCA_btl_vader_single_copy_mechanism=none
+fi
+run() { # run P ARGS...: lsefit under mpirun with a timeout
+    local p=$1
+    shift
+    timeout 120 "$MPIRUN" "${FLAGS[@]}" -n "$p" "$LSEFIT" "$@"
+}
+if ! run 2 gmm "$DATA/faithful.csv" -k 2 --mpi -q -o probe.json \
+    >probe.log 2>&1; then
+    echo "1..0 # SKIP mpirun -n 2 does not work here: $(head -c 300 probe.log)"
+    exit 77
+fi
+
+n=0
+fails=0
+ok() { # ok STATUS DESCRIPTION
+    n=$((n + 1))
+    if [ "$1" = 0 ]; then
+        echo "ok $n - $2"
+    else
+        echo "not ok $n - $2"
+        fails=$((fails + 1))
+    fi
+}
+same() { # same REF.json OTHER.json DESCRIPTION
+    local out
+    out=$(python3 "$COMPARE" "$1" "$2" 2>&1)
+    local st=$?
+    echo "$out" | sed 's/^/# /'
+    ok $st "$3"
+}
+
+export LSEFIT_MPI_CHECK=1
+# one thread per process: P processes on a small machine are slow enough
+# (the results do not depend on the thread count, docs/performance.md)
+export OMP_NUM_THREADS=1 LSE_NUM_THREADS=1
+
+# ---- GMM on faithful.csv -------------------------------------------------
+G=(-k 2 --seed 1 --tol 1e-10 --max-iter 1000 -q)
+"$LSEFIT" gmm "$DATA/faithful.csv" "${G[@]}" -o gmm1.json
+ok $? "gmm: one-process fit"
+for p in 1 2 4; do
+    run "$p" gmm "$DATA/faithful.csv" "${G[@]}" --mpi -o "gmm_mpi$p.json"
+    ok $? "gmm: mpirun -n $p exits 0"
+    same gmm1.json "gmm_mpi$p.json" "gmm: mpirun -n $p equals one process"
+done
+G3=(-k 3 --covariance diag --init random --n-init 2 --standardize --seed 4 -q)
+"$LSEFIT" gmm "$DATA/faithful.csv" "${G3[@]}" -o gmm3.json
+run 3 gmm "$DATA/faithful.csv" "${G3[@]}" --mpi -o gmm3_mpi.json
+ok $? "gmm: random init, standardized, 3 processes"
+same gmm3.json gmm3_mpi.json "gmm: random init, standardized, equal"
+
+# shards: one file per process
+mkdir -p shards
+head -1 "$DATA/faithful.csv" >shards/h
+for r in 0 1 2; do
+    { cat shards/h; sed -n "$((2 + r * 91)),$((92 + r * 91))p" \
+        "$DATA/faithful.csv"; } >"shards/part-$r.csv"
+done
+rm shards/h
+run 3 gmm --mpi --shards 'shards/part-*.csv' "${G[@]}" -o gmm_shards.json
+ok $? "gmm: --shards with 3 processes"
+same gmm1.json gmm_shards.json "gmm: --shards equals one process"
+
+# ---- SLDS on dax_returns.csv -------------------------------------------------
+for mk in "" "--markov"; do
+    name=${mk:-mixture}
+    S=(--columns logret_pct -k 2 $mk --lags 2 --seed 3 -q)
+    "$LSEFIT" slds "$DATA/dax_returns.csv" "${S[@]}" -o "slds$name.json"
+    ok $? "slds $name: one-process fit"
+    for p in 2 4; do
+        run "$p" slds "$DATA/dax_returns.csv" "${S[@]}" --mpi \
+            -o "slds${name}_$p.json"
+        ok $? "slds $name: mpirun -n $p exits 0"
+        same "slds$name.json" "slds${name}_$p.json" \
+            "slds $name: mpirun -n $p equals one process"
+    done
+done
+
+# sequences and dropped rows at shard boundaries, shards shorter than L
+python3 - "$DATA/dax_returns.csv" <<'EOF'
+import csv, os, sys
+rows = list(csv.reader(open(sys.argv[1])))[1:]
+lines = []
+for i, r in enumerate(rows[:900]):
+    seq = "a" if i < 300 else ("b" if i < 600 else "c")
+    x = "" if i in (150, 151, 450) else r[3]
+    lines.append("%s,%s,%s" % (seq, x, rows[i + 900][3]))
+open("seq.csv", "w").write("seq,x,y\n" + "\n".join(lines) + "\n")
+os.makedirs("sq", exist_ok=True)
+cuts = [0, 149, 153, 157, 300, 304, 305, 450, 900]
+for k in range(len(cuts) - 1):
+    open("sq/part-%d.csv" % k, "w").write(
+        "seq,x,y\n" + "\n".join(lines[cuts[k]:cuts[k + 1]]) + "\n")
+EOF
+for mk in "" "--markov"; do
+    name=${mk:-mixture}
+    S=(--sequence seq --missing drop --lags 3 -k 2 $mk --seed 5 -q)
+    "$LSEFIT" slds seq.csv "${S[@]}" -o "seq$name.json"
+    run 8 slds --mpi --shards 'sq/part-*.csv' "${S[@]}" -o "seq${name}_8.json"
+    ok $? "slds $name: 8 shards across sequences and dropped rows"
+    same "seq$name.json" "seq${name}_8.json" \
+        "slds $name: shards equal one process"
+done
+
+# ---- failures: same message everywhere, status 1, no hang -------------------
+failure() { # failure P PATTERN DESCRIPTION ARGS...
+    local p=$1 pat=$2 desc=$3
+    shift 3
+    run "$p" "$@" >fail.out 2>fail.err
+    local st=$?
+    local lines distinct
+    lines=$(grep -c "^lsefit: process" fail.err)
+    distinct=$(grep "^lsefit: process" fail.err | sort -u | wc -l)
+    grep "^lsefit: process" fail.err | sort -u | sed 's/^/# /'
+    [ "$st" != 0 ] && [ "$st" != 124 ] && [ "$lines" = "$p" ] &&
+        [ "$distinct" = 1 ] && grep -q -- "$pat" fail.err
+    ok $? "$desc (status $st, $lines messages)"
+}
+sed '250s/,.*/,abc/' "$DATA/faithful.csv" >bad.csv
+failure 4 "bad.csv:250:2: 'abc' is not a number" \
+    "bad row on line 250: every process reports it" \
+    gmm bad.csv -k 2 --mpi -o x.json
+ln -s "$TMP/nonexistent.csv" shards/part-3.csv
+failure 4 "cannot open 'shards/part-3.csv'" \
+    "unreadable shard: every process reports it" \
+    gmm --mpi --shards 'shards/part-*.csv' -k 2 -o x.json
+failure 2 "matches 4 files but there are 2 processes" \
+    "wrong number of shards" \
+    gmm --mpi --shards 'shards/part-*.csv' -k 2 -o x.json
+rm shards/part-3.csv
+{ head -1 "$DATA/faithful.csv"; echo "1.5,"; } >shards/part-1.csv
+failure 3 "shards/part-1.csv:2:.*missing value" \
+    "bad row in a shard" \
+    gmm --mpi --shards 'shards/part-*.csv' -k 2 -o x.json
+for at in 3 12 25; do
+    LSEFIT_MPI_FAULT=1:$at failure 3 "fault injected at reduction $at" \
+        "process 1 fails at its reduction $at (mid-fit): no hang" \
+        gmm "$DATA/faithful.csv" -k 3 --mpi -o x.json
+done
+LSEFIT_MPI_FAULT=2:20 failure 3 "fault injected at reduction 20" \
+    "slds --markov: process 2 fails mid-fit" \
+    slds "$DATA/dax_returns.csv" --columns logret_pct -k 2 --markov --mpi \
+    -o x.json
+failure 2 "k = 300 > 272 samples\|usable rows but K = 300" \
+    "an error of every process (K > N)" \
+    gmm "$DATA/faithful.csv" -k 300 --mpi -o x.json
+
+echo "1..$n"
+[ "$fails" = 0 ]

@@ -1,0 +1,519 @@
+#include <math.h>
+#include <string.h>
+
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+
+
+#include "lse_check.h"
+
+/*
+ * What the performance work must not change (docs/performance.md):
+ * - any thread count gives bit-identical energies, gradients and EM models
+ *   (the rows are split into chunks fixed by the shapes, per-chunk sums
+ *   are added in chunk order);
+ * - a streaming LSE term (keep_matrices = 0) equals the dense one, and
+ *   both equal the textbook formula, to 1e-12.
+ * Nothing here is timed.
+ */
+
+/* Thread counts compared with the single-threaded run. */
+static const int thread_counts[] = {2, 3};
+#define N_COUNTS (sizeof thread_counts / sizeof thread_counts[0])
+
+static int same_matrix(const gsl_matrix *a, const gsl_matrix *b)
+{
+    if (a->size1 != b->size1 || a->size2 != b->size2)
+        return 0;
+    for (size_t i = 0; i < a->size1; i++)
+        if (memcmp(gsl_matrix_const_ptr(a, i, 0), gsl_matrix_const_ptr(b, i, 0),
+                   a->size2 * sizeof(double)) != 0)
+            return 0;
+    return 1;
+}
+
+/* Bits of two doubles equal (NaN-safe, 0.0 != -0.0). */
+static int same_double(double a, double b)
+{
+    return memcmp(&a, &b, sizeof a) == 0;
+}
+
+static void teardown(void) { lse_set_num_threads(0); }
+
+/* x (n, d): k well-separated blobs with random spread. */
+static void blobs(gsl_matrix *x, size_t k, unsigned long seed)
+{
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, seed);
+    for (size_t i = 0; i < x->size1; i++) {
+        const size_t c = i % k;
+        for (size_t j = 0; j < x->size2; j++)
+            gsl_matrix_set(x, i, j,
+                           1.5 * cos(1.7 * (double)c + 0.9 * (double)j) +
+                               gsl_ran_gaussian(r, 0.8 + 0.2 * (double)c));
+    }
+    gsl_rng_free(r);
+}
+
+/* ------------------------------------------------------------------ */
+/* EM on a Gaussian mixture graph driven directly (graph + solver).    */
+
+typedef struct em_run {
+    gsl_matrix *mu, *logw, *chol;
+    double energy[12];
+    size_t n_iter;
+} em_run;
+
+static int record_energy(const lse_solver *s, void *user)
+{
+    em_run *r = user;
+    const size_t i = lse_solver_n_iter(s) - 1;
+    if (i < 12)
+        r->energy[i] = lse_solver_energy(s);
+    return 0;
+}
+
+static void gmm_em(const gsl_matrix *x, size_t k, lse_cov_type cov,
+                   int threads, em_run *out)
+{
+    const size_t n = x->size1, d = x->size2;
+    lse_set_num_threads(threads);
+    lse_graph *g = lse_graph_new();
+    ck_assert_ptr_nonnull(g);
+    lse_graph_set_block_rows(g, 128); /* 4000 rows: 32 blocks, 16 chunks */
+    lse_node *xn, *mu, *logw, *chol;
+    const size_t cc = cov == LSE_COV_FULL ? d * d : d;
+    lse_assert_ok(lse_graph_add_node(g, "x", n, d, LSE_NODE_CLAMPED, &xn));
+    lse_assert_ok(lse_graph_add_node(g, "mu", k, d, LSE_NODE_PARAM, &mu));
+    lse_assert_ok(lse_graph_add_node(g, "logw", k, 1, LSE_NODE_PARAM, &logw));
+    lse_assert_ok(lse_graph_add_node(g, "chol", k, cc, LSE_NODE_PARAM, &chol));
+    lse_assert_ok(lse_node_set_value(xn, x));
+    for (size_t c = 0; c < k; c++) {
+        for (size_t j = 0; j < d; j++)
+            gsl_matrix_set(lse_node_value(mu), c, j,
+                           gsl_matrix_get(x, 37 * c + 5, j) + 0.4127);
+        gsl_matrix_set(lse_node_value(logw), c, 0, 0.1 * (double)c);
+        for (size_t j = 0; j < d; j++)
+            gsl_matrix_set(lse_node_value(chol), c,
+                           cov == LSE_COV_FULL ? j * d + j : j, 1.3);
+    }
+    const lse_gaussian_config cfg = {.cov = cov};
+    lse_node *params[2] = {logw, chol};
+    lse_term_spec spec = lse_term_spec_default();
+    spec.child = lse_view_all(xn);
+    spec.parent = lse_view_all(mu);
+    spec.sim = lse_sim_gaussian;
+    spec.config = &cfg;
+    spec.param = params;
+    lse_assert_ok(lse_graph_add_lse(g, "mixture", &spec, NULL));
+    lse_solver *s = lse_solver_new(g, lse_solver_em);
+    ck_assert_ptr_nonnull(s);
+    lse_solver_opts o = lse_solver_opts_default();
+    o.tol_energy = 0.0;
+    lse_assert_ok(lse_solver_set_opts(s, &o));
+    memset(out->energy, 0, sizeof out->energy);
+    lse_solver_result res;
+    lse_assert_ok(lse_solver_run(s, 12, record_energy, out, &res));
+    out->n_iter = res.n_iter;
+    ck_assert_int_eq(lse_solver_n_increase(s), 0);
+    out->mu = gsl_matrix_alloc(k, d);
+    out->logw = gsl_matrix_alloc(k, 1);
+    out->chol = gsl_matrix_alloc(k, cc);
+    gsl_matrix_memcpy(out->mu, lse_node_value(mu));
+    gsl_matrix_memcpy(out->logw, lse_node_value(logw));
+    gsl_matrix_memcpy(out->chol, lse_node_value(chol));
+    lse_solver_free(s);
+    lse_graph_free(g);
+}
+
+static void em_run_free(em_run *r)
+{
+    gsl_matrix_free(r->mu);
+    gsl_matrix_free(r->logw);
+    gsl_matrix_free(r->chol);
+}
+
+static void check_em_threads(lse_cov_type cov)
+{
+    gsl_matrix *x = gsl_matrix_alloc(4000, 3);
+    blobs(x, 4, 11);
+    em_run one;
+    gmm_em(x, 4, cov, 1, &one);
+    ck_assert_int_eq(one.n_iter, 12);
+    for (size_t q = 0; q < N_COUNTS; q++) {
+        em_run many;
+        gmm_em(x, 4, cov, thread_counts[q], &many);
+        ck_assert_int_eq(many.n_iter, one.n_iter);
+        for (size_t i = 0; i < 12; i++)
+            ck_assert_msg(same_double(one.energy[i], many.energy[i]),
+                          "%d threads, iteration %zu: %.17g vs %.17g",
+                          thread_counts[q], i, many.energy[i],
+                          one.energy[i]);
+        ck_assert(same_matrix(one.mu, many.mu));
+        ck_assert(same_matrix(one.logw, many.logw));
+        ck_assert(same_matrix(one.chol, many.chol));
+        em_run_free(&many);
+    }
+    /* the run is a real EM: the energy went down */
+    ck_assert(one.energy[11] < one.energy[0]);
+    em_run_free(&one);
+    gsl_matrix_free(x);
+}
+
+START_TEST(test_em_full_threads_identical) { check_em_threads(LSE_COV_FULL); }
+END_TEST
+
+START_TEST(test_em_diag_threads_identical) { check_em_threads(LSE_COV_DIAG); }
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* The model APIs: lse_gmm_fit and lse_slds_fit.                       */
+
+START_TEST(test_gmm_model_threads_identical)
+{
+    gsl_matrix *x = gsl_matrix_alloc(3000, 2);
+    blobs(x, 3, 5);
+    gsl_matrix *means = NULL, *chol = NULL;
+    gsl_vector *w = NULL;
+    double ll = 0.0;
+    for (int q = 0; q <= (int)N_COUNTS; q++) {
+        const int nt = q == 0 ? 1 : thread_counts[q - 1];
+        lse_set_num_threads(nt);
+        lse_gmm *m = NULL;
+        lse_error err;
+        lse_assert_ok(lse_gmm_new(3, 2, LSE_COV_FULL, &m));
+        lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
+        o.seed = 9;
+        o.max_iter = 15;
+        o.tol = 0.0;
+        lse_assert_ok(lse_gmm_fit(m, x, &o, &err));
+        const lse_gmm_fit_info *info = lse_gmm_info(m);
+        if (q == 0) {
+            means = gsl_matrix_alloc(3, 2);
+            chol = gsl_matrix_alloc(lse_gmm_chol(m)->size1,
+                                    lse_gmm_chol(m)->size2);
+            w = gsl_vector_alloc(3);
+            gsl_matrix_memcpy(means, lse_gmm_means(m));
+            gsl_matrix_memcpy(chol, lse_gmm_chol(m));
+            gsl_vector_memcpy(w, lse_gmm_weights(m));
+            ll = info->loglik;
+            ck_assert(isfinite(ll));
+        } else {
+            ck_assert_msg(same_double(info->loglik, ll), "%d threads: %.17g vs %.17g",
+                          nt, info->loglik, ll);
+            ck_assert(same_matrix(lse_gmm_means(m), means));
+            ck_assert(same_matrix(lse_gmm_chol(m), chol));
+            for (size_t c = 0; c < 3; c++)
+                ck_assert(same_double(gsl_vector_get(lse_gmm_weights(m), c),
+                                      gsl_vector_get(w, c)));
+        }
+        lse_gmm_free(m);
+    }
+    gsl_matrix_free(means);
+    gsl_matrix_free(chol);
+    gsl_vector_free(w);
+    gsl_matrix_free(x);
+}
+END_TEST
+
+/* Markov-switching SLDS: lingauss kernels plus the chain reduction, whose
+ * statistics run as a separate pass over the kept posteriors. */
+START_TEST(test_slds_markov_threads_identical)
+{
+    lse_slds_config cfg = lse_slds_config_default();
+    cfg.n_modes = 2;
+    cfg.dim = 2;
+    cfg.markov = 1;
+    lse_slds *gen = NULL;
+    lse_error err;
+    lse_assert_ok(lse_slds_new(&cfg, &gen, &err));
+    gsl_matrix *a = gsl_matrix_alloc(2, 2);
+    gsl_vector *b = gsl_vector_alloc(2);
+    for (size_t k = 0; k < 2; k++) {
+        const double th = k == 0 ? 0.2 : -0.5, rho = k == 0 ? 0.95 : 0.7;
+        gsl_matrix_set(a, 0, 0, rho * cos(th));
+        gsl_matrix_set(a, 0, 1, -rho * sin(th));
+        gsl_matrix_set(a, 1, 0, rho * sin(th));
+        gsl_matrix_set(a, 1, 1, rho * cos(th));
+        gsl_vector_set(b, 0, k == 0 ? 0.3 : -0.2);
+        gsl_vector_set(b, 1, 0.1);
+        lse_assert_ok(lse_slds_set_a(gen, k, a, &err));
+        lse_assert_ok(lse_slds_set_b(gen, k, b, &err));
+    }
+    gsl_matrix *x = gsl_matrix_alloc(3000, 2);
+    lse_assert_ok(lse_slds_simulate(gen, 3000, 21, x, NULL, &err));
+    lse_slds_free(gen);
+    double ll = 0.0;
+    gsl_matrix *a1 = gsl_matrix_alloc(2, 2), *t1 = gsl_matrix_alloc(2, 2);
+    gsl_matrix *tr = gsl_matrix_alloc(2, 2);
+    for (int q = 0; q <= (int)N_COUNTS; q++) {
+        const int nt = q == 0 ? 1 : thread_counts[q - 1];
+        lse_set_num_threads(nt);
+        lse_slds *m = NULL;
+        lse_assert_ok(lse_slds_new(&cfg, &m, &err));
+        lse_slds_opts o = lse_slds_opts_default();
+        o.seed = 4;
+        o.max_iter = 10;
+        o.tol = 0.0;
+        lse_assert_ok(lse_slds_fit(m, x, NULL, &o, &err));
+        lse_assert_ok(lse_slds_get_a(m, 1, a));
+        lse_assert_ok(lse_slds_get_transition(m, tr));
+        if (q == 0) {
+            ll = lse_slds_loglik(m);
+            ck_assert(isfinite(ll));
+            gsl_matrix_memcpy(a1, a);
+            gsl_matrix_memcpy(t1, tr);
+        } else {
+            ck_assert_msg(same_double(lse_slds_loglik(m), ll),
+                          "%d threads: %.17g vs %.17g", nt,
+                          lse_slds_loglik(m), ll);
+            ck_assert(same_matrix(a, a1));
+            ck_assert(same_matrix(tr, t1));
+        }
+        lse_slds_free(m);
+    }
+    gsl_matrix_free(a);
+    gsl_matrix_free(a1);
+    gsl_matrix_free(t1);
+    gsl_matrix_free(tr);
+    gsl_vector_free(b);
+    gsl_matrix_free(x);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Attention terms: gradients for any thread count; streaming == dense. */
+
+typedef struct attn {
+    lse_graph *g;
+    lse_node *x, *y;
+    lse_term *self, *cross;
+} attn;
+
+/* Self-attention on x (n, d) (causal, beta 0.8, row weights) and
+ * cross-attention from x to y (m, d) with a user mask, both dense or both
+ * streaming, blocks of 64 rows. */
+static void attn_build(attn *a, size_t n, size_t m, size_t d, int keep)
+{
+    a->g = lse_graph_new();
+    ck_assert_ptr_nonnull(a->g);
+    lse_graph_set_block_rows(a->g, 64);
+    lse_assert_ok(lse_graph_add_node(a->g, "x", n, d, 0, &a->x));
+    lse_assert_ok(lse_graph_add_node(a->g, "y", m, d, 0, &a->y));
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 3);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < d; j++)
+            gsl_matrix_set(lse_node_value(a->x), i, j,
+                           gsl_ran_gaussian(r, 1.0));
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < d; j++)
+            gsl_matrix_set(lse_node_value(a->y), i, j,
+                           gsl_ran_gaussian(r, 1.0));
+    gsl_vector *w = gsl_vector_alloc(n);
+    for (size_t i = 0; i < n; i++)
+        gsl_vector_set(w, i, 0.5 + gsl_rng_uniform(r));
+    gsl_matrix *mask = gsl_matrix_alloc(n, m);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < m; j++)
+            gsl_matrix_set(mask, i, j, (i + 2 * j) % 5 != 0);
+    gsl_rng_free(r);
+    lse_term_spec spec = lse_term_spec_default();
+    spec.child = lse_view_all(a->x);
+    spec.parent = lse_view_all(a->x);
+    spec.sim = lse_sim_scaled_dot;
+    spec.mask = LSE_MASK_CAUSAL;
+    spec.beta = 0.8;
+    spec.row_weight = w;
+    spec.keep_matrices = keep;
+    lse_assert_ok(lse_graph_add_lse(a->g, "self", &spec, &a->self));
+    spec = lse_term_spec_default();
+    spec.child = lse_view_all(a->x);
+    spec.parent = lse_view_all(a->y);
+    spec.sim = lse_sim_dot;
+    spec.user_mask = mask;
+    spec.keep_matrices = keep;
+    lse_assert_ok(lse_graph_add_lse(a->g, "cross", &spec, &a->cross));
+    gsl_vector_free(w);
+    gsl_matrix_free(mask);
+}
+
+START_TEST(test_attention_grad_threads_identical)
+{
+    for (int keep = 0; keep <= 1; keep++) {
+        attn a1;
+        attn_build(&a1, 1500, 700, 8, keep);
+        lse_set_num_threads(1);
+        double e1;
+        lse_assert_ok(lse_graph_gradient(a1.g, &e1));
+        for (size_t q = 0; q < N_COUNTS; q++) {
+            attn a2;
+            attn_build(&a2, 1500, 700, 8, keep);
+            lse_set_num_threads(thread_counts[q]);
+            double e2;
+            lse_assert_ok(lse_graph_gradient(a2.g, &e2));
+            ck_assert_msg(same_double(e1, e2), "keep %d, %d threads", keep,
+                          thread_counts[q]);
+            ck_assert(same_matrix(lse_node_grad(a1.x), lse_node_grad(a2.x)));
+            ck_assert(same_matrix(lse_node_grad(a1.y), lse_node_grad(a2.y)));
+            lse_graph_free(a2.g);
+        }
+        lse_graph_free(a1.g);
+    }
+}
+END_TEST
+
+static double max_rel_diff(const gsl_matrix *a, const gsl_matrix *b)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < a->size1; i++)
+        for (size_t j = 0; j < a->size2; j++) {
+            const double u = gsl_matrix_get(a, i, j), v = gsl_matrix_get(b, i, j);
+            const double s = fmax(1.0, fmax(fabs(u), fabs(v)));
+            m = fmax(m, fabs(u - v) / s);
+        }
+    return m;
+}
+
+/* The self term by its definition, without the library's kernels:
+ * E = -sum_c w_c (1/beta) log sum_{p <= c} exp(beta x_c.x_p / sqrt(d)). */
+static double self_energy_textbook(const gsl_matrix *x, const gsl_vector *w,
+                                   double beta)
+{
+    const size_t n = x->size1, d = x->size2;
+    double e = 0.0;
+    double *s = malloc(n * sizeof *s);
+    for (size_t c = 0; c < n; c++) {
+        for (size_t p = 0; p <= c; p++) {
+            double dot = 0.0;
+            for (size_t j = 0; j < d; j++)
+                dot += gsl_matrix_get(x, c, j) * gsl_matrix_get(x, p, j);
+            s[p] = dot / sqrt((double)d);
+        }
+        e -= gsl_vector_get(w, c) * lse_logsumexp(s, c + 1, 1, beta);
+    }
+    free(s);
+    return e;
+}
+
+START_TEST(test_streaming_equals_dense)
+{
+    lse_set_num_threads(2);
+    attn dense, stream;
+    attn_build(&dense, 1100, 450, 6, 1);
+    attn_build(&stream, 1100, 450, 6, 0);
+    double ed, es;
+    lse_assert_ok(lse_graph_gradient(dense.g, &ed));
+    lse_assert_ok(lse_graph_gradient(stream.g, &es));
+    ck_assert_msg(fabs(ed - es) <= 1e-12 * fabs(ed), "%.17g vs %.17g", ed, es);
+    ck_assert(max_rel_diff(lse_node_grad(dense.x), lse_node_grad(stream.x)) <=
+              1e-12);
+    ck_assert(max_rel_diff(lse_node_grad(dense.y), lse_node_grad(stream.y)) <=
+              1e-12);
+    /* the streaming term keeps no matrix; its row log-sum-exps match */
+    ck_assert_ptr_null(lse_term_softmax(stream.self));
+    ck_assert_ptr_nonnull(lse_term_softmax(dense.self));
+    const gsl_vector *rd = lse_term_row_lse(dense.self);
+    const gsl_vector *rs = lse_term_row_lse(stream.self);
+    for (size_t i = 0; i < rd->size; i++)
+        ck_assert(fabs(gsl_vector_get(rd, i) - gsl_vector_get(rs, i)) <=
+                  1e-12 * fmax(1.0, fabs(gsl_vector_get(rd, i))));
+    /* and both equal the textbook sum */
+    const double ref = self_energy_textbook(lse_node_value(stream.x),
+                                            lse_term_row_weight(stream.self),
+                                            0.8);
+    const double got = lse_term_energy(stream.self);
+    ck_assert_msg(fabs(got - ref) <= 1e-12 * fabs(ref), "%.17g vs %.17g", got,
+                  ref);
+    lse_graph_free(dense.g);
+    lse_graph_free(stream.g);
+}
+END_TEST
+
+/* EM on a streaming mixture term (statistics accumulated during the
+ * E-step, no n x K matrix kept) gives the dense term's model. */
+START_TEST(test_em_streaming_equals_dense)
+{
+    gsl_matrix *x = gsl_matrix_alloc(2500, 2);
+    blobs(x, 3, 17);
+    gsl_matrix *mu[2];
+    double energy[2];
+    for (int keep = 0; keep <= 1; keep++) {
+        lse_graph *g = lse_graph_new();
+        lse_graph_set_block_rows(g, 100);
+        lse_node *xn, *m, *logw, *chol;
+        lse_assert_ok(lse_graph_add_node(g, "x", 2500, 2, LSE_NODE_CLAMPED, &xn));
+        lse_assert_ok(lse_graph_add_node(g, "mu", 3, 2, LSE_NODE_PARAM, &m));
+        lse_assert_ok(lse_graph_add_node(g, "logw", 3, 1, LSE_NODE_PARAM, &logw));
+        lse_assert_ok(lse_graph_add_node(g, "chol", 3, 4, LSE_NODE_PARAM, &chol));
+        lse_assert_ok(lse_node_set_value(xn, x));
+        for (size_t c = 0; c < 3; c++) {
+            gsl_matrix_set(lse_node_value(m), c, 0, 0.4127 * (double)c);
+            gsl_matrix_set(lse_node_value(m), c, 1, -0.3 * (double)c);
+            gsl_matrix_set(lse_node_value(chol), c, 0, 2.0);
+            gsl_matrix_set(lse_node_value(chol), c, 3, 2.0);
+        }
+        lse_node *params[2] = {logw, chol};
+        lse_term_spec spec = lse_term_spec_default();
+        spec.child = lse_view_all(xn);
+        spec.parent = lse_view_all(m);
+        spec.sim = lse_sim_gaussian;
+        spec.param = params;
+        spec.keep_matrices = keep;
+        lse_term *t;
+        lse_assert_ok(lse_graph_add_lse(g, "mixture", &spec, &t));
+        lse_solver *s = lse_solver_new(g, lse_solver_em);
+        lse_solver_result res;
+        lse_assert_ok(lse_solver_run(s, 10, NULL, NULL, &res));
+        ck_assert_int_eq(res.n_iter, 10);
+        ck_assert_int_eq(lse_solver_n_increase(s), 0);
+        energy[keep] = res.energy;
+        mu[keep] = gsl_matrix_alloc(3, 2);
+        gsl_matrix_memcpy(mu[keep], lse_node_value(m));
+        if (!keep)
+            ck_assert_ptr_null(lse_term_softmax(t));
+        lse_solver_free(s);
+        lse_graph_free(g);
+    }
+    ck_assert(fabs(energy[0] - energy[1]) <= 1e-12 * fabs(energy[1]));
+    ck_assert(max_rel_diff(mu[0], mu[1]) <= 1e-12);
+    gsl_matrix_free(mu[0]);
+    gsl_matrix_free(mu[1]);
+    gsl_matrix_free(x);
+}
+END_TEST
+
+START_TEST(test_num_threads_setting)
+{
+    lse_set_num_threads(3);
+    ck_assert_int_eq(lse_get_num_threads(), 3);
+    lse_set_num_threads(1);
+    ck_assert_int_eq(lse_get_num_threads(), 1);
+    lse_set_num_threads(0); /* back to the default */
+    ck_assert_int_ge(lse_get_num_threads(), 1);
+    lse_set_num_threads(-4);
+    ck_assert_int_ge(lse_get_num_threads(), 1);
+}
+END_TEST
+
+Suite *lse_test_suite(void)
+{
+    Suite *s = suite_create("perf_invariants");
+    TCase *tc = tcase_create("threads");
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_num_threads_setting);
+    tcase_add_test(tc, test_em_full_threads_identical);
+    tcase_add_test(tc, test_em_diag_threads_identical);
+    tcase_add_test(tc, test_gmm_model_threads_identical);
+    tcase_add_test(tc, test_slds_markov_threads_identical);
+    tcase_add_test(tc, test_attention_grad_threads_identical);
+    suite_add_tcase(s, tc);
+    TCase *ts = tcase_create("streaming");
+    tcase_add_checked_fixture(ts, NULL, teardown);
+    tcase_set_timeout(ts, 120);
+    tcase_add_test(ts, test_streaming_equals_dense);
+    tcase_add_test(ts, test_em_streaming_equals_dense);
+    suite_add_tcase(s, ts);
+    return s;
+}

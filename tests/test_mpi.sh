@@ -10,7 +10,7 @@
 # 2. A failing process (bad row, missing shard, fault injected in the middle
 #    of EM) ends every process with the same message and exit status 1,
 #    within a timeout (no hang).
-# Exit 77 (skipped) when mpirun cannot start two processes here.
+# TAP "1..0 # SKIP" (exit 0) when mpirun cannot start two processes here.
 set -u
 LSEFIT=${1:?usage: test_mpi.sh LSEFIT DATA_DIR [COMPARE.py]}
 DATA=${2:?usage: test_mpi.sh LSEFIT DATA_DIR [COMPARE.py]}
@@ -29,7 +29,7 @@ cd "$TMP" || exit 1
 MPIRUN=$(command -v mpirun || command -v mpiexec || true)
 if [ -z "$MPIRUN" ]; then
     echo "1..0 # SKIP no mpirun"
-    exit 77
+    exit 0
 fi
 FLAGS=()
 if "$MPIRUN" --version 2>/dev/null | grep -qi "open mpi"; then
@@ -45,7 +45,7 @@ run() { # run P ARGS...: lsefit under mpirun with a timeout
 if ! run 2 gmm "$DATA/faithful.csv" -k 2 --mpi -q -o probe.json \
     >probe.log 2>&1; then
     echo "1..0 # SKIP mpirun -n 2 does not work here: $(head -c 300 probe.log)"
-    exit 77
+    exit 0
 fi
 
 n=0

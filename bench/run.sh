@@ -46,6 +46,7 @@ run() {
 
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs;" \
      "OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE"
+echo "start: $(uptime)"
 for t in $threads; do
     export OMP_NUM_THREADS="$t" OPENBLAS_NUM_THREADS="$t" LSE_NUM_THREADS="$t"
     run "$build/bench/dgemm_peak" "$t"
@@ -66,5 +67,6 @@ for t in $threads; do
     done
     run "$build/bench/lse_bench" attention 65536 64 "$t"
 done
+echo "end: $(uptime)"
 echo
 "$py" "$src/bench/table.py" "$results"

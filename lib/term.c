@@ -390,6 +390,7 @@ typedef struct thread_slot {
     void *work;      /* similarity workspace (slot 0: t->work) */
     gsl_matrix *buf; /* (block, n_parent): dE/dS of a dense term; S, the
                         softmax and dE/dS in place for a streaming term */
+    double *rowmax;  /* (block) scratch of the softmax */
     lse_status st;   /* prepare status */
 } thread_slot;
 
@@ -425,6 +426,7 @@ static void par_free(lse_term *t)
         if (i > 0 && p->slot[i].work != NULL && t->sim->work_free != NULL)
             t->sim->work_free(p->slot[i].work);
         gsl_matrix_free(p->slot[i].buf);
+        free(p->slot[i].rowmax);
     }
     free(p->chunk);
     free(p->slot);
@@ -494,7 +496,8 @@ static lse_status par_new(lse_term *t)
     for (size_t i = 0; i < p->n_slot; i++) {
         thread_slot *sl = &p->slot[i];
         sl->buf = gsl_matrix_alloc(t->block, np);
-        if (sl->buf == NULL)
+        sl->rowmax = malloc(t->block * sizeof *sl->rowmax);
+        if (sl->buf == NULL || sl->rowmax == NULL)
             return LSE_ENOMEM;
         if (i == 0) {
             sl->work = t->work;
@@ -742,9 +745,76 @@ LSE_KERNEL double row_softmax(const double *s, double *a, size_t n,
     return m + log(sum) / beta;
 }
 
-static void softmax_rows_plain(const gsl_matrix *s, gsl_matrix *a,
-                               double beta, double *lse)
+/* Rows of at most this many entries are done a block at a time. */
+#define NARROW_ROWS 16
+
+/* Softmax of every row of a block of narrow rows (n <= NARROW_ROWS, e.g.
+ * mixture components): the row maxima first, then one pass of
+ * exponentials over the whole block and one of logarithms over its rows,
+ * loops long enough to vectorize where a row of 3 entries is not.
+ * m: scratch of b doubles. Same results as row_softmax except for the
+ * summation order of rows of 4 or more entries. */
+LSE_KERNEL void softmax_block(const gsl_matrix *s, gsl_matrix *a, double beta,
+                              double *lse, double *m, const int fast)
 {
+    const size_t b = s->size1, n = s->size2, st = s->tda, at = a->tda;
+    for (size_t r = 0; r < b; r++) {
+        const double *sr = s->data + r * st;
+        double mx = -INFINITY;
+        for (size_t j = 0; j < n; j++)
+            mx = sr[j] > mx ? sr[j] : mx;
+        m[r] = mx;
+        double *ar = a->data + r * at;
+        /* a fully masked row keeps -INFINITY (exp gives 0) */
+        const double sh = mx == -INFINITY ? 0.0 : mx;
+        for (size_t j = 0; j < n; j++)
+            ar[j] = beta * (sr[j] - sh);
+    }
+    /* one loop over the block when its rows are contiguous */
+    const size_t nr = at == n ? 1 : b, len = at == n ? b * n : n;
+    for (size_t r = 0; r < nr; r++) {
+        double *ar = a->data + r * at;
+        if (fast)
+            for (size_t j = 0; j < len; j++)
+                ar[j] = lse_exp_nonpos(ar[j]);
+        else
+            for (size_t j = 0; j < len; j++)
+                ar[j] = exp(ar[j]);
+    }
+    for (size_t r = 0; r < b; r++) {
+        double *ar = a->data + r * at;
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+        size_t j = 0;
+        for (; j + 4 <= n; j += 4) {
+            s0 += ar[j];
+            s1 += ar[j + 1];
+            s2 += ar[j + 2];
+            s3 += ar[j + 3];
+        }
+        for (; j < n; j++)
+            s0 += ar[j];
+        const double sum = (s0 + s1) + (s2 + s3);
+        const double inv = sum > 0.0 ? 1.0 / sum : 0.0; /* masked: 0 */
+        for (size_t q = 0; q < n; q++)
+            ar[q] *= inv;
+        lse[r] = sum > 0.0 ? sum : 1.0; /* the log pass reads it */
+    }
+    /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0 */
+    if (fast)
+        for (size_t r = 0; r < b; r++)
+            lse[r] = m[r] + lse_log_pos(lse[r]) / beta;
+    else
+        for (size_t r = 0; r < b; r++)
+            lse[r] = m[r] + log(lse[r]) / beta;
+}
+
+static void softmax_rows_plain(const gsl_matrix *s, gsl_matrix *a,
+                               double beta, double *lse, double *m)
+{
+    if (s->size2 <= NARROW_ROWS) {
+        softmax_block(s, a, beta, lse, m, 0);
+        return;
+    }
     for (size_t r = 0; r < s->size1; r++)
         lse[r] = row_softmax(s->data + r * s->tda, a->data + r * a->tda,
                              s->size2, beta, 0);
@@ -753,8 +823,12 @@ static void softmax_rows_plain(const gsl_matrix *s, gsl_matrix *a,
 #if LSE_HAVE_AVX2_PATH
 LSE_TARGET_AVX2
 static void softmax_rows_avx2(const gsl_matrix *s, gsl_matrix *a, double beta,
-                              double *lse)
+                              double *lse, double *m)
 {
+    if (s->size2 <= NARROW_ROWS) {
+        softmax_block(s, a, beta, lse, m, 1);
+        return;
+    }
     for (size_t r = 0; r < s->size1; r++)
         lse[r] = row_softmax(s->data + r * s->tda, a->data + r * a->tda,
                              s->size2, beta, 1);
@@ -762,15 +836,15 @@ static void softmax_rows_avx2(const gsl_matrix *s, gsl_matrix *a, double beta,
 #endif
 
 static void softmax_rows(const lse_term *t, const gsl_matrix *s,
-                         gsl_matrix *a, double *lse)
+                         gsl_matrix *a, double *lse, double *m)
 {
 #if LSE_HAVE_AVX2_PATH
     if (t->par->avx2) {
-        softmax_rows_avx2(s, a, t->beta, lse);
+        softmax_rows_avx2(s, a, t->beta, lse, m);
         return;
     }
 #endif
-    softmax_rows_plain(s, a, t->beta, lse);
+    softmax_rows_plain(s, a, t->beta, lse, m);
 }
 
 static int chunk_fail(term_chunk *ch, lse_status st, int what)
@@ -832,7 +906,7 @@ static void run_chunk(lse_term *t, term_chunk *ch, thread_slot *sl,
         }
         if (flags & LSE_RUN_SOFTMAX) {
             double *lse = gsl_vector_ptr(t->row_lse, i0);
-            softmax_rows(t, &sv.matrix, &av.matrix, lse);
+            softmax_rows(t, &sv.matrix, &av.matrix, lse, sl->rowmax);
             const double *w =
                 t->row_weight != NULL ? gsl_vector_ptr(t->row_weight, i0)
                                       : NULL;

@@ -101,6 +101,8 @@ lse_status lse_util_dist_init(lse_util_dist *d, lse_reduce_fn reduce,
                               size_t n_local, const char *fn, lse_error *err)
 {
     memset(d, 0, sizeof *d);
+    if (reduce == NULL && n_ranks == 0) /* zeroed options: one process */
+        n_ranks = 1;
     if (n_ranks == 0 || rank >= n_ranks)
         return lse_util_fail(err, LSE_EINVAL, fn,
                              "process %zu of %zu (need rank < n_ranks)", rank,

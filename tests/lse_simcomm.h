@@ -24,9 +24,9 @@ typedef struct simcomm {
     double *slots; /* (n_ranks, cap) contributions */
     double *result;
     size_t cap;
-    size_t n;            /* length of the current reduction */
-    int mismatch;        /* ranks disagreed on the length */
-    size_t fail_at;      /* 1-based reduction that fails (0: never) */
+    size_t n;       /* length of the current reduction */
+    int mismatch;   /* ranks disagreed on the length */
+    size_t fail_at; /* 1-based reduction that fails (0: never) */
     size_t calls[SIMCOMM_MAX];
 } simcomm;
 

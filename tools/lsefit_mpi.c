@@ -45,8 +45,8 @@ struct lsefit_mpi {
     size_t n_reduce, n_doubles, max_doubles;
     double t_reduce;
     double t_begin, t_loaded; /* MPI_Wtime at begin, after loading */
-    long fault_rank;   /* LSEFIT_MPI_FAULT=R:N: process R fails ... */
-    size_t fault_call; /* ... instead of its N-th reduction (tests) */
+    long fault_rank;          /* LSEFIT_MPI_FAULT=R:N: process R fails ... */
+    size_t fault_call;        /* ... instead of its N-th reduction (tests) */
 };
 
 static lsefit_mpi *active_mpi;
@@ -104,8 +104,7 @@ static void rewrite_line(const lsefit_mpi *c, const char *in, char *out,
         char *end = NULL;
         const long line = strtol(in + nl + 1, &end, 10);
         if (end != NULL && *end == ':') {
-            snprintf(out, len, "%s:%ld%s", c->name, line + c->line_offset,
-                     end);
+            snprintf(out, len, "%s:%ld%s", c->name, line + c->line_offset, end);
             return;
         }
     }
@@ -167,8 +166,7 @@ static int coll_doubles(lsefit_mpi *c, double *buf, size_t n, MPI_Op op)
 }
 
 /* all (size * bytes) = every process's @p mine (bytes), after the flag. */
-static int coll_gather(lsefit_mpi *c, const void *mine, void *all,
-                       size_t bytes)
+static int coll_gather(lsefit_mpi *c, const void *mine, void *all, size_t bytes)
 {
     if (agree(c, 0))
         return LSEFIT_FAIL;
@@ -436,8 +434,7 @@ static int load_range(lsefit_mpi *c, const lsefit_data_opts *o,
         rc = line_start(f, path, size, nominal(size, c->rank, c->size), &a);
     b = size;
     if (rc == LSEFIT_OK && c->rank + 1 < c->size)
-        rc = line_start(f, path, size, nominal(size, c->rank + 1, c->size),
-                        &b);
+        rc = line_start(f, path, size, nominal(size, c->rank + 1, c->size), &b);
     if (rc == LSEFIT_OK)
         rc = first_row(f, path, &head);
     if (rc == LSEFIT_OK && head == NULL)
@@ -514,10 +511,10 @@ static int load_range(lsefit_mpi *c, const lsefit_data_opts *o,
     if (rc == LSEFIT_OK &&
         lse_table_parse(text, len, path, &copts, &t, &err) != LSE_OK) {
         if (err.status == LSE_EPARSE && strstr(err.message, "no data rows"))
-            rc = lsefit_fail("%s: no data row in the share of process %d of "
-                             "%d (bytes %lld to %lld): use fewer processes",
-                             path, c->rank, c->size, (long long)a,
-                             (long long)b);
+            rc =
+                lsefit_fail("%s: no data row in the share of process %d of "
+                            "%d (bytes %lld to %lld): use fewer processes",
+                            path, c->rank, c->size, (long long)a, (long long)b);
         else
             rc = lsefit_fail_lib(&err, NULL);
     }
@@ -618,10 +615,10 @@ static int add_context(lsefit_mpi *c, const lsefit_data_opts *o, size_t lags,
     for (size_t q = 0; q < h.n_tail; q++) {
         const size_t i = n - h.n_tail + q;
         rows[q] = data->rows[i];
-        keys[q] = use_seq ? fnv1a(lse_table_cell(data->table, data->rows[i],
-                                                 sc),
-                                  14695981039346656037ULL)
-                          : 0;
+        keys[q] = use_seq
+                      ? fnv1a(lse_table_cell(data->table, data->rows[i], sc),
+                              14695981039346656037ULL)
+                      : 0;
         for (size_t j = 0; j < d; j++)
             vals[q * d + j] = gsl_matrix_get(data->x, i, j);
     }
@@ -668,8 +665,8 @@ static int add_context(lsefit_mpi *c, const lsefit_data_opts *o, size_t lags,
             for (size_t k = 0; k < m; k++) { /* oldest first */
                 const size_t q = src_q[m - 1 - k], i = src_i[m - 1 - k];
                 const unsigned char *r = all + q * rec;
-                const uint64_t *rr = (const uint64_t *)(const void *)(r +
-                                                                 sizeof h);
+                const uint64_t *rr =
+                    (const uint64_t *)(const void *)(r + sizeof h);
                 const uint64_t *rk = rr + lags;
                 const double *rv = (const double *)(const void *)(rk + lags);
                 for (size_t j = 0; j < d; j++)
@@ -684,16 +681,16 @@ static int add_context(lsefit_mpi *c, const lsefit_data_opts *o, size_t lags,
                 trow[m + i] = data->rows[i];
                 grow[m + i] = t0[me] + data->rows[i];
                 gkey[m + i] =
-                    use_seq ? fnv1a(lse_table_cell(data->table, data->rows[i],
-                                                   sc),
-                                    14695981039346656037ULL)
-                            : 0;
+                    use_seq
+                        ? fnv1a(lse_table_cell(data->table, data->rows[i], sc),
+                                14695981039346656037ULL)
+                        : 0;
             }
             if (use_seq) {
                 size_t id = 0;
                 for (size_t i = 0; i < m + n; i++) {
-                    if (i > 0 && (gkey[i] != gkey[i - 1] ||
-                                  grow[i] != grow[i - 1] + 1))
+                    if (i > 0 &&
+                        (gkey[i] != gkey[i - 1] || grow[i] != grow[i - 1] + 1))
                         id++;
                     seq[i] = id;
                 }
@@ -749,8 +746,8 @@ int lsefit_mpi_data_load(lsefit_mpi *c, const lsefit_data_opts *o,
 {
     memset(out, 0, sizeof *out);
     c->context_rows = 0;
-    int rc = shards != NULL ? load_shard(c, o, shards, out)
-                            : load_range(c, o, out);
+    int rc =
+        shards != NULL ? load_shard(c, o, shards, out) : load_range(c, o, out);
     if (rc == LSEFIT_OK)
         rc = check_columns(c, out);
     double n = out->x != NULL ? (double)out->x->size1 : 0.0;

@@ -133,26 +133,29 @@ LSE_KERNEL void lg_residual(const double *y, const double *x,
 
 /* Rows of a block: S_ik = c_k - 1/2 q_k(r_ik). r: scratch of d doubles. */
 LSE_KERNEL void lg_eval_body(const lse_gauss_work *w, const lse_sim_args *a,
-                                gsl_matrix *s, double *r, const size_t d,
-                                const size_t dc)
+                             gsl_matrix *s, double *r, const size_t d,
+                             const size_t dc)
 {
+    /* mode by mode, so that the loop over rows is the inner one (for the
+     * small fixed sizes the compiler unrolls the rest and keeps r in
+     * registers) */
     const size_t b = a->child->size1, K = w->n_comp;
     const gsl_matrix *am = a->param[P_A], *bm = a->parent;
     const gsl_matrix *y = a->child, *x = a->context;
-    const double *cn = w->cnst->data;
+    const size_t yt = y->tda, xt = x->tda, st = s->tda;
     const lse_cov_type cov = w->cov;
-    for (size_t i = 0; i < b; i++) {
-        const double *yi = y->data + i * y->tda, *xi = x->data + i * x->tda;
-        double *si = s->data + i * s->tda;
-        for (size_t k = 0; k < K; k++) {
-            lg_residual(yi, xi, am->data + k * am->tda, bm->data + k * bm->tda,
-                        r, d, dc);
+    for (size_t k = 0; k < K; k++) {
+        const double *ak = am->data + k * am->tda, *bk = bm->data + k * bm->tda;
+        const double cnk = w->cnst->data[k];
+        const size_t f = cov == LSE_COV_TIED ? 0 : k;
+        const double *mv = w->minv != NULL ? w->minv->data + f * d : NULL;
+        const size_t mt = w->minv != NULL ? w->minv->tda : 0;
+        const double *inv = w->inv->data + k * w->inv->tda;
+        for (size_t i = 0; i < b; i++) {
+            lg_residual(y->data + i * yt, x->data + i * xt, ak, bk, r, d, dc);
             double q = 0.0;
             if (cov == LSE_COV_FULL || cov == LSE_COV_TIED) {
                 /* z = L^-1 r: z_j = sum_{m <= j} r_m (L^-T)(m, j) */
-                const size_t f = cov == LSE_COV_TIED ? 0 : k;
-                const double *mv = w->minv->data + f * d;
-                const size_t mt = w->minv->tda;
                 for (size_t j = 0; j < d; j++) {
                     double z = 0.0;
                     for (size_t m = 0; m <= j; m++)
@@ -160,18 +163,16 @@ LSE_KERNEL void lg_eval_body(const lse_gauss_work *w, const lse_sim_args *a,
                     q += z * z;
                 }
             } else if (cov == LSE_COV_DIAG) {
-                const double *inv = w->inv->data + k * w->inv->tda;
                 for (size_t j = 0; j < d; j++) {
                     const double z = r[j] * inv[j];
                     q += z * z;
                 }
             } else {
-                const double inv = w->inv->data[k * w->inv->tda];
                 for (size_t j = 0; j < d; j++)
                     q += r[j] * r[j];
-                q *= inv * inv;
+                q *= inv[0] * inv[0];
             }
-            si[k] = cn[k] - 0.5 * q;
+            s->data[i * st + k] = cnk - 0.5 * q;
         }
     }
 }
@@ -279,12 +280,13 @@ LSE_KERNEL void lg_stats_body(const lse_gauss_work *w, const lse_sim_args *a,
                                         double *r)                             \
     {                                                                          \
         const size_t d = w->dim, dc = w->dim_ctx;                              \
+        double rl[3];                                                          \
         if (d == 1 && dc == 1)                                                 \
-            lg_eval_body(w, a, s, r, 1, 1);                                    \
+            lg_eval_body(w, a, s, rl, 1, 1);                                   \
         else if (d == 2 && dc == 2)                                            \
-            lg_eval_body(w, a, s, r, 2, 2);                                    \
+            lg_eval_body(w, a, s, rl, 2, 2);                                   \
         else if (d == 3 && dc == 3)                                            \
-            lg_eval_body(w, a, s, r, 3, 3);                                    \
+            lg_eval_body(w, a, s, rl, 3, 3);                                   \
         else                                                                   \
             lg_eval_body(w, a, s, r, d, dc);                                   \
     }                                                                          \
@@ -294,12 +296,13 @@ LSE_KERNEL void lg_stats_body(const lse_gauss_work *w, const lse_sim_args *a,
         double *r)                                                             \
     {                                                                          \
         const size_t d = w->dim, dc = w->dim_ctx;                              \
+        double rl[3];                                                          \
         if (d == 1 && dc == 1)                                                 \
-            lg_stats_body(w, a, resp, weight, acc, r, 1, 1, 1);                \
+            lg_stats_body(w, a, resp, weight, acc, rl, 1, 1, 1);               \
         else if (d == 2 && dc == 2)                                            \
-            lg_stats_body(w, a, resp, weight, acc, r, 2, 2, 1);                \
+            lg_stats_body(w, a, resp, weight, acc, rl, 2, 2, 1);               \
         else if (d == 3 && dc == 3)                                            \
-            lg_stats_body(w, a, resp, weight, acc, r, 3, 3, 1);                \
+            lg_stats_body(w, a, resp, weight, acc, rl, 3, 3, 1);               \
         else                                                                   \
             lg_stats_body(w, a, resp, weight, acc, r, d, dc, 0);               \
     }

@@ -130,7 +130,8 @@ typedef struct lse_gmm_fit_opts {
     lse_reduce_fn reduce;
     void *reduce_user; /**< passed to reduce, borrowed */
     size_t rank;       /**< this process, 0 <= rank < n_ranks (default 0) */
-    size_t n_ranks;    /**< processes sharing the data (default 1) */
+    size_t n_ranks;    /**< processes sharing the data (default 1; 0
+                          counts as 1 without a hook) */
 } lse_gmm_fit_opts;
 
 /** @brief The defaults listed in lse_gmm_fit_opts. */

@@ -207,7 +207,7 @@ typedef struct lse_slds_opts {
     lse_reduce_fn reduce;
     void *reduce_user;   /**< passed to reduce, borrowed */
     size_t rank;         /**< this process, 0 <= rank < n_ranks (0) */
-    size_t n_ranks;      /**< processes (1) */
+    size_t n_ranks;      /**< processes (1; 0 counts as 1 without a hook) */
     size_t context_rows; /**< leading rows of x from earlier blocks (0) */
 } lse_slds_opts;
 

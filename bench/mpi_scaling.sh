@@ -7,7 +7,8 @@
 # fits (default 20), PROCS process counts of the table (default "1 2"),
 # AGREE process counts of the agreement check (default "1 2 4"; "" skips
 # it), REPEAT runs of every timed fit, the fastest kept (default 3: the
-# machine may be shared), WORK a
+# machine may be shared), ONLY a grep pattern selecting the models of the
+# scaling table (default all: gmm, slds mixture, slds markov), WORK a
 # directory for the data (default a temporary one, removed at the end).
 #
 # 1. Data: N rows from a 4-component, 4-d full-covariance mixture (lsefit
@@ -29,8 +30,9 @@ BUILD=${1:-build-mpi}
 N=${N:-1000000}
 ITER=${ITER:-20}
 PROCS=${PROCS:-"1 2"}
-AGREE=${AGREE:-"1 2 4"}
+AGREE=${AGREE-"1 2 4"}
 REPEAT=${REPEAT:-3}
+ONLY=${ONLY:-.}
 HERE=$(cd "$(dirname "$0")" && pwd)
 LSEFIT=$(cd "$BUILD/tools" && pwd)/lsefit
 COMPARE=$HERE/../tests/mpi_compare.py
@@ -141,6 +143,7 @@ echo "| model | processes | wall s | reading s | fitting s | fit speed-up |" \
 echo "|---|---|---|---|---|---|---|---|---|---|"
 for c in "${CASES[@]}"; do
     IFS='|' read -r name data args <<<"$c"
+    echo "$name" | grep -q -- "$ONLY" || continue
     best=""
     for r in $(seq "$REPEAT"); do
         t0=$(now)

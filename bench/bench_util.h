@@ -47,9 +47,8 @@ static inline gsl_matrix *bench_read(const char *path)
     if (fread(magic, 1, 8, f) == 8 && memcmp(magic, bench_magic, 8) == 0 &&
         fread(dims, sizeof dims[0], 2, f) == 2 && dims[0] > 0 && dims[1] > 0)
         m = gsl_matrix_alloc(dims[0], dims[1]);
-    if (m != NULL &&
-        fread(m->data, sizeof(double), dims[0] * dims[1], f) !=
-            dims[0] * dims[1]) {
+    if (m != NULL && fread(m->data, sizeof(double), dims[0] * dims[1], f) !=
+                         dims[0] * dims[1]) {
         gsl_matrix_free(m);
         m = NULL;
     }
@@ -77,7 +76,8 @@ static inline double bench_maxrss_mib(void)
 }
 
 /* path = dir/name */
-static inline void bench_path(char *out, size_t len, const char *dir, const char *name)
+static inline void bench_path(char *out, size_t len, const char *dir,
+                              const char *name)
 {
     snprintf(out, len, "%s/%s", dir, name);
 }

@@ -128,8 +128,8 @@ static int slds_fit(const slds_init *in, int markov, size_t iters,
     lse_error err = {0};
     lse_status st = lse_slds_new(&cfg, &m, &err);
     for (size_t q = 0; st == LSE_OK && q < k; q++) {
-        gsl_matrix_const_view a =
-            gsl_matrix_const_view_array(gsl_matrix_const_ptr(in->a, q, 0), d, d);
+        gsl_matrix_const_view a = gsl_matrix_const_view_array(
+            gsl_matrix_const_ptr(in->a, q, 0), d, d);
         gsl_matrix_const_view c = gsl_matrix_const_view_array(
             gsl_matrix_const_ptr(in->cov, q, 0), d, d);
         gsl_vector_const_view b = gsl_matrix_const_row(in->b, q);

@@ -55,7 +55,7 @@ static double fit(const gsl_matrix *x, const gsl_matrix *means,
     const double t0 = bench_now();
     const double l = vl_gmm_em(g, x->data, n);
     const double s = bench_now() - t0;
-    *ll = l; /* VLFeat 0.9.21 includes -d/2 log(2 pi) */
+    *ll = l;               /* VLFeat 0.9.21 includes -d/2 log(2 pi) */
     *n_iter = n_estep - 1; /* M-steps = E-steps - 1 */
     vl_gmm_delete(g);
     return s;

@@ -26,7 +26,7 @@
 #define LSE_KERNEL static inline
 #endif
 
-#if (defined(__GNUC__) || defined(__clang__)) &&                            \
+#if (defined(__GNUC__) || defined(__clang__)) &&                               \
     (defined(__x86_64__) || defined(__i386__))
 #define LSE_HAVE_AVX2_PATH 1
 #define LSE_TARGET_AVX2 __attribute__((target("avx2")))
@@ -80,8 +80,8 @@ static inline double lse_exp_nonpos(double x)
     const double shift = 0x1.8p52; /* round to nearest by the FPU */
     const double t = xc * 0x1.71547652b82fep0 + shift;
     const double k = t - shift;
-    const double r = (xc - k * 6.93147180369123816490e-01) -
-                     k * 1.90821492927058770002e-10;
+    const double r =
+        (xc - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
     /* Estrin's scheme: a shallow dependency tree, so that the few
      * exponentials of a short row do not wait on 13 chained steps */
     const double r2 = r * r, r4 = r2 * r2, r8 = r4 * r4;
@@ -117,8 +117,8 @@ LSE_KERNEL double lse_log_pos(double x)
     uint64_t b;
     memcpy(&b, &x, sizeof b);
     /* mantissa with exponent 0, halved when it exceeds sqrt(2) */
-    uint64_t mb = (b & UINT64_C(0x000FFFFFFFFFFFFF)) |
-                  UINT64_C(0x3FF0000000000000);
+    uint64_t mb =
+        (b & UINT64_C(0x000FFFFFFFFFFFFF)) | UINT64_C(0x3FF0000000000000);
     const uint64_t big = mb > UINT64_C(0x3FF6A09E667F3BCD) ? 1 : 0;
     mb -= big << 52;
     double m;

@@ -28,10 +28,10 @@ typedef struct cf_term { /* an LSE term solved in closed form */
     double *acc;         /* (n_chunk, size) per-chunk statistics, summed in
                             chunk order (lib/threads-private.h) */
     size_t n_chunk;
-    gsl_matrix *parent_scratch;  /* when the parent is not a free param */
-    gsl_matrix **param_scratch;  /* idem per parameter */
+    gsl_matrix *parent_scratch; /* when the parent is not a free param */
+    gsl_matrix **param_scratch; /* idem per parameter */
     gsl_matrix **param_out;
-    unsigned char *empty;        /* n_parent flags */
+    unsigned char *empty; /* n_parent flags */
 } cf_term;
 
 struct lse_solver {
@@ -167,8 +167,7 @@ lse_status lse_solver_set_opts(lse_solver *s, const lse_solver_opts *o)
     return LSE_OK;
 }
 
-lse_status lse_solver_set_nodes(lse_solver *s, lse_node *const *nodes,
-                                size_t n)
+lse_status lse_solver_set_nodes(lse_solver *s, lse_node *const *nodes, size_t n)
 {
     if (s == NULL)
         return LSE_EFAULT;
@@ -245,7 +244,8 @@ static lse_status do_reduce(lse_solver *s, double *buf, size_t n)
 
 static lse_status reduced_energy(lse_solver *s, int grad, double *e)
 {
-    lse_status st = grad ? lse_graph_gradient(s->g, e) : lse_graph_energy(s->g, e);
+    lse_status st =
+        grad ? lse_graph_gradient(s->g, e) : lse_graph_energy(s->g, e);
     if (st != LSE_OK)
         return st;
     if (s->reduce != NULL) {
@@ -304,7 +304,8 @@ static lse_status setup_cf(lse_solver *s, size_t *n_stats)
             c->acc = calloc(c->n_chunk * c->size + 1, sizeof *c->acc);
             if (c->acc == NULL)
                 return LSE_ENOMEM;
-            c->param_scratch = calloc(sim->n_param + 1, sizeof *c->param_scratch);
+            c->param_scratch =
+                calloc(sim->n_param + 1, sizeof *c->param_scratch);
             c->param_out = calloc(sim->n_param + 1, sizeof *c->param_out);
             c->empty = calloc(t->parent.count, 1);
             if (c->param_scratch == NULL || c->param_out == NULL ||
@@ -319,8 +320,8 @@ static lse_status setup_cf(lse_solver *s, size_t *n_stats)
             for (size_t k = 0; k < sim->n_param; k++) {
                 if (t->param[k] == NULL || free_param(s, t->param[k]))
                     continue;
-                c->param_scratch[k] = gsl_matrix_alloc(t->param_rows[k],
-                                                       t->param_cols[k]);
+                c->param_scratch[k] =
+                    gsl_matrix_alloc(t->param_rows[k], t->param_cols[k]);
                 if (c->param_scratch[k] == NULL)
                     return LSE_ENOMEM;
             }
@@ -482,9 +483,9 @@ static lse_status descend(lse_solver *s, lse_node *const *nodes, size_t n,
             return st;
         if (!s->opts.line_search || e1 <= e0 - s->opts.armijo * step * gn2) {
             if (!isfinite(e1))
-                return lse_graph_fail(s->g, LSE_ENONFINITE, "lse_solver_iterate",
-                                      "energy is %g after a step of %g", e1,
-                                      step);
+                return lse_graph_fail(
+                    s->g, LSE_ENONFINITE, "lse_solver_iterate",
+                    "energy is %g after a step of %g", e1, step);
             *e = e1;
             *moved = 1;
             s->step = s->opts.line_search ? step * s->opts.grow : step;
@@ -655,8 +656,8 @@ static void chain_solve(lse_solver *s, size_t i)
     lse_term *t = s->chains[i];
     const size_t K = t->parent.count;
     const double *acc = s->buf + chain_offset(s, i);
-    const double floor = s->opts.mstep.min_count > 0 ? s->opts.mstep.min_count
-                                                     : 1e-300;
+    const double floor =
+        s->opts.mstep.min_count > 0 ? s->opts.mstep.min_count : 1e-300;
     if (free_param(s, t->chain_init)) {
         const double total = acc[K + K * K];
         for (size_t k = 0; k < K; k++) {
@@ -672,8 +673,8 @@ static void chain_solve(lse_solver *s, size_t i)
             if (!(row > floor))
                 continue; /* never visited: keep the old row */
             for (size_t k = 0; k < K; k++) {
-                const double v = acc[K + j * K + k] > floor ? acc[K + j * K + k]
-                                                           : floor;
+                const double v =
+                    acc[K + j * K + k] > floor ? acc[K + j * K + k] : floor;
                 gsl_matrix_set(t->chain_trans->value, j, k, log(v / row));
             }
         }
@@ -740,7 +741,8 @@ static lse_status iterate_em(lse_solver *s)
         chain_solve(s, i);
     if (s->n_gparam > 0) {
         double er;
-        st = gradient_steps(s, s->gparam, s->n_gparam, s->opts.mstep_steps, &er);
+        st =
+            gradient_steps(s, s->gparam, s->n_gparam, s->opts.mstep_steps, &er);
         if (st != LSE_OK)
             return st;
     }
@@ -769,7 +771,8 @@ lse_status lse_solver_test(const lse_solver *s)
         return LSE_OK;
     if (s->n_iter == 0)
         return LSE_CONTINUE;
-    if (!s->type->em && s->opts.tol_grad > 0 && s->grad_norm <= s->opts.tol_grad)
+    if (!s->type->em && s->opts.tol_grad > 0 &&
+        s->grad_norm <= s->opts.tol_grad)
         return LSE_OK;
     if (isfinite(s->delta) && fabs(s->delta) <= s->opts.tol_energy)
         return LSE_OK;

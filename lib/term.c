@@ -63,12 +63,13 @@ lse_status lse_check_view(lse_graph *g, const lse_view *v, const char *what,
                           const char *fn, const char *term)
 {
     if (v->node == NULL)
-        return lse_graph_fail(g, LSE_EFAULT, fn, "term '%s': %s view has no node",
-                              term, what);
+        return lse_graph_fail(g, LSE_EFAULT, fn,
+                              "term '%s': %s view has no node", term, what);
     if (v->node->graph != g)
-        return lse_graph_fail(g, LSE_EINVAL, fn,
-                              "term '%s': %s node '%s' belongs to another graph",
-                              term, what, v->node->name);
+        return lse_graph_fail(
+            g, LSE_EINVAL, fn,
+            "term '%s': %s node '%s' belongs to another graph", term, what,
+            v->node->name);
     const size_t rows = v->node->value->size1;
     if (v->count == 0 || v->first >= rows || v->count > rows - v->first)
         return lse_graph_fail(g, LSE_ERANGE, fn,
@@ -173,8 +174,8 @@ lse_status lse_graph_add_lse(lse_graph *g, const char *name,
                             name, sim->name);
     if (st == LSE_OK && (!(t->beta > 0.0) || !isfinite(t->beta)))
         st = lse_graph_fail(g, LSE_EDOM, fn,
-                            "term '%s': beta = %g, must be finite and > 0", name,
-                            t->beta);
+                            "term '%s': beta = %g, must be finite and > 0",
+                            name, t->beta);
     if (st == LSE_OK &&
         (t->mask & ~(unsigned)(LSE_MASK_CAUSAL | LSE_MASK_NO_SELF)) != 0)
         st = lse_graph_fail(g, LSE_EINVAL, fn, "term '%s': unknown mask 0x%x",
@@ -198,7 +199,8 @@ lse_status lse_graph_add_lse(lse_graph *g, const char *name,
     }
     for (size_t k = 0; k < K; k++) {
         lse_node *p = spec->param != NULL ? spec->param[k] : NULL;
-        const char *pname = sim->param_names != NULL ? sim->param_names[k] : "?";
+        const char *pname =
+            sim->param_names != NULL ? sim->param_names[k] : "?";
         if (p == NULL) {
             if (!(sim->optional_params & (1u << k))) {
                 st = lse_graph_fail(g, LSE_EFAULT, fn,
@@ -221,7 +223,8 @@ lse_status lse_graph_add_lse(lse_graph *g, const char *name,
     }
 
     /* config: copy (or borrow a pairwise-style config of size 0) */
-    const void *config = spec->config != NULL ? spec->config : sim->config_default;
+    const void *config =
+        spec->config != NULL ? spec->config : sim->config_default;
     if (sim->config_size > 0) {
         t->config_owned = malloc(sim->config_size);
         if (t->config_owned == NULL) {
@@ -243,12 +246,17 @@ lse_status lse_graph_add_lse(lse_graph *g, const char *name,
     if (t->reduce == LSE_REDUCE_CHAIN && block > nc)
         block = nc;
     t->block = block;
-    t->shape = (lse_sim_shape){
-        .n_child = nc, .block = block, .n_parent = np,
-        .d_child = t->child.node->value->size2,
-        .d_parent = t->parent.node->value->size2,
-        .d_context = t->context.node != NULL ? t->context.node->value->size2 : 0,
-        .n_param = K, .param_rows = t->param_rows, .param_cols = t->param_cols};
+    t->shape = (lse_sim_shape){.n_child = nc,
+                               .block = block,
+                               .n_parent = np,
+                               .d_child = t->child.node->value->size2,
+                               .d_parent = t->parent.node->value->size2,
+                               .d_context = t->context.node != NULL
+                                                ? t->context.node->value->size2
+                                                : 0,
+                               .n_param = K,
+                               .param_rows = t->param_rows,
+                               .param_cols = t->param_cols};
     if (sim->check != NULL) {
         char msg[512] = "";
         st = sim->check(&t->shape, config, msg, sizeof msg);
@@ -260,10 +268,9 @@ lse_status lse_graph_add_lse(lse_graph *g, const char *name,
     }
     if (spec->user_mask != NULL) {
         if (spec->user_mask->size1 != nc || spec->user_mask->size2 != np) {
-            st = lse_graph_fail(g, LSE_EDIM, fn,
-                                "term '%s': mask is %zux%zu, expected %zux%zu",
-                                name, spec->user_mask->size1,
-                                spec->user_mask->size2, nc, np);
+            st = lse_graph_fail(
+                g, LSE_EDIM, fn, "term '%s': mask is %zux%zu, expected %zux%zu",
+                name, spec->user_mask->size1, spec->user_mask->size2, nc, np);
             goto fail;
         }
         t->user_mask = gsl_matrix_alloc(nc, np);
@@ -310,8 +317,9 @@ lse_status lse_graph_add_lse(lse_graph *g, const char *name,
             goto fail;
         }
         if (spec->chain_init->graph != g || spec->chain_trans->graph != g) {
-            st = lse_graph_fail(g, LSE_EINVAL, fn,
-                                "term '%s': chain nodes of another graph", name);
+            st =
+                lse_graph_fail(g, LSE_EINVAL, fn,
+                               "term '%s': chain nodes of another graph", name);
             goto fail;
         }
         if (spec->chain_init->value->size1 != 1 ||
@@ -342,8 +350,9 @@ lse_status lse_graph_add_lse(lse_graph *g, const char *name,
             goto fail;
         }
     } else if (t->reduce != LSE_REDUCE_ROWS) {
-        st = lse_graph_fail(g, LSE_EINVAL, fn, "term '%s': unknown reduction %d",
-                            name, (int)t->reduce);
+        st =
+            lse_graph_fail(g, LSE_EINVAL, fn, "term '%s': unknown reduction %d",
+                           name, (int)t->reduce);
         goto fail;
     }
     g->terms[g->n_terms++] = t;
@@ -375,10 +384,10 @@ fail:
 enum { FAIL_PREPARE, FAIL_EVAL, FAIL_CHECK, FAIL_STATS, FAIL_GRAD };
 
 typedef struct term_chunk {
-    size_t first, count;   /* child rows [first, first + count) */
-    gsl_matrix *gparent;   /* (n_parent, d_parent) private dE/dparent */
-    gsl_matrix **gparam;   /* n_param private dE/dparam (NULL entries) */
-    gsl_matrix **gout;     /* n_param pointers handed to the kernel */
+    size_t first, count; /* child rows [first, first + count) */
+    gsl_matrix *gparent; /* (n_parent, d_parent) private dE/dparent */
+    gsl_matrix **gparam; /* n_param private dE/dparam (NULL entries) */
+    gsl_matrix **gout;   /* n_param pointers handed to the kernel */
     double energy;
     lse_status st; /* first failure in the chunk, and where */
     int what;
@@ -571,18 +580,17 @@ lse_status lse_term_sim_args(lse_term *t, lse_sim_args *args)
 /* Gradient outputs of rows [i0, i0 + b): child and context rows of the
  * node grads, parent and parameters in the chunk's private buffers or the
  * node grads. */
-static void grad_outputs(const lse_term *t, term_chunk *ch,
-                         lse_sim_grads *out, gsl_matrix_view *cgv,
-                         gsl_matrix_view *pgv, gsl_matrix_view *xgv,
-                         size_t i0, size_t b)
+static void grad_outputs(const lse_term *t, term_chunk *ch, lse_sim_grads *out,
+                         gsl_matrix_view *cgv, gsl_matrix_view *pgv,
+                         gsl_matrix_view *xgv, size_t i0, size_t b)
 {
     const int priv = t->par->private_grads;
     out->child = NULL;
     out->parent = NULL;
     out->context = NULL;
     if (free_node(t->child.node)) {
-        *cgv = gsl_matrix_submatrix(t->child.node->grad, t->child.first + i0,
-                                    0, b, t->child.node->grad->size2);
+        *cgv = gsl_matrix_submatrix(t->child.node->grad, t->child.first + i0, 0,
+                                    b, t->child.node->grad->size2);
         out->child = &cgv->matrix;
     }
     if (free_node(t->parent.node)) {
@@ -594,9 +602,9 @@ static void grad_outputs(const lse_term *t, term_chunk *ch,
         }
     }
     if (free_node(t->context.node)) {
-        *xgv = gsl_matrix_submatrix(t->context.node->grad,
-                                    t->context.first + i0, 0, b,
-                                    t->context.node->grad->size2);
+        *xgv =
+            gsl_matrix_submatrix(t->context.node->grad, t->context.first + i0,
+                                 0, b, t->context.node->grad->size2);
         out->context = &xgv->matrix;
     }
     for (size_t k = 0; k < t->sim->n_param; k++) {
@@ -622,8 +630,8 @@ static void apply_mask(const lse_term *t, gsl_matrix *s, size_t i0)
         }
         /* parent position pp = parent.first + j */
         if (t->mask & LSE_MASK_CAUSAL) { /* pp > pc masked */
-            const size_t j0 = pc >= t->parent.first ? pc - t->parent.first + 1
-                                                    : 0;
+            const size_t j0 =
+                pc >= t->parent.first ? pc - t->parent.first + 1 : 0;
             for (size_t j = j0; j < np; j++)
                 row[j] = -INFINITY;
         }
@@ -673,8 +681,8 @@ static int find_bad(const lse_term *t, const gsl_matrix *s, size_t *row,
                     size_t *col)
 {
 #if LSE_HAVE_AVX2_PATH
-    const int any = t->par->avx2 ? block_has_bad_avx2(s)
-                                 : block_has_bad_plain(s);
+    const int any =
+        t->par->avx2 ? block_has_bad_avx2(s) : block_has_bad_plain(s);
 #else
     const int any = block_has_bad_plain(s);
     (void)t;
@@ -698,8 +706,8 @@ static int find_bad(const lse_term *t, const gsl_matrix *s, size_t *row,
  * masked) gives a = 0 and -INFINITY. One exp per entry and no temporary:
  * a holds the exponentials, then their normalized values. fast selects
  * lse_exp_nonpos (vectorized) over libm's exp. */
-LSE_KERNEL double row_softmax(const double *s, double *a, size_t n,
-                                 double beta, int fast)
+LSE_KERNEL double row_softmax(const double *s, double *a, size_t n, double beta,
+                              int fast)
 {
     /* four running maxima: one chain of max would wait on its latency */
     double m0 = -INFINITY, m1 = -INFINITY, m2 = -INFINITY, m3 = -INFINITY;
@@ -808,8 +816,8 @@ LSE_KERNEL void softmax_block(const gsl_matrix *s, gsl_matrix *a, double beta,
             lse[r] = m[r] + log(lse[r]) / beta;
 }
 
-static void softmax_rows_plain(const gsl_matrix *s, gsl_matrix *a,
-                               double beta, double *lse, double *m)
+static void softmax_rows_plain(const gsl_matrix *s, gsl_matrix *a, double beta,
+                               double *lse, double *m)
 {
     if (s->size2 <= NARROW_ROWS) {
         softmax_block(s, a, beta, lse, m, 0);
@@ -835,8 +843,8 @@ static void softmax_rows_avx2(const gsl_matrix *s, gsl_matrix *a, double beta,
 }
 #endif
 
-static void softmax_rows(const lse_term *t, const gsl_matrix *s,
-                         gsl_matrix *a, double *lse, double *m)
+static void softmax_rows(const lse_term *t, const gsl_matrix *s, gsl_matrix *a,
+                         double *lse, double *m)
 {
 #if LSE_HAVE_AVX2_PATH
     if (t->par->avx2) {
@@ -907,9 +915,9 @@ static void run_chunk(lse_term *t, term_chunk *ch, thread_slot *sl,
         if (flags & LSE_RUN_SOFTMAX) {
             double *lse = gsl_vector_ptr(t->row_lse, i0);
             softmax_rows(t, &sv.matrix, &av.matrix, lse, sl->rowmax);
-            const double *w =
-                t->row_weight != NULL ? gsl_vector_ptr(t->row_weight, i0)
-                                      : NULL;
+            const double *w = t->row_weight != NULL
+                                  ? gsl_vector_ptr(t->row_weight, i0)
+                                  : NULL;
             for (size_t r = 0; r < b; r++)
                 if (lse[r] != -INFINITY)
                     energy -= (w != NULL ? w[r] : 1.0) * lse[r];
@@ -929,9 +937,9 @@ static void run_chunk(lse_term *t, term_chunk *ch, thread_slot *sl,
             /* G = dE/dS = -w A (in place for a streaming term) */
             gsl_matrix_view gv =
                 t->keep ? gsl_matrix_submatrix(sl->buf, 0, 0, b, np) : av;
-            const double *w =
-                t->row_weight != NULL ? gsl_vector_ptr(t->row_weight, i0)
-                                      : NULL;
+            const double *w = t->row_weight != NULL
+                                  ? gsl_vector_ptr(t->row_weight, i0)
+                                  : NULL;
             for (size_t r = 0; r < b; r++) {
                 const double wr = w != NULL ? -w[r] : -1.0;
                 const double *ar = gsl_matrix_const_ptr(&av.matrix, r, 0);
@@ -988,11 +996,10 @@ static void run_thread(const run_ctx *x, int tid)
                   x->stride);
 }
 
-static lse_status chunk_error(lse_term *t, const term_chunk *ch,
-                              unsigned flags)
+static lse_status chunk_error(lse_term *t, const term_chunk *ch, unsigned flags)
 {
-    const char *fn = (flags & LSE_RUN_GRAD) ? "lse_graph_gradient"
-                                            : "lse_graph_energy";
+    const char *fn =
+        (flags & LSE_RUN_GRAD) ? "lse_graph_gradient" : "lse_graph_energy";
     switch (ch->what) {
     case FAIL_PREPARE:
         return lse_graph_fail(t->graph, ch->st, "lse_graph_energy",
@@ -1017,13 +1024,11 @@ static lse_status chunk_error(lse_term *t, const term_chunk *ch,
     }
 }
 
-lse_status lse_term_run(lse_term *t, unsigned flags, double *acc,
-                        size_t stride)
+lse_status lse_term_run(lse_term *t, unsigned flags, double *acc, size_t stride)
 {
     lse_term_par *p = t->par;
-    if ((flags & LSE_RUN_STATS) &&
-        (acc == NULL || t->sim->stats == NULL ||
-         (!(flags & LSE_RUN_SOFTMAX) && !t->keep)))
+    if ((flags & LSE_RUN_STATS) && (acc == NULL || t->sim->stats == NULL ||
+                                    (!(flags & LSE_RUN_SOFTMAX) && !t->keep)))
         return LSE_EINTERNAL;
     if (!(flags & LSE_RUN_SOFTMAX) && (flags & LSE_RUN_GRAD) && !t->keep)
         return LSE_EINTERNAL;

@@ -4,7 +4,6 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
-
 #include "lse_check.h"
 
 /*
@@ -73,8 +72,8 @@ static int record_energy(const lse_solver *s, void *user)
     return 0;
 }
 
-static void gmm_em(const gsl_matrix *x, size_t k, lse_cov_type cov,
-                   int threads, em_run *out)
+static void gmm_em(const gsl_matrix *x, size_t k, lse_cov_type cov, int threads,
+                   em_run *out)
 {
     const size_t n = x->size1, d = x->size2;
     lse_set_num_threads(threads);
@@ -147,8 +146,7 @@ static void check_em_threads(lse_cov_type cov)
         for (size_t i = 0; i < 12; i++)
             ck_assert_msg(same_double(one.energy[i], many.energy[i]),
                           "%d threads, iteration %zu: %.17g vs %.17g",
-                          thread_counts[q], i, many.energy[i],
-                          one.energy[i]);
+                          thread_counts[q], i, many.energy[i], one.energy[i]);
         ck_assert(same_matrix(one.mu, many.mu));
         ck_assert(same_matrix(one.logw, many.logw));
         ck_assert(same_matrix(one.chol, many.chol));
@@ -199,8 +197,8 @@ START_TEST(test_gmm_model_threads_identical)
             ll = info->loglik;
             ck_assert(isfinite(ll));
         } else {
-            ck_assert_msg(same_double(info->loglik, ll), "%d threads: %.17g vs %.17g",
-                          nt, info->loglik, ll);
+            ck_assert_msg(same_double(info->loglik, ll),
+                          "%d threads: %.17g vs %.17g", nt, info->loglik, ll);
             ck_assert(same_matrix(lse_gmm_means(m), means));
             ck_assert(same_matrix(lse_gmm_chol(m), chol));
             for (size_t c = 0; c < 3; c++)
@@ -265,8 +263,8 @@ START_TEST(test_slds_markov_threads_identical)
             gsl_matrix_memcpy(t1, tr);
         } else {
             ck_assert_msg(same_double(lse_slds_loglik(m), ll),
-                          "%d threads: %.17g vs %.17g", nt,
-                          lse_slds_loglik(m), ll);
+                          "%d threads: %.17g vs %.17g", nt, lse_slds_loglik(m),
+                          ll);
             ck_assert(same_matrix(a, a1));
             ck_assert(same_matrix(tr, t1));
         }
@@ -368,7 +366,8 @@ static double max_rel_diff(const gsl_matrix *a, const gsl_matrix *b)
     double m = 0.0;
     for (size_t i = 0; i < a->size1; i++)
         for (size_t j = 0; j < a->size2; j++) {
-            const double u = gsl_matrix_get(a, i, j), v = gsl_matrix_get(b, i, j);
+            const double u = gsl_matrix_get(a, i, j),
+                         v = gsl_matrix_get(b, i, j);
             const double s = fmax(1.0, fmax(fabs(u), fabs(v)));
             m = fmax(m, fabs(u - v) / s);
         }
@@ -419,9 +418,8 @@ START_TEST(test_streaming_equals_dense)
         ck_assert(fabs(gsl_vector_get(rd, i) - gsl_vector_get(rs, i)) <=
                   1e-12 * fmax(1.0, fabs(gsl_vector_get(rd, i))));
     /* and both equal the textbook sum */
-    const double ref = self_energy_textbook(lse_node_value(stream.x),
-                                            lse_term_row_weight(stream.self),
-                                            0.8);
+    const double ref = self_energy_textbook(
+        lse_node_value(stream.x), lse_term_row_weight(stream.self), 0.8);
     const double got = lse_term_energy(stream.self);
     ck_assert_msg(fabs(got - ref) <= 1e-12 * fabs(ref), "%.17g vs %.17g", got,
                   ref);
@@ -442,10 +440,13 @@ START_TEST(test_em_streaming_equals_dense)
         lse_graph *g = lse_graph_new();
         lse_graph_set_block_rows(g, 100);
         lse_node *xn, *m, *logw, *chol;
-        lse_assert_ok(lse_graph_add_node(g, "x", 2500, 2, LSE_NODE_CLAMPED, &xn));
+        lse_assert_ok(
+            lse_graph_add_node(g, "x", 2500, 2, LSE_NODE_CLAMPED, &xn));
         lse_assert_ok(lse_graph_add_node(g, "mu", 3, 2, LSE_NODE_PARAM, &m));
-        lse_assert_ok(lse_graph_add_node(g, "logw", 3, 1, LSE_NODE_PARAM, &logw));
-        lse_assert_ok(lse_graph_add_node(g, "chol", 3, 4, LSE_NODE_PARAM, &chol));
+        lse_assert_ok(
+            lse_graph_add_node(g, "logw", 3, 1, LSE_NODE_PARAM, &logw));
+        lse_assert_ok(
+            lse_graph_add_node(g, "chol", 3, 4, LSE_NODE_PARAM, &chol));
         lse_assert_ok(lse_node_set_value(xn, x));
         for (size_t c = 0; c < 3; c++) {
             gsl_matrix_set(lse_node_value(m), c, 0, 0.4127 * (double)c);

@@ -246,9 +246,8 @@ lse_status lse_gauss_work_new(const lse_sim_shape *shape, const void *config,
         ok = (w->center = gsl_vector_calloc(d)) != NULL &&
              (w->xblk = gsl_matrix_alloc(block, d)) != NULL &&
              (w->mom1 = gsl_matrix_alloc(K, d)) != NULL &&
-             (w->mom2 = gsl_matrix_alloc(w->nfac * d,
-                                         cov == LSE_COV_SPHERICAL ? 1 : d)) !=
-                 NULL;
+             (w->mom2 = gsl_matrix_alloc(
+                  w->nfac * d, cov == LSE_COV_SPHERICAL ? 1 : d)) != NULL;
     if (ok && tri && dc == 0) /* the wide kernels of lse_sim_gaussian */
         ok = (w->off = gsl_matrix_calloc(K, d)) != NULL &&
              (w->zall = gsl_matrix_alloc(w->chunk, K * d)) != NULL &&
@@ -259,12 +258,12 @@ lse_status lse_gauss_work_new(const lse_sim_shape *shape, const void *config,
     if (ok && tri && dc == 0) /* whitened path */
         ok = (w->zblk = gsl_matrix_alloc(block, w->nfac * d)) != NULL &&
              (w->wgrp = gsl_matrix_alloc(
-                  block, cov == LSE_COV_TIED ? d : group_width(w) * d)) !=
-                 NULL;
+                  block, cov == LSE_COV_TIED ? d : group_width(w) * d)) != NULL;
     /* quadratic path (full/tied: when its nv coefficients per component
      * are not many more than the d^2 of the whitening product) */
-    const size_t nv = tri ? 1 + d + d * (d + 1) / 2
-                          : cov == LSE_COV_DIAG ? 1 + 2 * d : 2 + d;
+    const size_t nv = tri                   ? 1 + d + d * (d + 1) / 2
+                      : cov == LSE_COV_DIAG ? 1 + 2 * d
+                                            : 2 + d;
     if (ok && dc == 0 && (!tri || (d >= 2 && nv <= d * (d + 1)))) {
         w->nv = nv;
         const size_t kp = (K + 7) / 8 * 8; /* whole tiles of 8 */
@@ -625,8 +624,8 @@ static void fast_coefficients(lse_gauss_work *w, const gsl_matrix *parent)
             const double *inv = gsl_matrix_const_ptr(w->inv, k, 0);
             double dpd = 0.0;
             for (size_t a = 0; a < d; a++) {
-                const double i2 = w->cov == LSE_COV_DIAG ? inv[a] * inv[a]
-                                                         : inv[0] * inv[0];
+                const double i2 =
+                    w->cov == LSE_COV_DIAG ? inv[a] * inv[a] : inv[0] * inv[0];
                 const double del = mu[a] - c[a];
                 dpd += del * del * i2;
                 q[(1 + a) * qt + k] = del * i2;
@@ -823,8 +822,8 @@ static lse_status fast_eval(lse_gauss_work *w, const gsl_matrix *x,
             /* the last group overlaps the previous one rather than run
              * short: its rows are recomputed identically */
             const size_t i0 = i + 4 <= b ? i : b - 4;
-            qeval4_avx2(v + i0 * vt, vt, nv, q, kp, K,
-                        gsl_matrix_ptr(s, i0, 0), s->tda);
+            qeval4_avx2(v + i0 * vt, vt, nv, q, kp, K, gsl_matrix_ptr(s, i0, 0),
+                        s->tda);
         }
         return LSE_OK;
     }
@@ -1062,13 +1061,12 @@ lse_status lse_gauss_stats_wide(lse_gauss_work *w, const gsl_matrix *x,
     for (size_t k0 = 0; k0 < K; k0 += gw) {
         const size_t g = K - k0 < gw ? K - k0 : gw;
         /* W: rows [rho_ik z_ik' for k in the group] (tied: their sum) */
-        gsl_matrix_view wm = gsl_matrix_submatrix(w->wgrp, 0, 0, b,
-                                                  tied ? d : g * d);
+        gsl_matrix_view wm =
+            gsl_matrix_submatrix(w->wgrp, 0, 0, b, tied ? d : g * d);
         for (size_t i = 0; i < b; i++) {
             const double *zi = gsl_matrix_const_ptr(w->zblk, i, 0);
             const double *ri = gsl_matrix_const_ptr(resp, i, 0);
-            const double wi =
-                weight != NULL ? gsl_vector_get(weight, i) : 1.0;
+            const double wi = weight != NULL ? gsl_vector_get(weight, i) : 1.0;
             double *wr = gsl_matrix_ptr(&wm.matrix, i, 0);
             if (tied)
                 for (size_t j = 0; j < d; j++)
@@ -1094,13 +1092,11 @@ lse_status lse_gauss_stats_wide(lse_gauss_work *w, const gsl_matrix *x,
                 }
             }
         }
-        gsl_matrix_view cm =
-            tied ? gsl_matrix_view_array(cacc, d, d)
-                 : gsl_matrix_view_array_with_tda(cacc + k0 * d, d, g * d,
-                                                  K * d);
-        const int rc = gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0,
-                                      &xc.matrix, &wm.matrix, 1.0,
-                                      &cm.matrix);
+        gsl_matrix_view cm = tied ? gsl_matrix_view_array(cacc, d, d)
+                                  : gsl_matrix_view_array_with_tda(
+                                        cacc + k0 * d, d, g * d, K * d);
+        const int rc = gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, &xc.matrix,
+                                      &wm.matrix, 1.0, &cm.matrix);
         if (rc != GSL_SUCCESS)
             return lse_status_from_gsl(rc);
     }
@@ -1189,7 +1185,7 @@ void lse_gauss_wide_moments(lse_gauss_work *w, const gsl_matrix *parent,
  * in the row of S, so the inner loop runs along k over contiguous
  * (transposed) parameters and vectorizes. */
 LSE_KERNEL void eval_diag_body(const lse_gauss_work *w, const gsl_matrix *x,
-                                  gsl_matrix *s)
+                               gsl_matrix *s)
 {
     const size_t b = x->size1, d = w->dim, K = w->n_comp;
     const int sph = w->cov == LSE_COV_SPHERICAL;
@@ -1264,8 +1260,8 @@ lse_status lse_gauss_eval_diag(lse_gauss_work *w, const gsl_matrix *x,
  * sum_i rho_i (x_ij - mu_j) to s1 (d) and sum_i rho_i (x_ij - mu_j)^2 to
  * s2 (d) (spherical: the sum over j to s2[0]). */
 LSE_KERNEL void stats_diag_body(const gsl_matrix *x, const double *mu,
-                                   const double *rho, int sph, double *s1,
-                                   double *s2)
+                                const double *rho, int sph, double *s1,
+                                double *s2)
 {
     const size_t b = x->size1, d = x->size2, tda = x->tda;
     const double *xd = x->data;
@@ -1308,8 +1304,7 @@ LSE_KERNEL void stats_diag_body(const gsl_matrix *x, const double *mu,
 }
 
 static void stats_diag_plain(const gsl_matrix *x, const double *mu,
-                             const double *rho, int sph, double *s1,
-                             double *s2)
+                             const double *rho, int sph, double *s1, double *s2)
 {
     stats_diag_body(x, mu, rho, sph, s1, s2);
 }

@@ -187,8 +187,7 @@ static lse_status stats(const lse_sim_args *a, const gsl_matrix *resp,
             return st;
     }
     if (w->cov == LSE_COV_DIAG || w->cov == LSE_COV_SPHERICAL) {
-        return lse_gauss_stats_diag(w, a->child, a->parent, resp, weight,
-                                    acc);
+        return lse_gauss_stats_diag(w, a->child, a->parent, resp, weight, acc);
     }
     return lse_gauss_stats_wide(w, a->child, resp, weight, acc);
 }

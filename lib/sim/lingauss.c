@@ -119,9 +119,9 @@ static lse_status check_a(const lse_gauss_work *w, const lse_sim_args *a)
  * inner loop, and into a generic copy. */
 
 /* r (d) = y - A_k x - b_k */
-LSE_KERNEL void lg_residual(const double *y, const double *x,
-                               const double *ak, const double *bk, double *r,
-                               const size_t d, const size_t dc)
+LSE_KERNEL void lg_residual(const double *y, const double *x, const double *ak,
+                            const double *bk, double *r, const size_t d,
+                            const size_t dc)
 {
     for (size_t j = 0; j < d; j++) {
         double v = y[j] - bk[j];
@@ -184,11 +184,11 @@ LSE_KERNEL void lg_eval_body(const lse_gauss_work *w, const lse_sim_args *a,
 /* Statistics of mode k over the rows of a block into sums n, sxx (upper
  * triangle of m x m), srx (d x m), srr (lower triangle of d x d, or d
  * for diag, or 1 for spherical), m = dc + 1. r: scratch of d doubles. */
-LSE_KERNEL void lg_stats_mode(const lse_gauss_work *w,
-                                 const lse_sim_args *a, const gsl_matrix *resp,
-                                 const gsl_vector *weight, size_t k, double *n,
-                                 double *sxx, double *srx, double *srr,
-                                 double *r, const size_t d, const size_t dc)
+LSE_KERNEL void lg_stats_mode(const lse_gauss_work *w, const lse_sim_args *a,
+                              const gsl_matrix *resp, const gsl_vector *weight,
+                              size_t k, double *n, double *sxx, double *srx,
+                              double *srr, double *r, const size_t d,
+                              const size_t dc)
 {
     const size_t b = a->child->size1, m = dc + 1;
     const gsl_matrix *y = a->child, *x = a->context;
@@ -229,10 +229,9 @@ LSE_KERNEL void lg_stats_mode(const lse_gauss_work *w,
  * halves of the symmetric blocks. local: 1 = accumulate in a local array
  * first (small sizes: registers), 0 = in acc directly. */
 LSE_KERNEL void lg_stats_body(const lse_gauss_work *w, const lse_sim_args *a,
-                                 const gsl_matrix *resp,
-                                 const gsl_vector *weight, double *acc,
-                                 double *r, const size_t d, const size_t dc,
-                                 const int local)
+                              const gsl_matrix *resp, const gsl_vector *weight,
+                              double *acc, double *r, const size_t d,
+                              const size_t dc, const int local)
 {
     const size_t K = w->n_comp, m = dc + 1;
     const lse_cov_type cov = w->cov;

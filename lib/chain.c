@@ -18,8 +18,11 @@ struct lse_chain {
     size_t n, K;
     size_t *starts; /* n_seq + 1 entries, starts[n_seq] = n */
     size_t n_seq;
-    gsl_matrix *alpha;  /* (n, K) log forward */
-    gsl_matrix *beta;   /* (n, K) log backward */
+    gsl_matrix *alpha;  /* (n, K) scaled forward, rows sum to 1 */
+    gsl_matrix *beta;   /* (n, K) scaled backward */
+    gsl_matrix *em;     /* (n, K) exp(S - rowmax S) */
+    gsl_vector *scale;  /* (n) c_t: alpha_t before normalization sums to it */
+    gsl_matrix *trans;  /* (K, K) transition probabilities exp(logT) */
     gsl_matrix *logT;   /* (K, K) */
     gsl_vector *logp0;  /* (K) */
     gsl_matrix *xi;     /* (K, K) expected transition counts */
@@ -34,6 +37,9 @@ void lse_chain_free(lse_chain *c)
     free(c->starts);
     gsl_matrix_free(c->alpha);
     gsl_matrix_free(c->beta);
+    gsl_matrix_free(c->em);
+    gsl_vector_free(c->scale);
+    gsl_matrix_free(c->trans);
     gsl_matrix_free(c->logT);
     gsl_vector_free(c->logp0);
     gsl_matrix_free(c->xi);
@@ -56,12 +62,16 @@ lse_status lse_chain_new(lse_term *t, const size_t *starts, size_t n_starts,
     c->starts = malloc((n_starts + 2) * sizeof *c->starts);
     c->alpha = gsl_matrix_alloc(n, K);
     c->beta = gsl_matrix_alloc(n, K);
+    c->em = gsl_matrix_alloc(n, K);
+    c->scale = gsl_vector_alloc(n);
+    c->trans = gsl_matrix_alloc(K, K);
     c->logT = gsl_matrix_alloc(K, K);
     c->logp0 = gsl_vector_alloc(K);
     c->xi = gsl_matrix_calloc(K, K);
     c->post0 = gsl_matrix_calloc(1, K);
     c->tmp = malloc(K * sizeof *c->tmp);
     if (c->starts == NULL || c->alpha == NULL || c->beta == NULL ||
+        c->em == NULL || c->scale == NULL || c->trans == NULL ||
         c->logT == NULL || c->logp0 == NULL || c->xi == NULL ||
         c->post0 == NULL || c->tmp == NULL) {
         lse_chain_free(c);
@@ -108,69 +118,86 @@ lse_status lse_chain_eval(lse_term *t, int want_grad, double *energy)
     }
     gsl_matrix_set_zero(c->xi);
     gsl_matrix_set_zero(c->post0);
+    /* Forward-backward in scaled probability space (Rabiner): emissions
+     * e_t = exp(S_t - max_k S_tk), forward rows normalized to sum 1 by
+     * c_t, log-likelihood sum_t (log c_t + max S_t). Every quantity stays
+     * O(1), so posteriors keep full precision over long sequences, and a
+     * step costs K exponentials instead of 3 K^2 + K (and 2K logs). */
+    double *p0 = tmp; /* K */
     double total = 0.0;
+    const size_t ta = c->alpha->tda, ts = S->tda;
+    double *al = c->alpha->data, *be = c->beta->data, *em = c->em->data;
+    double *tr = c->trans->data;
+    const size_t tt = c->trans->tda;
+    for (size_t j = 0; j < K; j++)
+        for (size_t k = 0; k < K; k++)
+            tr[j * tt + k] = exp(gsl_matrix_get(c->logT, j, k));
+    double *xi = c->xi->data, *post = t->a->data;
+    const size_t tx = c->xi->tda, tp = t->a->tda;
+    for (size_t k = 0; k < K; k++)
+        p0[k] = exp(gsl_vector_get(c->logp0, k));
     for (size_t q = 0; q < c->n_seq; q++) {
         const size_t s0 = c->starts[q], s1 = c->starts[q + 1];
-        /* forward */
-        for (size_t k = 0; k < K; k++)
-            gsl_matrix_set(c->alpha, s0, k,
-                           gsl_vector_get(c->logp0, k) + gsl_matrix_get(S, s0, k));
-        for (size_t i = s0 + 1; i < s1; i++) {
-            for (size_t k = 0; k < K; k++) {
-                for (size_t j = 0; j < K; j++)
-                    tmp[j] = gsl_matrix_get(c->alpha, i - 1, j) +
-                             gsl_matrix_get(c->logT, j, k);
-                gsl_matrix_set(c->alpha, i, k,
-                               gsl_matrix_get(S, i, k) +
-                                   lse_logsumexp(tmp, K, 1, 1.0));
+        double ll = 0.0;
+        for (size_t i = s0; i < s1; i++) {
+            const double *si = S->data + i * ts;
+            double m = -INFINITY;
+            for (size_t k = 0; k < K; k++)
+                m = si[k] > m ? si[k] : m;
+            double *ei = em + i * ta, *ai = al + i * ta;
+            for (size_t k = 0; k < K; k++)
+                ei[k] = exp(si[k] - m);
+            if (i == s0) {
+                for (size_t k = 0; k < K; k++)
+                    ai[k] = p0[k] * ei[k];
+            } else {
+                const double *ap = al + (i - 1) * ta;
+                for (size_t k = 0; k < K; k++) {
+                    double v = 0.0;
+                    for (size_t j = 0; j < K; j++)
+                        v += ap[j] * tr[j * tt + k];
+                    ai[k] = v * ei[k];
+                }
             }
+            double sum = 0.0;
+            for (size_t k = 0; k < K; k++)
+                sum += ai[k];
+            gsl_vector_set(c->scale, i, sum);
+            const double inv = 1.0 / sum;
+            for (size_t k = 0; k < K; k++)
+                ai[k] *= inv;
+            ll += log(sum) + m;
         }
-        const double ll =
-            lse_logsumexp(gsl_matrix_const_ptr(c->alpha, s1 - 1, 0), K, 1, 1.0);
         if (!isfinite(ll))
             return lse_graph_fail(t->graph, LSE_ENONFINITE, "lse_graph_energy",
                                   "term '%s': chain log-likelihood of sequence "
                                   "%zu is %g",
                                   t->name, q, ll);
         total += ll;
-        /* backward */
+        /* backward, posteriors, expected transitions */
+        double *bl = be + (s1 - 1) * ta;
         for (size_t k = 0; k < K; k++)
-            gsl_matrix_set(c->beta, s1 - 1, k, 0.0);
+            bl[k] = 1.0;
         for (size_t i = s1 - 1; i > s0; i--) {
+            const double *ei = em + i * ta, *bi = be + i * ta;
+            const double *ap = al + (i - 1) * ta;
+            double *bp = be + (i - 1) * ta;
+            const double inv = 1.0 / gsl_vector_get(c->scale, i);
             for (size_t j = 0; j < K; j++) {
-                for (size_t k = 0; k < K; k++)
-                    tmp[k] = gsl_matrix_get(c->logT, j, k) +
-                             gsl_matrix_get(S, i, k) +
-                             gsl_matrix_get(c->beta, i, k);
-                gsl_matrix_set(c->beta, i - 1, j, lse_logsumexp(tmp, K, 1, 1.0));
-            }
-        }
-        /* posteriors and expected transitions */
-        for (size_t i = s0; i < s1; i++) {
-            double rs = 0.0;
-            for (size_t k = 0; k < K; k++) {
-                const double v = exp(gsl_matrix_get(c->alpha, i, k) +
-                                     gsl_matrix_get(c->beta, i, k) - ll);
-                gsl_matrix_set(t->a, i, k, v);
-                rs += v;
-            }
-            /* equal to 1 up to round-off: make it exact */
-            for (size_t k = 0; k < K; k++)
-                *gsl_matrix_ptr(t->a, i, k) /= rs;
-            if (i == s0)
-                continue;
-            for (size_t j = 0; j < K; j++) {
-                const double aj = gsl_matrix_get(c->alpha, i - 1, j) - ll;
+                double v = 0.0;
                 for (size_t k = 0; k < K; k++) {
-                    const double v =
-                        exp(aj + gsl_matrix_get(c->logT, j, k) +
-                            gsl_matrix_get(S, i, k) + gsl_matrix_get(c->beta, i, k));
-                    *gsl_matrix_ptr(c->xi, 0 + j, k) += v;
+                    const double w = tr[j * tt + k] * ei[k] * bi[k] * inv;
+                    v += w;
+                    xi[j * tx + k] += ap[j] * w;
                 }
+                bp[j] = v;
             }
         }
+        for (size_t i = s0; i < s1; i++)
+            for (size_t k = 0; k < K; k++)
+                post[i * tp + k] = al[i * ta + k] * be[i * ta + k];
         for (size_t k = 0; k < K; k++)
-            *gsl_matrix_ptr(c->post0, 0, k) += gsl_matrix_get(t->a, s0, k);
+            *gsl_matrix_ptr(c->post0, 0, k) += post[s0 * tp + k];
     }
     *energy = -total;
     if (want_grad) {

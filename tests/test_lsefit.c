@@ -688,6 +688,41 @@ START_TEST(test_seed_reproducible)
 }
 END_TEST
 
+/* --threads: any count gives the same model file, byte for byte (the
+ * chunked reductions of docs/performance.md); bad counts are usage errors. */
+START_TEST(test_threads)
+{
+    const char *a = tmp("t1.json"), *b = tmp("t2.json"), *c = tmp("t3.json");
+    ASSERT_OK(RUN("gmm", data("digits.csv"), "-k", "6", "--ignore", "label",
+                  "--covariance", "diag", "--reg-covar", "1e-2", "--max-iter",
+                  "15", "--threads", "1", "-o", a, "-q"));
+    ASSERT_OK(RUN("gmm", "--threads=2", data("digits.csv"), "-k", "6",
+                  "--ignore", "label", "--covariance", "diag", "--reg-covar",
+                  "1e-2", "--max-iter", "15", "-o", b, "-q"));
+    char *ta = slurp(a), *tb = slurp(b);
+    ck_assert_str_eq(ta, tb);
+    free(ta);
+    free(tb);
+    ASSERT_OK(RUN("slds", data("dax_returns.csv"), "--columns", "logret_pct",
+                  "-k", "2", "--markov", "--max-iter", "10", "--threads", "1",
+                  "-o", a, "-q"));
+    ASSERT_OK(RUN("slds", data("dax_returns.csv"), "--columns", "logret_pct",
+                  "-k", "2", "--markov", "--max-iter", "10", "--threads", "3",
+                  "-o", c, "-q"));
+    ta = slurp(a);
+    char *tc = slurp(c);
+    ck_assert_str_eq(ta, tc);
+    free(ta);
+    free(tc);
+    assert_error(RUN("gmm", data("faithful.csv"), "-k", "2", "--threads", "0"),
+                 2, "--threads 0");
+    assert_error(RUN("slds", data("gdp_growth.csv"), "-k", "2", "--threads"), 2,
+                 "--threads needs a value");
+    assert_error(RUN("gmm", data("faithful.csv"), "-k", "2", "--threads=x"), 2,
+                 "--threads");
+}
+END_TEST
+
 /* Fit-time outputs equal those of predict on the written file, bit for
  * bit, for every covariance type; the file has the native shape. */
 START_TEST(test_roundtrip)
@@ -1455,6 +1490,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_iris_k3);
     tcase_add_test(tc, test_select);
     tcase_add_test(tc, test_seed_reproducible);
+    tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_roundtrip);
     tcase_add_test(tc, test_init_restart);
     tcase_add_test(tc, test_log_json);

@@ -407,10 +407,52 @@ static void usage_main(FILE *f)
         "Options:\n"
         "  -h, --help       this help; 'lsefit COMMAND --help' for a command\n"
         "  -V, --version    print the version\n"
+        "  --threads N      threads for the E- and M-steps, with any command\n"
+        "                   (default: LSE_NUM_THREADS, else OpenMP's "
+        "default);\n"
+        "                   results are bit-identical for every N\n"
         "\n"
         "BIC and AIC follow scikit-learn's conventions: lower is better.\n"
         "Exit status: 0 success, 1 bad input or failed fit, 2 usage error.\n",
         f);
+}
+
+/* Take "--threads N" (or "--threads=N") out of argv, wherever it stands
+ * after the command, and apply it: every command accepts it, and the
+ * commands' own option parsers never see it. Returns LSEFIT_OK or a usage
+ * error. */
+static int take_threads(int *argc, char **argv)
+{
+    int out = 2;
+    int rc = LSEFIT_OK;
+    for (int i = 2; i < *argc; i++) {
+        const char *arg = argv[i], *val = NULL;
+        if (strcmp(arg, "--") == 0) { /* operands only from here on */
+            while (i < *argc)
+                argv[out++] = argv[i++];
+            break;
+        }
+        if (strcmp(arg, "--threads") == 0) {
+            if (i + 1 >= *argc)
+                return lsefit_usage(argv[1], "--threads needs a value");
+            val = argv[++i];
+        } else if (strncmp(arg, "--threads=", 10) == 0) {
+            val = arg + 10;
+        } else {
+            argv[out++] = argv[i];
+            continue;
+        }
+        size_t n;
+        rc = lsefit_opt_size(argv[1], "--threads", val, 1, &n);
+        if (rc != LSEFIT_OK)
+            return rc;
+        if (n > 4096)
+            return lsefit_usage(argv[1], "--threads %zu: at most 4096", n);
+        lse_set_num_threads((int)n);
+    }
+    argv[out] = NULL;
+    *argc = out;
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -425,7 +467,9 @@ int main(int argc, char **argv)
         printf("lsefit (lsegraph) %s\n", LSEFIT_VERSION);
         return LSEFIT_OK;
     }
-    int rc;
+    int rc = take_threads(&argc, argv);
+    if (rc != LSEFIT_OK)
+        return rc;
     if (strcmp(cmd, "gmm") == 0)
         rc = lsefit_gmm_main(argc - 1, argv + 1);
     else if (strcmp(cmd, "slds") == 0)

@@ -74,6 +74,8 @@ static void help_fit(FILE *f)
         "  --log-json FILE         one JSON object per EM iteration\n"
         "  -q, --quiet             no progress lines or warnings\n"
         "  -v, --verbose           a progress line every iteration\n"
+        "  --threads N             threads (default: LSE_NUM_THREADS or all\n"
+        "                          processors); results do not depend on N\n"
         "  -h, --help              this help\n"
         "Several processes (docs/mpi.md):\n"
         "  --mpi                   under mpirun -n P: each process reads its\n"

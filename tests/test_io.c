@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "lse_check.h"
+#include "lse_tmpdir.h"
 
 #ifndef LSE_DATA_DIR
 #define LSE_DATA_DIR "data"
@@ -21,51 +22,9 @@
 
 static char dir[64];
 
-static void remove_tree(const char *path)
-{
-    struct stat sb;
-    if (lstat(path, &sb) != 0)
-        return;
-    if (S_ISDIR(sb.st_mode)) {
-        DIR *d = opendir(path);
-        if (d != NULL) {
-            const struct dirent *e;
-            while ((e = readdir(d)) != NULL) {
-                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                    continue;
-                char sub[1024];
-                snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-                remove_tree(sub);
-            }
-            closedir(d);
-        }
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
+static void setup(void) { lse_tmpdir_make(dir, sizeof dir, "io"); }
 
-static void setup(void)
-{
-    strcpy(dir, "/tmp/lse_test_io_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void teardown(void) { remove_tree(dir); }
-
-/* Number of entries in the temporary directory. */
-static size_t count_files(void)
-{
-    DIR *d = opendir(dir);
-    ck_assert_ptr_nonnull(d);
-    size_t n = 0;
-    const struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            n++;
-    closedir(d);
-    return n;
-}
+static void teardown(void) { lse_tmpdir_remove(dir); }
 
 static void path_of(const char *name, char *path, size_t size)
 {
@@ -634,7 +593,7 @@ START_TEST(test_write_read_round_trip)
     path_of("out.csv", path, sizeof path);
     lse_error err;
     lse_assert_ok(lse_matrix_write_csv(path, m, names, 0, &err));
-    ck_assert_uint_eq(count_files(), 1); /* no temporary file left */
+    ck_assert_uint_eq(lse_tmpdir_count(dir), 1); /* no temporary file left */
 
     lse_table *t = NULL;
     gsl_matrix *back = NULL;
@@ -654,7 +613,7 @@ START_TEST(test_write_read_round_trip)
 
     /* overwrite the same file without a header: still atomic */
     lse_assert_ok(lse_matrix_write_csv(path, m, NULL, 0, &err));
-    ck_assert_uint_eq(count_files(), 1);
+    ck_assert_uint_eq(lse_tmpdir_count(dir), 1);
     lse_assert_ok(lse_table_read(path, NULL, &t, &err));
     ck_assert_int_eq(lse_table_has_header(t), 0);
     ck_assert_uint_eq(lse_table_rows(t), m->size1);
@@ -709,7 +668,7 @@ START_TEST(test_write_errors)
     ck_assert_int_eq(mkdir(path, 0755), 0);
     lse_assert_status(lse_file_write_atomic(path, "x", 1, &err), LSE_EIO);
     assert_msg_has(err, "cannot rename");
-    ck_assert_uint_eq(count_files(), 1);
+    ck_assert_uint_eq(lse_tmpdir_count(dir), 1);
     gsl_matrix_free(m);
 }
 END_TEST
@@ -738,7 +697,7 @@ START_TEST(test_file_read_write)
     lse_assert_ok(lse_file_read(path, &back, &len, &err));
     ck_assert_uint_eq(len, 0);
     free(back);
-    ck_assert_uint_eq(count_files(), 1);
+    ck_assert_uint_eq(lse_tmpdir_count(dir), 1);
     lse_assert_status(lse_file_read(path, NULL, &len, &err), LSE_EFAULT);
     lse_assert_status(lse_file_write_atomic(path, NULL, 3, &err), LSE_EFAULT);
 }

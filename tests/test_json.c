@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "lse_check.h"
+#include "lse_tmpdir.h"
 
 /* ------------------------------------------------------------------ */
 /* Fixture: a fresh temporary directory per test                       */
@@ -18,50 +19,9 @@
 
 static char dir[64];
 
-static void remove_tree(const char *path)
-{
-    struct stat sb;
-    if (lstat(path, &sb) != 0)
-        return;
-    if (S_ISDIR(sb.st_mode)) {
-        DIR *d = opendir(path);
-        if (d != NULL) {
-            const struct dirent *e;
-            while ((e = readdir(d)) != NULL) {
-                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                    continue;
-                char sub[1024];
-                snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-                remove_tree(sub);
-            }
-            closedir(d);
-        }
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
+static void setup(void) { lse_tmpdir_make(dir, sizeof dir, "json"); }
 
-static void setup(void)
-{
-    strcpy(dir, "/tmp/lse_test_json_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void teardown(void) { remove_tree(dir); }
-
-static size_t count_files(void)
-{
-    DIR *d = opendir(dir);
-    ck_assert_ptr_nonnull(d);
-    size_t n = 0;
-    const struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            n++;
-    closedir(d);
-    return n;
-}
+static void teardown(void) { lse_tmpdir_remove(dir); }
 
 static void path_of(const char *name, char *path, size_t size)
 {
@@ -160,7 +120,7 @@ START_TEST(test_round_trip_every_type)
     char path[256];
     path_of("model.json", path, sizeof path);
     lse_assert_ok(lse_json_save(doc, path, &err));
-    ck_assert_uint_eq(count_files(), 1);
+    ck_assert_uint_eq(lse_tmpdir_count(dir), 1);
 
     lse_json *back = NULL;
     lse_assert_ok(lse_json_load(path, &back, &err));
@@ -543,7 +503,7 @@ START_TEST(test_atomic_save)
     lse_assert_ok(lse_json_save(doc, path, &err));
     lse_assert_ok(lse_json_set_integer(doc, "version", 2, &err));
     lse_assert_ok(lse_json_save(doc, path, &err)); /* replaces it */
-    ck_assert_uint_eq(count_files(), 1);
+    ck_assert_uint_eq(lse_tmpdir_count(dir), 1);
     lse_json *back = NULL;
     lse_assert_ok(lse_json_load(path, &back, &err));
     long long version = 0;
@@ -559,7 +519,7 @@ START_TEST(test_atomic_save)
     path_of("in_the_way", path, sizeof path);
     ck_assert_int_eq(mkdir(path, 0755), 0);
     lse_assert_status(lse_json_save(doc, path, &err), LSE_EIO);
-    ck_assert_uint_eq(count_files(), 2);
+    ck_assert_uint_eq(lse_tmpdir_count(dir), 2);
     lse_assert_status(lse_json_save(NULL, path, &err), LSE_EFAULT);
     lse_json_free(doc);
 }

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "lse_check.h"
+#include "lse_tmpdir.h"
 
 #ifndef LSE_DATA_DIR
 #define LSE_DATA_DIR "data"
@@ -40,34 +41,9 @@ static const char *stdin_path; /* standard input of the next run, or NULL */
 static char paths[N_PATHS][512];
 static size_t n_paths;
 
-static void remove_tree(const char *path)
-{
-    struct stat sb;
-    if (lstat(path, &sb) != 0)
-        return;
-    if (S_ISDIR(sb.st_mode)) {
-        DIR *d = opendir(path);
-        if (d != NULL) {
-            const struct dirent *e;
-            while ((e = readdir(d)) != NULL) {
-                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                    continue;
-                char sub[1024];
-                snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-                remove_tree(sub);
-            }
-            closedir(d);
-        }
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
-
 static void setup(void)
 {
-    strcpy(dir, "/tmp/lse_test_lsefit_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    lse_tmpdir_make(dir, sizeof dir, "lsefit");
     n_paths = 0;
     out_text = NULL;
     err_text = NULL;
@@ -75,7 +51,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    remove_tree(dir);
+    lse_tmpdir_remove(dir);
     free(out_text);
     free(err_text);
     out_text = err_text = NULL;

@@ -4,7 +4,7 @@
 set -eu
 pkgs="meson ninja-build pkg-config gcc libgsl-dev check libjansson-dev
 libcsv-dev libopenblas-dev libgraphviz-dev graphviz"
-[ "${LSE_WITH_MPI:-0}" = 1 ] && pkgs="$pkgs libopenmpi-dev openmpi-bin"
+[ "${LSE_WITH_MPI:-0}" = 1 ] && pkgs="$pkgs libopenmpi-dev openmpi-bin python3"
 [ "${LSE_WITH_VALGRIND:-0}" = 1 ] && pkgs="$pkgs valgrind"
 missing=""
 for p in $pkgs; do

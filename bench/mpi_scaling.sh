@@ -8,7 +8,8 @@
 # AGREE process counts of the agreement check (default "1 2 4"; "" skips
 # it), REPEAT runs of every timed fit, the fastest kept (default 3: the
 # machine may be shared), ONLY a grep pattern selecting the models of the
-# scaling table (default all: gmm, slds mixture, slds markov), WORK a
+# scaling table (default all: gmm, slds mixture, slds markov, slds markov
+# --exact-sums), WORK a
 # directory for the data (default a temporary one, removed at the end).
 #
 # 1. Data: N rows from a 4-component, 4-d full-covariance mixture (lsefit
@@ -16,9 +17,10 @@
 #    simulate), both from parameter files written here.
 # 2. Agreement: the one-process fit (no --mpi) against mpirun -n P --mpi
 #    for GMM, SLDS mixture and SLDS Markov, largest relative difference over
-#    the log-likelihood and every parameter (tests/mpi_compare.py); for the
-#    Markov model also the one-process fit on the data with every other
-#    value moved by one ulp, the floor set by the problem's conditioning.
+#    the log-likelihood and every parameter (tests/mpi_compare.py; 0 with
+#    --exact-sums, whose statistics are summed exactly); for the Markov
+#    model also the one-process fit on the data with every other value moved
+#    by one ulp (how much the fit itself depends on the last bit).
 # 3. Strong scaling: ITER EM iterations (--tol 0), one thread per process,
 #    wall time split into reading and fitting (LSEFIT_MPI_STATS), the
 #    number of reductions and the doubles summed per EM iteration (from a
@@ -94,7 +96,8 @@ echo
 # the fits: NAME|DATA|ARGS
 CASES=("gmm|gmm.csv|gmm gmm.csv -k 4 --seed 2 --tol 1e-8"
     "slds mixture|slds.csv|slds slds.csv -k 3 --seed 1"
-    "slds markov|slds.csv|slds slds.csv -k 3 --markov --seed 1")
+    "slds markov|slds.csv|slds slds.csv -k 3 --markov --seed 1"
+    "slds markov --exact-sums|slds.csv|slds slds.csv -k 3 --markov --exact-sums --seed 1")
 
 # ---- agreement -----------------------------------------------------------------
 [ -n "$AGREE" ] && echo "## Agreement with the one-process fit (converged, default tolerance)"

@@ -3,6 +3,8 @@
 #include <string.h>
 
 #include "graph-private.h"
+#include "kernels-private.h"
+#include "threads-private.h"
 
 /* The graph: a container of nodes and terms, and the sum of their energies.
  * The energy/gradient of each term lives in lib/term.c and lib/custom.c. */
@@ -146,35 +148,94 @@ lse_term *lse_graph_find_term(const lse_graph *g, const char *name)
     return NULL;
 }
 
+/* Any NaN or infinity among x[0, n): x - x is 0 for finite x and NaN
+ * otherwise; eight independent sums so that the loop vectorizes. */
+LSE_KERNEL int span_nonfinite(const double *x, size_t n)
+{
+    double a[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (size_t q = 0; q < 8; q++)
+            a[q] += x[j + q] - x[j + q];
+    for (; j < n; j++)
+        a[0] += x[j] - x[j];
+    const double sum =
+        ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    return sum != 0.0; /* NaN != 0 */
+}
+
+static int span_nonfinite_plain(const double *x, size_t n)
+{
+    return span_nonfinite(x, n);
+}
+
+#if LSE_HAVE_AVX2_PATH
+LSE_TARGET_AVX2
+static int span_nonfinite_avx2(const double *x, size_t n)
+{
+    return span_nonfinite(x, n);
+}
+#endif
+
+/* Doubles per task of the parallel check (and below which it is serial). */
+#define CHECK_SPAN ((size_t)1 << 16)
+
+/* Any non-finite entry in v: contiguous values are one span, split into
+ * tasks of CHECK_SPAN doubles over the threads (only a yes/no answer, so
+ * the thread count cannot change anything). */
+static int matrix_nonfinite(const gsl_matrix *v, int avx2)
+{
+    const size_t rows = v->size1, cols = v->size2;
+    const int flat = v->tda == cols;
+    const size_t len = flat ? rows * cols : cols;
+    const size_t total = rows * cols;
+    const size_t n_task =
+        total > CHECK_SPAN ? (total + CHECK_SPAN - 1) / CHECK_SPAN : 1;
+    int bad = 0;
+    const long nt = (long)n_task;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) reduction(| : bad)                   \
+    num_threads(lse_threads_for(n_task)) if (n_task > 1)
+#endif
+    for (long t = 0; t < nt; t++) {
+        /* task t: entries [e0, e1) of the row-major sequence */
+        const size_t e0 = (size_t)t * total / n_task;
+        const size_t e1 = (size_t)(t + 1) * total / n_task;
+        size_t e = e0;
+        while (e < e1) {
+            const size_t r = flat ? 0 : e / cols, c = flat ? e : e % cols;
+            const size_t lim = flat ? len : cols;
+            size_t n = lim - c;
+            if (n > e1 - e)
+                n = e1 - e;
+            const double *x = v->data + r * v->tda + c;
+#if LSE_HAVE_AVX2_PATH
+            bad |= avx2 ? span_nonfinite_avx2(x, n) : span_nonfinite_plain(x, n);
+#else
+            bad |= span_nonfinite_plain(x, n);
+#endif
+            e += n;
+        }
+    }
+    (void)avx2;
+    return bad;
+}
+
 static lse_status check_values(lse_graph *g, const char *fn)
 {
+    const int avx2 = lse_cpu_avx2();
     for (size_t k = 0; k < g->n_nodes; k++) {
         const gsl_matrix *v = g->nodes[k]->value;
-        for (size_t i = 0; i < v->size1; i++) {
-            /* x - x is 0 for finite x and NaN for NaN or +-inf: one cheap
-             * pass per row (four independent sums), a second one only to
-             * name the entry */
-            const double *row = v->data + i * v->tda;
-            const size_t n = v->size2;
-            double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
-            size_t j = 0;
-            for (; j + 4 <= n; j += 4) {
-                a0 += row[j] - row[j];
-                a1 += row[j + 1] - row[j + 1];
-                a2 += row[j + 2] - row[j + 2];
-                a3 += row[j + 3] - row[j + 3];
-            }
-            for (; j < n; j++)
-                a0 += row[j] - row[j];
-            if ((a0 + a1) + (a2 + a3) == 0.0)
-                continue;
-            for (j = 0; j < n; j++)
-                if (!isfinite(row[j]))
+        if (!matrix_nonfinite(v, avx2))
+            continue;
+        /* a second pass only to name the first bad entry */
+        for (size_t i = 0; i < v->size1; i++)
+            for (size_t j = 0; j < v->size2; j++)
+                if (!isfinite(gsl_matrix_get(v, i, j)))
                     return lse_graph_fail(
                         g, LSE_ENONFINITE, fn,
                         "node '%s' has a non-finite value at [%zu,%zu]",
                         g->nodes[k]->name, i, j);
-        }
     }
     return LSE_OK;
 }

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /*
@@ -31,26 +32,44 @@
 #define LSE_HAVE_AVX2_PATH 1
 #define LSE_TARGET_AVX2 __attribute__((target("avx2")))
 #define LSE_TARGET_AVX2_FMA __attribute__((target("avx2,fma")))
+/* Environment variable name set to a non-empty value other than "0": the
+ * tests use LSE_NO_SIMD (no AVX2 copy at all) and LSE_NO_AVX512 to run the
+ * other copies on a machine that has the instructions. Read when a term or
+ * workspace is created (and by each graph evaluation). */
+static inline int lse_cpu_env_off(const char *name)
+{
+    const char *e = getenv(name);
+    return e != NULL && e[0] != '\0' && !(e[0] == '0' && e[1] == '\0');
+}
 static inline int lse_cpu_avx2(void)
 {
     __builtin_cpu_init(); /* idempotent; needed before constructors run */
-    return __builtin_cpu_supports("avx2") != 0;
+    return __builtin_cpu_supports("avx2") != 0 && !lse_cpu_env_off("LSE_NO_SIMD");
 }
 /* AVX2 and FMA: kernels that call fma() explicitly (rounding differs from
  * the plain copy, which multiplies and adds; on one machine the choice
  * never changes) */
 static inline int lse_cpu_avx2_fma(void)
 {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") != 0 &&
-           __builtin_cpu_supports("fma") != 0;
+    return lse_cpu_avx2() && __builtin_cpu_supports("fma") != 0;
+}
+/* AVX-512F (with AVX2 and FMA): the 8-wide copies of the FMA kernels.
+ * Kernels that only widen a sum of fused multiply-adds per entry give the
+ * same bits as their AVX2 copy; the softmax does not (row sums). */
+#define LSE_TARGET_AVX512 __attribute__((target("avx2,fma,avx512f")))
+static inline int lse_cpu_avx512(void)
+{
+    return lse_cpu_avx2_fma() && __builtin_cpu_supports("avx512f") != 0 &&
+           !lse_cpu_env_off("LSE_NO_AVX512");
 }
 #else
 #define LSE_HAVE_AVX2_PATH 0
 #define LSE_TARGET_AVX2
 #define LSE_TARGET_AVX2_FMA
+#define LSE_TARGET_AVX512
 static inline int lse_cpu_avx2(void) { return 0; }
 static inline int lse_cpu_avx2_fma(void) { return 0; }
+static inline int lse_cpu_avx512(void) { return 0; }
 #endif
 
 /*
@@ -142,5 +161,106 @@ LSE_KERNEL double lse_log_pos(double x)
     return e * 6.93147180369123816490e-01 +
            (2.0 * sd * p + e * 1.90821492927058770002e-10);
 }
+
+#if LSE_HAVE_AVX2_PATH
+#include <immintrin.h> /* only inside LSE_TARGET_AVX2_FMA functions */
+
+/*
+ * Four lse_exp_nonpos at once with AVX2 and FMA, for callers compiled with
+ * LSE_TARGET_AVX2_FMA: the same reduction and the same degree-13 Taylor
+ * polynomial (Estrin), with fused multiply-adds, so results may differ from
+ * lse_exp_nonpos in the last bit (relative error below 5e-16 as well).
+ * x <= 0 or -INFINITY, never NaN; x < -708 gives 0.
+ */
+LSE_TARGET_AVX2_FMA
+static inline __m256d lse_exp_nonpos4(__m256d x)
+{
+    const __m256d lo = _mm256_set1_pd(-708.0);
+    const __m256d under = _mm256_cmp_pd(x, lo, _CMP_LT_OQ);
+    x = _mm256_max_pd(x, lo);
+    const __m256d shift = _mm256_set1_pd(0x1.8p52);
+    const __m256d t =
+        _mm256_fmadd_pd(x, _mm256_set1_pd(0x1.71547652b82fep0), shift);
+    const __m256d k = _mm256_sub_pd(t, shift);
+    /* k * ln2_hi is exact (ln2_hi has 11 trailing zero bits) */
+    __m256d r =
+        _mm256_fnmadd_pd(k, _mm256_set1_pd(6.93147180369123816490e-01), x);
+    r = _mm256_fnmadd_pd(k, _mm256_set1_pd(1.90821492927058770002e-10), r);
+    const __m256d r2 = _mm256_mul_pd(r, r), r4 = _mm256_mul_pd(r2, r2);
+    const __m256d r8 = _mm256_mul_pd(r4, r4);
+    const __m256d p01 = _mm256_add_pd(_mm256_set1_pd(1.0), r);
+    const __m256d p23 = _mm256_fmadd_pd(r, _mm256_set1_pd(1.0 / 6.0),
+                                        _mm256_set1_pd(0.5));
+    const __m256d p45 = _mm256_fmadd_pd(r, _mm256_set1_pd(1.0 / 120.0),
+                                        _mm256_set1_pd(1.0 / 24.0));
+    const __m256d p67 = _mm256_fmadd_pd(r, _mm256_set1_pd(1.0 / 5040.0),
+                                        _mm256_set1_pd(1.0 / 720.0));
+    const __m256d p89 = _mm256_fmadd_pd(r, _mm256_set1_pd(1.0 / 362880.0),
+                                        _mm256_set1_pd(1.0 / 40320.0));
+    const __m256d p1011 = _mm256_fmadd_pd(
+        r, _mm256_set1_pd(1.0 / 39916800.0), _mm256_set1_pd(1.0 / 3628800.0));
+    const __m256d p1213 =
+        _mm256_fmadd_pd(r, _mm256_set1_pd(1.0 / 6227020800.0),
+                        _mm256_set1_pd(1.0 / 479001600.0));
+    const __m256d q0 = _mm256_fmadd_pd(r2, p23, p01);
+    const __m256d q1 = _mm256_fmadd_pd(r2, p67, p45);
+    const __m256d q2 = _mm256_fmadd_pd(r2, p1011, p89);
+    const __m256d t0 = _mm256_fmadd_pd(r4, q1, q0);
+    const __m256d t1 = _mm256_fmadd_pd(r4, p1213, q2);
+    const __m256d p = _mm256_fmadd_pd(r8, t1, t0);
+    /* 2^k in the exponent bits: the low bits of t hold k */
+    const __m256i kb = _mm256_sub_epi64(
+        _mm256_castpd_si256(t),
+        _mm256_set1_epi64x(INT64_C(0x4338000000000000) - 1023));
+    const __m256d sc = _mm256_andnot_pd(
+        under, _mm256_castsi256_pd(_mm256_slli_epi64(kb, 52)));
+    return _mm256_mul_pd(p, sc);
+}
+
+/* Eight lse_exp_nonpos at once with AVX-512F: lse_exp_nonpos4's
+ * arithmetic, lane for lane (same bits). */
+LSE_TARGET_AVX512
+static inline __m512d lse_exp_nonpos8(__m512d x)
+{
+    const __m512d lo = _mm512_set1_pd(-708.0);
+    const __mmask8 under = _mm512_cmp_pd_mask(x, lo, _CMP_LT_OQ);
+    x = _mm512_max_pd(x, lo);
+    const __m512d shift = _mm512_set1_pd(0x1.8p52);
+    const __m512d t =
+        _mm512_fmadd_pd(x, _mm512_set1_pd(0x1.71547652b82fep0), shift);
+    const __m512d k = _mm512_sub_pd(t, shift);
+    __m512d r =
+        _mm512_fnmadd_pd(k, _mm512_set1_pd(6.93147180369123816490e-01), x);
+    r = _mm512_fnmadd_pd(k, _mm512_set1_pd(1.90821492927058770002e-10), r);
+    const __m512d r2 = _mm512_mul_pd(r, r), r4 = _mm512_mul_pd(r2, r2);
+    const __m512d r8 = _mm512_mul_pd(r4, r4);
+    const __m512d p01 = _mm512_add_pd(_mm512_set1_pd(1.0), r);
+    const __m512d p23 = _mm512_fmadd_pd(r, _mm512_set1_pd(1.0 / 6.0),
+                                        _mm512_set1_pd(0.5));
+    const __m512d p45 = _mm512_fmadd_pd(r, _mm512_set1_pd(1.0 / 120.0),
+                                        _mm512_set1_pd(1.0 / 24.0));
+    const __m512d p67 = _mm512_fmadd_pd(r, _mm512_set1_pd(1.0 / 5040.0),
+                                        _mm512_set1_pd(1.0 / 720.0));
+    const __m512d p89 = _mm512_fmadd_pd(r, _mm512_set1_pd(1.0 / 362880.0),
+                                        _mm512_set1_pd(1.0 / 40320.0));
+    const __m512d p1011 = _mm512_fmadd_pd(
+        r, _mm512_set1_pd(1.0 / 39916800.0), _mm512_set1_pd(1.0 / 3628800.0));
+    const __m512d p1213 =
+        _mm512_fmadd_pd(r, _mm512_set1_pd(1.0 / 6227020800.0),
+                        _mm512_set1_pd(1.0 / 479001600.0));
+    const __m512d q0 = _mm512_fmadd_pd(r2, p23, p01);
+    const __m512d q1 = _mm512_fmadd_pd(r2, p67, p45);
+    const __m512d q2 = _mm512_fmadd_pd(r2, p1011, p89);
+    const __m512d t0 = _mm512_fmadd_pd(r4, q1, q0);
+    const __m512d t1 = _mm512_fmadd_pd(r4, p1213, q2);
+    const __m512d p = _mm512_fmadd_pd(r8, t1, t0);
+    const __m512i kb = _mm512_sub_epi64(
+        _mm512_castpd_si512(t),
+        _mm512_set1_epi64(INT64_C(0x4338000000000000) - 1023));
+    const __m512d sc = _mm512_maskz_mov_pd(
+        (__mmask8)~under, _mm512_castsi512_pd(_mm512_slli_epi64(kb, 52)));
+    return _mm512_mul_pd(p, sc);
+}
+#endif
 
 #endif /* LSEGRAPH_KERNELS_PRIVATE_H */

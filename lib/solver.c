@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exactsum-private.h"
 #include "threads-private.h"
 
 /* Solvers: gradient descent with Armijo backtracking, and EM coordinate
@@ -28,6 +29,10 @@ typedef struct cf_term { /* an LSE term solved in closed form */
     double *acc;         /* (n_chunk, size) per-chunk statistics, summed in
                             chunk order (lib/threads-private.h) */
     size_t n_chunk;
+    int exact;      /* exact statistics (opts.exact_stats): */
+    lse_xsum *xacc; /* (n_chunk, size) per-chunk accumulators */
+    double *stats;  /* (size) the rounded sums, for solve */
+    size_t n_buf;   /* doubles in the buffer: size, or size * EXPORT */
     gsl_matrix *parent_scratch; /* when the parent is not a free param */
     gsl_matrix **param_scratch; /* idem per parameter */
     gsl_matrix **param_out;
@@ -65,6 +70,7 @@ struct lse_solver {
     size_t n_chain;
     double *buf; /* [energy, stats..., chain stats..., gradients (gd)] */
     size_t n_buf;
+    double xbuf[LSE_XSUM_EXPORT]; /* exact_stats: the exported energy */
 };
 
 lse_solver_opts lse_solver_opts_default(void)
@@ -105,6 +111,8 @@ static void free_scratch(lse_solver *s)
         cf_term *c = &s->cf[i];
         gsl_matrix_free(c->parent_scratch);
         free(c->acc);
+        free(c->xacc);
+        free(c->stats);
         for (size_t k = 0; c->param_scratch && k < c->t->sim->n_param; k++)
             gsl_matrix_free(c->param_scratch[k]);
         free(c->param_scratch);
@@ -242,12 +250,53 @@ static lse_status do_reduce(lse_solver *s, double *buf, size_t n)
     return LSE_OK;
 }
 
+/* exact_stats: the energy of the graph just evaluated, summed exactly --
+ * every row's -w log-sum-exp of a rows term (its row_lse), the other terms'
+ * energies as they are (a chain's or a custom term's value does not depend
+ * on threads or blocks) -- over the processes too, rounded once, so that
+ * it has the same bits for any split of the rows. */
+static lse_status exact_energy(lse_solver *s, double *e)
+{
+    lse_xsum x;
+    lse_xsum_init(&x);
+    for (size_t m = 0; m < s->g->n_terms; m++) {
+        const lse_term *t = s->g->terms[m];
+        if (!t->enabled)
+            continue;
+        if (t->kind != LSE_TERM_LSE || t->reduce != LSE_REDUCE_ROWS) {
+            lse_xsum_add(&x, t->energy);
+            continue;
+        }
+        const size_t n = t->row_lse->size, st = t->row_lse->stride;
+        const double *l = t->row_lse->data;
+        const double *w = t->row_weight != NULL ? t->row_weight->data : NULL;
+        const size_t sw = t->row_weight != NULL ? t->row_weight->stride : 0;
+        for (size_t r = 0; r < n; r++) /* as lib/term.c adds them */
+            if (l[r * st] != -INFINITY) /* a masked row adds nothing */
+                lse_xsum_add(&x, -(w != NULL ? w[r * sw] : 1.0) * l[r * st]);
+    }
+    if (s->reduce != NULL) {
+        lse_xsum_export(&x, s->xbuf);
+        lse_status st = do_reduce(s, s->xbuf, LSE_XSUM_EXPORT);
+        if (st == LSE_OK && lse_xsum_import(&x, s->xbuf) != LSE_OK)
+            st = lse_graph_fail(s->g, LSE_EDOM, "lse_solver_iterate",
+                                "energy: the reduction did not sum exported "
+                                "exact accumulators");
+        if (st != LSE_OK)
+            return st;
+    }
+    *e = lse_xsum_round(&x);
+    return LSE_OK;
+}
+
 static lse_status reduced_energy(lse_solver *s, int grad, double *e)
 {
     lse_status st =
         grad ? lse_graph_gradient(s->g, e) : lse_graph_energy(s->g, e);
     if (st != LSE_OK)
         return st;
+    if (s->opts.exact_stats && s->type->em)
+        return exact_energy(s, e);
     if (s->reduce != NULL) {
         double v = *e;
         st = do_reduce(s, &v, 1);
@@ -299,11 +348,20 @@ static lse_status setup_cf(lse_solver *s, size_t *n_stats)
             c->t = t;
             c->offset = off;
             c->size = sim->stats_size(&t->shape, t->config);
-            off += c->size;
             c->n_chunk = lse_term_n_chunk(t);
-            c->acc = calloc(c->n_chunk * c->size + 1, sizeof *c->acc);
-            if (c->acc == NULL)
-                return LSE_ENOMEM;
+            c->exact = s->opts.exact_stats && sim->stats_exact != NULL;
+            c->n_buf = c->exact ? c->size * LSE_XSUM_EXPORT : c->size;
+            off += c->n_buf;
+            if (c->exact) {
+                c->xacc = calloc(c->n_chunk * c->size + 1, sizeof *c->xacc);
+                c->stats = calloc(c->size + 1, sizeof *c->stats);
+                if (c->xacc == NULL || c->stats == NULL)
+                    return LSE_ENOMEM;
+            } else {
+                c->acc = calloc(c->n_chunk * c->size + 1, sizeof *c->acc);
+                if (c->acc == NULL)
+                    return LSE_ENOMEM;
+            }
             c->param_scratch =
                 calloc(sim->n_param + 1, sizeof *c->param_scratch);
             c->param_out = calloc(sim->n_param + 1, sizeof *c->param_out);
@@ -547,6 +605,26 @@ static lse_status gradient_steps(lse_solver *s, lse_node *const *nodes,
 static lse_status cf_stats(lse_solver *s, cf_term *c)
 {
     lse_term *t = c->t;
+    if (c->exact) {
+        /* a statistics pass (rows terms that do not keep their softmax
+         * recompute it), chunks merged exactly, exported for the
+         * reduction */
+        unsigned flags = LSE_RUN_STATS | LSE_RUN_STATS_EXACT;
+        if (t->reduce != LSE_REDUCE_CHAIN && !t->keep)
+            flags |= LSE_RUN_SCORE | LSE_RUN_SOFTMAX;
+        const lse_status st = lse_term_run(t, flags, (double *)(void *)c->xacc,
+                                           c->size * LSE_XSUM_DOUBLES);
+        if (st != LSE_OK)
+            return st;
+        double *out = s->buf + c->offset;
+        for (size_t i = 0; i < c->size; i++) {
+            lse_xsum *x = &c->xacc[i];
+            for (size_t k = 1; k < c->n_chunk; k++)
+                lse_xsum_merge(x, &c->xacc[k * c->size + i]);
+            lse_xsum_export(x, out + i * LSE_XSUM_EXPORT);
+        }
+        return LSE_OK;
+    }
     if (t->reduce == LSE_REDUCE_CHAIN) {
         const lse_status st = lse_term_run(t, LSE_RUN_STATS, c->acc, c->size);
         if (st != LSE_OK)
@@ -562,12 +640,32 @@ static lse_status cf_stats(lse_solver *s, cf_term *c)
     return LSE_OK;
 }
 
+/* Exact statistics: the (reduced) exported accumulators, rounded once. */
+static lse_status cf_round(lse_solver *s, cf_term *c)
+{
+    if (!c->exact)
+        return LSE_OK;
+    const double *in = s->buf + c->offset;
+    lse_xsum x;
+    for (size_t i = 0; i < c->size; i++) {
+        if (lse_xsum_import(&x, in + i * LSE_XSUM_EXPORT) != LSE_OK)
+            return lse_graph_fail(s->g, LSE_EDOM, "lse_solver_iterate",
+                                  "term '%s': statistic %zu: the reduction "
+                                  "did not sum exported exact accumulators",
+                                  c->t->name, i);
+        c->stats[i] = lse_xsum_round(&x);
+    }
+    return LSE_OK;
+}
+
 /* Energy of the E-step; rows terms solved in closed form also accumulate
  * their M-step statistics in the same pass over the data. */
 static lse_status estep_energy(lse_solver *s, double *e)
 {
     for (size_t i = 0; i < s->n_cf; i++) {
         cf_term *c = &s->cf[i];
+        if (c->exact)
+            continue; /* cf_stats takes its own pass */
         memset(c->acc, 0, c->n_chunk * c->size * sizeof *c->acc);
         if (c->t->reduce == LSE_REDUCE_ROWS)
             lse_term_set_stats_sink(c->t, c->acc, c->size);
@@ -607,8 +705,9 @@ static lse_status cf_solve(lse_solver *s, cf_term *c)
     memset(c->empty, 0, t->parent.count);
     lse_mstep_report rep = {.empty = c->empty};
     char msg[512] = "";
-    st = t->sim->solve(&a, s->buf + c->offset, parent, c->param_out,
-                       &s->opts.mstep, &rep, msg, sizeof msg);
+    const double *stats = c->exact ? c->stats : s->buf + c->offset;
+    st = t->sim->solve(&a, stats, parent, c->param_out, &s->opts.mstep, &rep,
+                       msg, sizeof msg);
     if (st != LSE_OK)
         return lse_graph_fail(s->g, st, "lse_solver_iterate",
                               "term '%s': M-step: %s", t->name,
@@ -625,7 +724,7 @@ static size_t chain_offset(const lse_solver *s, size_t i)
 {
     size_t off = 1;
     for (size_t k = 0; k < s->n_cf; k++)
-        off += s->cf[k].size;
+        off += s->cf[k].n_buf;
     for (size_t k = 0; k < i; k++) {
         const size_t K = s->chains[k]->parent.count;
         off += K + K * K + 1;
@@ -717,8 +816,18 @@ static lse_status iterate_em(lse_solver *s)
     if (st != LSE_OK)
         return st;
     e = s->buf[0];
+    if (s->opts.exact_stats) { /* the same energy, summed exactly */
+        st = exact_energy(s, &e);
+        if (st != LSE_OK)
+            return st;
+    }
     if (!isfinite(e))
         return lse_graph_fail(g, LSE_ENONFINITE, fn, "energy is %g", e);
+    for (size_t i = 0; i < s->n_cf; i++) {
+        st = cf_round(s, &s->cf[i]);
+        if (st != LSE_OK)
+            return st;
+    }
     s->prev_energy = s->n_iter > 0 ? s->energy : NAN;
     if (s->n_iter > 0) {
         const double scale = fabs(s->energy) > 1.0 ? fabs(s->energy) : 1.0;

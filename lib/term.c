@@ -7,6 +7,7 @@
 #include <omp.h>
 #endif
 
+#include "exactsum-private.h"
 #include "kernels-private.h"
 #include "threads-private.h"
 
@@ -409,6 +410,8 @@ typedef struct lse_term_par {
     thread_slot *slot;
     int private_grads; /* parent/param gradients go to chunk buffers */
     int avx2;          /* vectorized softmax path */
+    int fma;           /* AVX2 + FMA softmax of narrow rows */
+    int avx512;        /* AVX-512 softmax of narrow rows */
     double *sink;      /* statistics sink of lse_term_set_stats_sink */
     size_t sink_stride;
 } lse_term_par;
@@ -453,6 +456,8 @@ static lse_status par_new(lse_term *t)
         return LSE_ENOMEM;
     t->par = p;
     p->avx2 = lse_cpu_avx2();
+    p->fma = lse_cpu_avx2_fma();
+    p->avx512 = lse_cpu_avx512();
     /* doubles of private gradient per chunk */
     size_t priv = 0;
     if (free_node(t->parent.node))
@@ -659,6 +664,8 @@ LSE_KERNEL int row_has_bad(const double *x, size_t n)
 
 static int block_has_bad_plain(const gsl_matrix *s)
 {
+    if (s->tda == s->size2) /* contiguous rows: one loop */
+        return row_has_bad(s->data, s->size1 * s->size2);
     int bad = 0;
     for (size_t r = 0; r < s->size1; r++)
         bad |= row_has_bad(s->data + r * s->tda, s->size2);
@@ -669,6 +676,8 @@ static int block_has_bad_plain(const gsl_matrix *s)
 LSE_TARGET_AVX2
 static int block_has_bad_avx2(const gsl_matrix *s)
 {
+    if (s->tda == s->size2) /* contiguous rows: one loop */
+        return row_has_bad(s->data, s->size1 * s->size2);
     int bad = 0;
     for (size_t r = 0; r < s->size1; r++)
         bad |= row_has_bad(s->data + r * s->tda, s->size2);
@@ -843,10 +852,218 @@ static void softmax_rows_avx2(const gsl_matrix *s, gsl_matrix *a, double beta,
 }
 #endif
 
+#if LSE_HAVE_AVX2_PATH
+/* Rows [r0, r0 + nr) of softmax_narrow_body, nr rows at once so that the
+ * dependency chains of different rows overlap: unnormalized exponentials
+ * to a, their sums to lse, the maxima to m. */
+LSE_TARGET_AVX2_FMA
+LSE_KERNEL void softmax4_rows(const gsl_matrix *s, gsl_matrix *a, double beta,
+                              double *lse, double *m, size_t r0,
+                              const size_t nr, const size_t nvec, __m256i tail)
+{
+    const size_t st = s->tda, at = a->tda;
+    const __m256d tailpd = _mm256_castsi256_pd(tail);
+    const __m256d ninf = _mm256_set1_pd(-INFINITY);
+    const __m256d vbeta = _mm256_set1_pd(beta);
+    __m256d v[4][4], sum[4];
+    double mr[4];
+    for (size_t i = 0; i < nr; i++) {
+        const double *sr = s->data + (r0 + i) * st;
+        for (size_t q = 0; q + 1 < nvec; q++)
+            v[i][q] = _mm256_loadu_pd(sr + 4 * q);
+        v[i][nvec - 1] = _mm256_blendv_pd(
+            ninf, _mm256_maskload_pd(sr + 4 * (nvec - 1), tail), tailpd);
+        __m256d mx = v[i][0];
+        for (size_t q = 1; q < nvec; q++)
+            mx = _mm256_max_pd(v[i][q], mx);
+        mx = _mm256_max_pd(mx, _mm256_permute2f128_pd(mx, mx, 1));
+        mx = _mm256_max_pd(mx, _mm256_permute_pd(mx, 5));
+        mr[i] = _mm256_cvtsd_f64(mx);
+    }
+    for (size_t i = 0; i < nr; i++) {
+        m[r0 + i] = mr[i];
+        /* a fully masked row keeps -INFINITY (exp gives 0) */
+        const __m256d sh = _mm256_set1_pd(mr[i] == -INFINITY ? 0.0 : mr[i]);
+        sum[i] = _mm256_setzero_pd();
+        for (size_t q = 0; q < nvec; q++) {
+            v[i][q] = lse_exp_nonpos4(
+                _mm256_mul_pd(vbeta, _mm256_sub_pd(v[i][q], sh)));
+            sum[i] = _mm256_add_pd(sum[i], v[i][q]);
+        }
+    }
+    for (size_t i = 0; i < nr; i++) {
+        double *ar = a->data + (r0 + i) * at; /* may alias the row of s */
+        for (size_t q = 0; q + 1 < nvec; q++)
+            _mm256_storeu_pd(ar + 4 * q, v[i][q]);
+        _mm256_maskstore_pd(ar + 4 * (nvec - 1), tail, v[i][nvec - 1]);
+        const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(sum[i]),
+                                      _mm256_extractf128_pd(sum[i], 1));
+        const double tot =
+            _mm_cvtsd_f64(_mm_add_sd(s2, _mm_unpackhi_pd(s2, s2)));
+        /* a masked row has sum 0 and exponentials 0: 1 scales it to 0 */
+        lse[r0 + i] = tot > 0.0 ? tot : 1.0;
+    }
+}
+
+/* Softmax of the rows of a block of narrow rows (n <= NARROW_ROWS) with
+ * AVX2 and FMA: a row in nvec = ceil(n / 4) vectors (the last one masked),
+ * four rows at a time: maximum, exponentials (lse_exp_nonpos4), sum; then
+ * a second pass over the block (in L1) scales the rows, so that the
+ * divisions of different rows overlap, and one log per row as
+ * softmax_block. Same results as softmax_block up to the rounding of the
+ * fused exponential and the order of the row sum (lane-wise over the
+ * vectors, then across lanes). */
+LSE_TARGET_AVX2_FMA
+LSE_KERNEL void softmax_narrow_body(const gsl_matrix *s, gsl_matrix *a,
+                                    double beta, double *lse, double *m,
+                                    const size_t nvec)
+{
+    const size_t b = s->size1, n = s->size2, at = a->tda;
+    const size_t rem = n - (nvec - 1) * 4; /* 1 to 4 entries in the last */
+    static const int64_t mtab[8] = {-1, -1, -1, -1, 0, 0, 0, 0};
+    const __m256i tail = _mm256_loadu_si256((const __m256i *)(mtab + 4 - rem));
+    size_t r = 0;
+    for (; r + 4 <= b; r += 4)
+        softmax4_rows(s, a, beta, lse, m, r, 4, nvec, tail);
+    for (; r < b; r++)
+        softmax4_rows(s, a, beta, lse, m, r, 1, nvec, tail);
+    for (r = 0; r < b; r++) {
+        double *ar = a->data + r * at;
+        const __m256d inv = _mm256_set1_pd(1.0 / lse[r]);
+        for (size_t q = 0; q + 1 < nvec; q++)
+            _mm256_storeu_pd(ar + 4 * q,
+                             _mm256_mul_pd(_mm256_loadu_pd(ar + 4 * q), inv));
+        _mm256_maskstore_pd(
+            ar + 4 * (nvec - 1), tail,
+            _mm256_mul_pd(_mm256_maskload_pd(ar + 4 * (nvec - 1), tail), inv));
+    }
+    /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0 */
+    for (r = 0; r < b; r++)
+        lse[r] = m[r] + lse_log_pos(lse[r]) / beta;
+}
+
+LSE_TARGET_AVX2_FMA
+static void softmax_narrow_fma(const gsl_matrix *s, gsl_matrix *a,
+                               double beta, double *lse, double *m)
+{
+    switch ((s->size2 + 3) / 4) {
+    case 1:
+        softmax_narrow_body(s, a, beta, lse, m, 1);
+        break;
+    case 2:
+        softmax_narrow_body(s, a, beta, lse, m, 2);
+        break;
+    case 3:
+        softmax_narrow_body(s, a, beta, lse, m, 3);
+        break;
+    default:
+        softmax_narrow_body(s, a, beta, lse, m, 4);
+        break;
+    }
+}
+#endif
+
+#if LSE_HAVE_AVX2_PATH
+/* Rows [r0, r0 + nr) of softmax_narrow8_body: nr rows at once, so that
+ * the dependency chains of different rows (maximum, exponentials, sum)
+ * overlap. Unnormalized exponentials to a, their sums to lse. */
+LSE_TARGET_AVX512
+LSE_KERNEL void softmax8_rows(const gsl_matrix *s, gsl_matrix *a, double beta,
+                              double *lse, double *m, size_t r0,
+                              const size_t nr, const size_t nvec,
+                              __mmask8 tail)
+{
+    const size_t st = s->tda, at = a->tda;
+    const __m512d ninf = _mm512_set1_pd(-INFINITY);
+    const __m512d vbeta = _mm512_set1_pd(beta);
+    __m512d v[4][2], sum[4];
+    double mr[4];
+    for (size_t i = 0; i < nr; i++) {
+        const double *sr = s->data + (r0 + i) * st;
+        if (nvec == 2)
+            v[i][0] = _mm512_loadu_pd(sr);
+        v[i][nvec - 1] =
+            _mm512_mask_loadu_pd(ninf, tail, sr + 8 * (nvec - 1));
+        const __m512d mx =
+            nvec == 2 ? _mm512_max_pd(v[i][1], v[i][0]) : v[i][0];
+        mr[i] = _mm512_reduce_max_pd(mx);
+    }
+    for (size_t i = 0; i < nr; i++) {
+        m[r0 + i] = mr[i];
+        /* a fully masked row keeps -INFINITY (exp gives 0) */
+        const __m512d sh = _mm512_set1_pd(mr[i] == -INFINITY ? 0.0 : mr[i]);
+        sum[i] = _mm512_setzero_pd();
+        for (size_t q = 0; q < nvec; q++) {
+            v[i][q] = lse_exp_nonpos8(
+                _mm512_mul_pd(vbeta, _mm512_sub_pd(v[i][q], sh)));
+            sum[i] = _mm512_add_pd(sum[i], v[i][q]);
+        }
+    }
+    for (size_t i = 0; i < nr; i++) {
+        double *ar = a->data + (r0 + i) * at; /* may alias the row of s */
+        if (nvec == 2)
+            _mm512_storeu_pd(ar, v[i][0]);
+        _mm512_mask_storeu_pd(ar + 8 * (nvec - 1), tail, v[i][nvec - 1]);
+        const double tot = _mm512_reduce_add_pd(sum[i]);
+        /* a masked row has sum 0 and exponentials 0: 1 scales it to 0 */
+        lse[r0 + i] = tot > 0.0 ? tot : 1.0;
+    }
+}
+
+/* softmax_narrow_body with AVX-512F: a row in nvec = ceil(n / 8) vectors
+ * of 8 (the last one masked), four rows at a time; the row sum is
+ * _mm512_reduce_add_pd of the lane-wise sum. */
+LSE_TARGET_AVX512
+LSE_KERNEL void softmax_narrow8_body(const gsl_matrix *s, gsl_matrix *a,
+                                     double beta, double *lse, double *m,
+                                     const size_t nvec)
+{
+    const size_t b = s->size1, n = s->size2, at = a->tda;
+    const size_t rem = n - (nvec - 1) * 8; /* 1 to 8 entries in the last */
+    const __mmask8 tail = (__mmask8)((1u << rem) - 1u);
+    size_t r = 0;
+    for (; r + 4 <= b; r += 4)
+        softmax8_rows(s, a, beta, lse, m, r, 4, nvec, tail);
+    for (; r < b; r++)
+        softmax8_rows(s, a, beta, lse, m, r, 1, nvec, tail);
+    for (r = 0; r < b; r++) {
+        double *ar = a->data + r * at;
+        const __m512d inv = _mm512_set1_pd(1.0 / lse[r]);
+        if (nvec == 2)
+            _mm512_storeu_pd(ar, _mm512_mul_pd(_mm512_loadu_pd(ar), inv));
+        double *al = ar + 8 * (nvec - 1);
+        _mm512_mask_storeu_pd(
+            al, tail,
+            _mm512_mul_pd(_mm512_maskz_loadu_pd(tail, al), inv));
+    }
+    /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0 */
+    for (r = 0; r < b; r++)
+        lse[r] = m[r] + lse_log_pos(lse[r]) / beta;
+}
+
+LSE_TARGET_AVX512
+static void softmax_narrow_avx512(const gsl_matrix *s, gsl_matrix *a,
+                                  double beta, double *lse, double *m)
+{
+    if (s->size2 <= 8)
+        softmax_narrow8_body(s, a, beta, lse, m, 1);
+    else
+        softmax_narrow8_body(s, a, beta, lse, m, 2);
+}
+#endif
+
 static void softmax_rows(const lse_term *t, const gsl_matrix *s, gsl_matrix *a,
                          double *lse, double *m)
 {
 #if LSE_HAVE_AVX2_PATH
+    if (t->par->avx512 && s->size2 <= NARROW_ROWS && s->size2 > 0) {
+        softmax_narrow_avx512(s, a, t->beta, lse, m);
+        return;
+    }
+    if (t->par->fma && s->size2 <= NARROW_ROWS && s->size2 > 0) {
+        softmax_narrow_fma(s, a, t->beta, lse, m);
+        return;
+    }
     if (t->par->avx2) {
         softmax_rows_avx2(s, a, t->beta, lse, m);
         return;
@@ -929,7 +1146,12 @@ static void run_chunk(lse_term *t, term_chunk *ch, thread_slot *sl,
                 wv = gsl_vector_subvector(t->row_weight, i0, b);
                 w = &wv.vector;
             }
-            const lse_status st = sim->stats(a, &av.matrix, w, acc);
+            /* exact: acc holds lse_xsum accumulators (zeroed above) */
+            const lse_status st =
+                (flags & LSE_RUN_STATS_EXACT)
+                    ? sim->stats_exact(a, &av.matrix, w,
+                                       (lse_xsum *)(void *)acc)
+                    : sim->stats(a, &av.matrix, w, acc);
             if (st != LSE_OK && chunk_fail(ch, st, FAIL_STATS))
                 return;
         }
@@ -1027,8 +1249,11 @@ static lse_status chunk_error(lse_term *t, const term_chunk *ch, unsigned flags)
 lse_status lse_term_run(lse_term *t, unsigned flags, double *acc, size_t stride)
 {
     lse_term_par *p = t->par;
-    if ((flags & LSE_RUN_STATS) && (acc == NULL || t->sim->stats == NULL ||
-                                    (!(flags & LSE_RUN_SOFTMAX) && !t->keep)))
+    if ((flags & LSE_RUN_STATS) &&
+        (acc == NULL ||
+         ((flags & LSE_RUN_STATS_EXACT) ? t->sim->stats_exact == NULL
+                                        : t->sim->stats == NULL) ||
+         (!(flags & LSE_RUN_SOFTMAX) && !t->keep)))
         return LSE_EINTERNAL;
     if (!(flags & LSE_RUN_SOFTMAX) && (flags & LSE_RUN_GRAD) && !t->keep)
         return LSE_EINTERNAL;

@@ -349,9 +349,12 @@ static lse_status graph_fail(gmm_graph *gg, lse_status st, const char *fn,
 }
 
 /* Build the model's graph on x (N, d) with row weights w (or NULL); the
- * parameter nodes hold the model's values. x must be finite. */
+ * parameter nodes hold the model's values. x must be finite. keep: the
+ * mixture term keeps its dense S and softmax (N, K) (the queries read
+ * them); the fit does not (streaming term: O(block K) memory; its EM
+ * statistics are accumulated during the E-step). */
 static lse_status graph_build(const lse_gmm *m, const gsl_matrix *x,
-                              const gsl_vector *w, gmm_graph *gg,
+                              const gsl_vector *w, int keep, gmm_graph *gg,
                               const char *fn, lse_error *err)
 {
     memset(gg, 0, sizeof *gg);
@@ -384,6 +387,7 @@ static lse_status graph_build(const lse_gmm *m, const gsl_matrix *x,
     spec.config = &cfg;
     spec.param = params;
     spec.row_weight = w;
+    spec.keep_matrices = keep;
     st = lse_graph_add_lse(gg->g, "mixture", &spec, &gg->t);
     if (st != LSE_OK)
         return graph_fail(gg, st, fn, err);
@@ -407,7 +411,7 @@ static lse_status query(const lse_gmm *m, const gsl_matrix *x, gmm_graph *gg,
                              "row %zu, column %zu is %g (lse_gmm_posterior "
                              "marginalizes missing values)",
                              r, c, gsl_matrix_get(x, r, c));
-    lse_status st = graph_build(m, x, NULL, gg, fn, err);
+    lse_status st = graph_build(m, x, NULL, 1, gg, fn, err);
     if (st != LSE_OK)
         return st;
     double e;
@@ -500,7 +504,7 @@ static lse_status criterion(const lse_gmm *m, const gsl_matrix *x, double *out,
     if (out == NULL)
         return lse_util_fail(err, LSE_EFAULT, fn, "NULL argument");
     gmm_graph gg;
-    double e;
+    double e = 0.0; /* set by query on success (gcc -O3 cannot tell) */
     const lse_status st = query(m, x, &gg, &e, fn, err);
     if (st != LSE_OK)
         return st;
@@ -784,6 +788,11 @@ typedef struct fit_ctx {
     lse_util_dist *dist;        /* processes sharing x, or NULL */
     lse_error *err;
     int hook_failed; /* the hook wrote err */
+    /* the fit's mixture term streams (keeps no softmax): the parameters of
+     * the last E-step, a similarity workspace for one row and its scores
+     * (1, K), to recompute a re-seeding row's responsibilities */
+    gsl_matrix *e_mu, *e_logw, *e_chol, *srow;
+    void *rwork;
 } fit_ctx;
 
 static double row_weight(const fit_ctx *c, size_t i)
@@ -800,19 +809,105 @@ static int row_equals(const gsl_matrix *x, size_t a, const double *v)
     return 1;
 }
 
+/* Remember the parameters the next E-step evaluates (c->e_*). */
+static void snapshot_estep(fit_ctx *c, const gmm_graph *gg)
+{
+    gsl_matrix_memcpy(c->e_mu, lse_node_value(gg->mu));
+    gsl_matrix_memcpy(c->e_logw, lse_node_value(gg->logw));
+    gsl_matrix_memcpy(c->e_chol, lse_node_value(gg->chol));
+}
+
+/* The re-seeding scratch of c for the fit graph gg (freed by
+ * fit_ctx_free). */
+static lse_status fit_ctx_alloc(fit_ctx *c, const gmm_graph *gg)
+{
+    const gsl_matrix *mu = lse_node_value(gg->mu);
+    const gsl_matrix *chol = lse_node_value(gg->chol);
+    const size_t K = mu->size1, d = mu->size2;
+    c->e_mu = gsl_matrix_alloc(K, d);
+    c->e_logw = gsl_matrix_alloc(K, 1);
+    c->e_chol = gsl_matrix_alloc(chol->size1, chol->size2);
+    c->srow = gsl_matrix_alloc(1, K);
+    if (c->e_mu == NULL || c->e_logw == NULL || c->e_chol == NULL ||
+        c->srow == NULL)
+        return LSE_ENOMEM;
+    const size_t prow[2] = {K, chol->size1};
+    const size_t pcol[2] = {1, chol->size2};
+    const lse_sim_shape shape = {.n_child = 1,
+                                 .block = 1,
+                                 .n_parent = K,
+                                 .d_child = d,
+                                 .d_parent = d,
+                                 .d_context = 0,
+                                 .n_param = 2,
+                                 .param_rows = prow,
+                                 .param_cols = pcol};
+    return lse_sim_gaussian->work_new(&shape, lse_term_config(gg->t),
+                                      &c->rwork);
+}
+
+static void fit_ctx_free(fit_ctx *c)
+{
+    gsl_matrix_free(c->e_mu);
+    gsl_matrix_free(c->e_logw);
+    gsl_matrix_free(c->e_chol);
+    gsl_matrix_free(c->srow);
+    if (c->rwork != NULL)
+        lse_sim_gaussian->work_free(c->rwork);
+}
+
+/* Responsibilities (K) of row i of c->x under the parameters of the last
+ * E-step (c->e_*), through the mixture term's similarity on that row
+ * alone: the softmax of its scores. */
+static lse_status resp_row(fit_ctx *c, lse_term *t, size_t i, double *out)
+{
+    lse_sim_args a;
+    lse_status st = lse_term_sim_args(t, &a);
+    if (st != LSE_OK)
+        return st;
+    const lse_sim_type *sim = lse_term_sim(t);
+    gsl_matrix_const_view xv =
+        gsl_matrix_const_submatrix(c->x, i, 0, 1, c->x->size2);
+    const gsl_matrix *params[2] = {c->e_logw, c->e_chol};
+    a.child = &xv.matrix;
+    a.child_offset = 0;
+    a.parent = c->e_mu;
+    a.param = params;
+    a.work = c->rwork;
+    st = sim->prepare(&a);
+    if (st == LSE_OK)
+        st = sim->eval(&a, c->srow);
+    if (st != LSE_OK)
+        return st;
+    const size_t K = c->srow->size2;
+    const double *sr = c->srow->data;
+    double mx = -INFINITY, sum = 0.0;
+    for (size_t k = 0; k < K; k++)
+        mx = sr[k] > mx ? sr[k] : mx;
+    for (size_t k = 0; k < K; k++) {
+        out[k] = exp(sr[k] - mx);
+        sum += out[k];
+    }
+    for (size_t k = 0; k < K; k++)
+        out[k] /= sum;
+    return LSE_OK;
+}
+
 /* The sample with the lowest log-likelihood (row_lse) among rows with a
  * positive weight that differ from every row chosen so far in this pass;
  * if there is none, the lowest among all rows with a positive weight.
  * Lowest index on ties. Over every process (c->dist): each proposes its
  * own candidates, the lowest value wins (lowest global index on ties) and
  * its owner sends the row. Out: row (1 + d + K) = [global index, x_i,
- * resp_i] on every process. */
-static lse_status lowest_row(fit_ctx *c, const gsl_vector *rl,
+ * resp_i] on every process. resp: the term's kept softmax, or NULL to
+ * recompute the row's (resp_row). */
+static lse_status lowest_row(fit_ctx *c, lse_term *term, const gsl_vector *rl,
                              const gsl_matrix *resp, size_t n_chosen,
                              double *row)
 {
     static const char fn[] = "lse_gmm_fit";
-    const size_t n = c->x->size1, d = c->x->size2, K = resp->size2;
+    const size_t n = c->x->size1, d = c->x->size2;
+    const size_t K = lse_term_parent(term).count;
     const size_t offset = c->dist != NULL ? c->dist->offset : 0;
     const size_t n_ranks = c->dist != NULL ? c->dist->n_ranks : 1;
     const size_t rank = c->dist != NULL ? c->dist->rank : 0;
@@ -855,15 +950,26 @@ static lse_status lowest_row(fit_ctx *c, const gsl_vector *rl,
         return lse_util_fail(c->err, LSE_EINTERNAL, fn,
                              "no sample with a positive weight to re-seed at");
     }
+    lse_status rst = LSE_OK;
     if (rank == win) {
         const size_t i = use_best ? best : any;
         row[0] = (double)(offset + i);
         for (size_t j = 0; j < d; j++)
             row[1 + j] = gsl_matrix_get(c->x, i, j);
-        for (size_t k = 0; k < K; k++)
-            row[1 + d + k] = gsl_matrix_get(resp, i, k);
+        if (resp != NULL)
+            for (size_t k = 0; k < K; k++)
+                row[1 + d + k] = gsl_matrix_get(resp, i, k);
+        else
+            rst = resp_row(c, term, i, row + 1 + d);
+        if (rst != LSE_OK) /* cannot happen: the E-step scored this row */
+            for (size_t k = 0; k < K; k++)
+                row[1 + d + k] = 0.0;
     }
     st = lse_util_bcast(c->dist, rank == win, row, 1 + d + K, fn, c->err);
+    if (st == LSE_OK && rst != LSE_OK)
+        st = lse_util_fail(c->err, rst, fn,
+                           "re-seeding: scoring sample %zu failed: %s",
+                           (size_t)row[0], lse_strerror(rst));
     if (st != LSE_OK)
         c->hook_failed = 1;
     return st;
@@ -900,8 +1006,8 @@ static lse_status add_event(fit_ctx *c, size_t k, size_t sample)
 static lse_status reseed(fit_ctx *c, lse_term *t, const unsigned char *empty)
 {
     const gsl_vector *rl = lse_term_row_lse(t);
-    const gsl_matrix *resp = lse_term_softmax(t);
-    if (rl == NULL || resp == NULL) {
+    const gsl_matrix *resp = lse_term_softmax(t); /* NULL: streaming */
+    if (rl == NULL || (resp == NULL && c->rwork == NULL)) {
         c->hook_failed = 1;
         return lse_util_fail(c->err, LSE_EINTERNAL, "lse_gmm_fit",
                              "the mixture term kept no responsibilities");
@@ -921,7 +1027,7 @@ static lse_status reseed(fit_ctx *c, lse_term *t, const unsigned char *empty)
     for (size_t k = 0; k < K; k++) {
         if (!empty[k])
             continue;
-        st = lowest_row(c, rl, resp, n_chosen, row);
+        st = lowest_row(c, t, rl, resp, n_chosen, row);
         if (st != LSE_OK)
             break;
         const size_t i = (size_t)row[0];
@@ -1220,6 +1326,7 @@ static lse_status initialize(fit_ctx *c, const lse_gmm *m,
     if (st != LSE_OK)
         return st;
     double e;
+    snapshot_estep(c, gg);
     st = lse_graph_energy(gg->g, &e);
     if (st != LSE_OK)
         return lse_util_fail(c->err, st, "lse_gmm_fit", "run %zu: %s", c->run,
@@ -1306,7 +1413,7 @@ static lse_status fit_work_new(const lse_gmm *m, const gsl_matrix *x,
 {
     static const char fn[] = "lse_gmm_fit";
     const size_t n = x->size1, K = m->k;
-    lse_status st = graph_build(m, x, o->sample_weight, &fw->gg, fn, err);
+    lse_status st = graph_build(m, x, o->sample_weight, 0, &fw->gg, fn, err);
     if (st != LSE_OK)
         return st;
     fw->solver = lse_solver_new(fw->gg.g, lse_solver_em);
@@ -1352,6 +1459,7 @@ static lse_status run_em(fit_ctx *c, const lse_gmm_fit_opts *o, fit_work *fw,
     lse_status st = lse_solver_init(s);
     for (size_t it = 0; st == LSE_OK && it < o->max_iter; it++) {
         c->iteration = it + 1;
+        snapshot_estep(c, &fw->gg);
         st = lse_solver_iterate(s);
         if (st != LSE_OK)
             break;
@@ -2365,6 +2473,11 @@ lse_status lse_gmm_fit(lse_gmm *m, const gsl_matrix *x,
     st = fit_work_new(m, x, &o, total, &fw, err);
     if (st != LSE_OK)
         goto done;
+    st = fit_ctx_alloc(&c, &fw.gg);
+    if (st != LSE_OK) {
+        lse_util_fail(err, st, fn, "out of memory");
+        goto done;
+    }
     lse_solver_set_mstep_hook(fw.solver, mstep_hook, &c);
     if (lse_util_dist_parallel(&dist))
         lse_solver_set_reduce(fw.solver, lse_util_dist_reduce, &dist);
@@ -2412,6 +2525,7 @@ lse_status lse_gmm_fit(lse_gmm *m, const gsl_matrix *x,
 done:
     free(c.events);
     free(c.chosen_rows);
+    fit_ctx_free(&c);
     fit_work_free(&fw);
     lse_util_dist_free(&dist);
     return st;

@@ -901,6 +901,7 @@ static lse_status graph_energy(sgraph *sg, double *e, const char *fn,
 typedef struct par_ctx {
     lse_util_dist dist;
     int markov; /* Markov model over several processes */
+    int exact;  /* lse_slds_opts.exact_sums */
     int cont;   /* this process's first step continues the chain of the
                    previous process's last step */
     double *prev_last; /* (K) responsibilities of that last step */
@@ -955,10 +956,17 @@ static lse_status lingauss_mstep(const lse_slds *m, sgraph *sg,
     lse_status st = lse_term_sim_args(sg->dyn, &args);
     if (st != LSE_OK)
         return fail(err, st, fn, "similarity arguments: %s", lse_strerror(st));
+    /* with exact_sums, exact accumulators (docs/mpi.md): the sums, hence
+     * the fit, are the same bits for any split into processes and for the
+     * solver's chunks (lse_solver_opts.exact_stats) */
     const size_t n_acc = sim->stats_size(&shape, &gcfg);
     double *acc = calloc(n_acc, sizeof *acc);
-    if (acc == NULL)
+    lse_xsum *xacc = pc->exact ? calloc(n_acc, sizeof *xacc) : NULL;
+    if (acc == NULL || (pc->exact && xacc == NULL)) {
+        free(acc);
+        free(xacc);
         return fail(err, LSE_ENOMEM, fn, "out of memory");
+    }
     const gsl_matrix *child = args.child, *ctx = args.context;
     for (size_t i0 = 0; i0 < n && st == LSE_OK; i0 += BLOCK_ROWS) {
         const size_t bsz = n - i0 < BLOCK_ROWS ? n - i0 : BLOCK_ROWS;
@@ -972,12 +980,15 @@ static lse_status lingauss_mstep(const lse_slds *m, sgraph *sg,
         ba.child = &cv.matrix;
         ba.context = &xv.matrix;
         ba.child_offset = i0;
-        st = sim->stats(&ba, &rv.matrix, NULL, acc);
+        st = pc->exact ? sim->stats_exact(&ba, &rv.matrix, NULL, xacc)
+                       : sim->stats(&ba, &rv.matrix, NULL, acc);
         if (st != LSE_OK)
             st = fail(err, st, fn, "lingauss statistics: %s", lse_strerror(st));
     }
     if (st == LSE_OK)
-        st = lse_util_sum(&pc->dist, acc, n_acc, fn, err);
+        st = pc->exact ? lse_util_xsum(&pc->dist, xacc, n_acc, acc, fn, err)
+                       : lse_util_sum(&pc->dist, acc, n_acc, fn, err);
+    free(xacc);
     if (st == LSE_OK) {
         gsl_matrix *out[3] = {sg->logw ? lse_node_value(sg->logw) : NULL,
                               lse_node_value(sg->a), lse_node_value(sg->chol)};
@@ -1009,10 +1020,15 @@ static lse_status mstep_from_resp(const lse_slds *m, sgraph *sg,
      * step that continues the previous process's chain pairs with its
      * last step instead of counting as a start. */
     double *cnt = malloc((K + K * K) * sizeof *cnt);
-    if (cnt == NULL)
+    lse_xsum *xc = calloc(K + K * K, sizeof *xc); /* exact counts */
+    if (cnt == NULL || xc == NULL) {
+        free(cnt);
+        free(xc);
         return fail(err, LSE_ENOMEM, fn, "out of memory");
+    }
     for (size_t i = 0; i < K + K * K; i++)
-        cnt[i] = pc->dist.rank == 0 ? 1.0 : 0.0;
+        if (pc->dist.rank == 0)
+            lse_xsum_add(&xc[i], 1.0);
     if (pc->markov) { /* the last responsibilities of every process */
         gsl_vector_const_view last = gsl_matrix_const_row(resp, n - 1);
         double *mine = pc->all + pc->dist.rank * K;
@@ -1030,20 +1046,23 @@ static lse_status mstep_from_resp(const lse_slds *m, sgraph *sg,
         if (q == 0 && pc->cont) {
             for (size_t j = 0; j < K; j++)
                 for (size_t k = 0; k < K; k++)
-                    cnt[K + j * K + k] +=
-                        pc->prev_last[j] * gsl_matrix_get(resp, s0, k);
+                    lse_xsum_add(&xc[K + j * K + k],
+                                 pc->prev_last[j] *
+                                     gsl_matrix_get(resp, s0, k));
         } else {
             for (size_t k = 0; k < K; k++)
-                cnt[k] += gsl_matrix_get(resp, s0, k);
+                lse_xsum_add(&xc[k], gsl_matrix_get(resp, s0, k));
         }
         for (size_t i = s0 + 1; i < s1; i++)
             for (size_t j = 0; j < K; j++)
                 for (size_t k = 0; k < K; k++)
-                    cnt[K + j * K + k] += gsl_matrix_get(resp, i - 1, j) *
-                                          gsl_matrix_get(resp, i, k);
+                    lse_xsum_add(&xc[K + j * K + k],
+                                 gsl_matrix_get(resp, i - 1, j) *
+                                     gsl_matrix_get(resp, i, k));
     }
     if (st == LSE_OK)
-        st = lse_util_sum(&pc->dist, cnt, K + K * K, fn, err);
+        st = lse_util_xsum(&pc->dist, xc, K + K * K, cnt, fn, err);
+    free(xc);
     if (st != LSE_OK) {
         free(cnt);
         return st;
@@ -1366,7 +1385,8 @@ lse_slds_opts lse_slds_opts_default(void)
                        .reduce_user = NULL,
                        .rank = 0,
                        .n_ranks = 1,
-                       .context_rows = 0};
+                       .context_rows = 0,
+                       .exact_sums = 0};
     return o;
 }
 
@@ -1389,6 +1409,7 @@ static lse_status par_init(par_ctx *pc, const lse_slds *m,
                            const char *fn, lse_error *err)
 {
     memset(pc, 0, sizeof *pc);
+    pc->exact = o->exact_sums != 0;
     const layout *lay = &sg->lay;
     const size_t K = m->K;
     lse_status st = lse_util_dist_init(&pc->dist, o->reduce, o->reduce_user,
@@ -1629,6 +1650,10 @@ lse_status lse_slds_fit(lse_slds *m, const gsl_matrix *x, const size_t *seq,
     so.tol_energy = o.tol * (double)n;
     so.estep_steps = o.estep_steps;
     so.mstep.reg_covar = o.reg_covar;
+    /* exact_sums: every statistics pass sums exactly, like lingauss_mstep
+     * over several processes (bit-identical fits for any number of
+     * processes and threads; docs/mpi.md) */
+    so.exact_stats = o.exact_sums != 0;
     st = lse_solver_set_opts(s, &so);
     if (st != LSE_OK) {
         st = graph_fail(err, st, fn, sg.g);
@@ -1680,7 +1705,9 @@ lse_status lse_slds_fit(lse_slds *m, const gsl_matrix *x, const size_t *seq,
             store_params(best, &sg);
             /* the term's own energy excludes the observation term of
              * latent states; over several processes the summed energy */
-            best->loglik = par ? obj : -lse_term_energy(sg.dyn);
+            best->loglik = par || (o.exact_sums && !sg.latent)
+                               ? obj /* exact: summed exactly */
+                               : -lse_term_energy(sg.dyn);
             best->n_iter = res.n_iter;
             best->converged = res.converged;
             best->n_increase =

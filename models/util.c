@@ -176,6 +176,32 @@ lse_status lse_util_sum(lse_util_dist *d, double *buf, size_t n,
     return LSE_OK;
 }
 
+lse_status lse_util_xsum(lse_util_dist *d, lse_xsum *x, size_t n,
+                         double *out, const char *fn, lse_error *err)
+{
+    if (!lse_util_dist_parallel(d)) {
+        for (size_t i = 0; i < n; i++)
+            out[i] = lse_xsum_round(&x[i]);
+        return LSE_OK;
+    }
+    double *buf = malloc((n * LSE_XSUM_EXPORT + 1) * sizeof *buf);
+    if (buf == NULL)
+        return lse_util_fail(err, LSE_ENOMEM, fn, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        lse_xsum_export(&x[i], buf + i * LSE_XSUM_EXPORT);
+    lse_status st = lse_util_sum(d, buf, n * LSE_XSUM_EXPORT, fn, err);
+    for (size_t i = 0; st == LSE_OK && i < n; i++) {
+        if (lse_xsum_import(&x[i], buf + i * LSE_XSUM_EXPORT) != LSE_OK)
+            st = lse_util_fail(err, LSE_EDOM, fn,
+                               "the reduction hook did not sum the exact "
+                               "accumulators");
+        else
+            out[i] = lse_xsum_round(&x[i]);
+    }
+    free(buf);
+    return st;
+}
+
 lse_status lse_util_gather(lse_util_dist *d, const double *mine,
                            size_t m, double *all, const char *fn,
                            lse_error *err)

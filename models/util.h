@@ -64,6 +64,15 @@ lse_status lse_util_dist_reduce(double *buf, size_t n, void *user);
  * d == NULL). On failure err names fn. */
 lse_status lse_util_sum(lse_util_dist *d, double *buf, size_t n,
                         const char *fn, lse_error *err);
+/* out[0..n) = the sums of the exact accumulators x[0..n) over the
+ * processes, each rounded once to the nearest double: the same bits for
+ * any split of the terms into processes (docs/mpi.md). One collective of
+ * n * LSE_XSUM_EXPORT doubles (exported accumulators) when parallel; x is
+ * normalized in place. LSE_ENOMEM, LSE_EDOM (the hook did not sum the
+ * exports) or the hook's status, with a message naming fn. */
+lse_status lse_util_xsum(lse_util_dist *d, lse_xsum *x, size_t n,
+                         double *out, const char *fn, lse_error *err);
+
 /* all[r * m + j] = mine[j] of process r (all: n_ranks * m; d->tmp holds
  * n_ranks * LSE_UTIL_GATHER_MAX). */
 lse_status lse_util_gather(lse_util_dist *d, const double *mine,

@@ -1544,6 +1544,49 @@ static double par_rel(const gsl_matrix *a, const gsl_matrix *b)
     return scale > 0 ? diff / scale : diff;
 }
 
+/* 1 when every parameter and the log-likelihood of a and b have the same
+ * bits (Markov fits: exact statistics, docs/mpi.md) */
+static int same_bits_slds(const lse_slds *a, const lse_slds *b)
+{
+    const size_t K = lse_slds_n_modes(a), d = lse_slds_dim(a),
+                 L = lse_slds_lags(a);
+    const double la = lse_slds_loglik(a), lb = lse_slds_loglik(b);
+    int same = memcmp(&la, &lb, sizeof la) == 0;
+    gsl_matrix *pa = gsl_matrix_alloc(d, d * L), *pb = gsl_matrix_alloc(d, d * L);
+    gsl_matrix *sa = gsl_matrix_alloc(d, d), *sb = gsl_matrix_alloc(d, d);
+    gsl_matrix *qa = gsl_matrix_alloc(K, K), *qb = gsl_matrix_alloc(K, K);
+    gsl_vector *va = gsl_vector_alloc(d), *vb = gsl_vector_alloc(d);
+    for (size_t k = 0; k < K; k++) {
+        lse_assert_ok(lse_slds_get_a(a, k, pa));
+        lse_assert_ok(lse_slds_get_a(b, k, pb));
+        lse_assert_ok(lse_slds_get_cov(a, k, sa));
+        lse_assert_ok(lse_slds_get_cov(b, k, sb));
+        lse_assert_ok(lse_slds_get_b(a, k, va));
+        lse_assert_ok(lse_slds_get_b(b, k, vb));
+        same = same && gsl_matrix_equal(pa, pb) && gsl_matrix_equal(sa, sb) &&
+               gsl_vector_equal(va, vb);
+    }
+    if (lse_slds_is_markov(a)) {
+        lse_assert_ok(lse_slds_get_transition(a, qa));
+        lse_assert_ok(lse_slds_get_transition(b, qb));
+        same = same && gsl_matrix_equal(qa, qb);
+    } else {
+        gsl_vector_view wa = gsl_matrix_row(qa, 0), wb = gsl_matrix_row(qb, 0);
+        lse_assert_ok(lse_slds_get_weights(a, &wa.vector));
+        lse_assert_ok(lse_slds_get_weights(b, &wb.vector));
+        same = same && gsl_vector_equal(&wa.vector, &wb.vector);
+    }
+    gsl_matrix_free(pa);
+    gsl_matrix_free(pb);
+    gsl_matrix_free(sa);
+    gsl_matrix_free(sb);
+    gsl_matrix_free(qa);
+    gsl_matrix_free(qb);
+    gsl_vector_free(va);
+    gsl_vector_free(vb);
+    return same;
+}
+
 static void assert_same_slds(const lse_slds *a, const lse_slds *b)
 {
     const size_t K = lse_slds_n_modes(a), d = lse_slds_dim(a),
@@ -1630,6 +1673,9 @@ START_TEST(test_parallel_equals_serial)
                 o.init = inits[q];
                 o.n_init = 2;
                 o.max_iter = 150;
+                /* exact sums in half the cases: mixture and Markov, with
+                 * and without */
+                o.exact_sums = (markov + (int)L) % 2 == 0;
                 lse_slds *serial = NULL;
                 lse_assert_ok(lse_slds_new(&cfg, &serial, &err));
                 const size_t *sq = use_seq ? seq : NULL;
@@ -1644,6 +1690,12 @@ START_TEST(test_parallel_equals_serial)
                                   "markov %d L %zu seq %d process %zu: %s",
                                   markov, L, use_seq, r, jobs[r].err.message);
                     assert_same_slds(serial, jobs[r].m);
+                    /* exact statistics: the same bits */
+                    if (o.exact_sums)
+                        ck_assert_msg(same_bits_slds(serial, jobs[r].m),
+                                      "markov %d L %zu seq %d process %zu: "
+                                      "not bit-identical to the serial fit",
+                                      markov, L, use_seq, r);
                     lse_slds_free(jobs[r].m);
                 }
                 lse_slds_free(serial);

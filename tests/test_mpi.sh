@@ -4,9 +4,10 @@
 # 1. mpirun -n 1, 2 and 4 give the model of the one-process fit (GMM on
 #    faithful.csv, Markov and mixture SLDS on dax_returns.csv, shards with
 #    sequences and dropped rows at the block boundaries) to 1e-10 relative
-#    on the log-likelihood and every parameter (tests/mpi_compare.py);
-#    LSEFIT_MPI_CHECK=1 also checks that every reduction leaves the same
-#    bits on every process.
+#    on the log-likelihood and every parameter (tests/mpi_compare.py); with
+#    --exact-sums (statistics summed exactly) bit for bit, also with 3
+#    threads; LSEFIT_MPI_CHECK=1 also checks that every reduction
+#    leaves the same bits on every process.
 # 2. A failing process (bad row, missing shard, fault injected in the middle
 #    of EM) ends every process with the same message and exit status 1,
 #    within a timeout (no hang).
@@ -59,9 +60,9 @@ ok() { # ok STATUS DESCRIPTION
         fails=$((fails + 1))
     fi
 }
-same() { # same REF.json OTHER.json DESCRIPTION
+same() { # same REF.json OTHER.json DESCRIPTION [RTOL]
     local out
-    out=$(python3 "$COMPARE" "$1" "$2" 2>&1)
+    out=$(python3 "$COMPARE" "$1" "$2" ${4:+"$4"} 2>&1)
     local st=$?
     echo "$out" | sed 's/^/# /'
     ok $st "$3"
@@ -100,19 +101,36 @@ ok $? "gmm: --shards with 3 processes"
 same gmm1.json gmm_shards.json "gmm: --shards equals one process"
 
 # ---- SLDS on dax_returns.csv -------------------------------------------------
-for mk in "" "--markov"; do
+# --exact-sums: exact statistics (docs/mpi.md), so the same bits (RTOL 0);
+# without it, the same model to 1e-10
+for mk in "" "--markov" "--markov --exact-sums" "--exact-sums"; do
     name=${mk:-mixture}
+    name=${name// /}
+    rtol=""
+    case "$mk" in *--exact-sums*) rtol=0 ;; esac
+    # shellcheck disable=SC2206
     S=(--columns logret_pct -k 2 $mk --lags 2 --seed 3 -q)
     "$LSEFIT" slds "$DATA/dax_returns.csv" "${S[@]}" -o "slds$name.json"
     ok $? "slds $name: one-process fit"
-    for p in 2 4; do
+    for p in 1 2 4; do
         run "$p" slds "$DATA/dax_returns.csv" "${S[@]}" --mpi \
             -o "slds${name}_$p.json"
         ok $? "slds $name: mpirun -n $p exits 0"
         same "slds$name.json" "slds${name}_$p.json" \
-            "slds $name: mpirun -n $p equals one process"
+            "slds $name: mpirun -n $p equals one process${rtol:+ bit for bit}" \
+            $rtol
     done
 done
+OMP_NUM_THREADS=3 LSE_NUM_THREADS=3 "$LSEFIT" slds "$DATA/dax_returns.csv" \
+    --columns logret_pct -k 2 --markov --exact-sums --lags 2 --seed 3 -q \
+    -o sldsmt.json
+same "slds--markov--exact-sums.json" sldsmt.json \
+    "slds --markov --exact-sums: 3 threads equal 1 thread bit for bit" 0
+K3=(--columns logret_pct -k 3 --markov --exact-sums --lags 1 --seed 7 -q)
+"$LSEFIT" slds "$DATA/dax_returns.csv" "${K3[@]}" -o k3.json
+run 3 slds "$DATA/dax_returns.csv" "${K3[@]}" --mpi -o k3_3.json
+ok $? "slds --markov K = 3: mpirun -n 3 exits 0"
+same k3.json k3_3.json "slds --markov K = 3: mpirun -n 3 bit for bit" 0
 
 # sequences and dropped rows at shard boundaries, shards shorter than L
 python3 - "$DATA/dax_returns.csv" <<'EOF'
@@ -130,14 +148,18 @@ for k in range(len(cuts) - 1):
     open("sq/part-%d.csv" % k, "w").write(
         "seq,x,y\n" + "\n".join(lines[cuts[k]:cuts[k + 1]]) + "\n")
 EOF
-for mk in "" "--markov"; do
+for mk in "" "--markov" "--markov --exact-sums"; do
     name=${mk:-mixture}
+    name=${name// /}
+    # shellcheck disable=SC2206
     S=(--sequence seq --missing drop --lags 3 -k 2 $mk --seed 5 -q)
     "$LSEFIT" slds seq.csv "${S[@]}" -o "seq$name.json"
     run 8 slds --mpi --shards 'sq/part-*.csv' "${S[@]}" -o "seq${name}_8.json"
     ok $? "slds $name: 8 shards across sequences and dropped rows"
+    rtol=""
+    case "$mk" in *--exact-sums*) rtol=0 ;; esac
     same "seq$name.json" "seq${name}_8.json" \
-        "slds $name: shards equal one process"
+        "slds $name: shards equal one process" $rtol
 done
 
 # ---- failures: same message everywhere, status 1, no hang -------------------

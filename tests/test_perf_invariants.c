@@ -165,6 +165,67 @@ START_TEST(test_em_diag_threads_identical) { check_em_threads(LSE_COV_DIAG); }
 END_TEST
 
 /* ------------------------------------------------------------------ */
+/* The copies of the kernels (plain C, AVX2 + FMA, AVX-512) agree.     */
+
+/* Largest |a - b| / max(|b|, 1) over the entries. */
+static double max_scaled_diff(const gsl_matrix *a, const gsl_matrix *b)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < a->size1; i++)
+        for (size_t j = 0; j < a->size2; j++) {
+            const double v = gsl_matrix_get(b, i, j);
+            const double e =
+                fabs(gsl_matrix_get(a, i, j) - v) / (fabs(v) > 1.0 ? fabs(v) : 1.0);
+            m = e > m ? e : m;
+        }
+    return m;
+}
+
+/* EM with the copies the CPU allows (default), without the AVX-512 ones
+ * (LSE_NO_AVX512) and with the plain C ones only (LSE_NO_SIMD): the
+ * softmax (rows of K entries: one masked vector, two, or the wide-row
+ * code) and the quadratic-path kernels (tiles of 16 and 8 components,
+ * masked) differ only in rounding. On a CPU without AVX2 all three runs
+ * take the plain path and agree trivially. */
+static void check_simd_copies(lse_cov_type cov, size_t k)
+{
+    gsl_matrix *x = gsl_matrix_alloc(4000, 3);
+    blobs(x, k, 29);
+    em_run ref;
+    gmm_em(x, k, cov, 2, &ref);
+    static const char *const vars[] = {"LSE_NO_AVX512", "LSE_NO_SIMD"};
+    for (size_t v = 0; v < 2; v++) {
+        ck_assert_int_eq(setenv(vars[v], "1", 1), 0);
+        em_run other;
+        gmm_em(x, k, cov, 2, &other);
+        ck_assert_int_eq(unsetenv(vars[v]), 0);
+        ck_assert_int_eq(other.n_iter, ref.n_iter);
+        for (size_t i = 0; i < 12; i++)
+            ck_assert_msg(fabs(other.energy[i] - ref.energy[i]) <=
+                              1e-11 * fabs(ref.energy[i]),
+                          "%s, K = %zu, iteration %zu: %.17g vs %.17g",
+                          vars[v], k, i, other.energy[i], ref.energy[i]);
+        ck_assert_double_lt(max_scaled_diff(other.mu, ref.mu), 1e-9);
+        ck_assert_double_lt(max_scaled_diff(other.logw, ref.logw), 1e-9);
+        ck_assert_double_lt(max_scaled_diff(other.chol, ref.chol), 1e-9);
+        em_run_free(&other);
+    }
+    ck_assert(ref.energy[11] < ref.energy[0]);
+    em_run_free(&ref);
+    gsl_matrix_free(x);
+}
+
+START_TEST(test_simd_copies_agree)
+{
+    static const size_t ks[] = {5, 12, 20};
+    for (size_t q = 0; q < 3; q++) {
+        check_simd_copies(LSE_COV_DIAG, ks[q]);
+        check_simd_copies(LSE_COV_FULL, ks[q]);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
 /* The model APIs: lse_gmm_fit and lse_slds_fit.                       */
 
 START_TEST(test_gmm_model_threads_identical)
@@ -506,6 +567,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_num_threads_setting);
     tcase_add_test(tc, test_em_full_threads_identical);
     tcase_add_test(tc, test_em_diag_threads_identical);
+    tcase_add_test(tc, test_simd_copies_agree);
     tcase_add_test(tc, test_gmm_model_threads_identical);
     tcase_add_test(tc, test_slds_markov_threads_identical);
     tcase_add_test(tc, test_attention_grad_threads_identical);

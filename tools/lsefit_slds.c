@@ -54,6 +54,8 @@ static void help_fit(FILE *f)
         "  --reg-covar X           added to covariance diagonals (default "
         "%g)\n"
         "  --seed S                random seed (default %lu)\n"
+        "  --exact-sums            exact M-step sums: the same bits for any\n"
+        "                          --threads and mpirun -n (slower EM)\n"
         "Data:\n"
         "  --columns LIST          columns to use, by name or 1-based index\n"
         "                          (default: all but --ignore and --sequence)\n"
@@ -498,6 +500,8 @@ static lse_json *options_json(const fit_args *a, const lsefit_data *data,
         st = lse_json_set_number(o, "reg_covar", f->reg_covar, err);
     if (st == LSE_OK)
         st = lse_json_set_integer(o, "seed", (long long)f->seed, err);
+    if (st == LSE_OK && f->exact_sums)
+        st = lse_json_set_bool(o, "exact_sums", 1, err);
     if (st != LSE_OK) {
         lse_json_free(o);
         return NULL;
@@ -815,7 +819,8 @@ enum {
     OPT_LABELS,
     OPT_PROBA,
     OPT_MPI,
-    OPT_SHARDS
+    OPT_SHARDS,
+    OPT_EXACT
 };
 
 static const struct option fit_options[] = {
@@ -843,6 +848,7 @@ static const struct option fit_options[] = {
     {"log-json", required_argument, NULL, OPT_LOGJSON},
     {"mpi", no_argument, NULL, OPT_MPI},
     {"shards", required_argument, NULL, OPT_SHARDS},
+    {"exact-sums", no_argument, NULL, OPT_EXACT},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -954,6 +960,9 @@ static int parse_fit(int argc, char **argv, fit_args *a, int *help)
             break;
         case OPT_MPI:
             a->mpi = 1;
+            break;
+        case OPT_EXACT:
+            a->opts.exact_sums = 1;
             break;
         case OPT_SHARDS:
             a->shards = optarg;

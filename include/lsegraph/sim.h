@@ -4,6 +4,8 @@
 #error "Include <lsegraph/lsegraph.h>, not this header."
 #endif
 
+#include <stdint.h>
+
 #include <gsl/gsl_matrix.h>
 #include <gsl/gsl_vector.h>
 #include <lsegraph/status.h>
@@ -74,6 +76,55 @@ typedef struct lse_mstep_opts {
 /** @brief Defaults: reg_covar = 1e-6, min_count = 1e-10. */
 LSE_API lse_mstep_opts lse_mstep_opts_default(void);
 
+/* ------------------------------------------------------------------ */
+/* Exact (order-independent) sums of doubles (docs/core.md).           */
+
+/** Digits of an lse_xsum: 32 bits of significance each, digit 0 weighing
+ *  2^-1074 (the smallest subnormal), 64 bits of headroom above DBL_MAX. */
+#define LSE_XSUM_DIGITS 68
+/** Doubles of an exported lse_xsum: the digits, then the counts of +inf,
+ *  -inf and NaN terms. */
+#define LSE_XSUM_EXPORT (LSE_XSUM_DIGITS + 3)
+
+/**
+ * @brief A fixed-point "superaccumulator" holding the exact sum of any
+ * number (< 2^62) of finite doubles: adding is exact, so the sum does not
+ * depend on the order of the terms or on how they were split into partial
+ * accumulators (merged exactly); lse_xsum_round gives the correctly
+ * rounded (to nearest, ties to even) double. Non-finite terms are counted
+ * and make the result +-inf or NaN as IEEE addition would. Zero it with
+ * lse_xsum_init (or memset / calloc: all-zero bits are an empty sum).
+ * Fields are private.
+ */
+typedef struct lse_xsum {
+    int64_t digit[LSE_XSUM_DIGITS]; /**< signed digits, carries deferred */
+    int64_t n_add;                  /**< additions since the last carry */
+    int64_t n_pinf, n_ninf, n_nan;  /**< non-finite terms */
+} lse_xsum;
+
+/** @brief The empty sum (0). */
+LSE_API void lse_xsum_init(lse_xsum *x);
+/** @brief x += v exactly (v any double; +-inf/NaN are counted). */
+LSE_API void lse_xsum_add(lse_xsum *x, double v);
+/** @brief x += y exactly. */
+LSE_API void lse_xsum_merge(lse_xsum *x, const lse_xsum *y);
+/** @brief The sum rounded to the nearest double (ties to even): 0.0 for an
+ *  empty or exactly cancelling sum, +-inf on overflow or an infinite term,
+ *  NaN for a NaN term or +inf and -inf terms. */
+LSE_API double lse_xsum_round(const lse_xsum *x);
+/**
+ * @brief Write x (normalized first, hence not const) as LSE_XSUM_EXPORT
+ * doubles, each an integer of magnitude < 2^32 (the counts: < 2^32 as
+ * well), so that an element-wise sum of the exports of up to 2^20
+ * accumulators in double precision (MPI_Allreduce with MPI_SUM, in any
+ * order) is exact and imports as their merged sum.
+ */
+LSE_API void lse_xsum_export(lse_xsum *x, double *out);
+/** @brief x = the sum of exported accumulators in @p in (LSE_XSUM_EXPORT
+ *  doubles). @return LSE_OK, or LSE_EDOM (x unchanged) when an entry is
+ *  not an integer of magnitude < 2^52 (not a sum of <= 2^20 exports). */
+LSE_API lse_status lse_xsum_import(lse_xsum *x, const double *in);
+
 /** @brief The part of a similarity type's closed-form M-step that is
  *  reported back: which parents were empty, and (bilinear) the norms that
  *  reveal a collapse towards zero. */
@@ -135,6 +186,17 @@ typedef struct lse_sim_type {
                         char *msg, size_t msg_len);
     /** write "lambda=0.2, rho=0.5" (config summary for labels); may be NULL */
     int (*describe)(const void *config, char *buf, size_t len);
+    /** optional (NULL: not supported): the statistics of stats, but each
+     *  row's contribution (the same products, rounded as stats rounds
+     *  them) added exactly to @p acc (stats_size accumulators, zeroed by
+     *  the caller): the rounded sums do not depend on how the rows are
+     *  split into blocks, threads or processes. Entries that stats fills
+     *  by symmetry (a mirrored triangle) may be left empty: solve reads
+     *  only what stats_exact fills. The caller rounds the accumulators
+     *  (lse_xsum_round) and passes them to solve. Needs the same prepare
+     *  as stats. */
+    lse_status (*stats_exact)(const lse_sim_args *a, const gsl_matrix *resp,
+                              const gsl_vector *weight, lse_xsum *acc);
 } lse_sim_type;
 
 /* ------------------------------------------------------------------ */

@@ -61,6 +61,21 @@ typedef struct lse_solver_opts {
     double increase_tol;  /**< EM: relative energy increase reported as a
                              violation of monotonicity (default 1e-10) */
     lse_mstep_opts mstep; /**< closed-form M-step options */
+    int exact_stats;      /**< EM: 1 = sum the M-step statistics of every
+                             closed-form term whose similarity has
+                             stats_exact exactly (lse_xsum), so that they
+                             do not depend on the chunks, threads or
+                             processes (the reduction hook then gets the
+                             exported accumulators: LSE_XSUM_EXPORT doubles
+                             per statistic). Rows terms then take a
+                             statistics pass after the E-step (a second
+                             pass over the rows unless the term keeps its
+                             softmax). The EM energy is summed exactly
+                             too: each row's log-sum-exp of a rows term,
+                             the other terms' energies as they are, one
+                             more reduction of LSE_XSUM_EXPORT doubles.
+                             Read by lse_solver_init. Default 0.
+                             docs/core.md */
 } lse_solver_opts;
 
 /** @brief The defaults listed in lse_solver_opts. */

@@ -279,7 +279,8 @@ lse_status lse_gauss_work_new(const lse_sim_shape *shape, const void *config,
     if (ok && w->ones != NULL)
         gsl_vector_set_all(w->ones, 1.0);
     w->avx2 = lse_cpu_avx2();
-    w->fma = lse_cpu_avx2_fma();
+    /* 1: AVX2 + FMA kernels; 2: their AVX-512 copies (same bits) */
+    w->fma = lse_cpu_avx512() ? 2 : lse_cpu_avx2_fma();
     if (ok && dc > 0)
         ok = (w->aug = gsl_matrix_alloc(block, dc + 1)) != NULL &&
              (w->augw = gsl_matrix_alloc(block, dc + 1)) != NULL &&
@@ -663,17 +664,18 @@ static void fast_coefficients(lse_gauss_work *w, const gsl_matrix *parent)
     }
 }
 
-/* V rows of the block x into vblk:
+/* V rows of the b rows x (tda xt) into vd (tda vt):
  *   full/tied [1, y', vech(y y')'] in the order (0,0) (0,1) .. (0,d-1)
  *   (1,1) ..; diag [1, y', (y.^2)']; spherical [1, y', |y|^2]. */
-LSE_KERNEL void fast_rows_body(const lse_gauss_work *w, const gsl_matrix *x)
+LSE_KERNEL void fast_rows_body(const lse_gauss_work *w, const double *x,
+                               size_t xt, size_t b, double *vd, size_t vt)
 {
-    const size_t b = x->size1, d = w->dim, xt = x->tda, vt = w->vblk->tda;
+    const size_t d = w->dim;
     const double *restrict c = w->center->data;
     const lse_cov_type cov = w->cov;
     for (size_t i = 0; i < b; i++) {
-        const double *restrict xi = x->data + i * xt;
-        double *restrict v = w->vblk->data + i * vt;
+        const double *restrict xi = x + i * xt;
+        double *restrict v = vd + i * vt;
         double *restrict y = v + 1;
         v[0] = 1.0;
         for (size_t j = 0; j < d; j++)
@@ -699,14 +701,76 @@ LSE_KERNEL void fast_rows_body(const lse_gauss_work *w, const gsl_matrix *x)
 
 static void fast_rows_plain(const lse_gauss_work *w, const gsl_matrix *x)
 {
-    fast_rows_body(w, x);
+    fast_rows_body(w, x->data, x->tda, x->size1, w->vblk->data, w->vblk->tda);
 }
 
 #if LSE_HAVE_AVX2_PATH
 LSE_TARGET_AVX2
 static void fast_rows_avx2(const lse_gauss_work *w, const gsl_matrix *x)
 {
-    fast_rows_body(w, x);
+    fast_rows_body(w, x->data, x->tda, x->size1, w->vblk->data, w->vblk->tda);
+}
+
+LSE_TARGET_AVX2_FMA
+static void fast_rows_fma2(const lse_gauss_work *w, const double *x,
+                           size_t xt, size_t nr, double *vd, size_t vt)
+{
+    fast_rows_body(w, x, xt, nr, vd, vt);
+}
+
+/* fast_rows_body with AVX-512F masked vectors of 8 (the short rows of
+ * vech(y y') would leave scalar tails): the same products, same bits. */
+LSE_TARGET_AVX512
+static void fast_rows_avx512(const lse_gauss_work *w, const double *x,
+                             size_t xt, size_t nr, double *vd, size_t vt)
+{
+    const size_t d = w->dim;
+    const double *c = w->center->data;
+    const lse_cov_type cov = w->cov;
+    for (size_t i = 0; i < nr; i++) {
+        const double *xi = x + i * xt;
+        double *v = vd + i * vt;
+        double *y = v + 1, *p = y + d;
+        v[0] = 1.0;
+        for (size_t j = 0; j < d; j += 8) {
+            const __mmask8 m =
+                (__mmask8)(d - j >= 8 ? 0xFFu : (1u << (d - j)) - 1u);
+            const __m512d yj = _mm512_sub_pd(_mm512_maskz_loadu_pd(m, xi + j),
+                                             _mm512_maskz_loadu_pd(m, c + j));
+            _mm512_mask_storeu_pd(y + j, m, yj);
+            if (cov == LSE_COV_DIAG)
+                _mm512_mask_storeu_pd(p + j, m, _mm512_mul_pd(yj, yj));
+        }
+        if (cov == LSE_COV_DIAG)
+            continue;
+        if (cov == LSE_COV_SPHERICAL) {
+            p[0] = lse_gauss_sq_norm(y, d);
+            continue;
+        }
+        for (size_t a = 0; a < d; a++) {
+            const __m512d ya = _mm512_set1_pd(y[a]);
+            const size_t n = d - a;
+            const double *yb = y + a;
+            for (size_t q = 0; q < n; q += 8) {
+                const __mmask8 m =
+                    (__mmask8)(n - q >= 8 ? 0xFFu : (1u << (n - q)) - 1u);
+                _mm512_mask_storeu_pd(
+                    p + q, m,
+                    _mm512_mul_pd(ya, _mm512_maskz_loadu_pd(m, yb + q)));
+            }
+            p += n;
+        }
+    }
+}
+
+/* V of the nr rows of x (tda xt) into vd (tda vt) for the FMA kernels */
+static void fast_rows_fma(const lse_gauss_work *w, const double *x, size_t xt,
+                          size_t nr, double *vd, size_t vt)
+{
+    if (w->fma == 2)
+        fast_rows_avx512(w, x, xt, nr, vd, vt);
+    else
+        fast_rows_fma2(w, x, xt, nr, vd, vt);
 }
 #endif
 
@@ -772,6 +836,215 @@ static void qeval4_avx2(const double *v, size_t vt, size_t nv, const double *q,
     }
 }
 
+/* S (b, K) rows [i, i + 6) = V Q (V rows contiguous, tda vt): 6 rows x 8
+ * components, 12 running sums in registers, so that two FMAs per cycle
+ * never wait on each other's latency. Every entry is the same chain of
+ * fused multiply-adds over p as in qeval4_avx2 (same bits). */
+LSE_TARGET_AVX2_FMA
+static void qeval6_avx2(const double *v, size_t vt, size_t nv, const double *q,
+                        size_t kp, size_t K, double *s, size_t st)
+{
+    const double *v0 = v, *v1 = v0 + vt, *v2 = v1 + vt, *v3 = v2 + vt;
+    const double *v4 = v3 + vt, *v5 = v4 + vt;
+    for (size_t k0 = 0; k0 < kp; k0 += 8) {
+        __m256d a00 = _mm256_setzero_pd(), a01 = a00, a10 = a00, a11 = a00;
+        __m256d a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+        __m256d a40 = a00, a41 = a00, a50 = a00, a51 = a00;
+        const double *qp = q + k0;
+        for (size_t p = 0; p < nv; p++, qp += kp) {
+            const __m256d q0 = _mm256_loadu_pd(qp);
+            const __m256d q1 = _mm256_loadu_pd(qp + 4);
+            __m256d u = _mm256_broadcast_sd(v0 + p);
+            a00 = _mm256_fmadd_pd(u, q0, a00);
+            a01 = _mm256_fmadd_pd(u, q1, a01);
+            u = _mm256_broadcast_sd(v1 + p);
+            a10 = _mm256_fmadd_pd(u, q0, a10);
+            a11 = _mm256_fmadd_pd(u, q1, a11);
+            u = _mm256_broadcast_sd(v2 + p);
+            a20 = _mm256_fmadd_pd(u, q0, a20);
+            a21 = _mm256_fmadd_pd(u, q1, a21);
+            u = _mm256_broadcast_sd(v3 + p);
+            a30 = _mm256_fmadd_pd(u, q0, a30);
+            a31 = _mm256_fmadd_pd(u, q1, a31);
+            u = _mm256_broadcast_sd(v4 + p);
+            a40 = _mm256_fmadd_pd(u, q0, a40);
+            a41 = _mm256_fmadd_pd(u, q1, a41);
+            u = _mm256_broadcast_sd(v5 + p);
+            a50 = _mm256_fmadd_pd(u, q0, a50);
+            a51 = _mm256_fmadd_pd(u, q1, a51);
+        }
+        if (k0 + 8 <= K) {
+            double *o = s + k0;
+            _mm256_storeu_pd(o, a00);
+            _mm256_storeu_pd(o + 4, a01);
+            _mm256_storeu_pd(o + st, a10);
+            _mm256_storeu_pd(o + st + 4, a11);
+            _mm256_storeu_pd(o + 2 * st, a20);
+            _mm256_storeu_pd(o + 2 * st + 4, a21);
+            _mm256_storeu_pd(o + 3 * st, a30);
+            _mm256_storeu_pd(o + 3 * st + 4, a31);
+            _mm256_storeu_pd(o + 4 * st, a40);
+            _mm256_storeu_pd(o + 4 * st + 4, a41);
+            _mm256_storeu_pd(o + 5 * st, a50);
+            _mm256_storeu_pd(o + 5 * st + 4, a51);
+            continue;
+        }
+        double tile[6][8];
+        _mm256_storeu_pd(tile[0], a00);
+        _mm256_storeu_pd(tile[0] + 4, a01);
+        _mm256_storeu_pd(tile[1], a10);
+        _mm256_storeu_pd(tile[1] + 4, a11);
+        _mm256_storeu_pd(tile[2], a20);
+        _mm256_storeu_pd(tile[2] + 4, a21);
+        _mm256_storeu_pd(tile[3], a30);
+        _mm256_storeu_pd(tile[3] + 4, a31);
+        _mm256_storeu_pd(tile[4], a40);
+        _mm256_storeu_pd(tile[4] + 4, a41);
+        _mm256_storeu_pd(tile[5], a50);
+        _mm256_storeu_pd(tile[5] + 4, a51);
+        const size_t nk = K - k0;
+        for (size_t r = 0; r < 6; r++)
+            memcpy(s + r * st + k0, tile[r], nk * sizeof(double));
+    }
+}
+
+/* qeval6_avx2 with AVX-512F: tiles of 16 components (12 running sums of
+ * 8), a last tile of 8 when kp is not a multiple of 16. Every entry is the
+ * same chain of fused multiply-adds (same bits as qeval6_avx2). */
+LSE_TARGET_AVX512
+static void qeval6_avx512(const double *v, size_t vt, size_t nv,
+                          const double *q, size_t kp, size_t K, double *s,
+                          size_t st)
+{
+    const double *v0 = v, *v1 = v0 + vt, *v2 = v1 + vt, *v3 = v2 + vt;
+    const double *v4 = v3 + vt, *v5 = v4 + vt;
+    size_t k0 = 0;
+    for (; k0 + 16 <= kp; k0 += 16) {
+        __m512d a00 = _mm512_setzero_pd(), a01 = a00, a10 = a00, a11 = a00;
+        __m512d a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+        __m512d a40 = a00, a41 = a00, a50 = a00, a51 = a00;
+        const double *qp = q + k0;
+        for (size_t p = 0; p < nv; p++, qp += kp) {
+            const __m512d q0 = _mm512_loadu_pd(qp);
+            const __m512d q1 = _mm512_loadu_pd(qp + 8);
+            __m512d u = _mm512_set1_pd(v0[p]);
+            a00 = _mm512_fmadd_pd(u, q0, a00);
+            a01 = _mm512_fmadd_pd(u, q1, a01);
+            u = _mm512_set1_pd(v1[p]);
+            a10 = _mm512_fmadd_pd(u, q0, a10);
+            a11 = _mm512_fmadd_pd(u, q1, a11);
+            u = _mm512_set1_pd(v2[p]);
+            a20 = _mm512_fmadd_pd(u, q0, a20);
+            a21 = _mm512_fmadd_pd(u, q1, a21);
+            u = _mm512_set1_pd(v3[p]);
+            a30 = _mm512_fmadd_pd(u, q0, a30);
+            a31 = _mm512_fmadd_pd(u, q1, a31);
+            u = _mm512_set1_pd(v4[p]);
+            a40 = _mm512_fmadd_pd(u, q0, a40);
+            a41 = _mm512_fmadd_pd(u, q1, a41);
+            u = _mm512_set1_pd(v5[p]);
+            a50 = _mm512_fmadd_pd(u, q0, a50);
+            a51 = _mm512_fmadd_pd(u, q1, a51);
+        }
+        /* columns k0 .. K - 1 of this tile are real */
+        const size_t nk = K - k0 < 16 ? K - k0 : 16;
+        const __mmask8 m0 =
+            (__mmask8)(nk >= 8 ? 0xFFu : (1u << nk) - 1u);
+        const __mmask8 m1 =
+            (__mmask8)(nk >= 16 ? 0xFFu : nk > 8 ? (1u << (nk - 8)) - 1u : 0u);
+        double *o = s + k0;
+        _mm512_mask_storeu_pd(o, m0, a00);
+        _mm512_mask_storeu_pd(o + 8, m1, a01);
+        _mm512_mask_storeu_pd(o + st, m0, a10);
+        _mm512_mask_storeu_pd(o + st + 8, m1, a11);
+        _mm512_mask_storeu_pd(o + 2 * st, m0, a20);
+        _mm512_mask_storeu_pd(o + 2 * st + 8, m1, a21);
+        _mm512_mask_storeu_pd(o + 3 * st, m0, a30);
+        _mm512_mask_storeu_pd(o + 3 * st + 8, m1, a31);
+        _mm512_mask_storeu_pd(o + 4 * st, m0, a40);
+        _mm512_mask_storeu_pd(o + 4 * st + 8, m1, a41);
+        _mm512_mask_storeu_pd(o + 5 * st, m0, a50);
+        _mm512_mask_storeu_pd(o + 5 * st + 8, m1, a51);
+    }
+    if (k0 < kp) { /* a last tile of 8 */
+        __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+        __m512d a4 = a0, a5 = a0;
+        const double *qp = q + k0;
+        for (size_t p = 0; p < nv; p++, qp += kp) {
+            const __m512d q0 = _mm512_loadu_pd(qp);
+            a0 = _mm512_fmadd_pd(_mm512_set1_pd(v0[p]), q0, a0);
+            a1 = _mm512_fmadd_pd(_mm512_set1_pd(v1[p]), q0, a1);
+            a2 = _mm512_fmadd_pd(_mm512_set1_pd(v2[p]), q0, a2);
+            a3 = _mm512_fmadd_pd(_mm512_set1_pd(v3[p]), q0, a3);
+            a4 = _mm512_fmadd_pd(_mm512_set1_pd(v4[p]), q0, a4);
+            a5 = _mm512_fmadd_pd(_mm512_set1_pd(v5[p]), q0, a5);
+        }
+        const __mmask8 m0 = (__mmask8)((1u << (K - k0)) - 1u);
+        double *o = s + k0;
+        _mm512_mask_storeu_pd(o, m0, a0);
+        _mm512_mask_storeu_pd(o + st, m0, a1);
+        _mm512_mask_storeu_pd(o + 2 * st, m0, a2);
+        _mm512_mask_storeu_pd(o + 3 * st, m0, a3);
+        _mm512_mask_storeu_pd(o + 4 * st, m0, a4);
+        _mm512_mask_storeu_pd(o + 5 * st, m0, a5);
+    }
+}
+
+/* acc (nv, kp) += V' rho for 4 rows (rho (4, kp), tda rt), AVX-512F:
+ * tiles of 16 components, a last tile of 8; the same chain of fused
+ * multiply-adds per entry as qstats4_avx2 (same bits). */
+LSE_TARGET_AVX512
+static void qstats4_avx512(const double *v, size_t vt, size_t nv,
+                           const double *rho, size_t rt, double *acc,
+                           size_t kp)
+{
+    const double *v0 = v, *v1 = v0 + vt, *v2 = v1 + vt, *v3 = v2 + vt;
+    size_t k0 = 0;
+    for (; k0 + 16 <= kp; k0 += 16) {
+        const double *r = rho + k0;
+        const __m512d r00 = _mm512_loadu_pd(r), r01 = _mm512_loadu_pd(r + 8);
+        const __m512d r10 = _mm512_loadu_pd(r + rt);
+        const __m512d r11 = _mm512_loadu_pd(r + rt + 8);
+        const __m512d r20 = _mm512_loadu_pd(r + 2 * rt);
+        const __m512d r21 = _mm512_loadu_pd(r + 2 * rt + 8);
+        const __m512d r30 = _mm512_loadu_pd(r + 3 * rt);
+        const __m512d r31 = _mm512_loadu_pd(r + 3 * rt + 8);
+        double *m = acc + k0;
+        for (size_t p = 0; p < nv; p++, m += kp) {
+            __m512d m0 = _mm512_loadu_pd(m), m1 = _mm512_loadu_pd(m + 8);
+            __m512d u = _mm512_set1_pd(v0[p]);
+            m0 = _mm512_fmadd_pd(u, r00, m0);
+            m1 = _mm512_fmadd_pd(u, r01, m1);
+            u = _mm512_set1_pd(v1[p]);
+            m0 = _mm512_fmadd_pd(u, r10, m0);
+            m1 = _mm512_fmadd_pd(u, r11, m1);
+            u = _mm512_set1_pd(v2[p]);
+            m0 = _mm512_fmadd_pd(u, r20, m0);
+            m1 = _mm512_fmadd_pd(u, r21, m1);
+            u = _mm512_set1_pd(v3[p]);
+            m0 = _mm512_fmadd_pd(u, r30, m0);
+            m1 = _mm512_fmadd_pd(u, r31, m1);
+            _mm512_storeu_pd(m, m0);
+            _mm512_storeu_pd(m + 8, m1);
+        }
+    }
+    if (k0 < kp) { /* a last tile of 8 */
+        const double *r = rho + k0;
+        const __m512d r0 = _mm512_loadu_pd(r), r1 = _mm512_loadu_pd(r + rt);
+        const __m512d r2 = _mm512_loadu_pd(r + 2 * rt);
+        const __m512d r3 = _mm512_loadu_pd(r + 3 * rt);
+        double *m = acc + k0;
+        for (size_t p = 0; p < nv; p++, m += kp) {
+            __m512d m0 = _mm512_loadu_pd(m);
+            m0 = _mm512_fmadd_pd(_mm512_set1_pd(v0[p]), r0, m0);
+            m0 = _mm512_fmadd_pd(_mm512_set1_pd(v1[p]), r1, m0);
+            m0 = _mm512_fmadd_pd(_mm512_set1_pd(v2[p]), r2, m0);
+            m0 = _mm512_fmadd_pd(_mm512_set1_pd(v3[p]), r3, m0);
+            _mm512_storeu_pd(m, m0);
+        }
+    }
+}
+
 /* acc (nv, kp) += V' rho for 4 rows (rho (4, kp), tda rt). */
 LSE_TARGET_AVX2_FMA
 static void qstats4_avx2(const double *v, size_t vt, size_t nv,
@@ -813,20 +1086,54 @@ static lse_status fast_eval(lse_gauss_work *w, const gsl_matrix *x,
                             gsl_matrix *s)
 {
     const size_t b = x->size1, nv = w->nv, K = w->n_comp;
-    fast_block(w, x);
 #if LSE_HAVE_AVX2_PATH
+    if (w->fma && b >= 6) {
+        /* diag/spherical: V of 6 rows at a time into the head of vblk (it
+         * stays in L1), then S of those rows; stats recomputes V the same
+         * way. full/tied (V is 10 times longer): V of the whole block,
+         * remembered for stats. */
+        const int whole = w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED;
+        w->zrows = 0;
+        double *v = w->vblk->data;
+        const size_t vt = whole ? w->vblk->tda : nv;
+        const double *q = w->qcoef->data;
+        const size_t kp = w->qcoef->tda;
+        if (whole) {
+            fast_rows_fma(w, x->data, x->tda, b, v, vt);
+            cache_store(w, x);
+        }
+        for (size_t i = 0; i < b; i += 6) {
+            /* the last group overlaps the previous one rather than run
+             * short: its rows are recomputed identically */
+            const size_t i0 = i + 6 <= b ? i : b - 6;
+            const double *vg = v + i0 * vt;
+            if (!whole) {
+                fast_rows_fma(w, gsl_matrix_const_ptr(x, i0, 0), x->tda, 6, v,
+                              vt);
+                vg = v;
+            }
+            if (w->fma == 2)
+                qeval6_avx512(vg, vt, nv, q, kp, K, gsl_matrix_ptr(s, i0, 0),
+                              s->tda);
+            else
+                qeval6_avx2(vg, vt, nv, q, kp, K, gsl_matrix_ptr(s, i0, 0),
+                            s->tda);
+        }
+        return LSE_OK;
+    }
+    fast_block(w, x);
     if (w->fma && b >= 4) {
         const double *v = w->vblk->data, *q = w->qcoef->data;
         const size_t vt = w->vblk->tda, kp = w->qcoef->tda;
         for (size_t i = 0; i < b; i += 4) {
-            /* the last group overlaps the previous one rather than run
-             * short: its rows are recomputed identically */
             const size_t i0 = i + 4 <= b ? i : b - 4;
             qeval4_avx2(v + i0 * vt, vt, nv, q, kp, K, gsl_matrix_ptr(s, i0, 0),
                         s->tda);
         }
         return LSE_OK;
     }
+#else
+    fast_block(w, x);
 #endif
     gsl_matrix_const_view v = gsl_matrix_const_submatrix(w->vblk, 0, 0, b, nv);
     gsl_matrix_const_view q = gsl_matrix_const_submatrix(w->qcoef, 0, 0, nv, K);
@@ -842,35 +1149,68 @@ static lse_status fast_stats(lse_gauss_work *w, const gsl_matrix *x,
 {
     const size_t b = x->size1, d = w->dim, K = w->n_comp, nv = w->nv;
     const int tied = w->cov == LSE_COV_TIED;
-    if (!cache_holds(w, x))
-        fast_block(w, x);
-    /* rho = R times the row weights, zero-padded to whole tiles */
     const size_t kp = w->rbuf->tda;
-    for (size_t i = 0; i < b; i++) {
-        const double wi = weight != NULL ? gsl_vector_get(weight, i) : 1.0;
-        const double *ri = gsl_matrix_const_ptr(resp, i, 0);
-        double *o = gsl_matrix_ptr(w->rbuf, i, 0);
-        for (size_t k = 0; k < K; k++)
-            o[k] = ri[k] * wi;
-        for (size_t k = K; k < kp; k++)
-            o[k] = 0.0;
-    }
-    const size_t nh = tied ? 1 + d : nv;
-    double *macc = w->qacc->data; /* (nv, kp) */
 #if LSE_HAVE_AVX2_PATH
     if (w->fma) {
-        memset(macc, 0, nv * kp * sizeof *macc);
-        const double *v = w->vblk->data, *rho = w->rbuf->data;
-        const size_t vt = w->vblk->tda;
-        size_t i = 0;
-        for (; i + 4 <= b; i += 4)
-            qstats4_avx2(v + i * vt, vt, nv, rho + i * kp, kp, macc, kp);
-        for (; i < b; i++) /* the last rows one by one */
-            for (size_t p = 0; p < nv; p++) {
-                const double vp = v[i * vt + p];
+        /* rho: R itself when it has no weights and whole tiles, else R
+         * times the row weights, zero-padded, in rbuf */
+        const double *rho = w->rbuf->data;
+        size_t rt = kp;
+        if (weight == NULL && K == kp) {
+            rho = resp->data;
+            rt = resp->tda;
+        } else {
+            for (size_t i = 0; i < b; i++) {
+                const double wi =
+                    weight != NULL ? gsl_vector_get(weight, i) : 1.0;
+                const double *ri = gsl_matrix_const_ptr(resp, i, 0);
+                double *o = gsl_matrix_ptr(w->rbuf, i, 0);
                 for (size_t k = 0; k < K; k++)
-                    macc[p * kp + k] += vp * rho[i * kp + k];
+                    o[k] = ri[k] * wi;
+                for (size_t k = K; k < kp; k++)
+                    o[k] = 0.0;
             }
+        }
+        double *macc = w->qacc->data; /* (nv, kp) */
+        memset(macc, 0, nv * kp * sizeof *macc);
+        /* V as fast_eval made it: full/tied the whole block (kept by eval
+         * for this block, else made now), diag/spherical 4 rows at a time
+         * at the head of vblk */
+        const int whole = w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED;
+        double *v = w->vblk->data;
+        const size_t vt = whole ? w->vblk->tda : nv;
+        if (whole && !cache_holds(w, x)) {
+            w->zrows = 0;
+            fast_rows_fma(w, x->data, x->tda, b, v, vt);
+            cache_store(w, x);
+        }
+        size_t i = 0;
+        for (; i + 4 <= b; i += 4) {
+            const double *vg = v + i * vt;
+            if (!whole) {
+                fast_rows_fma(w, gsl_matrix_const_ptr(x, i, 0), x->tda, 4, v,
+                              vt);
+                vg = v;
+            }
+            if (w->fma == 2)
+                qstats4_avx512(vg, vt, nv, rho + i * rt, rt, macc, kp);
+            else
+                qstats4_avx2(vg, vt, nv, rho + i * rt, rt, macc, kp);
+        }
+        for (; i < b; i++) { /* the last rows one by one */
+            const double *vg = v + i * vt;
+            if (!whole) {
+                fast_rows_fma(w, gsl_matrix_const_ptr(x, i, 0), x->tda, 1, v,
+                              vt);
+                vg = v;
+            }
+            for (size_t p = 0; p < nv; p++) {
+                const double vp = vg[p];
+                for (size_t k = 0; k < K; k++)
+                    macc[p * kp + k] += vp * rho[i * rt + k];
+            }
+        }
+        const size_t nh = tied ? 1 + d : nv;
         /* rows < nh per component; tied: the rest pooled over k */
         for (size_t p = 0; p < nh; p++)
             for (size_t k = 0; k < K; k++)
@@ -884,7 +1224,19 @@ static lse_status fast_stats(lse_gauss_work *w, const gsl_matrix *x,
         return LSE_OK;
     }
 #endif
-    (void)macc;
+    if (!cache_holds(w, x))
+        fast_block(w, x);
+    /* rho = R times the row weights, zero-padded to whole tiles */
+    for (size_t i = 0; i < b; i++) {
+        const double wi = weight != NULL ? gsl_vector_get(weight, i) : 1.0;
+        const double *ri = gsl_matrix_const_ptr(resp, i, 0);
+        double *o = gsl_matrix_ptr(w->rbuf, i, 0);
+        for (size_t k = 0; k < K; k++)
+            o[k] = ri[k] * wi;
+        for (size_t k = K; k < kp; k++)
+            o[k] = 0.0;
+    }
+    const size_t nh = tied ? 1 + d : nv;
     gsl_matrix_const_view rho = gsl_matrix_const_submatrix(w->rbuf, 0, 0, b, K);
     gsl_matrix_view head = gsl_matrix_view_array(acc, nh, K);
     gsl_matrix_const_view v = gsl_matrix_const_submatrix(w->vblk, 0, 0, b, nh);

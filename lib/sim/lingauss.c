@@ -6,6 +6,7 @@
 #include <gsl/gsl_errno.h>
 #include <gsl/gsl_linalg.h>
 
+#include "../exactsum-private.h"
 #include "gauss-private.h"
 #include "kernels-private.h"
 
@@ -272,6 +273,95 @@ LSE_KERNEL void lg_stats_body(const lse_gauss_work *w, const lse_sim_args *a,
     }
 }
 
+/* Exact statistics (stats_exact): the products of lg_stats_mode, computed
+ * in the same order and rounded the same way, each added exactly to its
+ * accumulator (layout of stats_size; sxx only in its upper, srr only in its
+ * lower triangle). Mode by mode over steps of rows, so that one mode's
+ * accumulators stay in the L1 cache. fast: the two-digit additions, room
+ * reserved per step (lse_xsum_reserve2); else the checked ones. */
+#define LG_XADD(X, V)                                                          \
+    do {                                                                       \
+        if (fast)                                                              \
+            lse_xsum_add2((X), (V));                                           \
+        else                                                                   \
+            lse_xsum_add_inline((X), (V));                                     \
+    } while (0)
+
+LSE_KERNEL void lg_stats_exact_rows(const lse_gauss_work *w,
+                                    const lse_sim_args *a,
+                                    const gsl_matrix *resp,
+                                    const gsl_vector *weight, lse_xsum *acc,
+                                    size_t k, size_t i0, size_t i1, int fast,
+                                    double *r, const size_t d, const size_t dc)
+{
+    const size_t K = w->n_comp, m = dc + 1;
+    const lse_cov_type cov = w->cov;
+    const int tri = cov == LSE_COV_FULL || cov == LSE_COV_TIED;
+    const size_t s2 = tri ? d * d : cov == LSE_COV_DIAG ? d : 1;
+    const gsl_matrix *y = a->child, *x = a->context, *am = a->param[P_A];
+    const double *ak = am->data + k * am->tda;
+    const double *bk = a->parent->data + k * a->parent->tda;
+    lse_xsum *axx = acc + K, *arx = axx + K * m * m, *arr = arx + K * d * m;
+    lse_xsum *sxx = axx + k * m * m, *srx = arx + k * d * m;
+    lse_xsum *srr = arr + (cov == LSE_COV_TIED ? 0 : k * s2);
+    for (size_t i = i0; i < i1; i++) {
+        double rho = resp->data[i * resp->tda + k];
+        if (weight != NULL)
+            rho *= weight->data[i * weight->stride];
+        if (rho == 0.0)
+            continue; /* every product is +-0: adds nothing */
+        const double *yi = y->data + i * y->tda, *xi = x->data + i * x->tda;
+        lg_residual(yi, xi, ak, bk, r, d, dc);
+        LG_XADD(acc + k, rho);
+        for (size_t p = 0; p < m; p++) {
+            const double ap = p < dc ? xi[p] : 1.0;
+            const double rap = rho * ap;
+            for (size_t q = p; q < m; q++)
+                LG_XADD(sxx + p * m + q, rap * (q < dc ? xi[q] : 1.0));
+        }
+        for (size_t j = 0; j < d; j++) {
+            const double rr = rho * r[j];
+            for (size_t p = 0; p < m; p++)
+                LG_XADD(srx + j * m + p, rr * (p < dc ? xi[p] : 1.0));
+            if (tri) {
+                for (size_t l = 0; l <= j; l++)
+                    LG_XADD(srr + j * d + l, rr * r[l]);
+            } else if (cov == LSE_COV_DIAG) {
+                LG_XADD(srr + j, rr * r[j]);
+            } else {
+                LG_XADD(srr, rr * r[j]);
+            }
+        }
+    }
+}
+#undef LG_XADD
+
+LSE_KERNEL void lg_stats_exact_body(const lse_gauss_work *w,
+                                    const lse_sim_args *a,
+                                    const gsl_matrix *resp,
+                                    const gsl_vector *weight, lse_xsum *acc,
+                                    double *r, const size_t d, const size_t dc)
+{
+    const size_t b = a->child->size1, K = w->n_comp, m = dc + 1;
+    const lse_cov_type cov = w->cov;
+    const size_t s2 = lse_gauss_s2_size(cov, K, d);
+    const size_t n_acc = K * (1 + m * m + d * m) + s2;
+    /* the most terms an accumulator gets per row (Srr: K when tied, d when
+     * spherical) */
+    const size_t per_row = (cov == LSE_COV_TIED ? K : 1) *
+                           (cov == LSE_COV_SPHERICAL ? d : 1);
+    const int fast = per_row <= LSE_XSUM_FAST_MAX;
+    const size_t step = fast ? LSE_XSUM_FAST_MAX / per_row : b;
+    for (size_t i0 = 0; i0 < b; i0 += step) {
+        const size_t i1 = b - i0 < step ? b : i0 + step;
+        if (fast)
+            lse_xsum_reserve2(acc, n_acc, (int64_t)((i1 - i0) * per_row));
+        for (size_t k = 0; k < K; k++)
+            lg_stats_exact_rows(w, a, resp, weight, acc, k, i0, i1, fast, r,
+                                d, dc);
+    }
+}
+
 /* The copies: (d, dc) = (1, 1), (2, 2), (3, 3) and any. */
 #define LG_COPIES(SUFFIX, TARGET)                                              \
     TARGET static void lg_eval_##SUFFIX(const lse_gauss_work *w,               \
@@ -304,6 +394,22 @@ LSE_KERNEL void lg_stats_body(const lse_gauss_work *w, const lse_sim_args *a,
             lg_stats_body(w, a, resp, weight, acc, rl, 3, 3, 1);               \
         else                                                                   \
             lg_stats_body(w, a, resp, weight, acc, r, d, dc, 0);               \
+    }                                                                          \
+    TARGET static void lg_stats_exact_##SUFFIX(                                \
+        const lse_gauss_work *w, const lse_sim_args *a,                        \
+        const gsl_matrix *resp, const gsl_vector *weight, lse_xsum *acc,       \
+        double *r)                                                             \
+    {                                                                          \
+        const size_t d = w->dim, dc = w->dim_ctx;                              \
+        double rl[3];                                                          \
+        if (d == 1 && dc == 1)                                                 \
+            lg_stats_exact_body(w, a, resp, weight, acc, rl, 1, 1);            \
+        else if (d == 2 && dc == 2)                                            \
+            lg_stats_exact_body(w, a, resp, weight, acc, rl, 2, 2);            \
+        else if (d == 3 && dc == 3)                                            \
+            lg_stats_exact_body(w, a, resp, weight, acc, rl, 3, 3);            \
+        else                                                                   \
+            lg_stats_exact_body(w, a, resp, weight, acc, r, d, dc);            \
     }
 
 LG_COPIES(plain, )
@@ -334,6 +440,19 @@ static void lg_stats(const lse_gauss_work *w, const lse_sim_args *a,
     }
 #endif
     lg_stats_plain(w, a, resp, weight, acc, r);
+}
+
+static void lg_stats_exact(const lse_gauss_work *w, const lse_sim_args *a,
+                           const gsl_matrix *resp, const gsl_vector *weight,
+                           lse_xsum *acc, double *r)
+{
+#if LSE_HAVE_AVX2_PATH
+    if (w->avx2) {
+        lg_stats_exact_avx2(w, a, resp, weight, acc, r);
+        return;
+    }
+#endif
+    lg_stats_exact_plain(w, a, resp, weight, acc, r);
 }
 
 static lse_status eval(const lse_sim_args *a, gsl_matrix *s)
@@ -461,6 +580,26 @@ static lse_status stats(const lse_sim_args *a, const gsl_matrix *resp,
     return LSE_OK;
 }
 
+static lse_status stats_exact(const lse_sim_args *a, const gsl_matrix *resp,
+                              const gsl_vector *weight, lse_xsum *acc)
+{
+    lse_gauss_work *w = a != NULL ? a->work : NULL;
+    lse_status st = lse_gauss_check_args(w, a, resp);
+    if (st == LSE_OK)
+        st = check_a(w, a);
+    if (st != LSE_OK)
+        return st;
+    if (acc == NULL)
+        return LSE_EFAULT;
+    const size_t b = a->child->size1;
+    if (weight != NULL && weight->size != b)
+        return LSE_EDIM;
+    if (b == 0)
+        return LSE_OK;
+    lg_stats_exact(w, a, resp, weight, acc, w->res->data);
+    return LSE_OK;
+}
+
 /* delta (d, m) <- Srx Sxx^-1 for component k; LSE_ENUMERIC if Sxx is
  * singular to working precision */
 static lse_status regress(lse_gauss_work *w, size_t k, const double *sxx_k,
@@ -476,6 +615,10 @@ static lse_status regress(lse_gauss_work *w, size_t k, const double *sxx_k,
     if (rc != GSL_SUCCESS)
         return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc), "%s: %s",
                               NAME, gsl_strerror(rc));
+    /* the upper triangle is the statistic (stats_exact fills only it) */
+    for (size_t p = 0; p < m; p++)
+        for (size_t q = p + 1; q < m; q++)
+            gsl_matrix_set(w->sxx, q, p, gsl_matrix_get(w->sxx, p, q));
     rc = gsl_linalg_cholesky_decomp1(w->sxx);
     double rcond = 0.0;
     if (rc == GSL_SUCCESS)
@@ -563,10 +706,13 @@ static lse_status solve(const lse_sim_args *a, const double *acc,
     if (rc != GSL_SUCCESS)
         return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc), "%s: %s",
                               NAME, gsl_strerror(rc));
+    /* Srr: its lower triangle is the statistic (stats_exact fills only
+     * that; stats mirrors it) */
     if (cov == LSE_COV_TIED)
         for (size_t i = 0; i < d; i++)
             for (size_t j = 0; j < d; j++)
-                gsl_matrix_set(w->pool, i, j, arr[i * d + j]);
+                gsl_matrix_set(w->pool, i, j,
+                               j <= i ? arr[i * d + j] : arr[j * d + i]);
 
     for (size_t k = 0; k < K; k++) {
         const double n_k = acc[k];
@@ -593,6 +739,9 @@ static lse_status solve(const lse_sim_args *a, const double *acc,
             const gsl_matrix_const_view srr =
                 gsl_matrix_const_view_array(arr + k * d * d, d, d);
             rc = gsl_matrix_memcpy(w->dd, &srr.matrix);
+            for (size_t i = 0; i < d; i++)
+                for (size_t j = i + 1; j < d; j++)
+                    gsl_matrix_set(w->dd, i, j, gsl_matrix_get(w->dd, j, i));
             if (rc == GSL_SUCCESS)
                 rc = gsl_blas_dgemm(CblasNoTrans, CblasTrans, -1.0, w->delta,
                                     &srx_m.matrix, 1.0, w->dd);
@@ -698,6 +847,7 @@ static const lse_sim_type lingauss_type = {
     .stats = stats,
     .solve = solve,
     .describe = describe,
+    .stats_exact = stats_exact,
 };
 
 const lse_sim_type *const lse_sim_lingauss = &lingauss_type;

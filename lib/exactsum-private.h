@@ -1,0 +1,119 @@
+#ifndef LSEGRAPH_EXACTSUM_PRIVATE_H
+#define LSEGRAPH_EXACTSUM_PRIVATE_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include <lsegraph/sim.h>
+
+/*
+ * The hot part of lse_xsum (lib/exactsum.c, docs/core.md): an inline
+ * exact add for kernels (never installed).
+ *
+ * A finite double is m 2^(b - 1074) with an integer m < 2^53 and
+ * b = max(e, 1) - 1 (e the biased exponent field): its bits start at bit
+ * b of the fixed-point number whose bit 0 weighs 2^-1074. Digit i holds
+ * bits [32 i, 32 i + 32); m shifted by s = b mod 32 spans three digits,
+ * each getting a part < 2^32 (signed). A digit can take 2^31 such parts
+ * before its int64 could overflow; carries are propagated (lse_xsum_carry)
+ * every LSE_XSUM_CARRY_EVERY additions.
+ */
+
+/* A flag of lse_term_run (with LSE_RUN_STATS, threads-private.h): the
+ * similarity's stats_exact instead of stats; acc then holds lse_xsum
+ * arrays (passed as double *, stride = accumulators * LSE_XSUM_DOUBLES). */
+#define LSE_RUN_STATS_EXACT (1u << 8)
+/* sizeof(lse_xsum) in doubles */
+#define LSE_XSUM_DOUBLES (sizeof(lse_xsum) / sizeof(double))
+
+/* Invariant: n_add < 2^30 and |digit| <= (n_add + 1) 2^32 < 2^63. One
+ * addition raises n_add by 1; single additions carry at this count. */
+#define LSE_XSUM_CARRY_EVERY (INT64_C(1) << 29)
+
+/* Propagate the carries: digits 0 .. LSE_XSUM_DIGITS - 2 in [0, 2^32),
+ * the top one signed; n_add = 0. */
+void lse_xsum_carry(lse_xsum *x);
+/* A non-finite term (counted). */
+void lse_xsum_add_special(lse_xsum *x, double v);
+
+/* x += v, without the count of additions: the caller has reserved room
+ * (lse_xsum_reserve). Branch-free but for non-finite v (the sign of a
+ * residual is unpredictable). */
+static inline void lse_xsum_add_unchecked(lse_xsum *x, const double v)
+{
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    const unsigned e = (unsigned)(bits >> 52) & 0x7ffu;
+    if (e == 0x7ffu) {
+        lse_xsum_add_special(x, v);
+        return;
+    }
+    const uint64_t mant = (bits & ((UINT64_C(1) << 52) - 1)) |
+                          ((uint64_t)(e != 0) << 52);
+    const unsigned b = e - (e != 0); /* max(e, 1) - 1 */
+    const unsigned i = b >> 5, s = b & 31u;
+    const uint64_t lo = (mant << s) & 0xffffffffu;
+    const uint64_t hi = (mant >> 1) >> (31u - s); /* mant >> (32 - s) */
+    /* negate by (p ^ m) - m with m = 0 or -1 */
+    const uint64_t neg = (uint64_t)0 - (bits >> 63);
+    int64_t *dg = x->digit + i;
+    dg[0] += (int64_t)((lo ^ neg) - neg);
+    dg[1] += (int64_t)(((hi & 0xffffffffu) ^ neg) - neg);
+    dg[2] += (int64_t)(((hi >> 32) ^ neg) - neg);
+}
+
+/* Room for n_more additions (lse_xsum_add_unchecked) to each of x[0..n)
+ * without a carry in between (n_more <= LSE_XSUM_CARRY_EVERY). */
+static inline void lse_xsum_reserve(lse_xsum *x, size_t n, int64_t n_more)
+{
+    for (size_t j = 0; j < n; j++) {
+        if (x[j].n_add + n_more >= 2 * LSE_XSUM_CARRY_EVERY)
+            lse_xsum_carry(&x[j]);
+        x[j].n_add += n_more;
+    }
+}
+
+/* The two-digit addition (lse_xsum_add2): its upper part (< 2^53) goes
+ * unsplit into the second digit, so it counts as 2^21 single parts. At
+ * most LSE_XSUM_FAST_MAX of them between reservations. */
+#define LSE_XSUM_FAST_UNITS 21
+#define LSE_XSUM_FAST_MAX 256
+
+/* Room for n_more (<= LSE_XSUM_FAST_MAX) lse_xsum_add2 to each of
+ * x[0..n). */
+static inline void lse_xsum_reserve2(lse_xsum *x, size_t n, int64_t n_more)
+{
+    lse_xsum_reserve(x, n, n_more << LSE_XSUM_FAST_UNITS);
+}
+
+/* x += v in two digits (fewer instructions; reserve with
+ * lse_xsum_reserve2). */
+static inline void lse_xsum_add2(lse_xsum *x, const double v)
+{
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    const unsigned e = (unsigned)(bits >> 52) & 0x7ffu;
+    if (e == 0x7ffu) {
+        lse_xsum_add_special(x, v);
+        return;
+    }
+    const uint64_t mant = (bits & ((UINT64_C(1) << 52) - 1)) |
+                          ((uint64_t)(e != 0) << 52);
+    const unsigned b = e - (e != 0); /* max(e, 1) - 1 */
+    const unsigned i = b >> 5, s = b & 31u;
+    const uint64_t lo = (mant << s) & 0xffffffffu;
+    const uint64_t hi = (mant >> 1) >> (31u - s); /* < 2^53 */
+    const uint64_t neg = (uint64_t)0 - (bits >> 63);
+    int64_t *dg = x->digit + i;
+    dg[0] += (int64_t)((lo ^ neg) - neg);
+    dg[1] += (int64_t)((hi ^ neg) - neg);
+}
+
+static inline void lse_xsum_add_inline(lse_xsum *x, const double v)
+{
+    lse_xsum_add_unchecked(x, v);
+    if (++x->n_add >= LSE_XSUM_CARRY_EVERY)
+        lse_xsum_carry(x);
+}
+
+#endif /* LSEGRAPH_EXACTSUM_PRIVATE_H */

@@ -1,0 +1,167 @@
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "exactsum-private.h"
+
+/*
+ * lse_xsum: exact sums of doubles in a fixed-point superaccumulator
+ * (docs/core.md, "Exact statistics"). The number held is
+ *   sum_i digit[i] 2^(32 i - 1074)
+ * with signed int64 digits whose carries are deferred: an addition puts
+ * parts < 2^32 into three digits (exactsum-private.h), lse_xsum_carry
+ * brings digits 0 .. D-2 back to [0, 2^32) (the top digit keeps the sign).
+ * 68 digits hold 2176 bits: 2098 for the range of the doubles (2^-1074 to
+ * 2^1024) and 78 of headroom, more than any count of terms below 2^62
+ * needs.
+ */
+
+enum { D = LSE_XSUM_DIGITS };
+
+
+void lse_xsum_init(lse_xsum *x)
+{
+    if (x != NULL)
+        memset(x, 0, sizeof *x);
+}
+
+void lse_xsum_carry(lse_xsum *x)
+{
+    /* from the lowest non-zero digit until the carry dies out above the
+     * highest one (terms of one statistic use a few digits) */
+    size_t lo = 0, hi = D - 1;
+    while (lo < D - 1 && x->digit[lo] == 0)
+        lo++;
+    while (hi > lo && x->digit[hi] == 0)
+        hi--;
+    int64_t carry = 0;
+    for (size_t i = lo; i + 1 < D && (i <= hi || carry != 0); i++) {
+        const int64_t v = x->digit[i] + carry;
+        const int64_t low = (int64_t)((uint64_t)v & UINT64_C(0xffffffff));
+        carry = (v - low) / (INT64_C(1) << 32); /* exact: v - low = c 2^32 */
+        x->digit[i] = low;
+    }
+    x->digit[D - 1] += carry;
+    x->n_add = 0;
+}
+
+void lse_xsum_add_special(lse_xsum *x, double v)
+{
+    if (isnan(v))
+        x->n_nan++;
+    else if (v > 0)
+        x->n_pinf++;
+    else
+        x->n_ninf++;
+}
+
+void lse_xsum_add(lse_xsum *x, double v) { lse_xsum_add_inline(x, v); }
+
+void lse_xsum_merge(lse_xsum *x, const lse_xsum *y)
+{
+    /* invariant: n_add < 2^30 and |digit| <= (n_add + 1) 2^32; the sum of
+     * two with n_add < 2^29 keeps it with n_add = n_x + n_y + 1 */
+    if (x->n_add >= LSE_XSUM_CARRY_EVERY)
+        lse_xsum_carry(x);
+    lse_xsum yc;
+    if (y->n_add >= LSE_XSUM_CARRY_EVERY) {
+        yc = *y;
+        lse_xsum_carry(&yc);
+        y = &yc;
+    }
+    for (size_t i = 0; i < D; i++)
+        x->digit[i] += y->digit[i];
+    x->n_add += y->n_add + 1;
+    x->n_pinf += y->n_pinf;
+    x->n_ninf += y->n_ninf;
+    x->n_nan += y->n_nan;
+    if (x->n_add >= LSE_XSUM_CARRY_EVERY)
+        lse_xsum_carry(x);
+}
+
+/* Bit length of a positive value < 2^64. */
+static unsigned bit_length(uint64_t v)
+{
+    unsigned n = 0;
+    while (v != 0) {
+        n++;
+        v >>= 1;
+    }
+    return n;
+}
+
+double lse_xsum_round(const lse_xsum *x)
+{
+    if (x->n_nan > 0 || (x->n_pinf > 0 && x->n_ninf > 0))
+        return NAN;
+    if (x->n_pinf > 0)
+        return INFINITY;
+    if (x->n_ninf > 0)
+        return -INFINITY;
+    lse_xsum t = *x;
+    lse_xsum_carry(&t);
+    const int neg = t.digit[D - 1] < 0;
+    if (neg) { /* the magnitude: negate and carry again */
+        for (size_t i = 0; i < D; i++)
+            t.digit[i] = -t.digit[i];
+        lse_xsum_carry(&t);
+    }
+    size_t h = D;
+    while (h > 0 && t.digit[h - 1] == 0)
+        h--;
+    if (h == 0)
+        return 0.0;
+    h--; /* the highest non-zero digit, in (0, 2^32) */
+    const unsigned nb = 32u * (unsigned)h + bit_length((uint64_t)t.digit[h]);
+    /* the 64 bits below the leading one, the rest OR-ed into bit 0 (the
+     * conversion to double then rounds to nearest even correctly: the
+     * sticky bit lies below the rounding bit) */
+    const unsigned pos = nb > 64 ? nb - 64 : 0;
+    const unsigned q = pos >> 5, r = pos & 31u;
+    uint64_t u = 0;
+    for (unsigned j = 0; j < 3 && q + j < D; j++) {
+        const uint64_t part = (uint64_t)t.digit[q + j];
+        const int sh = 32 * (int)j - (int)r;
+        if (sh < 0)
+            u |= part >> (unsigned)(-sh);
+        else if (sh < 64)
+            u |= part << (unsigned)sh;
+    }
+    int sticky = r > 0 && ((uint64_t)t.digit[q] & ((UINT64_C(1) << r) - 1));
+    for (unsigned j = 0; j < q && !sticky; j++)
+        sticky = t.digit[j] != 0;
+    if (sticky)
+        u |= 1;
+    /* pos = 0: u is the exact value in units of 2^-1074 (a subnormal
+     * result is exact; a normal one is rounded once by the conversion and
+     * scaled exactly); pos > 0: the result is normal or overflows */
+    const double m = ldexp((double)u, (int)pos - 1074);
+    return neg ? -m : m;
+}
+
+void lse_xsum_export(lse_xsum *x, double *out)
+{
+    lse_xsum_carry(x);
+    for (size_t i = 0; i < D; i++)
+        out[i] = (double)x->digit[i];
+    out[D] = (double)x->n_pinf;
+    out[D + 1] = (double)x->n_ninf;
+    out[D + 2] = (double)x->n_nan;
+}
+
+lse_status lse_xsum_import(lse_xsum *x, const double *in)
+{
+    const double lim = 4503599627370496.0; /* 2^52 */
+    for (size_t i = 0; i < LSE_XSUM_EXPORT; i++) {
+        const double v = in[i];
+        if (!(fabs(v) < lim) || v != floor(v) || (i >= D && v < 0))
+            return LSE_EDOM;
+    }
+    for (size_t i = 0; i < D; i++)
+        x->digit[i] = (int64_t)in[i];
+    x->n_add = INT64_C(1) << 20; /* |digit| < 2^52 = 2^20 2^32 */
+    x->n_pinf = (int64_t)in[D];
+    x->n_ninf = (int64_t)in[D + 1];
+    x->n_nan = (int64_t)in[D + 2];
+    return LSE_OK;
+}

@@ -1121,37 +1121,79 @@ static lse_status provisional(const fit_ctx *c, lse_cov_type cov,
     return st;
 }
 
-/* Scratch of an initialization. */
+/* Scratch of an initialization. The initial responsibilities are made a
+ * block of rows at a time (init_resp_rows) when the initial M-step needs
+ * them, so that a fit never holds an (N, K) matrix; only the missing-data
+ * fit, whose M-step takes them whole, asks for resp. */
 typedef struct init_work {
     gsl_rng *rng;
-    gsl_matrix *resp; /* (N, K) initial responsibilities */
+    gsl_matrix *resp; /* (N, K) initial responsibilities, or NULL */
+    gsl_matrix *rblk; /* (GMM_BLOCK, K) a block of them */
     gsl_vector *d2;   /* (N) k-means++ distances */
     gsl_vector *sums; /* (K) Lloyd weights */
-    size_t *labels;   /* (N) */
+    size_t *labels;   /* (N) k-means++ / Lloyd labels */
+    int random;       /* random init: rows drawn from rng in row order */
+    size_t after;     /* rows of later processes whose draws are skipped */
 } init_work;
 
 static void init_work_free(init_work *iw)
 {
     gsl_rng_free(iw->rng);
     gsl_matrix_free(iw->resp);
+    gsl_matrix_free(iw->rblk);
     gsl_vector_free(iw->d2);
     gsl_vector_free(iw->sums);
     free(iw->labels);
 }
 
 static int init_work_alloc(init_work *iw, size_t n, size_t k,
-                           unsigned long seed)
+                           unsigned long seed, int whole)
 {
     iw->rng = gsl_rng_alloc(gsl_rng_mt19937);
-    iw->resp = gsl_matrix_alloc(n, k);
+    iw->resp = whole ? gsl_matrix_alloc(n, k) : NULL;
+    iw->rblk = gsl_matrix_alloc(n < GMM_BLOCK ? n : GMM_BLOCK, k);
     iw->d2 = gsl_vector_alloc(n);
     iw->sums = gsl_vector_alloc(k);
     iw->labels = calloc(n, sizeof *iw->labels);
-    if (iw->rng == NULL || iw->resp == NULL || iw->d2 == NULL ||
-        iw->sums == NULL || iw->labels == NULL)
+    if (iw->rng == NULL || (whole && iw->resp == NULL) || iw->rblk == NULL ||
+        iw->d2 == NULL || iw->sums == NULL || iw->labels == NULL)
         return 0;
     gsl_rng_set(iw->rng, seed);
     return 1;
+}
+
+/* Rows [i0, i0 + out->size1) of the initial responsibilities into out:
+ * one-hot labels (k-means++), or uniform draws normalized per row
+ * (random; call in row order, every row once, then init_resp_done). */
+static void init_resp_rows(init_work *iw, size_t i0, gsl_matrix *out)
+{
+    const size_t b = out->size1, K = out->size2;
+    if (!iw->random) {
+        gsl_matrix_set_zero(out);
+        for (size_t i = 0; i < b; i++)
+            gsl_matrix_set(out, i, iw->labels[i0 + i], 1.0);
+        return;
+    }
+    for (size_t i = 0; i < b; i++) {
+        double s = 0.0;
+        for (size_t k = 0; k < K; k++) {
+            const double u = gsl_rng_uniform(iw->rng);
+            gsl_matrix_set(out, i, k, u);
+            s += u;
+        }
+        if (s > 0.0)
+            for (size_t k = 0; k < K; k++)
+                *gsl_matrix_ptr(out, i, k) /= s;
+    }
+}
+
+/* After the last row: the draws of the later processes' rows, so that
+ * every process leaves the generator in the same state. */
+static void init_resp_done(init_work *iw, size_t K)
+{
+    if (iw->random)
+        for (size_t i = 0; i < iw->after * K; i++)
+            (void)gsl_rng_uniform(iw->rng);
 }
 
 /* Starting point of a k-means++ or random initialization on the data x
@@ -1170,7 +1212,8 @@ static lse_status init_start(const fit_ctx *c, lse_cov_type cov,
     lse_status st = provisional(c, cov, o->reg_covar, chol, logw);
     if (st != LSE_OK)
         return st;
-    gsl_matrix_set_zero(iw->resp);
+    iw->random = o->init != LSE_GMM_INIT_KMEANSPP;
+    iw->after = 0;
     if (o->init == LSE_GMM_INIT_KMEANSPP) {
         st = lse_util_kmeanspp(x, c->w, iw->rng, mu, iw->d2, c->dist);
         if (st == LSE_OK)
@@ -1183,8 +1226,8 @@ static lse_status init_start(const fit_ctx *c, lse_cov_type cov,
                                      ? ": out of memory"
                                      : ": the reduction over processes "
                                        "failed");
-        for (size_t i = 0; i < n; i++)
-            gsl_matrix_set(iw->resp, i, iw->labels[i], 1.0);
+        if (iw->resp != NULL)
+            init_resp_rows(iw, 0, iw->resp);
         return LSE_OK;
     }
     /* random: provisional means at the weighted data mean */
@@ -1205,26 +1248,17 @@ static lse_status init_start(const fit_ctx *c, lse_cov_type cov,
     free(m0);
     if (st != LSE_OK)
         return st;
-    /* the draws of the rows before this share, then its own, then the
-     * rest: every process leaves the generator in the same state */
+    /* the draws of the rows before this share, then its own (drawn by
+     * init_resp_rows when they are used), then the rest (init_resp_done):
+     * every process leaves the generator in the same state */
     const size_t before = c->dist != NULL ? c->dist->offset : 0;
-    const size_t after =
-        c->dist != NULL ? c->dist->n_total - c->dist->offset - n : 0;
+    iw->after = c->dist != NULL ? c->dist->n_total - c->dist->offset - n : 0;
     for (size_t i = 0; i < before * K; i++)
         (void)gsl_rng_uniform(iw->rng);
-    for (size_t i = 0; i < n; i++) {
-        double s = 0.0;
-        for (size_t k = 0; k < K; k++) {
-            const double u = gsl_rng_uniform(iw->rng);
-            gsl_matrix_set(iw->resp, i, k, u);
-            s += u;
-        }
-        if (s > 0.0)
-            for (size_t k = 0; k < K; k++)
-                *gsl_matrix_ptr(iw->resp, i, k) /= s;
+    if (iw->resp != NULL) {
+        init_resp_rows(iw, 0, iw->resp);
+        init_resp_done(iw, K);
     }
-    for (size_t i = 0; i < after * K; i++)
-        (void)gsl_rng_uniform(iw->rng);
     return LSE_OK;
 }
 
@@ -1251,7 +1285,8 @@ static void fit_work_free(fit_work *fw)
     gsl_matrix_free(fw->best_chol);
 }
 
-/* One closed-form M-step of the mixture term from fw->iw.resp, through the
+/* One closed-form M-step of the mixture term from the initial
+ * responsibilities (init_resp_rows, a block at a time), through the
  * similarity's stats/solve kernels (what lse_solver_em runs), followed by
  * the re-seeding of empty components. The graph must have been evaluated
  * at the provisional model. */
@@ -1266,14 +1301,14 @@ static lse_status initial_mstep(fit_ctx *c, fit_work *fw, double reg_covar)
         return lse_util_fail(c->err, st, fn, "run %zu: %s", c->run,
                              lse_graph_errmsg(fw->gg.g));
     const gsl_matrix *whole = a.child;
-    const size_t n = whole->size1, K = fw->iw.resp->size2;
+    const size_t n = whole->size1, K = fw->iw.rblk->size2;
     memset(fw->acc, 0, fw->n_acc * sizeof *fw->acc);
     for (size_t i0 = 0; i0 < n; i0 += GMM_BLOCK) {
         const size_t b = n - i0 < GMM_BLOCK ? n - i0 : GMM_BLOCK;
         gsl_matrix_const_view cv =
             gsl_matrix_const_submatrix(whole, i0, 0, b, whole->size2);
-        gsl_matrix_const_view rv =
-            gsl_matrix_const_submatrix(fw->iw.resp, i0, 0, b, K);
+        gsl_matrix_view rv = gsl_matrix_submatrix(fw->iw.rblk, 0, 0, b, K);
+        init_resp_rows(&fw->iw, i0, &rv.matrix);
         /* d2 (n) stands in for absent weights so the view is always valid */
         gsl_vector_const_view wv =
             gsl_vector_const_subvector(c->w != NULL ? c->w : fw->iw.d2, i0, b);
@@ -1286,6 +1321,7 @@ static lse_status initial_mstep(fit_ctx *c, fit_work *fw, double reg_covar)
                                  "run %zu: initial M-step statistics: %s",
                                  c->run, lse_strerror(st));
     }
+    init_resp_done(&fw->iw, K);
     st = lse_util_sum(c->dist, fw->acc, fw->n_acc, fn, c->err);
     if (st != LSE_OK)
         return st;
@@ -1417,7 +1453,7 @@ static lse_status fit_work_new(const lse_gmm *m, const gsl_matrix *x,
     if (st != LSE_OK)
         return st;
     fw->solver = lse_solver_new(fw->gg.g, lse_solver_em);
-    const int iw_ok = init_work_alloc(&fw->iw, n, K, o->seed);
+    const int iw_ok = init_work_alloc(&fw->iw, n, K, o->seed, 0);
     fw->empty = calloc(K, 1);
     fw->best_mu = gsl_matrix_alloc(K, m->d);
     fw->best_logw = gsl_matrix_alloc(K, 1);
@@ -2283,7 +2319,7 @@ static lse_status fit_missing(lse_gmm *m, const gsl_matrix *x,
     if (st != LSE_OK)
         return st;
     const size_t cr = m->chol->size1, cc = m->chol->size2;
-    const int iw_ok = init_work_alloc(&f.iw, n, K, o->seed);
+    const int iw_ok = init_work_alloc(&f.iw, n, K, o->seed, 1);
     f.mu = gsl_matrix_alloc(K, d);
     f.logw = gsl_matrix_alloc(K, 1);
     f.chol = gsl_matrix_alloc(cr, cc);

@@ -18,6 +18,7 @@ int openblas_get_num_threads(void);
 /* 0: the default (LSE_NUM_THREADS, else OpenMP's). */
 static int n_threads_set = 0;
 
+#ifdef _OPENMP
 static int env_threads(void)
 {
     const char *s = getenv("LSE_NUM_THREADS");
@@ -35,13 +36,10 @@ static int default_threads(void)
     const int e = env_threads();
     if (e > 0)
         return e;
-#ifdef _OPENMP
     const int m = omp_get_max_threads();
     return m > 0 ? m : 1;
-#else
-    return 1;
-#endif
 }
+#endif
 
 void lse_set_num_threads(int n) { n_threads_set = n > 0 ? n : 0; }
 

@@ -560,8 +560,9 @@ static size_t stats_size(const lse_sim_shape *shape, const void *config)
     return K * (1 + m * m + d * m) + lse_gauss_s2_size(c->cov, K, d);
 }
 
-static lse_status stats(const lse_sim_args *a, const gsl_matrix *resp,
-                        const gsl_vector *weight, double *acc)
+/* The checks of stats and stats_exact (acc: their accumulator). */
+static lse_status stats_args(const lse_sim_args *a, const gsl_matrix *resp,
+                             const gsl_vector *weight, const void *acc)
 {
     lse_gauss_work *w = a != NULL ? a->work : NULL;
     lse_status st = lse_gauss_check_args(w, a, resp);
@@ -571,33 +572,29 @@ static lse_status stats(const lse_sim_args *a, const gsl_matrix *resp,
         return st;
     if (acc == NULL)
         return LSE_EFAULT;
-    const size_t b = a->child->size1;
-    if (weight != NULL && weight->size != b)
+    if (weight != NULL && weight->size != a->child->size1)
         return LSE_EDIM;
-    if (b == 0)
-        return LSE_OK;
-    lg_stats(w, a, resp, weight, acc, w->res->data);
     return LSE_OK;
+}
+
+static lse_status stats(const lse_sim_args *a, const gsl_matrix *resp,
+                        const gsl_vector *weight, double *acc)
+{
+    const lse_status st = stats_args(a, resp, weight, acc);
+    if (st == LSE_OK && a->child->size1 > 0)
+        lg_stats(a->work, a, resp, weight, acc,
+                 ((lse_gauss_work *)a->work)->res->data);
+    return st;
 }
 
 static lse_status stats_exact(const lse_sim_args *a, const gsl_matrix *resp,
                               const gsl_vector *weight, lse_xsum *acc)
 {
-    lse_gauss_work *w = a != NULL ? a->work : NULL;
-    lse_status st = lse_gauss_check_args(w, a, resp);
-    if (st == LSE_OK)
-        st = check_a(w, a);
-    if (st != LSE_OK)
-        return st;
-    if (acc == NULL)
-        return LSE_EFAULT;
-    const size_t b = a->child->size1;
-    if (weight != NULL && weight->size != b)
-        return LSE_EDIM;
-    if (b == 0)
-        return LSE_OK;
-    lg_stats_exact(w, a, resp, weight, acc, w->res->data);
-    return LSE_OK;
+    const lse_status st = stats_args(a, resp, weight, acc);
+    if (st == LSE_OK && a->child->size1 > 0)
+        lg_stats_exact(a->work, a, resp, weight, acc,
+                       ((lse_gauss_work *)a->work)->res->data);
+    return st;
 }
 
 /* delta (d, m) <- Srx Sxx^-1 for component k; LSE_ENUMERIC if Sxx is

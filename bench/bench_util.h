@@ -75,6 +75,26 @@ static inline double bench_maxrss_mib(void)
     return (double)ru.ru_maxrss / 1024.0; /* ru_maxrss is in KiB on Linux */
 }
 
+/* Runs of every timed fit: BENCH_REPS (default 5, 1 to 99). */
+static inline int bench_reps(void)
+{
+    const char *s = getenv("BENCH_REPS");
+    const int n = s != NULL ? atoi(s) : 5;
+    return n >= 1 && n <= 99 ? n : 5;
+}
+
+/* Median of v[0..n) (n >= 1; v is sorted in place). */
+static inline double bench_median(double *v, int n)
+{
+    for (int i = 1; i < n; i++) /* insertion sort: n is small */
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            const double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 /* path = dir/name */
 static inline void bench_path(char *out, size_t len, const char *dir,
                               const char *name)

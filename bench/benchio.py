@@ -32,6 +32,19 @@ def maxrss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def reps():
+    """Runs of every timed fit (BENCH_REPS, default 5), as bench_util.h."""
+    n = int(os.environ.get("BENCH_REPS", "5") or 5)
+    return n if 1 <= n <= 99 else 5
+
+
+def median(v):
+    """Median of the list v."""
+    s = sorted(v)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
 def threads():
     """The thread count run.sh asked for (OMP_NUM_THREADS)."""
     return int(os.environ.get("OMP_NUM_THREADS", "0") or 0)

@@ -7,7 +7,8 @@
  * gmm and slds fit with the model APIs (lse_gmm_fit, lse_slds_fit) from
  * the initialization written by lse_bench_gen, with tol = 0 so that
  * exactly ITERS (default 20) EM iterations run. The time per iteration is
- * (t(ITERS) - t(0)) / ITERS, the best of two runs each, so graph building,
+ * (median t(ITERS) - median t(0)) / ITERS over BENCH_REPS runs each
+ * (default 5), so graph building,
  * initialization and the final evaluation cancel as they do for the peers.
  * attention evaluates the energy and gradient of one self-attention term
  * (scaled dot product, streaming: keep_matrices = 0) on T random rows.
@@ -87,17 +88,19 @@ static int run_gmm(const char *dir, const char *tag, const char *cov,
     if (x == NULL || means == NULL || c == NULL || w == NULL)
         return 1;
     const lse_cov_type type = full ? LSE_COV_FULL : LSE_COV_DIAG;
-    double best0 = INFINITY, best = INFINITY, ll0, ll = NAN;
+    double t0[99], t1[99], ll0, ll = NAN;
     size_t it0, it = 0;
-    for (int rep = 0; rep < 2; rep++) {
+    const int reps = bench_reps();
+    for (int rep = 0; rep < reps; rep++) {
         double s;
         if (gmm_fit(x, means, c, w, type, 0, &s, &ll0, &it0) != 0)
             return 1;
-        best0 = s < best0 ? s : best0;
+        t0[rep] = s;
         if (gmm_fit(x, means, c, w, type, iters, &s, &ll, &it) != 0)
             return 1;
-        best = s < best ? s : best;
+        t1[rep] = s;
     }
+    const double best0 = bench_median(t0, reps), best = bench_median(t1, reps);
     printf("RESULT tool=lsegraph case=gmm-%s-%s threads=%d iters=%zu "
            "ms_per_iter=%.3f loglik=%.10e rss_mib=%.1f n=%zu d=%zu k=%zu\n",
            tag, cov, lse_get_num_threads(), it,
@@ -183,17 +186,19 @@ static int run_slds(const char *dir, const char *kind, size_t iters)
     if (in.x == NULL || in.a == NULL || in.b == NULL || in.cov == NULL ||
         in.w == NULL || in.p == NULL || in.p0 == NULL)
         return 1;
-    double best0 = INFINITY, best = INFINITY, ll0, ll = NAN;
+    double t0[99], t1[99], ll0, ll = NAN;
     size_t it0, it = 0;
-    for (int rep = 0; rep < 2; rep++) {
+    const int reps = bench_reps();
+    for (int rep = 0; rep < reps; rep++) {
         double s;
         if (slds_fit(&in, markov, 0, &s, &ll0, &it0) != 0)
             return 1;
-        best0 = s < best0 ? s : best0;
+        t0[rep] = s;
         if (slds_fit(&in, markov, iters, &s, &ll, &it) != 0)
             return 1;
-        best = s < best ? s : best;
+        t1[rep] = s;
     }
+    const double best0 = bench_median(t0, reps), best = bench_median(t1, reps);
     printf("RESULT tool=lsegraph case=slds-%s threads=%d iters=%zu "
            "ms_per_iter=%.3f loglik=%.10e rss_mib=%.1f n=%zu d=%zu k=%zu\n",
            kind, lse_get_num_threads(), it,

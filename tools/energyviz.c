@@ -24,10 +24,15 @@
 #include <lsegraph/lsegraph.h>
 #include <lsegraph/viz.h>
 
+#include "cliutil.h"
+
 #define EXIT_USAGE 2
 #define PI 3.14159265358979323846
 
-static const char version[] = "energyviz (lsegraph) 0.1.0";
+#ifndef ENERGYVIZ_VERSION
+#define ENERGYVIZ_VERSION "unknown"
+#endif
+static const char version[] = "energyviz (lsegraph) " ENERGYVIZ_VERSION;
 
 /* ------------------------------------------------------------------ */
 /* Options                                                             */
@@ -93,6 +98,15 @@ static void die(int code, const char *fmt, ...)
     for (char *c = msg; *c; c++)
         if (*c == '\n' || *c == '\r')
             *c = ' ';
+    /* no library function names ("lse_viz_render: "), wherever they are */
+    for (char *c = strstr(msg, "lse_"); c != NULL; c = strstr(c, "lse_")) {
+        const char *rest = cli_strip_function(c);
+        if (rest == c) {
+            c += 4;
+            continue;
+        }
+        memmove(c, rest, strlen(rest) + 1);
+    }
     fprintf(stderr, "energyviz: %s%s\n", msg,
             code == EXIT_USAGE ? " (energyviz --help)" : "");
     finish();
@@ -130,11 +144,32 @@ static gsl_matrix *random_matrix(size_t rows, size_t cols, double sd)
     return x;
 }
 
+/* A library failure as one line for the user: the library's message
+ * without its function names, after what energyviz was doing (@p what: an
+ * option or a built-in model), and the way out. The library's messages
+ * name the file (and line) themselves. */
 static void check(lse_status st, const lse_error *err, const char *what)
 {
-    if (st != LSE_OK)
-        die(1, "%s: %s", what,
-            err != NULL && err->message[0] ? err->message : lse_strerror(st));
+    if (st == LSE_OK)
+        return;
+    const char *msg = err != NULL && err->message[0]
+                          ? cli_strip_function(err->message)
+                          : lse_strerror(st);
+    if (strcmp(what, "render") == 0) {
+        if (strstr(msg, "cannot write") != NULL ||
+            strstr(msg, "cannot open") != NULL ||
+            strstr(msg, "cannot rename") != NULL)
+            die(1, "%s (choose an -o path whose directory exists and is "
+                   "writable)", msg);
+        die(1, "%s (try another --layout or --format)", msg);
+    }
+    if (strcmp(what, "spec") == 0)
+        die(1, "%s (fix the spec: docs/energyviz.md lists its attributes)",
+            msg);
+    if (strcmp(what, "model") == 0)
+        die(1, "%s (energyviz draws the gmm and slds model files that "
+               "lsefit writes)", msg);
+    die(1, "%s: %s", what, msg);
 }
 
 /* ------------------------------------------------------------------ */
@@ -221,7 +256,7 @@ static lse_graph *build_hopfield(const model_opts *o, char *title, size_t len)
     S.model_free = free_hopfield;
     double e;
     if (lse_hopfield_energy(h, q, &e) != LSE_OK)
-        die(1, "hopfield: %s", lse_hopfield_errmsg(h));
+        die(1, "hopfield: %s", cli_strip_function(lse_hopfield_errmsg(h)));
     snprintf(title, len,
              "Modern Hopfield network: K = %zu patterns, d = %zu, beta = %g", K,
              d, o->beta);
@@ -473,7 +508,7 @@ static lse_graph *build_idwnet(const model_opts *o, char *title, size_t len)
     gsl_matrix *logits = matrix(o->n, o->classes);
     if (lse_idwnet_init(net, x, 0.5, 1) != LSE_OK ||
         lse_idwnet_forward(net, x, logits, NULL) != LSE_OK)
-        die(1, "idwnet: %s", lse_idwnet_errmsg(net));
+        die(1, "idwnet: %s", cli_strip_function(lse_idwnet_errmsg(net)));
     snprintf(title, len,
              "IDW prototype classifier: %zu prototypes, d = %zu, %zu classes, "
              "score %s",
@@ -508,7 +543,7 @@ static lse_graph *build_daam(const model_opts *o, char *title, size_t len)
     S.model_free = free_daam;
     if (lse_daam_init(m, 1) != LSE_OK ||
         lse_daam_fit(m, 50, 1e-9, NULL) != LSE_OK)
-        die(1, "daam: %s", lse_daam_errmsg(m));
+        die(1, "daam: %s", cli_strip_function(lse_daam_errmsg(m)));
     snprintf(title, len, "DAAM: %zu heads over N = %zu vectors, d = %zu (%s)",
              o->heads, o->n, o->d,
              axis == LSE_DAAM_ROWS ? "statistics over rows"
@@ -702,7 +737,7 @@ static void help(void)
         "feature_names)\n"
         "  --title TEXT        graph title ('' for none)\n"
         "  -h, --help          this text\n"
-        "  --version           version\n"
+        "  -V, --version       version\n"
         "\n"
         "Exit status: 0 on success, 1 on errors, 2 on usage errors.\n");
 }
@@ -752,7 +787,7 @@ static const opt_def opt_defs[] = {
     {"--max-rows", NULL, ARG_VALUE, 0}, {"--matrix", NULL, ARG_VALUE, 0},
     {"--what", NULL, ARG_VALUE, 0},     {"--title", NULL, ARG_VALUE, 0},
     {"--data", NULL, ARG_VALUE, 0},     {"--help", "-h", ARG_FLAG, 0},
-    {"--version", NULL, ARG_FLAG, 0},   {"-k", NULL, ARG_VALUE, 1},
+    {"--version", "-V", ARG_FLAG, 0},   {"-k", NULL, ARG_VALUE, 1},
     {"-d", NULL, ARG_VALUE, 1},         {"-n", NULL, ARG_VALUE, 1},
     {"-m", NULL, ARG_VALUE, 1},         {"-s", NULL, ARG_VALUE, 1},
     {"-T", NULL, ARG_VALUE, 1},         {"-p", NULL, ARG_VALUE, 1},
@@ -869,17 +904,29 @@ static void parse_args(int argc, char **argv, options *o)
                 (opt_defs[k].alias != NULL &&
                  strcmp(name, opt_defs[k].alias) == 0))
                 def = &opt_defs[k];
-        if (def == NULL)
+        if (def == NULL) {
+            const char *longs[sizeof opt_defs / sizeof opt_defs[0]];
+            size_t n = 0;
+            for (size_t k = 0; k < sizeof opt_defs / sizeof opt_defs[0]; k++)
+                if (strncmp(opt_defs[k].name, "--", 2) == 0)
+                    longs[n++] = opt_defs[k].name + 2;
+            const char *near = strncmp(name, "--", 2) == 0
+                                   ? cli_suggest(name + 2, longs, n)
+                                   : NULL;
+            if (near != NULL)
+                die(EXIT_USAGE, "unknown option '%s'; did you mean --%s?", name,
+                    near);
             die(EXIT_USAGE, "unknown option '%s'", name);
-        if (strcmp(def->name, "--help") == 0) {
-            help();
-            finish();
-            exit(0);
         }
-        if (strcmp(def->name, "--version") == 0) {
-            printf("%s\n", version);
+        if (strcmp(def->name, "--help") == 0 ||
+            strcmp(def->name, "--version") == 0) {
+            if (strcmp(def->name, "--help") == 0)
+                help();
+            else
+                printf("%s\n", version);
             finish();
-            exit(0);
+            /* a write error on stdout (a full disk, /dev/full) is one */
+            exit(cli_close_stdout("energyviz", 0));
         }
         if (def->kind == ARG_VALUE) {
             if (eq != NULL)
@@ -1438,11 +1485,19 @@ int main(int argc, char **argv)
                 has_ext(o.model, "gv"))
                 die(1, "cannot open '%s': %s", o.model, strerror(errno));
             char names[300] = "";
+            const char *list[N_MODELS];
             for (size_t i = 0; i < N_MODELS; i++) {
                 const size_t used = strlen(names);
                 snprintf(names + used, sizeof names - used, "%s%s",
                          i ? ", " : "", models[i].name);
+                list[i] = models[i].name;
             }
+            const char *near = cli_suggest(o.model, list, N_MODELS);
+            if (near != NULL)
+                die(EXIT_USAGE, "unknown model '%s'; did you mean %s? "
+                                "(built-in: %s; or a fitted model .json, or "
+                                "a .dot spec)",
+                    o.model, near, names);
             die(EXIT_USAGE,
                 "unknown model '%s' (built-in: %s; or a fitted model .json, "
                 "or a .dot spec)",
@@ -1476,7 +1531,8 @@ int main(int argc, char **argv)
     if (o.expand || o.matrix != NULL) {
         double e;
         if (lse_graph_energy(g, &e) != LSE_OK)
-            die(1, "cannot evaluate the graph: %s", lse_graph_errmsg(g));
+            die(1, "cannot evaluate the graph: %s",
+            cli_strip_function(lse_graph_errmsg(g)));
     }
     lse_error err = {0};
     if (o.matrix != NULL) {

@@ -19,6 +19,7 @@
 
 #include <sys/stat.h>
 
+#include "cliutil.h"
 #include "lsefit.h"
 
 #ifndef LSEFIT_VERSION
@@ -63,13 +64,7 @@ int lsefit_usage(const char *cmd, const char *fmt, ...)
 
 const char *lsefit_strip(const lse_error *err)
 {
-    const char *msg = err->message;
-    if (strncmp(msg, "lse_", 4) != 0)
-        return msg;
-    const char *q = msg;
-    while (isalnum((unsigned char)*q) || *q == '_')
-        q++;
-    return (q[0] == ':' && q[1] == ' ') ? q + 2 : msg;
+    return cli_strip_function(err->message);
 }
 
 int lsefit_fail_lib(const lse_error *err, const char *hint)
@@ -200,7 +195,46 @@ int lsefit_opt_missing(const char *cmd, const char *s, lse_missing *out)
     return LSEFIT_OK;
 }
 
-int lsefit_opt_bad(const char *cmd, int c, char *const *argv)
+/* Global options, taken by main() before the command and by every
+ * command after it (take_global): candidates for "did you mean" too. */
+static const struct option global_options[] = {
+    {"threads", required_argument, NULL, 0},
+    {"quiet", no_argument, NULL, 'q'},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0}};
+
+/* The long option of @p opts (then of the global options) nearest to
+ * @p name, as "-k/--components" or "--n-init" in @p out; 0 if none. */
+static int suggest_option(const char *name, const struct option *opts,
+                          char *out, size_t size)
+{
+    const char *names[128];
+    const struct option *defs[128];
+    size_t n = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (const struct option *o = pass ? global_options : opts;
+             o != NULL && o->name != NULL && n < 128; o++) {
+            names[n] = o->name;
+            defs[n++] = o;
+        }
+    const char *best = cli_suggest(name, names, n);
+    if (best == NULL)
+        return 0;
+    size_t i = 0;
+    while (names[i] != best)
+        i++;
+    const int val = defs[i]->val;
+    if (val > 0 && val < 128 && isalpha(val))
+        snprintf(out, size, "-%c/--%s", val, best);
+    else
+        snprintf(out, size, "--%s", best);
+    return 1;
+}
+
+int lsefit_opt_bad(const char *cmd, int c, char *const *argv,
+                   const struct option *opts)
 {
     const char *arg = argv[optind - 1];
     if (c == ':') {
@@ -210,7 +244,71 @@ int lsefit_opt_bad(const char *cmd, int c, char *const *argv)
     }
     if (optopt != 0 && strncmp(arg, "--", 2) != 0)
         return lsefit_usage(cmd, "unknown option -%c", optopt);
+    /* "--n_init=3": the name alone */
+    char name[128];
+    snprintf(name, sizeof name, "%s", strncmp(arg, "--", 2) == 0 ? arg + 2 : arg);
+    name[strcspn(name, "=")] = '\0';
+    char hint[160];
+    if (suggest_option(name, opts, hint, sizeof hint))
+        return lsefit_usage(cmd, "unknown option '--%s'; did you mean %s?",
+                            name, hint);
     return lsefit_usage(cmd, "unknown option '%s'", arg);
+}
+
+int lsefit_opt_init(const char *cmd, const char *s,
+                    const lsefit_init_name *names, const char **method)
+{
+    for (const lsefit_init_name *m = names; m->name != NULL; m++)
+        if (strcmp(s, m->name) == 0) {
+            *method = m->method;
+            return LSEFIT_OK;
+        }
+    struct stat sb;
+    if (stat(s, &sb) == 0) { /* --init FILE, as before --init-file */
+        *method = NULL;
+        return LSEFIT_OK;
+    }
+    const char *list[16];
+    char methods[256] = "";
+    size_t n = 0;
+    for (const lsefit_init_name *m = names; m->name != NULL && n < 16; m++) {
+        list[n++] = m->name;
+        const size_t used = strlen(methods);
+        snprintf(methods + used, sizeof methods - used, "%s%s", n > 1 ? ", " : "",
+                 m->name);
+    }
+    const char *near = cli_suggest(s, list, n);
+    if (near != NULL)
+        return lsefit_usage(cmd,
+                            "--init '%s': unknown method; did you mean %s? "
+                            "(methods: %s; a model file to restart from: "
+                            "--init-file FILE)",
+                            s, near, methods);
+    return lsefit_usage(cmd,
+                        "--init '%s': no such method or file (methods: %s; a "
+                        "model file to restart from: --init-file FILE)",
+                        s, methods);
+}
+
+int lsefit_bad_operand(const char *cmd, const char *first, const char *second,
+                       const char *const *subcommands, size_t n_sub)
+{
+    struct stat sb;
+    if (stat(first, &sb) != 0) { /* a word, not the data file */
+        if (strcmp(first, "fit") == 0)
+            return lsefit_usage(cmd,
+                                "'%s fit' is not a command; did you mean "
+                                "'lsefit %s %s'? (a fit takes the data file "
+                                "right after '%s')",
+                                cmd, cmd, second, cmd);
+        const char *near = cli_suggest(first, subcommands, n_sub);
+        if (near != NULL)
+            return lsefit_usage(cmd,
+                                "unknown command '%s %s'; did you mean "
+                                "'lsefit %s %s'?",
+                                cmd, first, cmd, near);
+    }
+    return lsefit_usage(cmd, "unexpected argument '%s'", second);
 }
 
 /* ------------------------------------------------------------------ */
@@ -391,7 +489,7 @@ void lsefit_csv_cell(FILE *f, const char *s)
 static void usage_main(FILE *f)
 {
     fputs(
-        "Usage: lsefit COMMAND [ARGS...]\n"
+        "Usage: lsefit [GLOBAL OPTIONS] COMMAND [ARGS...]\n"
         "\n"
         "Fit energy-based models on log-sum-exp graphs to CSV data.\n"
         "\n"
@@ -404,17 +502,33 @@ static void usage_main(FILE *f)
         "  slds segment MODEL.json SERIES.csv  mode posteriors per step\n"
         "  slds simulate MODEL.json -T N     simulate a series\n"
         "\n"
-        "Options:\n"
-        "  -h, --help       this help; 'lsefit COMMAND --help' for a command\n"
-        "  -V, --version    print the version\n"
-        "  --threads N      threads for the E- and M-steps, with any command\n"
+        "Global options (before or after the command):\n"
+        "  --threads N      threads for the E- and M-steps\n"
         "                   (default: LSE_NUM_THREADS, else OpenMP's "
         "default);\n"
         "                   results are bit-identical for every N\n"
+        "  -q, --quiet      no progress lines, notes or warnings\n"
+        "  -v, --verbose    a progress line every EM iteration\n"
+        "  -h, --help       this help; 'lsefit COMMAND --help' for a command\n"
+        "  -V, --version    print the version\n"
         "\n"
         "BIC and AIC follow scikit-learn's conventions: lower is better.\n"
-        "Exit status: 0 success, 1 bad input or failed fit, 2 usage error.\n",
+        "Exit status: 0 success, 1 bad input or failed fit (also a write\n"
+        "error on standard output), 2 usage error.\n",
         f);
+}
+
+/* The value of --threads: 1..4096 threads, applied at once. */
+static int set_threads(const char *cmd, const char *val)
+{
+    size_t n;
+    const int rc = lsefit_opt_size(cmd, "--threads", val, 1, &n);
+    if (rc != LSEFIT_OK)
+        return rc;
+    if (n > 4096)
+        return lsefit_usage(cmd, "--threads %zu: at most 4096", n);
+    lse_set_num_threads((int)n);
+    return LSEFIT_OK;
 }
 
 /* Take "--threads N" (or "--threads=N") out of argv, wherever it stands
@@ -442,45 +556,110 @@ static int take_threads(int *argc, char **argv)
             argv[out++] = argv[i];
             continue;
         }
-        size_t n;
-        rc = lsefit_opt_size(argv[1], "--threads", val, 1, &n);
+        rc = set_threads(argv[1], val);
         if (rc != LSEFIT_OK)
             return rc;
-        if (n > 4096)
-            return lsefit_usage(argv[1], "--threads %zu: at most 4096", n);
-        lse_set_num_threads((int)n);
     }
     argv[out] = NULL;
     *argc = out;
     return rc;
 }
 
-int main(int argc, char **argv)
+/* The global options before the command (lsefit --threads 2 -q gmm ...):
+ * applied, and *first set to the index of the command. *done is set when
+ * --help or --version answered. */
+static int take_leading(int argc, char **argv, int *first, int *done)
+{
+    int i = 1;
+    *done = 0;
+    for (; i < argc && argv[i][0] == '-' && argv[i][1] != '\0'; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        }
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage_main(stdout);
+            *done = 1;
+            return LSEFIT_OK;
+        }
+        if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
+            printf("lsefit (lsegraph) %s\n", LSEFIT_VERSION);
+            *done = 1;
+            return LSEFIT_OK;
+        }
+        if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+            lsefit_quiet = 1;
+        } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+            lsefit_verbose = 1;
+        } else if (strcmp(a, "--threads") == 0) {
+            if (i + 1 >= argc)
+                return lsefit_usage("", "--threads needs a value");
+            const int rc = set_threads("", argv[++i]);
+            if (rc != LSEFIT_OK)
+                return rc;
+        } else if (strncmp(a, "--threads=", 10) == 0) {
+            const int rc = set_threads("", a + 10);
+            if (rc != LSEFIT_OK)
+                return rc;
+        } else {
+            char hint[160];
+            char name[128];
+            snprintf(name, sizeof name, "%s", a + (a[1] == '-' ? 2 : 1));
+            name[strcspn(name, "=")] = '\0';
+            if (a[1] == '-' && suggest_option(name, NULL, hint, sizeof hint))
+                return lsefit_usage("", "unknown option '--%s'; did you mean "
+                                        "%s?",
+                                    name, hint);
+            return lsefit_usage("",
+                                "unknown global option '%s' (global options "
+                                "are --threads, -q, -v; the options of a "
+                                "command go after it: 'lsefit gmm DATA.csv "
+                                "%s ...')",
+                                a, a);
+        }
+    }
+    *first = i;
+    return LSEFIT_OK;
+}
+
+static int run_main(int argc, char **argv)
 {
     lse_set_log_handler(log_handler, NULL);
     if (argc < 2)
         return usage_main(stderr), LSEFIT_USAGE;
+    int first = 1, done = 0;
+    int rc = take_leading(argc, argv, &first, &done);
+    if (rc != LSEFIT_OK || done)
+        return rc;
+    if (first >= argc)
+        return lsefit_usage("", "missing the command (gmm or slds)");
+    /* the command becomes argv[1] of what follows */
+    argv += first - 1;
+    argc -= first - 1;
     const char *cmd = argv[1];
-    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0)
-        return usage_main(stdout), LSEFIT_OK;
-    if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
-        printf("lsefit (lsegraph) %s\n", LSEFIT_VERSION);
-        return LSEFIT_OK;
-    }
-    int rc = take_threads(&argc, argv);
+    rc = take_threads(&argc, argv);
     if (rc != LSEFIT_OK)
         return rc;
+    static const char *const commands[] = {"gmm", "slds"};
     if (strcmp(cmd, "gmm") == 0)
-        rc = lsefit_gmm_main(argc - 1, argv + 1);
-    else if (strcmp(cmd, "slds") == 0)
-        rc = lsefit_slds_main(argc - 1, argv + 1);
-    else if (cmd[0] == '-')
-        rc = lsefit_usage("", "unknown option '%s'", cmd);
-    else
-        rc = lsefit_usage("", "unknown command '%s' (expected gmm or slds)",
-                          cmd);
-    if (fflush(stdout) != 0 && rc == LSEFIT_OK)
-        rc =
-            lsefit_fail("cannot write to standard output: %s", strerror(errno));
+        return lsefit_gmm_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "slds") == 0)
+        return lsefit_slds_main(argc - 1, argv + 1);
+    const char *near = cli_suggest(cmd, commands, 2);
+    if (near != NULL)
+        return lsefit_usage("", "unknown command '%s'; did you mean '%s'?",
+                            cmd, near);
+    return lsefit_usage("", "unknown command '%s' (expected gmm or slds)",
+                        cmd);
+}
+
+int main(int argc, char **argv)
+{
+    int rc = run_main(argc, argv);
+    /* every output to stdout (help, version, tables, models) must have
+     * reached it: a full disk or a closed pipe is an error */
+    if (cli_close_stdout("lsefit", rc != LSEFIT_OK) != 0 && rc == LSEFIT_OK)
+        rc = LSEFIT_FAIL;
     return rc;
 }

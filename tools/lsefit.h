@@ -63,8 +63,29 @@ int lsefit_opt_krange(const char *cmd, const char *s, size_t *kmin,
                       size_t *kmax);
 /** error, drop or marginalize (LSE_MISSING_KEEP). */
 int lsefit_opt_missing(const char *cmd, const char *s, lse_missing *out);
-/** One getopt_long failure ('?' or ':') turned into a usage message. */
-int lsefit_opt_bad(const char *cmd, int c, char *const *argv);
+/** One getopt_long failure ('?' or ':') turned into a usage message; an
+ *  unknown long option gets the nearest of @p opts (or of the global
+ *  options) as "did you mean". */
+struct option;
+int lsefit_opt_bad(const char *cmd, int c, char *const *argv,
+                   const struct option *opts);
+
+/** A name of --init: @p name as typed (scikit-learn's spellings too), the
+ *  canonical @p method it selects. Lists end with a NULL name. */
+typedef struct lsefit_init_name {
+    const char *name;
+    const char *method;
+} lsefit_init_name;
+/** --init METHOD: *method = the canonical name of a method in @p names;
+ *  an existing path (a model file, as --init-file) gives *method = NULL;
+ *  anything else is a usage error listing the methods. */
+int lsefit_opt_init(const char *cmd, const char *s,
+                    const lsefit_init_name *names, const char **method);
+/** The usage error for a second operand @p second after @p first where
+ *  one was expected: "lsefit gmm fit X.csv" suggests "lsefit gmm X.csv",
+ *  a misspelt subcommand the nearest of @p subcommands. */
+int lsefit_bad_operand(const char *cmd, const char *first, const char *second,
+                       const char *const *subcommands, size_t n_sub);
 
 /* ------------------------------------------------------------------ */
 /* Progress and the --log-json file (lsefit.c)                         */

@@ -285,7 +285,8 @@ typedef struct fit_args {
     const char *select; /* "bic" or "aic" */
     lse_cov_type cov;
     int cov_given;
-    const char *init; /* "kmeans++", "random" or a model file */
+    const char *init; /* "kmeans++", "kmeans", "random" or a model file */
+    int init_file;    /* init is a model file (--init-file, --init PATH) */
     lse_gmm_fit_opts opts;
     int reg_given;
     int standardize;
@@ -694,13 +695,15 @@ enum {
     OPT_SELECT,
     OPT_LOGJSON,
     OPT_MPI,
-    OPT_SHARDS
+    OPT_SHARDS,
+    OPT_INIT_FILE
 };
 
 static const struct option fit_options[] = {
     {"components", required_argument, NULL, 'k'},
     {"covariance", required_argument, NULL, OPT_COV},
     {"init", required_argument, NULL, OPT_INIT},
+    {"init-file", required_argument, NULL, OPT_INIT_FILE},
     {"n-init", required_argument, NULL, OPT_NINIT},
     {"max-iter", required_argument, NULL, OPT_MAXITER},
     {"tol", required_argument, NULL, OPT_TOL},
@@ -723,6 +726,19 @@ static const struct option fit_options[] = {
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
+/* --init names: scikit-learn's GaussianMixture init_params spellings
+ * where they mean the same algorithm. "kmeans" is scikit-learn's default:
+ * a k-means clustering run to convergence (k-means++ seeding, then Lloyd
+ * iterations until no assignment changes, at most KMEANS_LLOYD_ITER, its
+ * KMeans max_iter); "kmeans++" stops after the library's lloyd_iter (10)
+ * iterations. */
+#define KMEANS_LLOYD_ITER 300
+static const lsefit_init_name gmm_inits[] = {{"kmeans++", "kmeans++"},
+                                             {"k-means++", "kmeans++"},
+                                             {"kmeans", "kmeans"},
+                                             {"random", "random"},
+                                             {NULL, NULL}};
+
 static int parse_fit(int argc, char **argv, fit_args *a, int *help)
 {
     static const char *cmd = "gmm";
@@ -733,7 +749,7 @@ static int parse_fit(int argc, char **argv, fit_args *a, int *help)
     a->missing_name = "error";
     a->data.missing = LSE_MISSING_ERROR;
     *help = 0;
-    int select_given = 0;
+    int select_given = 0, init_given = 0;
     int c, rc = LSEFIT_OK;
     opterr = 0;
     optind = 1;
@@ -753,7 +769,18 @@ static int parse_fit(int argc, char **argv, fit_args *a, int *help)
             a->cov_given = 1;
             break;
         case OPT_INIT:
+        case OPT_INIT_FILE:
+            if (init_given)
+                rc = lsefit_usage(cmd, "give one --init or --init-file");
+            init_given = 1;
             a->init = optarg;
+            a->init_file = c == OPT_INIT_FILE;
+            if (rc == LSEFIT_OK && c == OPT_INIT) {
+                const char *method = NULL;
+                rc = lsefit_opt_init(cmd, optarg, gmm_inits, &method);
+                a->init = method != NULL ? method : optarg;
+                a->init_file = method == NULL;
+            }
             break;
         case OPT_NINIT:
             rc = lsefit_opt_size(cmd, "--n-init", optarg, 1, &a->opts.n_init);
@@ -827,7 +854,7 @@ static int parse_fit(int argc, char **argv, fit_args *a, int *help)
             *help = 1;
             return LSEFIT_OK;
         default:
-            rc = lsefit_opt_bad(cmd, c, argv);
+            rc = lsefit_opt_bad(cmd, c, argv, fit_options);
             break;
         }
     }
@@ -846,26 +873,30 @@ static int parse_fit(int argc, char **argv, fit_args *a, int *help)
                                  "--mpi; use --missing drop");
     if (a->shards == NULL && optind >= argc)
         return lsefit_usage(cmd, "missing the data file DATA.csv");
-    if (optind + 1 < argc)
-        return lsefit_usage(cmd, "unexpected argument '%s'", argv[optind + 1]);
+    if (optind + 1 < argc) {
+        static const char *const subs[] = {"predict", "score", "sample"};
+        return lsefit_bad_operand(cmd, argv[optind], argv[optind + 1], subs,
+                                  3);
+    }
     a->data.path = a->shards != NULL ? a->shards : argv[optind];
-    const int from_file =
-        strcmp(a->init, "kmeans++") != 0 && strcmp(a->init, "random") != 0;
+    const int from_file = a->init_file;
     if (!a->k_given && !from_file)
         return lsefit_usage(cmd, "missing -k K (the number of components)");
     if (select_given && a->kmin == a->kmax && a->k_given)
         return lsefit_usage(cmd, "--select needs a range of K such as -k 1:8");
     if (from_file && a->kmin != a->kmax)
-        return lsefit_usage(cmd, "--init FILE fixes K: a range of K cannot be "
-                                 "used with it");
+        return lsefit_usage(cmd, "--init-file FILE fixes K: a range of K "
+                                 "cannot be used with it");
     if (a->labels != NULL && a->proba != NULL &&
         strcmp(a->labels, a->proba) == 0)
         return lsefit_usage(cmd, "--labels and --proba name the same file");
     if (a->data.missing == LSE_MISSING_KEEP)
         a->opts.missing = LSE_GMM_MISSING_MARGINALIZE;
-    a->opts.init = strcmp(a->init, "random") == 0 ? LSE_GMM_INIT_RANDOM
-                   : from_file                    ? LSE_GMM_INIT_GIVEN
-                                                  : LSE_GMM_INIT_KMEANSPP;
+    a->opts.init = from_file                      ? LSE_GMM_INIT_GIVEN
+                   : strcmp(a->init, "random") == 0 ? LSE_GMM_INIT_RANDOM
+                                                    : LSE_GMM_INIT_KMEANSPP;
+    if (!from_file && strcmp(a->init, "kmeans") == 0)
+        a->opts.lloyd_iter = KMEANS_LLOYD_ITER;
     return LSEFIT_OK;
 }
 
@@ -1107,7 +1138,7 @@ static int query_main(int argc, char **argv, int score)
             help_predict(stdout, score ? "score" : "predict");
             return LSEFIT_OK;
         default:
-            rc = lsefit_opt_bad(cmd, c, argv);
+            rc = lsefit_opt_bad(cmd, c, argv, query_options);
             break;
         }
     }
@@ -1214,7 +1245,7 @@ static int sample_main(int argc, char **argv)
             help_sample(stdout);
             return LSEFIT_OK;
         default:
-            rc = lsefit_opt_bad(cmd, c, argv);
+            rc = lsefit_opt_bad(cmd, c, argv, sample_options);
             break;
         }
     }

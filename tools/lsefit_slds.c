@@ -398,7 +398,8 @@ typedef struct fit_args {
     const char *select;
     lse_slds_config cfg;
     int cov_given, lags_given, markov_given;
-    const char *init;
+    const char *init; /* "kmeans++", "random" or a model file */
+    int init_file;    /* init is a model file (--init-file, --init PATH) */
     lse_slds_opts opts;
     int reg_given;
     int standardize;
@@ -820,7 +821,8 @@ enum {
     OPT_PROBA,
     OPT_MPI,
     OPT_SHARDS,
-    OPT_EXACT
+    OPT_EXACT,
+    OPT_INIT_FILE
 };
 
 static const struct option fit_options[] = {
@@ -830,6 +832,7 @@ static const struct option fit_options[] = {
     {"sequence", required_argument, NULL, OPT_SEQUENCE},
     {"covariance", required_argument, NULL, OPT_COV},
     {"init", required_argument, NULL, OPT_INIT},
+    {"init-file", required_argument, NULL, OPT_INIT_FILE},
     {"n-init", required_argument, NULL, OPT_NINIT},
     {"max-iter", required_argument, NULL, OPT_MAXITER},
     {"tol", required_argument, NULL, OPT_TOL},
@@ -854,6 +857,15 @@ static const struct option fit_options[] = {
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
+/* --init names. The k-means++ start always runs Lloyd iterations until no
+ * assignment changes (at most 100): it is a k-means clustering, so
+ * scikit-learn's "kmeans" and "k-means++" name it too. */
+static const lsefit_init_name slds_inits[] = {{"kmeans++", "kmeans++"},
+                                              {"k-means++", "kmeans++"},
+                                              {"kmeans", "kmeans++"},
+                                              {"random", "random"},
+                                              {NULL, NULL}};
+
 static int parse_fit(int argc, char **argv, fit_args *a, int *help)
 {
     static const char *cmd = "slds";
@@ -864,7 +876,7 @@ static int parse_fit(int argc, char **argv, fit_args *a, int *help)
     a->select = "bic";
     a->missing_name = "error";
     *help = 0;
-    int select_given = 0;
+    int select_given = 0, init_given = 0;
     int c, rc = LSEFIT_OK;
     opterr = 0;
     optind = 1;
@@ -895,7 +907,18 @@ static int parse_fit(int argc, char **argv, fit_args *a, int *help)
             a->cov_given = 1;
             break;
         case OPT_INIT:
+        case OPT_INIT_FILE:
+            if (init_given)
+                rc = lsefit_usage(cmd, "give one --init or --init-file");
+            init_given = 1;
             a->init = optarg;
+            a->init_file = c == OPT_INIT_FILE;
+            if (rc == LSEFIT_OK && c == OPT_INIT) {
+                const char *method = NULL;
+                rc = lsefit_opt_init(cmd, optarg, slds_inits, &method);
+                a->init = method != NULL ? method : optarg;
+                a->init_file = method == NULL;
+            }
             break;
         case OPT_NINIT:
             rc = lsefit_opt_size(cmd, "--n-init", optarg, 1, &a->opts.n_init);
@@ -977,7 +1000,7 @@ static int parse_fit(int argc, char **argv, fit_args *a, int *help)
             *help = 1;
             return LSEFIT_OK;
         default:
-            rc = lsefit_opt_bad(cmd, c, argv);
+            rc = lsefit_opt_bad(cmd, c, argv, fit_options);
             break;
         }
     }
@@ -993,25 +1016,27 @@ static int parse_fit(int argc, char **argv, fit_args *a, int *help)
                                  "slds segment' on the model");
     if (a->shards == NULL && optind >= argc)
         return lsefit_usage(cmd, "missing the series file SERIES.csv");
-    if (optind + 1 < argc)
-        return lsefit_usage(cmd, "unexpected argument '%s'", argv[optind + 1]);
+    if (optind + 1 < argc) {
+        static const char *const subs[] = {"segment", "simulate"};
+        return lsefit_bad_operand(cmd, argv[optind], argv[optind + 1], subs,
+                                  2);
+    }
     a->data.path = a->shards != NULL ? a->shards : argv[optind];
-    const int from_file =
-        strcmp(a->init, "kmeans++") != 0 && strcmp(a->init, "random") != 0;
+    const int from_file = a->init_file;
     if (!a->k_given && !from_file)
         return lsefit_usage(cmd, "missing -k K (the number of modes)");
     if (select_given && a->kmin == a->kmax && a->k_given)
         return lsefit_usage(cmd, "--select needs a range of K such as -k 1:4");
     if (from_file && a->kmin != a->kmax)
-        return lsefit_usage(cmd, "--init FILE fixes K: a range of K cannot be "
-                                 "used with it");
+        return lsefit_usage(cmd, "--init-file FILE fixes K: a range of K "
+                                 "cannot be used with it");
     if (a->data.missing == LSE_MISSING_KEEP)
         return lsefit_fail("--missing marginalize is not supported: the SLDS "
                            "library (lse_slds_fit) cannot fit rows with "
                            "missing values; use --missing drop");
-    a->opts.init = strcmp(a->init, "random") == 0 ? LSE_SLDS_INIT_RANDOM
-                   : from_file                    ? LSE_SLDS_INIT_GIVEN
-                                                  : LSE_SLDS_INIT_KMEANSPP;
+    a->opts.init = from_file                      ? LSE_SLDS_INIT_GIVEN
+                   : strcmp(a->init, "random") == 0 ? LSE_SLDS_INIT_RANDOM
+                                                    : LSE_SLDS_INIT_KMEANSPP;
     return LSEFIT_OK;
 }
 
@@ -1289,7 +1314,7 @@ static int segment_main(int argc, char **argv)
             help_segment(stdout);
             return LSEFIT_OK;
         default:
-            rc = lsefit_opt_bad(cmd, c, argv);
+            rc = lsefit_opt_bad(cmd, c, argv, segment_options);
             break;
         }
     }
@@ -1379,7 +1404,7 @@ static int simulate_main(int argc, char **argv)
             help_simulate(stdout);
             return LSEFIT_OK;
         default:
-            rc = lsefit_opt_bad(cmd, c, argv);
+            rc = lsefit_opt_bad(cmd, c, argv, simulate_options);
             break;
         }
     }

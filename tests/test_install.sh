@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Installing lsegraph (README "Install"), TAP output for meson:
+#   test_install.sh MESON BUILD_DIR PREFIX BINDIR LIBDIR CBLAS SANITIZE CC...
+# 1. `meson install --destdir` into a temporary directory: a prefix that is
+#    no system directory.
+# 2. The installed lsefit and energyviz start with no LD_LIBRARY_PATH and
+#    load liblsegraph (and liblsegraph-viz) from that prefix: their rpath is
+#    relative to the program ($ORIGIN/../lib...).
+# 3. The installed lsegraph.pc and lsegraph-viz.pc put on a user's link
+#    line exactly the CBLAS the library was built with (CBLAS: openblas or
+#    gslcblas), never GSL's reference gslcblas next to OpenBLAS: a program
+#    linked with -Wl,--no-as-needed (Fedora's default) from their flags
+#    binds every cblas_dgemm to lib$CBLAS (LD_DEBUG=bindings).
+# SANITIZE is meson's b_sanitize: the user program is built with the same
+# runtime as the library.
+set -u
+if [ $# -lt 8 ]; then
+    echo "usage: test_install.sh MESON BUILD_DIR PREFIX BINDIR LIBDIR CBLAS SANITIZE CC..." >&2
+    exit 2
+fi
+MESON=$1 BUILD=$2 PREFIX=$3 BINDIR=$4 LIBDIR=$5 CBLAS=$6 SANITIZE=$7
+shift 7
+CC=("$@")
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/lsegraph_install.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+D=$TMP/dest
+under() { case $1 in /*) echo "$D$1" ;; *) echo "$D$PREFIX/$1" ;; esac; }
+BIN=$(under "$BINDIR")
+LIB=$(under "$LIBDIR")
+
+n=0
+status=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+not_ok() {
+    n=$((n + 1))
+    echo "not ok $n - $1"
+    status=1
+}
+skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
+show() { sed 's/^/# /' "$1" | head -n 40; }
+
+echo "1..6"
+if DESTDIR=$D "$MESON" install -C "$BUILD" --no-rebuild --quiet \
+    >"$TMP/install.log" 2>&1 && [ -x "$BIN/lsefit" ]; then
+    ok "meson install --destdir"
+else
+    not_ok "meson install --destdir"
+    show "$TMP/install.log"
+    exit 1
+fi
+
+# 2. the installed programs start from the prefix alone
+run_installed() { # NAME VERSION-PREFIX
+    local exe=$BIN/$1
+    if ! env -u LD_LIBRARY_PATH "$exe" --version >"$TMP/out" 2>"$TMP/err" ||
+        ! grep -q "^$1 (lsegraph) " "$TMP/out"; then
+        not_ok "installed $1 --version runs without LD_LIBRARY_PATH"
+        show "$TMP/err"
+        return
+    fi
+    # ...and loads the libraries of this prefix, not copies elsewhere
+    env -u LD_LIBRARY_PATH LD_TRACE_LOADED_OBJECTS=1 "$exe" >"$TMP/ldd" 2>&1
+    local bad=0
+    for lib in $2; do
+        if ! grep -q "$lib.* => $BIN/.*$lib" "$TMP/ldd" &&
+            ! grep -q "$lib.* => $LIB/$lib" "$TMP/ldd"; then
+            bad=1
+        fi
+    done
+    if [ $bad = 0 ]; then
+        ok "installed $1 --version runs without LD_LIBRARY_PATH"
+    else
+        not_ok "installed $1 loads its libraries from the prefix"
+        show "$TMP/ldd"
+    fi
+}
+run_installed lsefit "liblsegraph.so.0"
+if [ -x "$BIN/energyviz" ]; then
+    run_installed energyviz "liblsegraph-viz.so.0 liblsegraph.so.0"
+else
+    skip "installed energyviz runs" "built without energyviz"
+fi
+
+# 3. pkg-config: the .pc files as installed, their prefix moved to $D
+mkdir -p "$TMP/pc"
+for pc in "$LIB"/pkgconfig/*.pc; do
+    sed "s|^prefix=.*|prefix=$D$PREFIX|" "$pc" >"$TMP/pc/$(basename "$pc")"
+done
+export PKG_CONFIG_PATH=$TMP/pc
+flags=$(pkg-config --cflags --libs lsegraph 2>"$TMP/err")
+other=gslcblas
+[ "$CBLAS" = gslcblas ] && other=openblas
+if [ -n "$flags" ] && echo " $flags " | grep -q -- "-l$CBLAS " &&
+    ! echo " $flags " | grep -q -- "-l$other "; then
+    ok "pkg-config --libs lsegraph links -l$CBLAS, not -l$other"
+else
+    not_ok "pkg-config --libs lsegraph links -l$CBLAS, not -l$other"
+    echo "# flags: $flags"
+    show "$TMP/err"
+fi
+
+cat >"$TMP/prog.c" <<'PROG'
+#include <stdio.h>
+#include <gsl/gsl_blas.h>
+#include <lsegraph/lsegraph.h>
+int main(void)
+{
+    gsl_matrix *a = gsl_matrix_alloc(2, 2), *c = gsl_matrix_alloc(2, 2);
+    gsl_matrix_set_identity(a);
+    gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, a, a, 0.0, c);
+    printf("%g %s\n", gsl_matrix_get(c, 1, 1), lse_strerror(LSE_OK));
+    gsl_matrix_free(a);
+    gsl_matrix_free(c);
+    return 0;
+}
+PROG
+san=()
+[ "$SANITIZE" != none ] && san=(-fsanitize="$SANITIZE")
+bind_check() { # PACKAGE
+    local flags
+    flags=$(pkg-config --cflags --libs "$1")
+    # shellcheck disable=SC2086
+    if ! "${CC[@]}" "${san[@]}" -o "$TMP/prog" "$TMP/prog.c" \
+        -Wl,--no-as-needed $flags -Wl,-rpath,"$LIB" >"$TMP/cc.log" 2>&1; then
+        not_ok "a program linked with pkg-config $1 and --no-as-needed"
+        show "$TMP/cc.log"
+        return
+    fi
+    env -u LD_LIBRARY_PATH LD_BIND_NOW=1 LD_DEBUG=bindings \
+        LD_DEBUG_OUTPUT="$TMP/bind" "$TMP/prog" >"$TMP/out" 2>"$TMP/err"
+    cat "$TMP"/bind.* 2>/dev/null | grep "symbol \`cblas_dgemm'" >"$TMP/dgemm"
+    rm -f "$TMP"/bind.*
+    if [ -s "$TMP/dgemm" ] && ! grep -v " to [^ ]*/lib$CBLAS\.so" "$TMP/dgemm" |
+        grep -q .; then
+        ok "pkg-config $1 with --no-as-needed: cblas_dgemm binds to lib$CBLAS"
+    else
+        not_ok "pkg-config $1 with --no-as-needed: cblas_dgemm binds to lib$CBLAS"
+        echo "# flags: $flags"
+        show "$TMP/dgemm"
+        show "$TMP/err"
+    fi
+}
+bind_check lsegraph
+if [ -f "$TMP/pc/lsegraph-viz.pc" ]; then
+    bind_check lsegraph-viz
+else
+    skip "pkg-config lsegraph-viz" "built without energyviz"
+fi
+exit $status

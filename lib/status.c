@@ -1,5 +1,6 @@
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <gsl/gsl_errno.h>
 
@@ -84,6 +85,31 @@ void lse_gsl_quiet(void)
 static lse_log_fn log_fn;
 static void *log_user;
 
+/* printf's %g spells non-finite values inf, -inf, nan and -nan; every
+ * message of the library spells them as its CSV files do (docs/io.md):
+ * Inf, -Inf and NaN. Only a whole word that a number format made is
+ * rewritten: after a space or one of "=([,", and before
+ * the end, a space or one of ",;:)]". An input cell quoted in a message
+ * ('inf') stays as the user typed it. */
+static void spell_nonfinite(char *msg)
+{
+    static const char *const from[] = {"-nan", "-inf", "nan", "inf"};
+    static const char *const to[] = {"NaN", "-Inf", "NaN", "Inf"};
+    for (char *p = msg; *p != '\0'; p++) {
+        if (p == msg || strchr(" =([,", p[-1]) == NULL)
+            continue;
+        for (size_t w = 0; w < sizeof from / sizeof from[0]; w++) {
+            const size_t n = strlen(from[w]), m = strlen(to[w]);
+            if (strncmp(p, from[w], n) != 0 ||
+                (p[n] != '\0' && strchr(" ,;:)]", p[n]) == NULL))
+                continue;
+            memcpy(p, to[w], m); /* m <= n */
+            memmove(p + m, p + n, strlen(p + n) + 1);
+            break;
+        }
+    }
+}
+
 void lse_set_log_handler(lse_log_fn fn, void *user)
 {
     log_fn = fn;
@@ -99,6 +125,7 @@ void lse_log(lse_log_level level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    spell_nonfinite(buf);
     log_fn(level, buf, log_user);
 }
 
@@ -113,6 +140,7 @@ lse_status lse_graph_fail(lse_graph *g, lse_status status, const char *func,
         va_start(ap, fmt);
         vsnprintf(g->errmsg + n, sizeof g->errmsg - (size_t)n, fmt, ap);
         va_end(ap);
+        spell_nonfinite(g->errmsg + n);
     }
     return status;
 }
@@ -129,6 +157,7 @@ lse_status lse_error_set(lse_error *err, lse_status status, const char *func,
         va_start(ap, fmt);
         vsnprintf(err->message + n, sizeof err->message - (size_t)n, fmt, ap);
         va_end(ap);
+        spell_nonfinite(err->message + n);
     }
     return status;
 }

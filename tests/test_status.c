@@ -1,3 +1,4 @@
+#include <math.h>
 #include <string.h>
 
 #include <gsl/gsl_errno.h>
@@ -96,6 +97,51 @@ START_TEST(test_log_hook)
 }
 END_TEST
 
+/* Non-finite values in messages are spelled as the CSV writer spells
+ * them (docs/io.md): Inf, -Inf, NaN; never printf's inf, -inf, nan, -nan.
+ * Input quoted in a message and words that contain them stay as they
+ * are. */
+static void log_keep(lse_log_level level, const char *message, void *user)
+{
+    (void)level;
+    snprintf(user, 256, "%s", message);
+}
+
+START_TEST(test_nonfinite_spelling)
+{
+    lse_error err;
+    lse_error_set(&err, LSE_ENONFINITE, "f", "energy is %g, step %g (%g) [%g]",
+                  -INFINITY, INFINITY, NAN, -NAN);
+    ck_assert_str_eq(err.message, "f: energy is -Inf, step Inf (NaN) [NaN]");
+    lse_error_set(&err, LSE_EPARSE, "f",
+                  "inf.csv:3:1: '-inf' is not finite; info, x=%g, nanny, %g",
+                  INFINITY, 1.5);
+    ck_assert_str_eq(err.message, "f: inf.csv:3:1: '-inf' is not finite; "
+                                  "info, x=Inf, nanny, 1.5");
+    /* the JSON writer refuses non-finite numbers with the same words */
+    lse_json *doc = lse_json_new_object();
+    ck_assert_ptr_nonnull(doc);
+    ck_assert_int_eq(lse_json_set_number(doc, "loglik", -INFINITY, &err),
+                     LSE_ENONFINITE);
+    ck_assert_msg(strstr(err.message, "cannot be -Inf") != NULL, "%s",
+                  err.message);
+    gsl_matrix *m = gsl_matrix_calloc(2, 2);
+    gsl_matrix_set(m, 1, 0, INFINITY);
+    ck_assert_int_eq(lse_json_set_matrix(doc, "means", m, &err),
+                     LSE_ENONFINITE);
+    ck_assert_msg(strstr(err.message, "entry (1, 0) is Inf:") != NULL, "%s",
+                  err.message);
+    gsl_matrix_free(m);
+    lse_json_free(doc);
+    /* the log hook too (the graph's messages: tests/test_cli.c) */
+    char logged[256] = "";
+    lse_set_log_handler(log_keep, logged);
+    lse_log(LSE_LOG_WARN, "loglik %g", -INFINITY);
+    lse_set_log_handler(NULL, NULL);
+    ck_assert_str_eq(logged, "loglik -Inf");
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("status");
@@ -105,6 +151,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_gsl_quiet_no_abort);
     tcase_add_test(tc, test_gsl_quiet_keeps_user_handler);
     tcase_add_test(tc, test_log_hook);
+    tcase_add_test(tc, test_nonfinite_spelling);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -102,3 +102,32 @@ const char *cli_strip_function(const char *msg)
         msg = q + 2;
     }
 }
+
+void cli_clean_message(char *msg)
+{
+    for (char *c = strstr(msg, "lse_"); c != NULL; c = strstr(c, "lse_")) {
+        const char *rest = cli_strip_function(c);
+        if (rest == c || (c != msg && (isalnum((unsigned char)c[-1]) ||
+                                       c[-1] == '_'))) {
+            c += 4;
+            continue;
+        }
+        memmove(c, rest, strlen(rest) + 1);
+    }
+    /* the words of lib/status.c's spelling, with the same boundaries */
+    static const char *const from[] = {"-nan", "-inf", "nan", "inf"};
+    static const char *const to[] = {"NaN", "-Inf", "NaN", "Inf"};
+    for (char *p = msg; *p != '\0'; p++) {
+        if (p == msg || strchr(" =([,", p[-1]) == NULL)
+            continue;
+        for (size_t w = 0; w < sizeof from / sizeof from[0]; w++) {
+            const size_t n = strlen(from[w]), m = strlen(to[w]);
+            if (strncmp(p, from[w], n) != 0 ||
+                (p[n] != '\0' && strchr(" ,;:)]", p[n]) == NULL))
+                continue;
+            memcpy(p, to[w], m);
+            memmove(p + m, p + n, strlen(p + n) + 1);
+            break;
+        }
+    }
+}

@@ -30,4 +30,11 @@ int cli_close_stdout(const char *prog, int quiet_error);
  *  what went wrong, not where in the library. */
 const char *cli_strip_function(const char *msg);
 
+/** Make a message (one line, in place) fit for the user: every
+ *  "lse_function: " inside it goes (the library nests its messages), and
+ *  non-finite numbers that printf spelled inf, -inf, nan or -nan read Inf,
+ *  -Inf and NaN, as in the CSV files (docs/io.md) and the library's own
+ *  messages; quoted input ('inf') stays as typed. */
+void cli_clean_message(char *msg);
+
 #endif /* CLIUTIL_H */

@@ -98,15 +98,8 @@ static void die(int code, const char *fmt, ...)
     for (char *c = msg; *c; c++)
         if (*c == '\n' || *c == '\r')
             *c = ' ';
-    /* no library function names ("lse_viz_render: "), wherever they are */
-    for (char *c = strstr(msg, "lse_"); c != NULL; c = strstr(c, "lse_")) {
-        const char *rest = cli_strip_function(c);
-        if (rest == c) {
-            c += 4;
-            continue;
-        }
-        memmove(c, rest, strlen(rest) + 1);
-    }
+    /* no library function names, one spelling of Inf and NaN */
+    cli_clean_message(msg);
     fprintf(stderr, "energyviz: %s%s\n", msg,
             code == EXIT_USAGE ? " (energyviz --help)" : "");
     finish();

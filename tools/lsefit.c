@@ -33,32 +33,34 @@ void (*lsefit_fail_hook)(const char *message) = NULL;
 /* ------------------------------------------------------------------ */
 /* Messages                                                            */
 
+/* Messages for the user: no library function names nested inside, Inf
+ * and NaN spelled as in the CSV files (cli_clean_message). */
 int lsefit_fail(const char *fmt, ...)
 {
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    cli_clean_message(msg);
     if (lsefit_fail_hook != NULL) { /* --mpi: agreed and printed later */
-        char msg[1024];
-        vsnprintf(msg, sizeof msg, fmt, ap);
-        va_end(ap);
         lsefit_fail_hook(msg);
         return LSEFIT_FAIL;
     }
-    fputs("lsefit: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
+    fprintf(stderr, "lsefit: %s\n", msg);
     return LSEFIT_FAIL;
 }
 
 int lsefit_usage(const char *cmd, const char *fmt, ...)
 {
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    fputs("lsefit: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (see 'lsefit%s%s --help')\n", cmd[0] ? " " : "", cmd);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    cli_clean_message(msg);
+    fprintf(stderr, "lsefit: %s (see 'lsefit%s%s --help')\n", msg,
+            cmd[0] ? " " : "", cmd);
     return LSEFIT_USAGE;
 }
 
@@ -81,12 +83,13 @@ void lsefit_note(const char *fmt, ...)
 {
     if (lsefit_quiet)
         return;
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    fputs("lsefit: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    cli_clean_message(msg);
+    fprintf(stderr, "lsefit: %s\n", msg);
 }
 
 /* The library speaks only through this hook. */
@@ -95,10 +98,13 @@ static void log_handler(lse_log_level level, const char *message, void *user)
     (void)user;
     if (lsefit_quiet)
         return;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", message);
+    cli_clean_message(msg);
     if (level == LSE_LOG_WARN)
-        fprintf(stderr, "lsefit: warning: %s\n", message);
+        fprintf(stderr, "lsefit: warning: %s\n", msg);
     else if (level == LSE_LOG_INFO && lsefit_verbose)
-        fprintf(stderr, "lsefit: %s\n", message);
+        fprintf(stderr, "lsefit: %s\n", msg);
 }
 
 /* ------------------------------------------------------------------ */
@@ -468,6 +474,16 @@ void lsefit_buf_free(lsefit_buf *b)
     memset(b, 0, sizeof *b);
 }
 
+void lsefit_csv_number(FILE *f, double x)
+{
+    if (isnan(x))
+        fputs("NaN", f);
+    else if (isinf(x))
+        fputs(x > 0 ? "Inf" : "-Inf", f);
+    else
+        fprintf(f, "%.17g", x);
+}
+
 void lsefit_csv_cell(FILE *f, const char *s)
 {
     if (strpbrk(s, ",;\t\"\r\n") == NULL && s[0] != '#' && s[0] != '\0') {
@@ -489,7 +505,8 @@ void lsefit_csv_cell(FILE *f, const char *s)
 static void usage_main(FILE *f)
 {
     fputs(
-        "Usage: lsefit [GLOBAL OPTIONS] COMMAND [ARGS...]\n"
+        "Usage: lsefit COMMAND [ARGS...]\n"
+        "       lsefit [GLOBAL OPTIONS] COMMAND [ARGS...]\n"
         "\n"
         "Fit energy-based models on log-sum-exp graphs to CSV data.\n"
         "\n"

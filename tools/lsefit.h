@@ -137,6 +137,10 @@ int lsefit_buf_open(lsefit_buf *b);
 int lsefit_buf_write(lsefit_buf *b, const char *path);
 void lsefit_buf_free(lsefit_buf *b);
 
+/** Print a number as lse_matrix_format_csv does: %.17g (bit-exact when
+ *  read back), NaN, Inf and -Inf (docs/io.md). */
+void lsefit_csv_number(FILE *f, double x);
+
 /** Print a CSV cell: quoted when it holds a delimiter, quote or newline. */
 void lsefit_csv_cell(FILE *f, const char *s);
 

@@ -631,7 +631,7 @@ static int write_values(const char *path, const lsefit_data *data,
             if (j > 0)
                 fputc(',', b.f);
             if (kept)
-                fprintf(b.f, "%.17g", gsl_matrix_get(v, r, j));
+                lsefit_csv_number(b.f, gsl_matrix_get(v, r, j));
         }
         r += (size_t)kept;
         fputc('\n', b.f);

@@ -771,7 +771,7 @@ static int write_modes(const char *path, const lse_slds *m,
             const int is_step = s < n_steps && data->rows[steps[s]] == i;
             for (size_t j = 0; j < k; j++) {
                 if (is_step)
-                    fprintf(b.f, "%.17g", gsl_matrix_get(post, s, j));
+                    lsefit_csv_number(b.f, gsl_matrix_get(post, s, j));
                 fputc(',', b.f);
             }
             if (is_step) {

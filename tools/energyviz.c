@@ -1541,5 +1541,5 @@ int main(int argc, char **argv)
         check(lse_viz_render(g, &vo, format, o.output, &err), &err, "render");
     }
     finish();
-    return 0;
+    return cli_close_stdout("energyviz", 0);
 }

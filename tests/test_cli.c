@@ -324,6 +324,8 @@ START_TEST(test_did_you_mean)
     ck_assert_msg(strstr(err_text, x) != NULL, "%s", err_text);
     assert_error(LSEFIT("slds", "fit", x, "-k", "2"), 2, "lsefit",
                  "did you mean 'lsefit slds");
+    assert_error(LSEFIT("gmm", "fit", "-k", "2"), 2, "lsefit",
+                 "did you mean 'lsefit gmm DATA.csv'?");
     assert_error(LSEFIT("gmm", "predcit", m, x), 2, "lsefit",
                  "did you mean 'lsefit gmm predict'?");
     assert_error(LSEFIT("slds", "segmnet", m, x), 2, "lsefit",

@@ -306,7 +306,10 @@ int lsefit_bad_operand(const char *cmd, const char *first, const char *second,
                                 "'%s fit' is not a command; did you mean "
                                 "'lsefit %s %s'? (a fit takes the data file "
                                 "right after '%s')",
-                                cmd, cmd, second, cmd);
+                                cmd, cmd, second != NULL ? second : "DATA.csv",
+                                cmd);
+        if (second == NULL)
+            return LSEFIT_OK;
         const char *near = cli_suggest(first, subcommands, n_sub);
         if (near != NULL)
             return lsefit_usage(cmd,
@@ -314,6 +317,8 @@ int lsefit_bad_operand(const char *cmd, const char *first, const char *second,
                                 "'lsefit %s %s'?",
                                 cmd, first, cmd, near);
     }
+    if (second == NULL)
+        return LSEFIT_OK;
     return lsefit_usage(cmd, "unexpected argument '%s'", second);
 }
 

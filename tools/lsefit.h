@@ -83,7 +83,9 @@ int lsefit_opt_init(const char *cmd, const char *s,
                     const lsefit_init_name *names, const char **method);
 /** The usage error for a second operand @p second after @p first where
  *  one was expected: "lsefit gmm fit X.csv" suggests "lsefit gmm X.csv",
- *  a misspelt subcommand the nearest of @p subcommands. */
+ *  a misspelt subcommand the nearest of @p subcommands. With @p second
+ *  NULL (one operand), only "fit" that is no file is an error; else
+ *  LSEFIT_OK. */
 int lsefit_bad_operand(const char *cmd, const char *first, const char *second,
                        const char *const *subcommands, size_t n_sub);
 

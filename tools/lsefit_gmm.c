@@ -882,6 +882,11 @@ static int parse_fit(int argc, char **argv, fit_args *a, int *help)
         return lsefit_bad_operand(cmd, argv[optind], argv[optind + 1], subs,
                                   3);
     }
+    if (a->shards == NULL) {
+        const int rc_op = lsefit_bad_operand(cmd, argv[optind], NULL, NULL, 0);
+        if (rc_op != LSEFIT_OK)
+            return rc_op;
+    }
     a->data.path = a->shards != NULL ? a->shards : argv[optind];
     const int from_file = a->init_file;
     if (!a->k_given && !from_file)

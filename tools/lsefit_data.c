@@ -145,7 +145,13 @@ static int choose_columns(const lsefit_data_opts *o, const lse_table *t,
         for (size_t i = 0; rc == LSEFIT_OK && i < o->n_model_names; i++) {
             size_t j;
             lse_error err;
-            if (lse_table_find_column(t, o->model_names[i], &j, &err) != LSE_OK)
+            const lse_status st =
+                lse_table_find_column(t, o->model_names[i], &j, &err);
+            if (st != LSE_OK && n_cols == 1 && o->n_model_names > 1)
+                rc = lsefit_fail("%s; the file was read as one column: give "
+                                 "the field separator with --delimiter",
+                                 lsefit_strip(&err));
+            else if (st != LSE_OK)
                 rc = lsefit_fail("%s; the model %s needs it (or choose "
                                  "columns with --columns)",
                                  lsefit_strip(&err), o->model_path);

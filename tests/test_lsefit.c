@@ -1579,7 +1579,7 @@ START_TEST(test_input_limits)
     assert_error(RUN("slds", "/dev/zero", "-k", "1"), 1, "NUL byte in text");
     assert_error(RUN("gmm", big, "-k", "1", "--max-input-size", "1K"), 1,
                  "big.csv: the input is larger than the limit of 1K "
-                 "(--max-input-size): raise it");
+                 "(--max-input-size): raise it, e.g. --max-input-size 4K");
     stdin_path = big;
     assert_error(RUN("gmm", "-", "-k", "1", "--max-input-size", "1k"), 1,
                  "<stdin>: the input is larger than the limit of 1K");

@@ -352,16 +352,16 @@ int lsefit_data_load(const lsefit_data_opts *o, lsefit_data *out)
     if (lse_table_read(o->path, &copts, &t, &err) != LSE_OK) {
         if (err.status == LSE_ENOMEM &&
             strstr(err.message, "exceeds the limit") != NULL) {
-            char limit[64];
+            char limit[64], more[64];
             format_size(copts.max_bytes, limit, sizeof limit);
+            format_size(copts.max_bytes <= SIZE_MAX / 4 ? 4 * copts.max_bytes
+                                                        : SIZE_MAX,
+                        more, sizeof more);
             return lsefit_fail("%s: the input is larger than the limit of %s "
                                "(--max-input-size): raise it, e.g. "
                                "--max-input-size %s",
                                strcmp(o->path, "-") == 0 ? "<stdin>" : o->path,
-                               limit,
-                               copts.max_bytes <= ((size_t)1 << 40)
-                                   ? "64G"
-                                   : "1024T");
+                               limit, more);
         }
         if (err.status == LSE_EPARSE &&
             strstr(err.message, "NUL byte") != NULL)

@@ -307,7 +307,10 @@ struct lse_table {
 
 lse_csv_opts lse_csv_opts_default(void)
 {
-    const lse_csv_opts opts = {.delimiter = 0, .header = -1, .comment = '#'};
+    const lse_csv_opts opts = {.delimiter = 0,
+                               .header = -1,
+                               .comment = '#',
+                               .max_bytes = LSE_CSV_MAX_BYTES};
     return opts;
 }
 
@@ -384,11 +387,17 @@ static void on_row(int c, void *data)
     if (t->n_stored == 0) {
         t->n_cols = st->fields;
     } else if (st->fields != t->n_cols) {
-        st->status =
-            lse_error_set(st->err, LSE_EPARSE, "lse_table_parse",
-                          "%s:%zu: %zu field%s, expected %zu (as on line %zu)",
-                          t->name, st->row_start, st->fields,
-                          st->fields == 1 ? "" : "s", t->n_cols, t->line[0]);
+        /* R's write.table(row.names = TRUE) leaves the row names' column
+         * out of the header */
+        const int row_names = t->n_stored == 1 && st->fields == t->n_cols + 1;
+        st->status = lse_error_set(
+            st->err, LSE_EPARSE, "lse_table_parse",
+            "%s:%zu: %zu field%s, expected %zu (as on line %zu)%s", t->name,
+            st->row_start, st->fields, st->fields == 1 ? "" : "s", t->n_cols,
+            t->line[0],
+            row_names ? "; if the first column holds row names, give it a "
+                        "name in the header line too"
+                      : "");
         return;
     }
     size_t *line = grow(t->line, &t->line_cap, t->n_stored + 1, sizeof *line);
@@ -433,35 +442,62 @@ static int is_blank_line(const char *p, size_t n, char delim)
     return 1;
 }
 
+/* Number of fields of the line [p, q) split at runs of spaces and tabs
+ * outside double quotes. */
+static size_t count_white_fields(const char *p, const char *q)
+{
+    size_t n = 0;
+    int in_field = 0, quoted = 0;
+    for (; p < q && *p != '\n' && *p != '\r'; p++) {
+        if (*p == '"')
+            quoted = !quoted;
+        const int white = !quoted && (*p == ' ' || *p == '\t');
+        if (!white && !in_field)
+            n++;
+        in_field = !white;
+    }
+    return n;
+}
+
 /* The delimiter among ',', ';', '\t' that occurs most often outside quotes
- * in the first line that is not blank or a comment (',' on a tie or when
- * none occurs). */
+ * in the first line that is not blank or a comment. When that line has
+ * none of them but every one of the first five such lines holds two or
+ * more fields separated by spaces, ' ' (white space); else ',' (a
+ * one-column file). */
 static char detect_delimiter(const char *p, const char *end, char comment)
 {
     static const char candidates[] = {',', ';', '\t'};
-    while (p < end) {
+    int seen = 0, white = 1;
+    while (p < end && seen < 5) {
         const char *next = line_end(p, end);
         if (is_blank_line(p, (size_t)(next - p), '\0') ||
             (comment != '\0' && *p == comment)) {
             p = next;
             continue;
         }
-        size_t count[3] = {0, 0, 0};
-        int quoted = 0;
-        for (const char *q = p; q < next; q++) {
-            if (*q == '"')
-                quoted = !quoted;
-            for (size_t k = 0; k < 3 && !quoted; k++)
-                if (*q == candidates[k])
-                    count[k]++;
+        if (seen == 0) {
+            size_t count[3] = {0, 0, 0};
+            int quoted = 0;
+            for (const char *q = p; q < next; q++) {
+                if (*q == '"')
+                    quoted = !quoted;
+                for (size_t k = 0; k < 3 && !quoted; k++)
+                    if (*q == candidates[k])
+                        count[k]++;
+            }
+            size_t best = 0;
+            for (size_t k = 1; k < 3; k++)
+                if (count[k] > count[best])
+                    best = k;
+            if (count[best] > 0)
+                return candidates[best];
         }
-        size_t best = 0;
-        for (size_t k = 1; k < 3; k++)
-            if (count[k] > count[best])
-                best = k;
-        return candidates[best];
+        if (count_white_fields(p, next) < 2)
+            white = 0;
+        seen++;
+        p = next;
     }
-    return ',';
+    return seen > 0 && white ? ' ' : ',';
 }
 
 typedef enum cell_kind {
@@ -538,6 +574,61 @@ static lse_status make_names(lse_table *t, lse_error *err)
     return LSE_OK;
 }
 
+typedef struct named_column {
+    const char *name;
+    size_t j;
+} named_column;
+
+static int by_name(const void *a, const void *b)
+{
+    const named_column *x = a, *y = b;
+    const int c = strcmp(x->name, y->name);
+    if (c != 0)
+        return c;
+    return (x->j > y->j) - (x->j < y->j);
+}
+
+/* A header must name every column differently: a column is found by its
+ * name, and two alike would silently give the first one. Reports the
+ * repeat that comes first in the file (smallest second column). */
+static lse_status check_unique_names(const lse_table *t, lse_error *err)
+{
+    if (!t->has_header || t->n_cols < 2)
+        return LSE_OK;
+    named_column *v = malloc(t->n_cols * sizeof *v);
+    if (v == NULL)
+        return lse_error_set(err, LSE_ENOMEM, "lse_table_parse",
+                             "%s: out of memory", t->name);
+    for (size_t j = 0; j < t->n_cols; j++) {
+        v[j].name = t->text + t->names[j];
+        v[j].j = j;
+    }
+    qsort(v, t->n_cols, sizeof *v, by_name);
+    size_t first = 0, second = SIZE_MAX;
+    for (size_t k = 1; k < t->n_cols; k++) {
+        if (strcmp(v[k].name, v[k - 1].name) != 0 || v[k].j >= second)
+            continue;
+        /* v[k - 1] is the previous column of this name */
+        second = v[k].j;
+        first = v[k - 1].j;
+    }
+    free(v);
+    if (second == SIZE_MAX)
+        return LSE_OK;
+    const char *name = t->text + t->names[first];
+    if (name[0] == '\0')
+        return lse_error_set(err, LSE_EPARSE, "lse_table_parse",
+                             "%s:%zu: columns %zu and %zu both have an empty "
+                             "name in the header: give each column its own "
+                             "name",
+                             t->name, t->line[0], first + 1, second + 1);
+    return lse_error_set(err, LSE_EPARSE, "lse_table_parse",
+                         "%s:%zu: columns %zu and %zu are both named '%.60s': "
+                         "columns are found by name, so rename one of them "
+                         "in the header",
+                         t->name, t->line[0], first + 1, second + 1, name);
+}
+
 static lse_status check_opts(const lse_csv_opts *o, lse_error *err)
 {
     const char d = o->delimiter, c = o->comment;
@@ -555,6 +646,77 @@ static lse_status check_opts(const lse_csv_opts *o, lse_error *err)
     return LSE_OK;
 }
 
+/* One physical line [p, p + n) of a white-space separated file: fields
+ * are separated by runs of spaces and tabs; a field may be quoted with '"'
+ * (a quote inside doubled) but then must end on the same line. *scratch
+ * (capacity *cap) holds an unquoted copy of each field. */
+static void parse_white_line(parse_state *st, const char *p, size_t n,
+                             size_t lineno, char **scratch, size_t *cap)
+{
+    lse_table *t = st->t;
+    const char *q = p, *e = p + n;
+    while (e > q && (e[-1] == '\n' || e[-1] == '\r'))
+        e--;
+    char *buf = grow(*scratch, cap, (size_t)(e - q) + 1, 1);
+    if (buf == NULL) {
+        st->status = lse_error_set(st->err, LSE_ENOMEM, "lse_table_parse",
+                                   "%s: out of memory", t->name);
+        return;
+    }
+    *scratch = buf;
+    while (q < e && st->status == LSE_OK) {
+        while (q < e && (*q == ' ' || *q == '\t'))
+            q++;
+        if (q == e)
+            break;
+        size_t len = 0;
+        const char *bad = NULL;
+        if (*q == '"') {
+            const char *open = q;
+            for (q++;; q++) {
+                if (q == e) {
+                    st->status = lse_error_set(
+                        st->err, LSE_EPARSE, "lse_table_parse",
+                        "%s:%zu:%zu: unterminated quoted field (in a white "
+                        "space separated file a quoted field ends on its "
+                        "line)",
+                        t->name, lineno, (size_t)(open - p) + 1);
+                    return;
+                }
+                if (*q == '"' && q + 1 < e && q[1] == '"') {
+                    buf[len++] = '"';
+                    q++;
+                } else if (*q == '"') {
+                    q++;
+                    break;
+                } else {
+                    buf[len++] = *q;
+                }
+            }
+            if (q < e && *q != ' ' && *q != '\t')
+                bad = q;
+        } else {
+            for (; q < e && *q != ' ' && *q != '\t' && bad == NULL; q++) {
+                if (*q == '"')
+                    bad = q;
+                buf[len++] = *q;
+            }
+        }
+        if (bad != NULL) {
+            st->status = lse_error_set(
+                st->err, LSE_EPARSE, "lse_table_parse",
+                "%s:%zu:%zu: malformed quoting (a quote must open a field, "
+                "close it before white space or the line end, and be doubled "
+                "inside it)",
+                t->name, lineno, (size_t)(bad - p) + 1);
+            return;
+        }
+        on_field(buf, len, st);
+    }
+    if (st->status == LSE_OK)
+        on_row(0, st);
+}
+
 /* Feed the text to libcsv one physical line at a time, so that the line
  * number of every row and of every quoting error is known. */
 static lse_status parse_rows(lse_table *t, const char *p, const char *end,
@@ -567,13 +729,16 @@ static lse_status parse_rows(lse_table *t, const char *p, const char *end,
     csv_set_delim(&parser, (unsigned char)t->delimiter);
     csv_set_blk_size(&parser, 4096);
     parse_state st = {.t = t, .err = err, .status = LSE_OK};
+    const int white = t->delimiter == ' ';
+    char *scratch = NULL;
+    size_t scratch_cap = 0;
     size_t lineno = 0;
     while (p < end && st.status == LSE_OK) {
         const char *next = line_end(p, end);
         const size_t n = (size_t)(next - p);
         lineno++;
         if (!st.open) {
-            if (is_blank_line(p, n, t->delimiter) ||
+            if (is_blank_line(p, n, white ? '\0' : t->delimiter) ||
                 (comment != '\0' && *p == comment)) {
                 p = next;
                 continue;
@@ -587,6 +752,11 @@ static lse_status parse_rows(lse_table *t, const char *p, const char *end,
                                       "%s:%zu:%zu: NUL byte in text", t->name,
                                       lineno, (size_t)(nul - p) + 1);
             break;
+        }
+        if (white) {
+            parse_white_line(&st, p, n, lineno, &scratch, &scratch_cap);
+            p = next;
+            continue;
         }
         const size_t used = csv_parse(&parser, p, n, on_field, on_row, &st);
         if (st.status == LSE_OK && used < n) {
@@ -610,6 +780,7 @@ static lse_status parse_rows(lse_table *t, const char *p, const char *end,
                                   "row starting on this line never ends)",
                                   t->name, st.row_start);
     csv_free(&parser);
+    free(scratch);
     return st.status;
 }
 
@@ -666,6 +837,8 @@ lse_status lse_table_parse(const char *data, size_t len, const char *name,
         goto fail;
     }
     status = make_names(t, err);
+    if (status == LSE_OK)
+        status = check_unique_names(t, err);
     if (status != LSE_OK)
         goto fail;
     *out = t;
@@ -673,6 +846,114 @@ lse_status lse_table_parse(const char *data, size_t len, const char *name,
 fail:
     lse_table_free(t);
     return status;
+}
+
+/* Where the NUL byte at buf[at] is: 1-based line (LF, CRLF or CR end a
+ * line, as in parse_rows) and column. */
+static void nul_position(const char *buf, size_t at, size_t *line,
+                         size_t *col)
+{
+    size_t l = 1, start = 0;
+    for (size_t i = 0; i < at; i++) {
+        if (buf[i] == '\n' || (buf[i] == '\r' && buf[i + 1] != '\n')) {
+            l++;
+            start = i + 1;
+        }
+    }
+    *line = l;
+    *col = at - start + 1;
+}
+
+/* lse_file_read for text: stops at the first block that holds a NUL byte
+ * (binary data such as /dev/zero) and past max bytes (an endless pipe),
+ * before the memory runs out. */
+static lse_status read_text(const char *path, size_t max, char **data,
+                            size_t *len, lse_error *err)
+{
+    *data = NULL;
+    *len = 0;
+    const int from_stdin = strcmp(path, "-") == 0;
+    const char *shown = from_stdin ? "<stdin>" : path;
+    char why[128];
+    FILE *f = from_stdin ? stdin : fopen(path, "rb");
+    if (f == NULL) {
+        errno_text(errno, why, sizeof why);
+        return lse_error_set(err, LSE_EIO, "lse_table_read",
+                             "cannot open '%s': %s", shown, why);
+    }
+    lse_status status = LSE_OK;
+    size_t cap = 0, n = 0;
+    char *buf = NULL;
+    /* the buffer never needs more than the limit, one byte that tells it
+     * was passed, and the NUL */
+    const size_t most = max < SIZE_MAX - 2 ? max + 2 : SIZE_MAX;
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) &&
+        (uintmax_t)sb.st_size > (uintmax_t)max) {
+        status = lse_error_set(err, LSE_ENOMEM, "lse_table_read",
+                               "%s: input exceeds the limit of %zu bytes (it "
+                               "has %jd)",
+                               shown, max, (intmax_t)sb.st_size);
+        goto done;
+    }
+    for (;;) {
+        if (cap - n < 2) {
+            size_t c = cap == 0 ? 65536 : cap > SIZE_MAX / 2 ? SIZE_MAX
+                                                             : 2 * cap;
+            if (c > most)
+                c = most;
+            char *bigger = c > cap ? realloc(buf, c) : NULL;
+            if (bigger == NULL) {
+                status = lse_error_set(err, LSE_ENOMEM, "lse_table_read",
+                                       "out of memory reading '%s' (%zu "
+                                       "bytes read)",
+                                       shown, n);
+                goto done;
+            }
+            buf = bigger;
+            cap = c;
+        }
+        size_t room = cap - n - 1;
+        if (max < SIZE_MAX && room > max + 1 - n)
+            room = max + 1 - n; /* one byte past the limit tells */
+        const size_t got = fread(buf + n, 1, room, f);
+        const char *nul = memchr(buf + n, '\0', got);
+        n += got;
+        if (nul != NULL) {
+            size_t line, col;
+            nul_position(buf, (size_t)(nul - buf), &line, &col);
+            status = lse_error_set(err, LSE_EPARSE, "lse_table_read",
+                                   "%s:%zu:%zu: NUL byte in text (binary data, "
+                                   "not a CSV file)",
+                                   shown, line, col);
+            goto done;
+        }
+        if (n > max) {
+            status = lse_error_set(err, LSE_ENOMEM, "lse_table_read",
+                                   "%s: input exceeds the limit of %zu bytes",
+                                   shown, max);
+            goto done;
+        }
+        if (got == 0)
+            break;
+    }
+    if (ferror(f)) {
+        errno_text(errno, why, sizeof why);
+        status = lse_error_set(err, LSE_EIO, "lse_table_read",
+                               "cannot read '%s': %s", shown, why);
+        goto done;
+    }
+    buf[n] = '\0';
+done:
+    if (!from_stdin)
+        fclose(f);
+    if (status != LSE_OK) {
+        free(buf);
+        return status;
+    }
+    *data = buf;
+    *len = n;
+    return LSE_OK;
 }
 
 lse_status lse_table_read(const char *path, const lse_csv_opts *opts,
@@ -684,7 +965,9 @@ lse_status lse_table_read(const char *path, const lse_csv_opts *opts,
     *out = NULL;
     char *data = NULL;
     size_t len = 0;
-    lse_status status = lse_file_read(path, &data, &len, err);
+    const size_t max = opts == NULL || opts->max_bytes == 0 ? LSE_CSV_MAX_BYTES
+                                                           : opts->max_bytes;
+    lse_status status = read_text(path, max, &data, &len, err);
     if (status != LSE_OK)
         return status;
     const char *shown = strcmp(path, "-") == 0 ? "<stdin>" : path;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "lse_check.h"
@@ -348,6 +349,161 @@ START_TEST(test_nul_byte)
         lse_table_parse(text, sizeof text - 1, "nul.csv", NULL, &t, &err),
         LSE_EPARSE);
     assert_msg_has(err, "nul.csv:2:3: NUL byte");
+}
+END_TEST
+
+/* The same text read from a file stops at the first block holding a NUL
+ * byte: /dev/zero fails at once instead of filling the memory. */
+START_TEST(test_nul_byte_early)
+{
+    lse_error err;
+    lse_table *t = NULL;
+    const char text[] = "a,b\r\n1,2\n3,\0004\n";
+    write_bytes("nul.csv", text, sizeof text - 1);
+    char path[256];
+    path_of("nul.csv", path, sizeof path);
+    lse_assert_status(lse_table_read(path, NULL, &t, &err), LSE_EPARSE);
+    ck_assert_ptr_null(t);
+    assert_msg_has(err, "nul.csv:3:3: NUL byte in text");
+    lse_assert_status(lse_table_read("/dev/zero", NULL, &t, &err),
+                      LSE_EPARSE);
+    assert_msg_has(err, "/dev/zero:1:1: NUL byte in text (binary data");
+}
+END_TEST
+
+/* An endless pipe (a child writing "1,2" lines until the reader closes
+ * it) and a file longer than the limit stop at opts.max_bytes. */
+START_TEST(test_input_limit)
+{
+    lse_error err;
+    lse_table *t = NULL;
+    lse_csv_opts o = lse_csv_opts_default();
+    ck_assert_uint_eq(o.max_bytes, LSE_CSV_MAX_BYTES);
+    ck_assert_uint_ge(LSE_CSV_MAX_BYTES, (size_t)1 << 31);
+    const char text[] = "a,b\n1,2\n3,4\n5,6\n"; /* 16 bytes */
+    write_bytes("small.csv", text, sizeof text - 1);
+    char path[256];
+    path_of("small.csv", path, sizeof path);
+    o.max_bytes = 15;
+    lse_assert_status(lse_table_read(path, &o, &t, &err), LSE_ENOMEM);
+    ck_assert_ptr_null(t);
+    assert_msg_has(err, "small.csv: input exceeds the limit of 15 bytes");
+    o.max_bytes = 16; /* exactly at the limit */
+    lse_assert_ok(lse_table_read(path, &o, &t, &err));
+    ck_assert_uint_eq(lse_table_rows(t), 3);
+    lse_table_free(t);
+    t = NULL;
+    o.max_bytes = 0; /* the default */
+    lse_assert_ok(lse_table_read(path, &o, &t, &err));
+    lse_table_free(t);
+    t = NULL;
+
+    int fd[2];
+    ck_assert_int_eq(pipe(fd), 0);
+    const pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) { /* the endless writer */
+        close(fd[0]);
+        char block[4096];
+        for (size_t i = 0; i + 4 <= sizeof block; i += 4)
+            memcpy(block + i, "1,2\n", 4);
+        while (write(fd[1], block, sizeof block) > 0)
+            ;
+        _exit(0);
+    }
+    close(fd[1]);
+    char dev[64];
+    snprintf(dev, sizeof dev, "/dev/fd/%d", fd[0]);
+    o.max_bytes = (size_t)1 << 20;
+    lse_assert_status(lse_table_read(dev, &o, &t, &err), LSE_ENOMEM);
+    assert_msg_has(err, "input exceeds the limit of 1048576 bytes");
+    close(fd[0]); /* the writer gets EPIPE or SIGPIPE and ends */
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+}
+END_TEST
+
+/* A header naming two columns alike is refused: a column is found by its
+ * name, and the second one would never be. */
+START_TEST(test_duplicate_names)
+{
+    expect_read_error("a,b,a\n1,2,3\n", NULL, LSE_EPARSE,
+                      "in.csv:1: columns 1 and 3 are both named 'a'");
+    expect_read_error("# c\nx,y,y,x\n1,2,3,4\n", NULL, LSE_EPARSE,
+                      "in.csv:2: columns 2 and 3 are both named 'y': "
+                      "columns are found by name, so rename one");
+    expect_read_error("\"\",\"\",z\n1,2,3\n", NULL, LSE_EPARSE,
+                      "columns 1 and 2 both have an empty name");
+    lse_csv_opts o = lse_csv_opts_default();
+    o.header = 1;
+    expect_read_error("1,1\n2,3\n", &o, LSE_EPARSE,
+                      "columns 1 and 2 are both named '1'");
+    /* as data the same row is fine */
+    lse_error err;
+    lse_table *t = NULL;
+    o.header = 0;
+    lse_assert_ok(read_text("1,1\n2,3\n", &o, &t, &err));
+    ck_assert_str_eq(lse_table_column_name(t, 1), "2");
+    lse_table_free(t);
+    t = NULL;
+    lse_assert_ok(read_text("a,A,a_\n1,2,3\n", NULL, &t, &err));
+    ck_assert_uint_eq(lse_table_cols(t), 3);
+    lse_table_free(t);
+}
+END_TEST
+
+/* White space separated files (R's write.table, .dat files): detected
+ * when the first line has no ',', ';' or tab and the first lines all
+ * split into two or more fields at spaces; or given as ' '. */
+START_TEST(test_whitespace)
+{
+    lse_error err;
+    lse_table *t = NULL;
+    lse_assert_ok(read_text("# comment\n\"x\" \"y y\"\n  1.5   2\n"
+                            "\n3 \t 4e2  \n",
+                            NULL, &t, &err));
+    ck_assert_int_eq(lse_table_delimiter(t), ' ');
+    ck_assert_int_eq(lse_table_has_header(t), 1);
+    ck_assert_uint_eq(lse_table_cols(t), 2);
+    ck_assert_uint_eq(lse_table_rows(t), 2);
+    ck_assert_str_eq(lse_table_column_name(t, 1), "y y");
+    ck_assert_str_eq(lse_table_cell(t, 0, 0), "1.5");
+    ck_assert_str_eq(lse_table_cell(t, 1, 1), "4e2");
+    ck_assert_uint_eq(lse_table_line(t, 1), 5);
+    gsl_matrix *m = NULL;
+    lse_assert_ok(
+        lse_table_to_matrix(t, NULL, 0, LSE_MISSING_ERROR, &m, NULL, &err));
+    ck_assert_double_eq(gsl_matrix_get(m, 1, 1), 400.0);
+    gsl_matrix_free(m);
+    lse_table_free(t);
+    t = NULL;
+
+    /* a quoted field holds spaces and doubled quotes */
+    lse_csv_opts o = lse_csv_opts_default();
+    o.delimiter = ' ';
+    lse_assert_ok(read_text("a \"b \"\"c\"\"\"\n1 2\n", &o, &t, &err));
+    ck_assert_str_eq(lse_table_column_name(t, 1), "b \"c\"");
+    lse_table_free(t);
+    t = NULL;
+    expect_read_error("a b\n1 2\"x\n", &o, LSE_EPARSE,
+                      "in.csv:2:4: malformed quoting");
+    expect_read_error("a \"b\n1 2\n", &o, LSE_EPARSE,
+                      "in.csv:1:3: unterminated quoted field");
+    expect_read_error("a b\n1 2 3\n", &o, LSE_EPARSE,
+                      "in.csv:2: 3 fields, expected 2 (as on line 1); if the "
+                      "first column holds row names, give it a name");
+
+    /* a one-column file whose name holds a space stays one column */
+    lse_assert_ok(read_text("body mass\n1.5\n2\n", NULL, &t, &err));
+    ck_assert_int_eq(lse_table_delimiter(t), ',');
+    ck_assert_uint_eq(lse_table_cols(t), 1);
+    lse_table_free(t);
+    t = NULL;
+    /* a comma wins over spaces */
+    lse_assert_ok(read_text("a b,c\n1,2\n", NULL, &t, &err));
+    ck_assert_int_eq(lse_table_delimiter(t), ',');
+    ck_assert_str_eq(lse_table_column_name(t, 0), "a b");
+    lse_table_free(t);
 }
 END_TEST
 
@@ -861,6 +1017,10 @@ Suite *lse_test_suite(void)
     tcase_add_test(errors, test_ragged_rows);
     tcase_add_test(errors, test_malformed_quoting);
     tcase_add_test(errors, test_nul_byte);
+    tcase_add_test(errors, test_nul_byte_early);
+    tcase_add_test(errors, test_input_limit);
+    tcase_add_test(errors, test_duplicate_names);
+    tcase_add_test(read, test_whitespace);
     tcase_add_test(errors, test_bad_arguments);
     tcase_add_test(errors, test_find_column);
     suite_add_tcase(s, errors);

@@ -1454,6 +1454,213 @@ START_TEST(test_marginalize)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* Input a user really has (issue 11, items 2, 4, 6, 7, 8)             */
+
+/* Two well separated clusters of n rows each, "x<sep>y" lines after the
+ * header line @p header (NULL: none). */
+static void write_clusters(const char *path, const char *header, char sep,
+                           size_t n)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    if (header != NULL)
+        fprintf(f, "%s\n", header);
+    for (size_t i = 0; i < 2 * n; i++) {
+        const double c = i < n ? 0.0 : 10.0;
+        fprintf(f, "%g%c%g\n", c + 0.1 * (double)(i % 7),
+                sep, c - 0.2 * (double)(i % 5));
+    }
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static char **model_names(const char *path, size_t *n)
+{
+    lse_json *doc = load_json(path);
+    char **names = NULL;
+    lse_error err;
+    lse_assert_ok(lse_json_get_strings(doc, "feature_names", &names, n, &err));
+    lse_json_free(doc);
+    return names;
+}
+
+/* Duplicate column names in a header or a model file, and a header that
+ * is not UTF-8, are refused before any fit. */
+START_TEST(test_input_names)
+{
+    const char *dup = tmp("d.csv"), *m = tmp("m.json"), *m2 = tmp("m2.json");
+    const char *lat = tmp("latin1.csv"), *out = tmp("out.json");
+    write_file(dup, "a,a\n1,2\n3,4\n5,7\n2,2\n");
+    assert_error(RUN("gmm", dup, "-k", "1", "-o", out), 1,
+                 "d.csv:1: columns 1 and 2 are both named 'a'");
+    ck_assert_ptr_nonnull(strstr(err_text, "rename one of them"));
+    ck_assert_int_eq(file_exists(out), 0);
+
+    ASSERT_OK(RUN("gmm", data("faithful.csv"), "-k", "2", "-q", "-o", m));
+    lse_json *doc = load_json(m);
+    lse_error err;
+    const char *const twice[] = {"waiting", "waiting"};
+    lse_assert_ok(lse_json_set_strings(doc, "feature_names", twice, 2, &err));
+    lse_assert_ok(lse_json_save(doc, m2, &err));
+    lse_json_free(doc);
+    assert_error(RUN("gmm", "predict", m2, data("faithful.csv")), 1,
+                 "m2.json: key 'feature_names' names 'waiting' twice "
+                 "(entries 1 and 2)");
+    assert_error(RUN("gmm", "score", m2, data("faithful.csv")), 1,
+                 "names 'waiting' twice");
+    assert_error(RUN("gmm", data("faithful.csv"), "--init", m2), 1,
+                 "names 'waiting' twice");
+
+    write_file(lat, "caf\xe9,b\n1,2\n3,4\n5,7\n2,2.5\n");
+    assert_error(RUN("gmm", lat, "-k", "1", "-o", out), 1,
+                 "latin1.csv: the header name of column 1 is not valid "
+                 "UTF-8 (byte 4 is 0xE9");
+    ck_assert_ptr_nonnull(strstr(err_text, "iconv -f LATIN1 -t UTF-8"));
+    ck_assert_int_eq(file_exists(out), 0);
+}
+END_TEST
+
+/* --delimiter/--sep, --header/--no-header on every command that reads
+ * CSV, and white-space separated files found without them. */
+START_TEST(test_input_dialects)
+{
+    const char *ws = tmp("ws.dat"), *bar = tmp("bar.csv");
+    const char *num = tmp("num.csv"), *m = tmp("m.json"), *lab = tmp("l.csv");
+    write_clusters(ws, "x   y", ' ', 30);
+    ASSERT_OK(RUN("gmm", ws, "-k", "2", "-q", "-o", m));
+    size_t n = 0;
+    char **names = model_names(m, &n);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_str_eq(names[0], "x");
+    ck_assert_str_eq(names[1], "y");
+    free(names);
+    ASSERT_OK(RUN("gmm", "predict", m, ws, "-o", lab));
+    gsl_matrix *l = read_csv(lab, LSE_MISSING_ERROR);
+    ck_assert_uint_eq(l->size1, 60);
+    ck_assert_double_ne(gsl_matrix_get(l, 0, 0), gsl_matrix_get(l, 59, 0));
+    gsl_matrix_free(l);
+    const char *sm = tmp("slds.json");
+    ASSERT_OK(
+        RUN("slds", ws, "-k", "1", "-q", "--delimiter", "space", "-o", sm));
+    ASSERT_OK(RUN("slds", "segment", sm, ws, "-q", "--sep", "whitespace"));
+
+    write_clusters(bar, "a|b", '|', 30);
+    assert_error(RUN("gmm", bar, "-k", "2"), 1,
+                 "the file was read as one column: give the field separator "
+                 "with --delimiter");
+    ASSERT_OK(RUN("gmm", bar, "-k", "2", "-q", "--delimiter", "|", "-o", m));
+    ASSERT_OK(RUN("gmm", "score", m, bar, "--sep", "|", "-q"));
+    ASSERT_OK(RUN("gmm", "predict", m, bar, "--sep=|", "-q"));
+    assert_error(RUN("gmm", "predict", m, bar), 1, "--delimiter");
+    assert_error(RUN("gmm", bar, "-k", "2", "--delimiter", "ab"), 2,
+                 "--delimiter 'ab': expected one character");
+
+    /* a header of numbers is data unless --header says otherwise */
+    write_clusters(num, "10,20", ',', 30);
+    ASSERT_OK(RUN("gmm", num, "-k", "2", "-q", "--header", "-o", m));
+    names = model_names(m, &n);
+    ck_assert_str_eq(names[0], "10");
+    ck_assert_str_eq(names[1], "20");
+    free(names);
+    assert_error(RUN("gmm", ws, "-k", "2", "--no-header"), 1,
+                 "ws.dat:1:1: 'x' is not a number");
+}
+END_TEST
+
+/* Binary input fails at once; an input past --max-input-size stops with
+ * the option named. */
+START_TEST(test_input_limits)
+{
+    const char *big = tmp("big.csv"), *small = tmp("small.csv");
+    write_clusters(big, "a,b", ',', 200);   /* more than 1K */
+    write_clusters(small, "a,b", ',', 10);  /* less than 1K */
+    assert_error(RUN("gmm", "/dev/zero", "-k", "1"), 1,
+                 "/dev/zero:1:1: NUL byte in text");
+    assert_error(RUN("slds", "/dev/zero", "-k", "1"), 1, "NUL byte in text");
+    assert_error(RUN("gmm", big, "-k", "1", "--max-input-size", "1K"), 1,
+                 "big.csv: the input is larger than the limit of 1K "
+                 "(--max-input-size): raise it, e.g. --max-input-size 4K");
+    stdin_path = big;
+    assert_error(RUN("gmm", "-", "-k", "1", "--max-input-size", "1k"), 1,
+                 "<stdin>: the input is larger than the limit of 1K");
+    stdin_path = NULL;
+    ASSERT_OK(RUN("gmm", small, "-k", "1", "-q", "--max-input-size", "1KiB"));
+    ASSERT_OK(RUN("gmm", big, "-k", "1", "-q", "--max-input-size", "1M"));
+    assert_error(RUN("gmm", small, "-k", "1", "--max-input-size", "0"), 2,
+                 "--max-input-size '0': expected a size");
+    assert_error(RUN("gmm", small, "-k", "1", "--max-input-size", "3X"), 2,
+                 "--max-input-size '3X'");
+}
+END_TEST
+
+/* Values whose squares overflow are refused before fitting, with the way
+ * out; --standardize fits them; subnormal data get a warning. */
+START_TEST(test_input_scale)
+{
+    const char *huge = tmp("huge.csv"), *top = tmp("top.csv");
+    const char *sub = tmp("sub.csv"), *m = tmp("m.json");
+    write_file(huge, "x,y\n1e200,2e200\n-1e200,1\n3e199,4\n5,-1e200\n"
+                     "7e199,3\n");
+    write_file(top, "x,y\n1.7e308,1.2e308\n-1.7e308,1\n3e307,4\n"
+                    "5,-1.5e308\n0,0\n");
+    write_file(sub, "x,y\n1e-310,2e-310\n3e-310,1e-310\n2e-310,4e-310\n"
+                    "-1e-310,-1e-310\n5e-310,3e-310\n4e-310,-2e-310\n");
+    assert_error(RUN("gmm", huge, "-k", "1"), 1,
+                 "huge.csv:2:1: value 1e+200 (column 'x') is too large for "
+                 "a covariance");
+    ck_assert_ptr_nonnull(strstr(err_text, "pass --standardize, or divide "
+                                           "the column by 1e200"));
+    assert_error(RUN("gmm", huge, "-k", "2"), 1, "too large for a covariance");
+    assert_error(RUN("slds", huge, "-k", "1"), 1, "too large for a covariance");
+    ASSERT_OK(RUN("gmm", huge, "-k", "1", "-q", "--standardize", "-o", m));
+    lse_json *doc = load_json(m);
+    ck_assert(isfinite(jnum(doc, "loglik")));
+    lse_json_free(doc);
+    ASSERT_OK(RUN("gmm", "score", m, huge, "-q"));
+    ASSERT_OK(RUN("gmm", top, "-k", "1", "-q", "--standardize", "-o", m));
+    doc = load_json(m);
+    ck_assert(isfinite(jnum(doc, "loglik")));
+    gsl_matrix *mu = NULL;
+    lse_error err;
+    lse_assert_ok(lse_json_get_matrix(doc, "means", 1, 2, &mu, &err));
+    ck_assert_double_eq_tol(gsl_matrix_get(mu, 0, 0), 0.0, 1e-12);
+    gsl_matrix_free(mu);
+    lse_json_free(doc);
+
+    ASSERT_OK(RUN("gmm", sub, "-k", "2"));
+    ck_assert_msg(strstr(err_text, "warning: ") != NULL &&
+                      strstr(err_text, "column 'x' has no value larger than "
+                                       "5e-310 in magnitude: its squares "
+                                       "underflow") != NULL,
+                  "stderr: %s", err_text);
+    ASSERT_OK(RUN("gmm", sub, "-k", "2", "-q"));
+    ck_assert_str_eq(err_text, "");
+    ASSERT_OK(RUN("gmm", sub, "-k", "2", "--standardize"));
+    ck_assert_ptr_null(strstr(err_text, "underflow"));
+}
+END_TEST
+
+/* Messages that name the option and the way out. */
+START_TEST(test_input_messages)
+{
+    const char *mis = tmp("mis.csv"), *two = tmp("two.csv");
+    write_file(mis, "x,y\n1,\n,2\n3,NA\n");
+    write_file(two, "a,b\n1,2\n3,5\n4,4\n");
+    assert_error(RUN("gmm", mis, "-k", "1", "--missing", "drop"), 1,
+                 "mis.csv: no complete row is left after --missing drop");
+    ck_assert_ptr_nonnull(strstr(err_text, "--missing marginalize"));
+    ck_assert_ptr_null(strstr(err_text, "use --missing drop"));
+    assert_error(RUN("gmm", two, "-k", "1:"), 2,
+                 "-k 1:: the range needs an upper end, e.g. 1:8");
+    assert_error(RUN("gmm", two, "-k", "1", "--columns", ""), 1,
+                 "--columns '': empty name in the list");
+    assert_error(RUN("gmm", two, "-k", "1", "--columns", "a,"), 1,
+                 "--columns 'a,': empty name");
+    assert_error(RUN("gmm", two, "-k", "1", "--ignore", " "), 1,
+                 "--ignore ' ': empty name");
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("lsefit");
@@ -1479,6 +1686,11 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_marginalize);
     tcase_add_test(tc, test_collapse);
     tcase_add_test(tc, test_output_files);
+    tcase_add_test(tc, test_input_names);
+    tcase_add_test(tc, test_input_dialects);
+    tcase_add_test(tc, test_input_limits);
+    tcase_add_test(tc, test_input_scale);
+    tcase_add_test(tc, test_input_messages);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -976,6 +976,11 @@ static gsl_matrix *load_data(const char *path, size_t d)
                 free(names);
                 check(st, &err, "--data");
             }
+            for (size_t i = 0; i < j; i++)
+                if (strcmp(names[i], names[j]) == 0)
+                    die(1, "--data: the model's feature_names name '%.60s' "
+                           "twice (entries %zu and %zu): fix the model file",
+                        names[j], i + 1, j + 1);
         }
     } else {
         if (lse_table_cols(S.table) != d) {

@@ -174,6 +174,9 @@ int lsefit_opt_krange(const char *cmd, const char *s, size_t *kmin,
     const size_t n = (size_t)(colon - s);
     if (n == 0 || n >= sizeof lo)
         return lsefit_usage(cmd, "-k '%s': expected K or a range A:B", s);
+    if (colon[1] == '\0')
+        return lsefit_usage(cmd, "-k %s: the range needs an upper end, e.g. "
+                                 "%s8", s, s);
     memcpy(lo, s, n);
     lo[n] = '\0';
     int rc = lsefit_opt_size(cmd, "-k", lo, 1, kmin);

@@ -159,7 +159,42 @@ typedef struct lsefit_data_opts {
     const char *const *model_names; /* a model's feature names, or NULL */
     size_t n_model_names;
     const char *model_path; /* the model file, for messages */
+    char delimiter;         /* --delimiter: 0 auto, ' ' white space */
+    int header;             /* 0 auto, 1 --header, 2 --no-header */
+    size_t max_input;       /* --max-input-size in bytes, 0: default */
 } lsefit_data_opts;
+
+/* Options of every command that reads a CSV file, handled by
+ * lsefit_data_option(): put LSEFIT_DATA_LONG_OPTIONS in the getopt_long
+ * table and call lsefit_data_option() before the switch. */
+enum {
+    LSEFIT_OPT_DELIMITER = 1000,
+    LSEFIT_OPT_HEADER,
+    LSEFIT_OPT_NO_HEADER,
+    LSEFIT_OPT_MAX_INPUT
+};
+#define LSEFIT_DATA_LONG_OPTIONS                                               \
+    {"delimiter", required_argument, NULL, LSEFIT_OPT_DELIMITER},              \
+        {"sep", required_argument, NULL, LSEFIT_OPT_DELIMITER},                \
+        {"header", no_argument, NULL, LSEFIT_OPT_HEADER},                      \
+        {"no-header", no_argument, NULL, LSEFIT_OPT_NO_HEADER},                \
+        {"max-input-size", required_argument, NULL, LSEFIT_OPT_MAX_INPUT}
+/** The help lines of LSEFIT_DATA_LONG_OPTIONS (column 2, 23 wide). */
+#define LSEFIT_DATA_HELP                                                       \
+    "  --delimiter, --sep C    field separator: ',', ';', tab, space\n"       \
+    "                          (runs of spaces/tabs, as in .dat files) or\n"  \
+    "                          auto (default: detected)\n"                    \
+    "  --header, --no-header   the first row is (not) the column names\n"     \
+    "                          (default: a header when a cell is text)\n"     \
+    "  --max-input-size SIZE   refuse a larger input (default 4G; K, M, G,\n" \
+    "                          T suffixes)\n"
+/** When @p c is one of LSEFIT_DATA_LONG_OPTIONS, apply it to @p o, set
+ *  *rc (LSEFIT_OK or a usage error naming the option) and return 1; else
+ *  return 0. */
+int lsefit_data_option(const char *cmd, int c, const char *arg,
+                       lsefit_data_opts *o, int *rc);
+/** The reader's options for @p o (delimiter, header, input limit). */
+lse_csv_opts lsefit_data_csv_opts(const lsefit_data_opts *o);
 
 typedef struct lsefit_data {
     lse_table *table;
@@ -185,6 +220,10 @@ void lsefit_data_free(lsefit_data *data);
 /** Refuse a column without an observed value, and a constant column
  *  unless @p reg_covar_given (NaN cells are skipped). */
 int lsefit_data_check_constant(const lsefit_data *data, int reg_covar_given);
+/** Refuse values whose squares or products overflow in a covariance
+ *  (fits without --standardize); warn (unless -q) when the squares
+ *  underflow (subnormal data). */
+int lsefit_data_check_scale(const lsefit_data *data);
 /** Need at least @p k rows (what = "components") or steps (what =
  *  "modes"). */
 int lsefit_data_check_rows(const lsefit_data *data, size_t n_needed, size_t k,

@@ -3,13 +3,18 @@
  * sequence ids, applies the missing-value policy, refuses constant columns
  * and standardizes. Every message names the file, and the line and column
  * where one applies. */
+#include <float.h>
+#include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lsefit.h"
 
-int lsefit_split_list(const char *s, char ***out, size_t *n)
+/* Split the comma-separated list @p s of option @p opt (NULL: not named in
+ * messages). */
+static int split_list(const char *opt, const char *s, char ***out, size_t *n)
 {
     *out = NULL;
     *n = 0;
@@ -35,7 +40,11 @@ int lsefit_split_list(const char *s, char ***out, size_t *n)
             *--end = '\0';
         if (*item == '\0') {
             free(list);
-            return lsefit_fail("empty name in the list '%s'", s);
+            return lsefit_fail("%s%s'%s': empty name in the list (give names "
+                               "or 1-based column numbers separated by "
+                               "commas, e.g. 1,3)",
+                               opt != NULL ? opt : "",
+                               opt != NULL ? " " : "", s);
         }
         list[k++] = item;
         if (comma == NULL)
@@ -46,6 +55,11 @@ int lsefit_split_list(const char *s, char ***out, size_t *n)
     *out = list;
     *n = k;
     return LSEFIT_OK;
+}
+
+int lsefit_split_list(const char *s, char ***out, size_t *n)
+{
+    return split_list(NULL, s, out, n);
 }
 
 /* Column @p key of the table, for option @p opt. */
@@ -99,7 +113,7 @@ static int choose_columns(const lsefit_data_opts *o, const lse_table *t,
     if (o->columns != NULL) {
         char **list = NULL;
         size_t n_list = 0;
-        rc = lsefit_split_list(o->columns, &list, &n_list);
+        rc = split_list("--columns", o->columns, &list, &n_list);
         size_t *cc = NULL;
         if (rc == LSEFIT_OK) {
             cc = realloc(c, (n_list + 1) * sizeof *c);
@@ -131,7 +145,13 @@ static int choose_columns(const lsefit_data_opts *o, const lse_table *t,
         for (size_t i = 0; rc == LSEFIT_OK && i < o->n_model_names; i++) {
             size_t j;
             lse_error err;
-            if (lse_table_find_column(t, o->model_names[i], &j, &err) != LSE_OK)
+            const lse_status st =
+                lse_table_find_column(t, o->model_names[i], &j, &err);
+            if (st != LSE_OK && n_cols == 1 && o->n_model_names > 1)
+                rc = lsefit_fail("%s; the file was read as one column: give "
+                                 "the field separator with --delimiter",
+                                 lsefit_strip(&err));
+            else if (st != LSE_OK)
                 rc = lsefit_fail("%s; the model %s needs it (or choose "
                                  "columns with --columns)",
                                  lsefit_strip(&err), o->model_path);
@@ -205,14 +225,207 @@ static int make_sequences(lsefit_data *data, size_t sc)
     return LSEFIT_OK;
 }
 
+/* ------------------------------------------------------------------ */
+/* Reader options: --delimiter, --header, --max-input-size             */
+
+/* "1000", "64K", "512M", "4G", "1T" (powers of 1024; "KiB", "MB"... and a
+ * trailing "B" are accepted too). */
+static int parse_size(const char *s, size_t *out)
+{
+    const char *p = s;
+    if (*p < '0' || *p > '9')
+        return -1;
+    unsigned long long v = 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (v > (ULLONG_MAX - 9) / 10)
+            return -1;
+        v = 10 * v + (unsigned long long)(*p - '0');
+    }
+    static const char units[] = "KMGT";
+    int shift = 0;
+    if (*p != '\0') {
+        const char *u = strchr(units, *p >= 'a' ? *p - 'a' + 'A' : *p);
+        if (u != NULL && *u != '\0') {
+            shift = 10 * (int)(u - units + 1);
+            p++;
+            if (*p == 'i')
+                p++;
+        }
+        if (*p == 'B' || *p == 'b')
+            p++;
+        if (*p != '\0')
+            return -1;
+    }
+    if (shift > 0 && v > (ULLONG_MAX >> shift))
+        return -1;
+    v <<= shift;
+    if (v == 0 || v > SIZE_MAX)
+        return -1;
+    *out = (size_t)v;
+    return 0;
+}
+
+static int parse_delimiter(const char *s, char *out)
+{
+    static const struct {
+        const char *name;
+        char c;
+    } names[] = {{"auto", '\0'},      {"comma", ','},      {"semicolon", ';'},
+                 {"tab", '\t'},        {"\\t", '\t'},       {"space", ' '},
+                 {"whitespace", ' '},  {"white", ' '},      {"pipe", '|'}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(s, names[i].name) == 0) {
+            *out = names[i].c;
+            return 0;
+        }
+    if (s[0] == '\0' || s[1] != '\0' || s[0] == '"' || s[0] == '#' ||
+        s[0] == '\n' || s[0] == '\r')
+        return -1;
+    *out = s[0] == '\t' ? '\t' : s[0];
+    return 0;
+}
+
+int lsefit_data_option(const char *cmd, int c, const char *arg,
+                       lsefit_data_opts *o, int *rc)
+{
+    switch (c) {
+    case LSEFIT_OPT_DELIMITER:
+        *rc = parse_delimiter(arg, &o->delimiter) == 0
+                  ? LSEFIT_OK
+                  : lsefit_usage(cmd,
+                                 "--delimiter '%s': expected one character "
+                                 "(not '\"' or '#'), or comma, semicolon, "
+                                 "tab, space (runs of spaces and tabs) or "
+                                 "auto",
+                                 arg);
+        return 1;
+    case LSEFIT_OPT_HEADER:
+    case LSEFIT_OPT_NO_HEADER:
+        o->header = c == LSEFIT_OPT_HEADER ? 1 : 2;
+        *rc = LSEFIT_OK;
+        return 1;
+    case LSEFIT_OPT_MAX_INPUT:
+        *rc = parse_size(arg, &o->max_input) == 0
+                  ? LSEFIT_OK
+                  : lsefit_usage(cmd,
+                                 "--max-input-size '%s': expected a size in "
+                                 "bytes >= 1, with an optional K, M, G or T "
+                                 "suffix (e.g. 16G)",
+                                 arg);
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+lse_csv_opts lsefit_data_csv_opts(const lsefit_data_opts *o)
+{
+    lse_csv_opts c = lse_csv_opts_default();
+    c.delimiter = o->delimiter;
+    c.header = o->header == 1 ? 1 : o->header == 2 ? 0 : -1;
+    if (o->max_input > 0)
+        c.max_bytes = o->max_input;
+    return c;
+}
+
+/* A size for messages: "4G" when it is a whole number of GiB, etc. */
+static void format_size(size_t v, char *buf, size_t n)
+{
+    static const char units[] = "KMGT";
+    int u = -1;
+    while (u < 3 && v >= 1024 && v % 1024 == 0) {
+        v /= 1024;
+        u++;
+    }
+    if (u < 0)
+        snprintf(buf, n, "%zu bytes", v);
+    else
+        snprintf(buf, n, "%zu%c", v, units[u]);
+}
+
 int lsefit_data_load(const lsefit_data_opts *o, lsefit_data *out)
 {
     memset(out, 0, sizeof *out);
     lse_error err;
     lse_table *t = NULL;
-    if (lse_table_read(o->path, NULL, &t, &err) != LSE_OK)
+    const lse_csv_opts copts = lsefit_data_csv_opts(o);
+    if (lse_table_read(o->path, &copts, &t, &err) != LSE_OK) {
+        if (err.status == LSE_ENOMEM &&
+            strstr(err.message, "exceeds the limit") != NULL) {
+            char limit[64], more[64];
+            format_size(copts.max_bytes, limit, sizeof limit);
+            format_size(copts.max_bytes <= SIZE_MAX / 4 ? 4 * copts.max_bytes
+                                                        : SIZE_MAX,
+                        more, sizeof more);
+            return lsefit_fail("%s: the input is larger than the limit of %s "
+                               "(--max-input-size): raise it, e.g. "
+                               "--max-input-size %s",
+                               strcmp(o->path, "-") == 0 ? "<stdin>" : o->path,
+                               limit, more);
+        }
+        if (err.status == LSE_EPARSE &&
+            strstr(err.message, "NUL byte") != NULL)
+            return lsefit_fail_lib(&err, ": give a CSV text file");
         return lsefit_fail_lib(&err, NULL);
+    }
     return lsefit_data_from_table(o, t, out);
+}
+
+/* 0 when @p s is valid UTF-8; else 1 with the offset of the first bad
+ * byte. */
+static int utf8_invalid(const char *s, size_t *at)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (p[i] != 0) {
+        const unsigned char c = p[i];
+        size_t len = 0;
+        unsigned int cp = 0, min = 0;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if (c >= 0xC2 && c <= 0xDF) {
+            len = 1, cp = c & 0x1Fu, min = 0x80;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            len = 2, cp = c & 0x0Fu, min = 0x800;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 3, cp = c & 0x07u, min = 0x10000;
+        } else {
+            *at = i;
+            return 1;
+        }
+        for (size_t k = 1; k <= len; k++) {
+            if ((p[i + k] & 0xC0u) != 0x80u) {
+                *at = i;
+                return 1;
+            }
+            cp = (cp << 6) | (p[i + k] & 0x3Fu);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+            *at = i;
+            return 1;
+        }
+        i += len + 1;
+    }
+    return 0;
+}
+
+/* The names of the data columns go into model files, which are UTF-8:
+ * refuse another encoding before any work is done. */
+static int check_names_utf8(const lsefit_data *data)
+{
+    for (size_t j = 0; j < data->d; j++) {
+        size_t at = 0;
+        if (utf8_invalid(data->names[j], &at))
+            return lsefit_fail(
+                "%s: the header name of column %zu is not valid UTF-8 (byte "
+                "%zu is 0x%02X; Latin-1?): convert the file, e.g. iconv -f "
+                "LATIN1 -t UTF-8 %s > utf8.csv",
+                lse_table_name(data->table), data->cols[j] + 1, at + 1,
+                (unsigned int)(unsigned char)data->names[j][at],
+                lse_table_name(data->table));
+    }
+    return LSEFIT_OK;
 }
 
 int lsefit_data_from_table(const lsefit_data_opts *o, lse_table *t,
@@ -235,7 +448,7 @@ int lsefit_data_from_table(const lsefit_data_opts *o, lse_table *t,
     if (rc == LSEFIT_OK && o->ignore != NULL) {
         char **list = NULL;
         size_t n_list = 0;
-        rc = lsefit_split_list(o->ignore, &list, &n_list);
+        rc = split_list("--ignore", o->ignore, &list, &n_list);
         for (size_t i = 0; rc == LSEFIT_OK && i < n_list; i++) {
             size_t j;
             rc = find_column(t, "--ignore", list[i], &j);
@@ -275,16 +488,32 @@ int lsefit_data_from_table(const lsefit_data_opts *o, lse_table *t,
             all[d] = wc;
         for (size_t j = 0; j < d; j++)
             out->names[j] = lse_table_column_name(t, out->cols[j]);
+        rc = check_names_utf8(out);
+    }
+    if (rc == LSEFIT_OK) {
         const lse_status st = lse_table_to_matrix(
             t, all, d + (wc < n_cols), o->missing, &m, &out->rows, &err);
         if (st != LSE_OK) {
             const char *hint = NULL;
-            if (strstr(err.message, "is not a number") != NULL)
+            if (strstr(err.message, "is not a number") != NULL &&
+                n_cols == 1)
+                hint = "; the file was read as one column: give the field "
+                       "separator with --delimiter (e.g. --delimiter ';' or "
+                       "--delimiter space)";
+            else if (strstr(err.message, "is not a number") != NULL)
                 hint = "; leave a non-numeric column out with --ignore NAME "
                        "or choose columns with --columns";
+            else if (strstr(err.message, "no rows left") != NULL)
+                rc = lsefit_fail(
+                    "%s: no complete row is left after --missing drop (every "
+                    "row misses a value in the %zu column%s used): leave "
+                    "the emptiest columns out with --columns, or (gmm) fit "
+                    "the observed values with --missing marginalize",
+                    lse_table_name(t), d, d == 1 ? "" : "s");
             else if (strstr(err.message, "missing value") != NULL)
                 hint = "; use --missing drop to leave such rows out";
-            rc = lsefit_fail_lib(&err, hint);
+            if (rc == LSEFIT_OK)
+                rc = lsefit_fail_lib(&err, hint);
         }
     }
     if (rc == LSEFIT_OK) {
@@ -359,6 +588,52 @@ int lsefit_data_check_rows(const lsefit_data *data, size_t n_needed, size_t k,
                        modes ? "step" : "row", modes ? "mode" : "component");
 }
 
+/* Largest |value| of column j over the observed values, and its row. */
+static double column_max_abs(const gsl_matrix *x, size_t j, size_t *at)
+{
+    double m = 0.0;
+    *at = 0;
+    for (size_t i = 0; i < x->size1; i++) {
+        const double v = fabs(gsl_matrix_get(x, i, j));
+        if (v > m) { /* NaN compares false */
+            m = v;
+            *at = i;
+        }
+    }
+    return m;
+}
+
+int lsefit_data_check_scale(const lsefit_data *data)
+{
+    const gsl_matrix *x = data->x;
+    const double n = (double)x->size1, d = (double)x->size2;
+    /* a covariance and k-means++ sum up to n * d squares of differences
+     * of two values, each at most (2 max|x|)^2; 16 more for the products
+     * of lagged values (SLDS) and for safety */
+    const double limit = sqrt(DBL_MAX / (64.0 * n * d));
+    for (size_t j = 0; j < x->size2; j++) {
+        size_t at = 0;
+        const double m = column_max_abs(x, j, &at);
+        if (m > limit)
+            return lsefit_fail(
+                "%s:%zu:%zu: value %.6g (column '%s') is too large for a "
+                "covariance: squares of values above %.3g overflow when "
+                "summed over %zu rows; pass --standardize, or divide the "
+                "column by 1e%d",
+                lse_table_name(data->table),
+                lse_table_line(data->table, data->rows[at]),
+                data->cols[j] + 1, gsl_matrix_get(x, at, j), data->names[j],
+                limit, x->size1, (int)floor(log10(m)));
+        if (m > 0.0 && m < sqrt(DBL_MIN))
+            lsefit_note("warning: %s: column '%s' has no value larger than "
+                        "%.3g in magnitude: its squares underflow, so the "
+                        "components cannot be told apart (they come out "
+                        "alike); pass --standardize, or rescale the column",
+                        lse_table_name(data->table), data->names[j], m);
+    }
+    return LSEFIT_OK;
+}
+
 static int alloc_standardize(lsefit_data *data)
 {
     data->mean = gsl_vector_alloc(data->d);
@@ -368,14 +643,54 @@ static int alloc_standardize(lsefit_data *data)
     return LSEFIT_OK;
 }
 
+/* (x - mean) / scale; near the overflow threshold x - mean can be
+ * infinite while the result is not: then x / scale - mean / scale. */
 static void apply(gsl_matrix *x, const gsl_vector *mean,
                   const gsl_vector *scale)
 {
     for (size_t i = 0; i < x->size1; i++)
-        for (size_t j = 0; j < x->size2; j++)
+        for (size_t j = 0; j < x->size2; j++) {
+            const double v = gsl_matrix_get(x, i, j);
+            const double mu = gsl_vector_get(mean, j);
+            const double s = gsl_vector_get(scale, j);
+            const double diff = v - mu;
             gsl_matrix_set(x, i, j,
-                           (gsl_matrix_get(x, i, j) - gsl_vector_get(mean, j)) /
-                               gsl_vector_get(scale, j));
+                           isinf(diff) ? v / s - mu / s : diff / s);
+        }
+}
+
+/* Mean and population standard deviation of the observed values of
+ * column j. The plain sums are kept where they cannot overflow or
+ * underflow (so results stay bit for bit what they were); otherwise the
+ * values are first divided by the largest |value|. */
+static void column_moments(const gsl_matrix *x, size_t j, double *mean_out,
+                           double *sd_out)
+{
+    size_t at = 0;
+    const double m = column_max_abs(x, j, &at);
+    double n = 0.0;
+    for (size_t i = 0; i < x->size1; i++)
+        n += !isnan(gsl_matrix_get(x, i, j));
+    const int plain =
+        m == 0.0 || (m >= 1e-150 && m <= 0.5 * sqrt(DBL_MAX / (4.0 * n)));
+    const double s = plain ? 1.0 : m;
+    double mean = 0.0;
+    for (size_t i = 0; i < x->size1; i++) {
+        const double v = gsl_matrix_get(x, i, j);
+        if (!isnan(v))
+            mean += plain ? v : v / s;
+    }
+    mean /= n;
+    double ss = 0.0;
+    for (size_t i = 0; i < x->size1; i++) {
+        const double v = gsl_matrix_get(x, i, j);
+        if (!isnan(v)) {
+            const double z = plain ? v : v / s;
+            ss += (z - mean) * (z - mean);
+        }
+    }
+    *mean_out = s * mean;
+    *sd_out = s * sqrt(ss / n);
 }
 
 int lsefit_data_standardize(lsefit_data *data)
@@ -385,22 +700,8 @@ int lsefit_data_standardize(lsefit_data *data)
         return rc;
     const gsl_matrix *x = data->x;
     for (size_t j = 0; j < x->size2; j++) { /* over the observed values */
-        double mean = 0.0, n = 0.0;
-        for (size_t i = 0; i < x->size1; i++) {
-            const double v = gsl_matrix_get(x, i, j);
-            if (!isnan(v)) {
-                mean += v;
-                n += 1.0;
-            }
-        }
-        mean /= n;
-        double ss = 0.0;
-        for (size_t i = 0; i < x->size1; i++) {
-            const double v = gsl_matrix_get(x, i, j);
-            if (!isnan(v))
-                ss += (v - mean) * (v - mean);
-        }
-        const double sd = sqrt(ss / n);
+        double mean, sd;
+        column_moments(x, j, &mean, &sd);
         gsl_vector_set(data->mean, j, mean);
         /* scikit-learn's StandardScaler keeps a constant column as is */
         gsl_vector_set(data->scale, j, sd > 0.0 ? sd : 1.0);
@@ -503,6 +804,15 @@ int lsefit_json_get_standardize(const lse_json *doc, const char *path, size_t d,
     return rc;
 }
 
+/* qsort order of indices into sort_names: by name, then by index. */
+static const char *const *sort_names;
+static int by_name(const void *a, const void *b)
+{
+    const size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    const int c = strcmp(sort_names[i], sort_names[j]);
+    return c != 0 ? c : (i > j) - (i < j);
+}
+
 int lsefit_json_get_names(const lse_json *doc, const char *path, size_t d,
                           char ***names)
 {
@@ -518,7 +828,36 @@ int lsefit_json_get_names(const lse_json *doc, const char *path, size_t d,
                            "n_features is %zu",
                            path, n, d);
     }
-    return LSEFIT_OK;
+    /* data columns are found by these names: two alike would both take
+     * the first column of that name */
+    size_t *order = malloc((n + 1) * sizeof *order);
+    if (order == NULL) {
+        free(*names);
+        *names = NULL;
+        return lsefit_fail("out of memory");
+    }
+    for (size_t j = 0; j < n; j++)
+        order[j] = j;
+    sort_names = (const char *const *)*names;
+    qsort(order, n, sizeof *order, by_name);
+    size_t first = 0, second = SIZE_MAX;
+    for (size_t k = 1; k < n; k++)
+        if (strcmp((*names)[order[k]], (*names)[order[k - 1]]) == 0 &&
+            order[k] < second) {
+            second = order[k];
+            first = order[k - 1];
+        }
+    free(order);
+    if (second == SIZE_MAX)
+        return LSEFIT_OK;
+    const int rc = lsefit_fail("%s: key 'feature_names' names '%.60s' twice "
+                               "(entries %zu and %zu): each feature needs "
+                               "its own name; fix the model file or refit it "
+                               "from data with unique column names",
+                               path, (*names)[second], first + 1, second + 1);
+    free(*names);
+    *names = NULL;
+    return rc;
 }
 
 int lsefit_json_check_model(const lse_json *doc, const char *path,

@@ -66,6 +66,7 @@ static void help_fit(FILE *f)
         "                          the row, or marginalize (each row gives\n"
         "                          the exact marginal likelihood of its\n"
         "                          observed coordinates)\n"
+        LSEFIT_DATA_HELP
         "  --standardize           fit on (x - mean) / sd; the mean and sd "
         "are\n"
         "                          stored in the model and applied by "
@@ -124,6 +125,8 @@ static void help_predict(FILE *f, const char *what)
           "  --columns LIST     columns to use, by name or 1-based index\n"
           "  --ignore LIST      columns to leave out\n"
           "  --missing POLICY   error (default), drop or marginalize\n"
+          "  --delimiter C, --header, --no-header, --max-input-size SIZE\n"
+          "                     how DATA.csv is read, as for the fit\n"
           "  -o, --output FILE  write here instead of stdout\n",
           f);
     if (strcmp(what, "predict") == 0)
@@ -725,6 +728,7 @@ static const struct option fit_options[] = {
     {"log-json", required_argument, NULL, OPT_LOGJSON},
     {"mpi", no_argument, NULL, OPT_MPI},
     {"shards", required_argument, NULL, OPT_SHARDS},
+    LSEFIT_DATA_LONG_OPTIONS,
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -759,6 +763,8 @@ static int parse_fit(int argc, char **argv, fit_args *a, int *help)
     optind = 1;
     while (rc == LSEFIT_OK &&
            (c = getopt_long(argc, argv, ":k:o:qvh", fit_options, NULL)) != -1) {
+        if (lsefit_data_option(cmd, c, optarg, &a->data, &rc))
+            continue;
         switch (c) {
         case 'k':
             rc = lsefit_opt_krange(cmd, optarg, &a->kmin, &a->kmax);
@@ -1002,6 +1008,8 @@ static int fit_main(int argc, char **argv)
     else if (rc == LSEFIT_OK && a.standardize)
         rc = mpi != NULL ? lsefit_mpi_standardize(mpi, &data)
                          : lsefit_data_standardize(&data);
+    else if (rc == LSEFIT_OK && mpi == NULL)
+        rc = lsefit_data_check_scale(&data);
     if (rc == LSEFIT_OK)
         rc = lsefit_progress_open(&prog, "gmm", a.log_json);
     if (rc == LSEFIT_OK) {
@@ -1108,6 +1116,7 @@ static const struct option query_options[] = {
     {"missing", required_argument, NULL, OPT_MISSING},
     {"output", required_argument, NULL, 'o'},
     {"proba", required_argument, NULL, OPT_PROBA},
+    LSEFIT_DATA_LONG_OPTIONS,
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
@@ -1122,6 +1131,8 @@ static int query_main(int argc, char **argv, int score)
     optind = 1;
     while (rc == LSEFIT_OK &&
            (c = getopt_long(argc, argv, ":o:qh", query_options, NULL)) != -1) {
+        if (lsefit_data_option(cmd, c, optarg, &dopt, &rc))
+            continue;
         switch (c) {
         case OPT_COLUMNS:
             dopt.columns = optarg;

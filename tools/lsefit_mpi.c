@@ -460,7 +460,7 @@ static int load_range(lsefit_mpi *c, const lsefit_data_opts *o,
     free(all);
     /* the header and the delimiter, from the first row as the serial
      * reader sees it: parsed twice, it is a header when one row remains */
-    lse_csv_opts copts = lse_csv_opts_default();
+    lse_csv_opts copts = lsefit_data_csv_opts(o);
     lse_error err;
     if (rc == LSEFIT_OK) {
         const size_t hl = strlen(head);
@@ -470,7 +470,7 @@ static int load_range(lsefit_mpi *c, const lsefit_data_opts *o,
         } else {
             snprintf(twice, 2 * hl + 3, "%s\n%s\n", head, head);
             lse_table *h = NULL;
-            if (lse_table_parse(twice, 2 * hl + 2, path, NULL, &h, &err) !=
+            if (lse_table_parse(twice, 2 * hl + 2, path, &copts, &h, &err) !=
                 LSE_OK) {
                 rc = lsefit_fail_lib(&err, NULL);
             } else {

@@ -66,6 +66,7 @@ static void help_fit(FILE *f)
         "  --missing POLICY        error (default) or drop; a dropped row\n"
         "                          also ends its sequence (marginalize is not\n"
         "                          supported)\n"
+        "%s"
         "  --standardize           fit on (x - mean) / sd (stored in the\n"
         "                          model, applied by segment and simulate)\n"
         "Output:\n"
@@ -96,7 +97,7 @@ static void help_fit(FILE *f)
         "BIC = -2 loglik + p log(steps) and AIC = -2 loglik + 2 p follow\n"
         "scikit-learn's conventions: lower is better. Exit status: 0 ok,\n"
         "1 bad input or failed fit, 2 usage error.\n",
-        d.n_init, d.max_iter, d.tol, d.reg_covar, d.seed);
+        d.n_init, d.max_iter, d.tol, d.reg_covar, d.seed, LSEFIT_DATA_HELP);
 }
 
 static void help_segment(FILE *f)
@@ -117,6 +118,8 @@ static void help_segment(FILE *f)
         "  --ignore LIST       columns to leave out\n"
         "  --sequence COLUMN   sequence ids, as for fitting\n"
         "  --missing POLICY    error (default) or drop\n"
+        "  --delimiter C, --header, --no-header, --max-input-size SIZE\n"
+        "                      how SERIES.csv is read, as for the fit\n"
         "  -o, --output FILE   write here instead of stdout\n"
         "  -q, --quiet         no summary on stderr, no warnings\n"
         "  -h, --help          this help\n",
@@ -852,6 +855,7 @@ static const struct option fit_options[] = {
     {"mpi", no_argument, NULL, OPT_MPI},
     {"shards", required_argument, NULL, OPT_SHARDS},
     {"exact-sums", no_argument, NULL, OPT_EXACT},
+    LSEFIT_DATA_LONG_OPTIONS,
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -882,6 +886,8 @@ static int parse_fit(int argc, char **argv, fit_args *a, int *help)
     optind = 1;
     while (rc == LSEFIT_OK &&
            (c = getopt_long(argc, argv, ":k:o:qvh", fit_options, NULL)) != -1) {
+        if (lsefit_data_option(cmd, c, optarg, &a->data, &rc))
+            continue;
         switch (c) {
         case 'k':
             rc = lsefit_opt_krange(cmd, optarg, &a->kmin, &a->kmax);
@@ -1165,6 +1171,8 @@ static int fit_main(int argc, char **argv)
     else if (rc == LSEFIT_OK && a.standardize)
         rc = mpi != NULL ? lsefit_mpi_standardize(mpi, &data)
                          : lsefit_data_standardize(&data);
+    else if (rc == LSEFIT_OK && mpi == NULL)
+        rc = lsefit_data_check_scale(&data);
     if (rc == LSEFIT_OK)
         rc = lsefit_progress_open(&prog, "slds", a.log_json);
     if (rc == LSEFIT_OK) {
@@ -1282,6 +1290,7 @@ static const struct option segment_options[] = {
     {"sequence", required_argument, NULL, OPT_SEQUENCE},
     {"missing", required_argument, NULL, OPT_MISSING},
     {"output", required_argument, NULL, 'o'},
+    LSEFIT_DATA_LONG_OPTIONS,
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
@@ -1296,6 +1305,8 @@ static int segment_main(int argc, char **argv)
     optind = 1;
     while (rc == LSEFIT_OK && (c = getopt_long(argc, argv, ":o:qh",
                                                segment_options, NULL)) != -1) {
+        if (lsefit_data_option(cmd, c, optarg, &dopt, &rc))
+            continue;
         switch (c) {
         case OPT_COLUMNS:
             dopt.columns = optarg;

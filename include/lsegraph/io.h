@@ -93,9 +93,12 @@ typedef struct lse_table lse_table;
 /** @brief How to read CSV text; get the defaults from
  *  lse_csv_opts_default() and change what you need. */
 typedef struct lse_csv_opts {
-    /** Field delimiter; 0 (default) detects ',', ';' or '\\t' from the
-     *  first line that is neither blank nor a comment. Must not be '"',
-     *  CR, LF or the comment character. */
+    /** Field delimiter; 0 (default) detects ',', ';', '\\t' or white
+     *  space from the first lines that are neither blank nor a comment.
+     *  ' ' means white space: runs of spaces and tabs separate the fields
+     *  and are ignored at the start and end of a line (R's write.table,
+     *  most .dat files). Must not be '"', CR, LF or the comment
+     *  character. */
     char delimiter;
     /** 1: the first row holds the column names; 0: it is data; -1
      *  (default): it is a header when one of its cells is not a number
@@ -105,21 +108,32 @@ typedef struct lse_csv_opts {
      *  '#'); 0 turns comments off. Only recognised between rows, never
      *  inside a quoted field. */
     char comment;
+    /** lse_table_read() refuses an input longer than this many bytes
+     *  (LSE_ENOMEM "...: input exceeds the limit of N bytes"), so that an
+     *  endless stream cannot take all memory; 0 (default) means
+     *  LSE_CSV_MAX_BYTES, SIZE_MAX means no limit. */
+    size_t max_bytes;
 } lse_csv_opts;
 
+/** @brief The default input limit of lse_table_read(): 4 GiB. */
+#define LSE_CSV_MAX_BYTES ((size_t)1 << (sizeof(size_t) > 4 ? 32 : 31))
+
 /** @brief The default options: auto-detected delimiter and header, '#'
- *  comments. */
+ *  comments, the LSE_CSV_MAX_BYTES input limit. */
 LSE_API lse_csv_opts lse_csv_opts_default(void);
 
 /** @brief Read the CSV file @p path ("-": standard input) into a table.
  *
  *  Same as lse_file_read() followed by lse_table_parse() with the file
- *  name as @p name.
+ *  name as @p name, except that reading stops early: at the first NUL byte
+ *  (binary data, LSE_EPARSE "name:line:col: NUL byte in text ..."), and
+ *  past opts->max_bytes (LSE_ENOMEM "name: input exceeds the limit of N
+ *  bytes ..."), so /dev/zero or an endless pipe fail at once.
  *  @param opts borrowed; NULL means lse_csv_opts_default().
  *  @param[out] out the table, owned by the caller (lse_table_free()); set
  *              to NULL on failure.
- *  @return LSE_OK; LSE_EIO (missing or unreadable file); the errors of
- *          lse_table_parse(). */
+ *  @return LSE_OK; LSE_EIO (missing or unreadable file); LSE_ENOMEM (over
+ *          the limit); the errors of lse_table_parse(). */
 LSE_API lse_status lse_table_read(const char *path, const lse_csv_opts *opts,
                                   lse_table **out, lse_error *err);
 
@@ -139,7 +153,9 @@ LSE_API lse_status lse_table_read(const char *path, const lse_csv_opts *opts,
  *   LSE_EINVAL (bad option);
  *   LSE_EPARSE with "name:line:col:" for malformed quoting, a NUL byte or
  *   an unterminated quoted field, "name:line: 3 fields, expected 2" for a
- *   ragged row, "name: no data rows" for an empty file or a header alone;
+ *   ragged row, "name: no data rows" for an empty file or a header alone,
+ *   "name:line: columns 1 and 3 are both named 'a' ..." for a header that
+ *   names two columns alike (lse_table_find_column() would be ambiguous);
  *   LSE_ENOMEM. */
 LSE_API lse_status lse_table_parse(const char *data, size_t len,
                                    const char *name, const lse_csv_opts *opts,

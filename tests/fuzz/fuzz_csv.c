@@ -36,6 +36,8 @@ static lse_csv_opts options_from(uint8_t b)
     static const char comments[4] = {'#', 0, '%', '#'};
     lse_csv_opts o = lse_csv_opts_default();
     o.delimiter = delims[b & 3];
+    if ((b & 3) == 3 && (b & 0x40)) /* white space instead of tab */
+        o.delimiter = ' ';
     o.header = (int)((b >> 2) % 3) - 1;
     o.comment = comments[(b >> 4) & 3];
     return o;

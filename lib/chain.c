@@ -6,13 +6,14 @@
 
 /* Chain reduction of an LSE term: a hidden Markov chain over the child rows
  * with emission log-weights S (n, K), initial logits u (1, K) and transition
- * logits V (K, K) (row-softmax). Forward-backward in log space:
+ * logits V (K, K) (row-softmax). Scaled forward-backward (Rabiner: each
+ * forward row normalized to sum 1, the scales give the log-likelihood):
  *   E = -sum_seq log sum_paths exp(log p0(k_s) + S_s,k_s
  *                                  + sum_t [log T(k_t-1, k_t) + S_t,k_t])
  *   dE/dS_tk = -gamma_t(k)                 (posterior marginals)
  *   dE/du_k  = -(sum_seq gamma_s(k) - n_seq p0(k))
  *   dE/dV_jk = -(xi_jk - (sum_k' xi_jk') T_jk)   (xi: expected counts)
- * docs/chain.md derives it. */
+ * docs/core.md ("Chain reduction") states the energy and gradients. */
 
 struct lse_chain {
     size_t n, K;
@@ -193,9 +194,22 @@ lse_status lse_chain_eval(lse_term *t, int want_grad, double *energy)
                 bp[j] = v;
             }
         }
-        for (size_t i = s0; i < s1; i++)
-            for (size_t k = 0; k < K; k++)
-                post[i * tp + k] = al[i * ta + k] * be[i * ta + k];
+        /* gamma_t = alpha_t beta_t sums to 1 only in exact arithmetic (the
+         * scaled products drift by a few ulps per step): renormalize each
+         * row, so every posterior is in [0, 1] (x / s <= 1 for 0 <= x <= s
+         * in rounded division) and each row sums to 1 within rounding */
+        for (size_t i = s0; i < s1; i++) {
+            double *pi = post + i * tp, sum = 0.0;
+            for (size_t k = 0; k < K; k++) {
+                pi[k] = al[i * ta + k] * be[i * ta + k];
+                sum += pi[k];
+            }
+            const double inv = 1.0 / sum;
+            for (size_t k = 0; k < K; k++) {
+                const double p = pi[k] * inv;
+                pi[k] = p < 1.0 ? p : 1.0;
+            }
+        }
         for (size_t k = 0; k < K; k++)
             *gsl_matrix_ptr(c->post0, 0, k) += post[s0 * tp + k];
     }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "graph-private.h"
+#include "size-private.h"
 
 /* Chain reduction of an LSE term: a hidden Markov chain over the child rows
  * with emission log-weights S (n, K), initial logits u (1, K) and transition
@@ -60,7 +61,17 @@ lse_status lse_chain_new(lse_term *t, const size_t *starts, size_t n_starts,
         return LSE_ENOMEM;
     c->n = n;
     c->K = K;
-    c->starts = malloc((n_starts + 2) * sizeof *c->starts);
+    size_t n_alloc;
+    if (lse_size_add(n_starts, 2, &n_alloc) ||
+        lse_size_mul(n_alloc, sizeof *c->starts, &n_alloc) ||
+        lse_size_matrix_overflows(n, K) || lse_size_matrix_overflows(K, K)) {
+        lse_chain_free(c);
+        return lse_graph_fail(t->graph, LSE_ENOMEM, fn,
+                              "term '%s': a chain of %zu rows, %zu states and "
+                              "%zu starts exceeds the address space",
+                              t->name, n, K, n_starts);
+    }
+    c->starts = malloc(n_alloc);
     c->alpha = gsl_matrix_alloc(n, K);
     c->beta = gsl_matrix_alloc(n, K);
     c->em = gsl_matrix_alloc(n, K);

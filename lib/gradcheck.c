@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "graph-private.h"
+#include "size-private.h"
 
 /* Finite-difference checks of similarity kernels and of whole graphs.
  * The error of one entry is |a - n| / max(floor, |a|, |n|). */
@@ -109,6 +110,11 @@ lse_status lse_sim_check_gradient(const lse_sim_type *type, const void *config,
         config = type->config_default;
     const size_t np = type->n_param;
     *res = (lse_gradcheck){0};
+    if (lse_size_matrix_overflows(child->size1, parent->size1))
+        return lse_error_set(err, LSE_ENOMEM, fn,
+                             "%zu child x %zu parent rows: the similarity "
+                             "matrix exceeds the address space",
+                             child->size1, parent->size1);
 
     lse_status st = LSE_ENOMEM;
     size_t *rows = calloc(np + 1, sizeof *rows);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "exactsum-private.h"
+#include "size-private.h"
 #include "threads-private.h"
 
 /* Solvers: gradient descent with Armijo backtracking, and EM coordinate
@@ -195,7 +196,7 @@ lse_status lse_solver_set_nodes(lse_solver *s, lse_node *const *nodes, size_t n)
         if (nodes[i] == NULL || lse_node_graph(nodes[i]) != s->g)
             return lse_graph_fail(s->g, LSE_EINVAL, "lse_solver_set_nodes",
                                   "node %zu is NULL or of another graph", i);
-    s->sel = malloc(n * sizeof *s->sel);
+    s->sel = calloc(n, sizeof *s->sel); /* calloc checks n * size */
     if (s->sel == NULL)
         return lse_graph_fail(s->g, LSE_ENOMEM, "lse_solver_set_nodes",
                               "out of memory");
@@ -356,15 +357,23 @@ static lse_status setup_cf(lse_solver *s, size_t *n_stats)
             c->size = sim->stats_size(&t->shape, t->config);
             c->n_chunk = lse_term_n_chunk(t);
             c->exact = s->opts.exact_stats && sim->stats_exact != NULL;
-            c->n_buf = c->exact ? c->size * LSE_XSUM_EXPORT : c->size;
-            off += c->n_buf;
+            size_t n_acc; /* (n_chunk, size) accumulators + 1 */
+            if (lse_size_mul(c->size, c->exact ? LSE_XSUM_EXPORT : 1,
+                             &c->n_buf) ||
+                lse_size_add(off, c->n_buf, &off) ||
+                lse_size_mul(c->n_chunk, c->size, &n_acc) ||
+                lse_size_add(n_acc, 1, &n_acc) ||
+                lse_size_array_overflows(n_acc, 1,
+                                         c->exact ? sizeof *c->xacc
+                                                  : sizeof *c->acc))
+                return LSE_ENOMEM;
             if (c->exact) {
-                c->xacc = calloc(c->n_chunk * c->size + 1, sizeof *c->xacc);
+                c->xacc = calloc(n_acc, sizeof *c->xacc);
                 c->stats = calloc(c->size + 1, sizeof *c->stats);
                 if (c->xacc == NULL || c->stats == NULL)
                     return LSE_ENOMEM;
             } else {
-                c->acc = calloc(c->n_chunk * c->size + 1, sizeof *c->acc);
+                c->acc = calloc(n_acc, sizeof *c->acc);
                 if (c->acc == NULL)
                     return LSE_ENOMEM;
             }
@@ -393,8 +402,11 @@ static lse_status setup_cf(lse_solver *s, size_t *n_stats)
         if (t->reduce == LSE_REDUCE_CHAIN &&
             (free_param(s, t->chain_init) || free_param(s, t->chain_trans))) {
             s->chains[s->n_chain++] = t;
-            const size_t K = t->parent.count;
-            off += K + K * K + 1; /* post0, xi, n_seq */
+            const size_t K = t->parent.count; /* post0, xi, n_seq */
+            size_t kk;
+            if (lse_size_mul(K, K, &kk) || lse_size_add(off, kk, &off) ||
+                lse_size_add(off, K + 1, &off))
+                return LSE_ENOMEM;
         }
     }
     *n_stats = off;
@@ -432,14 +444,18 @@ lse_status lse_solver_init(lse_solver *s)
             goto nomem;
         if (!s->type->em) {
             s->upd[s->n_upd++] = n;
-            n_grad += n->value->size1 * n->value->size2;
+            if (lse_size_add(n_grad, n->value->size1 * n->value->size2,
+                             &n_grad))
+                goto toobig;
         } else if (!(n->flags & LSE_NODE_PARAM)) {
             s->state[s->n_state++] = n;
         } else if (!in_cf(s, n)) {
             s->gparam[s->n_gparam++] = n;
         }
     }
-    s->n_buf = n_stats + n_grad;
+    if (lse_size_add(n_stats, n_grad, &s->n_buf) ||
+        lse_size_array_overflows(s->n_buf, 1, sizeof *s->buf))
+        goto toobig;
     s->buf = calloc(s->n_buf, sizeof *s->buf);
     if (s->buf == NULL)
         goto nomem;
@@ -460,7 +476,13 @@ lse_status lse_solver_init(lse_solver *s)
     return LSE_OK;
 nomem:
     free_scratch(s);
-    return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
+    return lse_graph_fail(g, LSE_ENOMEM, fn,
+                          "out of memory (or statistics sizes that exceed "
+                          "the address space)");
+toobig:
+    free_scratch(s);
+    return lse_graph_fail(g, LSE_ENOMEM, fn,
+                          "the free nodes' gradients exceed the address space");
 }
 
 /* Squared norm of the gradient over nodes (reduced across processes when a

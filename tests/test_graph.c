@@ -1,4 +1,5 @@
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "lse_check.h"
@@ -61,6 +62,39 @@ START_TEST(test_nodes)
     gsl_matrix_free(w);
     lse_graph_free(g);
     lse_graph_free(NULL);
+}
+END_TEST
+
+/* Sizes whose byte count overflows size_t: gsl_matrix_calloc(n, dim)
+ * multiplies without checking, so these once "succeeded" with a tiny
+ * block (and the first write crashed). Now LSE_ENOMEM with a message, and
+ * the graph is unchanged and usable. */
+START_TEST(test_node_size_overflow)
+{
+    lse_graph *g = lse_graph_new();
+    const size_t cases[][2] = {{SIZE_MAX / 8 + 2, 1},
+                               {SIZE_MAX / 16 + 1, 2},
+                               {(size_t)1 << 32, (size_t)1 << 32},
+                               {3, SIZE_MAX / 3 + 1},
+                               {SIZE_MAX, SIZE_MAX}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lse_node *a = (lse_node *)1;
+        lse_assert_status(
+            lse_graph_add_node(g, "a", cases[i][0], cases[i][1], 0, &a),
+            LSE_ENOMEM);
+        ck_assert_ptr_null(a);
+        ck_assert_msg(strstr(lse_graph_errmsg(g), "exceed the address space") !=
+                          NULL,
+                      "%s", lse_graph_errmsg(g));
+        ck_assert_ptr_nonnull(strstr(lse_graph_errmsg(g), "node 'a'"));
+        ck_assert_uint_eq(lse_graph_n_nodes(g), 0);
+    }
+    lse_node *a;
+    lse_assert_ok(lse_graph_add_node(g, "a", 3, 2, 0, &a));
+    ck_assert_uint_eq(lse_graph_n_nodes(g), 1);
+    double e;
+    lse_assert_ok(lse_graph_energy(g, &e));
+    lse_graph_free(g);
 }
 END_TEST
 
@@ -148,6 +182,7 @@ Suite *lse_test_suite(void)
     Suite *s = suite_create("graph");
     TCase *tc = tcase_create("graph");
     tcase_add_test(tc, test_nodes);
+    tcase_add_test(tc, test_node_size_overflow);
     tcase_add_test(tc, test_self_attention_gradient);
     tcase_add_test(tc, test_energy_errors);
     suite_add_tcase(s, tc);

@@ -53,4 +53,33 @@ static inline int lse_size_matrix_overflows(size_t rows, size_t cols)
     return lse_size_array_overflows(rows, cols, sizeof(double));
 }
 
+/* The matrices of an LSE term and of its similarity's workspace are
+ * products of at most three extents of its shape: rows (block, n_parent;
+ * n_child when S and A are kept whole) times at most two widths (the
+ * largest of d_child, d_parent, d_context, plus one for augmented rows),
+ * e.g. block x n_parent, n_parent x d^2 (full covariances), block x
+ * n_parent x d (per-pair scratch). NULL when the largest such product of
+ * doubles fits in size_t, else a description of the one that does not. */
+static inline const char *lse_size_shape_overflow(size_t n_child,
+                                                  size_t block,
+                                                  size_t n_parent, size_t d,
+                                                  int keep)
+{
+    const size_t rows = keep ? n_child : block;
+    const size_t wide = n_parent > block ? n_parent : block;
+    size_t n;
+    if (lse_size_add(d, 1, &d))
+        return "dimension + 1";
+    if (lse_size_mul(rows, n_parent, &n) ||
+        lse_size_mul(n, sizeof(double), &n))
+        return keep ? "child rows x parent rows" : "block x parent rows";
+    if (lse_size_mul(block, n_parent, &n) || lse_size_mul(n, d, &n) ||
+        lse_size_mul(n, sizeof(double), &n))
+        return "block x parent rows x dimension";
+    if (lse_size_mul(wide, d, &n) || lse_size_mul(n, d, &n) ||
+        lse_size_mul(n, sizeof(double), &n))
+        return "rows x dimension^2";
+    return NULL;
+}
+
 #endif

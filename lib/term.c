@@ -133,41 +133,24 @@ static int is_allowed(const lse_term *t, size_t i, size_t j)
 
 static lse_status par_new(lse_term *t);
 
-/* Every matrix a term or a similarity's workspace allocates is a product
- * of at most three extents of the shape: rows (block, n_parent; n_child
- * when S and A are kept whole) times at most two widths (d_child,
- * d_parent, d_context, plus one for augmented rows), e.g. block x n_parent,
- * n_parent x d^2 (full covariances), block x n_parent x d (per-pair
- * scratch). Refuse a shape whose largest such product of doubles overflows
- * size_t, so no allocation downstream wraps around. */
+/* Refuse a shape whose matrices or workspaces cannot be addressed
+ * (lse_size_shape_overflow), so no allocation downstream wraps around. */
 static lse_status check_shape_sizes(lse_term *t)
 {
     const lse_sim_shape *sh = &t->shape;
     size_t d = sh->d_child > sh->d_parent ? sh->d_child : sh->d_parent;
     if (sh->d_context > d)
         d = sh->d_context;
-    size_t rows = t->keep ? sh->n_child : sh->block, n;
-    const char *what = NULL;
-    if (lse_size_add(d, 1, &d))
-        what = "dimension + 1";
-    else if (lse_size_mul(rows, sh->n_parent, &n) ||
-             lse_size_mul(n, sizeof(double), &n))
-        what = t->keep ? "child rows x parent rows" : "block x parent rows";
-    else if (lse_size_mul(sh->block, sh->n_parent, &n) ||
-             lse_size_mul(n, d, &n) || lse_size_mul(n, sizeof(double), &n))
-        what = "block x parent rows x dimension";
-    else if (lse_size_mul(sh->n_parent > sh->block ? sh->n_parent : sh->block,
-                          d, &n) ||
-             lse_size_mul(n, d, &n) || lse_size_mul(n, sizeof(double), &n))
-        what = "rows x dimension^2";
+    const char *what = lse_size_shape_overflow(sh->n_child, sh->block,
+                                               sh->n_parent, d, t->keep);
     if (what == NULL)
         return LSE_OK;
     return lse_graph_fail(t->graph, LSE_ENOMEM, "lse_graph_add_lse",
                           "term '%s': %zu child rows (block %zu), %zu parent "
                           "rows, dimension %zu: %s doubles exceed the address "
                           "space",
-                          t->name, sh->n_child, sh->block, sh->n_parent,
-                          d - 1, what);
+                          t->name, sh->n_child, sh->block, sh->n_parent, d,
+                          what);
 }
 
 lse_status lse_graph_add_lse(lse_graph *g, const char *name,

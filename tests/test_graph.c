@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "lse_check.h"
+#include "../lib/size-private.h" /* private: tested here */
 
 static void fill(gsl_matrix *m, double seed)
 {
@@ -98,6 +99,41 @@ START_TEST(test_node_size_overflow)
 }
 END_TEST
 
+/* The overflow-checked size arithmetic every allocation goes through. */
+START_TEST(test_size_arithmetic)
+{
+    size_t n = 7;
+    ck_assert_int_eq(lse_size_mul(SIZE_MAX, 1, &n), 0);
+    ck_assert_uint_eq(n, SIZE_MAX);
+    ck_assert_int_eq(lse_size_mul(0, SIZE_MAX, &n), 0);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(lse_size_mul(SIZE_MAX / 2 + 1, 2, &n), 1);
+    ck_assert_uint_eq(n, SIZE_MAX);
+    ck_assert_int_eq(lse_size_mul((size_t)1 << 32, (size_t)1 << 31, &n), 0);
+    ck_assert_int_eq(lse_size_add(SIZE_MAX - 1, 1, &n), 0);
+    ck_assert_uint_eq(n, SIZE_MAX);
+    ck_assert_int_eq(lse_size_add(SIZE_MAX, 1, &n), 1);
+    ck_assert_int_eq(lse_size_matrix_overflows(SIZE_MAX / 8, 1), 0);
+    ck_assert_int_eq(lse_size_matrix_overflows(SIZE_MAX / 8 + 1, 1), 1);
+    ck_assert_int_eq(lse_size_matrix_overflows(1, SIZE_MAX / 8 + 1), 1);
+    /* shapes: every product of up to three extents is checked */
+    ck_assert_ptr_null(lse_size_shape_overflow(1000, 256, 1000, 64, 1));
+    ck_assert_str_eq(
+        lse_size_shape_overflow((size_t)1 << 31, 256, (size_t)1 << 31, 1, 1),
+        "child rows x parent rows");
+    ck_assert_ptr_null(
+        lse_size_shape_overflow((size_t)1 << 31, 1, (size_t)1 << 31, 1, 0));
+    ck_assert_str_eq(lse_size_shape_overflow(8, 8, (size_t)1 << 40,
+                                             (size_t)1 << 20, 0),
+                     "block x parent rows x dimension");
+    ck_assert_str_eq(
+        lse_size_shape_overflow(1, 1, 1, (size_t)1 << 31, 1),
+        "rows x dimension^2");
+    ck_assert_str_eq(lse_size_shape_overflow(1, 1, 1, SIZE_MAX, 1),
+                     "dimension + 1");
+}
+END_TEST
+
 /* Equation 4 of seed 001 on a self term: the gradient of a row is the sum
  * of its child side and its parent side. */
 START_TEST(test_self_attention_gradient)
@@ -183,6 +219,7 @@ Suite *lse_test_suite(void)
     TCase *tc = tcase_create("graph");
     tcase_add_test(tc, test_nodes);
     tcase_add_test(tc, test_node_size_overflow);
+    tcase_add_test(tc, test_size_arithmetic);
     tcase_add_test(tc, test_self_attention_gradient);
     tcase_add_test(tc, test_energy_errors);
     suite_add_tcase(s, tc);

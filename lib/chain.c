@@ -3,16 +3,18 @@
 #include <string.h>
 
 #include "graph-private.h"
+#include "size-private.h"
 
 /* Chain reduction of an LSE term: a hidden Markov chain over the child rows
  * with emission log-weights S (n, K), initial logits u (1, K) and transition
- * logits V (K, K) (row-softmax). Forward-backward in log space:
+ * logits V (K, K) (row-softmax). Scaled forward-backward (Rabiner: each
+ * forward row normalized to sum 1, the scales give the log-likelihood):
  *   E = -sum_seq log sum_paths exp(log p0(k_s) + S_s,k_s
  *                                  + sum_t [log T(k_t-1, k_t) + S_t,k_t])
  *   dE/dS_tk = -gamma_t(k)                 (posterior marginals)
  *   dE/du_k  = -(sum_seq gamma_s(k) - n_seq p0(k))
  *   dE/dV_jk = -(xi_jk - (sum_k' xi_jk') T_jk)   (xi: expected counts)
- * docs/chain.md derives it. */
+ * docs/core.md ("Chain reduction") states the energy and gradients. */
 
 struct lse_chain {
     size_t n, K;
@@ -59,7 +61,17 @@ lse_status lse_chain_new(lse_term *t, const size_t *starts, size_t n_starts,
         return LSE_ENOMEM;
     c->n = n;
     c->K = K;
-    c->starts = malloc((n_starts + 2) * sizeof *c->starts);
+    size_t n_alloc;
+    if (lse_size_add(n_starts, 2, &n_alloc) ||
+        lse_size_mul(n_alloc, sizeof *c->starts, &n_alloc) ||
+        lse_size_matrix_overflows(n, K) || lse_size_matrix_overflows(K, K)) {
+        lse_chain_free(c);
+        return lse_graph_fail(t->graph, LSE_ENOMEM, fn,
+                              "term '%s': a chain of %zu rows, %zu states and "
+                              "%zu starts exceeds the address space",
+                              t->name, n, K, n_starts);
+    }
+    c->starts = malloc(n_alloc);
     c->alpha = gsl_matrix_alloc(n, K);
     c->beta = gsl_matrix_alloc(n, K);
     c->em = gsl_matrix_alloc(n, K);
@@ -193,9 +205,22 @@ lse_status lse_chain_eval(lse_term *t, int want_grad, double *energy)
                 bp[j] = v;
             }
         }
-        for (size_t i = s0; i < s1; i++)
-            for (size_t k = 0; k < K; k++)
-                post[i * tp + k] = al[i * ta + k] * be[i * ta + k];
+        /* gamma_t = alpha_t beta_t sums to 1 only in exact arithmetic (the
+         * scaled products drift by a few ulps per step): renormalize each
+         * row, so every posterior is in [0, 1] (x / s <= 1 for 0 <= x <= s
+         * in rounded division) and each row sums to 1 within rounding */
+        for (size_t i = s0; i < s1; i++) {
+            double *pi = post + i * tp, sum = 0.0;
+            for (size_t k = 0; k < K; k++) {
+                pi[k] = al[i * ta + k] * be[i * ta + k];
+                sum += pi[k];
+            }
+            const double inv = 1.0 / sum;
+            for (size_t k = 0; k < K; k++) {
+                const double p = pi[k] * inv;
+                pi[k] = p < 1.0 ? p : 1.0;
+            }
+        }
         for (size_t k = 0; k < K; k++)
             *gsl_matrix_ptr(c->post0, 0, k) += post[s0 * tp + k];
     }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "graph-private.h"
+#include "size-private.h"
 
 /* Finite-difference checks of similarity kernels and of whole graphs.
  * The error of one entry is |a - n| / max(floor, |a|, |n|). */
@@ -109,6 +110,16 @@ lse_status lse_sim_check_gradient(const lse_sim_type *type, const void *config,
         config = type->config_default;
     const size_t np = type->n_param;
     *res = (lse_gradcheck){0};
+    size_t dmax = child->size2 > parent->size2 ? child->size2 : parent->size2;
+    if (context != NULL && context->size2 > dmax)
+        dmax = context->size2;
+    const char *too_big = lse_size_shape_overflow(
+        child->size1, child->size1, parent->size1, dmax, 1);
+    if (too_big != NULL)
+        return lse_error_set(err, LSE_ENOMEM, fn,
+                             "%zu child x %zu parent rows, dimension %zu: %s "
+                             "doubles exceed the address space",
+                             child->size1, parent->size1, dmax, too_big);
 
     lse_status st = LSE_ENOMEM;
     size_t *rows = calloc(np + 1, sizeof *rows);

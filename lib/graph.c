@@ -4,6 +4,7 @@
 
 #include "graph-private.h"
 #include "kernels-private.h"
+#include "size-private.h"
 #include "threads-private.h"
 
 /* The graph: a container of nodes and terms, and the sum of their energies.
@@ -89,12 +90,20 @@ lse_status lse_graph_add_node(lse_graph *g, const char *name, size_t n,
     if ((flags & ~(unsigned)(LSE_NODE_PARAM | LSE_NODE_CLAMPED)) != 0)
         return lse_graph_fail(g, LSE_EINVAL, fn, "node '%s': unknown flags 0x%x",
                               name, flags);
+    if (lse_size_matrix_overflows(n, dim))
+        return lse_graph_fail(g, LSE_ENOMEM, fn,
+                              "node '%s' is %zux%zu: %zu x %zu doubles exceed "
+                              "the address space",
+                              name, n, dim, n, dim);
     if (lse_graph_find_node(g, name) != NULL ||
         lse_graph_find_term(g, name) != NULL)
         return lse_graph_fail(g, LSE_EEXIST, fn, "name '%s' exists", name);
     if (g->n_nodes == g->cap_nodes) {
-        const size_t cap = g->cap_nodes ? 2 * g->cap_nodes : 8;
-        lse_node **nodes = realloc(g->nodes, cap * sizeof *nodes);
+        size_t cap = 8, bytes;
+        if ((g->cap_nodes && lse_size_mul(g->cap_nodes, 2, &cap)) ||
+            lse_size_mul(cap, sizeof *g->nodes, &bytes))
+            return lse_graph_fail(g, LSE_ENOMEM, fn, "too many nodes");
+        lse_node **nodes = realloc(g->nodes, bytes);
         if (nodes == NULL)
             return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
         g->nodes = nodes;
@@ -187,8 +196,8 @@ static int matrix_nonfinite(const gsl_matrix *v, int avx2)
 {
     const size_t rows = v->size1, cols = v->size2;
     const int flat = v->tda == cols;
-    const size_t len = flat ? rows * cols : cols;
-    const size_t total = rows * cols;
+    const size_t total = rows * cols; /* the node's size: allocated, fits */
+    const size_t len = flat ? total : cols;
     const size_t n_task =
         total > CHECK_SPAN ? (total + CHECK_SPAN - 1) / CHECK_SPAN : 1;
     int bad = 0;
@@ -198,9 +207,10 @@ static int matrix_nonfinite(const gsl_matrix *v, int avx2)
     num_threads(lse_threads_for(n_task)) if (n_task > 1)
 #endif
     for (long t = 0; t < nt; t++) {
-        /* task t: entries [e0, e1) of the row-major sequence */
-        const size_t e0 = (size_t)t * total / n_task;
-        const size_t e1 = (size_t)(t + 1) * total / n_task;
+        /* task t: entries [e0, e1) of the row-major sequence, written
+         * without the product t * total (it could overflow) */
+        const size_t e0 = (size_t)t * CHECK_SPAN;
+        const size_t e1 = total - e0 > CHECK_SPAN ? e0 + CHECK_SPAN : total;
         size_t e = e0;
         while (e < e1) {
             const size_t r = flat ? 0 : e / cols, c = flat ? e : e % cols;

@@ -18,6 +18,7 @@
 #include <csv.h>
 
 #include "graph-private.h"
+#include "size-private.h"
 
 /* ------------------------------------------------------------------ */
 /* Small helpers                                                       */
@@ -556,7 +557,7 @@ static lse_status detect_header(lse_table *t, lse_error *err)
 /* Column names: the header cells, or "1".."n" appended to the text. */
 static lse_status make_names(lse_table *t, lse_error *err)
 {
-    t->names = malloc(t->n_cols * sizeof *t->names);
+    t->names = calloc(t->n_cols, sizeof *t->names); /* checks the product */
     if (t->names == NULL)
         return lse_error_set(err, LSE_ENOMEM, "lse_table_parse",
                              "%s: out of memory", t->name);
@@ -1163,9 +1164,14 @@ lse_status lse_table_to_matrix(const lse_table *t, const size_t *cols,
                                "%s: no rows left: every row has a missing "
                                "value",
                                t->name);
+    if (status == LSE_OK && lse_size_matrix_overflows(kept, n_cols))
+        status = lse_error_set(err, LSE_ENOMEM, __func__,
+                               "%s: a %zu x %zu matrix exceeds the address "
+                               "space",
+                               t->name, kept, n_cols);
     if (status == LSE_OK) {
         m = gsl_matrix_alloc(kept, n_cols);
-        index = row_index != NULL ? malloc(kept * sizeof *index) : NULL;
+        index = row_index != NULL ? calloc(kept, sizeof *index) : NULL;
         if (m == NULL || (row_index != NULL && index == NULL))
             status = lse_error_set(err, LSE_ENOMEM, __func__,
                                    "out of memory for a %zu x %zu matrix", kept,

@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "graph-private.h"
+#include "size-private.h"
 
 struct lse_json {
     json_t *obj;  /* a JSON object; this handle owns one reference */
@@ -689,14 +690,18 @@ lse_status lse_json_get_strings(const lse_json *doc, const char *key,
         return key_fail(doc, key, LSE_EPARSE, __func__, err,
                         "must be an array of strings, not %s", type_name(v));
     const size_t count = json_array_size(v);
-    size_t bytes = (count + 1) * sizeof(char *);
+    size_t bytes;
+    if (lse_size_add(count, 1, &bytes) ||
+        lse_size_mul(bytes, sizeof(char *), &bytes))
+        return lse_error_set(err, LSE_ENOMEM, __func__, "out of memory");
     for (size_t i = 0; i < count; i++) {
         const json_t *s = json_array_get(v, i);
         if (!json_is_string(s))
             return key_fail(doc, key, LSE_EPARSE, __func__, err,
                             "must be an array of strings: element %zu is %s", i,
                             type_name(s));
-        bytes += strlen(json_string_value(s)) + 1;
+        if (lse_size_add(bytes, strlen(json_string_value(s)) + 1, &bytes))
+            return lse_error_set(err, LSE_ENOMEM, __func__, "out of memory");
     }
     char **block = malloc(bytes);
     if (block == NULL)
@@ -788,12 +793,15 @@ static lse_status get_numbers(const lse_json *doc, const char *key, int depth,
         }
     }
     size_t rows = 1;
-    for (int d = 0; d + 1 < depth; d++) {
-        if (shape[d] > SIZE_MAX / rows)
+    for (int d = 0; d + 1 < depth; d++)
+        if (lse_size_mul(rows, shape[d], &rows))
             return key_fail(doc, key, LSE_ENOMEM, func, err, "is too big");
-        rows *= shape[d];
-    }
     const size_t cols = shape[depth - 1];
+    if (lse_size_matrix_overflows(rows, cols))
+        return key_fail(doc, key, LSE_ENOMEM, func, err,
+                        "is too big: %zu x %zu doubles exceed the address "
+                        "space",
+                        rows, cols);
     lse_gsl_quiet();
     gsl_matrix *m = gsl_matrix_alloc(rows, cols);
     if (m == NULL)

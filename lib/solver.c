@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "exactsum-private.h"
+#include "size-private.h"
 #include "threads-private.h"
 
 /* Solvers: gradient descent with Armijo backtracking, and EM coordinate
@@ -56,6 +57,12 @@ struct lse_solver {
     double energy, prev_energy, delta, grad_norm, step;
     size_t n_iter, n_increase;
     int no_step;
+    /* curvature pairs: x0/d0 hold the point and gradient of the last
+     * accepted step on bb_nodes (valid when bb_valid) */
+    lse_node *const *bb_nodes;
+    size_t bb_n;
+    int bb_valid;
+    size_t bb_iter; /* accepted steps with a curvature pair, for BB1/BB2 */
 
     /* scratch, allocated by init */
     lse_node **upd; /* nodes updated by gradient steps */
@@ -189,7 +196,7 @@ lse_status lse_solver_set_nodes(lse_solver *s, lse_node *const *nodes, size_t n)
         if (nodes[i] == NULL || lse_node_graph(nodes[i]) != s->g)
             return lse_graph_fail(s->g, LSE_EINVAL, "lse_solver_set_nodes",
                                   "node %zu is NULL or of another graph", i);
-    s->sel = malloc(n * sizeof *s->sel);
+    s->sel = calloc(n, sizeof *s->sel); /* calloc checks n * size */
     if (s->sel == NULL)
         return lse_graph_fail(s->g, LSE_ENOMEM, "lse_solver_set_nodes",
                               "out of memory");
@@ -350,15 +357,23 @@ static lse_status setup_cf(lse_solver *s, size_t *n_stats)
             c->size = sim->stats_size(&t->shape, t->config);
             c->n_chunk = lse_term_n_chunk(t);
             c->exact = s->opts.exact_stats && sim->stats_exact != NULL;
-            c->n_buf = c->exact ? c->size * LSE_XSUM_EXPORT : c->size;
-            off += c->n_buf;
+            size_t n_acc; /* (n_chunk, size) accumulators + 1 */
+            if (lse_size_mul(c->size, c->exact ? LSE_XSUM_EXPORT : 1,
+                             &c->n_buf) ||
+                lse_size_add(off, c->n_buf, &off) ||
+                lse_size_mul(c->n_chunk, c->size, &n_acc) ||
+                lse_size_add(n_acc, 1, &n_acc) ||
+                lse_size_array_overflows(n_acc, 1,
+                                         c->exact ? sizeof *c->xacc
+                                                  : sizeof *c->acc))
+                return LSE_ENOMEM;
             if (c->exact) {
-                c->xacc = calloc(c->n_chunk * c->size + 1, sizeof *c->xacc);
+                c->xacc = calloc(n_acc, sizeof *c->xacc);
                 c->stats = calloc(c->size + 1, sizeof *c->stats);
                 if (c->xacc == NULL || c->stats == NULL)
                     return LSE_ENOMEM;
             } else {
-                c->acc = calloc(c->n_chunk * c->size + 1, sizeof *c->acc);
+                c->acc = calloc(n_acc, sizeof *c->acc);
                 if (c->acc == NULL)
                     return LSE_ENOMEM;
             }
@@ -387,8 +402,11 @@ static lse_status setup_cf(lse_solver *s, size_t *n_stats)
         if (t->reduce == LSE_REDUCE_CHAIN &&
             (free_param(s, t->chain_init) || free_param(s, t->chain_trans))) {
             s->chains[s->n_chain++] = t;
-            const size_t K = t->parent.count;
-            off += K + K * K + 1; /* post0, xi, n_seq */
+            const size_t K = t->parent.count; /* post0, xi, n_seq */
+            size_t kk;
+            if (lse_size_mul(K, K, &kk) || lse_size_add(off, kk, &off) ||
+                lse_size_add(off, K + 1, &off))
+                return LSE_ENOMEM;
         }
     }
     *n_stats = off;
@@ -426,20 +444,26 @@ lse_status lse_solver_init(lse_solver *s)
             goto nomem;
         if (!s->type->em) {
             s->upd[s->n_upd++] = n;
-            n_grad += n->value->size1 * n->value->size2;
+            if (lse_size_add(n_grad, n->value->size1 * n->value->size2,
+                             &n_grad))
+                goto toobig;
         } else if (!(n->flags & LSE_NODE_PARAM)) {
             s->state[s->n_state++] = n;
         } else if (!in_cf(s, n)) {
             s->gparam[s->n_gparam++] = n;
         }
     }
-    s->n_buf = n_stats + n_grad;
+    if (lse_size_add(n_stats, n_grad, &s->n_buf) ||
+        lse_size_array_overflows(s->n_buf, 1, sizeof *s->buf))
+        goto toobig;
     s->buf = calloc(s->n_buf, sizeof *s->buf);
     if (s->buf == NULL)
         goto nomem;
     s->n_iter = s->n_increase = 0;
     s->no_step = 0;
     s->step = s->opts.step;
+    s->bb_valid = 0;
+    s->bb_iter = 0;
     s->delta = NAN;
     s->prev_energy = NAN;
     s->ready = 1;
@@ -452,7 +476,13 @@ lse_status lse_solver_init(lse_solver *s)
     return LSE_OK;
 nomem:
     free_scratch(s);
-    return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
+    return lse_graph_fail(g, LSE_ENOMEM, fn,
+                          "out of memory (or statistics sizes that exceed "
+                          "the address space)");
+toobig:
+    free_scratch(s);
+    return lse_graph_fail(g, LSE_ENOMEM, fn,
+                          "the free nodes' gradients exceed the address space");
 }
 
 /* Squared norm of the gradient over nodes (reduced across processes when a
@@ -500,10 +530,47 @@ static size_t node_index(const lse_solver *s, const lse_node *n)
     return 0;
 }
 
+/* Barzilai-Borwein trial step from the curvature pair of the last accepted
+ * step on the same nodes: u = x - x_prev, y = g - g_prev, alternating
+ * BB1 = u.u / u.y (long) and BB2 = u.y / y.y (short), which damps the
+ * zig-zag of either alone. Returns 0 (no step) without positive curvature;
+ * kept within [opts.step 1e-10, opts.step 1e10]. */
+static double bb_step(lse_solver *s, lse_node *const *nodes, size_t n)
+{
+    if (!s->bb_valid || s->bb_nodes != nodes || s->bb_n != n)
+        return 0.0;
+    double uu = 0.0, uy = 0.0, yy = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const size_t k = node_index(s, nodes[i]);
+        const gsl_matrix *x = nodes[i]->value, *g = nodes[i]->grad;
+        const gsl_matrix *x0 = s->x0[k], *g0 = s->d0[k];
+        for (size_t r = 0; r < x->size1; r++)
+            for (size_t c = 0; c < x->size2; c++) {
+                const double u = gsl_matrix_get(x, r, c) - gsl_matrix_get(x0, r, c);
+                const double y = gsl_matrix_get(g, r, c) - gsl_matrix_get(g0, r, c);
+                uu += u * u;
+                uy += u * y;
+                yy += y * y;
+            }
+    }
+    if (!(uy > 0.0) || !isfinite(uu) || !isfinite(yy) || !(yy > 0.0))
+        return 0.0;
+    double t = s->bb_iter % 2 == 0 ? uu / uy : uy / yy;
+    const double lo = s->opts.step * 1e-10, hi = s->opts.step * 1e10;
+    if (!isfinite(t))
+        return 0.0;
+    return t < lo ? lo : t > hi ? hi : t;
+}
+
 /* One descent step on nodes from the gradient just computed (node grads
- * hold dE/dv at energy *e). Updates *e; sets *moved. */
+ * hold dE/dv at energy *e). Updates *e; sets *moved. The trial step is,
+ * with use_bb (the GD solver), the Barzilai-Borwein step when the last
+ * accepted step on the same nodes gives a curvature pair; else (and for
+ * EM's gradient steps) the remembered step: opts.step at first, then the
+ * last accepted step times grow. Armijo backtracking keeps the energy
+ * monotone. */
 static lse_status descend(lse_solver *s, lse_node *const *nodes, size_t n,
-                          double *e, int *moved)
+                          int use_bb, double *e, int *moved)
 {
     *moved = 0;
     if (n == 0)
@@ -515,13 +582,16 @@ static lse_status descend(lse_solver *s, lse_node *const *nodes, size_t n,
     s->grad_norm = sqrt(gn2);
     if (gn2 == 0.0)
         return LSE_OK;
+    const double bb =
+        use_bb && s->opts.line_search ? bb_step(s, nodes, n) : 0.0;
     for (size_t i = 0; i < n; i++) {
         const size_t k = node_index(s, nodes[i]);
         gsl_matrix_memcpy(s->x0[k], nodes[i]->value);
         gsl_matrix_memcpy(s->d0[k], nodes[i]->grad);
     }
+    s->bb_valid = 0; /* until a step is accepted */
     const double e0 = *e;
-    double step = s->step;
+    double step = bb > 0.0 ? bb : s->step;
     const size_t tries = s->opts.line_search ? s->opts.max_backtrack + 1 : 1;
     for (size_t t = 0; t < tries; t++) {
         for (size_t i = 0; i < n; i++) {
@@ -547,6 +617,12 @@ static lse_status descend(lse_solver *s, lse_node *const *nodes, size_t n,
             *e = e1;
             *moved = 1;
             s->step = s->opts.line_search ? step * s->opts.grow : step;
+            if (use_bb && s->opts.line_search) {
+                s->bb_iter += bb > 0.0;
+                s->bb_nodes = nodes;
+                s->bb_n = n;
+                s->bb_valid = 1;
+            }
             return LSE_OK;
         }
         step *= s->opts.shrink;
@@ -566,7 +642,7 @@ static lse_status iterate_gd(lse_solver *s)
     /* gradient at the current point is fresh from init or the last step */
     double e = s->energy;
     int moved;
-    lse_status st = descend(s, s->upd, s->n_upd, &e, &moved);
+    lse_status st = descend(s, s->upd, s->n_upd, 1, &e, &moved);
     if (st != LSE_OK)
         return st;
     s->prev_energy = s->energy;
@@ -590,7 +666,7 @@ static lse_status gradient_steps(lse_solver *s, lse_node *const *nodes,
         if (st != LSE_OK)
             return st;
         int moved;
-        st = descend(s, nodes, n, e, &moved);
+        st = descend(s, nodes, n, 0, e, &moved);
         if (st != LSE_OK)
             return st;
         if (!moved)

@@ -9,6 +9,7 @@
 
 #include "exactsum-private.h"
 #include "kernels-private.h"
+#include "size-private.h"
 #include "threads-private.h"
 
 /* LSE terms: E = -sum_c w_c (1/beta) log sum_{p allowed} exp(beta S_cp),
@@ -92,8 +93,11 @@ lse_status lse_graph_add_term_slot(lse_graph *g, const char *name,
         lse_graph_find_node(g, name) != NULL)
         return lse_graph_fail(g, LSE_EEXIST, fn, "name '%s' exists", name);
     if (g->n_terms == g->cap_terms) {
-        const size_t cap = g->cap_terms ? 2 * g->cap_terms : 8;
-        lse_term **terms = realloc(g->terms, cap * sizeof *terms);
+        size_t cap = 8, bytes;
+        if ((g->cap_terms && lse_size_mul(g->cap_terms, 2, &cap)) ||
+            lse_size_mul(cap, sizeof *g->terms, &bytes))
+            return lse_graph_fail(g, LSE_ENOMEM, fn, "too many terms");
+        lse_term **terms = realloc(g->terms, bytes);
         if (terms == NULL)
             return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
         g->terms = terms;
@@ -128,6 +132,26 @@ static int is_allowed(const lse_term *t, size_t i, size_t j)
 }
 
 static lse_status par_new(lse_term *t);
+
+/* Refuse a shape whose matrices or workspaces cannot be addressed
+ * (lse_size_shape_overflow), so no allocation downstream wraps around. */
+static lse_status check_shape_sizes(lse_term *t)
+{
+    const lse_sim_shape *sh = &t->shape;
+    size_t d = sh->d_child > sh->d_parent ? sh->d_child : sh->d_parent;
+    if (sh->d_context > d)
+        d = sh->d_context;
+    const char *what = lse_size_shape_overflow(sh->n_child, sh->block,
+                                               sh->n_parent, d, t->keep);
+    if (what == NULL)
+        return LSE_OK;
+    return lse_graph_fail(t->graph, LSE_ENOMEM, "lse_graph_add_lse",
+                          "term '%s': %zu child rows (block %zu), %zu parent "
+                          "rows, dimension %zu: %s doubles exceed the address "
+                          "space",
+                          t->name, sh->n_child, sh->block, sh->n_parent, d,
+                          what);
+}
 
 lse_status lse_graph_add_lse(lse_graph *g, const char *name,
                              const lse_term_spec *spec, lse_term **out)
@@ -267,6 +291,9 @@ lse_status lse_graph_add_lse(lse_graph *g, const char *name,
             goto fail;
         }
     }
+    st = check_shape_sizes(t);
+    if (st != LSE_OK)
+        goto fail;
     if (spec->user_mask != NULL) {
         if (spec->user_mask->size1 != nc || spec->user_mask->size2 != np) {
             st = lse_graph_fail(
@@ -459,15 +486,16 @@ static lse_status par_new(lse_term *t)
     p->fma = lse_cpu_avx2_fma();
     p->avx512 = lse_cpu_avx512();
     /* doubles of private gradient per chunk */
-    size_t priv = 0;
+    size_t priv = 0, bytes = 0; /* node sizes: each fits, their sum may not */
     if (free_node(t->parent.node))
-        priv += np * t->shape.d_parent;
+        priv = np * t->shape.d_parent;
     for (size_t k = 0; k < K; k++)
         if (free_node(t->param[k]))
-            priv += t->param_rows[k] * t->param_cols[k];
+            lse_size_add(priv, t->param_rows[k] * t->param_cols[k], &priv);
+    lse_size_mul(priv, sizeof(double), &bytes); /* SIZE_MAX on overflow */
     size_t n_chunk = n_block < MAX_CHUNKS ? n_block : MAX_CHUNKS;
     if (n_chunk > 1 && priv > 0) {
-        const size_t cap = CHUNK_BUDGET / (priv * sizeof(double));
+        const size_t cap = CHUNK_BUDGET / bytes;
         if (cap < n_chunk)
             n_chunk = cap > 1 ? cap : 1;
     }
@@ -483,8 +511,10 @@ static lse_status par_new(lse_term *t)
         return LSE_ENOMEM;
     for (size_t c = 0; c < n_chunk; c++) {
         term_chunk *ch = &p->chunk[c];
-        const size_t b0 = c * n_block / n_chunk;
-        const size_t b1 = (c + 1) * n_block / n_chunk;
+        /* floor(c n_block / n_chunk) without the product c * n_block */
+        const size_t q = n_block / n_chunk, r = n_block % n_chunk;
+        const size_t b0 = c * q + c * r / n_chunk;
+        const size_t b1 = (c + 1) * q + (c + 1) * r / n_chunk;
         ch->first = b0 * t->block;
         ch->count = (b1 * t->block < nc ? b1 * t->block : nc) - ch->first;
         ch->gparam = calloc(K + 1, sizeof *ch->gparam);

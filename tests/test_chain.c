@@ -1,9 +1,10 @@
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
 #include "lse_check.h"
 
-/* Chain reduction: forward-backward in log space against a brute-force sum
+/* Chain reduction: scaled forward-backward (Rabiner) against a brute-force sum
  * over all K^n paths. Emissions come from a dot similarity between
  * observations y (n, 2) and parents m (K, 2). */
 
@@ -156,6 +157,61 @@ START_TEST(test_chain_errors)
 }
 END_TEST
 
+/* Posteriors are probabilities: every entry in [0, 1] and every row sums to
+ * 1 within a few ulps, over a long chain with emissions that make many
+ * posteriors nearly certain (the unnormalized alpha * beta products of the
+ * scaled recursion drift from 1 by a few ulps per row). */
+START_TEST(test_posteriors_are_probabilities)
+{
+    enum { NL = 4000, KL = 4 };
+    lse_graph *g = lse_graph_new();
+    lse_node *y, *m, *u, *v;
+    lse_assert_ok(lse_graph_add_node(g, "y", NL, 2, LSE_NODE_CLAMPED, &y));
+    lse_assert_ok(lse_graph_add_node(g, "m", KL, 2, LSE_NODE_PARAM, &m));
+    lse_assert_ok(lse_graph_add_node(g, "init", 1, KL, LSE_NODE_PARAM, &u));
+    lse_assert_ok(lse_graph_add_node(g, "trans", KL, KL, LSE_NODE_PARAM, &v));
+    for (size_t i = 0; i < NL; i++)
+        for (size_t j = 0; j < 2; j++)
+            gsl_matrix_set(lse_node_value(y), i, j,
+                           3.0 * sin(0.4127 + 0.37 * (double)i * (double)(j + 1)) +
+                               0.1 * cos(7.3 * (double)i));
+    for (size_t k = 0; k < KL; k++) {
+        for (size_t j = 0; j < 2; j++)
+            gsl_matrix_set(lse_node_value(m), k, j, 2.0 * cos(0.9 * k + 1.7 * j));
+        gsl_matrix_set(lse_node_value(u), 0, k, 0.3 * (double)k - 0.2);
+        for (size_t j = 0; j < KL; j++)
+            gsl_matrix_set(lse_node_value(v), k, j,
+                           k == j ? 2.0 : 0.5 * sin(1.0 + k + 2.0 * j));
+    }
+    lse_term_spec spec = lse_term_spec_default();
+    spec.child = lse_view_all(y);
+    spec.parent = lse_view_all(m);
+    spec.sim = lse_sim_dot;
+    spec.reduce = LSE_REDUCE_CHAIN;
+    spec.chain_init = u;
+    spec.chain_trans = v;
+    lse_term *t;
+    lse_assert_ok(lse_graph_add_lse(g, "hmm", &spec, &t));
+    double e;
+    lse_assert_ok(lse_graph_gradient(g, &e));
+    const gsl_matrix *A = lse_term_softmax(t);
+    double worst = 0.0;
+    for (size_t i = 0; i < NL; i++) {
+        double s = 0.0;
+        for (size_t k = 0; k < KL; k++) {
+            const double a = gsl_matrix_get(A, i, k);
+            ck_assert_msg(a >= 0.0 && a <= 1.0, "posterior[%zu,%zu] = %.17g",
+                          i, k, a);
+            s += a;
+        }
+        if (fabs(s - 1.0) > worst)
+            worst = fabs(s - 1.0);
+    }
+    ck_assert_msg(worst <= 4 * DBL_EPSILON, "row sum off by %g", worst);
+    lse_graph_free(g);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("chain");
@@ -163,6 +219,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_forward_backward_equals_brute_force);
     tcase_add_test(tc, test_sequences_are_independent);
     tcase_add_test(tc, test_chain_errors);
+    tcase_add_test(tc, test_posteriors_are_probabilities);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -812,6 +812,16 @@ static const bad_case bad[] = {
     {"unknown.dot -o x.svg", 1,
      "unknown.dot:4: factor 'f': unknown similarity"},
     {"rows.dot -o x.svg", 1, "rows.dot:3: variable 'y' has no rows"},
+    /* sizes: rows * 8 wrapped around and --expand crashed; a huge but
+     * representable count allocated 16 GB before drawing 40 rows */
+    {"huge.dot --expand -o x.svg", 1,
+     "huge.dot:2: node 'a': rows=2305843009213693953 x dim=1"},
+    {"huge.dot -o x.svg", 1, "more than 16777216 entries"},
+    {"billion.dot --expand -o x.svg", 1,
+     "billion.dot:2: node 'a': rows=1000000000"},
+    {"pairs.dot -o x.svg", 1,
+     "pairs.dot:4: factor 'f': 100000 child rows x 100000 parent rows"},
+    {"gmm --expand --max-rows 5000 -o x.svg", 1, "at most 1000 rows per node"},
     {"syntax.dot -o x.svg", 1, "syntax.dot:3: DOT syntax error"},
     {"role.dot -o x.svg", 1, "role.dot:6: edge 'mu' -> 'f': unknown role"},
     {"dims.dot -o x.svg", 1, "dims.dot:4: factor 'f'"},
@@ -837,6 +847,14 @@ static void write_bad_inputs(void)
                               "  mu -> f [role=parent]; f -> x [role=child]\n"
                               "}\n");
     write_text("rows.dot", "digraph {\n  x [rows=2 dim=2]\n  y [dim=2]\n}\n");
+    write_text("huge.dot",
+               "digraph {\n  a [rows=2305843009213693953, dim=1];\n}\n");
+    write_text("billion.dot", "digraph {\n  a [rows=1000000000, dim=1];\n}\n");
+    write_text("pairs.dot", "digraph {\n  x [rows=100000 dim=2]\n"
+                            "  mu [kind=param rows=100000 dim=2]\n"
+                            "  f [kind=factor sim=dot]\n"
+                            "  mu -> f [role=parent]; f -> x [role=child]\n"
+                            "}\n");
     write_text("syntax.dot", "digraph {\n  x [rows=2 dim=2]\n  -> x\n}\n");
     write_text("role.dot", "digraph {\n  x [rows=2 dim=2]\n"
                            "  mu [kind=param rows=2 dim=2]\n"

@@ -1,7 +1,9 @@
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "lse_check.h"
+#include "../lib/size-private.h" /* private: tested here */
 
 static void fill(gsl_matrix *m, double seed)
 {
@@ -61,6 +63,74 @@ START_TEST(test_nodes)
     gsl_matrix_free(w);
     lse_graph_free(g);
     lse_graph_free(NULL);
+}
+END_TEST
+
+/* Sizes whose byte count overflows size_t: gsl_matrix_calloc(n, dim)
+ * multiplies without checking, so these once "succeeded" with a tiny
+ * block (and the first write crashed). Now LSE_ENOMEM with a message, and
+ * the graph is unchanged and usable. */
+START_TEST(test_node_size_overflow)
+{
+    lse_graph *g = lse_graph_new();
+    const size_t cases[][2] = {{SIZE_MAX / 8 + 2, 1},
+                               {SIZE_MAX / 16 + 1, 2},
+                               {(size_t)1 << 32, (size_t)1 << 32},
+                               {3, SIZE_MAX / 3 + 1},
+                               {SIZE_MAX, SIZE_MAX}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lse_node *a = (lse_node *)1;
+        lse_assert_status(
+            lse_graph_add_node(g, "a", cases[i][0], cases[i][1], 0, &a),
+            LSE_ENOMEM);
+        ck_assert_ptr_null(a);
+        ck_assert_msg(strstr(lse_graph_errmsg(g), "exceed the address space") !=
+                          NULL,
+                      "%s", lse_graph_errmsg(g));
+        ck_assert_ptr_nonnull(strstr(lse_graph_errmsg(g), "node 'a'"));
+        ck_assert_uint_eq(lse_graph_n_nodes(g), 0);
+    }
+    lse_node *a;
+    lse_assert_ok(lse_graph_add_node(g, "a", 3, 2, 0, &a));
+    ck_assert_uint_eq(lse_graph_n_nodes(g), 1);
+    double e;
+    lse_assert_ok(lse_graph_energy(g, &e));
+    lse_graph_free(g);
+}
+END_TEST
+
+/* The overflow-checked size arithmetic every allocation goes through. */
+START_TEST(test_size_arithmetic)
+{
+    size_t n = 7;
+    ck_assert_int_eq(lse_size_mul(SIZE_MAX, 1, &n), 0);
+    ck_assert_uint_eq(n, SIZE_MAX);
+    ck_assert_int_eq(lse_size_mul(0, SIZE_MAX, &n), 0);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(lse_size_mul(SIZE_MAX / 2 + 1, 2, &n), 1);
+    ck_assert_uint_eq(n, SIZE_MAX);
+    ck_assert_int_eq(lse_size_mul((size_t)1 << 32, (size_t)1 << 31, &n), 0);
+    ck_assert_int_eq(lse_size_add(SIZE_MAX - 1, 1, &n), 0);
+    ck_assert_uint_eq(n, SIZE_MAX);
+    ck_assert_int_eq(lse_size_add(SIZE_MAX, 1, &n), 1);
+    ck_assert_int_eq(lse_size_matrix_overflows(SIZE_MAX / 8, 1), 0);
+    ck_assert_int_eq(lse_size_matrix_overflows(SIZE_MAX / 8 + 1, 1), 1);
+    ck_assert_int_eq(lse_size_matrix_overflows(1, SIZE_MAX / 8 + 1), 1);
+    /* shapes: every product of up to three extents is checked */
+    ck_assert_ptr_null(lse_size_shape_overflow(1000, 256, 1000, 64, 1));
+    ck_assert_str_eq(
+        lse_size_shape_overflow((size_t)1 << 31, 256, (size_t)1 << 31, 1, 1),
+        "child rows x parent rows");
+    ck_assert_ptr_null(
+        lse_size_shape_overflow((size_t)1 << 31, 1, (size_t)1 << 31, 1, 0));
+    ck_assert_str_eq(lse_size_shape_overflow(8, 8, (size_t)1 << 40,
+                                             (size_t)1 << 20, 0),
+                     "block x parent rows x dimension");
+    ck_assert_str_eq(
+        lse_size_shape_overflow(1, 1, 1, (size_t)1 << 31, 1),
+        "rows x dimension^2");
+    ck_assert_str_eq(lse_size_shape_overflow(1, 1, 1, SIZE_MAX, 1),
+                     "dimension + 1");
 }
 END_TEST
 
@@ -148,6 +218,8 @@ Suite *lse_test_suite(void)
     Suite *s = suite_create("graph");
     TCase *tc = tcase_create("graph");
     tcase_add_test(tc, test_nodes);
+    tcase_add_test(tc, test_node_size_overflow);
+    tcase_add_test(tc, test_size_arithmetic);
     tcase_add_test(tc, test_self_attention_gradient);
     tcase_add_test(tc, test_energy_errors);
     suite_add_tcase(s, tc);

@@ -425,6 +425,85 @@ START_TEST(test_cccp_one_step)
 }
 END_TEST
 
+/* Gradient descent is not slower than CCCP (a step of size 1 is the CCCP
+ * step; the solver's Barzilai-Borwein steps take longer ones where the
+ * curvature allows). Random +-1 patterns (K = 10, d = 64), queries with 12
+ * flipped signs, beta = 0.1 and 0.05 (the minimum is a metastable mixture
+ * that CCCP approaches linearly in 9-22 iterations; the old step-doubling
+ * policy zig-zagged for 650-1800), and the digits at beta = 100. Asserted:
+ * both converge to the same state, GD within 3x CCCP's iterations, and the
+ * GD energy never rises. */
+START_TEST(test_gd_no_slower_than_cccp)
+{
+    enum { KR = 10, DR = 64, FLIPS = 12, REPS = 5 };
+    const double betas[] = {0.1, 0.05};
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(rng, 20251125);
+    gsl_matrix *pat = gsl_matrix_alloc(KR, DR), *q = gsl_matrix_alloc(1, DR);
+    gsl_matrix *xc = gsl_matrix_alloc(1, DR), *xg = gsl_matrix_alloc(1, DR);
+    for (size_t b = 0; b < 2; b++)
+        for (size_t rep = 0; rep < REPS; rep++) {
+            for (size_t k = 0; k < KR; k++)
+                for (size_t j = 0; j < DR; j++)
+                    gsl_matrix_set(pat, k, j,
+                                   gsl_rng_uniform_int(rng, 2) ? 1.0 : -1.0);
+            const size_t target = rep % KR;
+            for (size_t j = 0; j < DR; j++)
+                gsl_matrix_set(q, 0, j, gsl_matrix_get(pat, target, j));
+            for (size_t f = 0; f < FLIPS;) {
+                const size_t j = gsl_rng_uniform_int(rng, DR);
+                if (gsl_matrix_get(q, 0, j) != gsl_matrix_get(pat, target, j))
+                    continue;
+                gsl_matrix_set(q, 0, j, -gsl_matrix_get(q, 0, j));
+                f++;
+            }
+            lse_hopfield *h = NULL;
+            lse_assert_ok(lse_hopfield_new(pat, betas[b], &h, NULL));
+            lse_hopfield_info ic, ig;
+            lse_assert_ok(
+                lse_hopfield_retrieve(h, q, LSE_HOPFIELD_CCCP, 5000, xc, &ic));
+            lse_assert_ok(
+                lse_hopfield_retrieve(h, q, LSE_HOPFIELD_GD, 5000, xg, &ig));
+            ck_assert(ic.converged && ig.converged);
+            ck_assert_uint_ge(ic.n_iter, 5); /* a case with a slow tail */
+            ck_assert_msg(ig.n_iter <= 3 * ic.n_iter,
+                          "beta %g rep %zu: gd %zu iterations, cccp %zu",
+                          betas[b], rep, ig.n_iter, ic.n_iter);
+            ck_assert_uint_eq(ig.n_increase, 0);
+            ck_assert_double_eq_tol(ig.energy, ic.energy, 1e-10);
+            double d = 0.0;
+            for (size_t j = 0; j < DR; j++)
+                d = fmax(d, fabs(gsl_matrix_get(xg, 0, j) -
+                                 gsl_matrix_get(xc, 0, j)));
+            ck_assert_msg(d < 1e-5, "states differ by %g", d);
+            lse_hopfield_free(h);
+        }
+    /* the digits: GD no slower than CCCP's (at most 2) iterations there */
+    for (int kind = 0; kind < 2; kind++) {
+        lse_hopfield *h = NULL;
+        lse_assert_ok(lse_hopfield_new(patterns, BETA_RETRIEVE, &h, NULL));
+        gsl_matrix *dq = corrupt(kind == 0 ? MASK : NOISE, 3);
+        gsl_matrix *out = gsl_matrix_alloc(N_PAT, DIM);
+        lse_hopfield_info ic, ig;
+        lse_assert_ok(
+            lse_hopfield_retrieve(h, dq, LSE_HOPFIELD_CCCP, 200, out, &ic));
+        lse_assert_ok(
+            lse_hopfield_retrieve(h, dq, LSE_HOPFIELD_GD, 200, out, &ig));
+        ck_assert(ic.converged && ig.converged);
+        ck_assert_msg(ig.n_iter <= 3 * ic.n_iter, "digits: gd %zu, cccp %zu",
+                      ig.n_iter, ic.n_iter);
+        gsl_matrix_free(dq);
+        gsl_matrix_free(out);
+        lse_hopfield_free(h);
+    }
+    gsl_rng_free(rng);
+    gsl_matrix_free(pat);
+    gsl_matrix_free(q);
+    gsl_matrix_free(xc);
+    gsl_matrix_free(xg);
+}
+END_TEST
+
 /* At low beta the minimum is a metastable average, not a stored pattern:
  * retrieval is a property of beta, not of the code. */
 START_TEST(test_low_beta_metastable)
@@ -558,6 +637,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_retrieve_gd_noise);
     tcase_add_test(tc, test_cccp_one_step);
     tcase_add_test(tc, test_low_beta_metastable);
+    tcase_add_test(tc, test_gd_no_slower_than_cccp);
     tcase_add_test(tc, test_errors);
     suite_add_tcase(s, tc);
     return s;

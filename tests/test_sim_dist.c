@@ -260,6 +260,107 @@ START_TEST(test_near_pairs_accurate)
 }
 END_TEST
 
+/* phi' = dphi/dD2 of the four scores, in long double */
+static long double dphi_ld(const lse_sim_type *t, const lse_dist_config *cfg,
+                           long double d2)
+{
+    if (t == lse_sim_neg_dist)
+        return -1.0L;
+    if (t == lse_sim_gauss_kernel) {
+        const long double s2 = (long double)cfg->s * cfg->s;
+        return -expl(-d2 / s2) / s2;
+    }
+    const long double u = powl(d2, 0.5L * cfg->p);
+    const long double den = cfg->eps + u;
+    const long double du = d2 > 0 ? 0.5L * cfg->p * u / d2 : 0.0L;
+    return t == lse_sim_inv_dist ? -du / (den * den) : -du / den;
+}
+
+/* Far from the origin: unit-spread rows shifted by 1e3, 1e4 and 1e6 give
+ * the similarities and gradients of a direct per-pair computation in long
+ * double to 1e-13 relative (the GEMM expansion |c|^2 - 2 c.p + |p|^2 of
+ * uncentered rows kept only ~1e-10 at 1e3 and ~1e-8 at 1e4). */
+START_TEST(test_accurate_far_from_origin)
+{
+    enum { B = 17, M = 13, D = 5 };
+    const double offsets[] = {1e3, 1e4, 1e6};
+    const lse_dist_config cfg = {.p = 1.5, .eps = 0.2, .s = 1.7};
+    gsl_matrix *c = gsl_matrix_alloc(B, D), *p = gsl_matrix_alloc(M, D);
+    gsl_matrix *s = gsl_matrix_alloc(B, M), *g = gsl_matrix_alloc(B, M);
+    gsl_matrix *gc = gsl_matrix_alloc(B, D), *gp = gsl_matrix_alloc(M, D);
+    fill(g, 0.37);
+    for (size_t o = 0; o < 3; o++) {
+        fill(c, 0.3);
+        fill(p, 1.9);
+        for (size_t k = 0; k < D; k++) { /* a different offset per axis */
+            const double off = offsets[o] * (1.0 - 0.3 * (double)k);
+            for (size_t i = 0; i < B; i++)
+                *gsl_matrix_ptr(c, i, k) += off;
+            for (size_t j = 0; j < M; j++)
+                *gsl_matrix_ptr(p, j, k) += off;
+        }
+        for (size_t t = 0; t < 4; t++) {
+            const lse_sim_type *type = all_types(t);
+            gsl_matrix_set_zero(gc);
+            gsl_matrix_set_zero(gp);
+            lse_assert_ok(run(type, &cfg, c, p, s, g, gc, gp));
+            long double wc[B][D] = {{0}}, wp[M][D] = {{0}};
+            double gmax = 0.0;
+            for (size_t i = 0; i < B; i++)
+                for (size_t j = 0; j < M; j++) {
+                    long double d2 = 0.0L;
+                    for (size_t k = 0; k < D; k++) {
+                        const long double dk =
+                            (long double)get(c, i, k) - get(p, j, k);
+                        d2 += dk * dk;
+                    }
+                    const double want = score(type, &cfg, (double)d2);
+                    const double err = fabs(get(s, i, j) - want);
+                    ck_assert_msg(err <= 1e-13 * fabs(want) + 1e-300,
+                                  "%s at %g [%zu,%zu]: %.17g vs %.17g (%g)",
+                                  type->name, offsets[o], i, j, get(s, i, j),
+                                  want, err / fabs(want));
+                    const long double v =
+                        2.0L * get(g, i, j) * dphi_ld(type, &cfg, d2);
+                    for (size_t k = 0; k < D; k++) {
+                        const long double t2 =
+                            v * ((long double)get(c, i, k) - get(p, j, k));
+                        wc[i][k] += t2;
+                        wp[j][k] -= t2;
+                    }
+                }
+            for (size_t i = 0; i < B; i++)
+                for (size_t k = 0; k < D; k++)
+                    gmax = fmax(gmax, fabs((double)wc[i][k]));
+            for (size_t i = 0; i < B; i++)
+                for (size_t k = 0; k < D; k++)
+                    ck_assert_msg(fabs(get(gc, i, k) - (double)wc[i][k]) <=
+                                      1e-13 * gmax,
+                                  "%s at %g: dE/dc[%zu,%zu] %.17g vs %.17g",
+                                  type->name, offsets[o], i, k, get(gc, i, k),
+                                  (double)wc[i][k]);
+            for (size_t j = 0; j < M; j++)
+                for (size_t k = 0; k < D; k++)
+                    ck_assert_msg(fabs(get(gp, j, k) - (double)wp[j][k]) <=
+                                      1e-13 * gmax,
+                                  "%s at %g: dE/dp[%zu,%zu] %.17g vs %.17g",
+                                  type->name, offsets[o], j, k, get(gp, j, k),
+                                  (double)wp[j][k]);
+            /* finite differences still agree away from the origin (at
+             * 1e3 a step of 1e-6 is still ~1e7 ulps of the coordinates) */
+            if (o == 0)
+                gradcheck(type, &cfg, c, p);
+        }
+    }
+    gsl_matrix_free(c);
+    gsl_matrix_free(p);
+    gsl_matrix_free(s);
+    gsl_matrix_free(g);
+    gsl_matrix_free(gc);
+    gsl_matrix_free(gp);
+}
+END_TEST
+
 /* IDW paper eq 5: softmax of the idw score equals Shepard's weights
  * (eps + d_i^p)^-1 / sum_j (eps + d_j^p)^-1. */
 START_TEST(test_idw_softmax_is_shepard)
@@ -386,6 +487,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_gradient_formula);
     tcase_add_test(tc, test_singular_point_gradient_is_zero);
     tcase_add_test(tc, test_near_pairs_accurate);
+    tcase_add_test(tc, test_accurate_far_from_origin);
     tcase_add_test(tc, test_idw_softmax_is_shepard);
     tcase_add_test(tc, test_check_errors);
     tcase_add_test(tc, test_kernel_errors);

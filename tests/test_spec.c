@@ -678,6 +678,23 @@ static const bad_spec bad[] = {
     {"digraph { a [rows=1 dim=1] }\ndigraph { b [rows=1 dim=1] }\n",
      LSE_EPARSE,
      {"<memory>:2:", "more than one graph"}},
+    /* sizes the reader refuses before allocating (LSE_VIZ_SPEC_MAX_*) */
+    {"digraph {\n  a [rows=2305843009213693953, dim=1];\n}\n",
+     LSE_EDOM,
+     {"<memory>:2:", "rows=2305843009213693953 x dim=1", "16777216 entries"}},
+    {"digraph {\n  a [rows=4294967296, dim=4294967296];\n}\n",
+     LSE_EDOM,
+     {"<memory>:2:", "node 'a'", "fewer rows"}},
+    {"digraph {\n  x [rows=5000 dim=1]\n  mu [kind=param rows=4000 dim=1]\n"
+     "  f [kind=factor sim=dot]\n  mu -> f [role=parent]\n"
+     "  f -> x [role=child]\n}\n",
+     LSE_EDOM,
+     {"<memory>:4:", "5000 child rows x 4000 parent rows", "16777216 pairs"}},
+    {"digraph {\n  x [rows=3000 dim=8]\n  mu [kind=param rows=3000 dim=8]\n"
+     "  f [kind=factor sim=\"neg-dist\"]\n  mu -> f [role=parent]\n"
+     "  f -> x [role=child]\n}\n",
+     LSE_EDOM,
+     {"<memory>:4:", "(dim 8)", "67108864 pairs x dim"}},
     {"digraph { a [rows=1 dim=1] } digraph { b [rows=1 dim=1] }\n",
      LSE_EPARSE,
      {"<memory>:1:", "more than one graph"}},

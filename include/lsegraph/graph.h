@@ -72,7 +72,8 @@ LSE_API const char *lse_graph_errmsg(const lse_graph *g);
 /** @brief Add a node of @p n rows of dimension @p dim, zero-filled.
  *  @p name is copied; OUT @p out is owned by @p g.
  *  @return LSE_OK, LSE_EFAULT, LSE_EINVAL (empty name, n or dim 0, unknown
- *  flag), LSE_EEXIST, LSE_ENOMEM. */
+ *  flag), LSE_EEXIST, LSE_ENOMEM (also when n x dim doubles exceed the
+ *  address space: every size product is overflow-checked). */
 LSE_API lse_status lse_graph_add_node(lse_graph *g, const char *name,
                                       size_t n, size_t dim, unsigned flags,
                                       lse_node **out);
@@ -193,7 +194,9 @@ LSE_API lse_term_spec lse_term_spec_default(void);
  *  LSE_EDIM (shapes the similarity rejects, mask/weight sizes);
  *  LSE_EDOM (beta <= 0 or not finite, negative weight, bad config);
  *  LSE_EINVAL (nodes of another graph, unknown mask or reduction);
- *  LSE_EEXIST (name taken); LSE_ENOMEM. */
+ *  LSE_EEXIST (name taken); LSE_ENOMEM (also when the term's matrices or
+ *  workspaces, products of up to three shape extents, exceed the address
+ *  space). */
 LSE_API lse_status lse_graph_add_lse(lse_graph *g, const char *name,
                                      const lse_term_spec *spec,
                                      lse_term **out);

@@ -50,7 +50,9 @@ typedef struct lse_solver_opts {
     int line_search;      /**< 1 (default): Armijo backtracking */
     double armijo;        /**< sufficient-decrease constant, default 1e-4 */
     double shrink;        /**< step factor per backtrack, default 0.5 */
-    double grow;          /**< step factor after an accepted step, default 2 */
+    double grow;          /**< step factor after an accepted step, default 2
+                             (GD: used only without a curvature pair; the
+                             trial step is Barzilai-Borwein otherwise) */
     size_t max_backtrack; /**< default 60 */
     double tol_energy;    /**< converged when |E_t - E_{t-1}| <= tol_energy
                              (absolute; default 1e-8) */

@@ -25,11 +25,24 @@
 extern "C" {
 #endif
 
+/** @brief Limits of a model spec read by lse_viz_read_spec(), which
+ *  allocates every node and every term of the spec: rows x dim summed over
+ *  the variables (16 Mi entries), child rows x parent rows of one LSE
+ *  factor (16 Mi pairs), and those pairs times the largest dimension of
+ *  the factor's variables (64 Mi), so a spec needs at most about 1 GB. */
+#define LSE_VIZ_SPEC_MAX_ENTRIES ((size_t)1 << 24)
+#define LSE_VIZ_SPEC_MAX_PAIRS ((size_t)1 << 24)
+#define LSE_VIZ_SPEC_MAX_WORK ((size_t)1 << 26)
+/** @brief Largest lse_viz_opts.max_rows of the expanded view (every drawn
+ *  row is a Graphviz node, every drawn pair an edge). */
+#define LSE_VIZ_MAX_EXPANDED_ROWS ((size_t)1000)
+
 typedef struct lse_viz_opts {
     int expand;          /**< draw every row as a node and each child-parent
                             pair of an LSE term as an edge whose width and
                             colour follow the softmax weight */
-    size_t max_rows;     /**< expanded: rows drawn per node (0 = 40) */
+    size_t max_rows;     /**< expanded: rows drawn per node (0 = 40; at
+                            most LSE_VIZ_MAX_EXPANDED_ROWS) */
     double min_weight;   /**< expanded: lighter edges are omitted (0.01) */
     const char *layout;  /**< "dot" (default), "neato", "fdp", "circo" */
     const char *title;   /**< graph label, or NULL */
@@ -41,7 +54,8 @@ LSE_API lse_viz_opts lse_viz_opts_default(void);
 /** @brief DOT text of @p g's factor graph, in a malloc'd string the
  *  caller frees. The graph must have been evaluated (lse_graph_energy) for
  *  the expanded view's weights.
- *  @return LSE_OK, LSE_EFAULT, LSE_EINVAL (unknown layout), LSE_ENOMEM,
+ *  @return LSE_OK, LSE_EFAULT, LSE_EINVAL (unknown layout), LSE_EDOM
+ *  (expanded, max_rows above LSE_VIZ_MAX_EXPANDED_ROWS), LSE_ENOMEM,
  *  LSE_EGSL-free: Graphviz failures are LSE_EIO with its message. */
 LSE_API lse_status lse_viz_to_dot(lse_graph *g, const lse_viz_opts *opts,
                                   char **out, lse_error *err);
@@ -106,7 +120,9 @@ LSE_API lse_status lse_viz_matrix_to_dot(const gsl_matrix *m,
  *  similarity or custom type); LSE_ENOTSUP (the pairwise similarity needs C
  *  functions); LSE_EINVAL (a factor without child or parent, duplicated
  *  role or slot, an edge that does not join a variable and a factor);
- *  LSE_ERANGE (rows outside a node); the status of lse_graph_add_lse /
+ *  LSE_ERANGE (rows outside a node); LSE_EDOM (sizes beyond
+ *  LSE_VIZ_SPEC_MAX_ENTRIES, LSE_VIZ_SPEC_MAX_PAIRS or
+ *  LSE_VIZ_SPEC_MAX_WORK); the status of lse_graph_add_lse /
  *  lse_graph_add_custom for what the graph refuses (LSE_EDIM with the
  *  similarity's check message for mismatched dimensions, LSE_EDOM, ...);
  *  LSE_ENOMEM.

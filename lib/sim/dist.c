@@ -18,14 +18,19 @@
  *   idw           phi = -log(eps + u)    phi' = -u' / (eps + u)
  * with u' = du/dD2 = (p/2) D2^(p/2 - 1).
  *
- * (phi' = dphi/dD2). D2 = |c|^2 + |p|^2 - 2 C P^T by one dgemm; where the
- * expansion cancels (D2 < sqrt(DBL_EPSILON) (|c|^2 + |p|^2), i.e. fewer
+ * (phi' = dphi/dD2). Every distance and gradient is computed on centered
+ * rows c - m, p - m with m the mean of the parent rows (D2 and both
+ * gradients are invariant under a common shift; c - m and p - m are exact
+ * for data far from the origin, by Sterbenz's lemma), so data at 1e6 with
+ * unit spread keep all their digits, as in the Gaussian family
+ * (gauss_common.c). D2 = |c|^2 + |p|^2 - 2 C P^T by one dgemm on the
+ * centered rows; where the expansion still cancels (D2 < sqrt(DBL_EPSILON) (|c|^2 + |p|^2), i.e. fewer
  * than half the digits survive) the pair is recomputed directly as
  * sum_k (c_k - p_k)^2, so identical rows give exactly 0. Negative rounding
  * is clamped to 0.
  *
  * Gradient: dsim/dc = 2 phi' (c - p) = -dsim/dp. With
- * V(i, j) = 2 G(i, j) phi'(D2(i, j)):
+ * V(i, j) = 2 G(i, j) phi'(D2(i, j)) and C, P the centered rows:
  *   dE/dC = diag(rowsum V) C - V P,   dE/dP = diag(colsum V) P - V^T C,
  * near pairs (the recomputed ones) are added directly as V (c - p) to avoid
  * the cancellation. At c == p (D2 = 0) the gradient of ||c - p||^p for
@@ -41,6 +46,9 @@ typedef enum dist_kind {
 
 typedef struct dist_work {
     size_t block, n_parent;
+    gsl_vector *shift;   /* (d) mean of the parent rows */
+    gsl_matrix *cc;      /* (block, d) centered child rows */
+    gsl_matrix *pc;      /* (n_parent, d) centered parent rows */
     gsl_vector *nc;      /* (block) |c_i|^2 */
     gsl_vector *np;      /* (n_parent) |p_j|^2 */
     gsl_matrix *d2;      /* (block, n_parent) squared distances */
@@ -103,6 +111,9 @@ static void dist_work_free(void *work)
     dist_work *w = work;
     if (w == NULL)
         return;
+    gsl_vector_free(w->shift);
+    gsl_matrix_free(w->cc);
+    gsl_matrix_free(w->pc);
     gsl_vector_free(w->nc);
     gsl_vector_free(w->np);
     gsl_matrix_free(w->d2);
@@ -117,20 +128,29 @@ static lse_status dist_work_new(const lse_sim_shape *shape, const void *config,
     (void)config;
     *out = NULL;
     lse_gsl_quiet(); /* a constructor: GSL must not abort */
-    if (shape->block == 0 || shape->n_parent == 0)
+    if (shape->block == 0 || shape->n_parent == 0 || shape->d_child == 0)
         return LSE_OK; /* nothing to compute */
     dist_work *w = calloc(1, sizeof *w);
     if (w == NULL)
         return LSE_ENOMEM;
-    const size_t b = shape->block, m = shape->n_parent;
+    const size_t b = shape->block, m = shape->n_parent, d = shape->d_child;
     w->block = b;
     w->n_parent = m;
+    /* gsl_matrix_alloc does not check rows * cols * sizeof(double) */
+    if (b > SIZE_MAX / sizeof(double) / m || b > SIZE_MAX / sizeof(double) / d ||
+        m > SIZE_MAX / sizeof(double) / d) {
+        dist_work_free(w);
+        return LSE_ENOMEM;
+    }
+    w->shift = gsl_vector_alloc(d);
+    w->cc = gsl_matrix_alloc(b, d);
+    w->pc = gsl_matrix_alloc(m, d);
     w->nc = gsl_vector_alloc(b);
     w->np = gsl_vector_alloc(m);
     w->d2 = gsl_matrix_alloc(b, m);
     w->v = gsl_matrix_alloc(b, m);
-    w->near = b <= SIZE_MAX / m ? malloc(b * m) : NULL;
-    if (w->nc == NULL || w->np == NULL || w->d2 == NULL || w->v == NULL ||
+    w->near = malloc(b * m);
+    if (w->shift == NULL || w->cc == NULL || w->pc == NULL || w->nc == NULL || w->np == NULL || w->d2 == NULL || w->v == NULL ||
         w->near == NULL) {
         dist_work_free(w);
         return LSE_ENOMEM;
@@ -143,6 +163,7 @@ typedef struct views {
     dist_work *w;
     gsl_vector_view nc, np;
     gsl_matrix_view d2, v;
+    gsl_matrix_view cc; /* (b, d) of w->cc; w->pc is whole */
 } views;
 
 static lse_status get_views(const lse_sim_args *a, views *vw)
@@ -158,13 +179,14 @@ static lse_status get_views(const lse_sim_args *a, views *vw)
     dist_work *w = a->work;
     if (w == NULL)
         return LSE_EFAULT;
-    if (b > w->block || m != w->n_parent)
+    if (b > w->block || m != w->n_parent || a->child->size2 != w->cc->size2)
         return LSE_EDIM;
     vw->w = w;
     vw->nc = gsl_vector_subvector(w->nc, 0, b);
     vw->np = gsl_vector_subvector(w->np, 0, m);
     vw->d2 = gsl_matrix_submatrix(w->d2, 0, 0, b, m);
     vw->v = gsl_matrix_submatrix(w->v, 0, 0, b, m);
+    vw->cc = gsl_matrix_submatrix(w->cc, 0, 0, b, a->child->size2);
     return LSE_OK;
 }
 
@@ -178,10 +200,37 @@ static void row_norms2(const gsl_matrix *x, gsl_vector *out)
     }
 }
 
-/* D2 into vw->d2 and the near flags (see the top of the file). */
-static lse_status sq_dists(const lse_sim_args *a, views *vw)
+/* The centered rows: shift = mean of the parent rows (one value for
+ * every block, so blocks and threads cannot change it), cc = child - shift,
+ * pc = parent - shift. */
+static void center_rows(const lse_sim_args *a, views *vw)
 {
     const gsl_matrix *c = a->child, *p = a->parent;
+    gsl_matrix *cc = &vw->cc.matrix, *pc = vw->w->pc;
+    const size_t b = c->size1, m = p->size1, d = c->size2;
+    double *mu = vw->w->shift->data;
+    const size_t ms = vw->w->shift->stride;
+    for (size_t k = 0; k < d; k++)
+        mu[k * ms] = 0.0;
+    for (size_t j = 0; j < m; j++)
+        for (size_t k = 0; k < d; k++)
+            mu[k * ms] += gsl_matrix_get(p, j, k);
+    for (size_t k = 0; k < d; k++)
+        mu[k * ms] /= (double)m;
+    for (size_t j = 0; j < m; j++)
+        for (size_t k = 0; k < d; k++)
+            gsl_matrix_set(pc, j, k, gsl_matrix_get(p, j, k) - mu[k * ms]);
+    for (size_t i = 0; i < b; i++)
+        for (size_t k = 0; k < d; k++)
+            gsl_matrix_set(cc, i, k, gsl_matrix_get(c, i, k) - mu[k * ms]);
+}
+
+/* Centered rows, D2 into vw->d2 and the near flags (see the top of the
+ * file). */
+static lse_status sq_dists(const lse_sim_args *a, views *vw)
+{
+    center_rows(a, vw);
+    const gsl_matrix *c = &vw->cc.matrix, *p = vw->w->pc;
     gsl_vector *nc = &vw->nc.vector, *np = &vw->np.vector;
     gsl_matrix *d2 = &vw->d2.matrix;
     const size_t b = c->size1, m = p->size1, d = c->size2;
@@ -290,6 +339,8 @@ static lse_status grad_any(dist_kind kind, const lse_sim_args *a,
     st = sq_dists(a, &vw);
     if (st != LSE_OK)
         return st;
+    c = &vw.cc.matrix; /* the centered rows from here on */
+    p = vw.w->pc;
     const lse_dist_config *cfg = get_config(a->config);
     gsl_matrix *v = &vw.v.matrix;
     /* V = 2 G phi'; near pairs are applied directly and zeroed in V */

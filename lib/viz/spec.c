@@ -10,6 +10,7 @@
 #include <graphviz/cgraph.h>
 
 #include <lsegraph/viz.h>
+#include "../size-private.h"
 
 /* Model specs: a DOT graph (read with libcgraph) turned into an lse_graph
  * through the public API only. Grammar: docs/energyviz.md, "Model specs".
@@ -327,6 +328,7 @@ typedef struct reader {
     token_list tokens;
     lse_graph *g;
     lse_error *err;
+    size_t entries; /* rows x dim summed over the variables so far */
 } reader;
 
 static lse_status fail_at(reader *r, lse_status st, size_t line,
@@ -680,6 +682,17 @@ static lse_status add_variable(reader *r, const entry *e)
                            "node '%s': %s='%s' is not a positive integer", name,
                            keys[i], v);
     }
+    /* the reader allocates every node (values and gradients): bounded so
+     * that an absurd rows= is a clean error, not an out-of-memory */
+    size_t entries;
+    if (lse_size_mul(rows, dim, &entries) ||
+        lse_size_add(r->entries, entries, &r->entries) ||
+        r->entries > LSE_VIZ_SPEC_MAX_ENTRIES)
+        return fail_at(r, LSE_EDOM, line_of_node(r, n),
+                       "node '%s': rows=%zu x dim=%zu brings the spec to more "
+                       "than %zu entries (rows x dim over all variables), "
+                       "the limit of a spec; draw the model with fewer rows",
+                       name, rows, dim, (size_t)LSE_VIZ_SPEC_MAX_ENTRIES);
     unsigned flags = e->kind == KIND_PARAM ? LSE_NODE_PARAM : 0;
     const char *obs = attr(n, "observed");
     if (obs != NULL) {
@@ -958,6 +971,23 @@ static lse_status add_lse(reader *r, Agnode_t *f)
                            fname, sim->name, sim->param_names[k],
                            sim->param_names[k]);
     spec.param = sim->n_param > 0 ? params : NULL;
+    /* the term keeps its (child x parent) matrices and its similarity's
+     * workspace grows like child x parent x dim: bounded like the nodes */
+    size_t d = lse_node_dim(spec.child.node), pairs, work;
+    if (lse_node_dim(spec.parent.node) > d)
+        d = lse_node_dim(spec.parent.node);
+    if (spec.context.node != NULL && lse_node_dim(spec.context.node) > d)
+        d = lse_node_dim(spec.context.node);
+    if (lse_size_mul(spec.child.count, spec.parent.count, &pairs) ||
+        pairs > LSE_VIZ_SPEC_MAX_PAIRS || lse_size_mul(pairs, d, &work) ||
+        work > LSE_VIZ_SPEC_MAX_WORK)
+        return fail_at(r, LSE_EDOM, line,
+                       "factor '%s': %zu child rows x %zu parent rows (dim "
+                       "%zu) exceed the limits of a spec (%zu pairs, %zu "
+                       "pairs x dim); draw the model with fewer rows",
+                       fname, spec.child.count, spec.parent.count, d,
+                       (size_t)LSE_VIZ_SPEC_MAX_PAIRS,
+                       (size_t)LSE_VIZ_SPEC_MAX_WORK);
     lse_term *t = NULL;
     st = lse_graph_add_lse(r->g, term_name(f), &spec, &t);
     if (st != LSE_OK)

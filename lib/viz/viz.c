@@ -453,6 +453,11 @@ lse_status lse_viz_to_dot(lse_graph *g, const lse_viz_opts *opts, char **out,
         return lse_error_set(err, LSE_EINVAL, fn,
                              "unknown layout '%s' (dot, neato, fdp, circo)",
                              o.layout);
+    if (o.expand && o.max_rows > LSE_VIZ_MAX_EXPANDED_ROWS)
+        return lse_error_set(err, LSE_EDOM, fn,
+                             "the expanded view draws at most %zu rows per "
+                             "node, not %zu",
+                             (size_t)LSE_VIZ_MAX_EXPANDED_ROWS, o.max_rows);
     gv_quiet();
     Agraph_t *G = agopen((char *)"lsegraph", Agdirected, NULL);
     if (G == NULL)

@@ -1458,11 +1458,11 @@ END_TEST
 /* ------------------------------------------------------------------ */
 /* Outputs: never an input, all or none, signals, modes               */
 
-/* Run lsefit with argv (NULL-terminated, without the binary) and stdout
+/* Start lsefit with argv (NULL-terminated, without the binary) and stdout
  * sent to @p out_path; @p env_extra ("NAME=value") is added to the
- * environment when not NULL. Returns the wait status; stderr in err_text. */
-static int spawn_status(const char *const *args, const char *out_path,
-                        const char *env_extra)
+ * environment when not NULL; stderr goes to DIR/.stderr. */
+static pid_t spawn_start(const char *const *args, const char *out_path,
+                         const char *env_extra)
 {
     const char *bin = getenv("LSEFIT");
     ck_assert_msg(bin != NULL, "LSEFIT is not set");
@@ -1496,12 +1496,39 @@ static int spawn_status(const char *const *args, const char *out_path,
                                envp);
     posix_spawn_file_actions_destroy(&fa);
     ck_assert_msg(rc == 0, "cannot run %s: %s", argv[0], strerror(rc));
+    return pid;
+}
+
+/* Wait for a process of spawn_start: its wait status; stderr in err_text. */
+static int spawn_wait(pid_t pid)
+{
     int status = 0;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    char err_path[128];
+    snprintf(err_path, sizeof err_path, "%s/.stderr", dir);
     free(err_text);
     err_text = slurp(err_path);
     unlink(err_path);
     return status;
+}
+
+static int spawn_status(const char *const *args, const char *out_path,
+                        const char *env_extra)
+{
+    return spawn_wait(spawn_start(args, out_path, env_extra));
+}
+
+/* 1 when an entry of the test directory holds ".tmp." */
+static int has_tmp(void)
+{
+    DIR *dd = opendir(dir);
+    ck_assert_ptr_nonnull(dd);
+    const struct dirent *e;
+    int found = 0;
+    while (!found && (e = readdir(dd)) != NULL)
+        found = strstr(e->d_name, ".tmp.") != NULL;
+    closedir(dd);
+    return found;
 }
 
 /* No temporary file is left in the test directory. */
@@ -1665,7 +1692,7 @@ START_TEST(test_outputs_signal)
     FILE *f = fopen(big, "w");
     ck_assert_ptr_nonnull(f);
     fputs("a,b\n", f);
-    for (int i = 0; i < 20000; i++) /* two clusters, deterministic */
+    for (int i = 0; i < 100000; i++) /* two clusters, deterministic */
         fprintf(f, "%d.%d,%d\n", (i % 2) * 10 + i % 7, i % 10, i % 13);
     ck_assert_int_eq(fclose(f), 0);
     write_file(m, "old model");
@@ -1683,6 +1710,37 @@ START_TEST(test_outputs_signal)
         assert_text(m, "old model");
         assert_text(p, "old proba");
         ck_assert(!file_exists(lg));
+        assert_no_tmp();
+    }
+    /* a real Ctrl-C, sent the moment a temporary file appears: lsefit
+     * either dies of it with the old files untouched, or had committed
+     * already and every file is new; never a mix, never a temporary */
+    for (int round = 0; round < 3; round++) {
+        const char *args[] = {"gmm", big, "-k", "2", "-q", "-o", m,
+                              "--proba", p, NULL};
+        const pid_t pid = spawn_start(args, "/dev/null", NULL);
+        int st = 0;
+        while (waitpid(pid, &st, WNOHANG) == 0)
+            if (has_tmp()) {
+                kill(pid, SIGINT);
+                break;
+            }
+        st = spawn_wait(pid);
+        char *mt = slurp(m), *pt = slurp(p);
+        if (WIFSIGNALED(st)) {
+            ck_assert_int_eq(WTERMSIG(st), SIGINT);
+            ck_assert_str_eq(mt, "old model");
+            ck_assert_str_eq(pt, "old proba");
+        } else {
+            ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s",
+                          err_text);
+            ck_assert(strncmp(mt, "{", 1) == 0);
+            ck_assert(strncmp(pt, "p0,p1\n", 6) == 0);
+            write_file(m, "old model");
+            write_file(p, "old proba");
+        }
+        free(mt);
+        free(pt);
         assert_no_tmp();
     }
     /* without the signal the same command replaces all three */

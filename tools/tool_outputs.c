@@ -42,6 +42,7 @@ void tool_outputs_signals(void)
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_signal;
+        sa.sa_flags = SA_RESTART; /* a held signal must not fail a write */
         sigemptyset(&sa.sa_mask);
         for (size_t j = 0; j < sizeof sigs / sizeof sigs[0]; j++)
             sigaddset(&sa.sa_mask, sigs[j]);

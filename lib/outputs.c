@@ -239,6 +239,8 @@ static out_entry *push(lse_outputs *o, const char *path, const char *what,
 {
     if (o->n == o->cap) {
         const size_t cap = o->cap ? 2 * o->cap : 8;
+        if (cap > SIZE_MAX / sizeof(out_entry))
+            return NULL;
         out_entry *e = realloc(o->e, cap * sizeof *e);
         if (e == NULL)
             return NULL;
@@ -323,8 +325,7 @@ lse_status lse_outputs_input(lse_outputs *o, const char *path,
 }
 
 /* Fill e (an output) from the file system: what it is, where the bytes
- * go, the mode to keep; refuse a directory, a read-only file and a
- * directory that does not exist or cannot be written. */
+ * go, the mode to keep; refuse a directory and a read-only file. */
 static lse_status examine(out_entry *e, const char *func, lse_error *err)
 {
     char why[128];
@@ -334,7 +335,8 @@ static lse_status examine(out_entry *e, const char *func, lse_error *err)
         return LSE_OK;
     }
     if (path[0] == '\0')
-        return lse_error_set(err, LSE_EIO, func, "empty file name");
+        return lse_error_set(err, LSE_EIO, func,
+                             "cannot write %s: the file name is empty", role(e));
     struct stat sb;
     if (stat(path, &sb) == 0) {
         if (is_stream(sb.st_mode)) {
@@ -371,14 +373,26 @@ static lse_status examine(out_entry *e, const char *func, lse_error *err)
         return lse_error_set(err, LSE_EIO, func, "cannot write '%s': %s", path,
                              why);
     }
-    /* a new file: its directory must exist and be writable */
+    e->target = strdup(path);
+    if (e->target == NULL)
+        return lse_error_set(err, LSE_ENOMEM, func, "out of memory");
+    return LSE_OK;
+}
+
+/* The directory of e->target must exist and be writable: the temporary
+ * file is created there and renamed. */
+static lse_status check_dir(const out_entry *e, const char *func,
+                            lse_error *err)
+{
+    char why[128];
+    const char *path = e->target;
     const char *slash = strrchr(path, '/');
     char *dir = slash == NULL    ? strdup(".")
                 : slash == path ? strdup("/")
                                  : strndup(path, (size_t)(slash - path));
     if (dir == NULL)
         return lse_error_set(err, LSE_ENOMEM, func, "out of memory");
-    lse_status st = LSE_OK;
+    struct stat sb;
     int bad = 0;
     if (stat(dir, &sb) != 0)
         bad = errno;
@@ -386,18 +400,14 @@ static lse_status examine(out_entry *e, const char *func, lse_error *err)
         bad = ENOTDIR;
     else if (access(dir, W_OK | X_OK) != 0)
         bad = errno;
+    lse_status st = LSE_OK;
     if (bad != 0) {
         errno_text(bad, why, sizeof why);
         st = lse_error_set(err, LSE_EIO, func,
-                           "cannot write '%s': %s (directory '%s')", path, why,
-                           dir);
+                           "cannot write '%s': %s (directory '%s')", e->path,
+                           why, dir);
     }
     free(dir);
-    if (st == LSE_OK) {
-        e->target = strdup(path);
-        if (e->target == NULL)
-            st = lse_error_set(err, LSE_ENOMEM, func, "out of memory");
-    }
     return st;
 }
 
@@ -409,6 +419,8 @@ static lse_status add_output(lse_outputs *o, const char *path,
     if (e == NULL)
         return lse_error_set(err, LSE_ENOMEM, func, "out of memory");
     lse_status st = examine(e, func, err);
+    if (st == LSE_OK && !e->stream)
+        st = check_dir(e, func, err);
     if (st == LSE_OK)
         st = check_clash(o, func, err);
     if (st != LSE_OK)

@@ -124,8 +124,8 @@ static char *canonical(const char *path)
     const size_t n = strlen(dir) + strlen(base) + 2;
     char *out = malloc(n);
     if (out != NULL)
-        snprintf(out, n, "%s%s%s", dir,
-                 dir[strlen(dir) - 1] == '/' ? "" : "/", base);
+        snprintf(out, n, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/",
+                 base);
     free(dir);
     return out;
 }
@@ -147,8 +147,8 @@ int lse_path_same(const char *a, const char *b)
     if (ea || eb)
         return 0;
     char *ca = canonical(a), *cb = canonical(b);
-    const int same = ca != NULL && cb != NULL ? strcmp(ca, cb) == 0
-                                              : strcmp(a, b) == 0;
+    const int same =
+        ca != NULL && cb != NULL ? strcmp(ca, cb) == 0 : strcmp(a, b) == 0;
     free(ca);
     free(cb);
     return same;
@@ -305,8 +305,8 @@ static lse_status check_clash(const lse_outputs *o, const char *func,
     return LSE_OK;
 }
 
-lse_status lse_outputs_input(lse_outputs *o, const char *path,
-                             const char *what, lse_error *err)
+lse_status lse_outputs_input(lse_outputs *o, const char *path, const char *what,
+                             lse_error *err)
 {
     if (o == NULL || path == NULL)
         return lse_error_set(err, LSE_EFAULT, __func__,
@@ -336,7 +336,8 @@ static lse_status examine(out_entry *e, const char *func, lse_error *err)
     }
     if (path[0] == '\0')
         return lse_error_set(err, LSE_EIO, func,
-                             "cannot write %s: the file name is empty", role(e));
+                             "cannot write %s: the file name is empty",
+                             role(e));
     struct stat sb;
     if (stat(path, &sb) == 0) {
         if (is_stream(sb.st_mode)) {
@@ -387,9 +388,9 @@ static lse_status check_dir(const out_entry *e, const char *func,
     char why[128];
     const char *path = e->target;
     const char *slash = strrchr(path, '/');
-    char *dir = slash == NULL    ? strdup(".")
+    char *dir = slash == NULL   ? strdup(".")
                 : slash == path ? strdup("/")
-                                 : strndup(path, (size_t)(slash - path));
+                                : strndup(path, (size_t)(slash - path));
     if (dir == NULL)
         return lse_error_set(err, LSE_ENOMEM, func, "out of memory");
     struct stat sb;
@@ -411,9 +412,8 @@ static lse_status check_dir(const out_entry *e, const char *func,
     return st;
 }
 
-static lse_status add_output(lse_outputs *o, const char *path,
-                             const char *what, const char *func,
-                             lse_error *err)
+static lse_status add_output(lse_outputs *o, const char *path, const char *what,
+                             const char *func, lse_error *err)
 {
     out_entry *e = push(o, path, what, 0);
     if (e == NULL)
@@ -564,8 +564,8 @@ static lse_status stage(lse_outputs *o, const char *path, const char *data,
     return LSE_OK;
 }
 
-lse_status lse_outputs_write(lse_outputs *o, const char *path,
-                             const char *data, size_t len, lse_error *err)
+lse_status lse_outputs_write(lse_outputs *o, const char *path, const char *data,
+                             size_t len, lse_error *err)
 {
     if (o == NULL || path == NULL || (data == NULL && len > 0))
         return lse_error_set(err, LSE_EFAULT, __func__,

@@ -1492,8 +1492,8 @@ static pid_t spawn_start(const char *const *args, const char *out_path,
                          &fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644),
                      0);
     pid_t pid;
-    const int rc = posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv,
-                               envp);
+    const int rc =
+        posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv, envp);
     posix_spawn_file_actions_destroy(&fa);
     ck_assert_msg(rc == 0, "cannot run %s: %s", argv[0], strerror(rc));
     return pid;
@@ -1579,8 +1579,8 @@ START_TEST(test_output_is_input)
     assert_error(RUN("gmm", x, "-k", "2", "-q", "-o", lnk), 2, "the data");
     char dotted[600];
     snprintf(dotted, sizeof dotted, "%s/./y.json", dir);
-    assert_error(RUN("gmm", x, "-k", "2", "-q", "--labels", dotted, "-o", y),
-                 2, "each output needs its own file");
+    assert_error(RUN("gmm", x, "-k", "2", "-q", "--labels", dotted, "-o", y), 2,
+                 "each output needs its own file");
     assert_error(RUN("gmm", x, "-k", "2", "-q", "--init", m, "-o", m), 2,
                  "--init '");
     assert_error(RUN("gmm", "predict", m, x, "-o", m), 2, "the model");
@@ -1601,8 +1601,8 @@ START_TEST(test_output_is_input)
     const char *gdp = tmp("gdp.csv");
     char *gdp_text = slurp(data("gdp_growth.csv"));
     write_file(gdp, gdp_text);
-    ASSERT_OK(RUN("slds", gdp, "--columns", "growth_pct", "-k", "2", "-q",
-                  "-o", s));
+    ASSERT_OK(
+        RUN("slds", gdp, "--columns", "growth_pct", "-k", "2", "-q", "-o", s));
     char *smodel = slurp(s);
     assert_error(RUN("slds", gdp, "--columns", "growth_pct", "-k", "2", "-q",
                      "--modes", gdp, "-o", y),
@@ -1613,9 +1613,9 @@ START_TEST(test_output_is_input)
     assert_error(RUN("slds", gdp, "--columns", "growth_pct", "-k", "2", "-q",
                      "--init", s, "-o", s),
                  2, "--init");
-    assert_error(RUN("slds", "segment", s, gdp, "--columns", "growth_pct",
-                     "-o", gdp),
-                 2, "the series");
+    assert_error(
+        RUN("slds", "segment", s, gdp, "--columns", "growth_pct", "-o", gdp), 2,
+        "the series");
     assert_error(RUN("slds", "simulate", s, "-T", "5", "-o", s), 2,
                  "the model");
     assert_error(RUN("slds", "simulate", s, "-T", "5", "--modes", s), 2,
@@ -1648,8 +1648,8 @@ START_TEST(test_outputs_all_or_none)
     write_file(m, "old model");
     write_file(p, "old proba");
     /* the table of a range of K goes to stdout, which fails */
-    const char *fit[] = {"gmm", x,       "-k", "1:2",   "-q", "-o",
-                         m,     "--proba", p,  "--labels", l,  NULL};
+    const char *fit[] = {"gmm", x,         "-k", "1:2",      "-q", "-o",
+                         m,     "--proba", p,    "--labels", l,    NULL};
     int st = spawn_status(fit, "/dev/full", NULL);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d: %s", st,
                   err_text);
@@ -1671,9 +1671,9 @@ START_TEST(test_outputs_all_or_none)
                      "--proba", "/dev/full"),
                  1, "/dev/full");
     ck_assert(!file_exists(tmp("new.json")));
-    assert_error(RUN("gmm", "sample", m, "-n", "3", "-o", p, "--labels",
-                     "/dev/full"),
-                 1, "/dev/full");
+    assert_error(
+        RUN("gmm", "sample", m, "-n", "3", "-o", p, "--labels", "/dev/full"), 1,
+        "/dev/full");
     assert_text(p, "old proba");
     assert_text(m, model);
     assert_no_tmp();
@@ -1702,8 +1702,8 @@ START_TEST(test_outputs_signal)
         char env[64];
         snprintf(env, sizeof env, "LSEGRAPH_TEST_SIGNAL_BEFORE_COMMIT=%d",
                  sigs[i]);
-        const char *args[] = {"gmm", big, "-k",         "2", "-q", "-o", m,
-                              "--proba", p, "--log-json", lg,  NULL};
+        const char *args[] = {"gmm", big,       "-k", "2",          "-q", "-o",
+                              m,     "--proba", p,    "--log-json", lg,   NULL};
         const int st = spawn_status(args, "/dev/null", env);
         ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == sigs[i],
                       "status %d: %s", st, err_text);
@@ -1716,8 +1716,8 @@ START_TEST(test_outputs_signal)
      * either dies of it with the old files untouched, or had committed
      * already and every file is new; never a mix, never a temporary */
     for (int round = 0; round < 3; round++) {
-        const char *args[] = {"gmm", big, "-k", "2", "-q", "-o", m,
-                              "--proba", p, NULL};
+        const char *args[] = {"gmm", big, "-k",      "2", "-q",
+                              "-o",  m,   "--proba", p,   NULL};
         const pid_t pid = spawn_start(args, "/dev/null", NULL);
         int st = 0;
         while (waitpid(pid, &st, WNOHANG) == 0)
@@ -1744,8 +1744,8 @@ START_TEST(test_outputs_signal)
         assert_no_tmp();
     }
     /* without the signal the same command replaces all three */
-    const char *args[] = {"gmm", big, "-k",         "2", "-q", "-o", m,
-                          "--proba", p, "--log-json", lg,  NULL};
+    const char *args[] = {"gmm", big,       "-k", "2",          "-q", "-o",
+                          m,     "--proba", p,    "--log-json", lg,   NULL};
     const int st = spawn_status(args, "/dev/null", NULL);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", err_text);
     ck_assert(file_exists(lg));

@@ -1408,8 +1408,8 @@ static void check_paths(const options *o)
     lse_outputs_free(set);
     if (st != LSE_OK) {
         const char *msg = err.message;
-        const char *colon = strncmp(msg, "lse_", 4) == 0 ? strstr(msg, ": ")
-                                                         : NULL;
+        const char *colon =
+            strncmp(msg, "lse_", 4) == 0 ? strstr(msg, ": ") : NULL;
         die(st == LSE_EINVAL ? EXIT_USAGE : 1, "%s",
             colon != NULL ? colon + 2 : msg);
     }

@@ -318,8 +318,8 @@ static int outputs_fail(const lse_error *err)
     return err->status == LSE_EINVAL ? LSEFIT_USAGE : rc;
 }
 
-int lsefit_plan(const lsefit_path *inputs, size_t n_in,
-                const lsefit_path *outs, size_t n_out)
+int lsefit_plan(const lsefit_path *inputs, size_t n_in, const lsefit_path *outs,
+                size_t n_out)
 {
     lse_error err;
     if (outputs == NULL && lse_outputs_new(&outputs, &err) != LSE_OK)

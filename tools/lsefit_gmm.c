@@ -923,8 +923,8 @@ static int fit_plan(const fit_args *a)
                                {a->labels, "--labels"},
                                {a->proba, "--proba"},
                                {a->log_json, "--log-json"}};
-    int rc = a->shards != NULL ? lsefit_plan_glob(a->shards, "--shards")
-                               : LSEFIT_OK;
+    int rc =
+        a->shards != NULL ? lsefit_plan_glob(a->shards, "--shards") : LSEFIT_OK;
     if (rc == LSEFIT_OK)
         rc = lsefit_plan(in, 2, out, 4);
     return rc;

@@ -1088,8 +1088,8 @@ static int fit_plan(const fit_args *a)
         {a->opts.init == LSE_SLDS_INIT_GIVEN ? a->init : NULL, "--init"}};
     const lsefit_path out[] = {
         {a->output, "-o"}, {a->modes, "--modes"}, {a->log_json, "--log-json"}};
-    int rc = a->shards != NULL ? lsefit_plan_glob(a->shards, "--shards")
-                               : LSEFIT_OK;
+    int rc =
+        a->shards != NULL ? lsefit_plan_glob(a->shards, "--shards") : LSEFIT_OK;
     if (rc == LSEFIT_OK)
         rc = lsefit_plan(in, 2, out, 3);
     return rc;

@@ -374,10 +374,11 @@ int lsefit_outputs_finish(int rc)
     tool_outputs_test_hook();
     /* what the command printed to stdout must have arrived before any file
      * is replaced */
-    if (fflush(stdout) != 0 || ferror(stdout)) {
+    const int flushed = fflush(stdout) == 0;
+    if (!flushed || ferror(stdout)) {
         rc = lsefit_fail("cannot write to standard output: %s; no output "
                          "file was written",
-                         strerror(errno));
+                         flushed ? "a write failed" : strerror(errno));
         lse_outputs_free(outputs);
         outputs = NULL;
         return rc;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -895,6 +896,62 @@ START_TEST(test_bad_input)
 }
 END_TEST
 
+/* issue: "energyviz spec.dot -o spec.dot" replaced the spec with exit 0.
+ * An output that is the model or --data is refused before any work, a
+ * read-only output is not replaced, a replaced file keeps its mode. */
+START_TEST(test_outputs)
+{
+    make_dir();
+    static const char spec[] = "digraph g { a [rows=2, dim=1]; }\n";
+    write_text("spec.dot", spec);
+    write_text("gmm.json", gmm_json);
+    write_text("d.csv", "a,b\n0,0\n3,3\n");
+    char path[256];
+    snprintf(path, sizeof path, "%s/link.dot", dir);
+    ck_assert_int_eq(symlink("spec.dot", path), 0);
+    static const char *const refused[] = {
+        "spec.dot -o spec.dot", "spec.dot -o ./link.dot",
+        "spec.dot --matrix a -o spec.dot",
+        "gmm.json --data d.csv --expand -o d.csv --format svg",
+        "gmm.json -o gmm.json --format dot"};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        ck_assert_msg(run(refused[i]) == 2, "%s: %s", refused[i], err_text);
+        ck_assert_msg(strstr(err_text, "is the same file as") != NULL &&
+                          strstr(err_text, "choose another output file"),
+                      "%s: %s", refused[i], err_text);
+    }
+    char *t = read_file("spec.dot", NULL);
+    ck_assert_str_eq(t, spec);
+    free(t);
+    t = read_file("gmm.json", NULL);
+    ck_assert_str_eq(t, gmm_json);
+    free(t);
+    t = read_file("d.csv", NULL);
+    ck_assert_str_eq(t, "a,b\n0,0\n3,3\n");
+    free(t);
+    /* read-only: refused, untouched */
+    write_text("out.svg", "old");
+    snprintf(path, sizeof path, "%s/out.svg", dir);
+    ck_assert_int_eq(chmod(path, 0444), 0);
+    ck_assert_int_eq(run("spec.dot -o out.svg"), 1);
+    ck_assert_msg(strstr(err_text, "'out.svg'") != NULL &&
+                      strstr(err_text, "is read-only") != NULL &&
+                      strstr(err_text, "chmod u+w") != NULL,
+                  "%s", err_text);
+    t = read_file("out.svg", NULL);
+    ck_assert_str_eq(t, "old");
+    free(t);
+    /* writable: replaced, with its mode */
+    ck_assert_int_eq(chmod(path, 0640), 0);
+    ck_assert_msg(run("spec.dot -o out.svg") == 0, "%s", err_text);
+    struct stat sb;
+    ck_assert_int_eq(stat(path, &sb), 0);
+    ck_assert_int_eq((int)(sb.st_mode & 07777), 0640);
+    check_svg("out.svg");
+    remove_dir();
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("energyviz");
@@ -908,6 +965,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_specs);
     tcase_add_test(tc, test_help_version);
     tcase_add_loop_test(tc, test_bad_input, 0, (int)N_BAD);
+    tcase_add_test(tc, test_outputs);
     suite_add_tcase(s, tc);
     return s;
 }

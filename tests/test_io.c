@@ -818,12 +818,12 @@ START_TEST(test_write_errors)
     assert_msg_has(err, "No such file");
     lse_assert_status(lse_matrix_write_csv(NULL, m, NULL, 0, &err), LSE_EFAULT);
 
-    /* renaming over a directory fails: the temporary file is removed and
-     * the directory is untouched */
+    /* a directory is refused before anything is written: no temporary
+     * file, the directory is untouched */
     path_of("target", path, sizeof path);
     ck_assert_int_eq(mkdir(path, 0755), 0);
     lse_assert_status(lse_file_write_atomic(path, "x", 1, &err), LSE_EIO);
-    assert_msg_has(err, "cannot rename");
+    assert_msg_has(err, "is a directory");
     ck_assert_uint_eq(lse_tmpdir_count(dir), 1);
     gsl_matrix_free(m);
 }
@@ -994,6 +994,238 @@ START_TEST(test_other_data_sets)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* Output sets (lib/outputs.c)                                         */
+
+static void put(const char *name, const char *text)
+{
+    write_bytes(name, text, strlen(text));
+}
+
+static void assert_file(const char *name, const char *want)
+{
+    char path[256];
+    path_of(name, path, sizeof path);
+    char *text = NULL;
+    size_t len = 0;
+    lse_error err;
+    lse_assert_ok(lse_file_read(path, &text, &len, &err));
+    ck_assert_str_eq(text, want);
+    free(text);
+}
+
+/* Entries of dir whose name holds ".tmp." */
+static size_t count_tmp(void)
+{
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    size_t n = 0;
+    const struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        n += strstr(e->d_name, ".tmp.") != NULL;
+    closedir(d);
+    return n;
+}
+
+START_TEST(test_path_same)
+{
+    char a[256], b[256], l[256], h[256], sub[256], p[300], q[300];
+    path_of("a.csv", a, sizeof a);
+    path_of("b.csv", b, sizeof b);
+    path_of("link.csv", l, sizeof l);
+    path_of("hard.csv", h, sizeof h);
+    path_of("sub", sub, sizeof sub);
+    put("a.csv", "1\n");
+    put("b.csv", "1\n"); /* same bytes, another file */
+    ck_assert_int_eq(symlink("a.csv", l), 0);
+    ck_assert_int_eq(link(a, h), 0);
+    ck_assert_int_eq(mkdir(sub, 0755), 0);
+    ck_assert_int_eq(lse_path_same(a, a), 1);
+    ck_assert_int_eq(lse_path_same(a, b), 0);
+    ck_assert_int_eq(lse_path_same(a, l), 1); /* through the link */
+    ck_assert_int_eq(lse_path_same(h, a), 1); /* same inode */
+    snprintf(p, sizeof p, "%s/sub/../a.csv", dir);
+    ck_assert_int_eq(lse_path_same(p, a), 1);
+    /* files not yet made: the same canonical path */
+    snprintf(p, sizeof p, "%s/new.csv", dir);
+    snprintf(q, sizeof q, "%s/./sub/../new.csv", dir);
+    ck_assert_int_eq(lse_path_same(p, q), 1);
+    snprintf(q, sizeof q, "%s/sub/new.csv", dir);
+    ck_assert_int_eq(lse_path_same(p, q), 0);
+    ck_assert_int_eq(lse_path_same(p, a), 0); /* one exists, one not */
+    ck_assert_int_eq(lse_path_same("-", "-"), 0);
+    ck_assert_int_eq(lse_path_same(a, NULL), 0);
+}
+END_TEST
+
+/* An output that is an input, or another output, is refused when it is
+ * declared; devices and "-" are exempt. */
+START_TEST(test_outputs_clash)
+{
+    char a[256], b[256], l[256];
+    path_of("a.csv", a, sizeof a);
+    path_of("b.json", b, sizeof b);
+    path_of("link.csv", l, sizeof l);
+    put("a.csv", "data\n");
+    ck_assert_int_eq(symlink("a.csv", l), 0);
+    lse_error err;
+    lse_outputs *o = NULL;
+    lse_assert_ok(lse_outputs_new(&o, &err));
+    lse_assert_ok(lse_outputs_input(o, a, "the data", &err));
+    lse_assert_ok(lse_outputs_input(o, "-", "the data", &err));
+    lse_assert_status(lse_outputs_add(o, l, "--labels", &err), LSE_EINVAL);
+    assert_msg_has(err, "--labels '");
+    assert_msg_has(err, "is the same file as the data '");
+    assert_msg_has(err, "choose another output file");
+    lse_assert_ok(lse_outputs_add(o, b, "-o", &err));
+    lse_assert_status(lse_outputs_add(o, b, "--proba", &err), LSE_EINVAL);
+    assert_msg_has(err, "--proba '");
+    assert_msg_has(err, "is the same file as -o '");
+    /* an input declared after the output clashes as well */
+    lse_assert_status(lse_outputs_input(o, b, "--init", &err), LSE_EINVAL);
+    assert_msg_has(err, "-o '");
+    lse_assert_ok(lse_outputs_add(o, "/dev/null", "--labels", &err));
+    lse_assert_ok(lse_outputs_add(o, "/dev/null", "--proba", &err));
+    lse_assert_ok(lse_outputs_add(o, "-", "-o", &err));
+    lse_assert_ok(lse_outputs_add(o, "-", "--proba", &err));
+    /* refused declarations left nothing behind: -o and /dev/null commit */
+    lse_assert_ok(lse_outputs_write(o, b, "{}\n", 3, &err));
+    lse_assert_ok(lse_outputs_write(o, "/dev/null", "x", 1, &err));
+    lse_assert_ok(lse_outputs_commit(o, &err));
+    lse_outputs_free(o);
+    assert_file("a.csv", "data\n");
+    assert_file("b.json", "{}\n");
+    lse_assert_status(lse_outputs_new(NULL, &err), LSE_EFAULT);
+    lse_assert_status(lse_outputs_add(NULL, a, NULL, &err), LSE_EFAULT);
+    lse_assert_status(lse_outputs_input(NULL, a, NULL, &err), LSE_EFAULT);
+    lse_assert_status(lse_outputs_write(NULL, a, "", 0, &err), LSE_EFAULT);
+    lse_assert_status(lse_outputs_commit(NULL, &err), LSE_EFAULT);
+    lse_outputs_free(NULL);
+    lse_outputs_discard(NULL);
+}
+END_TEST
+
+/* Nothing is replaced before the commit; a discard leaves every old file;
+ * a commit replaces them all; a failed rename undoes the ones before. */
+START_TEST(test_outputs_all_or_none)
+{
+    char a[256], b[256], c[256];
+    path_of("a.txt", a, sizeof a);
+    path_of("b.txt", b, sizeof b);
+    path_of("c.txt", c, sizeof c);
+    put("a.txt", "old a");
+    put("b.txt", "old b");
+    lse_error err;
+    lse_outputs *o = NULL;
+    lse_assert_ok(lse_outputs_new(&o, &err));
+    lse_assert_ok(lse_outputs_add(o, a, "-o", &err));
+    lse_assert_ok(lse_outputs_write(o, a, "new a", 5, &err));
+    lse_assert_ok(lse_outputs_write(o, b, "new b", 5, &err));
+    lse_assert_ok(lse_outputs_write(o, c, "new c", 5, &err));
+    ck_assert_uint_eq(lse_outputs_pending(o), 3);
+    ck_assert_uint_eq(count_tmp(), 3);
+    assert_file("a.txt", "old a");
+    assert_file("b.txt", "old b");
+    lse_outputs_discard(o);
+    ck_assert_uint_eq(lse_outputs_pending(o), 0);
+    ck_assert_uint_eq(count_tmp(), 0);
+    lse_assert_status(lse_outputs_commit(o, &err), LSE_EINVAL);
+    lse_outputs_free(o);
+    assert_file("a.txt", "old a");
+    assert_file("b.txt", "old b");
+    struct stat sb;
+    ck_assert_int_ne(stat(c, &sb), 0);
+
+    lse_assert_ok(lse_outputs_new(&o, &err));
+    lse_assert_ok(lse_outputs_write(o, a, "new a", 5, &err));
+    lse_assert_ok(lse_outputs_write(o, b, "new b", 5, &err));
+    lse_assert_ok(lse_outputs_commit(o, &err));
+    lse_assert_status(lse_outputs_write(o, c, "x", 1, &err), LSE_EINVAL);
+    lse_outputs_free(o);
+    assert_file("a.txt", "new a");
+    assert_file("b.txt", "new b");
+
+    /* the third rename fails (a directory appeared where c.txt goes): the
+     * first two are undone: a.txt is the old file again, the new d.txt is
+     * removed */
+    char d[256];
+    path_of("d.txt", d, sizeof d);
+    lse_assert_ok(lse_outputs_new(&o, &err));
+    lse_assert_ok(lse_outputs_write(o, a, "newer a", 7, &err));
+    lse_assert_ok(lse_outputs_write(o, d, "new d", 5, &err));
+    lse_assert_ok(lse_outputs_write(o, c, "new c", 5, &err));
+    ck_assert_int_eq(mkdir(c, 0755), 0);
+    lse_assert_status(lse_outputs_commit(o, &err), LSE_EIO);
+    assert_msg_has(err, "cannot rename");
+    assert_msg_has(err, "no output was replaced");
+    lse_outputs_free(o);
+    assert_file("a.txt", "new a");
+    ck_assert_int_ne(stat(d, &sb), 0);
+    ck_assert_uint_eq(count_tmp(), 0);
+}
+END_TEST
+
+/* What a signal handler calls: every pending temporary file goes, the
+ * targets stay, and a later commit of that set fails without harm. */
+START_TEST(test_discard_temporaries)
+{
+    char a[256], b[256];
+    path_of("a.txt", a, sizeof a);
+    path_of("b.txt", b, sizeof b);
+    put("a.txt", "old a");
+    lse_error err;
+    lse_outputs *o = NULL, *o2 = NULL;
+    lse_assert_ok(lse_outputs_new(&o, &err));
+    lse_assert_ok(lse_outputs_new(&o2, &err));
+    lse_assert_ok(lse_outputs_write(o, a, "new a", 5, &err));
+    lse_assert_ok(lse_outputs_write(o2, b, "new b", 5, &err));
+    ck_assert_uint_eq(count_tmp(), 2);
+    ck_assert_int_eq(lse_file_discard_temporaries(), 1);
+    ck_assert_uint_eq(count_tmp(), 0);
+    lse_assert_status(lse_outputs_commit(o, &err), LSE_EIO);
+    lse_outputs_free(o);
+    lse_outputs_free(o2);
+    assert_file("a.txt", "old a");
+    struct stat sb;
+    ck_assert_int_ne(stat(b, &sb), 0);
+    /* the table is usable again */
+    lse_assert_ok(lse_file_write_atomic(b, "b", 1, &err));
+    assert_file("b.txt", "b");
+    ck_assert_int_eq(lse_file_discard_temporaries(), 1);
+    assert_file("b.txt", "b");
+}
+END_TEST
+
+/* A read-only file is not replaced; a replaced file keeps its mode. */
+START_TEST(test_outputs_modes)
+{
+    char a[256];
+    path_of("a.txt", a, sizeof a);
+    put("a.txt", "old");
+    ck_assert_int_eq(chmod(a, 0444), 0);
+    lse_error err;
+    lse_assert_status(lse_file_write_atomic(a, "new", 3, &err), LSE_EIO);
+    assert_msg_has(err, "is read-only");
+    assert_msg_has(err, "chmod u+w");
+    assert_file("a.txt", "old");
+    lse_outputs *o = NULL;
+    lse_assert_ok(lse_outputs_new(&o, &err));
+    lse_assert_status(lse_outputs_add(o, a, "-o", &err), LSE_EIO);
+    assert_msg_has(err, "-o '");
+    lse_outputs_free(o);
+    const mode_t modes[3] = {0600, 0640, 0755};
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(chmod(a, modes[i]), 0);
+        lse_assert_ok(lse_file_write_atomic(a, "new", 3, &err));
+        struct stat sb;
+        ck_assert_int_eq(stat(a, &sb), 0);
+        ck_assert_int_eq((int)(sb.st_mode & 07777), (int)modes[i]);
+    }
+    assert_file("a.txt", "new");
+    ck_assert_uint_eq(lse_tmpdir_count(dir), 1);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("io");
@@ -1049,5 +1281,14 @@ Suite *lse_test_suite(void)
     tcase_add_test(data, test_iris);
     tcase_add_test(data, test_other_data_sets);
     suite_add_tcase(s, data);
+
+    TCase *outputs = tcase_create("outputs");
+    tcase_add_checked_fixture(outputs, setup, teardown);
+    tcase_add_test(outputs, test_path_same);
+    tcase_add_test(outputs, test_outputs_clash);
+    tcase_add_test(outputs, test_outputs_all_or_none);
+    tcase_add_test(outputs, test_discard_temporaries);
+    tcase_add_test(outputs, test_outputs_modes);
+    suite_add_tcase(s, outputs);
     return s;
 }

@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1658,6 +1659,341 @@ START_TEST(test_input_messages)
                  "--columns 'a,': empty name");
     assert_error(RUN("gmm", two, "-k", "1", "--ignore", " "), 1,
                  "--ignore ' ': empty name");
+/* Outputs: never an input, all or none, signals, modes               */
+
+/* Start lsefit with argv (NULL-terminated, without the binary) and stdout
+ * sent to @p out_path; @p env_extra ("NAME=value") is added to the
+ * environment when not NULL; stderr goes to DIR/.stderr. */
+static pid_t spawn_start(const char *const *args, const char *out_path,
+                         const char *env_extra)
+{
+    const char *bin = getenv("LSEFIT");
+    ck_assert_msg(bin != NULL, "LSEFIT is not set");
+    const char *argv[40];
+    size_t n = 0;
+    argv[n++] = bin;
+    for (size_t i = 0; args[i] != NULL; i++) {
+        ck_assert_uint_lt(n, 38);
+        argv[n++] = args[i];
+    }
+    argv[n] = NULL;
+    char *envp[512];
+    size_t ne = 0;
+    for (char **e = environ; *e != NULL && ne < 510; e++)
+        envp[ne++] = *e;
+    if (env_extra != NULL)
+        envp[ne++] = (char *)env_extra;
+    envp[ne] = NULL;
+    char err_path[128];
+    snprintf(err_path, sizeof err_path, "%s/.stderr", dir);
+    posix_spawn_file_actions_t fa;
+    ck_assert_int_eq(posix_spawn_file_actions_init(&fa), 0);
+    ck_assert_int_eq(posix_spawn_file_actions_addopen(
+                         &fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644),
+                     0);
+    ck_assert_int_eq(posix_spawn_file_actions_addopen(
+                         &fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644),
+                     0);
+    pid_t pid;
+    const int rc =
+        posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    ck_assert_msg(rc == 0, "cannot run %s: %s", argv[0], strerror(rc));
+    return pid;
+}
+
+/* Wait for a process of spawn_start: its wait status; stderr in err_text. */
+static int spawn_wait(pid_t pid)
+{
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    char err_path[128];
+    snprintf(err_path, sizeof err_path, "%s/.stderr", dir);
+    free(err_text);
+    err_text = slurp(err_path);
+    unlink(err_path);
+    return status;
+}
+
+static int spawn_status(const char *const *args, const char *out_path,
+                        const char *env_extra)
+{
+    return spawn_wait(spawn_start(args, out_path, env_extra));
+}
+
+/* 1 when an entry of the test directory holds ".tmp." */
+static int has_tmp(void)
+{
+    DIR *dd = opendir(dir);
+    ck_assert_ptr_nonnull(dd);
+    const struct dirent *e;
+    int found = 0;
+    while (!found && (e = readdir(dd)) != NULL)
+        found = strstr(e->d_name, ".tmp.") != NULL;
+    closedir(dd);
+    return found;
+}
+
+/* No temporary file is left in the test directory. */
+static void assert_no_tmp(void)
+{
+    DIR *dd = opendir(dir);
+    ck_assert_ptr_nonnull(dd);
+    const struct dirent *e;
+    while ((e = readdir(dd)) != NULL)
+        ck_assert_msg(strstr(e->d_name, ".tmp.") == NULL, "left over: %s",
+                      e->d_name);
+    closedir(dd);
+}
+
+static void assert_text(const char *path, const char *want)
+{
+    char *t = slurp(path);
+    ck_assert_str_eq(t, want);
+    free(t);
+}
+
+/* issue: an output that is an input destroyed it with exit 0. Every
+ * command refuses it before any work, with exit 2 and one line naming
+ * both files and the way out; nothing is written. */
+START_TEST(test_output_is_input)
+{
+    const char *x = tmp("x.csv"), *m = tmp("m.json"), *y = tmp("y.json");
+    const char *s = tmp("s.json"), *lnk = tmp("link.csv");
+    char *orig = slurp(data("faithful.csv"));
+    write_file(x, orig);
+    ASSERT_OK(RUN("gmm", x, "-k", "2", "-q", "-o", m));
+    char *model = slurp(m);
+
+    assert_error(RUN("gmm", x, "-k", "2", "-q", "--labels", x, "-o", m), 2,
+                 "--labels '");
+    ck_assert_ptr_nonnull(strstr(err_text, "is the same file as the data"));
+    ck_assert_ptr_nonnull(strstr(err_text, "choose another output file"));
+    assert_error(RUN("gmm", x, "-k", "2", "-q", "-o", x), 2, "-o '");
+    assert_error(RUN("gmm", x, "-k", "2", "-q", "--proba", x), 2, "--proba");
+    assert_error(RUN("gmm", x, "-k", "2", "-q", "--log-json", x, "-o", y), 2,
+                 "--log-json");
+    ck_assert(!file_exists(y));
+    assert_error(RUN("gmm", x, "-k", "2", "-q", "--labels", y, "-o", y), 2,
+                 "each output needs its own file");
+    ck_assert(!file_exists(y));
+    /* the same file under another name: a symbolic link, a "./" path */
+    ck_assert_int_eq(symlink("x.csv", lnk), 0);
+    assert_error(RUN("gmm", x, "-k", "2", "-q", "-o", lnk), 2, "the data");
+    char dotted[600];
+    snprintf(dotted, sizeof dotted, "%s/./y.json", dir);
+    assert_error(RUN("gmm", x, "-k", "2", "-q", "--labels", dotted, "-o", y), 2,
+                 "each output needs its own file");
+    assert_error(RUN("gmm", x, "-k", "2", "-q", "--init", m, "-o", m), 2,
+                 "--init '");
+    assert_error(RUN("gmm", "predict", m, x, "-o", m), 2, "the model");
+    assert_error(RUN("gmm", "predict", m, x, "--proba", x), 2, "the data");
+    assert_error(RUN("gmm", "predict", m, x, "-o", y, "--proba", y), 2,
+                 "own file");
+    assert_error(RUN("gmm", "score", m, x, "-o", x), 2, "the data");
+    assert_error(RUN("gmm", "sample", m, "-n", "5", "-o", m), 2, "the model");
+    assert_error(RUN("gmm", "sample", m, "-n", "5", "--labels", m), 2,
+                 "the model");
+    /* --shards: every file the pattern matches is an input (refused before
+     * MPI starts, so this holds with and without MPI) */
+    char pattern[600];
+    snprintf(pattern, sizeof pattern, "%s/x*.csv", dir);
+    assert_error(RUN("gmm", "--mpi", "--shards", pattern, "-k", "2", "-o", x),
+                 2, "--shards");
+    /* slds: fit, segment, simulate */
+    const char *gdp = tmp("gdp.csv");
+    char *gdp_text = slurp(data("gdp_growth.csv"));
+    write_file(gdp, gdp_text);
+    ASSERT_OK(
+        RUN("slds", gdp, "--columns", "growth_pct", "-k", "2", "-q", "-o", s));
+    char *smodel = slurp(s);
+    assert_error(RUN("slds", gdp, "--columns", "growth_pct", "-k", "2", "-q",
+                     "--modes", gdp, "-o", y),
+                 2, "the series");
+    assert_error(RUN("slds", gdp, "--columns", "growth_pct", "-k", "2", "-q",
+                     "--log-json", y, "-o", y),
+                 2, "own file");
+    assert_error(RUN("slds", gdp, "--columns", "growth_pct", "-k", "2", "-q",
+                     "--init", s, "-o", s),
+                 2, "--init");
+    assert_error(
+        RUN("slds", "segment", s, gdp, "--columns", "growth_pct", "-o", gdp), 2,
+        "the series");
+    assert_error(RUN("slds", "simulate", s, "-T", "5", "-o", s), 2,
+                 "the model");
+    assert_error(RUN("slds", "simulate", s, "-T", "5", "--modes", s), 2,
+                 "the model");
+    ck_assert(!file_exists(y));
+    /* nothing was touched */
+    assert_text(x, orig);
+    assert_text(m, model);
+    assert_text(s, smodel);
+    assert_text(gdp, gdp_text);
+    /* devices are not files: /dev/null may take several outputs, "-" too */
+    ASSERT_OK(RUN("gmm", x, "-k", "2", "-q", "-o", "/dev/null", "--labels",
+                  "/dev/null", "--log-json", "/dev/null"));
+    ASSERT_OK(RUN("gmm", "predict", m, x, "-o", "-", "--proba", "-"));
+    assert_no_tmp();
+    free(orig);
+    free(model);
+    free(smodel);
+    free(gdp_text);
+}
+END_TEST
+
+/* issue: with several outputs one failure left the others written (the
+ * model although the table to stdout failed). Every output is committed
+ * only when all succeeded, stdout included. */
+START_TEST(test_outputs_all_or_none)
+{
+    const char *m = tmp("m.json"), *p = tmp("p.csv"), *l = tmp("l.csv");
+    const char *x = data("faithful.csv");
+    write_file(m, "old model");
+    write_file(p, "old proba");
+    /* the table of a range of K goes to stdout, which fails */
+    const char *fit[] = {"gmm", x,         "-k", "1:2",      "-q", "-o",
+                         m,     "--proba", p,    "--labels", l,    NULL};
+    int st = spawn_status(fit, "/dev/full", NULL);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d: %s", st,
+                  err_text);
+    ck_assert_ptr_nonnull(strstr(err_text, "standard output"));
+    assert_text(m, "old model");
+    assert_text(p, "old proba");
+    ck_assert(!file_exists(l));
+    assert_no_tmp();
+    /* predict to stdout fails: the --proba file is not written either */
+    write_file(m, "");
+    ASSERT_OK(RUN("gmm", x, "-k", "2", "-q", "-o", m));
+    const char *pred[] = {"gmm", "predict", m, x, "--proba", p, NULL};
+    st = spawn_status(pred, "/dev/full", NULL);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    assert_text(p, "old proba");
+    /* a failing output among several: nothing is written */
+    char *model = slurp(m);
+    assert_error(RUN("gmm", x, "-k", "2", "-q", "-o", tmp("new.json"),
+                     "--proba", "/dev/full"),
+                 1, "/dev/full");
+    ck_assert(!file_exists(tmp("new.json")));
+    assert_error(
+        RUN("gmm", "sample", m, "-n", "3", "-o", p, "--labels", "/dev/full"), 1,
+        "/dev/full");
+    assert_text(p, "old proba");
+    assert_text(m, model);
+    assert_no_tmp();
+    free(model);
+}
+END_TEST
+
+/* issue: SIGINT while writing left "p.csv.tmp.XXXXXX" behind. The signal
+ * arrives after every output was written to its temporary file (the test
+ * hook LSEGRAPH_TEST_SIGNAL_BEFORE_COMMIT raises it there): lsefit dies
+ * of it, no temporary file is left and the old files are untouched. */
+START_TEST(test_outputs_signal)
+{
+    const char *m = tmp("m.json"), *p = tmp("p.csv"), *lg = tmp("log.json");
+    const char *big = tmp("big.csv");
+    FILE *f = fopen(big, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("a,b\n", f);
+    for (int i = 0; i < 100000; i++) /* two clusters, deterministic */
+        fprintf(f, "%d.%d,%d\n", (i % 2) * 10 + i % 7, i % 10, i % 13);
+    ck_assert_int_eq(fclose(f), 0);
+    write_file(m, "old model");
+    write_file(p, "old proba");
+    const int sigs[2] = {SIGINT, SIGTERM};
+    for (int i = 0; i < 2; i++) {
+        char env[64];
+        snprintf(env, sizeof env, "LSEGRAPH_TEST_SIGNAL_BEFORE_COMMIT=%d",
+                 sigs[i]);
+        const char *args[] = {"gmm", big,       "-k", "2",          "-q", "-o",
+                              m,     "--proba", p,    "--log-json", lg,   NULL};
+        const int st = spawn_status(args, "/dev/null", env);
+        ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == sigs[i],
+                      "status %d: %s", st, err_text);
+        assert_text(m, "old model");
+        assert_text(p, "old proba");
+        ck_assert(!file_exists(lg));
+        assert_no_tmp();
+    }
+    /* a real Ctrl-C, sent the moment a temporary file appears: lsefit
+     * either dies of it with the old files untouched, or had committed
+     * already and every file is new; never a mix, never a temporary */
+    for (int round = 0; round < 3; round++) {
+        const char *args[] = {"gmm", big, "-k",      "2", "-q",
+                              "-o",  m,   "--proba", p,   NULL};
+        const pid_t pid = spawn_start(args, "/dev/null", NULL);
+        int st = 0;
+        pid_t done = 0;
+        while ((done = waitpid(pid, &st, WNOHANG)) == 0)
+            if (has_tmp()) {
+                kill(pid, SIGINT);
+                break;
+            }
+        if (done != pid) /* not reaped yet */
+            st = spawn_wait(pid);
+        else {
+            free(err_text);
+            err_text = slurp(tmp(".stderr"));
+        }
+        char *mt = slurp(m), *pt = slurp(p);
+        if (WIFSIGNALED(st)) {
+            ck_assert_int_eq(WTERMSIG(st), SIGINT);
+            ck_assert_str_eq(mt, "old model");
+            ck_assert_str_eq(pt, "old proba");
+        } else {
+            ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s",
+                          err_text);
+            ck_assert(strncmp(mt, "{", 1) == 0);
+            ck_assert(strncmp(pt, "p0,p1\n", 6) == 0);
+            write_file(m, "old model");
+            write_file(p, "old proba");
+        }
+        free(mt);
+        free(pt);
+        assert_no_tmp();
+    }
+    /* without the signal the same command replaces all three */
+    const char *args[] = {"gmm", big,       "-k", "2",          "-q", "-o",
+                          m,     "--proba", p,    "--log-json", lg,   NULL};
+    const int st = spawn_status(args, "/dev/null", NULL);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", err_text);
+    ck_assert(file_exists(lg));
+    char *t = slurp(p);
+    ck_assert(strncmp(t, "p0,p1\n", 6) == 0);
+    free(t);
+    assert_no_tmp();
+}
+END_TEST
+
+/* issue: a read-only target was silently replaced, and a replaced file
+ * lost its mode. */
+START_TEST(test_outputs_modes)
+{
+    const char *m = tmp("m.json"), *l = tmp("l.csv");
+    const char *x = data("faithful.csv");
+    write_file(m, "keep me");
+    ck_assert_int_eq(chmod(m, 0444), 0);
+    assert_error(RUN("gmm", x, "-k", "2", "-q", "-o", m, "--labels", l), 1,
+                 "is read-only");
+    ck_assert_ptr_nonnull(strstr(err_text, "chmod u+w"));
+    assert_text(m, "keep me");
+    ck_assert(!file_exists(l));
+    /* a writable file keeps its permission bits when replaced */
+    ck_assert_int_eq(chmod(m, 0640), 0);
+    write_file(l, "old");
+    ck_assert_int_eq(chmod(l, 0604), 0);
+    ASSERT_OK(RUN("gmm", x, "-k", "2", "-q", "-o", m, "--labels", l));
+    struct stat sb;
+    ck_assert_int_eq(stat(m, &sb), 0);
+    ck_assert_int_eq((int)(sb.st_mode & 07777), 0640);
+    ck_assert_int_eq(stat(l, &sb), 0);
+    ck_assert_int_eq((int)(sb.st_mode & 07777), 0604);
+    /* a directory, or a missing directory, is refused before the fit */
+    assert_error(RUN("gmm", x, "-k", "2", "-q", "-o", dir), 1,
+                 "is a directory");
+    assert_error(RUN("gmm", x, "-k", "2", "-q", "-o", tmp("no/m.json")), 1,
+                 "No such file or directory");
+    assert_no_tmp();
 }
 END_TEST
 
@@ -1691,6 +2027,10 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_input_limits);
     tcase_add_test(tc, test_input_scale);
     tcase_add_test(tc, test_input_messages);
+    tcase_add_test(tc, test_output_is_input);
+    tcase_add_test(tc, test_outputs_all_or_none);
+    tcase_add_test(tc, test_outputs_signal);
+    tcase_add_test(tc, test_outputs_modes);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -204,6 +204,13 @@ LSEFIT_MPI_FAULT=2:20 failure 3 "fault injected at reduction 20" \
 failure 2 "k = 300 > 272 samples\|usable rows but K = 300" \
     "an error of every process (K > N)" \
     gmm "$DATA/faithful.csv" -k 300 --mpi -o x.json
+# all outputs or none: process 0 commits before the outcome is agreed
+rm -f y.json
+failure 2 "cannot write '/dev/full'" \
+    "an output fails on process 0: every process reports it" \
+    gmm "$DATA/faithful.csv" -k 2 --mpi -o y.json --log-json /dev/full
+[ ! -e y.json ] && ! ls ./*.tmp.* >/dev/null 2>&1
+ok $? "... and no output file or temporary file is left"
 
 echo "1..$n"
 [ "$fails" = 0 ]

@@ -25,6 +25,7 @@
 #include <lsegraph/viz.h>
 
 #include "cliutil.h"
+#include "tool_outputs.h"
 
 #define EXIT_USAGE 2
 #define PI 3.14159265358979323846
@@ -1434,6 +1435,30 @@ static const char *output_format(const options *o)
         o->output);
 }
 
+/* Before any work: the output must not be the model file or --data (it
+ * would destroy them), nor read-only, a directory or in a missing
+ * directory (the library's output set, docs/io.md "Outputs"). */
+static void check_paths(const options *o)
+{
+    lse_error err = {0};
+    lse_outputs *set = NULL;
+    lse_status st = lse_outputs_new(&set, &err);
+    if (st == LSE_OK && find_model(o->model) == NULL)
+        st = lse_outputs_input(set, o->model, "the model", &err);
+    if (st == LSE_OK && o->data != NULL)
+        st = lse_outputs_input(set, o->data, "--data", &err);
+    if (st == LSE_OK)
+        st = lse_outputs_add(set, o->output, "-o", &err);
+    lse_outputs_free(set);
+    if (st != LSE_OK) {
+        const char *msg = err.message;
+        const char *colon =
+            strncmp(msg, "lse_", 4) == 0 ? strstr(msg, ": ") : NULL;
+        die(st == LSE_EINVAL ? EXIT_USAGE : 1, "%s",
+            colon != NULL ? colon + 2 : msg);
+    }
+}
+
 int main(int argc, char **argv)
 {
     options o;
@@ -1443,6 +1468,8 @@ int main(int argc, char **argv)
     if (o.output == NULL)
         die(EXIT_USAGE, "no output file (-o OUT.svg)");
     const char *format = output_format(&o);
+    check_paths(&o);
+    tool_outputs_signals();
     if (o.layout != NULL && strcmp(o.layout, "dot") != 0 &&
         strcmp(o.layout, "neato") != 0 && strcmp(o.layout, "fdp") != 0 &&
         strcmp(o.layout, "circo") != 0)

@@ -17,10 +17,12 @@
 #include <string.h>
 #include <time.h>
 
+#include <glob.h>
 #include <sys/stat.h>
 
 #include "cliutil.h"
 #include "lsefit.h"
+#include "tool_outputs.h"
 
 #ifndef LSEFIT_VERSION
 #define LSEFIT_VERSION "unknown"
@@ -416,43 +418,89 @@ int lsefit_progress_close(lsefit_progress *p, const char *log_path)
 /* ------------------------------------------------------------------ */
 /* Output                                                              */
 
-/* Write to a file that is not a regular file (a device such as
- * /dev/null, a FIFO): renaming over it would replace the device itself. */
-static int write_direct(const char *path, const char *text, size_t len)
+/* Every output of the command joins one set, committed at the end of the
+ * command (lsefit_outputs_finish): all outputs or none (docs/lsefit.md,
+ * "Outputs"). */
+static lse_outputs *outputs;
+
+/* A library error of the output set: a clash of names is a usage error. */
+static int outputs_fail(const lse_error *err)
 {
-    FILE *f = fopen(path, "w");
-    if (f == NULL)
-        return lsefit_fail("cannot open '%s': %s", path, strerror(errno));
-    const int bad = fwrite(text, 1, len, f) != len;
-    if (fclose(f) != 0 || bad)
-        return lsefit_fail("cannot write '%s': %s", path, strerror(errno));
+    const int rc = lsefit_fail_lib(err, NULL);
+    return err->status == LSE_EINVAL ? LSEFIT_USAGE : rc;
+}
+
+int lsefit_plan(const lsefit_path *inputs, size_t n_in, const lsefit_path *outs,
+                size_t n_out)
+{
+    lse_error err;
+    if (outputs == NULL && lse_outputs_new(&outputs, &err) != LSE_OK)
+        return lsefit_fail_lib(&err, NULL);
+    for (size_t i = 0; i < n_in; i++)
+        if (inputs[i].path != NULL &&
+            lse_outputs_input(outputs, inputs[i].path, inputs[i].what, &err) !=
+                LSE_OK)
+            return outputs_fail(&err);
+    for (size_t i = 0; i < n_out; i++)
+        if (outs[i].path != NULL &&
+            lse_outputs_add(outputs, outs[i].path, outs[i].what, &err) !=
+                LSE_OK)
+            return outputs_fail(&err);
     return LSEFIT_OK;
+}
+
+int lsefit_plan_glob(const char *pattern, const char *what)
+{
+    glob_t g;
+    memset(&g, 0, sizeof g);
+    int rc = LSEFIT_OK;
+    if (glob(pattern, 0, NULL, &g) == 0)
+        for (size_t i = 0; rc == LSEFIT_OK && i < g.gl_pathc; i++) {
+            const lsefit_path in = {g.gl_pathv[i], what};
+            rc = lsefit_plan(&in, 1, NULL, 0);
+        }
+    globfree(&g);
+    return rc;
 }
 
 int lsefit_write(const char *path, const char *text, size_t len)
 {
     lse_error err;
-    if (strcmp(path, "-") == 0) {
-        if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0)
-            return lsefit_fail("cannot write to standard output: %s",
-                               strerror(errno));
-        return LSEFIT_OK;
-    }
-    /* atomic replacement only for regular files; through a symbolic link
-     * the file it points to is replaced, not the link */
-    struct stat sb;
-    char *real = NULL;
-    if (stat(path, &sb) == 0) {
-        if (!S_ISREG(sb.st_mode))
-            return write_direct(path, text, len);
-        real = realpath(path, NULL);
-    }
-    const lse_status st =
-        lse_file_write_atomic(real != NULL ? real : path, text, len, &err);
-    free(real);
-    if (st != LSE_OK)
+    if (outputs == NULL && lse_outputs_new(&outputs, &err) != LSE_OK)
         return lsefit_fail_lib(&err, NULL);
+    if (lse_outputs_write(outputs, path, text, len, &err) != LSE_OK)
+        return outputs_fail(&err);
     return LSEFIT_OK;
+}
+
+int lsefit_outputs_finish(int rc)
+{
+    lse_error err;
+    if (outputs == NULL)
+        return rc;
+    if (rc != LSEFIT_OK) {
+        lse_outputs_free(outputs);
+        outputs = NULL;
+        return rc;
+    }
+    tool_outputs_test_hook();
+    /* what the command printed to stdout must have arrived before any file
+     * is replaced */
+    const int flushed = fflush(stdout) == 0;
+    if (!flushed || ferror(stdout)) {
+        rc = lsefit_fail("cannot write to standard output: %s; no output "
+                         "file was written",
+                         flushed ? "a write failed" : strerror(errno));
+        lse_outputs_free(outputs);
+        outputs = NULL;
+        return rc;
+    }
+    if (lse_outputs_commit(outputs, &err) != LSE_OK)
+        rc = lsefit_fail_lib(&err, NULL);
+    tool_outputs_after_commit();
+    lse_outputs_free(outputs);
+    outputs = NULL;
+    return rc;
 }
 
 int lsefit_buf_open(lsefit_buf *b)
@@ -666,17 +714,23 @@ static int run_main(int argc, char **argv)
     rc = take_threads(&argc, argv);
     if (rc != LSEFIT_OK)
         return rc;
+    tool_outputs_signals();
     static const char *const commands[] = {"gmm", "slds"};
-    if (strcmp(cmd, "gmm") == 0)
-        return lsefit_gmm_main(argc - 1, argv + 1);
-    if (strcmp(cmd, "slds") == 0)
-        return lsefit_slds_main(argc - 1, argv + 1);
-    const char *near = cli_suggest(cmd, commands, 2);
-    if (near != NULL)
-        return lsefit_usage("", "unknown command '%s'; did you mean '%s'?",
-                            cmd, near);
-    return lsefit_usage("", "unknown command '%s' (expected gmm or slds)",
-                        cmd);
+    if (strcmp(cmd, "gmm") == 0) {
+        rc = lsefit_gmm_main(argc - 1, argv + 1);
+    } else if (strcmp(cmd, "slds") == 0) {
+        rc = lsefit_slds_main(argc - 1, argv + 1);
+    } else {
+        const char *near = cli_suggest(cmd, commands, 2);
+        if (near != NULL)
+            rc = lsefit_usage("", "unknown command '%s'; did you mean '%s'?",
+                              cmd, near);
+        else
+            rc = lsefit_usage("",
+                              "unknown command '%s' (expected gmm or slds)",
+                              cmd);
+    }
+    return lsefit_outputs_finish(rc); /* all outputs, or none */
 }
 
 int main(int argc, char **argv)

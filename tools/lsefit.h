@@ -124,9 +124,34 @@ double lsefit_now(void);
 /* ------------------------------------------------------------------ */
 /* Output (lsefit.c)                                                   */
 
-/** Write @p len bytes to @p path ("-": stdout) completely or not at all;
- *  prints the error and returns LSEFIT_FAIL on failure. */
+/** A file of the command line and its role in messages ("the data",
+ *  "--labels"); NULL paths are skipped. */
+typedef struct lsefit_path {
+    const char *path;
+    const char *what;
+} lsefit_path;
+
+/** Declare a command's input and output files before any work (the
+ *  library's output set, lse_outputs_add): an output that is an input or
+ *  another output is refused (LSEFIT_USAGE), and so is a read-only file,
+ *  a directory or a missing directory (LSEFIT_FAIL), after a message. */
+int lsefit_plan(const lsefit_path *inputs, size_t n_in,
+                const lsefit_path *outputs, size_t n_out);
+/** Declare every file that matches the glob @p pattern as an input. */
+int lsefit_plan_glob(const char *pattern, const char *what);
+
+/** Write the whole contents of the output @p path ("-": stdout): a
+ *  regular file goes to its temporary file, stdout and devices are kept;
+ *  nothing is replaced before lsefit_outputs_finish(). Prints the error and
+ *  returns LSEFIT_FAIL (or LSEFIT_USAGE for a clash) on failure. */
 int lsefit_write(const char *path, const char *text, size_t len);
+
+/** The end of a command: when @p rc is LSEFIT_OK, flush stdout and commit
+ *  every output written (all of them or none: a failure removes every
+ *  temporary file); otherwise remove the temporary files. Returns the
+ *  final status. Called by main, and before lsefit_mpi_end under --mpi so
+ *  that every process agrees on the outcome. A no-op the second time. */
+int lsefit_outputs_finish(int rc);
 
 /** A growing text buffer on open_memstream. */
 typedef struct lsefit_buf {

@@ -959,6 +959,23 @@ static void print_table(FILE *f, const fit_result *res, size_t n, size_t best,
             strcmp(select, "aic") == 0 ? "AIC" : "BIC");
 }
 
+/* The files of a fit, declared before any work (lsefit_plan). */
+static int fit_plan(const fit_args *a)
+{
+    const lsefit_path in[] = {
+        {a->shards != NULL ? NULL : a->data.path, "the data"},
+        {a->init_file ? a->init : NULL, "--init"}};
+    const lsefit_path out[] = {{a->output, "-o"},
+                               {a->labels, "--labels"},
+                               {a->proba, "--proba"},
+                               {a->log_json, "--log-json"}};
+    int rc =
+        a->shards != NULL ? lsefit_plan_glob(a->shards, "--shards") : LSEFIT_OK;
+    if (rc == LSEFIT_OK)
+        rc = lsefit_plan(in, 2, out, 4);
+    return rc;
+}
+
 static int fit_main(int argc, char **argv)
 {
     fit_args a;
@@ -968,6 +985,8 @@ static int fit_main(int argc, char **argv)
         help_fit(stdout);
         return LSEFIT_OK;
     }
+    if (rc == LSEFIT_OK)
+        rc = fit_plan(&a);
     if (rc != LSEFIT_OK)
         return rc;
     const int from_file = a.opts.init == LSE_GMM_INIT_GIVEN;
@@ -1104,6 +1123,8 @@ done:
     gmm_file_free(&back);
     gmm_file_free(&init);
     lsefit_data_free(&data);
+    if (mpi != NULL) /* commit on process 0 before the outcome is agreed */
+        rc = lsefit_outputs_finish(rc);
     return lsefit_mpi_end(mpi, rc);
 }
 
@@ -1171,6 +1192,14 @@ static int query_main(int argc, char **argv, int score)
                                         : LSE_GMM_MISSING_ERROR;
     const char *model_path = argv[optind];
     dopt.path = argv[optind + 1];
+    {
+        const lsefit_path in[] = {{model_path, "the model"},
+                                  {dopt.path, "the data"}};
+        const lsefit_path out[] = {{output, "-o"}, {proba, "--proba"}};
+        rc = lsefit_plan(in, 2, out, 2);
+        if (rc != LSEFIT_OK)
+            return rc;
+    }
     gmm_file g;
     lsefit_data data = {0};
     gsl_vector *ll = NULL;
@@ -1275,6 +1304,13 @@ static int sample_main(int argc, char **argv)
         return lsefit_usage(cmd, "expected one MODEL.json");
     if (n == 0)
         return lsefit_usage(cmd, "missing -n N (the number of samples)");
+    {
+        const lsefit_path in[] = {{argv[optind], "the model"}};
+        const lsefit_path out[] = {{output, "-o"}, {labels_path, "--labels"}};
+        rc = lsefit_plan(in, 1, out, 2);
+        if (rc != LSEFIT_OK)
+            return rc;
+    }
     gmm_file g;
     rc = gmm_read(argv[optind], &g);
     if (rc != LSEFIT_OK)

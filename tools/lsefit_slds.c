@@ -1116,6 +1116,21 @@ static int check_steps(const lse_slds *m, const lsefit_data *data, size_t k)
     return lsefit_data_check_rows(data, n_steps, k, "modes");
 }
 
+/* The files of a fit, declared before any work (lsefit_plan). */
+static int fit_plan(const fit_args *a)
+{
+    const lsefit_path in[] = {
+        {a->shards != NULL ? NULL : a->data.path, "the series"},
+        {a->init_file ? a->init : NULL, "--init"}};
+    const lsefit_path out[] = {
+        {a->output, "-o"}, {a->modes, "--modes"}, {a->log_json, "--log-json"}};
+    int rc =
+        a->shards != NULL ? lsefit_plan_glob(a->shards, "--shards") : LSEFIT_OK;
+    if (rc == LSEFIT_OK)
+        rc = lsefit_plan(in, 2, out, 3);
+    return rc;
+}
+
 static int fit_main(int argc, char **argv)
 {
     fit_args a;
@@ -1125,6 +1140,8 @@ static int fit_main(int argc, char **argv)
         help_fit(stdout);
         return LSEFIT_OK;
     }
+    if (rc == LSEFIT_OK)
+        rc = fit_plan(&a);
     if (rc != LSEFIT_OK)
         return rc;
     const int from_file = a.opts.init == LSE_SLDS_INIT_GIVEN;
@@ -1278,6 +1295,8 @@ done:
     slds_file_free(&back);
     slds_file_free(&init);
     lsefit_data_free(&data);
+    if (mpi != NULL) /* commit on process 0 before the outcome is agreed */
+        rc = lsefit_outputs_finish(rc);
     return lsefit_mpi_end(mpi, rc);
 }
 
@@ -1344,6 +1363,14 @@ static int segment_main(int argc, char **argv)
                            "--missing drop");
     const char *model_path = argv[optind];
     dopt.path = argv[optind + 1];
+    {
+        const lsefit_path in[] = {{model_path, "the model"},
+                                  {dopt.path, "the series"}};
+        const lsefit_path out[] = {{output, "-o"}};
+        rc = lsefit_plan(in, 2, out, 1);
+        if (rc != LSEFIT_OK)
+            return rc;
+    }
     slds_file g;
     lsefit_data data = {0};
     rc = slds_read(model_path, &g);
@@ -1430,6 +1457,13 @@ static int simulate_main(int argc, char **argv)
         return lsefit_usage(cmd, "expected one MODEL.json");
     if (T == 0)
         return lsefit_usage(cmd, "missing -T N (the length of the series)");
+    {
+        const lsefit_path in[] = {{argv[optind], "the model"}};
+        const lsefit_path out[] = {{output, "-o"}, {modes_path, "--modes"}};
+        rc = lsefit_plan(in, 1, out, 2);
+        if (rc != LSEFIT_OK)
+            return rc;
+    }
     slds_file g;
     rc = slds_read(argv[optind], &g);
     if (rc != LSEFIT_OK)

@@ -74,13 +74,114 @@ LSE_API lse_status lse_file_read(const char *path, char **data, size_t *len,
 /** @brief Write @p len bytes to @p path completely or not at all.
  *
  *  The bytes go to a new file "PATH.tmp.XXXXXX" in the same directory
- *  (created with mode 0666 minus the umask), which is flushed to disk and
- *  then renamed over @p path; on any failure the temporary file is removed
- *  and @p path is untouched. "-" writes to standard output (not atomic).
+ *  (created with mode 0666 minus the umask; a file that is replaced keeps
+ *  its permission bits), which is flushed to disk and then renamed over
+ *  @p path; on any failure the temporary file is removed and @p path is
+ *  untouched. Through a symbolic link the file it points to is replaced.
+ *  "-" writes to standard output, and a device or FIFO (/dev/null) is
+ *  written in place (neither is atomic). A set of one output: see
+ *  lse_outputs_add() for what is refused before anything is written (a
+ *  read-only file, a directory, a missing directory).
  *  @return LSE_OK; LSE_EFAULT; LSE_EIO (message names the file and the
  *          system error). */
 LSE_API lse_status lse_file_write_atomic(const char *path, const char *data,
                                          size_t len, lse_error *err);
+
+/** @brief 1 when @p a and @p b name the same file, else 0: the same device
+ *  and inode when both exist, the same canonical path (real directory +
+ *  last component) when neither does. "-" (standard input or output) is
+ *  never the same as anything, NULL neither. */
+LSE_API int lse_path_same(const char *a, const char *b);
+
+/** @brief The files one command writes, committed all together or not at
+ *  all (docs/io.md, "Outputs"). Opaque.
+ *
+ *  Declare every input and output first (lse_outputs_input(),
+ *  lse_outputs_add()), before any work: an output that is the same file as
+ *  an input or as another output is refused, and so are read-only files,
+ *  directories and directories that do not exist. Then
+ *  lse_outputs_write() each output: a regular file goes to a temporary
+ *  file "TARGET.tmp.XXXXXX" beside it at once; standard output ("-") and
+ *  devices or FIFOs are kept in memory. lse_outputs_commit() writes the
+ *  kept bytes in place, then renames every temporary file over its target;
+ *  lse_outputs_discard() or lse_outputs_free() removes the temporaries
+ *  instead. A signal handler removes the temporaries of every set with
+ *  lse_file_discard_temporaries(). */
+typedef struct lse_outputs lse_outputs;
+
+/** @brief A new empty set, owned by the caller (lse_outputs_free()).
+ *  @return LSE_OK; LSE_EFAULT; LSE_ENOMEM. */
+LSE_API lse_status lse_outputs_new(lse_outputs **out, lse_error *err);
+
+/** @brief Declare the input file @p path ("-" is ignored), called
+ *  @p what in messages (e.g. "the data"; NULL: "the input").
+ *  @return LSE_OK; LSE_EFAULT; LSE_ENOMEM; LSE_EINVAL when it is the same
+ *          file (lse_path_same()) as a declared output: "OUT 'x.csv' is
+ *          the same file as the data 'x.csv': writing it would destroy an
+ *          input; choose another output file". Devices and FIFOs are
+ *          exempt. */
+LSE_API lse_status lse_outputs_input(lse_outputs *o, const char *path,
+                                     const char *what, lse_error *err);
+
+/** @brief Declare the output @p path ("-": standard output), called
+ *  @p what in messages (e.g. "--labels"; NULL: "the output").
+ *  @return LSE_OK; LSE_EFAULT; LSE_ENOMEM; LSE_EINVAL when it is the same
+ *          file as a declared input or output (devices, FIFOs and "-" are
+ *          exempt); LSE_EIO "cannot write --labels 'x.csv': the file is
+ *          read-only and is not replaced; make it writable (chmod u+w
+ *          'x.csv') or choose another file" (no write permission bit, or
+ *          no permission), for a directory, and "cannot write 'd/x.csv':
+ *          No such file or directory (directory 'd')" when the directory
+ *          is missing or not writable; LSE_EINVAL after a commit. */
+LSE_API lse_status lse_outputs_add(lse_outputs *o, const char *path,
+                                   const char *what, lse_error *err);
+
+/** @brief Write the whole contents of the output @p path: a declared
+ *  output not yet written with that exact name, else a new declaration
+ *  (as lse_outputs_add()). A regular file goes to its temporary file now
+ *  (flushed to disk; a replaced file's permission bits are kept), "-" and
+ *  devices are copied into memory.
+ *  @return LSE_OK; LSE_EFAULT; LSE_EIO (the temporary file is removed);
+ *          LSE_ENOMEM; the errors of lse_outputs_add(). */
+LSE_API lse_status lse_outputs_write(lse_outputs *o, const char *path,
+                                     const char *data, size_t len,
+                                     lse_error *err);
+
+/** @brief Number of temporary files of @p o that exist now (written, not
+ *  yet renamed or removed). */
+LSE_API size_t lse_outputs_pending(const lse_outputs *o);
+
+/** @brief Commit: write the bytes kept for standard output (then flush
+ *  it) and for devices, in the order written; only when all of that
+ *  succeeded rename every temporary file over its target. On failure every
+ *  temporary file not yet renamed is removed. A signal handler's
+ *  lse_file_discard_temporaries() waits for the renames of a commit that
+ *  has begun (it returns 0), so a commit is never cut in half by a signal.
+ *  Outputs declared but never written are left alone. The set cannot be
+ *  used again.
+ *  @return LSE_OK; LSE_EFAULT; LSE_EIO naming the file (the renames are
+ *          the last step: a rename that the system refuses there leaves
+ *          the outputs renamed before it replaced); LSE_EINVAL when
+ *          already committed or discarded. */
+LSE_API lse_status lse_outputs_commit(lse_outputs *o, lse_error *err);
+
+/** @brief Remove every temporary file of @p o and forget the kept bytes;
+ *  nothing is replaced. NULL is a no-op. */
+LSE_API void lse_outputs_discard(lse_outputs *o);
+
+/** @brief lse_outputs_discard(), then free @p o. NULL is a no-op. */
+LSE_API void lse_outputs_free(lse_outputs *o);
+
+/** @brief Remove every temporary file that lse_file_write_atomic() and
+ *  the output sets of this process have created and not yet renamed.
+ *
+ *  Async-signal-safe (only unlink() and lock-free atomics): meant for a
+ *  program's SIGINT/SIGTERM handler before it dies (the library installs
+ *  no handler). Up to 64 temporary files at a time are tracked.
+ *  @return 1 when done; 0 when a commit is renaming at this moment and
+ *          nothing was removed: the handler should let it finish (record
+ *          the signal, return, and act on it after the commit). */
+LSE_API int lse_file_discard_temporaries(void);
 
 /* ------------------------------------------------------------------ */
 /* CSV tables                                                          */

@@ -413,7 +413,8 @@ START_TEST(test_messages)
     ck_assert_msg(strstr(err_text, "nan") == NULL &&
                       strstr(err_text, "inf ") == NULL,
                   "%s", err_text);
-    ck_assert_int_eq(LSEFIT("gmm", big, "-k", "1", "--standardize"), 1);
+    /* --standardize scales before it sums, so these values fit */
+    ck_assert_int_eq(LSEFIT("gmm", big, "-k", "1", "-q", "--standardize"), 0);
     assert_no_function_names(err_text);
     ck_assert_msg(strstr(err_text, "nan") == NULL, "%s", err_text);
     if (getenv("ENERGYVIZ") == NULL)

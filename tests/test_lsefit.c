@@ -1659,6 +1659,10 @@ START_TEST(test_input_messages)
                  "--columns 'a,': empty name");
     assert_error(RUN("gmm", two, "-k", "1", "--ignore", " "), 1,
                  "--ignore ' ': empty name");
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
 /* Outputs: never an input, all or none, signals, modes               */
 
 /* Start lsefit with argv (NULL-terminated, without the binary) and stdout

@@ -71,7 +71,10 @@ static void help_fit(FILE *f)
         "are\n"
         "                          stored in the model and applied by "
         "predict,\n"
-        "                          score and sample\n"
+        "                          score and sample\n",
+        d.n_init, d.max_iter, d.tol, d.reg_covar, d.seed);
+    /* two strings: C99 promises only 4095 characters in one literal */
+    fputs(
         "Output:\n"
         "  -o, --output FILE       write the model JSON (\"-\": stdout)\n"
         "  --labels FILE           most likely component (0-based) per row\n"
@@ -97,7 +100,7 @@ static void help_fit(FILE *f)
         "covariances and K-1 weights; n is the number of rows (or the sum of\n"
         "the weights). All outputs are written atomically. Exit status: 0 ok,\n"
         "1 bad input or failed fit, 2 usage error.\n",
-        d.n_init, d.max_iter, d.tol, d.reg_covar, d.seed);
+        f);
 }
 
 static void help_predict(FILE *f, const char *what)

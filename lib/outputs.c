@@ -405,8 +405,10 @@ static lse_status check_dir(const out_entry *e, const char *func,
     if (bad != 0) {
         errno_text(bad, why, sizeof why);
         st = lse_error_set(err, LSE_EIO, func,
-                           "cannot write '%s': %s (directory '%s')", e->path,
-                           why, dir);
+                           "cannot write '%s': %s (directory '%s'); give "
+                           "%s a path whose directory exists and is writable",
+                           e->path, why, dir,
+                           e->what != NULL ? e->what : "the output");
     }
     free(dir);
     return st;

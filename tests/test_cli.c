@@ -424,7 +424,7 @@ START_TEST(test_messages)
                  "energyviz", "cannot write '/nonexistent-dir/x.svg'");
     assert_no_function_names(err_text);
     ck_assert_ptr_null(strstr(err_text, "energyviz: render:"));
-    ck_assert_ptr_nonnull(strstr(err_text, "choose an -o path"));
+    ck_assert_ptr_nonnull(strstr(err_text, "give -o a path"));
     const char *spec = tmp("s.dot");
     write_file(spec, "digraph { a [rows=0, dim=1]; }\n");
     assert_error(ENERGYVIZ(spec, "-o", tmp("x.svg")), 1, "energyviz",

@@ -13,6 +13,7 @@
 #include <lsegraph/sim.h>
 #include <lsegraph/graph.h>
 #include <lsegraph/solver.h>
+#include <lsegraph/ode.h>
 #include <lsegraph/io.h>
 #include <lsegraph/models.h>
 #undef LSEGRAPH_INSIDE

@@ -498,3 +498,4 @@ double lse_ode_max_increase(const lse_ode *o)
     return o ? o->max_increase : NAN;
 }
 size_t lse_ode_size(const lse_ode *o) { return o ? o->n : 0; }
+lse_graph *lse_ode_graph(const lse_ode *o) { return o ? o->g : NULL; }

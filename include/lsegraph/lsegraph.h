@@ -15,6 +15,7 @@
 #include <lsegraph/solver.h>
 #include <lsegraph/ode.h>
 #include <lsegraph/io.h>
+#include <lsegraph/optim.h>
 #include <lsegraph/models.h>
 #undef LSEGRAPH_INSIDE
 

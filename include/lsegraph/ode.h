@@ -116,6 +116,8 @@ LSE_API int lse_ode_last_accepted(const lse_ode *o);
  *  (<= 0 when the energy never rose). The exact flow never raises E; the
  *  integrated one can by about the local error. */
 LSE_API double lse_ode_max_increase(const lse_ode *o);
+/** @brief The graph (borrowed). */
+LSE_API lse_graph *lse_ode_graph(const lse_ode *o);
 /** @brief Number of integrated entries (sum of rows * dim). */
 LSE_API size_t lse_ode_size(const lse_ode *o);
 

@@ -16,6 +16,7 @@
 #include <lsegraph/ode.h>
 #include <lsegraph/io.h>
 #include <lsegraph/optim.h>
+#include <lsegraph/loss.h>
 #include <lsegraph/models.h>
 #undef LSEGRAPH_INSIDE
 

@@ -11,6 +11,7 @@
 #include <lsegraph/status.h>
 #include <lsegraph/energy.h>
 #include <lsegraph/sim.h>
+#include <lsegraph/compose.h>
 #include <lsegraph/graph.h>
 #include <lsegraph/solver.h>
 #include <lsegraph/ode.h>

@@ -13,6 +13,7 @@ extern "C" {
 /**
  * @file compose.h
  * @brief Similarities built from other similarities (lib/sim/project.c,
+ * lib/sim/sum.c,
  * docs/learning.md section 4).
  */
 
@@ -39,6 +40,33 @@ typedef struct lse_project_config {
     const void *base_config;  /**< borrowed (must outlive the graph); NULL:
                                  the base's default */
 } lse_project_config;
+
+
+/** Most similarities in an lse_sim_sum, and most parameters they have in
+ *  all. */
+#define LSE_SUM_MAX_TERMS 4
+#define LSE_SUM_MAX_PARAM 8
+
+/**
+ * Weighted sum of similarities in one LSE term (the reference's
+ * "multi-LSE", a dynamic mixture of attention scores):
+ * S = sum_m alpha_m S_m(c, p; x, theta_m). Parameters: slot 0 "alpha"
+ * (1, n), optional: learned weights (absent: the config's fixed weights);
+ * then the components' parameters in order, component m's in the slots
+ * 1 + (sum of the earlier components' n_param) onwards (shapes as each
+ * component wants them). Every component sees the same child, parent and
+ * context rows. Config lse_sum_config. No closed-form M-step.
+ */
+LSE_API extern const lse_sim_type *const lse_sim_sum;
+
+typedef struct lse_sum_config {
+    size_t n;                                    /**< 1 .. LSE_SUM_MAX_TERMS */
+    const lse_sim_type *type[LSE_SUM_MAX_TERMS]; /**< the components */
+    const void *config[LSE_SUM_MAX_TERMS]; /**< borrowed (must outlive the
+                                              graph); NULL: defaults */
+    double weight[LSE_SUM_MAX_TERMS]; /**< fixed alpha_m, used when the
+                                         alpha parameter is absent */
+} lse_sum_config;
 
 #ifdef __cplusplus
 }

@@ -4,9 +4,10 @@
 
 #include "lse_check.h"
 
-/* The projected similarity over every base in the catalogue: gradients of
- * children, parents, context, W_c, W_p and the base's parameters against
- * central differences; the definition S = base(C W_c', P W_p'). */
+/* The composed similarities over every base in the catalogue: gradients of
+ * children, parents, context, W_c, W_p / alpha and the bases' parameters
+ * against central differences; the definitions S = base(C W_c', P W_p')
+ * and S = sum_m alpha_m S_m. */
 
 #define NC 5
 #define NP 4
@@ -120,7 +121,7 @@ START_TEST(test_every_base)
     size_t n_bases = 0;
     for (size_t i = 0; i < lse_sim_count(); i++) {
         const lse_sim_type *b = lse_sim_get(i);
-        if (b == lse_sim_project)
+        if (b == lse_sim_project || b == lse_sim_sum)
             continue;
         size_t kc, kp;
         const void *bcfg;
@@ -153,7 +154,7 @@ START_TEST(test_every_base)
         gsl_matrix_free(c);
         gsl_matrix_free(p);
     }
-    ck_assert_uint_eq(n_bases, lse_sim_count() - 1);
+    ck_assert_uint_eq(n_bases, lse_sim_count() - 2);
 }
 END_TEST
 
@@ -287,14 +288,169 @@ START_TEST(test_refused)
 }
 END_TEST
 
+
+static gsl_matrix *dup_m(const gsl_matrix *m, double shift)
+{
+    if (m == NULL)
+        return NULL;
+    gsl_matrix *c = gsl_matrix_alloc(m->size1, m->size2);
+    gsl_matrix_memcpy(c, m);
+    for (size_t i = 0; i < m->size1; i++)
+        for (size_t j = 0; j < m->size2; j++)
+            gsl_matrix_set(c, i, j, gsl_matrix_get(m, i, j) * (1.0 + shift));
+    return c;
+}
+
+START_TEST(test_sum_every_base)
+{
+    /* S = alpha_0 base(theta) + alpha_1 base(theta'), alpha learned */
+    size_t n_bases = 0;
+    for (size_t i = 0; i < lse_sim_count(); i++) {
+        const lse_sim_type *b = lse_sim_get(i);
+        if (b == lse_sim_project || b == lse_sim_sum)
+            continue;
+        size_t kc, kp;
+        const void *bcfg;
+        gsl_matrix *ctx, *bp[4] = {NULL, NULL, NULL, NULL};
+        ck_assert_msg(fixture(b, &kc, &kp, &bcfg, &ctx, bp),
+                      "no fixture for base '%s': add one", b->name);
+        n_bases++;
+        gsl_matrix *param[9] = {NULL};
+        param[0] = gsl_matrix_alloc(1, 2);
+        gsl_matrix_set(param[0], 0, 0, 0.7);
+        gsl_matrix_set(param[0], 0, 1, -0.4);
+        for (size_t k = 0; k < b->n_param; k++) {
+            param[1 + k] = dup_m(bp[k], 0.0);
+            param[1 + b->n_param + k] = dup_m(bp[k], 0.15);
+        }
+        gsl_matrix *c = mat(NC, kc, 1.0, 0.9), *p = mat(NP, kp, 1.1, 1.6);
+        lse_sum_config sc = {2, {b, b}, {bcfg, bcfg}, {0, 0}};
+        lse_gradcheck res;
+        lse_error err;
+        lse_status st = lse_sim_check_gradient(lse_sim_sum, &sc, c, p, ctx,
+                                               (const gsl_matrix *const *)param,
+                                               1e-6, 1.0, &res, &err);
+        ck_assert_msg(st == LSE_OK, "%s: %s", b->name, err.message);
+        ck_assert_msg(res.max_error < 1e-6, "sum of %s: error %g at %s", b->name,
+                      res.max_error, res.where);
+        size_t want = NC * kc + NP * kp + 2;
+        for (size_t k = 1; k < 9; k++)
+            if (param[k] != NULL)
+                want += param[k]->size1 * param[k]->size2;
+        if (ctx != NULL)
+            want += ctx->size1 * ctx->size2;
+        ck_assert_uint_eq(res.n_checked, want);
+        for (size_t k = 0; k < 9; k++)
+            gsl_matrix_free(param[k]);
+        for (size_t k = 0; k < 4; k++)
+            gsl_matrix_free(bp[k]);
+        gsl_matrix_free(ctx);
+        gsl_matrix_free(c);
+        gsl_matrix_free(p);
+    }
+    ck_assert_uint_eq(n_bases, lse_sim_count() - 2);
+}
+END_TEST
+
+START_TEST(test_sum_definition_and_refused)
+{
+    /* fixed weights: S = 0.5 dot - 2 neg-dist, in a graph with blocks */
+    double e_blocks[2];
+    for (int blocked = 0; blocked < 2; blocked++) {
+        lse_graph *g = lse_graph_new();
+        if (blocked)
+            lse_graph_set_block_rows(g, 2);
+        lse_node *x, *p;
+        lse_assert_ok(lse_graph_add_node(g, "x", NC, DC, 0, &x));
+        lse_assert_ok(lse_graph_add_node(g, "p", NP, DC, LSE_NODE_PARAM, &p));
+        gsl_matrix *m = mat(NC, DC, 1.0, 0.9);
+        lse_assert_ok(lse_node_set_value(x, m));
+        gsl_matrix_free(m);
+        m = mat(NP, DC, 0.8, 1.3);
+        lse_assert_ok(lse_node_set_value(p, m));
+        gsl_matrix_free(m);
+        const lse_sum_config sc = {2, {lse_sim_dot, lse_sim_neg_dist}, {NULL, NULL},
+                                   {0.5, -2.0}};
+        lse_node *par[9] = {NULL};
+        lse_term_spec spec = lse_term_spec_default();
+        spec.child = lse_view_all(x);
+        spec.parent = lse_view_all(p);
+        spec.sim = lse_sim_sum;
+        spec.config = &sc;
+        spec.param = par;
+        lse_term *t;
+        lse_assert_ok(lse_graph_add_lse(g, "mix", &spec, &t));
+        char buf[64];
+        lse_term_describe(t, buf, sizeof buf);
+        ck_assert_ptr_nonnull(strstr(buf, "dot+neg-dist"));
+        double e;
+        lse_assert_ok(lse_graph_gradient(g, &e));
+        e_blocks[blocked] = e;
+        const gsl_matrix *s = lse_term_similarity(t);
+        for (size_t i = 0; i < NC; i++)
+            for (size_t j = 0; j < NP; j++) {
+                double dot = 0.0, d2 = 0.0;
+                for (size_t d = 0; d < DC; d++) {
+                    const double a = gsl_matrix_get(lse_node_value(x), i, d);
+                    const double q = gsl_matrix_get(lse_node_value(p), j, d);
+                    dot += a * q;
+                    d2 += (a - q) * (a - q);
+                }
+                ck_assert_double_eq_tol(gsl_matrix_get(s, i, j), 0.5 * dot + 2.0 * d2,
+                                        1e-12);
+            }
+        lse_gradcheck r;
+        lse_assert_ok(lse_graph_check_gradient(g, NULL, 1e-6, 1.0, &r));
+        ck_assert_double_lt(r.max_error, 1e-6);
+
+        /* refused configurations */
+        lse_node *a3, *wrong;
+        lse_assert_ok(lse_graph_add_node(g, "a3", 1, 3, LSE_NODE_PARAM, &a3));
+        lse_assert_ok(lse_graph_add_node(g, "wrong", 2, DC, LSE_NODE_PARAM, &wrong));
+        lse_sum_config bad = sc;
+        bad.n = 0;
+        spec.config = &bad;
+        lse_assert_status(lse_graph_add_lse(g, "b1", &spec, NULL), LSE_EDOM);
+        bad = sc;
+        bad.type[1] = NULL;
+        lse_assert_status(lse_graph_add_lse(g, "b2", &spec, NULL), LSE_EFAULT);
+        bad = sc;
+        bad.type[1] = lse_sim_sum;
+        lse_assert_status(lse_graph_add_lse(g, "b3", &spec, NULL), LSE_EINVAL);
+        bad = sc;
+        bad.weight[0] = NAN;
+        lse_assert_status(lse_graph_add_lse(g, "b4", &spec, NULL), LSE_EDOM);
+        spec.config = &sc;
+        par[0] = a3; /* alpha must be (1, 2) */
+        lse_assert_status(lse_graph_add_lse(g, "b5", &spec, NULL), LSE_EDIM);
+        par[0] = NULL;
+        par[1] = wrong; /* no component has parameters */
+        lse_assert_status(lse_graph_add_lse(g, "b6", &spec, NULL), LSE_EDIM);
+        par[1] = NULL;
+        bad = sc;
+        bad.type[1] = lse_sim_bilinear; /* W_c, W_p required */
+        spec.config = &bad;
+        lse_assert_status(lse_graph_add_lse(g, "b7", &spec, NULL), LSE_EFAULT);
+        par[1] = wrong;
+        par[2] = a3; /* W_p (1, 3): bilinear wants (2, 3) */
+        lse_assert_status(lse_graph_add_lse(g, "b8", &spec, NULL), LSE_EDIM);
+        ck_assert_ptr_nonnull(strstr(lse_graph_errmsg(g), "sum component 1"));
+        lse_graph_free(g);
+    }
+    ck_assert_double_eq_tol(e_blocks[0], e_blocks[1], 1e-12);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
-    Suite *s = suite_create("sim_project");
+    Suite *s = suite_create("sim_compose");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_every_base);
     tcase_add_test(tc, test_definition_in_a_graph);
     tcase_add_test(tc, test_refused);
+    tcase_add_test(tc, test_sum_every_base);
+    tcase_add_test(tc, test_sum_definition_and_refused);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -432,6 +432,87 @@ START_TEST(test_hopfield_fixed_point)
 }
 END_TEST
 
+static lse_attention *cross(size_t n, size_t m, size_t d)
+{
+    gsl_matrix *q = gsl_matrix_alloc(n, d), *k = gsl_matrix_alloc(m, d);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < d; j++)
+            gsl_matrix_set(q, i, j, 0.8 * sin(0.37 * i + 1.3 * j + 0.2));
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < d; j++)
+            gsl_matrix_set(k, i, j, 1.5 * cos(1.1 * i + 2.3 * j));
+    lse_attention *a = NULL;
+    lse_assert_ok(lse_attention_cross_new(q, k, NULL, &a, NULL));
+    gsl_matrix_free(q);
+    gsl_matrix_free(k);
+    return a;
+}
+
+START_TEST(test_attention_fixed_point)
+{
+    /* cross attention (scaled dot, lambda = 1/sqrt(d)): the flow reaches
+     * the queries' fixed point that gradient descent reaches */
+    lse_attention *a = cross(20, 6, 4), *b = cross(20, 6, 4);
+    lse_graph *ga = lse_attention_graph(a), *gb = lse_attention_graph(b);
+    lse_node *qa = lse_attention_state(a), *qb = lse_attention_state(b);
+    lse_solver *s = lse_solver_new(ga, lse_solver_gd);
+    lse_solver_opts so = lse_solver_opts_default();
+    so.tol_energy = 0.0;
+    so.tol_grad = 1e-11;
+    lse_assert_ok(lse_solver_set_opts(s, &so));
+    lse_node *const sel[] = {qa};
+    lse_assert_ok(lse_solver_set_nodes(s, sel, 1));
+    lse_solver_result r;
+    lse_assert_ok(lse_solver_run(s, 100000, NULL, NULL, &r));
+    lse_ode *o = lse_ode_new(gb);
+    lse_ode_opts oo = lse_ode_opts_default();
+    oo.rtol = oo.atol = 1e-9;
+    oo.t1 = 1e4;
+    oo.tol_grad = 1e-9;
+    oo.max_steps = 1000000;
+    lse_assert_ok(lse_ode_set_opts(o, &oo));
+    lse_assert_ok(lse_ode_run(o, &r));
+    ck_assert_int_eq(r.converged, 1);
+    ck_assert_int_eq(r.reason, LSE_STOP_GRAD);
+    ck_assert_double_le(lse_ode_max_increase(o), 1e-12);
+    /* gradient descent stops at round-off (no decreasing step) with
+     * ||g|| ~ 3e-7: the two agree to that level */
+    for (size_t i = 0; i < 20; i++)
+        for (size_t j = 0; j < 4; j++)
+            ck_assert_double_eq_tol(gsl_matrix_get(lse_node_value(qa), i, j),
+                                    gsl_matrix_get(lse_node_value(qb), i, j), 2e-6);
+    ck_assert_double_eq_tol(lse_solver_energy(s), lse_ode_energy(o), 1e-10);
+    lse_ode_free(o);
+    lse_solver_free(s);
+    lse_attention_free(a);
+    lse_attention_free(b);
+}
+END_TEST
+
+START_TEST(test_threads_bit_identical)
+{
+    /* 700 queries: several chunks of rows; 1 and 2 threads, same bits */
+    gsl_matrix *res[2];
+    for (int th = 0; th < 2; th++) {
+        lse_set_num_threads(th + 1);
+        lse_attention *a = cross(700, 9, 4);
+        lse_ode *o = lse_ode_new(lse_attention_graph(a));
+        lse_ode_opts oo = lse_ode_opts_default();
+        oo.t1 = 5.0;
+        lse_assert_ok(lse_ode_set_opts(o, &oo));
+        lse_assert_ok(lse_ode_run(o, NULL));
+        res[th] = gsl_matrix_alloc(700, 4);
+        gsl_matrix_memcpy(res[th], lse_node_value(lse_attention_state(a)));
+        lse_ode_free(o);
+        lse_attention_free(a);
+    }
+    lse_set_num_threads(0);
+    ck_assert(memcmp(res[0]->data, res[1]->data, 700 * 4 * sizeof(double)) == 0);
+    gsl_matrix_free(res[0]);
+    gsl_matrix_free(res[1]);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("ode");
@@ -441,6 +522,8 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_options_and_selection);
     tcase_add_test(tc, test_nonfinite_trial_rejected);
     tcase_add_test(tc, test_hopfield_fixed_point);
+    tcase_add_test(tc, test_attention_fixed_point);
+    tcase_add_test(tc, test_threads_bit_identical);
     suite_add_tcase(s, tc);
     return s;
 }

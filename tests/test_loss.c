@@ -285,6 +285,78 @@ START_TEST(test_xent_values_and_combination)
 }
 END_TEST
 
+START_TEST(test_train_classifier)
+{
+    /* a prototype classifier trained on the cross-entropy alone with Adam
+     * and mini-batches: 3 classes in 2-D, one learned prototype each */
+    const size_t n = 60, batch = 12;
+    gsl_matrix *data = gsl_matrix_alloc(n, 2), *lab = gsl_matrix_alloc(n, 1);
+    for (size_t i = 0; i < n; i++) {
+        const size_t y = i % 3;
+        gsl_matrix_set(data, i, 0, 2.0 * cos(2.1 * y) + 0.4 * sin(7.3 * i));
+        gsl_matrix_set(data, i, 1, 2.0 * sin(2.1 * y) + 0.4 * cos(5.1 * i));
+        gsl_matrix_set(lab, i, 0, (double)y);
+    }
+    lse_graph *g = lse_graph_new();
+    lse_node *x, *p;
+    lse_assert_ok(lse_graph_add_node(g, "x", batch, 2, LSE_NODE_CLAMPED, &x));
+    lse_assert_ok(lse_graph_add_node(g, "protos", 3, 2, LSE_NODE_PARAM, &p));
+    gsl_matrix_set(lse_node_value(p), 0, 0, 0.1); /* all near the origin */
+    gsl_matrix_set(lse_node_value(p), 1, 1, 0.1);
+    gsl_matrix_set(lse_node_value(p), 2, 0, -0.1);
+    lse_term_spec spec = lse_term_spec_default();
+    spec.child = lse_view_all(x);
+    spec.parent = lse_view_all(p);
+    spec.sim = lse_sim_neg_dist;
+    lse_term *t;
+    lse_assert_ok(lse_graph_add_lse(g, "classify", &spec, &t));
+    lse_optim_opts oo = lse_optim_opts_default();
+    oo.lr = 0.05;
+    lse_optim *opt = lse_optim_new(g, &oo);
+    lse_batcher *b;
+    lse_assert_ok(lse_batcher_new(n, batch, 3, 1, &b, NULL));
+    gsl_matrix *yb = gsl_matrix_alloc(batch, 1);
+    size_t yl[12];
+    double first = 0.0, last = 0.0;
+    for (size_t step = 0; step < 300; step++) {
+        lse_assert_ok(lse_batcher_next(b));
+        lse_assert_ok(lse_batcher_gather(b, data, lse_node_value(x)));
+        lse_assert_ok(lse_batcher_gather(b, lab, yb));
+        for (size_t i = 0; i < batch; i++)
+            yl[i] = (size_t)gsl_matrix_get(yb, i, 0);
+        double l;
+        lse_assert_ok(lse_graph_zero_grad(g));
+        lse_assert_ok(lse_loss_xent(t, yl, NULL, 1.0 / batch, 1, &l));
+        lse_assert_ok(lse_optim_step(opt));
+        if (step < 10)
+            first += l / 10;
+        if (step >= 290)
+            last += l / 10;
+    }
+    ck_assert_double_lt(last, 0.1 * first);
+    /* every training point goes to its class's prototype */
+    for (size_t i = 0; i < n; i++) {
+        size_t best = 0;
+        double bd = INFINITY;
+        for (size_t k = 0; k < 3; k++) {
+            const double dx = gsl_matrix_get(data, i, 0) - gsl_matrix_get(lse_node_value(p), k, 0);
+            const double dy = gsl_matrix_get(data, i, 1) - gsl_matrix_get(lse_node_value(p), k, 1);
+            if (dx * dx + dy * dy < bd) {
+                bd = dx * dx + dy * dy;
+                best = k;
+            }
+        }
+        ck_assert_uint_eq(best, i % 3);
+    }
+    gsl_matrix_free(yb);
+    lse_batcher_free(b);
+    lse_optim_free(opt);
+    lse_graph_free(g);
+    gsl_matrix_free(data);
+    gsl_matrix_free(lab);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("loss");
@@ -293,6 +365,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_fd_every_similarity);
     tcase_add_test(tc, test_self_attention_and_blocks);
     tcase_add_test(tc, test_xent_values_and_combination);
+    tcase_add_test(tc, test_train_classifier);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -20,8 +20,11 @@ struct lse_optim {
     double *m;     /* first moments / SGD momentum buffer (n) */
     double *v;     /* second moments (n) */
     double *vmax;  /* running max of v (n) */
+    double *gbuf;  /* gradients (n), reduced across processes */
     size_t t;      /* steps taken */
     double gnorm;  /* last global gradient norm, before clipping */
+    lse_reduce_fn reduce;
+    void *reduce_user;
 };
 
 lse_optim_opts lse_optim_opts_default(void)
@@ -110,8 +113,9 @@ static void free_state(lse_optim *o)
     free(o->m);
     free(o->v);
     free(o->vmax);
+    free(o->gbuf);
     o->nodes = NULL;
-    o->m = o->v = o->vmax = NULL;
+    o->m = o->v = o->vmax = o->gbuf = NULL;
     o->n_nodes = o->n = 0;
 }
 
@@ -151,12 +155,13 @@ static lse_status alloc_state(lse_optim *o, lse_node *const *nodes, size_t k)
         sel[ns++] = node;
     }
     double *m = calloc(n + 1, sizeof *m), *v = calloc(n + 1, sizeof *v),
-           *vmax = calloc(n + 1, sizeof *vmax);
-    if (m == NULL || v == NULL || vmax == NULL) {
+           *vmax = calloc(n + 1, sizeof *vmax), *gb = calloc(n + 1, sizeof *gb);
+    if (m == NULL || v == NULL || vmax == NULL || gb == NULL) {
         free(sel);
         free(m);
         free(v);
         free(vmax);
+        free(gb);
         return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
     }
     free_state(o);
@@ -166,6 +171,7 @@ static lse_status alloc_state(lse_optim *o, lse_node *const *nodes, size_t k)
     o->m = m;
     o->v = v;
     o->vmax = vmax;
+    o->gbuf = gb;
     o->t = 0;
     o->gnorm = NAN;
     return LSE_OK;
@@ -256,23 +262,38 @@ lse_status lse_optim_step(lse_optim *o)
     if (o == NULL)
         return LSE_EFAULT;
     const lse_optim_opts *p = &o->opts;
-    /* global norm over the nodes that move */
-    double s2 = 0.0;
+    /* gather the gradients of the nodes that move (0 for clamped ones) */
+    size_t k0 = 0;
     for (size_t i = 0; i < o->n_nodes; i++) {
         const lse_node *node = o->nodes[i];
-        if (node->flags & LSE_NODE_CLAMPED)
-            continue;
         const gsl_matrix *gr = node->grad;
+        const int skip = (node->flags & LSE_NODE_CLAMPED) != 0;
         for (size_t r = 0; r < gr->size1; r++) {
             const double *q = gsl_matrix_const_ptr(gr, r, 0);
-            for (size_t j = 0; j < gr->size2; j++) {
-                if (!isfinite(q[j]))
+            for (size_t j = 0; j < gr->size2; j++)
+                o->gbuf[k0++] = skip ? 0.0 : q[j];
+        }
+    }
+    if (o->reduce != NULL) {
+        const lse_status rs = o->reduce(o->gbuf, o->n, o->reduce_user);
+        if (rs != LSE_OK)
+            return lse_graph_fail(o->g, rs, fn, "reduction hook failed: %s",
+                                  lse_strerror(rs));
+    }
+    double s2 = 0.0;
+    k0 = 0;
+    for (size_t i = 0; i < o->n_nodes; i++) {
+        const lse_node *node = o->nodes[i];
+        const gsl_matrix *gr = node->grad;
+        for (size_t r = 0; r < gr->size1; r++)
+            for (size_t j = 0; j < gr->size2; j++, k0++) {
+                const double q = o->gbuf[k0];
+                if (!isfinite(q))
                     return lse_graph_fail(o->g, LSE_ENONFINITE, fn,
                                           "gradient of '%s'[%zu,%zu] is %g",
-                                          node->name, r, j, q[j]);
-                s2 += q[j] * q[j];
+                                          node->name, r, j, q);
+                s2 += q * q;
             }
-        }
     }
     const double norm = sqrt(s2);
     o->gnorm = norm;
@@ -287,16 +308,14 @@ lse_status lse_optim_step(lse_optim *o)
     for (size_t i = 0; i < o->n_nodes; i++) {
         lse_node *node = o->nodes[i];
         gsl_matrix *val = node->value;
-        const gsl_matrix *gr = node->grad;
         if (node->flags & LSE_NODE_CLAMPED) {
             k += val->size1 * val->size2;
             continue;
         }
         for (size_t r = 0; r < val->size1; r++) {
             double *x = gsl_matrix_ptr(val, r, 0);
-            const double *q = gsl_matrix_const_ptr(gr, r, 0);
             for (size_t j = 0; j < val->size2; j++, k++) {
-                double gj = clip * q[j];
+                double gj = clip * o->gbuf[k];
                 switch (p->rule) {
                 case LSE_OPTIM_SGD:
                     gj += wd * x[j];
@@ -330,6 +349,14 @@ lse_status lse_optim_step(lse_optim *o)
         }
     }
     return LSE_OK;
+}
+
+void lse_optim_set_reduce(lse_optim *o, lse_reduce_fn fn, void *user)
+{
+    if (o != NULL) {
+        o->reduce = fn;
+        o->reduce_user = user;
+    }
 }
 
 size_t lse_optim_n_step(const lse_optim *o) { return o ? o->t : 0; }

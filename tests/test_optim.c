@@ -629,6 +629,90 @@ START_TEST(test_learn_step)
 }
 END_TEST
 
+/* the data of fit_graph's rows [first, first + count) */
+static lse_graph *shard_graph(size_t first, size_t count)
+{
+    lse_graph *full = fit_graph();
+    lse_graph *g = lse_graph_new();
+    lse_node *x, *mu;
+    lse_assert_ok(lse_graph_add_node(g, "x", count, 2, LSE_NODE_CLAMPED, &x));
+    lse_assert_ok(lse_graph_add_node(g, "mu", 3, 2, LSE_NODE_PARAM, &mu));
+    gsl_matrix_const_view rows = gsl_matrix_const_submatrix(
+        lse_node_value(lse_graph_find_node(full, "x")), first, 0, count, 2);
+    lse_assert_ok(lse_node_set_value(x, &rows.matrix));
+    lse_assert_ok(lse_node_set_value(mu, lse_node_value(lse_graph_find_node(full, "mu"))));
+    lse_graph_free(full);
+    lse_term_spec spec = lse_term_spec_default();
+    spec.child = lse_view_all(x);
+    spec.parent = lse_view_all(mu);
+    spec.sim = lse_sim_neg_dist;
+    lse_assert_ok(lse_graph_add_lse(g, "fit", &spec, NULL));
+    return g;
+}
+
+typedef struct other_rank {
+    lse_graph *mine, *other;
+    int fail;
+} other_rank;
+
+/* a simulated Allreduce: add the other shard's gradient at the same
+ * parameters */
+static lse_status add_other(double *buf, size_t n, void *user)
+{
+    other_rank *r = user;
+    if (r->fail)
+        return LSE_EIO;
+    lse_node *mo = lse_graph_find_node(r->other, "mu");
+    lse_assert_ok(lse_node_set_value(mo, lse_node_value(lse_graph_find_node(r->mine, "mu"))));
+    double e;
+    lse_assert_ok(lse_graph_gradient(r->other, &e));
+    ck_assert_uint_eq(n, 6);
+    for (size_t i = 0; i < n; i++)
+        buf[i] += gsl_matrix_get(lse_node_grad(mo), i / 2, i % 2);
+    return LSE_OK;
+}
+
+START_TEST(test_reduce_hook)
+{
+    lse_optim_opts oo = lse_optim_opts_default();
+    oo.lr = 0.05;
+    oo.clip_norm = 3.0; /* the global norm is that of the summed gradient */
+    lse_graph *full = fit_graph();
+    lse_optim *of = lse_optim_new(full, &oo);
+    run_steps(full, of, 25);
+    lse_graph *h1 = shard_graph(0, 5), *h2 = shard_graph(5, 7);
+    lse_optim *o1 = lse_optim_new(h1, &oo);
+    other_rank r = {h1, h2, 0};
+    lse_optim_set_reduce(o1, add_other, &r);
+    run_steps(h1, o1, 25);
+    const gsl_matrix *a = lse_node_value(lse_graph_find_node(full, "mu"));
+    const gsl_matrix *b = lse_node_value(lse_graph_find_node(h1, "mu"));
+    double dmax = 0.0, moved = 0.0;
+    for (size_t i = 0; i < 3; i++)
+        for (size_t j = 0; j < 2; j++) {
+            dmax = fmax(dmax, fabs(gsl_matrix_get(a, i, j) - gsl_matrix_get(b, i, j)));
+            moved = fmax(moved, fabs(gsl_matrix_get(a, i, j) - 0.5 * cos(2.0 * i + j)));
+        }
+    ck_assert_double_le(dmax, 1e-12);
+    ck_assert_double_gt(moved, 0.1);
+    /* a failing hook: its status, nothing moves */
+    r.fail = 1;
+    gsl_matrix *before = gsl_matrix_alloc(3, 2);
+    gsl_matrix_memcpy(before, b);
+    double e;
+    lse_assert_ok(lse_graph_gradient(h1, &e));
+    lse_assert_status(lse_optim_step(o1), LSE_EIO);
+    ck_assert(gsl_matrix_equal(before, b));
+    ck_assert_uint_eq(lse_optim_n_step(o1), 25);
+    gsl_matrix_free(before);
+    lse_optim_free(of);
+    lse_optim_free(o1);
+    lse_graph_free(full);
+    lse_graph_free(h1);
+    lse_graph_free(h2);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("optim");
@@ -642,6 +726,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_set_nodes);
     tcase_add_test(tc, test_batcher);
     tcase_add_test(tc, test_learn_step);
+    tcase_add_test(tc, test_reduce_hook);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -101,8 +101,16 @@ LSE_API void lse_optim_reset(lse_optim *o);
 /** @brief One update of every optimized node from its current gradient
  *  (lse_node_grad). Nodes that are clamped at the time are skipped.
  *  Allocation-free. @return LSE_OK, LSE_EFAULT, LSE_ENONFINITE (a
- *  non-finite gradient; nothing is updated). */
+ *  non-finite gradient; nothing is updated), or the reduction hook's
+ *  error. */
 LSE_API lse_status lse_optim_step(lse_optim *o);
+/** @brief Data parallelism: before each step, replace the gradient of
+ *  every optimized entry (one flat buffer of lse_optim_state_size - 1) / 3
+ *  doubles, in node order) by its sum over all processes, each of which
+ *  evaluated the gradient on its share of the rows (MPI_Allreduce with
+ *  MPI_SUM; the same hook type as lse_solver_set_reduce). Every process
+ *  then applies the same update. NULL (default): one process. */
+LSE_API void lse_optim_set_reduce(lse_optim *o, lse_reduce_fn fn, void *user);
 /** @brief Steps taken. */
 LSE_API size_t lse_optim_n_step(const lse_optim *o);
 /** @brief The learning rate the next step uses (schedule applied). */

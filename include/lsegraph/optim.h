@@ -30,8 +30,8 @@ extern "C" {
  * lse_optim_opts oo = lse_optim_opts_default();   // Adam, lr 1e-3
  * lse_optim *opt = lse_optim_new(g, &oo);          // every free PARAM node
  * lse_ode *inf = lse_ode_new(g);                   // every free state node
- * lse_batcher *b;
- * lse_batcher_new(lse_node_rows(data) ..., 32, 7, 1, &b, &err);
+ * lse_batcher *b;                                  // dataset (n, d)
+ * lse_batcher_new(dataset->size1, 32, 7, 1, &b, &err);   // batch 32, seed 7
  * for (size_t step = 0; step < 300; step++) {
  *     lse_batcher_next(b);
  *     lse_batcher_gather(b, dataset, lse_node_value(batch));  // clamped

@@ -35,7 +35,7 @@ static const lse_sim_pair_fns bad_fns = {"bad-dot", bad_eval, bad_grad};
 
 START_TEST(test_registry)
 {
-    ck_assert_uint_eq(lse_sim_count(), 14);
+    ck_assert_uint_eq(lse_sim_count(), 16);
     for (size_t i = 0; i < lse_sim_count(); i++) {
         const lse_sim_type *t = lse_sim_get(i);
         ck_assert_ptr_nonnull(t);
@@ -43,7 +43,9 @@ START_TEST(test_registry)
         ck_assert(t->eval != NULL);
         ck_assert(t->grad != NULL);
     }
-    ck_assert_ptr_null(lse_sim_get(14));
+    ck_assert_ptr_null(lse_sim_get(16));
+    ck_assert_ptr_eq(lse_sim_find("sum"), lse_sim_sum);
+    ck_assert_ptr_eq(lse_sim_find("project"), lse_sim_project);
     ck_assert_ptr_null(lse_sim_find("nope"));
     ck_assert_ptr_null(lse_sim_find(NULL));
     ck_assert_ptr_eq(lse_sim_find("scaled-dot"), lse_sim_scaled_dot);

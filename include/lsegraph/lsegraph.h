@@ -11,9 +11,13 @@
 #include <lsegraph/status.h>
 #include <lsegraph/energy.h>
 #include <lsegraph/sim.h>
+#include <lsegraph/compose.h>
 #include <lsegraph/graph.h>
 #include <lsegraph/solver.h>
+#include <lsegraph/ode.h>
 #include <lsegraph/io.h>
+#include <lsegraph/optim.h>
+#include <lsegraph/loss.h>
 #include <lsegraph/models.h>
 #undef LSEGRAPH_INSIDE
 

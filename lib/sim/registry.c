@@ -21,11 +21,13 @@ static const lse_sim_type *builtin(size_t i)
     case 11: return lse_sim_idw;
     case 12: return lse_sim_daam;
     case 13: return lse_sim_pairwise;
+    case 14: return lse_sim_project;
+    case 15: return lse_sim_sum;
     default: return NULL;
     }
 }
 
-size_t lse_sim_count(void) { return 14; }
+size_t lse_sim_count(void) { return 16; }
 
 const lse_sim_type *lse_sim_get(size_t i) { return builtin(i); }
 

@@ -133,8 +133,7 @@ static lse_status read_header(const lse_json *doc, const char *src,
 }
 
 /* "src: key 'key': <setter's message without its function name>" */
-static lse_status setter_fail(lse_error *err, const char *src,
-                              const char *key)
+static lse_status setter_fail(lse_error *err, const char *src, const char *key)
 {
     if (err == NULL)
         return LSE_EINVAL;
@@ -207,8 +206,7 @@ lse_status lse_gmm_save(const lse_gmm *m, const char *const *names,
 {
     lse_json *doc = lse_json_new_object();
     if (doc == NULL)
-        return lse_error_set(err, LSE_ENOMEM, "lse_gmm_save",
-                             "out of memory");
+        return lse_error_set(err, LSE_ENOMEM, "lse_gmm_save", "out of memory");
     lse_status st = lse_gmm_to_json(m, names, doc, err);
     const lse_gmm_fit_info *i = m != NULL ? lse_gmm_info(m) : NULL;
     if (st == LSE_OK && i->fitted) {
@@ -217,8 +215,7 @@ lse_status lse_gmm_save(const lse_gmm *m, const char *const *names,
             st = lse_json_set_number(doc, "loglik_per_sample",
                                      i->loglik_per_sample, err);
         if (st == LSE_OK)
-            st = lse_json_set_integer(doc, "n_iter", (long long)i->n_iter,
-                                      err);
+            st = lse_json_set_integer(doc, "n_iter", (long long)i->n_iter, err);
         if (st == LSE_OK)
             st = lse_json_set_bool(doc, "converged", i->converged, err);
         if (st == LSE_OK)

@@ -150,12 +150,10 @@ START_TEST(test_bad_files)
     ck_assert_str_eq(err.message, "lse_gmm_from_json: t.json: model is "
                                   "'slds', expected 'gmm'");
     lse_assert_status(
-        parse_gmm("{\"model\": \"gmm\", \"covariance_type\": \"round\"}",
-                  &err),
+        parse_gmm("{\"model\": \"gmm\", \"covariance_type\": \"round\"}", &err),
         LSE_EPARSE);
     ck_assert(strstr(err.message, "unknown covariance_type 'round'"));
-    lse_assert_status(parse_gmm(HEAD "\"n_components\": 0}", &err),
-                      LSE_EPARSE);
+    lse_assert_status(parse_gmm(HEAD "\"n_components\": 0}", &err), LSE_EPARSE);
     ck_assert(strstr(err.message, "key 'n_components' is 0"));
     lse_assert_status(parse_gmm(HEAD "\"n_components\": 1, \"n_features\": "
                                      "2, \"feature_names\": [\"a\"]}",

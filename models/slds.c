@@ -1872,49 +1872,21 @@ lse_status lse_slds_viterbi(const lse_slds *m, const gsl_matrix *x,
         sgraph_free(&sg);
         return LSE_OK;
     }
-    double *delta = malloc(n * K * sizeof *delta);
-    size_t *psi = malloc(n * K * sizeof *psi);
-    double *logp0 = malloc(K * sizeof *logp0);
-    double *logT = malloc(K * K * sizeof *logT);
-    if (delta == NULL || psi == NULL || logp0 == NULL || logT == NULL) {
+    gsl_vector *logp0 = gsl_vector_alloc(K);
+    gsl_matrix *logT = gsl_matrix_alloc(K, K);
+    if (logp0 == NULL || logT == NULL) {
         st = fail(err, LSE_ENOMEM, fn, "out of memory");
-        goto done;
-    }
-    log_normalize(gsl_matrix_const_ptr(m->init, 0, 0), K, 1, logp0, 1);
-    for (size_t j = 0; j < K; j++)
-        log_normalize(gsl_matrix_const_ptr(m->trans, j, 0), K, 1, logT + j * K,
+    } else {
+        log_normalize(gsl_matrix_const_ptr(m->init, 0, 0), K, 1, logp0->data,
                       1);
-    for (size_t q = 0; q < sg.lay.n_seg; q++) {
-        const size_t s0 = sg.lay.starts[q], s1 = sg.lay.starts[q + 1];
-        for (size_t k = 0; k < K; k++)
-            delta[s0 * K + k] = logp0[k] + gsl_matrix_get(S, s0, k);
-        for (size_t i = s0 + 1; i < s1; i++)
-            for (size_t k = 0; k < K; k++) {
-                size_t arg = 0;
-                double best = -INFINITY;
-                for (size_t j = 0; j < K; j++) {
-                    const double v = delta[(i - 1) * K + j] + logT[j * K + k];
-                    if (v > best) {
-                        best = v;
-                        arg = j;
-                    }
-                }
-                delta[i * K + k] = best + gsl_matrix_get(S, i, k);
-                psi[i * K + k] = arg;
-            }
-        size_t k = 0;
-        for (size_t j = 1; j < K; j++)
-            if (delta[(s1 - 1) * K + j] > delta[(s1 - 1) * K + k])
-                k = j;
-        path[s1 - 1] = k;
-        for (size_t i = s1 - 1; i > s0; i--)
-            path[i - 1] = psi[i * K + path[i]];
+        for (size_t j = 0; j < K; j++)
+            log_normalize(gsl_matrix_const_ptr(m->trans, j, 0), K, 1,
+                          gsl_matrix_ptr(logT, j, 0), 1);
+        st = lse_chain_viterbi(S, logp0, logT, sg.lay.starts, sg.lay.n_seg,
+                               path, err);
     }
-done:
-    free(delta);
-    free(psi);
-    free(logp0);
-    free(logT);
+    gsl_vector_free(logp0);
+    gsl_matrix_free(logT);
     sgraph_free(&sg);
     return st;
 }

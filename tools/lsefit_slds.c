@@ -299,72 +299,6 @@ static int slds_read(const char *path, slds_file *f)
     return rc;
 }
 
-/* Stationary distribution of the row-stochastic P (K, K): solve
- * pi (P - I) = 0, sum pi = 1; if that system is singular (a reducible
- * chain), average p0 P^t over 10000 steps. */
-static int stationary(const gsl_matrix *p, const gsl_vector *p0, gsl_vector *pi)
-{
-    const size_t k = p->size1;
-    gsl_matrix *a = gsl_matrix_alloc(k, k);
-    gsl_vector *rhs = gsl_vector_calloc(k);
-    gsl_permutation *perm = gsl_permutation_alloc(k);
-    gsl_vector *cur = gsl_vector_alloc(k), *next = gsl_vector_alloc(k);
-    int rc = LSEFIT_OK;
-    if (a == NULL || rhs == NULL || perm == NULL || cur == NULL ||
-        next == NULL) {
-        rc = lsefit_fail("out of memory");
-        goto done;
-    }
-    for (size_t i = 0; i < k; i++)
-        for (size_t j = 0; j < k; j++)
-            gsl_matrix_set(a, i, j,
-                           (i == k - 1) ? 1.0
-                                        : gsl_matrix_get(p, j, i) -
-                                              (i == j ? 1.0 : 0.0));
-    gsl_vector_set(rhs, k - 1, 1.0);
-    int sign = 0;
-    int ok = gsl_linalg_LU_decomp(a, perm, &sign) == GSL_SUCCESS;
-    if (ok) {
-        for (size_t i = 0; i < k; i++)
-            if (!(fabs(gsl_matrix_get(a, i, i)) > 1e-12))
-                ok = 0;
-    }
-    if (ok)
-        ok = gsl_linalg_LU_solve(a, perm, rhs, pi) == GSL_SUCCESS;
-    for (size_t i = 0; ok && i < k; i++)
-        if (!isfinite(gsl_vector_get(pi, i)) || gsl_vector_get(pi, i) < -1e-9)
-            ok = 0;
-    if (!ok) {
-        gsl_vector_memcpy(cur, p0);
-        gsl_vector_set_zero(pi);
-        const size_t steps = 10000;
-        for (size_t t = 0; t < steps; t++) {
-            gsl_vector_add(pi, cur);
-            for (size_t j = 0; j < k; j++) {
-                double s = 0.0;
-                for (size_t i = 0; i < k; i++)
-                    s += gsl_vector_get(cur, i) * gsl_matrix_get(p, i, j);
-                gsl_vector_set(next, j, s);
-            }
-            gsl_vector_memcpy(cur, next);
-        }
-    }
-    double sum = 0.0;
-    for (size_t i = 0; i < k; i++) {
-        if (gsl_vector_get(pi, i) < 0.0)
-            gsl_vector_set(pi, i, 0.0);
-        sum += gsl_vector_get(pi, i);
-    }
-    gsl_vector_scale(pi, 1.0 / sum);
-done:
-    gsl_matrix_free(a);
-    gsl_vector_free(rhs);
-    gsl_permutation_free(perm);
-    gsl_vector_free(cur);
-    gsl_vector_free(next);
-    return rc;
-}
-
 /* Mixture weights, or the stationary distribution of a Markov chain. */
 static int mode_weights(const lse_slds *m, gsl_vector *w)
 {
@@ -381,8 +315,10 @@ static int mode_weights(const lse_slds *m, gsl_vector *w)
     if (rc == LSEFIT_OK && (lse_slds_get_transition(m, p) != LSE_OK ||
                             lse_slds_get_initial(m, p0) != LSE_OK))
         rc = lsefit_fail("internal error: cannot read the chain");
-    if (rc == LSEFIT_OK)
-        rc = stationary(p, p0, w);
+    lse_error err;
+    if (rc == LSEFIT_OK &&
+        lse_chain_stationary(p, p0, w, NULL, &err) != LSE_OK)
+        rc = lsefit_fail_lib(&err, NULL);
     gsl_matrix_free(p);
     gsl_vector_free(p0);
     return rc;

@@ -1513,10 +1513,41 @@ static lse_status emissions(par_ctx *pc, sgraph *sg, const char *fn,
                         err);
 }
 
-/* EM for a Markov model over several processes: every iteration the
- * emissions are gathered, the chain solver runs the E-step (forward-
- * backward on the whole series) and the chain M-step, and the posteriors
- * of this process's steps give the lingauss M-step (statistics summed). */
+/* The chain solver's M-step hook (Markov over several processes): after
+ * the chain M-step, the posteriors of this process's steps give the
+ * lingauss M-step (statistics summed), and the emissions at the new
+ * parameters are summed into "s" for the next E-step (or the final
+ * energy). */
+typedef struct chain_hook_ctx {
+    par_ctx *pc;
+    sgraph *sg;
+    const lse_slds *m;
+    const lse_mstep_opts *mo;
+    const char *fn;
+    lse_error *err;
+    int failed; /* err holds the message */
+} chain_hook_ctx;
+
+static lse_status chain_mstep_hook(lse_graph *g, lse_term *t,
+                                   const lse_mstep_report *rep, void *user)
+{
+    (void)g;
+    (void)rep;
+    chain_hook_ctx *c = user;
+    const gsl_matrix *post = lse_term_softmax(t);
+    gsl_matrix_const_view own = gsl_matrix_const_submatrix(
+        post, c->pc->dist.offset, 0, c->sg->lay.n_steps, c->m->K);
+    lse_status st = lingauss_mstep(c->m, c->sg, &own.matrix, c->mo, c->pc,
+                                   "M-step", c->fn, c->err);
+    if (st == LSE_OK)
+        st = emissions(c->pc, c->sg, c->fn, c->err);
+    c->failed = st != LSE_OK;
+    return st;
+}
+
+/* EM for a Markov model over several processes on the chain solver: its
+ * E-step runs forward-backward on the whole series' emissions, its M-step
+ * the chain's probabilities, and its hook the lingauss M-step. */
 static lse_status run_markov_par(par_ctx *pc, sgraph *sg, const lse_slds *m,
                                  const lse_slds_opts *o,
                                  const lse_solver_opts *so, size_t run,
@@ -1525,52 +1556,27 @@ static lse_status run_markov_par(par_ctx *pc, sgraph *sg, const lse_slds *m,
 {
     lse_solver *cs = pc->csolver;
     memset(res, 0, sizeof *res);
-    res->reason = LSE_STOP_MAX_ITER;
+    res->reason = LSE_STOP_ERROR;
     lse_status st = lse_solver_set_opts(cs, so);
     if (st != LSE_OK)
-        return graph_fail(err, st, fn, pc->cg);
+        return res->status = graph_fail(err, st, fn, pc->cg);
     gsl_matrix_memcpy(lse_node_value(pc->cinit), lse_node_value(sg->init));
     gsl_matrix_memcpy(lse_node_value(pc->ctrans), lse_node_value(sg->trans));
+    chain_hook_ctx hc = {.pc = pc, .sg = sg, .m = m, .mo = &so->mstep,
+                         .fn = fn, .err = err};
+    lse_solver_set_mstep_hook(cs, chain_mstep_hook, &hc);
     st = emissions(pc, sg, fn, err);
-    if (st == LSE_OK && (st = lse_solver_init(cs)) != LSE_OK)
-        st = graph_fail(err, st, fn, pc->cg);
-    for (size_t it = 0; st == LSE_OK && it < o->max_iter; it++) {
-        if (it > 0)
-            st = emissions(pc, sg, fn, err);
-        if (st == LSE_OK && (st = lse_solver_iterate(cs)) != LSE_OK)
+    if (st == LSE_OK) {
+        progress_ctx ctx = {.o = o, .run = run};
+        st = lse_solver_run(cs, o->max_iter, o->progress ? on_iter : NULL,
+                            &ctx, res);
+        if (st != LSE_OK && !hc.failed)
             st = graph_fail(err, st, fn, pc->cg);
-        if (st != LSE_OK)
-            break;
-        const gsl_matrix *post = lse_term_softmax(pc->ct);
-        gsl_matrix_const_view own = gsl_matrix_const_submatrix(
-            post, pc->dist.offset, 0, sg->lay.n_steps, m->K);
-        st = lingauss_mstep(m, sg, &own.matrix, &so->mstep, pc, "M-step", fn,
-                            err);
-        if (st != LSE_OK)
-            break;
-        if (o->progress != NULL &&
-            o->progress(run, lse_solver_n_iter(cs), -lse_solver_energy(cs),
-                        -lse_solver_delta(cs), o->user)) {
-            res->reason = LSE_STOP_CALLBACK;
-            break;
-        }
-        if (lse_solver_test(cs) == LSE_OK) {
-            res->converged = 1;
-            res->reason = LSE_STOP_ENERGY;
-            break;
-        }
     }
-    if (st == LSE_OK)
-        st = emissions(pc, sg, fn, err);
-    if (st == LSE_OK && (st = lse_solver_finish(cs)) != LSE_OK)
-        st = graph_fail(err, st, fn, pc->cg);
+    lse_solver_set_mstep_hook(cs, NULL, NULL);
     gsl_matrix_memcpy(lse_node_value(sg->init), lse_node_value(pc->cinit));
     gsl_matrix_memcpy(lse_node_value(sg->trans), lse_node_value(pc->ctrans));
     res->status = st;
-    res->n_iter = lse_solver_n_iter(cs);
-    res->energy = lse_solver_energy(cs);
-    if (st != LSE_OK)
-        res->reason = LSE_STOP_ERROR;
     return st;
 }
 

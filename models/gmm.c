@@ -342,7 +342,7 @@ static void weights_from_logw(const gsl_matrix *logw, gsl_vector *weights)
 static lse_status graph_fail(gmm_graph *gg, lse_status st, const char *fn,
                              lse_error *err)
 {
-    lse_util_fail(err, st, fn, "%s", lse_graph_errmsg(gg->g));
+    lse_error_set(err, st, fn, "%s", lse_graph_errmsg(gg->g));
     lse_graph_free(gg->g);
     gg->g = NULL;
     return st;
@@ -360,7 +360,7 @@ static lse_status graph_build(const lse_gmm *m, const gsl_matrix *x,
     memset(gg, 0, sizeof *gg);
     gg->g = lse_graph_new();
     if (gg->g == NULL)
-        return lse_util_fail(err, LSE_ENOMEM, fn, "out of memory");
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     lse_graph_set_block_rows(gg->g, GMM_BLOCK);
     lse_status st = lse_graph_add_node(gg->g, "x", x->size1, m->d,
                                        LSE_NODE_CLAMPED, &gg->x);
@@ -400,14 +400,14 @@ static lse_status query(const lse_gmm *m, const gsl_matrix *x, gmm_graph *gg,
 {
     memset(gg, 0, sizeof *gg);
     if (m == NULL || x == NULL)
-        return lse_util_fail(err, LSE_EFAULT, fn, "NULL argument");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
     if (x->size2 != m->d)
-        return lse_util_fail(err, LSE_EDIM, fn,
+        return lse_error_set(err, LSE_EDIM, fn,
                              "the data have %zu columns, the model d = %zu",
                              x->size2, m->d);
     size_t r, c;
     if (lse_util_find_nonfinite(x, &r, &c))
-        return lse_util_fail(err, LSE_ENONFINITE, fn,
+        return lse_error_set(err, LSE_ENONFINITE, fn,
                              "row %zu, column %zu is %g (lse_gmm_posterior "
                              "marginalizes missing values)",
                              r, c, gsl_matrix_get(x, r, c));
@@ -428,7 +428,7 @@ lse_status lse_gmm_graph_new(const lse_gmm *m, const gsl_matrix *x,
 {
     static const char fn[] = "lse_gmm_graph_new";
     if (out == NULL)
-        return lse_util_fail(err, LSE_EFAULT, fn, "NULL argument");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
     *out = NULL;
     gmm_graph gg;
     const lse_status st = query(m, x, &gg, NULL, fn, err);
@@ -442,10 +442,10 @@ lse_status lse_gmm_predict_proba(const lse_gmm *m, const gsl_matrix *x,
 {
     static const char fn[] = "lse_gmm_predict_proba";
     if (resp == NULL)
-        return lse_util_fail(err, LSE_EFAULT, fn, "NULL argument");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
     if (m != NULL && x != NULL &&
         (resp->size1 != x->size1 || resp->size2 != m->k))
-        return lse_util_fail(err, LSE_EDIM, fn,
+        return lse_error_set(err, LSE_EDIM, fn,
                              "resp is %zu x %zu, expected %zu x %zu",
                              resp->size1, resp->size2, x->size1, m->k);
     gmm_graph gg;
@@ -462,7 +462,7 @@ lse_status lse_gmm_predict(const lse_gmm *m, const gsl_matrix *x,
 {
     static const char fn[] = "lse_gmm_predict";
     if (labels == NULL)
-        return lse_util_fail(err, LSE_EFAULT, fn, "NULL argument");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
     gmm_graph gg;
     const lse_status st = query(m, x, &gg, NULL, fn, err);
     if (st != LSE_OK)
@@ -484,9 +484,9 @@ lse_status lse_gmm_score_samples(const lse_gmm *m, const gsl_matrix *x,
 {
     static const char fn[] = "lse_gmm_score_samples";
     if (loglik == NULL)
-        return lse_util_fail(err, LSE_EFAULT, fn, "NULL argument");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
     if (x != NULL && loglik->size != x->size1)
-        return lse_util_fail(err, LSE_EDIM, fn,
+        return lse_error_set(err, LSE_EDIM, fn,
                              "loglik has %zu entries for %zu samples",
                              loglik->size, x->size1);
     gmm_graph gg;
@@ -502,7 +502,7 @@ static lse_status criterion(const lse_gmm *m, const gsl_matrix *x, double *out,
                             int bic, const char *fn, lse_error *err)
 {
     if (out == NULL)
-        return lse_util_fail(err, LSE_EFAULT, fn, "NULL argument");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
     gmm_graph gg;
     double e = 0.0; /* set by query on success (gcc -O3 cannot tell) */
     const lse_status st = query(m, x, &gg, &e, fn, err);
@@ -531,10 +531,10 @@ lse_status lse_gmm_sample(const lse_gmm *m, unsigned long seed, gsl_matrix *out,
 {
     static const char fn[] = "lse_gmm_sample";
     if (m == NULL || out == NULL)
-        return lse_util_fail(err, LSE_EFAULT, fn, "NULL argument");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
     const size_t d = m->d;
     if (out->size2 != d)
-        return lse_util_fail(err, LSE_EDIM, fn,
+        return lse_error_set(err, LSE_EDIM, fn,
                              "out has %zu columns, the model d = %zu",
                              out->size2, d);
     lse_gsl_quiet();
@@ -546,7 +546,7 @@ lse_status lse_gmm_sample(const lse_gmm *m, unsigned long seed, gsl_matrix *out,
         gsl_rng_free(rng);
         gsl_ran_discrete_free(table);
         free(z);
-        return lse_util_fail(err, LSE_ENOMEM, fn, "out of memory");
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     }
     gsl_rng_set(rng, seed);
     for (size_t i = 0; i < out->size1; i++) {
@@ -598,23 +598,23 @@ lse_status lse_gmm_set_weights(lse_gmm *m, const gsl_vector *w, lse_error *err)
 {
     static const char fn[] = "lse_gmm_set_weights";
     if (m == NULL || w == NULL)
-        return lse_util_fail(err, LSE_EFAULT, fn, "NULL argument");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
     if (w->size != m->k)
-        return lse_util_fail(err, LSE_EDIM, fn, "%zu weights for K = %zu",
+        return lse_error_set(err, LSE_EDIM, fn, "%zu weights for K = %zu",
                              w->size, m->k);
     double sum = 0.0;
     for (size_t k = 0; k < m->k; k++) {
         const double v = gsl_vector_get(w, k);
         if (!isfinite(v))
-            return lse_util_fail(err, LSE_ENONFINITE, fn, "weight %zu is %g", k,
+            return lse_error_set(err, LSE_ENONFINITE, fn, "weight %zu is %g", k,
                                  v);
         if (!(v > 0.0))
-            return lse_util_fail(err, LSE_EDOM, fn,
+            return lse_error_set(err, LSE_EDOM, fn,
                                  "weight %zu is %g (must be > 0)", k, v);
         sum += v;
     }
     if (!isfinite(sum))
-        return lse_util_fail(err, LSE_ENONFINITE, fn, "weights sum to %g", sum);
+        return lse_error_set(err, LSE_ENONFINITE, fn, "weights sum to %g", sum);
     for (size_t k = 0; k < m->k; k++)
         gsl_vector_set(m->weights, k, gsl_vector_get(w, k) / sum);
     clear_fit(m);
@@ -626,14 +626,14 @@ lse_status lse_gmm_set_means(lse_gmm *m, const gsl_matrix *means,
 {
     static const char fn[] = "lse_gmm_set_means";
     if (m == NULL || means == NULL)
-        return lse_util_fail(err, LSE_EFAULT, fn, "NULL argument");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
     if (means->size1 != m->k || means->size2 != m->d)
-        return lse_util_fail(err, LSE_EDIM, fn,
+        return lse_error_set(err, LSE_EDIM, fn,
                              "means are %zu x %zu, expected %zu x %zu",
                              means->size1, means->size2, m->k, m->d);
     size_t r, c;
     if (lse_util_find_nonfinite(means, &r, &c))
-        return lse_util_fail(err, LSE_ENONFINITE, fn, "mean %zu[%zu] is %g", r,
+        return lse_error_set(err, LSE_ENONFINITE, fn, "mean %zu[%zu] is %g", r,
                              c, gsl_matrix_get(means, r, c));
     gsl_matrix_memcpy(m->means, means);
     clear_fit(m);
@@ -653,12 +653,12 @@ static lse_status chol_block(const gsl_matrix *cov, size_t r0, size_t d,
             const double up = gsl_matrix_get(cov, r0 + j, i);
             if (fabs(lo - up) > SYMMETRY_RTOL * fmax(fabs(lo), fabs(up))) {
                 if (tied)
-                    return lse_util_fail(err, LSE_EINVAL, fn,
+                    return lse_error_set(err, LSE_EINVAL, fn,
                                          "the tied covariance is not "
                                          "symmetric ([%zu,%zu] = %g, "
                                          "[%zu,%zu] = %g)",
                                          i, j, lo, j, i, up);
-                return lse_util_fail(err, LSE_EINVAL, fn,
+                return lse_error_set(err, LSE_EINVAL, fn,
                                      "covariance of component %zu is not "
                                      "symmetric ([%zu,%zu] = %g, [%zu,%zu] = "
                                      "%g)",
@@ -670,16 +670,16 @@ static lse_status chol_block(const gsl_matrix *cov, size_t r0, size_t d,
     const int rc = gsl_linalg_cholesky_decomp1(work);
     if (rc == GSL_EDOM) {
         if (tied)
-            return lse_util_fail(err, LSE_ENUMERIC, fn,
+            return lse_error_set(err, LSE_ENUMERIC, fn,
                                  "the tied covariance is not positive "
                                  "definite");
-        return lse_util_fail(err, LSE_ENUMERIC, fn,
+        return lse_error_set(err, LSE_ENUMERIC, fn,
                              "covariance of component %zu is not positive "
                              "definite",
                              comp);
     }
     if (rc != GSL_SUCCESS)
-        return lse_util_fail(err, lse_status_from_gsl(rc), fn,
+        return lse_error_set(err, lse_status_from_gsl(rc), fn,
                              "Cholesky factorization failed: %s",
                              gsl_strerror(rc));
     double *out = gsl_matrix_ptr(chol, b, 0);
@@ -694,17 +694,17 @@ lse_status lse_gmm_set_covariances(lse_gmm *m, const gsl_matrix *cov,
 {
     static const char fn[] = "lse_gmm_set_covariances";
     if (m == NULL || cov == NULL)
-        return lse_util_fail(err, LSE_EFAULT, fn, "NULL argument");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
     const size_t d = m->d;
     const size_t rows = cov_rows(m->cov, m->k, d), cols = cov_cols(m->cov, d);
     if (cov->size1 != rows || cov->size2 != cols)
-        return lse_util_fail(err, LSE_EDIM, fn,
+        return lse_error_set(err, LSE_EDIM, fn,
                              "%s covariances are %zu x %zu, expected %zu x %zu",
                              lse_gmm_cov_name(m->cov), cov->size1, cov->size2,
                              rows, cols);
     size_t r, c;
     if (lse_util_find_nonfinite(cov, &r, &c))
-        return lse_util_fail(err, LSE_ENONFINITE, fn,
+        return lse_error_set(err, LSE_ENONFINITE, fn,
                              "covariance entry [%zu,%zu] is %g", r, c,
                              gsl_matrix_get(cov, r, c));
     lse_gsl_quiet();
@@ -712,7 +712,7 @@ lse_status lse_gmm_set_covariances(lse_gmm *m, const gsl_matrix *cov,
     gsl_matrix *work = gsl_matrix_alloc(d, d);
     lse_status st = LSE_OK;
     if (chol == NULL || work == NULL) {
-        st = lse_util_fail(err, LSE_ENOMEM, fn, "out of memory");
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
         goto done;
     }
     switch (m->cov) {
@@ -729,7 +729,7 @@ lse_status lse_gmm_set_covariances(lse_gmm *m, const gsl_matrix *cov,
             for (size_t j = 0; j < cols; j++) {
                 const double v = gsl_matrix_get(cov, k, j);
                 if (!(v > 0.0)) {
-                    st = lse_util_fail(err, LSE_ENUMERIC, fn,
+                    st = lse_error_set(err, LSE_ENUMERIC, fn,
                                        "variance %zu of component %zu is %g "
                                        "(must be > 0)",
                                        j, k, v);
@@ -785,7 +785,7 @@ typedef struct fit_ctx {
     size_t n_events, cap_events;
     size_t *chosen; /* (K) rows used by one re-seeding pass (missing data) */
     double *chosen_rows;        /* (K, d) their values (complete data) */
-    lse_util_dist *dist;        /* processes sharing x, or NULL */
+    lse_comm *dist;        /* processes sharing x, or NULL */
     lse_error *err;
     int hook_failed; /* the hook wrote err */
     /* the fit's mixture term streams (keeps no softmax): the parameters of
@@ -930,7 +930,7 @@ static lse_status lowest_row(fit_ctx *c, lse_term *term, const gsl_vector *rl,
         any < n ? gsl_vector_get(rl, any) : 0.0, (double)(offset + any)};
     double one[6];
     double *all = c->dist != NULL ? c->dist->tmp : one;
-    lse_status st = lse_util_gather(c->dist, mine, 6, all, fn, c->err);
+    lse_status st = lse_comm_gather(c->dist, mine, 6, all, fn, c->err);
     if (st != LSE_OK) {
         c->hook_failed = 1;
         return st;
@@ -947,7 +947,7 @@ static lse_status lowest_row(fit_ctx *c, lse_term *term, const gsl_vector *rl,
             win = r;
     if (win == n_ranks) {
         c->hook_failed = 1;
-        return lse_util_fail(c->err, LSE_EINTERNAL, fn,
+        return lse_error_set(c->err, LSE_EINTERNAL, fn,
                              "no sample with a positive weight to re-seed at");
     }
     lse_status rst = LSE_OK;
@@ -965,9 +965,9 @@ static lse_status lowest_row(fit_ctx *c, lse_term *term, const gsl_vector *rl,
             for (size_t k = 0; k < K; k++)
                 row[1 + d + k] = 0.0;
     }
-    st = lse_util_bcast(c->dist, rank == win, row, 1 + d + K, fn, c->err);
+    st = lse_comm_bcast(c->dist, rank == win, row, 1 + d + K, fn, c->err);
     if (st == LSE_OK && rst != LSE_OK)
-        st = lse_util_fail(c->err, rst, fn,
+        st = lse_error_set(c->err, rst, fn,
                            "re-seeding: scoring sample %zu failed: %s",
                            (size_t)row[0], lse_strerror(rst));
     if (st != LSE_OK)
@@ -982,7 +982,7 @@ static lse_status add_event(fit_ctx *c, size_t k, size_t sample)
         lse_gmm_event *e = realloc(c->events, cap * sizeof *e);
         if (e == NULL) {
             c->hook_failed = 1;
-            return lse_util_fail(c->err, LSE_ENOMEM, "lse_gmm_fit",
+            return lse_error_set(c->err, LSE_ENOMEM, "lse_gmm_fit",
                                  "out of memory");
         }
         c->events = e;
@@ -1009,7 +1009,7 @@ static lse_status reseed(fit_ctx *c, lse_term *t, const unsigned char *empty)
     const gsl_matrix *resp = lse_term_softmax(t); /* NULL: streaming */
     if (rl == NULL || (resp == NULL && c->rwork == NULL)) {
         c->hook_failed = 1;
-        return lse_util_fail(c->err, LSE_EINTERNAL, "lse_gmm_fit",
+        return lse_error_set(c->err, LSE_EINTERNAL, "lse_gmm_fit",
                              "the mixture term kept no responsibilities");
     }
     gsl_matrix *mu = lse_node_value(lse_term_parent(t).node);
@@ -1019,7 +1019,7 @@ static lse_status reseed(fit_ctx *c, lse_term *t, const unsigned char *empty)
     double *row = malloc((1 + d + K) * sizeof *row);
     if (row == NULL) {
         c->hook_failed = 1;
-        return lse_util_fail(c->err, LSE_ENOMEM, "lse_gmm_fit",
+        return lse_error_set(c->err, LSE_ENOMEM, "lse_gmm_fit",
                              "out of memory");
     }
     size_t n_chosen = 0;
@@ -1088,13 +1088,13 @@ static lse_status provisional(const fit_ctx *c, lse_cov_type cov,
     /* buf: [total, sum w x_j (d)], then [sum w (x_j - mean_j)^2 (d)] */
     double *buf = calloc(2 * d + 1, sizeof *buf);
     if (buf == NULL)
-        return lse_util_fail(c->err, LSE_ENOMEM, fn, "out of memory");
+        return lse_error_set(c->err, LSE_ENOMEM, fn, "out of memory");
     for (size_t i = 0; i < n; i++)
         buf[0] += row_weight(c, i);
     for (size_t j = 0; j < d; j++)
         for (size_t i = 0; i < n; i++)
             buf[1 + j] += row_weight(c, i) * gsl_matrix_get(x, i, j);
-    lse_status st = lse_util_sum(c->dist, buf, d + 1, fn, c->err);
+    lse_status st = lse_comm_sum(c->dist, buf, d + 1, fn, c->err);
     const double total = buf[0];
     for (size_t j = 0; st == LSE_OK && j < d; j++) {
         const double mean = buf[1 + j] / total;
@@ -1106,7 +1106,7 @@ static lse_status provisional(const fit_ctx *c, lse_cov_type cov,
         buf[1 + d + j] = s2;
     }
     if (st == LSE_OK)
-        st = lse_util_sum(c->dist, buf + 1 + d, d, fn, c->err);
+        st = lse_comm_sum(c->dist, buf + 1 + d, d, fn, c->err);
     if (st == LSE_OK) {
         double var = 0.0;
         for (size_t j = 0; j < d; j++)
@@ -1215,12 +1215,13 @@ static lse_status init_start(const fit_ctx *c, lse_cov_type cov,
     iw->random = o->init != LSE_GMM_INIT_KMEANSPP;
     iw->after = 0;
     if (o->init == LSE_GMM_INIT_KMEANSPP) {
-        st = lse_util_kmeanspp(x, c->w, iw->rng, mu, iw->d2, c->dist);
+        st = lse_kmeans_seed(x, c->w, iw->rng, mu, iw->d2, 0, c->dist,
+                             NULL);
         if (st == LSE_OK)
-            st = lse_util_lloyd(x, c->w, mu, o->lloyd_iter, iw->labels,
-                                iw->sums, NULL, c->dist);
+            st = lse_kmeans_lloyd(x, c->w, mu, o->lloyd_iter, iw->labels,
+                                  iw->sums, NULL, 0, c->dist, NULL);
         if (st != LSE_OK)
-            return lse_util_fail(c->err, st, fn, "k-means++ seeding failed%s",
+            return lse_error_set(c->err, st, fn, "k-means++ seeding failed%s",
                                  st == LSE_EINVAL ? ""
                                  : st == LSE_ENOMEM
                                      ? ": out of memory"
@@ -1233,14 +1234,14 @@ static lse_status init_start(const fit_ctx *c, lse_cov_type cov,
     /* random: provisional means at the weighted data mean */
     double *m0 = calloc(d + 1, sizeof *m0); /* [sum w x (d), total] */
     if (m0 == NULL)
-        return lse_util_fail(c->err, LSE_ENOMEM, fn, "out of memory");
+        return lse_error_set(c->err, LSE_ENOMEM, fn, "out of memory");
     for (size_t i = 0; i < n; i++) {
         const double wi = row_weight(c, i);
         m0[d] += wi;
         for (size_t j = 0; j < d; j++)
             m0[j] += wi * gsl_matrix_get(x, i, j);
     }
-    st = lse_util_sum(c->dist, m0, d + 1, fn, c->err);
+    st = lse_comm_sum(c->dist, m0, d + 1, fn, c->err);
     if (st == LSE_OK)
         for (size_t k = 0; k < K; k++)
             for (size_t j = 0; j < d; j++)
@@ -1298,7 +1299,7 @@ static lse_status initial_mstep(fit_ctx *c, fit_work *fw, double reg_covar)
     lse_sim_args a;
     lse_status st = lse_term_sim_args(t, &a);
     if (st != LSE_OK)
-        return lse_util_fail(c->err, st, fn, "run %zu: %s", c->run,
+        return lse_error_set(c->err, st, fn, "run %zu: %s", c->run,
                              lse_graph_errmsg(fw->gg.g));
     const gsl_matrix *whole = a.child;
     const size_t n = whole->size1, K = fw->iw.rblk->size2;
@@ -1317,12 +1318,12 @@ static lse_status initial_mstep(fit_ctx *c, fit_work *fw, double reg_covar)
         a.child_offset = i0;
         st = sim->stats(&a, &rv.matrix, w, fw->acc);
         if (st != LSE_OK)
-            return lse_util_fail(c->err, st, fn,
+            return lse_error_set(c->err, st, fn,
                                  "run %zu: initial M-step statistics: %s",
                                  c->run, lse_strerror(st));
     }
     init_resp_done(&fw->iw, K);
-    st = lse_util_sum(c->dist, fw->acc, fw->n_acc, fn, c->err);
+    st = lse_comm_sum(c->dist, fw->acc, fw->n_acc, fn, c->err);
     if (st != LSE_OK)
         return st;
     a.child = whole;
@@ -1337,7 +1338,7 @@ static lse_status initial_mstep(fit_ctx *c, fit_work *fw, double reg_covar)
     st = sim->solve(&a, fw->acc, lse_node_value(fw->gg.mu), outs, &mo, &rep,
                     msg, sizeof msg);
     if (st != LSE_OK)
-        return lse_util_fail(c->err, st, fn, "run %zu, initial M-step: %s",
+        return lse_error_set(c->err, st, fn, "run %zu, initial M-step: %s",
                              c->run, msg[0] ? msg : lse_strerror(st));
     if (rep.n_empty > 0) {
         st = reseed(c, t, fw->empty);
@@ -1365,7 +1366,7 @@ static lse_status initialize(fit_ctx *c, const lse_gmm *m,
     snapshot_estep(c, gg);
     st = lse_graph_energy(gg->g, &e);
     if (st != LSE_OK)
-        return lse_util_fail(c->err, st, "lse_gmm_fit", "run %zu: %s", c->run,
+        return lse_error_set(c->err, st, "lse_gmm_fit", "run %zu: %s", c->run,
                              lse_graph_errmsg(gg->g));
     return initial_mstep(c, fw, o->reg_covar);
 }
@@ -1376,27 +1377,27 @@ static lse_status check_fit_opts(const lse_gmm *m, const gsl_matrix *x,
 {
     static const char fn[] = "lse_gmm_fit";
     if (m == NULL || x == NULL)
-        return lse_util_fail(err, LSE_EFAULT, fn, "NULL argument");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
     if (x->size2 != m->d)
-        return lse_util_fail(err, LSE_EDIM, fn,
+        return lse_error_set(err, LSE_EDIM, fn,
                              "the data have %zu columns, the model d = %zu",
                              x->size2, m->d);
     if (o->init != LSE_GMM_INIT_KMEANSPP && o->init != LSE_GMM_INIT_RANDOM &&
         o->init != LSE_GMM_INIT_GIVEN)
-        return lse_util_fail(err, LSE_EINVAL, fn, "unknown init %d",
+        return lse_error_set(err, LSE_EINVAL, fn, "unknown init %d",
                              (int)o->init);
     if (o->n_init == 0)
-        return lse_util_fail(err, LSE_EINVAL, fn, "n_init must be >= 1");
+        return lse_error_set(err, LSE_EINVAL, fn, "n_init must be >= 1");
     if (!(o->tol >= 0.0) || !isfinite(o->tol))
-        return lse_util_fail(err, LSE_EDOM, fn,
+        return lse_error_set(err, LSE_EDOM, fn,
                              "tol must be finite and >= 0 (got %g)", o->tol);
     if (!(o->reg_covar >= 0.0) || !isfinite(o->reg_covar))
-        return lse_util_fail(err, LSE_EDOM, fn,
+        return lse_error_set(err, LSE_EDOM, fn,
                              "reg_covar must be finite and >= 0 (got %g)",
                              o->reg_covar);
     if (o->missing != LSE_GMM_MISSING_ERROR &&
         o->missing != LSE_GMM_MISSING_MARGINALIZE)
-        return lse_util_fail(err, LSE_EINVAL, fn, "unknown missing policy %d",
+        return lse_error_set(err, LSE_EINVAL, fn, "unknown missing policy %d",
                              (int)o->missing);
     return LSE_OK;
 }
@@ -1405,13 +1406,13 @@ static lse_status check_fit_opts(const lse_gmm *m, const gsl_matrix *x,
  * are numbered over every process (dist). */
 static lse_status check_fit_data(const lse_gmm *m, const gsl_matrix *x,
                                  const lse_gmm_fit_opts *o,
-                                 lse_util_dist *dist, double *total,
+                                 lse_comm *dist, double *total,
                                  int *has_nan, lse_error *err)
 {
     static const char fn[] = "lse_gmm_fit";
     const size_t n_total = dist->n_total, offset = dist->offset;
     if (m->k > n_total)
-        return lse_util_fail(err, LSE_EINVAL, fn, "k = %zu > %zu samples", m->k,
+        return lse_error_set(err, LSE_EINVAL, fn, "k = %zu > %zu samples", m->k,
                              n_total);
     *has_nan = 0;
     size_t nan_row = 0;
@@ -1421,11 +1422,11 @@ static lse_status check_fit_data(const lse_gmm *m, const gsl_matrix *x,
             if (isnan(v) && !*has_nan)
                 nan_row = i;
             if (isinf(v))
-                return lse_util_fail(err, LSE_ENONFINITE, fn,
+                return lse_error_set(err, LSE_ENONFINITE, fn,
                                      "row %zu, column %zu is %g", offset + i,
                                      j, v);
             if (isnan(v) && o->missing == LSE_GMM_MISSING_ERROR)
-                return lse_util_fail(err, LSE_ENONFINITE, fn,
+                return lse_error_set(err, LSE_ENONFINITE, fn,
                                      "row %zu, column %zu is %g (a missing "
                                      "value; missing = "
                                      "LSE_GMM_MISSING_MARGINALIZE "
@@ -1433,8 +1434,8 @@ static lse_status check_fit_data(const lse_gmm *m, const gsl_matrix *x,
                                      offset + i, j, v);
             *has_nan |= isnan(v) != 0;
         }
-    if (*has_nan && lse_util_dist_parallel(dist))
-        return lse_util_fail(err, LSE_ENOTSUP, fn,
+    if (*has_nan && lse_comm_parallel(dist))
+        return lse_error_set(err, LSE_ENOTSUP, fn,
                              "row %zu has a missing value: marginalizing "
                              "missing values is not supported with several "
                              "processes",
@@ -1474,13 +1475,13 @@ static lse_status fit_work_new(const lse_gmm *m, const gsl_matrix *x,
     if (fw->solver == NULL || !iw_ok || fw->empty == NULL ||
         fw->best_mu == NULL || fw->best_logw == NULL || fw->best_chol == NULL ||
         fw->acc == NULL)
-        return lse_util_fail(err, LSE_ENOMEM, fn, "out of memory");
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     lse_solver_opts so = lse_solver_opts_default();
     so.tol_energy = o->tol * total; /* tol on the per-sample average */
     so.mstep.reg_covar = o->reg_covar;
     st = lse_solver_set_opts(fw->solver, &so);
     if (st != LSE_OK)
-        return lse_util_fail(err, st, fn, "%s", lse_graph_errmsg(fw->gg.g));
+        return lse_error_set(err, st, fn, "%s", lse_graph_errmsg(fw->gg.g));
     return LSE_OK;
 }
 
@@ -1510,7 +1511,7 @@ static lse_status run_em(fit_ctx *c, const lse_gmm_fit_opts *o, fit_work *fw,
     if (st == LSE_OK)
         st = lse_solver_finish(s);
     if (st != LSE_OK && !c->hook_failed)
-        lse_util_fail(c->err, st, fn, "run %zu, iteration %zu: %s", c->run,
+        lse_error_set(c->err, st, fn, "run %zu, iteration %zu: %s", c->run,
                       c->iteration, lse_graph_errmsg(g));
     return st;
 }
@@ -1639,7 +1640,7 @@ static int find_patterns(mgraph *mg, const gsl_matrix *x)
 static lse_status mgraph_graph_fail(mgraph *mg, lse_status st, const char *fn,
                                     lse_error *err)
 {
-    lse_util_fail(err, st, fn, "%s", lse_graph_errmsg(mg->g));
+    lse_error_set(err, st, fn, "%s", lse_graph_errmsg(mg->g));
     mgraph_free(mg);
     return st;
 }
@@ -1668,7 +1669,7 @@ static lse_status mgraph_build(const lse_gmm *m, const gsl_matrix *x,
         mg->soo == NULL || mg->b == NULL || mg->cmm == NULL || mg->v1 == NULL ||
         mg->v2 == NULL || mg->g == NULL || !find_patterns(mg, x)) {
         mgraph_free(mg);
-        return lse_util_fail(err, LSE_ENOMEM, fn, "out of memory");
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     }
     lse_graph_set_block_rows(mg->g, GMM_BLOCK);
     lse_status st =
@@ -1703,7 +1704,7 @@ static lse_status mgraph_build(const lse_gmm *m, const gsl_matrix *x,
             rw = gsl_vector_alloc(q->n_rows);
             if (rw == NULL) {
                 mgraph_free(mg);
-                return lse_util_fail(err, LSE_ENOMEM, fn, "out of memory");
+                return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
             }
             for (size_t r = 0; r < q->n_rows; r++)
                 gsl_vector_set(rw, r, gsl_vector_get(w, q->rows[r]));
@@ -1921,14 +1922,14 @@ static lse_status m_energy(mfit *f, double *e)
     fit_ctx *c = f->c;
     lse_status st = mgraph_sync(&f->mg, f->mu, f->logw, f->chol);
     if (st != LSE_OK)
-        return lse_util_fail(c->err, st, "lse_gmm_fit",
+        return lse_error_set(c->err, st, "lse_gmm_fit",
                              "run %zu, iteration %zu: a marginal covariance "
                              "is not positive definite; use a larger "
                              "reg_covar",
                              c->run, c->iteration);
     st = lse_graph_energy(f->mg.g, e);
     if (st != LSE_OK)
-        return lse_util_fail(c->err, st, "lse_gmm_fit",
+        return lse_error_set(c->err, st, "lse_gmm_fit",
                              "run %zu, iteration %zu: %s", c->run, c->iteration,
                              lse_graph_errmsg(f->mg.g));
     return LSE_OK;
@@ -1972,7 +1973,7 @@ static lse_status m_reseed(mfit *f)
         }
         const size_t i = best < n ? best : any;
         if (i == n)
-            return lse_util_fail(c->err, LSE_EINTERNAL, "lse_gmm_fit",
+            return lse_error_set(c->err, LSE_EINTERNAL, "lse_gmm_fit",
                                  "no sample to re-seed component %zu", k);
         size_t owner = K;
         for (size_t o = 0; o < K; o++)
@@ -2012,12 +2013,12 @@ static lse_status m_not_pd(const mfit *f, size_t k, double n_k)
 {
     const fit_ctx *c = f->c;
     if (f->mg.cov == LSE_COV_TIED)
-        return lse_util_fail(c->err, LSE_ENUMERIC, "lse_gmm_fit",
+        return lse_error_set(c->err, LSE_ENUMERIC, "lse_gmm_fit",
                              "run %zu, iteration %zu: the tied covariance is "
                              "not positive definite; use a larger reg_covar "
                              "(now %g)",
                              c->run, c->iteration, f->reg_covar);
-    return lse_util_fail(c->err, LSE_ENUMERIC, "lse_gmm_fit",
+    return lse_error_set(c->err, LSE_ENUMERIC, "lse_gmm_fit",
                          "run %zu, iteration %zu: component %zu: covariance "
                          "is not positive definite (N_k = %g); use a larger "
                          "reg_covar (now %g)",
@@ -2038,7 +2039,7 @@ static lse_status m_chol_full(mfit *f, size_t b, size_t k, double n_k)
     if (rc == GSL_EDOM)
         return m_not_pd(f, k, n_k);
     if (rc != GSL_SUCCESS)
-        return lse_util_fail(f->c->err, lse_status_from_gsl(rc), "lse_gmm_fit",
+        return lse_error_set(f->c->err, lse_status_from_gsl(rc), "lse_gmm_fit",
                              "Cholesky factorization: %s", gsl_strerror(rc));
     double *out = gsl_matrix_ptr(f->new_chol, b, 0);
     for (size_t i = 0; i < d; i++)
@@ -2129,7 +2130,7 @@ static lse_status m_mstep(mfit *f, const gsl_matrix *resp)
     for (size_t k = 0; k < K; k++)
         total += n[k];
     if (!(total > 0.0) || !isfinite(total))
-        return lse_util_fail(f->c->err, LSE_EDOM, "lse_gmm_fit",
+        return lse_error_set(f->c->err, LSE_EDOM, "lse_gmm_fit",
                              "run %zu, iteration %zu: total responsibility "
                              "is %g",
                              f->c->run, f->c->iteration, total);
@@ -2291,7 +2292,7 @@ static lse_status m_impute(mfit *f, lse_error *err)
             }
         }
         if (!(sw > 0.0))
-            return lse_util_fail(err, LSE_EINVAL, "lse_gmm_fit",
+            return lse_error_set(err, LSE_EINVAL, "lse_gmm_fit",
                                  "column %zu has no observed value", j);
         for (size_t i = 0; i < n; i++) {
             const double v = gsl_matrix_get(x, i, j);
@@ -2343,7 +2344,7 @@ static lse_status fit_missing(lse_gmm *m, const gsl_matrix *x,
         f.s2 == NULL || f.pool == NULL || f.y == NULL || f.acc == NULL ||
         f.empty == NULL || f.imputed == NULL || f.w_eff == NULL ||
         c.chosen == NULL) {
-        st = lse_util_fail(err, LSE_ENOMEM, fn, "out of memory");
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
         goto done;
     }
     st = m_impute(&f, err);
@@ -2404,21 +2405,21 @@ lse_status lse_gmm_posterior(const lse_gmm *m, const gsl_matrix *x,
 {
     static const char fn[] = "lse_gmm_posterior";
     if (m == NULL || x == NULL)
-        return lse_util_fail(err, LSE_EFAULT, fn, "NULL argument");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
     if (missing != LSE_GMM_MISSING_ERROR &&
         missing != LSE_GMM_MISSING_MARGINALIZE)
-        return lse_util_fail(err, LSE_EINVAL, fn, "unknown missing policy %d",
+        return lse_error_set(err, LSE_EINVAL, fn, "unknown missing policy %d",
                              (int)missing);
     if (resp != NULL && (resp->size1 != x->size1 || resp->size2 != m->k))
-        return lse_util_fail(err, LSE_EDIM, fn,
+        return lse_error_set(err, LSE_EDIM, fn,
                              "resp is %zu x %zu, expected %zu x %zu",
                              resp->size1, resp->size2, x->size1, m->k);
     if (loglik != NULL && loglik->size != x->size1)
-        return lse_util_fail(err, LSE_EDIM, fn,
+        return lse_error_set(err, LSE_EDIM, fn,
                              "loglik has %zu entries for %zu samples",
                              loglik->size, x->size1);
     if (x->size2 != m->d)
-        return lse_util_fail(err, LSE_EDIM, fn,
+        return lse_error_set(err, LSE_EDIM, fn,
                              "the data have %zu columns, the model d = %zu",
                              x->size2, m->d);
     int any_nan = 0;
@@ -2426,7 +2427,7 @@ lse_status lse_gmm_posterior(const lse_gmm *m, const gsl_matrix *x,
         for (size_t j = 0; j < x->size2; j++) {
             const double v = gsl_matrix_get(x, i, j);
             if (isinf(v) || (isnan(v) && missing == LSE_GMM_MISSING_ERROR))
-                return lse_util_fail(err, LSE_ENONFINITE, fn,
+                return lse_error_set(err, LSE_ENONFINITE, fn,
                                      "row %zu, column %zu is %g", i, j, v);
             any_nan |= isnan(v) != 0;
         }
@@ -2449,7 +2450,7 @@ lse_status lse_gmm_posterior(const lse_gmm *m, const gsl_matrix *x,
     gsl_matrix *logw = gsl_matrix_alloc(m->k, 1);
     if (logw == NULL) {
         mgraph_free(&mg);
-        return lse_util_fail(err, LSE_ENOMEM, fn, "out of memory");
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     }
     for (size_t k = 0; k < m->k; k++)
         gsl_matrix_set(logw, k, 0, log(gsl_vector_get(m->weights, k)));
@@ -2457,10 +2458,10 @@ lse_status lse_gmm_posterior(const lse_gmm *m, const gsl_matrix *x,
     gsl_matrix_free(logw);
     double e;
     if (st != LSE_OK)
-        lse_util_fail(err, st, fn,
+        lse_error_set(err, st, fn,
                       "a marginal covariance is not positive definite");
     else if ((st = lse_graph_energy(mg.g, &e)) != LSE_OK)
-        lse_util_fail(err, st, fn, "%s", lse_graph_errmsg(mg.g));
+        lse_error_set(err, st, fn, "%s", lse_graph_errmsg(mg.g));
     for (size_t i = 0; st == LSE_OK && i < x->size1; i++) {
         const int none = mg.row_pat[i] == SIZE_MAX;
         if (loglik != NULL)
@@ -2486,14 +2487,14 @@ lse_status lse_gmm_fit(lse_gmm *m, const gsl_matrix *x,
     if (st != LSE_OK)
         return st;
     /* the shares of the processes (identity for one process) */
-    lse_util_dist dist;
-    st = lse_util_dist_init(&dist, o.reduce, o.reduce_user, o.rank, o.n_ranks,
+    lse_comm dist;
+    st = lse_comm_init(&dist, o.reduce, o.reduce_user, o.rank, o.n_ranks,
                             x->size1, fn, err);
     if (st != LSE_OK)
         return st;
     st = check_fit_data(m, x, &o, &dist, &total, &has_nan, err);
     if (st != LSE_OK || has_nan) {
-        lse_util_dist_free(&dist);
+        lse_comm_free(&dist);
         return st != LSE_OK ? st : fit_missing(m, x, &o, err);
     }
     lse_gsl_quiet();
@@ -2503,7 +2504,7 @@ lse_status lse_gmm_fit(lse_gmm *m, const gsl_matrix *x,
         .x = x, .w = o.sample_weight, .cov = m->cov, .dist = &dist, .err = err};
     c.chosen_rows = calloc(m->k * m->d, sizeof *c.chosen_rows);
     if (c.chosen_rows == NULL) {
-        st = lse_util_fail(err, LSE_ENOMEM, fn, "out of memory");
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
         goto done;
     }
     st = fit_work_new(m, x, &o, total, &fw, err);
@@ -2511,12 +2512,12 @@ lse_status lse_gmm_fit(lse_gmm *m, const gsl_matrix *x,
         goto done;
     st = fit_ctx_alloc(&c, &fw.gg);
     if (st != LSE_OK) {
-        lse_util_fail(err, st, fn, "out of memory");
+        lse_error_set(err, st, fn, "out of memory");
         goto done;
     }
     lse_solver_set_mstep_hook(fw.solver, mstep_hook, &c);
-    if (lse_util_dist_parallel(&dist))
-        lse_solver_set_reduce(fw.solver, lse_util_dist_reduce, &dist);
+    if (lse_comm_parallel(&dist))
+        lse_solver_set_reduce(fw.solver, lse_comm_reduce, &dist);
 
     const size_t n_runs = o.init == LSE_GMM_INIT_GIVEN ? 1 : o.n_init;
     lse_gmm_fit_info best = empty_info();
@@ -2563,6 +2564,6 @@ done:
     free(c.chosen_rows);
     fit_ctx_free(&c);
     fit_work_free(&fw);
-    lse_util_dist_free(&dist);
+    lse_comm_free(&dist);
     return st;
 }

@@ -14,6 +14,8 @@
 #include <lsegraph/graph.h>
 #include <lsegraph/solver.h>
 #include <lsegraph/io.h>
+#include <lsegraph/comm.h>
+#include <lsegraph/kmeans.h>
 #include <lsegraph/models.h>
 #undef LSEGRAPH_INSIDE
 

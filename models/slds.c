@@ -1085,156 +1085,31 @@ static lse_status mstep_from_resp(const lse_slds *m, sgraph *sg,
     return LSE_OK;
 }
 
-static double sqdist(const double *a, const double *b, size_t d)
-{
-    double s = 0.0;
-    for (size_t j = 0; j < d; j++)
-        s += (a[j] - b[j]) * (a[j] - b[j]);
-    return s;
-}
-
-/* Row gi (global step index) of r, drawn uniformly or by D^2, sent by
- * its owner to every process: out (d). */
-static lse_status send_row(const gsl_matrix *r, size_t gi, par_ctx *pc,
-                           double *out, const char *fn, lse_error *err)
-{
-    const lse_util_dist *dd = &pc->dist;
-    const int owner = gi >= dd->offset && gi < dd->offset + dd->n_local;
-    if (owner)
-        for (size_t j = 0; j < r->size2; j++)
-            out[j] = gsl_matrix_get(r, gi - dd->offset, j);
-    return lse_util_bcast(&pc->dist, owner, out, r->size2, fn, err);
-}
-
 /* k-means++ seeding then Lloyd iterations on the rows of r (n, d); labels
  * (n). Over several processes r is this process's share of the steps: the
  * draws are those of the whole set (the same generator state everywhere),
- * the D^2 totals, counts, center sums and changes are summed. */
+ * the D^2 totals, counts, center sums and changes are summed. The first
+ * center is a uniform draw, centers are sums of x_i / count, and the labels
+ * are those of the centers after LLOYD_ITER - 1 updates (this model's
+ * start since its first release). */
 static lse_status kmeans(const gsl_matrix *r, size_t K, gsl_rng *rng,
                          size_t *labels, par_ctx *pc, const char *fn,
                          lse_error *err)
 {
-    const size_t n = r->size1, d = r->size2;
-    const size_t N = pc->dist.n_total, P = pc->dist.n_ranks;
-    const size_t rank = pc->dist.rank;
-    gsl_matrix *c = gsl_matrix_alloc(K, d);
-    double *dist = malloc(n * sizeof *dist);
-    double *cnt = malloc(K * sizeof *cnt);
-    double *acc = malloc(K * d * sizeof *acc);
-    double *row = malloc(d * sizeof *row);
-    double *tot = malloc(P * sizeof *tot);
+    gsl_matrix *c = gsl_matrix_alloc(K, r->size2);
+    gsl_vector *d2 = gsl_vector_alloc(r->size1), *sums = gsl_vector_alloc(K);
     lse_status st = LSE_OK;
-    if (c == NULL || dist == NULL || cnt == NULL || acc == NULL ||
-        row == NULL || tot == NULL) {
+    if (c == NULL || d2 == NULL || sums == NULL)
         st = fail(err, LSE_ENOMEM, fn, "out of memory");
-        goto done;
-    }
-    /* seeding: first center uniform, then proportional to D^2 */
-    st = send_row(r, gsl_rng_uniform_int(rng, N), pc, row, fn, err);
-    for (size_t k = 0; st == LSE_OK && k < K; k++) {
-        for (size_t j = 0; j < d; j++)
-            gsl_matrix_set(c, k, j, row[j]);
-        double total = 0.0;
-        for (size_t i = 0; i < n; i++) {
-            const double dk = sqdist(gsl_matrix_const_ptr(r, i, 0),
-                                     gsl_matrix_const_ptr(c, k, 0), d);
-            dist[i] = (k == 0 || dk < dist[i]) ? dk : dist[i];
-            total += dist[i];
-        }
-        if (k + 1 == K)
-            break;
-        st = lse_util_gather(&pc->dist, &total, 1, tot, fn, err);
-        if (st != LSE_OK)
-            break;
-        total = 0.0;
-        for (size_t q = 0; q < P; q++)
-            total += tot[q];
-        if (!(total > 0.0)) {
-            st = send_row(r, gsl_rng_uniform_int(rng, N), pc, row, fn, err);
-            continue;
-        }
-        const double u = gsl_rng_uniform(rng) * total;
-        /* the process where the running sum first exceeds u, else the last
-         * step of all */
-        size_t owner = P;
-        double before = 0.0, cum = 0.0;
-        for (size_t q = 0; q < P && owner == P; q++) {
-            if (cum + tot[q] > u) {
-                owner = q;
-                before = cum;
-            }
-            cum += tot[q];
-        }
-        if (owner == P) { /* round-off: the last step of all */
-            st = send_row(r, N - 1, pc, row, fn, err);
-            continue;
-        }
-        if (owner == rank) {
-            double a = before;
-            size_t pick = n - 1;
-            for (size_t i = 0; i < n; i++) {
-                a += dist[i];
-                if (a > u) {
-                    pick = i;
-                    break;
-                }
-            }
-            for (size_t j = 0; j < d; j++)
-                row[j] = gsl_matrix_get(r, pick, j);
-        }
-        st = lse_util_bcast(&pc->dist, owner == rank, row, d, fn, err);
-    }
-    /* Lloyd */
-    for (size_t i = 0; i < n; i++)
-        labels[i] = K;
-    for (size_t it = 0; st == LSE_OK && it < LLOYD_ITER; it++) {
-        double changed = 0.0;
-        for (size_t i = 0; i < n; i++) {
-            size_t best = 0;
-            double bd = INFINITY;
-            for (size_t k = 0; k < K; k++) {
-                const double dk = sqdist(gsl_matrix_const_ptr(r, i, 0),
-                                         gsl_matrix_const_ptr(c, k, 0), d);
-                if (dk < bd) {
-                    bd = dk;
-                    best = k;
-                }
-            }
-            if (labels[i] != best) {
-                labels[i] = best;
-                changed = 1.0;
-            }
-        }
-        st = lse_util_sum(&pc->dist, &changed, 1, fn, err);
-        if (st != LSE_OK || !(changed > 0.0))
-            break;
-        for (size_t k = 0; k < K; k++)
-            cnt[k] = 0.0;
-        for (size_t i = 0; i < n; i++)
-            cnt[labels[i]] += 1.0;
-        st = lse_util_sum(&pc->dist, cnt, K, fn, err);
-        if (st != LSE_OK)
-            break;
-        /* new means; an empty cluster keeps its center */
-        for (size_t q = 0; q < K * d; q++)
-            acc[q] = 0.0;
-        for (size_t i = 0; i < n; i++)
-            for (size_t j = 0; j < d; j++)
-                acc[labels[i] * d + j] +=
-                    gsl_matrix_get(r, i, j) / cnt[labels[i]];
-        st = lse_util_sum(&pc->dist, acc, K * d, fn, err);
-        for (size_t k = 0; st == LSE_OK && k < K; k++)
-            if (cnt[k] > 0.0)
-                for (size_t j = 0; j < d; j++)
-                    gsl_matrix_set(c, k, j, acc[k * d + j]);
-    }
-done:
+    if (st == LSE_OK)
+        st = lse_kmeans_seed(r, NULL, rng, c, d2, LSE_KMEANS_UNIFORM_FIRST,
+                             &pc->dist, err);
+    if (st == LSE_OK)
+        st = lse_kmeans_lloyd(r, NULL, c, LLOYD_ITER - 1, labels, sums, NULL,
+                              LSE_KMEANS_DIVIDE, &pc->dist, err);
     gsl_matrix_free(c);
-    free(dist);
-    free(cnt);
-    free(acc);
-    free(row);
-    free(tot);
+    gsl_vector_free(d2);
+    gsl_vector_free(sums);
     return st;
 }
 

@@ -12,8 +12,6 @@
 
 #include <lsegraph/lsegraph.h>
 
-#include "util.h"
-
 /*
  * Switching linear dynamics (seed 001 section 8) built through the public
  * graph API: one lse_sim_lingauss LSE term "dynamics" whose children are
@@ -52,26 +50,6 @@ struct lse_slds {
 /* ------------------------------------------------------------------ */
 /* Errors                                                              */
 
-static lse_status fail(lse_error *err, lse_status st, const char *fn,
-                       const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static lse_status fail(lse_error *err, lse_status st, const char *fn,
-                       const char *fmt, ...)
-{
-    if (err == NULL)
-        return st;
-    err->status = st;
-    const int n = snprintf(err->message, sizeof err->message, "%s: ", fn);
-    if (n >= 0 && (size_t)n < sizeof err->message) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->message + n, sizeof err->message - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 static void clear_err(lse_error *err)
 {
     if (err != NULL) {
@@ -83,10 +61,10 @@ static void clear_err(lse_error *err)
 static lse_status graph_fail(lse_error *err, lse_status st, const char *fn,
                              const lse_graph *g)
 {
-    return fail(err, st, fn, "%s",
-                g != NULL && lse_graph_errmsg(g)[0] != '\0'
-                    ? lse_graph_errmsg(g)
-                    : lse_strerror(st));
+    return lse_error_set(err, st, fn, "%s",
+                         g != NULL && lse_graph_errmsg(g)[0] != '\0'
+                             ? lse_graph_errmsg(g)
+                             : lse_strerror(st));
 }
 
 /* ------------------------------------------------------------------ */
@@ -180,24 +158,24 @@ lse_status lse_slds_new(const lse_slds_config *cfg, lse_slds **out,
     lse_gsl_quiet();
     clear_err(err);
     if (out == NULL)
-        return fail(err, LSE_EFAULT, fn, "NULL output pointer");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL output pointer");
     *out = NULL;
     if (cfg == NULL)
-        return fail(err, LSE_EFAULT, fn, "NULL config");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL config");
     if (cfg->n_modes < 1)
-        return fail(err, LSE_EINVAL, fn, "K = %zu modes, need K >= 1",
-                    cfg->n_modes);
+        return lse_error_set(err, LSE_EINVAL, fn, "K = %zu modes, need K >= 1",
+                             cfg->n_modes);
     if (cfg->dim < 1)
-        return fail(err, LSE_EINVAL, fn, "dimension d = 0");
+        return lse_error_set(err, LSE_EINVAL, fn, "dimension d = 0");
     if (cfg->lags < 1)
-        return fail(err, LSE_EINVAL, fn, "lags L = 0, need L >= 1");
+        return lse_error_set(err, LSE_EINVAL, fn, "lags L = 0, need L >= 1");
     if (chol_cols(cfg->cov, cfg->dim) == 0)
-        return fail(err, LSE_EINVAL, fn, "unknown covariance type %d",
-                    (int)cfg->cov);
+        return lse_error_set(err, LSE_EINVAL, fn, "unknown covariance type %d",
+                             (int)cfg->cov);
     lse_slds *m =
         model_alloc(cfg->n_modes, cfg->dim, cfg->lags, cfg->markov, cfg->cov);
     if (m == NULL)
-        return fail(err, LSE_ENOMEM, fn, "out of memory");
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     *out = m;
     return LSE_OK;
 }
@@ -243,10 +221,11 @@ static lse_status probs_to_logits(const double *p, size_t n, size_t stride,
     for (size_t i = 0; i < n; i++) {
         const double v = p[i * stride];
         if (!isfinite(v))
-            return fail(err, LSE_ENONFINITE, fn, "%s[%zu] = %g", what, i, v);
+            return lse_error_set(err, LSE_ENONFINITE, fn, "%s[%zu] = %g", what,
+                                 i, v);
         if (!(v > 0.0))
-            return fail(err, LSE_EDOM, fn, "%s[%zu] = %g, must be > 0", what, i,
-                        v);
+            return lse_error_set(err, LSE_EDOM, fn, "%s[%zu] = %g, must be > 0",
+                                 what, i, v);
         sum += v;
     }
     for (size_t i = 0; i < n; i++)
@@ -275,17 +254,18 @@ lse_status lse_slds_set_weights(lse_slds *m, const gsl_vector *w,
     static const char fn[] = "lse_slds_set_weights";
     clear_err(err);
     if (m == NULL || w == NULL)
-        return fail(err, LSE_EFAULT, fn, "NULL argument");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
     if (m->markov)
-        return fail(err, LSE_ENOTSUP, fn,
-                    "a Markov model has no mixture weights (set the initial "
-                    "and transition probabilities)");
+        return lse_error_set(
+            err, LSE_ENOTSUP, fn,
+            "a Markov model has no mixture weights (set the initial "
+            "and transition probabilities)");
     if (w->size != m->K)
-        return fail(err, LSE_EDIM, fn, "%zu weights for K = %zu modes", w->size,
-                    m->K);
+        return lse_error_set(err, LSE_EDIM, fn, "%zu weights for K = %zu modes",
+                             w->size, m->K);
     double *out = malloc(m->K * sizeof *out);
     if (out == NULL)
-        return fail(err, LSE_ENOMEM, fn, "out of memory");
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     const lse_status st =
         probs_to_logits(w->data, m->K, w->stride, out, fn, "w", err);
     if (st == LSE_OK)
@@ -302,8 +282,8 @@ static lse_status check_finite_matrix(const gsl_matrix *x, const char *fn,
         for (size_t j = 0; j < x->size2; j++) {
             const double v = gsl_matrix_get(x, i, j);
             if (!isfinite(v))
-                return fail(err, LSE_ENONFINITE, fn, "%s[%zu,%zu] = %g", what,
-                            i, j, v);
+                return lse_error_set(err, LSE_ENONFINITE, fn,
+                                     "%s[%zu,%zu] = %g", what, i, j, v);
         }
     return LSE_OK;
 }
@@ -329,14 +309,14 @@ lse_status lse_slds_set_a(lse_slds *m, size_t k, const gsl_matrix *a,
     static const char fn[] = "lse_slds_set_a";
     clear_err(err);
     if (m == NULL || a == NULL)
-        return fail(err, LSE_EFAULT, fn, "NULL argument");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
     if (k >= m->K)
-        return fail(err, LSE_ERANGE, fn, "mode %zu, K = %zu", k, m->K);
+        return lse_error_set(err, LSE_ERANGE, fn, "mode %zu, K = %zu", k, m->K);
     const size_t dc = m->d * m->L;
     if (a->size1 != m->d || a->size2 != dc)
-        return fail(err, LSE_EDIM, fn,
-                    "A is %zux%zu, expected d x dL = %zux%zu", a->size1,
-                    a->size2, m->d, dc);
+        return lse_error_set(err, LSE_EDIM, fn,
+                             "A is %zux%zu, expected d x dL = %zux%zu",
+                             a->size1, a->size2, m->d, dc);
     const lse_status st = check_finite_matrix(a, fn, "A", err);
     if (st != LSE_OK)
         return st;
@@ -365,16 +345,16 @@ lse_status lse_slds_set_b(lse_slds *m, size_t k, const gsl_vector *b,
     static const char fn[] = "lse_slds_set_b";
     clear_err(err);
     if (m == NULL || b == NULL)
-        return fail(err, LSE_EFAULT, fn, "NULL argument");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
     if (k >= m->K)
-        return fail(err, LSE_ERANGE, fn, "mode %zu, K = %zu", k, m->K);
+        return lse_error_set(err, LSE_ERANGE, fn, "mode %zu, K = %zu", k, m->K);
     if (b->size != m->d)
-        return fail(err, LSE_EDIM, fn, "b has %zu entries, d = %zu", b->size,
-                    m->d);
+        return lse_error_set(err, LSE_EDIM, fn, "b has %zu entries, d = %zu",
+                             b->size, m->d);
     for (size_t j = 0; j < m->d; j++)
         if (!isfinite(gsl_vector_get(b, j)))
-            return fail(err, LSE_ENONFINITE, fn, "b[%zu] = %g", j,
-                        gsl_vector_get(b, j));
+            return lse_error_set(err, LSE_ENONFINITE, fn, "b[%zu] = %g", j,
+                                 gsl_vector_get(b, j));
     for (size_t j = 0; j < m->d; j++)
         gsl_matrix_set(m->b, k, j, gsl_vector_get(b, j));
     return LSE_OK;
@@ -453,14 +433,14 @@ lse_status lse_slds_set_cov(lse_slds *m, size_t k, const gsl_matrix *cov,
     static const char fn[] = "lse_slds_set_cov";
     clear_err(err);
     if (m == NULL || cov == NULL)
-        return fail(err, LSE_EFAULT, fn, "NULL argument");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
     if (k >= m->K)
-        return fail(err, LSE_ERANGE, fn, "mode %zu, K = %zu", k, m->K);
+        return lse_error_set(err, LSE_ERANGE, fn, "mode %zu, K = %zu", k, m->K);
     const size_t d = m->d;
     if (cov->size1 != d || cov->size2 != d)
-        return fail(err, LSE_EDIM, fn,
-                    "covariance is %zux%zu, expected %zux%zu", cov->size1,
-                    cov->size2, d, d);
+        return lse_error_set(err, LSE_EDIM, fn,
+                             "covariance is %zux%zu, expected %zux%zu",
+                             cov->size1, cov->size2, d, d);
     lse_status st = check_finite_matrix(cov, fn, "Sigma", err);
     if (st != LSE_OK)
         return st;
@@ -469,37 +449,38 @@ lse_status lse_slds_set_cov(lse_slds *m, size_t k, const gsl_matrix *cov,
             const double u = gsl_matrix_get(cov, i, j),
                          v = gsl_matrix_get(cov, j, i);
             if (!close_rel(u, v))
-                return fail(err, LSE_EINVAL, fn,
-                            "Sigma is not symmetric: [%zu,%zu] = %g, [%zu,%zu] "
-                            "= %g",
-                            i, j, u, j, i, v);
+                return lse_error_set(
+                    err, LSE_EINVAL, fn,
+                    "Sigma is not symmetric: [%zu,%zu] = %g, [%zu,%zu] "
+                    "= %g",
+                    i, j, u, j, i, v);
             if ((m->cov == LSE_COV_DIAG || m->cov == LSE_COV_SPHERICAL) &&
                 u != 0.0)
-                return fail(err, LSE_EINVAL, fn,
-                            "%s covariance: off-diagonal entry [%zu,%zu] = %g "
-                            "must be 0",
-                            m->cov == LSE_COV_DIAG ? "diag" : "spherical", i, j,
-                            u);
+                return lse_error_set(
+                    err, LSE_EINVAL, fn,
+                    "%s covariance: off-diagonal entry [%zu,%zu] = %g "
+                    "must be 0",
+                    m->cov == LSE_COV_DIAG ? "diag" : "spherical", i, j, u);
         }
     if (m->cov == LSE_COV_SPHERICAL)
         for (size_t i = 1; i < d; i++)
             if (!close_rel(gsl_matrix_get(cov, i, i),
                            gsl_matrix_get(cov, 0, 0)))
-                return fail(err, LSE_EINVAL, fn,
-                            "spherical covariance: diagonal entries differ "
-                            "(%g and %g)",
-                            gsl_matrix_get(cov, 0, 0),
-                            gsl_matrix_get(cov, i, i));
+                return lse_error_set(
+                    err, LSE_EINVAL, fn,
+                    "spherical covariance: diagonal entries differ "
+                    "(%g and %g)",
+                    gsl_matrix_get(cov, 0, 0), gsl_matrix_get(cov, i, i));
     gsl_matrix *l = gsl_matrix_alloc(d, d);
     if (l == NULL)
-        return fail(err, LSE_ENOMEM, fn, "out of memory");
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     gsl_matrix_memcpy(l, cov);
     const int rc = gsl_linalg_cholesky_decomp1(l);
     if (rc != GSL_SUCCESS) {
         gsl_matrix_free(l);
-        return fail(err,
-                    rc == GSL_EDOM ? LSE_ENUMERIC : lse_status_from_gsl(rc), fn,
-                    "Sigma is not positive definite (%s)", gsl_strerror(rc));
+        return lse_error_set(
+            err, rc == GSL_EDOM ? LSE_ENUMERIC : lse_status_from_gsl(rc), fn,
+            "Sigma is not positive definite (%s)", gsl_strerror(rc));
     }
     const size_t r = m->cov == LSE_COV_TIED ? 0 : k;
     for (size_t i = 0; i < d; i++) {
@@ -546,15 +527,17 @@ lse_status lse_slds_set_transition(lse_slds *m, const gsl_matrix *p,
     static const char fn[] = "lse_slds_set_transition";
     clear_err(err);
     if (m == NULL || p == NULL)
-        return fail(err, LSE_EFAULT, fn, "NULL argument");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
     if (!m->markov)
-        return fail(err, LSE_ENOTSUP, fn, "a mixture has no transition matrix");
+        return lse_error_set(err, LSE_ENOTSUP, fn,
+                             "a mixture has no transition matrix");
     if (p->size1 != m->K || p->size2 != m->K)
-        return fail(err, LSE_EDIM, fn, "P is %zux%zu, expected %zux%zu",
-                    p->size1, p->size2, m->K, m->K);
+        return lse_error_set(err, LSE_EDIM, fn,
+                             "P is %zux%zu, expected %zux%zu", p->size1,
+                             p->size2, m->K, m->K);
     gsl_matrix *out = gsl_matrix_alloc(m->K, m->K);
     if (out == NULL)
-        return fail(err, LSE_ENOMEM, fn, "out of memory");
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     lse_status st = LSE_OK;
     for (size_t j = 0; j < m->K && st == LSE_OK; j++)
         st = probs_to_logits(gsl_matrix_const_ptr(p, j, 0), m->K, 1,
@@ -586,16 +569,18 @@ lse_status lse_slds_set_initial(lse_slds *m, const gsl_vector *p0,
     static const char fn[] = "lse_slds_set_initial";
     clear_err(err);
     if (m == NULL || p0 == NULL)
-        return fail(err, LSE_EFAULT, fn, "NULL argument");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
     if (!m->markov)
-        return fail(err, LSE_ENOTSUP, fn,
-                    "a mixture has no initial probabilities (set the weights)");
+        return lse_error_set(
+            err, LSE_ENOTSUP, fn,
+            "a mixture has no initial probabilities (set the weights)");
     if (p0->size != m->K)
-        return fail(err, LSE_EDIM, fn, "%zu probabilities for K = %zu modes",
-                    p0->size, m->K);
+        return lse_error_set(err, LSE_EDIM, fn,
+                             "%zu probabilities for K = %zu modes", p0->size,
+                             m->K);
     double *out = malloc(m->K * sizeof *out);
     if (out == NULL)
-        return fail(err, LSE_ENOMEM, fn, "out of memory");
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     const lse_status st =
         probs_to_logits(p0->data, m->K, p0->stride, out, fn, "p0", err);
     if (st == LSE_OK)
@@ -610,12 +595,13 @@ lse_status lse_slds_set_latent(lse_slds *m, double obs_var, lse_error *err)
     static const char fn[] = "lse_slds_set_latent";
     clear_err(err);
     if (m == NULL)
-        return fail(err, LSE_EFAULT, fn, "NULL model");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL model");
     if (!isfinite(obs_var) || obs_var < 0.0)
-        return fail(err, LSE_EDOM, fn,
-                    "observation variance %g, must be finite and >= 0 (0 "
-                    "turns the latent states off)",
-                    obs_var);
+        return lse_error_set(
+            err, LSE_EDOM, fn,
+            "observation variance %g, must be finite and >= 0 (0 "
+            "turns the latent states off)",
+            obs_var);
     m->obs_var = obs_var;
     return LSE_OK;
 }
@@ -654,13 +640,13 @@ static lse_status layout_make(const lse_slds *m, size_t T, const size_t *seq,
     memset(lay, 0, sizeof *lay);
     lay->T = T;
     if (T == 0)
-        return fail(err, LSE_EINVAL, fn, "empty series (T = 0)");
+        return lse_error_set(err, LSE_EINVAL, fn, "empty series (T = 0)");
     lay->seg0 = malloc(T * sizeof *lay->seg0);
     lay->seg1 = malloc(T * sizeof *lay->seg1);
     lay->starts = malloc((T + 1) * sizeof *lay->starts);
     if (lay->seg0 == NULL || lay->seg1 == NULL || lay->starts == NULL) {
         layout_free(lay);
-        return fail(err, LSE_ENOMEM, fn, "out of memory");
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     }
     size_t s0 = 0;
     for (size_t t = 1; t <= T; t++) {
@@ -679,9 +665,9 @@ static lse_status layout_make(const lse_slds *m, size_t T, const size_t *seq,
     lay->starts[lay->n_seg] = lay->n_steps;
     if (lay->n_steps == 0) {
         layout_free(lay);
-        return fail(err, LSE_EINVAL, fn,
-                    "no step: every sequence has T <= L = %zu rows (T = %zu)",
-                    m->L, T);
+        return lse_error_set(
+            err, LSE_EINVAL, fn,
+            "no step: every sequence has T <= L = %zu rows (T = %zu)", m->L, T);
     }
     lay->views = m->L == 1 && lay->n_raw == 1;
     return LSE_OK;
@@ -709,11 +695,11 @@ static lse_status check_series(const lse_slds *m, const gsl_matrix *x,
                                const char *fn, lse_error *err)
 {
     if (x == NULL)
-        return fail(err, LSE_EFAULT, fn, "NULL series");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL series");
     if (x->size2 != m->d)
-        return fail(err, LSE_EDIM, fn,
-                    "series has %zu columns, the model d = %zu", x->size2,
-                    m->d);
+        return lse_error_set(err, LSE_EDIM, fn,
+                             "series has %zu columns, the model d = %zu",
+                             x->size2, m->d);
     return check_finite_matrix(x, fn, "x", err);
 }
 
@@ -779,16 +765,17 @@ static lse_status build_graph(const lse_slds *m, const gsl_matrix *x,
     const size_t K = m->K, d = m->d, L = m->L, T = x->size1, n = lay->n_steps;
     if (latent && !lay->views) {
         layout_free(lay);
-        return fail(err, LSE_ENOTSUP, fn,
-                    "latent states need one sequence and L = 1 (got %zu "
-                    "sequences, L = %zu)",
-                    lay->n_raw, L);
+        return lse_error_set(
+            err, LSE_ENOTSUP, fn,
+            "latent states need one sequence and L = 1 (got %zu "
+            "sequences, L = %zu)",
+            lay->n_raw, L);
     }
     sg->latent = latent;
     sg->g = lse_graph_new();
     if (sg->g == NULL) {
         layout_free(lay);
-        return fail(err, LSE_ENOMEM, fn, "out of memory");
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     }
     lse_graph_set_block_rows(sg->g, BLOCK_ROWS);
     lse_view child, context;
@@ -899,11 +886,11 @@ static lse_status graph_energy(sgraph *sg, double *e, const char *fn,
  * markov = 0: the plain graph with its chain term is used.
  */
 typedef struct par_ctx {
-    lse_util_dist dist;
-    int markov; /* Markov model over several processes */
-    int exact;  /* lse_slds_opts.exact_sums */
-    int cont;   /* this process's first step continues the chain of the
-                   previous process's last step */
+    lse_comm dist;
+    int markov;        /* Markov model over several processes */
+    int exact;         /* lse_slds_opts.exact_sums */
+    int cont;          /* this process's first step continues the chain of the
+                          previous process's last step */
     double *prev_last; /* (K) responsibilities of that last step */
     double *all;       /* (n_ranks * K) gather scratch */
     lse_graph *cg;     /* the chain graph (markov) */
@@ -921,7 +908,7 @@ static void par_free(par_ctx *pc)
     free(pc->prev_last);
     free(pc->all);
     free(pc->starts);
-    lse_util_dist_free(&pc->dist);
+    lse_comm_free(&pc->dist);
     memset(pc, 0, sizeof *pc);
 }
 
@@ -955,7 +942,8 @@ static lse_status lingauss_mstep(const lse_slds *m, sgraph *sg,
     lse_sim_args args;
     lse_status st = lse_term_sim_args(sg->dyn, &args);
     if (st != LSE_OK)
-        return fail(err, st, fn, "similarity arguments: %s", lse_strerror(st));
+        return lse_error_set(err, st, fn, "similarity arguments: %s",
+                             lse_strerror(st));
     /* with exact_sums, exact accumulators (docs/mpi.md): the sums, hence
      * the fit, are the same bits for any split into processes and for the
      * solver's chunks (lse_solver_opts.exact_stats) */
@@ -965,7 +953,7 @@ static lse_status lingauss_mstep(const lse_slds *m, sgraph *sg,
     if (acc == NULL || (pc->exact && xacc == NULL)) {
         free(acc);
         free(xacc);
-        return fail(err, LSE_ENOMEM, fn, "out of memory");
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     }
     const gsl_matrix *child = args.child, *ctx = args.context;
     for (size_t i0 = 0; i0 < n && st == LSE_OK; i0 += BLOCK_ROWS) {
@@ -983,11 +971,12 @@ static lse_status lingauss_mstep(const lse_slds *m, sgraph *sg,
         st = pc->exact ? sim->stats_exact(&ba, &rv.matrix, NULL, xacc)
                        : sim->stats(&ba, &rv.matrix, NULL, acc);
         if (st != LSE_OK)
-            st = fail(err, st, fn, "lingauss statistics: %s", lse_strerror(st));
+            st = lse_error_set(err, st, fn, "lingauss statistics: %s",
+                               lse_strerror(st));
     }
     if (st == LSE_OK)
-        st = pc->exact ? lse_util_xsum(&pc->dist, xacc, n_acc, acc, fn, err)
-                       : lse_util_sum(&pc->dist, acc, n_acc, fn, err);
+        st = pc->exact ? lse_comm_xsum(&pc->dist, xacc, n_acc, acc, fn, err)
+                       : lse_comm_sum(&pc->dist, acc, n_acc, fn, err);
     free(xacc);
     if (st == LSE_OK) {
         gsl_matrix *out[3] = {sg->logw ? lse_node_value(sg->logw) : NULL,
@@ -997,8 +986,8 @@ static lse_status lingauss_mstep(const lse_slds *m, sgraph *sg,
         st = sim->solve(&args, acc, lse_node_value(sg->b), out, mo, &rep, msg,
                         sizeof msg);
         if (st != LSE_OK)
-            st = fail(err, st, fn, "%s: %s", what,
-                      msg[0] ? msg : lse_strerror(st));
+            st = lse_error_set(err, st, fn, "%s: %s", what,
+                               msg[0] ? msg : lse_strerror(st));
     }
     free(acc);
     return st;
@@ -1024,7 +1013,7 @@ static lse_status mstep_from_resp(const lse_slds *m, sgraph *sg,
     if (cnt == NULL || xc == NULL) {
         free(cnt);
         free(xc);
-        return fail(err, LSE_ENOMEM, fn, "out of memory");
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     }
     for (size_t i = 0; i < K + K * K; i++)
         if (pc->dist.rank == 0)
@@ -1036,7 +1025,7 @@ static lse_status mstep_from_resp(const lse_slds *m, sgraph *sg,
             pc->all[r] = 0.0;
         for (size_t k = 0; k < K; k++)
             mine[k] = gsl_vector_get(&last.vector, k);
-        st = lse_util_sum(&pc->dist, pc->all, pc->dist.n_ranks * K, fn, err);
+        st = lse_comm_sum(&pc->dist, pc->all, pc->dist.n_ranks * K, fn, err);
         if (st == LSE_OK && pc->cont)
             memcpy(pc->prev_last, pc->all + (pc->dist.rank - 1) * K,
                    K * sizeof *pc->prev_last);
@@ -1061,7 +1050,7 @@ static lse_status mstep_from_resp(const lse_slds *m, sgraph *sg,
                                      gsl_matrix_get(resp, i, k));
     }
     if (st == LSE_OK)
-        st = lse_util_xsum(&pc->dist, xc, K + K * K, cnt, fn, err);
+        st = lse_comm_xsum(&pc->dist, xc, K + K * K, cnt, fn, err);
     free(xc);
     if (st != LSE_OK) {
         free(cnt);
@@ -1100,7 +1089,7 @@ static lse_status kmeans(const gsl_matrix *r, size_t K, gsl_rng *rng,
     gsl_vector *d2 = gsl_vector_alloc(r->size1), *sums = gsl_vector_alloc(K);
     lse_status st = LSE_OK;
     if (c == NULL || d2 == NULL || sums == NULL)
-        st = fail(err, LSE_ENOMEM, fn, "out of memory");
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     if (st == LSE_OK)
         st = lse_kmeans_seed(r, NULL, rng, c, d2, LSE_KMEANS_UNIFORM_FIRST,
                              &pc->dist, err);
@@ -1122,18 +1111,18 @@ static lse_status standardize_columns(gsl_matrix *f, par_ctx *pc,
     const double N = (double)pc->dist.n_total;
     double *buf = calloc(2 * nc, sizeof *buf); /* sums, then squares */
     if (buf == NULL)
-        return fail(err, LSE_ENOMEM, fn, "out of memory");
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     for (size_t j = 0; j < nc; j++)
         for (size_t i = 0; i < n; i++)
             buf[j] += gsl_matrix_get(f, i, j);
-    lse_status st = lse_util_sum(&pc->dist, buf, nc, fn, err);
+    lse_status st = lse_comm_sum(&pc->dist, buf, nc, fn, err);
     for (size_t j = 0; st == LSE_OK && j < nc; j++) {
         buf[j] /= N;
         for (size_t i = 0; i < n; i++)
             buf[nc + j] += pow(gsl_matrix_get(f, i, j) - buf[j], 2);
     }
     if (st == LSE_OK)
-        st = lse_util_sum(&pc->dist, buf + nc, nc, fn, err);
+        st = lse_comm_sum(&pc->dist, buf + nc, nc, fn, err);
     for (size_t j = 0; st == LSE_OK && j < nc; j++) {
         const double sd = sqrt(buf[nc + j] / N);
         if (!(sd > 0.0) || !isfinite(sd))
@@ -1157,7 +1146,7 @@ static lse_status initialize(const lse_slds *m, sgraph *sg,
     const size_t n = sg->lay.n_steps, K = m->K, d = m->d;
     gsl_matrix *resp = gsl_matrix_alloc(n, K);
     if (resp == NULL)
-        return fail(err, LSE_ENOMEM, fn, "out of memory");
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     if (o->init == LSE_SLDS_INIT_RANDOM) {
         /* the draws of the steps before this share, its own, the rest:
          * the generator ends in the same state on every process */
@@ -1195,14 +1184,14 @@ static lse_status initialize(const lse_slds *m, sgraph *sg,
         r = gsl_matrix_alloc(n, 2 * d);
         labels = malloc(n * sizeof *labels);
         if (r == NULL || labels == NULL)
-            st = fail(err, LSE_ENOMEM, fn, "out of memory");
+            st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     }
     if (st == LSE_OK) {
         lse_sim_args args;
         st = lse_term_sim_args(sg->dyn, &args);
         if (st != LSE_OK)
-            st =
-                fail(err, st, fn, "similarity arguments: %s", lse_strerror(st));
+            st = lse_error_set(err, st, fn, "similarity arguments: %s",
+                               lse_strerror(st));
         if (st == LSE_OK) {
             const gsl_matrix *av = lse_node_value(sg->a);
             const gsl_matrix_const_view a0 = gsl_matrix_const_view_array(
@@ -1216,8 +1205,8 @@ static lse_status initialize(const lse_slds *m, sgraph *sg,
                 rc = gsl_blas_dgemm(CblasNoTrans, CblasTrans, -1.0,
                                     args.context, &a0.matrix, 1.0, &res.matrix);
             if (rc != GSL_SUCCESS)
-                st = fail(err, lse_status_from_gsl(rc), fn, "residuals: %s",
-                          gsl_strerror(rc));
+                st = lse_error_set(err, lse_status_from_gsl(rc), fn,
+                                   "residuals: %s", gsl_strerror(rc));
             for (size_t i = 0; st == LSE_OK && i < n; i++)
                 for (size_t j = 0; j < d; j++)
                     *gsl_matrix_ptr(r, i, j) -=
@@ -1287,10 +1276,9 @@ static lse_status par_init(par_ctx *pc, const lse_slds *m,
     pc->exact = o->exact_sums != 0;
     const layout *lay = &sg->lay;
     const size_t K = m->K;
-    lse_status st = lse_util_dist_init(&pc->dist, o->reduce, o->reduce_user,
-                                       o->rank, o->n_ranks, lay->n_steps, fn,
-                                       err);
-    if (st != LSE_OK || !lse_util_dist_parallel(&pc->dist) || !m->markov)
+    lse_status st = lse_comm_init(&pc->dist, o->reduce, o->reduce_user, o->rank,
+                                  o->n_ranks, lay->n_steps, fn, err);
+    if (st != LSE_OK || !lse_comm_parallel(&pc->dist) || !m->markov)
         return st;
     pc->markov = 1;
     const size_t P = pc->dist.n_ranks, N = pc->dist.n_total;
@@ -1299,15 +1287,15 @@ static lse_status par_init(par_ctx *pc, const lse_slds *m,
     double *ind = calloc(N, sizeof *ind);
     if (pc->prev_last == NULL || pc->all == NULL || ind == NULL) {
         free(ind);
-        return fail(err, LSE_ENOMEM, fn, "out of memory");
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     }
     /* the first step continues the previous process's chain when it is
      * the first row of this block (its L predecessors are the context
      * rows) and the previous block ends with a step */
-    const double mine[2] = {
-        o->context_rows > 0 && lay->seg0[0] + m->L == o->context_rows,
-        lay->seg1[lay->n_seg - 1] == lay->T};
-    st = lse_util_gather(&pc->dist, mine, 2, pc->dist.tmp, fn, err);
+    const double mine[2] = {o->context_rows > 0 &&
+                                lay->seg0[0] + m->L == o->context_rows,
+                            lay->seg1[lay->n_seg - 1] == lay->T};
+    st = lse_comm_gather(&pc->dist, mine, 2, pc->dist.tmp, fn, err);
     if (st == LSE_OK)
         pc->cont = pc->dist.rank > 0 && mine[0] != 0.0 &&
                    pc->dist.tmp[2 * (pc->dist.rank - 1) + 1] != 0.0;
@@ -1316,11 +1304,11 @@ static lse_status par_init(par_ctx *pc, const lse_slds *m,
         if (q > 0 || !pc->cont)
             ind[pc->dist.offset + lay->starts[q]] = 1.0;
     if (st == LSE_OK)
-        st = lse_util_sum(&pc->dist, ind, N, fn, err);
+        st = lse_comm_sum(&pc->dist, ind, N, fn, err);
     if (st == LSE_OK) {
         pc->starts = malloc(N * sizeof *pc->starts);
         if (pc->starts == NULL)
-            st = fail(err, LSE_ENOMEM, fn, "out of memory");
+            st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
         for (size_t i = 1; st == LSE_OK && i < N; i++)
             if (ind[i] != 0.0)
                 pc->starts[pc->n_starts++] = i;
@@ -1331,7 +1319,7 @@ static lse_status par_init(par_ctx *pc, const lse_slds *m,
     /* the chain graph: S = s eye' = s exactly */
     pc->cg = lse_graph_new();
     if (pc->cg == NULL)
-        return fail(err, LSE_ENOMEM, fn, "out of memory");
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     lse_graph_set_block_rows(pc->cg, BLOCK_ROWS);
     st = lse_graph_add_node(pc->cg, "s", N, K, LSE_NODE_CLAMPED, &pc->cs);
     if (st == LSE_OK)
@@ -1359,10 +1347,11 @@ static lse_status par_init(par_ctx *pc, const lse_slds *m,
     if (st != LSE_OK)
         return graph_fail(err, st, fn, pc->cg);
     if (lse_node_value(pc->cs)->tda != K)
-        return fail(err, LSE_EINTERNAL, fn, "chain node is not contiguous");
+        return lse_error_set(err, LSE_EINTERNAL, fn,
+                             "chain node is not contiguous");
     pc->csolver = lse_solver_new(pc->cg, lse_solver_em);
     if (pc->csolver == NULL)
-        return fail(err, LSE_ENOMEM, fn, "out of memory");
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     return LSE_OK;
 }
 
@@ -1378,14 +1367,13 @@ static lse_status emissions(par_ctx *pc, sgraph *sg, const char *fn,
         return st;
     const gsl_matrix *S = lse_term_similarity(sg->dyn);
     if (S == NULL)
-        return fail(err, LSE_EINTERNAL, fn, "no emission matrix");
+        return lse_error_set(err, LSE_EINTERNAL, fn, "no emission matrix");
     gsl_matrix *all = lse_node_value(pc->cs);
     gsl_matrix_set_zero(all);
     gsl_matrix_view own =
         gsl_matrix_submatrix(all, pc->dist.offset, 0, S->size1, S->size2);
     gsl_matrix_memcpy(&own.matrix, S);
-    return lse_util_sum(&pc->dist, all->data, all->size1 * all->size2, fn,
-                        err);
+    return lse_comm_sum(&pc->dist, all->data, all->size1 * all->size2, fn, err);
 }
 
 /* The chain solver's M-step hook (Markov over several processes): after
@@ -1437,14 +1425,14 @@ static lse_status run_markov_par(par_ctx *pc, sgraph *sg, const lse_slds *m,
         return res->status = graph_fail(err, st, fn, pc->cg);
     gsl_matrix_memcpy(lse_node_value(pc->cinit), lse_node_value(sg->init));
     gsl_matrix_memcpy(lse_node_value(pc->ctrans), lse_node_value(sg->trans));
-    chain_hook_ctx hc = {.pc = pc, .sg = sg, .m = m, .mo = &so->mstep,
-                         .fn = fn, .err = err};
+    chain_hook_ctx hc = {
+        .pc = pc, .sg = sg, .m = m, .mo = &so->mstep, .fn = fn, .err = err};
     lse_solver_set_mstep_hook(cs, chain_mstep_hook, &hc);
     st = emissions(pc, sg, fn, err);
     if (st == LSE_OK) {
         progress_ctx ctx = {.o = o, .run = run};
-        st = lse_solver_run(cs, o->max_iter, o->progress ? on_iter : NULL,
-                            &ctx, res);
+        st = lse_solver_run(cs, o->max_iter, o->progress ? on_iter : NULL, &ctx,
+                            res);
         if (st != LSE_OK && !hc.failed)
             st = graph_fail(err, st, fn, pc->cg);
     }
@@ -1462,44 +1450,50 @@ lse_status lse_slds_fit(lse_slds *m, const gsl_matrix *x, const size_t *seq,
     lse_gsl_quiet();
     clear_err(err);
     if (m == NULL)
-        return fail(err, LSE_EFAULT, fn, "NULL model");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL model");
     const lse_slds_opts o = opts != NULL ? *opts : lse_slds_opts_default();
     if (o.init != LSE_SLDS_INIT_KMEANSPP && o.init != LSE_SLDS_INIT_RANDOM &&
         o.init != LSE_SLDS_INIT_GIVEN)
-        return fail(err, LSE_EINVAL, fn, "unknown init %d", (int)o.init);
+        return lse_error_set(err, LSE_EINVAL, fn, "unknown init %d",
+                             (int)o.init);
     if (o.n_init < 1)
-        return fail(err, LSE_EINVAL, fn, "n_init = 0, need >= 1");
+        return lse_error_set(err, LSE_EINVAL, fn, "n_init = 0, need >= 1");
     if (!(o.tol >= 0.0) || !isfinite(o.tol))
-        return fail(err, LSE_EINVAL, fn, "tol = %g, need finite >= 0", o.tol);
+        return lse_error_set(err, LSE_EINVAL, fn, "tol = %g, need finite >= 0",
+                             o.tol);
     if (!(o.reg_covar >= 0.0) || !isfinite(o.reg_covar))
-        return fail(err, LSE_EINVAL, fn, "reg_covar = %g, need finite >= 0",
-                    o.reg_covar);
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "reg_covar = %g, need finite >= 0", o.reg_covar);
     const int par = o.reduce != NULL;
     if (o.context_rows > 0 && (!par || o.rank == 0 || o.context_rows > m->L))
-        return fail(err, LSE_EINVAL, fn,
-                    "context_rows = %zu needs a reduction hook, rank > 0 and "
-                    "at most L = %zu",
-                    o.context_rows, m->L);
+        return lse_error_set(
+            err, LSE_EINVAL, fn,
+            "context_rows = %zu needs a reduction hook, rank > 0 and "
+            "at most L = %zu",
+            o.context_rows, m->L);
     if (par && m->obs_var > 0.0)
-        return fail(err, LSE_ENOTSUP, fn,
-                    "latent states are not supported with several processes");
+        return lse_error_set(
+            err, LSE_ENOTSUP, fn,
+            "latent states are not supported with several processes");
     lse_status st = check_series(m, x, fn, err);
     if (st != LSE_OK)
         return st;
     if (par && o.context_rows >= x->size1)
-        return fail(err, LSE_EINVAL, fn,
-                    "process %zu: its block has no row after the %zu context "
-                    "rows",
-                    o.rank, o.context_rows);
+        return lse_error_set(
+            err, LSE_EINVAL, fn,
+            "process %zu: its block has no row after the %zu context "
+            "rows",
+            o.rank, o.context_rows);
     sgraph sg;
     st = build_graph(m, x, seq, m->obs_var > 0.0, par && m->markov, &sg, fn,
                      err);
     if (st != LSE_OK) {
         if (par && st == LSE_EINVAL)
-            fail(err, st, fn,
-                 "process %zu has no step in its block of %zu rows (use fewer "
-                 "processes)",
-                 o.rank, x->size1 - o.context_rows);
+            lse_error_set(
+                err, st, fn,
+                "process %zu has no step in its block of %zu rows (use fewer "
+                "processes)",
+                o.rank, x->size1 - o.context_rows);
         return st;
     }
     par_ctx pc;
@@ -1513,8 +1507,8 @@ lse_status lse_slds_fit(lse_slds *m, const gsl_matrix *x, const size_t *seq,
     if (n < m->K && o.init != LSE_SLDS_INIT_GIVEN) {
         par_free(&pc);
         sgraph_free(&sg);
-        return fail(err, LSE_EINVAL, fn, "%zu steps for K = %zu modes", n,
-                    m->K);
+        return lse_error_set(err, LSE_EINVAL, fn, "%zu steps for K = %zu modes",
+                             n, m->K);
     }
     lse_slds *best = model_alloc(m->K, m->d, m->L, m->markov, m->cov);
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
@@ -1523,7 +1517,7 @@ lse_status lse_slds_fit(lse_slds *m, const gsl_matrix *x, const size_t *seq,
         sg.latent ? gsl_matrix_alloc(x->size1, x->size2) : NULL;
     if (best == NULL || rng == NULL || s == NULL ||
         (sg.latent && best_states == NULL)) {
-        st = fail(err, LSE_ENOMEM, fn, "out of memory");
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
         goto done;
     }
     gsl_rng_set(rng, o.seed);
@@ -1541,7 +1535,7 @@ lse_status lse_slds_fit(lse_slds *m, const gsl_matrix *x, const size_t *seq,
         goto done;
     }
     if (par)
-        lse_solver_set_reduce(s, lse_util_dist_reduce, &pc.dist);
+        lse_solver_set_reduce(s, lse_comm_reduce, &pc.dist);
     const size_t runs = o.init == LSE_SLDS_INIT_GIVEN ? 1 : o.n_init;
     double best_obj = -INFINITY;
     int have = 0;
@@ -1561,8 +1555,7 @@ lse_status lse_slds_fit(lse_slds *m, const gsl_matrix *x, const size_t *seq,
         lse_solver_result res = {0};
         double obj = NAN;
         if (rs == LSE_OK && pc.markov) {
-            rs = run_markov_par(&pc, &sg, m, &o, &so, run, &res, fn,
-                                &last_err);
+            rs = run_markov_par(&pc, &sg, m, &o, &so, run, &res, fn, &last_err);
             obj = -res.energy;
         } else if (rs == LSE_OK) {
             progress_ctx ctx = {.o = &o, .run = run};
@@ -1573,7 +1566,7 @@ lse_status lse_slds_fit(lse_slds *m, const gsl_matrix *x, const size_t *seq,
             obj = -lse_solver_energy(s);
         }
         if (rs == LSE_ENOMEM || pc.dist.failed) {
-            st = fail(err, rs, fn, "%s", last_err.message);
+            st = lse_error_set(err, rs, fn, "%s", last_err.message);
             goto done;
         }
         if (rs != LSE_OK) {
@@ -1598,8 +1591,9 @@ lse_status lse_slds_fit(lse_slds *m, const gsl_matrix *x, const size_t *seq,
         }
     }
     if (!have) {
-        st = fail(err, last, fn, "every initialization failed; last: %s",
-                  last_err.message);
+        st = lse_error_set(err, last, fn,
+                           "every initialization failed; last: %s",
+                           last_err.message);
         goto done;
     }
     copy_params(m, best);
@@ -1628,7 +1622,7 @@ lse_status lse_slds_steps(const lse_slds *m, size_t T, const size_t *seq,
     static const char fn[] = "lse_slds_steps";
     clear_err(err);
     if (m == NULL || n_steps == NULL)
-        return fail(err, LSE_EFAULT, fn, "NULL argument");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
     layout lay;
     const lse_status st = layout_make(m, T, seq, &lay, fn, err);
     if (st != LSE_OK)
@@ -1650,7 +1644,7 @@ static lse_status eval_graph(const lse_slds *m, const gsl_matrix *x,
                              const char *fn, lse_error *err)
 {
     if (m == NULL)
-        return fail(err, LSE_EFAULT, fn, "NULL model");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL model");
     lse_status st = check_series(m, x, fn, err);
     if (st == LSE_OK)
         st = build_graph(m, x, seq, 0, 0, sg, fn, err);
@@ -1669,7 +1663,7 @@ lse_status lse_slds_score(const lse_slds *m, const gsl_matrix *x,
     lse_gsl_quiet();
     clear_err(err);
     if (loglik == NULL)
-        return fail(err, LSE_EFAULT, fn, "NULL output");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL output");
     sgraph sg;
     double e;
     const lse_status st = eval_graph(m, x, seq, &sg, &e, fn, err);
@@ -1688,7 +1682,7 @@ lse_status lse_slds_posteriors(const lse_slds *m, const gsl_matrix *x,
     lse_gsl_quiet();
     clear_err(err);
     if (post == NULL)
-        return fail(err, LSE_EFAULT, fn, "NULL output");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL output");
     sgraph sg;
     double e;
     const lse_status st = eval_graph(m, x, seq, &sg, &e, fn, err);
@@ -1697,10 +1691,10 @@ lse_status lse_slds_posteriors(const lse_slds *m, const gsl_matrix *x,
     const gsl_matrix *a = lse_term_softmax(sg.dyn);
     lse_status out = LSE_OK;
     if (post->size1 != a->size1 || post->size2 != a->size2)
-        out = fail(err, LSE_EDIM, fn,
-                   "posteriors are %zux%zu, expected "
-                   "n_steps x K = %zux%zu",
-                   post->size1, post->size2, a->size1, a->size2);
+        out = lse_error_set(err, LSE_EDIM, fn,
+                            "posteriors are %zux%zu, expected "
+                            "n_steps x K = %zux%zu",
+                            post->size1, post->size2, a->size1, a->size2);
     else
         gsl_matrix_memcpy(post, a);
     sgraph_free(&sg);
@@ -1715,7 +1709,7 @@ lse_status lse_slds_most_likely(const lse_slds *m, const gsl_matrix *x,
     lse_gsl_quiet();
     clear_err(err);
     if (modes == NULL)
-        return fail(err, LSE_EFAULT, fn, "NULL output");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL output");
     sgraph sg;
     double e;
     const lse_status st = eval_graph(m, x, seq, &sg, &e, fn, err);
@@ -1737,7 +1731,7 @@ lse_status lse_slds_viterbi(const lse_slds *m, const gsl_matrix *x,
     lse_gsl_quiet();
     clear_err(err);
     if (path == NULL)
-        return fail(err, LSE_EFAULT, fn, "NULL output");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL output");
     sgraph sg;
     double e;
     lse_status st = eval_graph(m, x, seq, &sg, &e, fn, err);
@@ -1756,7 +1750,7 @@ lse_status lse_slds_viterbi(const lse_slds *m, const gsl_matrix *x,
     gsl_vector *logp0 = gsl_vector_alloc(K);
     gsl_matrix *logT = gsl_matrix_alloc(K, K);
     if (logp0 == NULL || logT == NULL) {
-        st = fail(err, LSE_ENOMEM, fn, "out of memory");
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     } else {
         log_normalize(gsl_matrix_const_ptr(m->init, 0, 0), K, 1, logp0->data,
                       1);
@@ -1795,12 +1789,13 @@ lse_status lse_slds_simulate(const lse_slds *m, size_t T, unsigned long seed,
     lse_gsl_quiet();
     clear_err(err);
     if (m == NULL || x == NULL)
-        return fail(err, LSE_EFAULT, fn, "NULL argument");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
     if (T == 0)
-        return fail(err, LSE_EINVAL, fn, "T = 0");
+        return lse_error_set(err, LSE_EINVAL, fn, "T = 0");
     if (x->size1 != T || x->size2 != m->d)
-        return fail(err, LSE_EDIM, fn, "output is %zux%zu, expected %zux%zu",
-                    x->size1, x->size2, T, m->d);
+        return lse_error_set(err, LSE_EDIM, fn,
+                             "output is %zux%zu, expected %zux%zu", x->size1,
+                             x->size2, T, m->d);
     const size_t K = m->K, d = m->d, L = m->L;
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_matrix *fac = gsl_matrix_alloc(K * d, d);
@@ -1811,7 +1806,7 @@ lse_status lse_slds_simulate(const lse_slds *m, size_t T, unsigned long seed,
         gsl_matrix_free(fac);
         gsl_vector_free(z);
         free(wlogit);
-        return fail(err, LSE_ENOMEM, fn, "out of memory");
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     }
     gsl_rng_set(rng, seed);
     for (size_t k = 0; k < K; k++) {
@@ -1913,10 +1908,10 @@ lse_status lse_slds_graph_new(const lse_slds *m, const gsl_matrix *x,
     lse_gsl_quiet();
     clear_err(err);
     if (g == NULL)
-        return fail(err, LSE_EFAULT, fn, "NULL output");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL output");
     *g = NULL;
     if (m == NULL)
-        return fail(err, LSE_EFAULT, fn, "NULL model");
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL model");
     lse_status st = check_series(m, x, fn, err);
     if (st != LSE_OK)
         return st;

@@ -899,12 +899,17 @@ typedef struct par_ctx {
     lse_solver *csolver;
     size_t *starts; /* global chain starts (markov) */
     size_t n_starts;
+    double *acc;    /* (n_acc) M-step statistics, kept between M-steps */
+    lse_xsum *xacc; /* (n_acc) their exact accumulators (exact) */
+    size_t n_acc;
 } par_ctx;
 
 static void par_free(par_ctx *pc)
 {
     lse_solver_free(pc->csolver);
     lse_graph_free(pc->cg);
+    free(pc->acc);
+    free(pc->xacc);
     free(pc->prev_last);
     free(pc->all);
     free(pc->starts);
@@ -948,13 +953,22 @@ static lse_status lingauss_mstep(const lse_slds *m, sgraph *sg,
      * the fit, are the same bits for any split into processes and for the
      * solver's chunks (lse_solver_opts.exact_stats) */
     const size_t n_acc = sim->stats_size(&shape, &gcfg);
-    double *acc = calloc(n_acc, sizeof *acc);
-    lse_xsum *xacc = pc->exact ? calloc(n_acc, sizeof *xacc) : NULL;
-    if (acc == NULL || (pc->exact && xacc == NULL)) {
-        free(acc);
-        free(xacc);
-        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    if (pc->n_acc != n_acc) { /* the first M-step of a fit */
+        free(pc->acc);
+        free(pc->xacc);
+        pc->n_acc = n_acc;
+        pc->acc = malloc(n_acc * sizeof *pc->acc);
+        pc->xacc = pc->exact ? malloc(n_acc * sizeof *pc->xacc) : NULL;
+        if (pc->acc == NULL || (pc->exact && pc->xacc == NULL)) {
+            pc->n_acc = 0;
+            return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+        }
     }
+    double *acc = pc->acc;
+    lse_xsum *xacc = pc->xacc;
+    memset(acc, 0, n_acc * sizeof *acc);
+    if (xacc != NULL)
+        memset(xacc, 0, n_acc * sizeof *xacc);
     const gsl_matrix *child = args.child, *ctx = args.context;
     for (size_t i0 = 0; i0 < n && st == LSE_OK; i0 += BLOCK_ROWS) {
         const size_t bsz = n - i0 < BLOCK_ROWS ? n - i0 : BLOCK_ROWS;
@@ -977,7 +991,6 @@ static lse_status lingauss_mstep(const lse_slds *m, sgraph *sg,
     if (st == LSE_OK)
         st = pc->exact ? lse_comm_xsum(&pc->dist, xacc, n_acc, acc, fn, err)
                        : lse_comm_sum(&pc->dist, acc, n_acc, fn, err);
-    free(xacc);
     if (st == LSE_OK) {
         gsl_matrix *out[3] = {sg->logw ? lse_node_value(sg->logw) : NULL,
                               lse_node_value(sg->a), lse_node_value(sg->chol)};
@@ -989,7 +1002,6 @@ static lse_status lingauss_mstep(const lse_slds *m, sgraph *sg,
             st = lse_error_set(err, st, fn, "%s: %s", what,
                                msg[0] ? msg : lse_strerror(st));
     }
-    free(acc);
     return st;
 }
 

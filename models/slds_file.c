@@ -9,12 +9,12 @@
  * reader and writer, used by lsefit. */
 
 #define MAX_COUNT 1000000 /* largest n_modes / n_features a file may give */
-#define SIMPLEX_TOL 1e-6  /* weights and probabilities in a file sum to 1
-                             within this (they are printed rounded) */
+#define SIMPLEX_TOL                                                            \
+    1e-6 /* weights and probabilities in a file sum to 1                       \
+            within this (they are printed rounded) */
 
 /* Mixture weights, or the stationary distribution of the Markov chain. */
-static lse_status mode_weights(const lse_slds *m, gsl_vector *w,
-                               lse_error *err)
+static lse_status mode_weights(const lse_slds *m, gsl_vector *w, lse_error *err)
 {
     static const char fn[] = "lse_slds_to_json";
     if (!lse_slds_is_markov(m))
@@ -54,8 +54,7 @@ static void params_free(file_params *f)
     gsl_vector_free(f->p0);
 }
 
-static lse_status params_get(const lse_slds *m, file_params *f,
-                             lse_error *err)
+static lse_status params_get(const lse_slds *m, file_params *f, lse_error *err)
 {
     static const char fn[] = "lse_slds_to_json";
     const size_t k = lse_slds_n_modes(m), d = lse_slds_dim(m),
@@ -223,8 +222,8 @@ static lse_status read_params(const lse_json *doc, const char *src,
     const size_t k = cfg->n_modes, d = cfg->dim;
     lse_status st = lse_json_get_matrix(doc, "b", k, d, &f->b, err);
     if (st == LSE_OK)
-        st = lse_json_get_stack(doc, "covariances", k, d, d, &f->cov, NULL,
-                                err);
+        st =
+            lse_json_get_stack(doc, "covariances", k, d, d, &f->cov, NULL, err);
     if (st == LSE_OK && !cfg->markov)
         st = lse_json_get_vector(doc, "weights", k, &f->w, err);
     if (st == LSE_OK && !cfg->markov)
@@ -245,22 +244,20 @@ static lse_status read_params(const lse_json *doc, const char *src,
 }
 
 /* Prefix a setter's message (err) with the file and key. */
-static lse_status setter_failed(lse_status st, const char *src,
-                                const char *key, size_t i, int indexed,
-                                lse_error *err)
+static lse_status setter_failed(lse_status st, const char *src, const char *key,
+                                size_t i, int indexed, lse_error *err)
 {
     char msg[sizeof err->message];
     const char *m = err->message;
     const char *colon = strstr(m, ": ");
     snprintf(msg, sizeof msg, "%s", colon != NULL ? colon + 2 : m);
     if (key == NULL)
-        return lse_error_set(err, st, "lse_slds_from_json", "%s: %s", src,
-                             msg);
+        return lse_error_set(err, st, "lse_slds_from_json", "%s: %s", src, msg);
     if (indexed)
         return lse_error_set(err, st, "lse_slds_from_json",
                              "%s: key '%s' [%zu]: %s", src, key, i, msg);
-    return lse_error_set(err, st, "lse_slds_from_json", "%s: key '%s': %s",
-                         src, key, msg);
+    return lse_error_set(err, st, "lse_slds_from_json", "%s: key '%s': %s", src,
+                         key, msg);
 }
 
 static lse_status set_params(lse_slds *m, const char *src,
@@ -355,8 +352,8 @@ lse_status lse_slds_save(const lse_slds *m, const char *const *names,
             st = lse_json_set_integer(doc, "n_iter",
                                       (long long)lse_slds_n_iter(m), err);
         if (st == LSE_OK)
-            st = lse_json_set_bool(doc, "converged", lse_slds_converged(m),
-                                   err);
+            st =
+                lse_json_set_bool(doc, "converged", lse_slds_converged(m), err);
         if (st == LSE_OK)
             st = lse_json_set_number(doc, "bic", lse_slds_bic(m), err);
         if (st == LSE_OK)

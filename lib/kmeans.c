@@ -127,9 +127,9 @@ static lse_status draw(const gsl_matrix *x, const gsl_vector *w,
 
 /* The first center (or one drawn when every row sits on a center). */
 static lse_status draw_plain(const gsl_matrix *x, const gsl_vector *w,
-                             const gsl_vector *d2, gsl_rng *rng,
-                             unsigned flags, lse_comm *comm, size_t *n_pos,
-                             double *row, lse_error *err)
+                             const gsl_vector *d2, gsl_rng *rng, unsigned flags,
+                             lse_comm *comm, size_t *n_pos, double *row,
+                             lse_error *err)
 {
     if (flags & LSE_KMEANS_UNIFORM_FIRST) {
         *n_pos = 1;
@@ -157,14 +157,12 @@ lse_status lse_kmeans_seed(const gsl_matrix *x, const gsl_vector *w,
     size_t n_pos;
     lse_status st = draw_plain(x, w, d2, rng, flags, comm, &n_pos, row, err);
     if (st == LSE_OK && n_pos == 0)
-        st = lse_error_set(err, LSE_EINVAL, fn,
-                           "no row has a positive weight");
+        st = lse_error_set(err, LSE_EINVAL, fn, "no row has a positive weight");
     for (size_t c = 0; st == LSE_OK && c < k; c++) {
         if (c > 0) {
             st = draw(x, w, d2, 1, rng, comm, &n_pos, row, err);
             if (st == LSE_OK && n_pos == 0) /* every row sits on a center */
-                st = draw_plain(x, w, d2, rng, flags, comm, &n_pos, row,
-                                err);
+                st = draw_plain(x, w, d2, rng, flags, comm, &n_pos, row, err);
             if (st != LSE_OK)
                 break;
         }
@@ -220,8 +218,7 @@ lse_status lse_kmeans_lloyd(const gsl_matrix *x, const gsl_vector *w,
                              n, d, k, centers->size2, sums->size,
                              w != NULL ? w->size : n);
     if (d > 0 && k > (SIZE_MAX - 1) / d / sizeof(double))
-        return lse_error_set(err, LSE_ENOMEM, fn, "%zu x %zu overflows", k,
-                             d);
+        return lse_error_set(err, LSE_ENOMEM, fn, "%zu x %zu overflows", k, d);
     /* acc: (k * d) center sums, then the count of changed labels */
     double *acc = malloc((k * d + 1) * sizeof *acc);
     if (acc == NULL)

@@ -26,9 +26,6 @@
  * the initial M-step can call the kernels in blocks of this size). */
 #define GMM_BLOCK 256
 
-/* Relative tolerance of the symmetry check in lse_gmm_set_covariances. */
-#define SYMMETRY_RTOL 1e-12
-
 struct lse_gmm {
     size_t k, d;
     lse_cov_type cov;
@@ -45,71 +42,11 @@ struct lse_gmm {
 /* ------------------------------------------------------------------ */
 /* Shapes and names                                                    */
 
-const char *lse_gmm_cov_name(lse_cov_type cov)
-{
-    switch (cov) {
-    case LSE_COV_FULL:
-        return "full";
-    case LSE_COV_DIAG:
-        return "diag";
-    case LSE_COV_SPHERICAL:
-        return "spherical";
-    case LSE_COV_TIED:
-        return "tied";
-    }
-    return NULL;
-}
+const char *lse_gmm_cov_name(lse_cov_type cov) { return lse_cov_name(cov); }
 
 lse_status lse_gmm_cov_parse(const char *name, lse_cov_type *out)
 {
-    static const lse_cov_type all[] = {LSE_COV_FULL, LSE_COV_DIAG,
-                                       LSE_COV_SPHERICAL, LSE_COV_TIED};
-    if (name == NULL || out == NULL)
-        return LSE_EFAULT;
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (strcmp(name, lse_gmm_cov_name(all[i])) == 0) {
-            *out = all[i];
-            return LSE_OK;
-        }
-    return LSE_EINVAL;
-}
-
-static size_t chol_rows(lse_cov_type cov, size_t k)
-{
-    return cov == LSE_COV_TIED ? 1 : k;
-}
-
-static size_t chol_cols(lse_cov_type cov, size_t d)
-{
-    switch (cov) {
-    case LSE_COV_FULL:
-    case LSE_COV_TIED:
-        return d * d;
-    case LSE_COV_DIAG:
-        return d;
-    case LSE_COV_SPHERICAL:
-        return 1;
-    }
-    return 0;
-}
-
-static size_t cov_rows(lse_cov_type cov, size_t k, size_t d)
-{
-    switch (cov) {
-    case LSE_COV_FULL:
-        return k * d;
-    case LSE_COV_TIED:
-        return d;
-    case LSE_COV_DIAG:
-    case LSE_COV_SPHERICAL:
-        return k;
-    }
-    return 0;
-}
-
-static size_t cov_cols(lse_cov_type cov, size_t d)
-{
-    return cov == LSE_COV_SPHERICAL ? 1 : d;
+    return lse_cov_parse(name, out);
 }
 
 static lse_gmm_fit_info empty_info(void)
@@ -122,55 +59,6 @@ static lse_gmm_fit_info empty_info(void)
     i.bic = NAN;
     i.aic = NAN;
     return i;
-}
-
-/* Covariances (native) from Cholesky factors (graph layout). Sigma = L L'
- * with the lower triangle computed once and mirrored: exactly symmetric. */
-static void covs_from_chol(lse_cov_type cov, size_t d, const gsl_matrix *chol,
-                           gsl_matrix *covs)
-{
-    const size_t rows = chol->size1;
-    for (size_t b = 0; b < rows; b++) {
-        const double *l = gsl_matrix_const_ptr(chol, b, 0);
-        switch (cov) {
-        case LSE_COV_FULL:
-        case LSE_COV_TIED: {
-            const size_t r0 = cov == LSE_COV_FULL ? b * d : 0;
-            for (size_t i = 0; i < d; i++)
-                for (size_t j = 0; j <= i; j++) {
-                    double s = 0.0;
-                    for (size_t t = 0; t <= j; t++)
-                        s += l[i * d + t] * l[j * d + t];
-                    gsl_matrix_set(covs, r0 + i, j, s);
-                    gsl_matrix_set(covs, r0 + j, i, s);
-                }
-            break;
-        }
-        case LSE_COV_DIAG:
-            for (size_t j = 0; j < d; j++)
-                gsl_matrix_set(covs, b, j, l[j] * l[j]);
-            break;
-        case LSE_COV_SPHERICAL:
-            gsl_matrix_set(covs, b, 0, l[0] * l[0]);
-            break;
-        }
-    }
-}
-
-/* chol = s I in the layout of cov. */
-static void chol_scaled_identity(lse_cov_type cov, size_t d, double s,
-                                 gsl_matrix *chol)
-{
-    gsl_matrix_set_zero(chol);
-    for (size_t b = 0; b < chol->size1; b++) {
-        if (cov == LSE_COV_FULL || cov == LSE_COV_TIED) {
-            for (size_t j = 0; j < d; j++)
-                gsl_matrix_set(chol, b, j * d + j, s);
-        } else {
-            for (size_t j = 0; j < chol->size2; j++)
-                gsl_matrix_set(chol, b, j, s);
-        }
-    }
 }
 
 /* ------------------------------------------------------------------ */
@@ -204,16 +92,17 @@ lse_status lse_gmm_new(size_t k, size_t d, lse_cov_type cov, lse_gmm **out)
     m->cov = cov;
     m->weights = gsl_vector_alloc(k);
     m->means = gsl_matrix_calloc(k, d);
-    m->chol = gsl_matrix_alloc(chol_rows(cov, k), chol_cols(cov, d));
-    m->covs = gsl_matrix_alloc(cov_rows(cov, k, d), cov_cols(cov, d));
+    m->chol =
+        gsl_matrix_alloc(lse_cov_chol_rows(cov, k), lse_cov_chol_cols(cov, d));
+    m->covs = gsl_matrix_alloc(lse_cov_rows(cov, k, d), lse_cov_cols(cov, d));
     if (m->weights == NULL || m->means == NULL || m->chol == NULL ||
         m->covs == NULL) {
         lse_gmm_free(m);
         return LSE_ENOMEM;
     }
     gsl_vector_set_all(m->weights, 1.0 / (double)k);
-    chol_scaled_identity(cov, d, 1.0, m->chol);
-    covs_from_chol(cov, d, m->chol, m->covs);
+    lse_cov_chol_scaled_identity(cov, d, 1.0, m->chol);
+    lse_cov_from_chol(cov, d, m->chol, m->covs);
     m->info = empty_info();
     *out = m;
     return LSE_OK;
@@ -640,55 +529,6 @@ lse_status lse_gmm_set_means(lse_gmm *m, const gsl_matrix *means,
     return LSE_OK;
 }
 
-/* Cholesky factor of the symmetric (d, d) block at row r0 of cov into row b
- * of chol (full/tied layout). */
-static lse_status chol_block(const gsl_matrix *cov, size_t r0, size_t d,
-                             gsl_matrix *work, gsl_matrix *chol, size_t b,
-                             size_t comp, int tied, const char *fn,
-                             lse_error *err)
-{
-    for (size_t i = 0; i < d; i++)
-        for (size_t j = 0; j <= i; j++) {
-            const double lo = gsl_matrix_get(cov, r0 + i, j);
-            const double up = gsl_matrix_get(cov, r0 + j, i);
-            if (fabs(lo - up) > SYMMETRY_RTOL * fmax(fabs(lo), fabs(up))) {
-                if (tied)
-                    return lse_error_set(err, LSE_EINVAL, fn,
-                                         "the tied covariance is not "
-                                         "symmetric ([%zu,%zu] = %g, "
-                                         "[%zu,%zu] = %g)",
-                                         i, j, lo, j, i, up);
-                return lse_error_set(err, LSE_EINVAL, fn,
-                                     "covariance of component %zu is not "
-                                     "symmetric ([%zu,%zu] = %g, [%zu,%zu] = "
-                                     "%g)",
-                                     comp, i, j, lo, j, i, up);
-            }
-            gsl_matrix_set(work, i, j, lo);
-            gsl_matrix_set(work, j, i, lo);
-        }
-    const int rc = gsl_linalg_cholesky_decomp1(work);
-    if (rc == GSL_EDOM) {
-        if (tied)
-            return lse_error_set(err, LSE_ENUMERIC, fn,
-                                 "the tied covariance is not positive "
-                                 "definite");
-        return lse_error_set(err, LSE_ENUMERIC, fn,
-                             "covariance of component %zu is not positive "
-                             "definite",
-                             comp);
-    }
-    if (rc != GSL_SUCCESS)
-        return lse_error_set(err, lse_status_from_gsl(rc), fn,
-                             "Cholesky factorization failed: %s",
-                             gsl_strerror(rc));
-    double *out = gsl_matrix_ptr(chol, b, 0);
-    for (size_t i = 0; i < d; i++)
-        for (size_t j = 0; j < d; j++)
-            out[i * d + j] = j <= i ? gsl_matrix_get(work, i, j) : 0.0;
-    return LSE_OK;
-}
-
 lse_status lse_gmm_set_covariances(lse_gmm *m, const gsl_matrix *cov,
                                    lse_error *err)
 {
@@ -696,58 +536,21 @@ lse_status lse_gmm_set_covariances(lse_gmm *m, const gsl_matrix *cov,
     if (m == NULL || cov == NULL)
         return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
     const size_t d = m->d;
-    const size_t rows = cov_rows(m->cov, m->k, d), cols = cov_cols(m->cov, d);
+    const size_t rows = lse_cov_rows(m->cov, m->k, d);
+    const size_t cols = lse_cov_cols(m->cov, d);
     if (cov->size1 != rows || cov->size2 != cols)
         return lse_error_set(err, LSE_EDIM, fn,
                              "%s covariances are %zu x %zu, expected %zu x %zu",
                              lse_gmm_cov_name(m->cov), cov->size1, cov->size2,
                              rows, cols);
-    size_t r, c;
-    if (lse_util_find_nonfinite(cov, &r, &c))
-        return lse_error_set(err, LSE_ENONFINITE, fn,
-                             "covariance entry [%zu,%zu] is %g", r, c,
-                             gsl_matrix_get(cov, r, c));
-    lse_gsl_quiet();
-    gsl_matrix *chol = gsl_matrix_alloc(m->chol->size1, m->chol->size2);
-    gsl_matrix *work = gsl_matrix_alloc(d, d);
-    lse_status st = LSE_OK;
-    if (chol == NULL || work == NULL) {
-        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
-        goto done;
-    }
-    switch (m->cov) {
-    case LSE_COV_FULL:
-        for (size_t k = 0; k < m->k && st == LSE_OK; k++)
-            st = chol_block(cov, k * d, d, work, chol, k, k, 0, fn, err);
-        break;
-    case LSE_COV_TIED:
-        st = chol_block(cov, 0, d, work, chol, 0, 0, 1, fn, err);
-        break;
-    case LSE_COV_DIAG:
-    case LSE_COV_SPHERICAL:
-        for (size_t k = 0; k < rows && st == LSE_OK; k++)
-            for (size_t j = 0; j < cols; j++) {
-                const double v = gsl_matrix_get(cov, k, j);
-                if (!(v > 0.0)) {
-                    st = lse_error_set(err, LSE_ENUMERIC, fn,
-                                       "variance %zu of component %zu is %g "
-                                       "(must be > 0)",
-                                       j, k, v);
-                    break;
-                }
-                gsl_matrix_set(chol, k, j, sqrt(v));
-            }
-        break;
-    }
-    if (st == LSE_OK) {
-        gsl_matrix_memcpy(m->chol, chol);
-        covs_from_chol(m->cov, d, m->chol, m->covs);
-        clear_fit(m);
-    }
-done:
-    gsl_matrix_free(chol);
-    gsl_matrix_free(work);
-    return st;
+    lse_error e;
+    const lse_status st = lse_cov_to_chol(m->cov, d, cov, m->chol, &e);
+    if (st != LSE_OK) /* the message as this function's */
+        return lse_error_set(err, st, fn, "%s",
+                             e.message + sizeof "lse_cov_to_chol: " - 1);
+    lse_cov_from_chol(m->cov, d, m->chol, m->covs);
+    clear_fit(m);
+    return LSE_OK;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1114,7 +917,7 @@ static lse_status provisional(const fit_ctx *c, lse_cov_type cov,
         double v = var / (double)d + reg_covar;
         if (!(v > 0.0) || !isfinite(v))
             v = 1.0;
-        chol_scaled_identity(cov, d, sqrt(v), chol);
+        lse_cov_chol_scaled_identity(cov, d, sqrt(v), chol);
         gsl_matrix_set_zero(logw);
     }
     free(buf);
@@ -1689,9 +1492,9 @@ static lse_status mgraph_build(const lse_gmm *m, const gsl_matrix *x,
                                     &q->mu);
         snprintf(name, sizeof name, "chol.%zu", p);
         if (st == LSE_OK)
-            st = lse_graph_add_node(mg->g, name, chol_rows(m->cov, K),
-                                    chol_cols(m->cov, q->n_obs), LSE_NODE_PARAM,
-                                    &q->chol);
+            st = lse_graph_add_node(mg->g, name, lse_cov_chol_rows(m->cov, K),
+                                    lse_cov_chol_cols(m->cov, q->n_obs),
+                                    LSE_NODE_PARAM, &q->chol);
         if (st != LSE_OK)
             return mgraph_graph_fail(mg, st, fn, err);
         gsl_matrix *xv = lse_node_value(q->x);
@@ -2379,7 +2182,7 @@ static lse_status fit_missing(lse_gmm *m, const gsl_matrix *x,
     gsl_matrix_memcpy(m->means, f.best_mu);
     weights_from_logw(f.best_logw, m->weights);
     gsl_matrix_memcpy(m->chol, f.best_chol);
-    covs_from_chol(m->cov, d, m->chol, m->covs);
+    lse_cov_from_chol(m->cov, d, m->chol, m->covs);
     const double p = (double)lse_gmm_n_params(m);
     best.n_eff = total;
     best.n_samples = n;
@@ -2547,7 +2350,7 @@ lse_status lse_gmm_fit(lse_gmm *m, const gsl_matrix *x,
     gsl_matrix_memcpy(m->means, fw.best_mu);
     weights_from_logw(fw.best_logw, m->weights);
     gsl_matrix_memcpy(m->chol, fw.best_chol);
-    covs_from_chol(m->cov, m->d, m->chol, m->covs);
+    lse_cov_from_chol(m->cov, m->d, m->chol, m->covs);
     const double p = (double)lse_gmm_n_params(m);
     best.n_eff = total;
     best.n_samples = dist.n_total;

@@ -20,9 +20,8 @@ int lse_util_find_nonfinite(const gsl_matrix *x, size_t *row, size_t *col)
     return 0;
 }
 
-lse_status lse_util_check_weights(const gsl_vector *w, size_t n,
-                                  lse_comm *dist, double *total,
-                                  const char *fn, lse_error *err)
+lse_status lse_util_check_weights(const gsl_vector *w, size_t n, lse_comm *dist,
+                                  double *total, const char *fn, lse_error *err)
 {
     const size_t offset = dist != NULL ? dist->offset : 0;
     double sum = 0.0;
@@ -31,8 +30,8 @@ lse_status lse_util_check_weights(const gsl_vector *w, size_t n,
     } else {
         if (w->size != n)
             return lse_error_set(err, LSE_EDIM, fn,
-                                 "%zu sample weights for %zu samples",
-                                 w->size, n);
+                                 "%zu sample weights for %zu samples", w->size,
+                                 n);
         for (size_t i = 0; i < n; i++) {
             const double v = gsl_vector_get(w, i);
             if (!isfinite(v) || v < 0.0)

@@ -20,9 +20,9 @@ int lse_util_find_nonfinite(const gsl_matrix *x, size_t *row, size_t *col);
  * weights). Returns LSE_OK and the sum in *total (the number of rows
  * without weights), or LSE_EDIM / LSE_EDOM (naming the global row) / the
  * hook's status, with a message naming fn. */
-lse_status lse_util_check_weights(const gsl_vector *w, size_t n,
-                                  lse_comm *dist, double *total,
-                                  const char *fn, lse_error *err);
+lse_status lse_util_check_weights(const gsl_vector *w, size_t n, lse_comm *dist,
+                                  double *total, const char *fn,
+                                  lse_error *err);
 
 /*
  * Transitional names for models/slds.c until it calls the library's

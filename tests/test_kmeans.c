@@ -32,8 +32,8 @@ static int is_row_of(const gsl_matrix *c, size_t j, const gsl_matrix *x)
     return 0;
 }
 
-static void seed_with(const gsl_matrix *x, const gsl_vector *w,
-                      unsigned long s, unsigned flags, gsl_matrix *c)
+static void seed_with(const gsl_matrix *x, const gsl_vector *w, unsigned long s,
+                      unsigned flags, gsl_matrix *c)
 {
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(r, s);
@@ -150,16 +150,18 @@ START_TEST(test_lloyd_monotone)
                     sy += gsl_vector_get(w, i) * gsl_matrix_get(x, i, 1);
                 }
             if (sw > 0) {
-                ck_assert_double_eq_tol(gsl_matrix_get(c, j, 0), sx / sw, 1e-12);
-                ck_assert_double_eq_tol(gsl_matrix_get(c, j, 1), sy / sw, 1e-12);
+                ck_assert_double_eq_tol(gsl_matrix_get(c, j, 0), sx / sw,
+                                        1e-12);
+                ck_assert_double_eq_tol(gsl_matrix_get(c, j, 1), sy / sw,
+                                        1e-12);
             }
         }
         size_t lab2[60];
         lse_kmeans_nearest(x, c, lab2, NULL, 0);
         ck_assert(memcmp(lab, lab2, sizeof lab) == 0);
         /* converged: another call changes nothing */
-        lse_assert_ok(lse_kmeans_lloyd(x, w, c, 10, lab, sums, &it, flags,
-                                       NULL, NULL));
+        lse_assert_ok(
+            lse_kmeans_lloyd(x, w, c, 10, lab, sums, &it, flags, NULL, NULL));
         ck_assert_uint_eq(it, 1);
         gsl_vector_free(sums);
         gsl_matrix_free(c);

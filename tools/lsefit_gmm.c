@@ -170,94 +170,18 @@ static void gmm_file_free(gmm_file *f)
     memset(f, 0, sizeof *f);
 }
 
-/* Covariances in their native shape (lse_gmm_covariances). */
-static int read_covariances(const lse_json *doc, lse_cov_type cov, size_t k,
-                            size_t d, gsl_matrix **out)
-{
-    lse_error err;
-    lse_status st = LSE_OK;
-    gsl_vector *v = NULL;
-    switch (cov) {
-    case LSE_COV_FULL:
-        st = lse_json_get_stack(doc, "covariances", k, d, d, out, NULL, &err);
-        break;
-    case LSE_COV_DIAG:
-        st = lse_json_get_matrix(doc, "covariances", k, d, out, &err);
-        break;
-    case LSE_COV_TIED:
-        st = lse_json_get_matrix(doc, "covariances", d, d, out, &err);
-        break;
-    case LSE_COV_SPHERICAL:
-        st = lse_json_get_vector(doc, "covariances", k, &v, &err);
-        if (st == LSE_OK) {
-            *out = gsl_matrix_alloc(k, 1);
-            if (*out == NULL) {
-                gsl_vector_free(v);
-                return lsefit_fail("out of memory");
-            }
-            gsl_matrix_set_col(*out, 0, v);
-            gsl_vector_free(v);
-        }
-        break;
-    }
-    if (st != LSE_OK)
-        return lsefit_fail_lib(&err, NULL);
-    return LSEFIT_OK;
-}
-
 /* Build the model described by @p doc (read from @p path). */
 static int gmm_from_json(const lse_json *doc, const char *path, gmm_file *f)
 {
     memset(f, 0, sizeof *f);
     lse_error err;
     int rc = lsefit_json_check_model(doc, path, "gmm");
-    const char *cov_name = NULL;
-    lse_cov_type cov = LSE_COV_FULL;
-    size_t k = 0, d = 0;
-    gsl_vector *w = NULL;
-    gsl_matrix *means = NULL, *covs = NULL;
     if (rc == LSEFIT_OK &&
-        lse_json_get_string(doc, "covariance_type", &cov_name, &err) != LSE_OK)
-        rc = lsefit_fail_lib(&err, NULL);
-    if (rc == LSEFIT_OK && lse_gmm_cov_parse(cov_name, &cov) != LSE_OK)
-        rc = lsefit_fail("%s: unknown covariance_type '%s' (expected full, "
-                         "diag, spherical or tied)",
-                         path, cov_name);
-    if (rc == LSEFIT_OK)
-        rc = lsefit_json_get_count(doc, path, "n_components", &k);
-    if (rc == LSEFIT_OK)
-        rc = lsefit_json_get_count(doc, path, "n_features", &d);
-    if (rc == LSEFIT_OK)
-        rc = lsefit_json_get_names(doc, path, d, &f->names);
-    if (rc == LSEFIT_OK &&
-        lse_json_get_vector(doc, "weights", k, &w, &err) != LSE_OK)
-        rc = lsefit_fail_lib(&err, NULL);
-    if (rc == LSEFIT_OK) {
-        double sum = 0.0;
-        for (size_t i = 0; i < k; i++)
-            sum += gsl_vector_get(w, i);
-        if (fabs(sum - 1.0) > 1e-6)
-            rc = lsefit_fail("%s: key 'weights' sums to %.17g, not 1", path,
-                             sum);
-    }
-    if (rc == LSEFIT_OK &&
-        lse_json_get_matrix(doc, "means", k, d, &means, &err) != LSE_OK)
+        lse_gmm_from_json(doc, path, &f->m, &f->names, &err) != LSE_OK)
         rc = lsefit_fail_lib(&err, NULL);
     if (rc == LSEFIT_OK)
-        rc = read_covariances(doc, cov, k, d, &covs);
-    if (rc == LSEFIT_OK && lse_gmm_new(k, d, cov, &f->m) != LSE_OK)
-        rc = lsefit_fail("out of memory");
-    if (rc == LSEFIT_OK && lse_gmm_set_weights(f->m, w, &err) != LSE_OK)
-        rc = lsefit_fail("%s: key 'weights': %s", path, lsefit_strip(&err));
-    if (rc == LSEFIT_OK && lse_gmm_set_means(f->m, means, &err) != LSE_OK)
-        rc = lsefit_fail("%s: key 'means': %s", path, lsefit_strip(&err));
-    if (rc == LSEFIT_OK && lse_gmm_set_covariances(f->m, covs, &err) != LSE_OK)
-        rc = lsefit_fail("%s: key 'covariances': %s", path, lsefit_strip(&err));
-    if (rc == LSEFIT_OK)
-        rc = lsefit_json_get_standardize(doc, path, d, &f->mean, &f->scale);
-    gsl_vector_free(w);
-    gsl_matrix_free(means);
-    gsl_matrix_free(covs);
+        rc = lsefit_json_get_standardize(doc, path, lse_gmm_dim(f->m),
+                                         &f->mean, &f->scale);
     if (rc != LSEFIT_OK)
         gmm_file_free(f);
     return rc;
@@ -435,35 +359,8 @@ static int gmm_to_json(const lse_gmm *m, const fit_result *r, const fit_args *a,
     lse_json *doc = lse_json_new_object();
     if (doc == NULL)
         return lsefit_fail("out of memory");
-    const lse_cov_type cov = lse_gmm_cov_type(m);
-    const gsl_matrix *c = lse_gmm_covariances(m);
     lse_json *opt = NULL;
-    lse_status st = lse_json_set_string(doc, "model", "gmm", &err);
-    if (st == LSE_OK)
-        st = lse_json_set_string(doc, "covariance_type", lse_gmm_cov_name(cov),
-                                 &err);
-    if (st == LSE_OK)
-        st = lse_json_set_integer(doc, "n_components", (long long)r->k, &err);
-    if (st == LSE_OK)
-        st = lse_json_set_integer(doc, "n_features", (long long)lse_gmm_dim(m),
-                                  &err);
-    if (st == LSE_OK)
-        st = lse_json_set_strings(doc, "feature_names", data->names, data->d,
-                                  &err);
-    if (st == LSE_OK)
-        st = lse_json_set_vector(doc, "weights", lse_gmm_weights(m), &err);
-    if (st == LSE_OK)
-        st = lse_json_set_matrix(doc, "means", lse_gmm_means(m), &err);
-    if (st == LSE_OK) {
-        if (cov == LSE_COV_FULL) {
-            st = lse_json_set_stack(doc, "covariances", c, r->k, &err);
-        } else if (cov == LSE_COV_SPHERICAL) {
-            gsl_vector_const_view v = gsl_matrix_const_column(c, 0);
-            st = lse_json_set_vector(doc, "covariances", &v.vector, &err);
-        } else {
-            st = lse_json_set_matrix(doc, "covariances", c, &err);
-        }
-    }
+    lse_status st = lse_gmm_to_json(m, data->names, doc, &err);
     if (st == LSE_OK)
         st = lse_json_set_number(doc, "loglik", r->loglik, &err);
     if (st == LSE_OK)

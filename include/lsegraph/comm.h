@@ -46,10 +46,9 @@ typedef struct lse_comm {
  *  collective (the row counts). LSE_EINVAL (rank >= n_ranks, several
  *  processes without reduce), LSE_ENOMEM, or the hook's status, with a
  *  message naming @p fn in @p err (may be NULL). */
-LSE_API lse_status lse_comm_init(lse_comm *c, lse_reduce_fn reduce,
-                                 void *user, size_t rank, size_t n_ranks,
-                                 size_t n_local, const char *fn,
-                                 lse_error *err);
+LSE_API lse_status lse_comm_init(lse_comm *c, lse_reduce_fn reduce, void *user,
+                                 size_t rank, size_t n_ranks, size_t n_local,
+                                 const char *fn, lse_error *err);
 /** @brief Free the scratch of @p c (NULL is fine); no collective. */
 LSE_API void lse_comm_free(lse_comm *c);
 /** @brief 1 when @p c (may be NULL) spans several processes. */
@@ -70,17 +69,15 @@ LSE_API lse_status lse_comm_sum(lse_comm *c, double *buf, size_t n,
  *  LSE_ENOMEM, LSE_EDOM (the hook did not sum the exports) or the hook's
  *  status. */
 LSE_API lse_status lse_comm_xsum(lse_comm *c, lse_xsum *x, size_t n,
-                                 double *out, const char *fn,
-                                 lse_error *err);
+                                 double *out, const char *fn, lse_error *err);
 /** @brief all[r * m + j] = mine[j] of process r (all: n_ranks * m
  *  doubles; c->tmp may serve when m <= LSE_COMM_GATHER_MAX). */
-LSE_API lse_status lse_comm_gather(lse_comm *c, const double *mine,
-                                   size_t m, double *all, const char *fn,
-                                   lse_error *err);
+LSE_API lse_status lse_comm_gather(lse_comm *c, const double *mine, size_t m,
+                                   double *all, const char *fn, lse_error *err);
 /** @brief buf[0..n) = the values of the one process that passes
  *  owner = 1 (the others' are ignored), exactly (x + 0 = x). */
-LSE_API lse_status lse_comm_bcast(lse_comm *c, int owner, double *buf,
-                                  size_t n, const char *fn, lse_error *err);
+LSE_API lse_status lse_comm_bcast(lse_comm *c, int owner, double *buf, size_t n,
+                                  const char *fn, lse_error *err);
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,7 @@
 #include <lsegraph/io.h>
 #include <lsegraph/comm.h>
 #include <lsegraph/kmeans.h>
+#include <lsegraph/cov.h>
 #include <lsegraph/models.h>
 #undef LSEGRAPH_INSIDE
 

@@ -172,12 +172,7 @@ static inline double lse_gauss_sq_norm_scaled(const double *a, const double *s,
     return (s0 + s1) + (s2 + s3);
 }
 
-/* Columns and rows of the chol parameter for a covariance type. */
-size_t lse_gauss_chol_cols(lse_cov_type cov, size_t d);
-size_t lse_gauss_chol_rows(lse_cov_type cov, size_t n_comp);
-
-/* Name of a covariance type ("full", ...), or NULL if invalid. */
-const char *lse_gauss_cov_name(lse_cov_type cov);
+/* Names and shapes of the covariance layouts: include/lsegraph/cov.h. */
 
 /* Validate config (cov type) and, for the parameter at index chol_index,
  * the chol shape, plus the optional logw at LSE_GAUSS_LOGW. @p name is

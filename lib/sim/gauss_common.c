@@ -48,40 +48,6 @@ lse_status lse_gauss_fail(char *msg, size_t msg_len, lse_status st,
     return st;
 }
 
-const char *lse_gauss_cov_name(lse_cov_type cov)
-{
-    switch (cov) {
-    case LSE_COV_FULL:
-        return "full";
-    case LSE_COV_DIAG:
-        return "diag";
-    case LSE_COV_SPHERICAL:
-        return "spherical";
-    case LSE_COV_TIED:
-        return "tied";
-    }
-    return NULL;
-}
-
-size_t lse_gauss_chol_cols(lse_cov_type cov, size_t d)
-{
-    switch (cov) {
-    case LSE_COV_FULL:
-    case LSE_COV_TIED:
-        return d * d;
-    case LSE_COV_DIAG:
-        return d;
-    case LSE_COV_SPHERICAL:
-        return 1;
-    }
-    return 0;
-}
-
-size_t lse_gauss_chol_rows(lse_cov_type cov, size_t n_comp)
-{
-    return cov == LSE_COV_TIED ? 1 : n_comp;
-}
-
 static const char *chol_expect(lse_cov_type cov)
 {
     switch (cov) {
@@ -104,7 +70,7 @@ lse_status lse_gauss_check_common(const char *name, const lse_sim_shape *shape,
     if (shape == NULL)
         return lse_gauss_fail(msg, msg_len, LSE_EFAULT, "%s: NULL shape", name);
     const lse_cov_type cov = config_cov(config);
-    if (lse_gauss_cov_name(cov) == NULL)
+    if (lse_cov_name(cov) == NULL)
         return lse_gauss_fail(msg, msg_len, LSE_EINVAL,
                               "%s: unknown covariance type %d (expected "
                               "full, diag, spherical or tied)",
@@ -137,14 +103,14 @@ lse_status lse_gauss_check_common(const char *name, const lse_sim_shape *shape,
     if (cr == 0)
         return lse_gauss_fail(msg, msg_len, LSE_EINVAL,
                               "%s: the chol parameter is required", name);
-    const size_t er = lse_gauss_chol_rows(cov, K);
-    const size_t ec = lse_gauss_chol_cols(cov, d);
+    const size_t er = lse_cov_chol_rows(cov, K);
+    const size_t ec = lse_cov_chol_cols(cov, d);
     if (cr != er || cc != ec)
         return lse_gauss_fail(msg, msg_len, LSE_EDIM,
                               "%s: chol is %zux%zu, expected %s = %zux%zu "
                               "(cov=%s)",
                               name, cr, cc, chol_expect(cov), er, ec,
-                              lse_gauss_cov_name(cov));
+                              lse_cov_name(cov));
     return LSE_OK;
 }
 
@@ -200,7 +166,7 @@ lse_status lse_gauss_work_new(const lse_sim_shape *shape, const void *config,
     *out = NULL;
     lse_gsl_quiet();
     const lse_cov_type cov = config_cov(config);
-    if (lse_gauss_cov_name(cov) == NULL)
+    if (lse_cov_name(cov) == NULL)
         return LSE_EINVAL;
     const size_t K = shape->n_parent, d = shape->d_child;
     const size_t dc = shape->d_context;
@@ -227,8 +193,8 @@ lse_status lse_gauss_work_new(const lse_sim_shape *shape, const void *config,
         (w->dd = gsl_matrix_calloc(d, d)) != NULL &&
         (w->colsum = gsl_vector_alloc(K)) != NULL &&
         (w->new_parent = gsl_matrix_alloc(K, d)) != NULL &&
-        (w->new_chol = gsl_matrix_alloc(lse_gauss_chol_rows(cov, K),
-                                        lse_gauss_chol_cols(cov, d))) != NULL;
+        (w->new_chol = gsl_matrix_alloc(lse_cov_chol_rows(cov, K),
+                                        lse_cov_chol_cols(cov, d))) != NULL;
     const int tri = cov == LSE_COV_FULL || cov == LSE_COV_TIED;
     w->nfac = cov == LSE_COV_TIED ? 1 : K;
     size_t chunk = LSE_GAUSS_CHUNK_DOUBLES / (K * d);
@@ -342,8 +308,8 @@ lse_status lse_gauss_prepare(lse_gauss_work *w, const gsl_matrix *logw,
     w->fast = 0;
     w->gen++; /* whatever follows, the E-step cache is stale */
     const size_t K = w->n_comp, d = w->dim;
-    if (chol->size1 != lse_gauss_chol_rows(w->cov, K) ||
-        chol->size2 != lse_gauss_chol_cols(w->cov, d))
+    if (chol->size1 != lse_cov_chol_rows(w->cov, K) ||
+        chol->size2 != lse_cov_chol_cols(w->cov, d))
         return LSE_EDIM;
 
     /* log pi_k = logw_k - logsumexp(logw); -INFINITY (log 0) is legal */
@@ -2051,7 +2017,7 @@ lse_status lse_gauss_chol_from_var(lse_gauss_work *w, const char *name,
 
 int lse_gauss_describe(const void *config, char *buf, size_t len)
 {
-    const char *name = lse_gauss_cov_name(config_cov(config));
+    const char *name = lse_cov_name(config_cov(config));
     return snprintf(buf, len, "cov=%s", name != NULL ? name : "?");
 }
 

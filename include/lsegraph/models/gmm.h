@@ -7,6 +7,7 @@
 #include <gsl/gsl_matrix.h>
 #include <gsl/gsl_vector.h>
 #include <lsegraph/graph.h>
+#include <lsegraph/io.h>
 #include <lsegraph/sim.h>
 #include <lsegraph/solver.h>
 #include <lsegraph/status.h>
@@ -292,6 +293,43 @@ LSE_API size_t lse_gmm_n_params(const lse_gmm *m);
  */
 LSE_API lse_status lse_gmm_graph_new(const lse_gmm *m, const gsl_matrix *x,
                                      lse_graph **out, lse_error *err);
+
+/* ------------------------------------------------------------------ */
+/* Model files (JSON; the schema is in docs/lsefit.md).                */
+
+/**
+ * @brief Write the parameter keys of a model file to @p doc, in this
+ * order: "model" ("gmm"), "covariance_type", "n_components", "n_features",
+ * "feature_names" (the d strings @p names), "weights", "means",
+ * "covariances" (native shape: full [K][d][d], tied [d][d], diag [K][d],
+ * spherical [K]). A caller may append its own keys (lsefit adds the fit
+ * summary, "options" and "standardize").
+ * @return LSE_OK; LSE_EFAULT; the setters' status (LSE_ENOMEM).
+ */
+LSE_API lse_status lse_gmm_to_json(const lse_gmm *m, const char *const *names,
+                                   lse_json *doc, lse_error *err);
+/**
+ * @brief Read a model from the keys lse_gmm_to_json writes (others are
+ * ignored): "model" must be "gmm", the counts 1..1000000, the weights sum
+ * to 1 within 1e-6, covariances symmetric positive definite (as
+ * lse_gmm_set_covariances). @p source (NULL: "<model>") names the document
+ * in messages. OUT @p out (lse_gmm_free) and, when @p names is non-NULL,
+ * the d feature names in one malloc'ed block (free(*names)).
+ * @return LSE_OK; LSE_EFAULT; LSE_ENOTFOUND / LSE_EPARSE (a key absent or
+ * of the wrong type or shape: "source: key 'means' must be ..."); the
+ * setters' status ("source: key 'covariances': ..."); LSE_ENOMEM.
+ */
+LSE_API lse_status lse_gmm_from_json(const lse_json *doc, const char *source,
+                                     lse_gmm **out, char ***names,
+                                     lse_error *err);
+/** @brief lse_gmm_to_json, then (after a fit) the fit summary keys
+ *  "loglik", "loglik_per_sample", "n_iter", "converged", "bic", "aic" of
+ *  lse_gmm_info, written atomically to @p path (lse_json_save). */
+LSE_API lse_status lse_gmm_save(const lse_gmm *m, const char *const *names,
+                                const char *path, lse_error *err);
+/** @brief lse_json_load then lse_gmm_from_json (messages name @p path). */
+LSE_API lse_status lse_gmm_load(const char *path, lse_gmm **out,
+                                char ***names, lse_error *err);
 
 /* ------------------------------------------------------------------ */
 /* Parameters.                                                         */

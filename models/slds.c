@@ -279,8 +279,7 @@ static void par_free(par_ctx *pc)
 {
     lse_solver_free(pc->csolver);
     lse_graph_free(pc->cg);
-    free(pc->acc);
-    free(pc->xacc);
+    lse_mstep_ws_free(pc->ws);
     free(pc->prev_last);
     free(pc->all);
     free(pc->starts);

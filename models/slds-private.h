@@ -11,8 +11,6 @@
 
 #include <lsegraph/lsegraph.h>
 
-#define BLOCK_ROWS 256 /* child rows per kernel call (and in init M-steps) */
-
 struct lse_slds {
     size_t K, d, L;
     int markov;

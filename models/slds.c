@@ -21,6 +21,8 @@
  * Derivations: docs/models/slds.md.
  */
 
+#define BLOCK_ROWS 256 /* child rows per kernel call and M-step block */
+
 /* ------------------------------------------------------------------ */
 /* Errors                                                              */
 

@@ -252,8 +252,7 @@ lse_status lse_chain_viterbi(const gsl_matrix *logem, const gsl_vector *logp0,
     if (n == 0)
         return LSE_OK;
     if (K > SIZE_MAX / n || n * K > SIZE_MAX / sizeof(double))
-        return lse_error_set(err, LSE_ENOMEM, fn, "%zu x %zu path table", n,
-                             K);
+        return lse_error_set(err, LSE_ENOMEM, fn, "%zu x %zu path table", n, K);
     double *delta = malloc(n * K * sizeof *delta);
     size_t *psi = malloc(n * K * sizeof *psi);
     if (delta == NULL || psi == NULL) {
@@ -393,10 +392,10 @@ static size_t closed_classes(const gsl_matrix *P, unsigned char *reach,
  * the chain started from p0 ends in class c, pi_c its stationary
  * distribution. h (n_tr x n_cls) solves (I - P_TT) h = P_TC 1 on the
  * transient states. */
-static lse_status stationary_mixture(const gsl_matrix *P,
-                                     const gsl_vector *p0, const size_t *cls,
-                                     size_t n_cls, gsl_vector *pi,
-                                     const char *fn, lse_error *err)
+static lse_status stationary_mixture(const gsl_matrix *P, const gsl_vector *p0,
+                                     const size_t *cls, size_t n_cls,
+                                     gsl_vector *pi, const char *fn,
+                                     lse_error *err)
 {
     const size_t K = P->size1;
     size_t *idx = calloc(K, sizeof *idx), *tr = malloc(K * sizeof *tr);
@@ -414,8 +413,8 @@ static lse_status stationary_mixture(const gsl_matrix *P,
         h = gsl_matrix_calloc(n_tr, n_cls);
         perm = gsl_permutation_alloc(n_tr);
     }
-    if (idx == NULL || tr == NULL || a == NULL || w == NULL ||
-        absorb == NULL || (n_tr > 0 && (m == NULL || h == NULL || perm == NULL)))
+    if (idx == NULL || tr == NULL || a == NULL || w == NULL || absorb == NULL ||
+        (n_tr > 0 && (m == NULL || h == NULL || perm == NULL)))
         st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     if (st == LSE_OK && n_tr > 0) {
         for (size_t i = 0; i < n_tr; i++) {
@@ -424,7 +423,8 @@ static lse_status stationary_mixture(const gsl_matrix *P,
                                (i == j) - gsl_matrix_get(P, tr[i], tr[j]));
             for (size_t j = 0; j < K; j++)
                 if (cls[j] < K)
-                    *gsl_matrix_ptr(h, i, cls[j]) += gsl_matrix_get(P, tr[i], j);
+                    *gsl_matrix_ptr(h, i, cls[j]) +=
+                        gsl_matrix_get(P, tr[i], j);
         }
         int sign = 0;
         if (gsl_linalg_LU_decomp(m, perm, &sign) != GSL_SUCCESS)
@@ -438,7 +438,8 @@ static lse_status stationary_mixture(const gsl_matrix *P,
         }
         for (size_t i = 0; st == LSE_OK && i < n_tr; i++)
             for (size_t c = 0; c < n_cls; c++)
-                absorb[c] += gsl_vector_get(p0, tr[i]) * gsl_matrix_get(h, i, c);
+                absorb[c] +=
+                    gsl_vector_get(p0, tr[i]) * gsl_matrix_get(h, i, c);
     }
     for (size_t i = 0; st == LSE_OK && i < K; i++)
         if (cls[i] < K)

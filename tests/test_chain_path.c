@@ -46,8 +46,9 @@ static double brute_path(const gsl_matrix *S, const gsl_vector *lp0,
             const size_t k = c % K;
             c /= K;
             path[i] = k;
-            lp += gsl_matrix_get(S, s0 + i, k) +
-                  (i == 0 ? gsl_vector_get(lp0, k) : gsl_matrix_get(lT, prev, k));
+            lp +=
+                gsl_matrix_get(S, s0 + i, k) +
+                (i == 0 ? gsl_vector_get(lp0, k) : gsl_matrix_get(lT, prev, k));
             prev = k;
         }
         if (lp > top) {
@@ -227,8 +228,8 @@ START_TEST(test_stationary_nearly_decomposable)
     /* two blocks joined by 1e-13: the LU pivot is tiny, the answer is
      * (1/4, 1/4, 1/4, 1/4) by symmetry */
     const double e = 1e-13;
-    const double v[] = {0.5, 0.5 - e, e, 0, 0.5 - e, 0.5, 0, e,
-                        e,   0,       0.5, 0.5 - e, 0, e, 0.5 - e, 0.5};
+    const double v[] = {0.5, 0.5 - e, e,   0,       0.5 - e, 0.5, 0,       e,
+                        e,   0,       0.5, 0.5 - e, 0,       e,   0.5 - e, 0.5};
     gsl_matrix *P = matrix_of(4, v);
     gsl_vector *pi = gsl_vector_alloc(4);
     lse_assert_ok(lse_chain_stationary(P, NULL, pi, NULL, NULL));

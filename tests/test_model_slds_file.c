@@ -65,7 +65,8 @@ static void assert_same(const lse_slds *x, const lse_slds *y)
     ck_assert_int_eq(lse_slds_cov_type(x), lse_slds_cov_type(y));
     const size_t K = lse_slds_n_modes(x), d = lse_slds_dim(x),
                  L = lse_slds_lags(x);
-    gsl_matrix *a1 = gsl_matrix_alloc(d, d * L), *a2 = gsl_matrix_alloc(d, d * L);
+    gsl_matrix *a1 = gsl_matrix_alloc(d, d * L),
+               *a2 = gsl_matrix_alloc(d, d * L);
     gsl_matrix *c1 = gsl_matrix_alloc(d, d), *c2 = gsl_matrix_alloc(d, d);
     gsl_vector *b1 = gsl_vector_alloc(d), *b2 = gsl_vector_alloc(d);
     for (size_t k = 0; k < K; k++) {
@@ -191,7 +192,7 @@ static lse_status read_text(const char *text, lse_error *err)
 }
 
 #define HEAD                                                                   \
-    "{\"model\": \"slds\", \"markov\": false, \"n_modes\": 2, "               \
+    "{\"model\": \"slds\", \"markov\": false, \"n_modes\": 2, "                \
     "\"n_features\": 1, \"feature_names\": [\"x\"], "
 #define BODY "\"A\": [[[0.5]], [[-0.2]]], \"b\": [[0], [1]], "
 

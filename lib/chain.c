@@ -244,3 +244,350 @@ lse_status lse_chain_eval(lse_term *t, int want_grad, double *energy)
     }
     return LSE_OK;
 }
+
+/* ------------------------------------------------------------------ */
+/* Most likely path and stationary distribution (public, graph.h)      */
+
+#include <gsl/gsl_linalg.h>
+
+lse_status lse_chain_viterbi(const gsl_matrix *logem, const gsl_vector *logp0,
+                             const gsl_matrix *logT, const size_t *starts,
+                             size_t n_starts, size_t *path, lse_error *err)
+{
+    static const char fn[] = "lse_chain_viterbi";
+    if (logem == NULL || logp0 == NULL || logT == NULL || path == NULL ||
+        (starts == NULL && n_starts > 0))
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
+    const size_t n = logem->size1, K = logem->size2;
+    if (logp0->size != K || logT->size1 != K || logT->size2 != K)
+        return lse_error_set(err, LSE_EDIM, fn,
+                             "emissions (%zu, %zu), initial %zu, transitions "
+                             "(%zu, %zu): expected K = %zu everywhere",
+                             n, K, logp0->size, logT->size1, logT->size2, K);
+    size_t prev = 0;
+    for (size_t q = 0; q < n_starts; q++) {
+        if (starts[q] == 0 && q == 0)
+            continue;
+        if (starts[q] <= prev || starts[q] >= n)
+            return lse_error_set(err, LSE_ERANGE, fn,
+                                 "start %zu is not ascending within [1, %zu)",
+                                 starts[q], n);
+        prev = starts[q];
+    }
+    if (n == 0)
+        return LSE_OK;
+    if (K > SIZE_MAX / n || n * K > SIZE_MAX / sizeof(double))
+        return lse_error_set(err, LSE_ENOMEM, fn, "%zu x %zu path table", n, K);
+    double *delta = malloc(n * K * sizeof *delta);
+    size_t *psi = malloc(n * K * sizeof *psi);
+    if (delta == NULL || psi == NULL) {
+        free(delta);
+        free(psi);
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    }
+    size_t q = n_starts > 0 && starts[0] == 0 ? 1 : 0;
+    for (size_t s0 = 0; s0 < n;) {
+        const size_t s1 = q < n_starts ? starts[q++] : n;
+        for (size_t k = 0; k < K; k++)
+            delta[s0 * K + k] =
+                gsl_vector_get(logp0, k) + gsl_matrix_get(logem, s0, k);
+        for (size_t i = s0 + 1; i < s1; i++)
+            for (size_t k = 0; k < K; k++) {
+                size_t arg = 0;
+                double best = -INFINITY;
+                for (size_t j = 0; j < K; j++) {
+                    const double v =
+                        delta[(i - 1) * K + j] + gsl_matrix_get(logT, j, k);
+                    if (v > best) {
+                        best = v;
+                        arg = j;
+                    }
+                }
+                delta[i * K + k] = best + gsl_matrix_get(logem, i, k);
+                psi[i * K + k] = arg;
+            }
+        size_t k = 0;
+        for (size_t j = 1; j < K; j++)
+            if (delta[(s1 - 1) * K + j] > delta[(s1 - 1) * K + k])
+                k = j;
+        path[s1 - 1] = k;
+        for (size_t i = s1 - 1; i > s0; i--)
+            path[i - 1] = psi[i * K + path[i]];
+        s0 = s1;
+    }
+    free(delta);
+    free(psi);
+    return LSE_OK;
+}
+
+/* Stationary distribution of the irreducible chain on the states idx[0..m)
+ * of P (their rows carry all their mass among them), by the GTH
+ * elimination (Grassmann, Taksar and Heyman 1985): no subtraction, so
+ * every entry keeps full relative precision. a (m * m) scratch; out (m). */
+static void gth(const gsl_matrix *P, const size_t *idx, size_t m, double *a,
+                double *out)
+{
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < m; j++)
+            a[i * m + j] = gsl_matrix_get(P, idx[i], idx[j]);
+    for (size_t l = m; l-- > 1;) {
+        double s = 0.0;
+        for (size_t j = 0; j < l; j++)
+            s += a[l * m + j];
+        for (size_t i = 0; i < l; i++)
+            a[i * m + l] /= s;
+        for (size_t i = 0; i < l; i++)
+            for (size_t j = 0; j < l; j++)
+                a[i * m + j] += a[i * m + l] * a[l * m + j];
+    }
+    double sum = out[0] = 1.0;
+    for (size_t j = 1; j < m; j++) {
+        double v = 0.0;
+        for (size_t i = 0; i < j; i++)
+            v += out[i] * a[i * m + j];
+        out[j] = v;
+        sum += v;
+    }
+    for (size_t j = 0; j < m; j++)
+        out[j] /= sum;
+}
+
+/* pi (P - I) = 0 with the last equation replaced by sum pi = 1, by LU
+ * with partial pivoting: 1 when it gave a distribution (finite, >= 0). */
+static int stationary_lu(const gsl_matrix *P, gsl_vector *pi, gsl_matrix *a,
+                         gsl_vector *rhs, gsl_permutation *perm)
+{
+    const size_t K = P->size1;
+    for (size_t i = 0; i < K; i++)
+        for (size_t j = 0; j < K; j++)
+            gsl_matrix_set(a, i, j,
+                           (i == K - 1) ? 1.0
+                                        : gsl_matrix_get(P, j, i) -
+                                              (i == j ? 1.0 : 0.0));
+    gsl_vector_set_zero(rhs);
+    gsl_vector_set(rhs, K - 1, 1.0);
+    int sign = 0;
+    if (gsl_linalg_LU_decomp(a, perm, &sign) != GSL_SUCCESS)
+        return 0;
+    for (size_t i = 0; i < K; i++)
+        if (gsl_matrix_get(a, i, i) == 0.0)
+            return 0;
+    if (gsl_linalg_LU_solve(a, perm, rhs, pi) != GSL_SUCCESS)
+        return 0;
+    for (size_t i = 0; i < K; i++)
+        if (!isfinite(gsl_vector_get(pi, i)) || gsl_vector_get(pi, i) < 0.0)
+            return 0;
+    return 1;
+}
+
+/* reach (K * K): reach[i K + j] = 1 when j can be reached from i in zero
+ * or more steps with positive probability (Warshall). cls (K): the closed
+ * class of each recurrent state (0-based), K for a transient state.
+ * Returns the number of closed classes. */
+static size_t closed_classes(const gsl_matrix *P, unsigned char *reach,
+                             size_t *cls)
+{
+    const size_t K = P->size1;
+    for (size_t i = 0; i < K; i++)
+        for (size_t j = 0; j < K; j++)
+            reach[i * K + j] = i == j || gsl_matrix_get(P, i, j) > 0.0;
+    for (size_t l = 0; l < K; l++)
+        for (size_t i = 0; i < K; i++)
+            if (reach[i * K + l])
+                for (size_t j = 0; j < K; j++)
+                    reach[i * K + j] |= reach[l * K + j];
+    size_t n_cls = 0;
+    for (size_t i = 0; i < K; i++) {
+        cls[i] = K;
+        int closed = 1; /* i returns from everywhere it can go */
+        for (size_t j = 0; j < K && closed; j++)
+            closed = !reach[i * K + j] || reach[j * K + i];
+        if (!closed)
+            continue;
+        for (size_t j = 0; j < i && cls[i] == K; j++)
+            if (cls[j] < K && reach[i * K + j])
+                cls[i] = cls[j];
+        if (cls[i] == K)
+            cls[i] = n_cls++;
+    }
+    return n_cls;
+}
+
+/* Several closed classes: pi = sum_c a_c pi_c, a_c the probability that
+ * the chain started from p0 ends in class c, pi_c its stationary
+ * distribution. h (n_tr x n_cls) solves (I - P_TT) h = P_TC 1 on the
+ * transient states. */
+static lse_status stationary_mixture(const gsl_matrix *P, const gsl_vector *p0,
+                                     const size_t *cls, size_t n_cls,
+                                     gsl_vector *pi, const char *fn,
+                                     lse_error *err)
+{
+    const size_t K = P->size1;
+    size_t *idx = calloc(K, sizeof *idx), *tr = malloc(K * sizeof *tr);
+    double *a = malloc(K * K * sizeof *a), *w = malloc(K * sizeof *w);
+    double *absorb = calloc(n_cls, sizeof *absorb);
+    gsl_matrix *m = NULL, *h = NULL;
+    gsl_permutation *perm = NULL;
+    lse_status st = LSE_OK;
+    size_t n_tr = 0;
+    for (size_t i = 0; tr != NULL && i < K; i++)
+        if (cls[i] == K)
+            tr[n_tr++] = i;
+    if (n_tr > 0) {
+        m = gsl_matrix_alloc(n_tr, n_tr);
+        h = gsl_matrix_calloc(n_tr, n_cls);
+        perm = gsl_permutation_alloc(n_tr);
+    }
+    if (idx == NULL || tr == NULL || a == NULL || w == NULL || absorb == NULL ||
+        (n_tr > 0 && (m == NULL || h == NULL || perm == NULL)))
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    if (st == LSE_OK && n_tr > 0) {
+        for (size_t i = 0; i < n_tr; i++) {
+            for (size_t j = 0; j < n_tr; j++)
+                gsl_matrix_set(m, i, j,
+                               (i == j) - gsl_matrix_get(P, tr[i], tr[j]));
+            for (size_t j = 0; j < K; j++)
+                if (cls[j] < K)
+                    *gsl_matrix_ptr(h, i, cls[j]) +=
+                        gsl_matrix_get(P, tr[i], j);
+        }
+        int sign = 0;
+        if (gsl_linalg_LU_decomp(m, perm, &sign) != GSL_SUCCESS)
+            st = lse_error_set(err, LSE_ENUMERIC, fn,
+                               "absorption probabilities: singular system");
+        for (size_t c = 0; st == LSE_OK && c < n_cls; c++) {
+            gsl_vector_view col = gsl_matrix_column(h, c);
+            if (gsl_linalg_LU_svx(m, perm, &col.vector) != GSL_SUCCESS)
+                st = lse_error_set(err, LSE_ENUMERIC, fn,
+                                   "absorption probabilities: singular system");
+        }
+        for (size_t i = 0; st == LSE_OK && i < n_tr; i++)
+            for (size_t c = 0; c < n_cls; c++)
+                absorb[c] +=
+                    gsl_vector_get(p0, tr[i]) * gsl_matrix_get(h, i, c);
+    }
+    for (size_t i = 0; st == LSE_OK && i < K; i++)
+        if (cls[i] < K)
+            absorb[cls[i]] += gsl_vector_get(p0, i);
+    gsl_vector_set_zero(pi);
+    for (size_t c = 0; st == LSE_OK && c < n_cls; c++) {
+        size_t mc = 0;
+        for (size_t i = 0; i < K; i++)
+            if (cls[i] == c)
+                idx[mc++] = i;
+        gth(P, idx, mc, a, w);
+        for (size_t i = 0; i < mc; i++)
+            gsl_vector_set(pi, idx[i], absorb[c] * w[i]);
+    }
+    free(idx);
+    free(tr);
+    free(a);
+    free(w);
+    free(absorb);
+    gsl_matrix_free(m);
+    gsl_matrix_free(h);
+    gsl_permutation_free(perm);
+    return st;
+}
+
+/* Entries finite and >= 0 summing to 1 (LSE_CHAIN_SUM_TOL); what names
+ * the vector in messages. */
+static lse_status check_simplex(const double *p, size_t n, size_t stride,
+                                const char *what, size_t row, const char *fn,
+                                lse_error *err)
+{
+    double sum = 0.0;
+    for (size_t j = 0; j < n; j++) {
+        const double v = p[j * stride];
+        if (!isfinite(v))
+            return lse_error_set(err, LSE_ENONFINITE, fn,
+                                 "%s %zu: entry %zu is %g", what, row, j, v);
+        if (v < 0.0)
+            return lse_error_set(err, LSE_EDOM, fn,
+                                 "%s %zu: entry %zu is %g, need >= 0", what,
+                                 row, j, v);
+        sum += v;
+    }
+    if (!(fabs(sum - 1.0) <= LSE_CHAIN_SUM_TOL))
+        return lse_error_set(err, LSE_EDOM, fn, "%s %zu sums to %.17g, not 1",
+                             what, row, sum);
+    return LSE_OK;
+}
+
+lse_status lse_chain_stationary(const gsl_matrix *P, const gsl_vector *p0,
+                                gsl_vector *pi, size_t *n_closed,
+                                lse_error *err)
+{
+    static const char fn[] = "lse_chain_stationary";
+    if (P == NULL || pi == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
+    const size_t K = P->size1;
+    if (K == 0 || P->size2 != K || pi->size != K ||
+        (p0 != NULL && p0->size != K))
+        return lse_error_set(err, LSE_EDIM, fn,
+                             "P is %zu x %zu, pi has %zu entries%s: need "
+                             "K x K and K >= 1",
+                             P->size1, P->size2, pi->size,
+                             p0 != NULL && p0->size != K ? ", p0 another size"
+                                                         : "");
+    lse_status st = LSE_OK;
+    for (size_t i = 0; st == LSE_OK && i < K; i++)
+        st = check_simplex(gsl_matrix_const_ptr(P, i, 0), K, 1, "row", i, fn,
+                           err);
+    if (st == LSE_OK && p0 != NULL)
+        st = check_simplex(p0->data, K, p0->stride, "p0", 0, fn, err);
+    if (st != LSE_OK)
+        return st;
+    unsigned char *reach = malloc(K * K);
+    size_t *cls = malloc(K * sizeof *cls);
+    gsl_matrix *a = gsl_matrix_alloc(K, K);
+    gsl_vector *rhs = gsl_vector_alloc(K);
+    gsl_permutation *perm = gsl_permutation_alloc(K);
+    size_t *idx = malloc(K * sizeof *idx);
+    double *w = malloc(K * sizeof *w);
+    if (reach == NULL || cls == NULL || a == NULL || rhs == NULL ||
+        perm == NULL || idx == NULL || w == NULL) {
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+        goto done;
+    }
+    const size_t n_cls = closed_classes(P, reach, cls);
+    if (n_closed != NULL)
+        *n_closed = n_cls;
+    if (n_cls > 1 && p0 == NULL) {
+        st = lse_error_set(err, LSE_EDOM, fn,
+                           "the chain has %zu closed classes: its stationary "
+                           "distribution is not unique (pass p0 for the "
+                           "long-run average from it)",
+                           n_cls);
+        goto done;
+    }
+    if (n_cls > 1) {
+        st = stationary_mixture(P, p0, cls, n_cls, pi, fn, err);
+    } else if (!stationary_lu(P, pi, a, rhs, perm)) {
+        /* singular or inaccurate elimination: GTH on the closed class,
+         * zero on the transient states */
+        size_t m = 0;
+        for (size_t i = 0; i < K; i++)
+            if (cls[i] == 0)
+                idx[m++] = i;
+        gth(P, idx, m, a->data, w);
+        gsl_vector_set_zero(pi);
+        for (size_t i = 0; i < m; i++)
+            gsl_vector_set(pi, idx[i], w[i]);
+    }
+    if (st == LSE_OK) {
+        double sum = 0.0;
+        for (size_t i = 0; i < K; i++)
+            sum += gsl_vector_get(pi, i);
+        gsl_vector_scale(pi, 1.0 / sum);
+    }
+done:
+    free(reach);
+    free(cls);
+    gsl_matrix_free(a);
+    gsl_vector_free(rhs);
+    gsl_permutation_free(perm);
+    free(idx);
+    free(w);
+    return st;
+}

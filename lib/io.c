@@ -459,6 +459,33 @@ static int by_name(const void *a, const void *b)
     return (x->j > y->j) - (x->j < y->j);
 }
 
+lse_status lse_names_find_repeat(const char *const *names, size_t n,
+                                 size_t *first, size_t *second, lse_error *err)
+{
+    *first = 0;
+    *second = SIZE_MAX;
+    if (n < 2)
+        return LSE_OK;
+    named_column *v = malloc(n * sizeof *v); /* n <= SIZE_MAX / sizeof *v:
+                                                names already fill n slots */
+    if (v == NULL)
+        return lse_error_set(err, LSE_ENOMEM, __func__, "out of memory");
+    for (size_t j = 0; j < n; j++) {
+        v[j].name = names[j];
+        v[j].j = j;
+    }
+    qsort(v, n, sizeof *v, by_name);
+    for (size_t k = 1; k < n; k++) {
+        if (strcmp(v[k].name, v[k - 1].name) != 0 || v[k].j >= *second)
+            continue;
+        /* v[k - 1] is the previous entry of this name */
+        *second = v[k].j;
+        *first = v[k - 1].j;
+    }
+    free(v);
+    return LSE_OK;
+}
+
 /* A header must name every column differently: a column is found by its
  * name, and two alike would silently give the first one. Reports the
  * repeat that comes first in the file (smallest second column). */
@@ -466,26 +493,18 @@ static lse_status check_unique_names(const lse_table *t, lse_error *err)
 {
     if (!t->has_header || t->n_cols < 2)
         return LSE_OK;
-    named_column *v = malloc(t->n_cols * sizeof *v);
-    if (v == NULL)
+    const char **names = malloc(t->n_cols * sizeof *names);
+    if (names == NULL)
         return lse_error_set(err, LSE_ENOMEM, "lse_table_parse",
                              "%s: out of memory", t->name);
-    for (size_t j = 0; j < t->n_cols; j++) {
-        v[j].name = t->text + t->names[j];
-        v[j].j = j;
-    }
-    qsort(v, t->n_cols, sizeof *v, by_name);
+    for (size_t j = 0; j < t->n_cols; j++)
+        names[j] = t->text + t->names[j];
     size_t first = 0, second = SIZE_MAX;
-    for (size_t k = 1; k < t->n_cols; k++) {
-        if (strcmp(v[k].name, v[k - 1].name) != 0 || v[k].j >= second)
-            continue;
-        /* v[k - 1] is the previous column of this name */
-        second = v[k].j;
-        first = v[k - 1].j;
-    }
-    free(v);
-    if (second == SIZE_MAX)
-        return LSE_OK;
+    const lse_status st =
+        lse_names_find_repeat(names, t->n_cols, &first, &second, err);
+    free(names);
+    if (st != LSE_OK || second == SIZE_MAX)
+        return st;
     const char *name = t->text + t->names[first];
     if (name[0] == '\0')
         return lse_error_set(err, LSE_EPARSE, "lse_table_parse",

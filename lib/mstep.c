@@ -24,18 +24,25 @@ static void copy_rows(size_t i0, gsl_matrix *out, void *user)
     gsl_matrix_memcpy(out, &v.matrix);
 }
 
-/* stats over the blocks of the term's child rows into acc (zeroed); rblk
- * (block, n_parent) scratch for the responsibilities. */
+/* stats over the blocks of the term's child rows into acc (zeroed), or
+ * stats_exact into xacc when it is not NULL; rblk (block, n_parent)
+ * scratch for the responsibilities. */
 static lse_status block_stats(lse_term *t, lse_sim_args *a, lse_resp_fn fill,
-                              void *user, gsl_matrix *rblk, double *acc)
+                              void *user, gsl_matrix *rblk, double *acc,
+                              lse_xsum *xacc)
 {
-    const gsl_matrix *whole = a->child;
+    const gsl_matrix *whole = a->child, *ctx = a->context;
     const size_t n = whole->size1, K = rblk->size2, B = t->shape.block;
     lse_status st = LSE_OK;
     for (size_t i0 = 0; st == LSE_OK && i0 < n; i0 += B) {
         const size_t b = n - i0 < B ? n - i0 : B;
         gsl_matrix_const_view cv =
             gsl_matrix_const_submatrix(whole, i0, 0, b, whole->size2);
+        gsl_matrix_const_view xv = /* the block's context rows */
+            gsl_matrix_const_submatrix(ctx != NULL ? ctx : whole, i0, 0, b,
+                                       ctx != NULL ? ctx->size2 : 1);
+        if (ctx != NULL)
+            a->context = &xv.matrix;
         gsl_matrix_view rv = gsl_matrix_submatrix(rblk, 0, 0, b, K);
         fill(i0, &rv.matrix, user);
         gsl_vector wrows; /* rows i0.. of the row weights */
@@ -48,9 +55,11 @@ static lse_status block_stats(lse_term *t, lse_sim_args *a, lse_resp_fn fill,
         }
         a->child = &cv.matrix;
         a->child_offset = i0;
-        st = t->sim->stats(a, &rv.matrix, w, acc);
+        st = xacc != NULL ? t->sim->stats_exact(a, &rv.matrix, w, xacc)
+                          : t->sim->stats(a, &rv.matrix, w, acc);
     }
     a->child = whole;
+    a->context = ctx;
     a->child_offset = 0;
     return st;
 }
@@ -69,6 +78,107 @@ static lse_status check_mstep(const lse_term *t, lse_error *err)
     return LSE_OK;
 }
 
+/* The buffers of a term's M-step (include/lsegraph/mstep.h). */
+struct lse_mstep_ws {
+    const lse_term *t;
+    size_t n_acc;
+    double *acc;       /* (n_acc + 1) statistics */
+    lse_xsum *xacc;    /* (n_acc) exact accumulators, or NULL */
+    gsl_matrix **outs; /* (n_param + 1) parameter outputs */
+    gsl_matrix *rblk;  /* (block, n_parent) responsibilities of a block */
+};
+
+void lse_mstep_ws_free(lse_mstep_ws *ws)
+{
+    if (ws == NULL)
+        return;
+    free(ws->acc);
+    free(ws->xacc);
+    free(ws->outs);
+    gsl_matrix_free(ws->rblk);
+    free(ws);
+}
+
+lse_status lse_mstep_ws_new(const lse_term *t, unsigned flags,
+                            lse_mstep_ws **out, lse_error *err)
+{
+    static const char fn[] = "lse_mstep_ws_new";
+    if (out == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL output");
+    *out = NULL;
+    lse_status st = check_mstep(t, err);
+    if (st != LSE_OK)
+        return st;
+    const int exact = (flags & LSE_MSTEP_EXACT) != 0;
+    if (exact && t->sim->stats_exact == NULL)
+        return lse_error_set(err, LSE_ENOTSUP, fn,
+                             "term '%s': similarity '%s' has no exact "
+                             "statistics",
+                             t->name, t->sim->name);
+    lse_mstep_ws *ws = calloc(1, sizeof *ws);
+    if (ws == NULL)
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    ws->t = t;
+    ws->n_acc = t->sim->stats_size(&t->shape, t->config);
+    ws->acc = malloc((ws->n_acc + 1) * sizeof *ws->acc);
+    ws->xacc = exact ? malloc((ws->n_acc + 1) * sizeof *ws->xacc) : NULL;
+    ws->outs = calloc(t->sim->n_param + 1, sizeof *ws->outs);
+    ws->rblk = t->shape.block > 0
+                   ? gsl_matrix_alloc(t->shape.block, t->shape.n_parent)
+                   : NULL;
+    if (ws->acc == NULL || (exact && ws->xacc == NULL) || ws->outs == NULL ||
+        ws->rblk == NULL) {
+        lse_mstep_ws_free(ws);
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    }
+    *out = ws;
+    return LSE_OK;
+}
+
+/* The M-step of lse_term_mstep_rows in the buffers of ws (checked). */
+static lse_status mstep_run(lse_term *t, lse_resp_fn fill, void *user,
+                            const lse_mstep_opts *opts,
+                            lse_mstep_report *report, lse_comm *comm,
+                            lse_mstep_ws *ws, lse_error *err)
+{
+    static const char fn[] = "lse_term_mstep";
+    const lse_sim_type *sim = t->sim;
+    const size_t n_acc = ws->n_acc;
+    double *acc = ws->acc;
+    memset(acc, 0, (n_acc + 1) * sizeof *acc);
+    if (ws->xacc != NULL)
+        memset(ws->xacc, 0, (n_acc + 1) * sizeof *ws->xacc);
+    lse_sim_args a;
+    lse_status st = lse_term_sim_args(t, &a);
+    if (st != LSE_OK)
+        return lse_error_set(err, st, fn, "term '%s': prepare: %s", t->name,
+                             lse_strerror(st));
+    st = block_stats(t, &a, fill, user, ws->rblk, acc, ws->xacc);
+    if (st != LSE_OK)
+        return lse_error_set(err, st, fn, "term '%s': M-step statistics: %s",
+                             t->name, lse_strerror(st));
+    st = ws->xacc != NULL ? lse_comm_xsum(comm, ws->xacc, n_acc, acc, fn, err)
+                          : lse_comm_sum(comm, acc, n_acc, fn, err);
+    if (st != LSE_OK)
+        return st;
+    for (size_t k = 0; k < sim->n_param; k++)
+        ws->outs[k] = t->param[k] != NULL ? t->param[k]->value : NULL;
+    gsl_matrix_view pv = lse_view_value(&t->parent);
+    const lse_mstep_opts mo = opts != NULL ? *opts : lse_mstep_opts_default();
+    lse_mstep_report rep = {0};
+    if (report == NULL)
+        report = &rep;
+    if (report->empty != NULL)
+        memset(report->empty, 0, t->shape.n_parent);
+    char msg[400] = "";
+    st =
+        sim->solve(&a, acc, &pv.matrix, ws->outs, &mo, report, msg, sizeof msg);
+    if (st != LSE_OK)
+        lse_error_set(err, st, fn, "term '%s': %s", t->name,
+                      msg[0] ? msg : lse_strerror(st));
+    return st;
+}
+
 lse_status lse_term_mstep_rows(lse_term *t, lse_resp_fn fill, void *user,
                                const lse_mstep_opts *opts,
                                lse_mstep_report *report, lse_comm *comm,
@@ -80,75 +190,65 @@ lse_status lse_term_mstep_rows(lse_term *t, lse_resp_fn fill, void *user,
         return st;
     if (fill == NULL)
         return lse_error_set(err, LSE_EFAULT, fn, "NULL fill");
-    const lse_sim_type *sim = t->sim;
-    const size_t n_acc = sim->stats_size(&t->shape, t->config);
-    double *acc = calloc(n_acc + 1, sizeof *acc);
-    gsl_matrix **outs = calloc(sim->n_param + 1, sizeof *outs);
-    gsl_matrix *rblk = t->shape.block > 0
-                           ? gsl_matrix_alloc(t->shape.block, t->shape.n_parent)
-                           : NULL;
-    if (acc == NULL || outs == NULL || rblk == NULL) {
-        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
-        goto done;
-    }
-    lse_sim_args a;
-    st = lse_term_sim_args(t, &a);
-    if (st != LSE_OK) {
-        lse_error_set(err, st, fn, "term '%s': prepare: %s", t->name,
-                      lse_strerror(st));
-        goto done;
-    }
-    st = block_stats(t, &a, fill, user, rblk, acc);
-    if (st != LSE_OK) {
-        lse_error_set(err, st, fn, "term '%s': M-step statistics: %s", t->name,
-                      lse_strerror(st));
-        goto done;
-    }
-    st = lse_comm_sum(comm, acc, n_acc, fn, err);
-    if (st != LSE_OK)
-        goto done;
-    for (size_t k = 0; k < sim->n_param; k++)
-        outs[k] = t->param[k] != NULL ? t->param[k]->value : NULL;
-    gsl_matrix_view pv = lse_view_value(&t->parent);
-    const lse_mstep_opts mo = opts != NULL ? *opts : lse_mstep_opts_default();
-    lse_mstep_report rep = {0};
-    if (report == NULL)
-        report = &rep;
-    if (report->empty != NULL)
-        memset(report->empty, 0, t->shape.n_parent);
-    char msg[400] = "";
-    st = sim->solve(&a, acc, &pv.matrix, outs, &mo, report, msg, sizeof msg);
-    if (st != LSE_OK)
-        lse_error_set(err, st, fn, "term '%s': %s", t->name,
-                      msg[0] ? msg : lse_strerror(st));
-done:
-    free(acc);
-    free(outs);
-    gsl_matrix_free(rblk);
+    lse_mstep_ws *ws = NULL;
+    st = lse_mstep_ws_new(t, 0, &ws, err);
+    if (st == LSE_OK)
+        st = mstep_run(t, fill, user, opts, report, comm, ws, err);
+    lse_mstep_ws_free(ws);
     return st;
+}
+
+/* resp checked against t's shape (NULL: the kept softmax), or an error. */
+static lse_status check_resp(const lse_term *t, const gsl_matrix **resp,
+                             lse_error *err)
+{
+    static const char fn[] = "lse_term_mstep";
+    if (*resp == NULL)
+        *resp = lse_term_softmax(t);
+    if (*resp == NULL)
+        return lse_error_set(err, LSE_ENOTSUP, fn,
+                             "term '%s' keeps no softmax: pass the "
+                             "responsibilities",
+                             t->name);
+    if ((*resp)->size1 != t->shape.n_child ||
+        (*resp)->size2 != t->shape.n_parent)
+        return lse_error_set(err, LSE_EDIM, fn,
+                             "term '%s': responsibilities %zu x %zu, expected "
+                             "%zu x %zu",
+                             t->name, (*resp)->size1, (*resp)->size2,
+                             t->shape.n_child, t->shape.n_parent);
+    return LSE_OK;
+}
+
+lse_status lse_term_mstep_ws(lse_term *t, const gsl_matrix *resp,
+                             const lse_mstep_opts *opts,
+                             lse_mstep_report *report, lse_comm *comm,
+                             lse_mstep_ws *ws, lse_error *err)
+{
+    static const char fn[] = "lse_term_mstep";
+    lse_status st = check_mstep(t, err);
+    if (st != LSE_OK)
+        return st;
+    if (ws == NULL || ws->t != t)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "term '%s': a workspace made for another term",
+                             t->name);
+    st = check_resp(t, &resp, err);
+    if (st != LSE_OK)
+        return st;
+    return mstep_run(t, copy_rows, (void *)(uintptr_t)resp, opts, report, comm,
+                     ws, err);
 }
 
 lse_status lse_term_mstep(lse_term *t, const gsl_matrix *resp,
                           const lse_mstep_opts *opts, lse_mstep_report *report,
                           lse_comm *comm, lse_error *err)
 {
-    static const char fn[] = "lse_term_mstep";
     lse_status st = check_mstep(t, err);
+    if (st == LSE_OK)
+        st = check_resp(t, &resp, err);
     if (st != LSE_OK)
         return st;
-    if (resp == NULL)
-        resp = lse_term_softmax(t);
-    if (resp == NULL)
-        return lse_error_set(err, LSE_ENOTSUP, fn,
-                             "term '%s' keeps no softmax: pass the "
-                             "responsibilities",
-                             t->name);
-    if (resp->size1 != t->shape.n_child || resp->size2 != t->shape.n_parent)
-        return lse_error_set(err, LSE_EDIM, fn,
-                             "term '%s': responsibilities %zu x %zu, expected "
-                             "%zu x %zu",
-                             t->name, resp->size1, resp->size2,
-                             t->shape.n_child, t->shape.n_parent);
     return lse_term_mstep_rows(t, copy_rows, (void *)(uintptr_t)resp, opts,
                                report, comm, err);
 }

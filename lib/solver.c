@@ -922,8 +922,15 @@ static lse_status iterate_em(lse_solver *s)
         if (st != LSE_OK)
             return st;
     }
-    for (size_t i = 0; i < s->n_chain; i++)
+    for (size_t i = 0; i < s->n_chain; i++) {
         chain_solve(s, i);
+        if (s->mstep_hook != NULL) { /* no parents to report */
+            const lse_mstep_report rep = {0};
+            st = s->mstep_hook(g, s->chains[i], &rep, s->mstep_user);
+            if (st != LSE_OK)
+                return st;
+        }
+    }
     if (s->n_gparam > 0) {
         double er;
         st =

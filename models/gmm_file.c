@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include <lsegraph/lsegraph.h>
+#include "util.h"
 
 /* GMM model files (JSON, schema in docs/lsefit.md): the library's own
  * reader and writer, used by lsefit and energyviz. */
@@ -127,6 +128,12 @@ static lse_status read_header(const lse_json *doc, const char *src,
                              "key 'feature_names' has %zu names but "
                              "n_features is %zu",
                              n, *d);
+    }
+    if (st == LSE_OK && names != NULL)
+        st = lse_model_names_unique(*names, n, src, err);
+    if (st != LSE_OK && names != NULL) {
+        free(*names);
+        *names = NULL;
     }
     return st;
 }

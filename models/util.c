@@ -51,3 +51,19 @@ lse_status lse_util_check_weights(const gsl_vector *w, size_t n, lse_comm *dist,
     *total = sum;
     return LSE_OK;
 }
+
+lse_status lse_model_names_unique(char *const *names, size_t n,
+                                  const char *src, lse_error *err)
+{
+    size_t first = 0, second = SIZE_MAX;
+    const lse_status st = lse_names_find_repeat((const char *const *)names, n,
+                                                &first, &second, err);
+    if (st != LSE_OK || second == SIZE_MAX)
+        return st;
+    return lse_error_set(err, LSE_EPARSE, src,
+                         "key 'feature_names' names '%.60s' twice (entries "
+                         "%zu and %zu): each feature needs its own name; fix "
+                         "the model file or refit it from data with unique "
+                         "column names",
+                         names[second], first + 1, second + 1);
+}

@@ -425,6 +425,26 @@ END_TEST
 
 /* A header naming two columns alike is refused: a column is found by its
  * name, and the second one would never be. */
+/* The first repeat is the one whose second occurrence comes first. */
+START_TEST(test_names_find_repeat)
+{
+    const char *const a[] = {"x", "y", "z", "y", "x"};
+    size_t first = 7, second = 7;
+    lse_assert_ok(lse_names_find_repeat(a, 5, &first, &second, NULL));
+    ck_assert_uint_eq(first, 1);
+    ck_assert_uint_eq(second, 3);
+    const char *const b[] = {"b", "a", "c"};
+    lse_assert_ok(lse_names_find_repeat(b, 3, &first, &second, NULL));
+    ck_assert_uint_eq(second, SIZE_MAX);
+    lse_assert_ok(lse_names_find_repeat(b, 1, &first, &second, NULL));
+    ck_assert_uint_eq(second, SIZE_MAX);
+    const char *const c[] = {"", "q", ""};
+    lse_assert_ok(lse_names_find_repeat(c, 3, &first, &second, NULL));
+    ck_assert_uint_eq(first, 0);
+    ck_assert_uint_eq(second, 2);
+}
+END_TEST
+
 START_TEST(test_duplicate_names)
 {
     expect_read_error("a,b,a\n1,2,3\n", NULL, LSE_EPARSE,
@@ -1289,6 +1309,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(outputs, test_outputs_all_or_none);
     tcase_add_test(outputs, test_discard_temporaries);
     tcase_add_test(outputs, test_outputs_modes);
+    tcase_add_test(outputs, test_names_find_repeat);
     suite_add_tcase(s, outputs);
     return s;
 }

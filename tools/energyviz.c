@@ -1000,16 +1000,6 @@ static gsl_matrix *load_data(const char *path, size_t d)
     return keep(x);
 }
 
-static size_t json_size(const char *key)
-{
-    long long v = 0;
-    lse_error err = {0};
-    check(lse_json_get_integer(S.json, key, &v, &err), &err, "model");
-    if (v < 1 || v > 1000000)
-        die(1, "model: key '%s' = %lld must be a positive count", key, v);
-    return (size_t)v;
-}
-
 /* Rows of the fitted data, from loglik / loglik_per_<unit>, or 0. */
 static size_t json_rows(const char *per_key)
 {
@@ -1055,88 +1045,27 @@ static lse_graph *json_gmm(const options *o, char *title, size_t len)
 static lse_graph *json_slds(const options *o, char *title, size_t len)
 {
     lse_error err = {0};
-    const size_t K = json_size("n_modes"), d = json_size("n_features");
-    int markov = 0;
-    check(lse_json_get_bool(S.json, "markov", &markov, &err), &err, "model");
-    gsl_matrix *A = NULL, *b = NULL, *C = NULL;
-    size_t kA = 0;
-    lse_status st = lse_json_get_stack(S.json, "A", K, d, 0, &A, &kA, &err);
-    if (st == LSE_OK)
-        st = lse_json_get_matrix(S.json, "b", K, d, &b, &err);
-    if (st == LSE_OK)
-        st = lse_json_get_stack(S.json, "covariances", K, d, d, &C, NULL, &err);
-    if (st == LSE_OK && (A->size2 % d != 0 || A->size2 == 0))
-        st = lse_error_set(&err, LSE_EPARSE, "model",
-                           "%s: key 'A' has %zu columns, not a multiple of "
-                           "n_features = %zu",
-                           o->model, A->size2, d);
-    lse_slds_config cfg = lse_slds_config_default();
-    cfg.n_modes = K;
-    cfg.dim = d;
-    cfg.lags = st == LSE_OK ? A->size2 / d : 1;
-    cfg.markov = markov;
-    lse_json *opts = NULL;
-    if (lse_json_get_object(S.json, "options", &opts, NULL) == LSE_OK) {
-        const char *cn = NULL;
-        if (lse_json_get_string(opts, "covariance", &cn, NULL) == LSE_OK ||
-            lse_json_get_string(opts, "covariance_type", &cn, NULL) == LSE_OK)
-            if (lse_gmm_cov_parse(cn, &cfg.cov) != LSE_OK)
-                cfg.cov = LSE_COV_FULL;
-        lse_json_free(opts);
-    }
     lse_slds *m = NULL;
-    if (st == LSE_OK)
-        st = lse_slds_new(&cfg, &m, &err);
-    for (size_t k = 0; k < K && st == LSE_OK; k++) {
-        gsl_matrix_view a = gsl_matrix_submatrix(A, k * d, 0, d, A->size2);
-        gsl_vector_view bk = gsl_matrix_row(b, k);
-        gsl_matrix_view ck = gsl_matrix_submatrix(C, k * d, 0, d, d);
-        st = lse_slds_set_a(m, k, &a.matrix, &err);
-        if (st == LSE_OK)
-            st = lse_slds_set_b(m, k, &bk.vector, &err);
-        if (st == LSE_OK)
-            st = lse_slds_set_cov(m, k, &ck.matrix, &err);
-    }
-    gsl_vector *v = NULL;
-    gsl_matrix *P = NULL;
-    if (st == LSE_OK && !markov) {
-        st = lse_json_get_vector(S.json, "weights", K, &v, &err);
-        if (st == LSE_OK)
-            st = lse_slds_set_weights(m, v, &err);
-    } else if (st == LSE_OK) {
-        st = lse_json_get_matrix(S.json, "transition", K, K, &P, &err);
-        if (st == LSE_OK)
-            st = lse_slds_set_transition(m, P, &err);
-        if (st == LSE_OK)
-            st = lse_json_get_vector(S.json, "initial", K, &v, &err);
-        if (st == LSE_OK)
-            st = lse_slds_set_initial(m, v, &err);
-    }
-    gsl_vector_free(v);
-    gsl_matrix_free(P);
-    gsl_matrix_free(A);
-    gsl_matrix_free(b);
-    gsl_matrix_free(C);
-    if (st != LSE_OK) {
-        lse_slds_free(m);
-        check(st, &err, "model");
-    }
+    check(lse_slds_from_json(S.json, o->model, &m, NULL, &err), &err, "model");
+    const size_t K = lse_slds_n_modes(m), d = lse_slds_dim(m),
+                 lags = lse_slds_lags(m);
+    const int markov = lse_slds_is_markov(m);
     gsl_matrix *x;
     if (o->data != NULL) {
         x = load_data(o->data, d);
     } else {
         const size_t steps = json_rows("loglik_per_step");
-        x = matrix(steps > 0 ? steps + cfg.lags : cfg.lags + 1, d);
+        x = matrix(steps > 0 ? steps + lags : lags + 1, d);
     }
     lse_graph *g = NULL;
-    st = lse_slds_graph_new(m, x, NULL, &g, &err);
+    const lse_status st = lse_slds_graph_new(m, x, NULL, &g, &err);
     lse_slds_free(m);
     check(st, &err, "model");
     S.owned = g;
     snprintf(title, len,
              "Fitted %s SLDS (%s): K = %zu modes, d = %zu, %zu lag%s, T = %zu",
              markov ? "Markov-switching" : "mixture", base_name(o->model), K, d,
-             cfg.lags, cfg.lags == 1 ? "" : "s", x->size1);
+             lags, lags == 1 ? "" : "s", x->size1);
     return g;
 }
 

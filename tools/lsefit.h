@@ -279,9 +279,6 @@ int lsefit_json_set_standardize(lse_json *doc, const gsl_vector *mean,
  *  when absent. */
 int lsefit_json_get_standardize(const lse_json *doc, const char *path, size_t d,
                                 gsl_vector **mean, gsl_vector **scale);
-/** Read and check "feature_names" (d strings); one free(*names). */
-int lsefit_json_get_names(const lse_json *doc, const char *path, size_t d,
-                          char ***names);
 /** Check "model" == @p model. */
 int lsefit_json_check_model(const lse_json *doc, const char *path,
                             const char *model);

@@ -804,62 +804,6 @@ int lsefit_json_get_standardize(const lse_json *doc, const char *path, size_t d,
     return rc;
 }
 
-/* qsort order of indices into sort_names: by name, then by index. */
-static const char *const *sort_names;
-static int by_name(const void *a, const void *b)
-{
-    const size_t i = *(const size_t *)a, j = *(const size_t *)b;
-    const int c = strcmp(sort_names[i], sort_names[j]);
-    return c != 0 ? c : (i > j) - (i < j);
-}
-
-int lsefit_json_get_names(const lse_json *doc, const char *path, size_t d,
-                          char ***names)
-{
-    lse_error err;
-    size_t n = 0;
-    *names = NULL;
-    if (lse_json_get_strings(doc, "feature_names", names, &n, &err) != LSE_OK)
-        return lsefit_fail_lib(&err, NULL);
-    if (n != d) {
-        free(*names);
-        *names = NULL;
-        return lsefit_fail("%s: key 'feature_names' has %zu names but "
-                           "n_features is %zu",
-                           path, n, d);
-    }
-    /* data columns are found by these names: two alike would both take
-     * the first column of that name */
-    size_t *order = malloc((n + 1) * sizeof *order);
-    if (order == NULL) {
-        free(*names);
-        *names = NULL;
-        return lsefit_fail("out of memory");
-    }
-    for (size_t j = 0; j < n; j++)
-        order[j] = j;
-    sort_names = (const char *const *)*names;
-    qsort(order, n, sizeof *order, by_name);
-    size_t first = 0, second = SIZE_MAX;
-    for (size_t k = 1; k < n; k++)
-        if (strcmp((*names)[order[k]], (*names)[order[k - 1]]) == 0 &&
-            order[k] < second) {
-            second = order[k];
-            first = order[k - 1];
-        }
-    free(order);
-    if (second == SIZE_MAX)
-        return LSEFIT_OK;
-    const int rc = lsefit_fail("%s: key 'feature_names' names '%.60s' twice "
-                               "(entries %zu and %zu): each feature needs "
-                               "its own name; fix the model file or refit it "
-                               "from data with unique column names",
-                               path, (*names)[second], first + 1, second + 1);
-    free(*names);
-    *names = NULL;
-    return rc;
-}
-
 int lsefit_json_check_model(const lse_json *doc, const char *path,
                             const char *model)
 {

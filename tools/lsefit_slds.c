@@ -164,127 +164,18 @@ static void slds_file_free(slds_file *f)
     memset(f, 0, sizeof *f);
 }
 
-/* A row-stochastic input: entries > 0 summing to 1 (within 1e-6). */
-static int check_simplex(const char *path, const char *key, const double *p,
-                         size_t n, size_t stride)
-{
-    double sum = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        if (!(p[i * stride] >= 0.0))
-            return lsefit_fail("%s: key '%s' has a negative entry %g", path,
-                               key, p[i * stride]);
-        sum += p[i * stride];
-    }
-    if (fabs(sum - 1.0) > 1e-6)
-        return lsefit_fail("%s: key '%s' sums to %.17g, not 1", path, key, sum);
-    return LSEFIT_OK;
-}
-
+/* The model (lse_slds_from_json) and the standardization of a file. */
 static int slds_from_json(const lse_json *doc, const char *path, slds_file *f)
 {
     memset(f, 0, sizeof *f);
     lse_error err;
-    lse_slds_config cfg = lse_slds_config_default();
-    size_t k = 0, d = 0, k_a = 0;
-    gsl_matrix *a = NULL, *b = NULL, *cov = NULL, *p = NULL;
-    gsl_vector *w = NULL;
-    lse_json *opt = NULL;
     int rc = lsefit_json_check_model(doc, path, "slds");
     if (rc == LSEFIT_OK &&
-        lse_json_get_bool(doc, "markov", &cfg.markov, &err) != LSE_OK)
+        lse_slds_from_json(doc, path, &f->m, &f->names, &err) != LSE_OK)
         rc = lsefit_fail_lib(&err, NULL);
     if (rc == LSEFIT_OK)
-        rc = lsefit_json_get_count(doc, path, "n_modes", &k);
-    if (rc == LSEFIT_OK)
-        rc = lsefit_json_get_count(doc, path, "n_features", &d);
-    if (rc == LSEFIT_OK)
-        rc = lsefit_json_get_names(doc, path, d, &f->names);
-    if (rc == LSEFIT_OK &&
-        lse_json_get_stack(doc, "A", k, d, 0, &a, &k_a, &err) != LSE_OK)
-        rc = lsefit_fail_lib(&err, NULL);
-    if (rc == LSEFIT_OK && a->size2 % d != 0)
-        rc = lsefit_fail("%s: key 'A' has %zu columns: expected d * lags "
-                         "with d = %zu",
-                         path, a->size2, d);
-    if (rc == LSEFIT_OK)
-        cfg.lags = a->size2 / d;
-    /* the covariance type lives in the options; default full */
-    if (rc == LSEFIT_OK && lse_json_has(doc, "options")) {
-        const char *name = NULL;
-        if (lse_json_get_object(doc, "options", &opt, &err) != LSE_OK)
-            rc = lsefit_fail_lib(&err, NULL);
-        else if (lse_json_has(opt, "covariance")) {
-            if (lse_json_get_string(opt, "covariance", &name, &err) != LSE_OK)
-                rc = lsefit_fail_lib(&err, NULL);
-            else if (lse_gmm_cov_parse(name, &cfg.cov) != LSE_OK)
-                rc = lsefit_fail("%s: options.covariance '%s': expected full, "
-                                 "diag, spherical or tied",
-                                 path, name);
-        }
-    }
-    if (rc == LSEFIT_OK &&
-        lse_json_get_matrix(doc, "b", k, d, &b, &err) != LSE_OK)
-        rc = lsefit_fail_lib(&err, NULL);
-    if (rc == LSEFIT_OK && lse_json_get_stack(doc, "covariances", k, d, d, &cov,
-                                              NULL, &err) != LSE_OK)
-        rc = lsefit_fail_lib(&err, NULL);
-    if (rc == LSEFIT_OK && !cfg.markov &&
-        lse_json_get_vector(doc, "weights", k, &w, &err) != LSE_OK)
-        rc = lsefit_fail_lib(&err, NULL);
-    if (rc == LSEFIT_OK && !cfg.markov)
-        rc = check_simplex(path, "weights", w->data, k, w->stride);
-    if (rc == LSEFIT_OK && cfg.markov &&
-        lse_json_get_matrix(doc, "transition", k, k, &p, &err) != LSE_OK)
-        rc = lsefit_fail_lib(&err, NULL);
-    if (rc == LSEFIT_OK && cfg.markov &&
-        lse_json_get_vector(doc, "initial", k, &w, &err) != LSE_OK)
-        rc = lsefit_fail_lib(&err, NULL);
-    for (size_t i = 0; rc == LSEFIT_OK && cfg.markov && i < k; i++) {
-        char key[64];
-        snprintf(key, sizeof key, "transition[%zu]", i);
-        rc = check_simplex(path, key, gsl_matrix_const_ptr(p, i, 0), k, 1);
-    }
-    if (rc == LSEFIT_OK && cfg.markov)
-        rc = check_simplex(path, "initial", w->data, k, w->stride);
-    cfg.n_modes = k;
-    cfg.dim = d;
-    if (rc == LSEFIT_OK && lse_slds_new(&cfg, &f->m, &err) != LSE_OK)
-        rc = lsefit_fail("%s: %s", path, lsefit_strip(&err));
-    for (size_t i = 0; rc == LSEFIT_OK && i < k; i++) {
-        gsl_matrix_const_view ai =
-            gsl_matrix_const_submatrix(a, i * d, 0, d, a->size2);
-        gsl_vector_const_view bi = gsl_matrix_const_row(b, i);
-        gsl_matrix_const_view ci =
-            gsl_matrix_const_submatrix(cov, i * d, 0, d, d);
-        if (lse_slds_set_a(f->m, i, &ai.matrix, &err) != LSE_OK)
-            rc = lsefit_fail("%s: key 'A' [%zu]: %s", path, i,
-                             lsefit_strip(&err));
-        else if (lse_slds_set_b(f->m, i, &bi.vector, &err) != LSE_OK)
-            rc = lsefit_fail("%s: key 'b' [%zu]: %s", path, i,
-                             lsefit_strip(&err));
-        else if ((cfg.cov != LSE_COV_TIED || i == 0) &&
-                 lse_slds_set_cov(f->m, i, &ci.matrix, &err) != LSE_OK)
-            rc = lsefit_fail("%s: key 'covariances' [%zu]: %s", path, i,
-                             lsefit_strip(&err));
-    }
-    if (rc == LSEFIT_OK && !cfg.markov &&
-        lse_slds_set_weights(f->m, w, &err) != LSE_OK)
-        rc = lsefit_fail("%s: key 'weights': %s", path, lsefit_strip(&err));
-    if (rc == LSEFIT_OK && cfg.markov &&
-        lse_slds_set_transition(f->m, p, &err) != LSE_OK)
-        rc = lsefit_fail("%s: key 'transition': %s", path, lsefit_strip(&err));
-    if (rc == LSEFIT_OK && cfg.markov &&
-        lse_slds_set_initial(f->m, w, &err) != LSE_OK)
-        rc = lsefit_fail("%s: key 'initial': %s", path, lsefit_strip(&err));
-    if (rc == LSEFIT_OK)
-        rc = lsefit_json_get_standardize(doc, path, d, &f->mean, &f->scale);
-    (void)k_a;
-    gsl_matrix_free(a);
-    gsl_matrix_free(b);
-    gsl_matrix_free(cov);
-    gsl_matrix_free(p);
-    gsl_vector_free(w);
-    lse_json_free(opt);
+        rc = lsefit_json_get_standardize(doc, path, lse_slds_dim(f->m),
+                                         &f->mean, &f->scale);
     if (rc != LSEFIT_OK)
         slds_file_free(f);
     return rc;
@@ -299,72 +190,6 @@ static int slds_read(const char *path, slds_file *f)
         return lsefit_fail_lib(&err, NULL);
     const int rc = slds_from_json(doc, path, f);
     lse_json_free(doc);
-    return rc;
-}
-
-/* Stationary distribution of the row-stochastic P (K, K): solve
- * pi (P - I) = 0, sum pi = 1; if that system is singular (a reducible
- * chain), average p0 P^t over 10000 steps. */
-static int stationary(const gsl_matrix *p, const gsl_vector *p0, gsl_vector *pi)
-{
-    const size_t k = p->size1;
-    gsl_matrix *a = gsl_matrix_alloc(k, k);
-    gsl_vector *rhs = gsl_vector_calloc(k);
-    gsl_permutation *perm = gsl_permutation_alloc(k);
-    gsl_vector *cur = gsl_vector_alloc(k), *next = gsl_vector_alloc(k);
-    int rc = LSEFIT_OK;
-    if (a == NULL || rhs == NULL || perm == NULL || cur == NULL ||
-        next == NULL) {
-        rc = lsefit_fail("out of memory");
-        goto done;
-    }
-    for (size_t i = 0; i < k; i++)
-        for (size_t j = 0; j < k; j++)
-            gsl_matrix_set(a, i, j,
-                           (i == k - 1) ? 1.0
-                                        : gsl_matrix_get(p, j, i) -
-                                              (i == j ? 1.0 : 0.0));
-    gsl_vector_set(rhs, k - 1, 1.0);
-    int sign = 0;
-    int ok = gsl_linalg_LU_decomp(a, perm, &sign) == GSL_SUCCESS;
-    if (ok) {
-        for (size_t i = 0; i < k; i++)
-            if (!(fabs(gsl_matrix_get(a, i, i)) > 1e-12))
-                ok = 0;
-    }
-    if (ok)
-        ok = gsl_linalg_LU_solve(a, perm, rhs, pi) == GSL_SUCCESS;
-    for (size_t i = 0; ok && i < k; i++)
-        if (!isfinite(gsl_vector_get(pi, i)) || gsl_vector_get(pi, i) < -1e-9)
-            ok = 0;
-    if (!ok) {
-        gsl_vector_memcpy(cur, p0);
-        gsl_vector_set_zero(pi);
-        const size_t steps = 10000;
-        for (size_t t = 0; t < steps; t++) {
-            gsl_vector_add(pi, cur);
-            for (size_t j = 0; j < k; j++) {
-                double s = 0.0;
-                for (size_t i = 0; i < k; i++)
-                    s += gsl_vector_get(cur, i) * gsl_matrix_get(p, i, j);
-                gsl_vector_set(next, j, s);
-            }
-            gsl_vector_memcpy(cur, next);
-        }
-    }
-    double sum = 0.0;
-    for (size_t i = 0; i < k; i++) {
-        if (gsl_vector_get(pi, i) < 0.0)
-            gsl_vector_set(pi, i, 0.0);
-        sum += gsl_vector_get(pi, i);
-    }
-    gsl_vector_scale(pi, 1.0 / sum);
-done:
-    gsl_matrix_free(a);
-    gsl_vector_free(rhs);
-    gsl_permutation_free(perm);
-    gsl_vector_free(cur);
-    gsl_vector_free(next);
     return rc;
 }
 
@@ -384,8 +209,10 @@ static int mode_weights(const lse_slds *m, gsl_vector *w)
     if (rc == LSEFIT_OK && (lse_slds_get_transition(m, p) != LSE_OK ||
                             lse_slds_get_initial(m, p0) != LSE_OK))
         rc = lsefit_fail("internal error: cannot read the chain");
-    if (rc == LSEFIT_OK)
-        rc = stationary(p, p0, w);
+    lse_error err;
+    if (rc == LSEFIT_OK &&
+        lse_chain_stationary(p, p0, w, NULL, &err) != LSE_OK)
+        rc = lsefit_fail_lib(&err, NULL);
     gsl_matrix_free(p);
     gsl_vector_free(p0);
     return rc;
@@ -513,95 +340,45 @@ static lse_json *options_json(const fit_args *a, const lsefit_data *data,
     return o;
 }
 
+/* The fit summary keys after the parameters (data units). */
+static lse_status summary_json(lse_json *doc, const fit_result *r,
+                               lse_error *err)
+{
+    lse_status st = lse_json_set_number(doc, "loglik", r->loglik, err);
+    if (st == LSE_OK)
+        st = lse_json_set_number(doc, "loglik_per_step", r->loglik_per_step,
+                                 err);
+    if (st == LSE_OK)
+        st = lse_json_set_integer(doc, "n_iter", (long long)r->n_iter, err);
+    if (st == LSE_OK)
+        st = lse_json_set_bool(doc, "converged", r->converged, err);
+    if (st == LSE_OK)
+        st = lse_json_set_number(doc, "bic", r->bic, err);
+    return st == LSE_OK ? lse_json_set_number(doc, "aic", r->aic, err) : st;
+}
+
 static int slds_to_json(const lse_slds *m, const fit_result *r,
                         const fit_args *a, const lsefit_data *data,
                         lse_json **out)
 {
     *out = NULL;
     lse_error err;
-    const size_t k = lse_slds_n_modes(m), d = lse_slds_dim(m),
-                 l = lse_slds_lags(m);
-    const int markov = lse_slds_is_markov(m);
     lse_json *doc = lse_json_new_object();
-    gsl_matrix *amat = gsl_matrix_alloc(k * d, d * l);
-    gsl_matrix *bmat = gsl_matrix_alloc(k, d);
-    gsl_matrix *cmat = gsl_matrix_alloc(k * d, d);
-    gsl_matrix *p = gsl_matrix_alloc(k, k);
-    gsl_vector *w = gsl_vector_alloc(k), *p0 = gsl_vector_alloc(k);
     lse_json *opt = NULL;
-    int rc = LSEFIT_OK;
-    if (doc == NULL || amat == NULL || bmat == NULL || cmat == NULL ||
-        p == NULL || w == NULL || p0 == NULL)
-        rc = lsefit_fail("out of memory");
-    for (size_t i = 0; rc == LSEFIT_OK && i < k; i++) {
-        gsl_matrix_view ai = gsl_matrix_submatrix(amat, i * d, 0, d, d * l);
-        gsl_vector_view bi = gsl_matrix_row(bmat, i);
-        gsl_matrix_view ci = gsl_matrix_submatrix(cmat, i * d, 0, d, d);
-        if (lse_slds_get_a(m, i, &ai.matrix) != LSE_OK ||
-            lse_slds_get_b(m, i, &bi.vector) != LSE_OK ||
-            lse_slds_get_cov(m, i, &ci.matrix) != LSE_OK)
-            rc = lsefit_fail("internal error: cannot read mode %zu", i);
+    if (doc == NULL)
+        return lsefit_fail("out of memory");
+    lse_status st = lse_slds_to_json(m, data->names, doc, &err);
+    if (st == LSE_OK)
+        st = summary_json(doc, r, &err);
+    if (st == LSE_OK) {
+        opt = options_json(a, data, lse_slds_n_modes(m), &err);
+        st = opt == NULL ? err.status : LSE_OK;
     }
-    if (rc == LSEFIT_OK)
-        rc = mode_weights(m, w);
-    if (rc == LSEFIT_OK && markov &&
-        (lse_slds_get_transition(m, p) != LSE_OK ||
-         lse_slds_get_initial(m, p0) != LSE_OK))
-        rc = lsefit_fail("internal error: cannot read the chain");
-    if (rc == LSEFIT_OK) {
-        lse_status st = lse_json_set_string(doc, "model", "slds", &err);
-        if (st == LSE_OK)
-            st = lse_json_set_bool(doc, "markov", markov, &err);
-        if (st == LSE_OK)
-            st = lse_json_set_integer(doc, "n_modes", (long long)k, &err);
-        if (st == LSE_OK)
-            st = lse_json_set_integer(doc, "n_features", (long long)d, &err);
-        if (st == LSE_OK)
-            st = lse_json_set_strings(doc, "feature_names", data->names, d,
-                                      &err);
-        if (st == LSE_OK)
-            st = lse_json_set_vector(doc, "weights", w, &err);
-        if (st == LSE_OK)
-            st = lse_json_set_stack(doc, "A", amat, k, &err);
-        if (st == LSE_OK)
-            st = lse_json_set_matrix(doc, "b", bmat, &err);
-        if (st == LSE_OK)
-            st = lse_json_set_stack(doc, "covariances", cmat, k, &err);
-        if (st == LSE_OK && markov)
-            st = lse_json_set_matrix(doc, "transition", p, &err);
-        if (st == LSE_OK && markov)
-            st = lse_json_set_vector(doc, "initial", p0, &err);
-        if (st == LSE_OK)
-            st = lse_json_set_number(doc, "loglik", r->loglik, &err);
-        if (st == LSE_OK)
-            st = lse_json_set_number(doc, "loglik_per_step", r->loglik_per_step,
-                                     &err);
-        if (st == LSE_OK)
-            st =
-                lse_json_set_integer(doc, "n_iter", (long long)r->n_iter, &err);
-        if (st == LSE_OK)
-            st = lse_json_set_bool(doc, "converged", r->converged, &err);
-        if (st == LSE_OK)
-            st = lse_json_set_number(doc, "bic", r->bic, &err);
-        if (st == LSE_OK)
-            st = lse_json_set_number(doc, "aic", r->aic, &err);
-        if (st == LSE_OK) {
-            opt = options_json(a, data, k, &err);
-            st = opt == NULL ? err.status : LSE_OK;
-        }
-        if (st == LSE_OK)
-            st = lse_json_set_object(doc, "options", opt, &err);
-        if (st != LSE_OK)
-            rc = lsefit_fail_lib(&err, NULL);
-    }
+    if (st == LSE_OK)
+        st = lse_json_set_object(doc, "options", opt, &err);
+    int rc = st == LSE_OK ? LSEFIT_OK : lsefit_fail_lib(&err, NULL);
     if (rc == LSEFIT_OK)
         rc = lsefit_json_set_standardize(doc, data->mean, data->scale);
-    gsl_matrix_free(amat);
-    gsl_matrix_free(bmat);
-    gsl_matrix_free(cmat);
-    gsl_matrix_free(p);
-    gsl_vector_free(w);
-    gsl_vector_free(p0);
     lse_json_free(opt);
     if (rc != LSEFIT_OK) {
         lse_json_free(doc);

@@ -288,6 +288,51 @@ LSE_API const gsl_vector *lse_term_row_lse(const lse_term *t);
 /** @brief Chain reduction: expected transition counts (K, K) and initial
  *  posterior (1, K) of the last gradient/energy evaluation, else NULL. */
 LSE_API const gsl_matrix *lse_term_chain_xi(const lse_term *t);
+
+/** @brief Most likely state path of a hidden Markov chain (Viterbi, in log
+ *  space): for each sequence, the path k maximizing
+ *  logp0(k_s0) + logem(s0, k_s0) + sum_t [logT(k_t-1, k_t) + logem(t, k_t)].
+ *  Ties go to the lowest state. @p logem (n, K) log emission weights (for
+ *  a chain term, lse_term_similarity); @p logp0 (K) log initial and
+ *  @p logT (K, K) log transition probabilities (row j: from state j), as a
+ *  chain term normalizes its logit nodes; @p starts ascending rows where a
+ *  new sequence begins (0 optional), @p n_starts of them, as
+ *  lse_term_spec.chain_starts; @p path (n) gets the states.
+ *  @return LSE_OK; LSE_EFAULT; LSE_EDIM; LSE_ERANGE (starts not ascending
+ *  within [1, n)); LSE_ENOMEM; the message in @p err (may be NULL). */
+LSE_API lse_status lse_chain_viterbi(const gsl_matrix *logem,
+                                     const gsl_vector *logp0,
+                                     const gsl_matrix *logT,
+                                     const size_t *starts, size_t n_starts,
+                                     size_t *path, lse_error *err);
+
+/** Rows of a transition matrix (and an initial distribution) must sum to
+ *  1 within this absolute tolerance (lse_chain_stationary). */
+#define LSE_CHAIN_SUM_TOL 1e-9
+
+/** @brief Stationary distribution pi (K) of the row-stochastic @p P
+ *  (K, K): pi P = pi, sum pi = 1.
+ *
+ *  With one closed class (irreducible chains, periodic ones included, and
+ *  chains whose transient states all lead to one class) pi is unique and
+ *  @p p0 is not used: it is solved by LU elimination of pi (P - I) = 0
+ *  with one equation replaced by sum pi = 1, and by the subtraction-free
+ *  GTH elimination on the closed class when that system is singular or
+ *  its solution not a distribution; transient states get 0. With several
+ *  closed classes every mixture of their stationary distributions is
+ *  stationary: given @p p0 (K, an initial distribution), pi is the
+ *  long-run average occupation of the chain started from p0, sum_c a_c
+ *  pi_c (a_c: the probability of ending in class c); without it the call
+ *  fails with LSE_EDOM. @p n_closed (may be NULL) gets the number of
+ *  closed classes (states that reach each other with positive
+ *  probability and leave the class with none).
+ *  @return LSE_OK; LSE_EFAULT; LSE_EDIM; LSE_ENONFINITE or LSE_EDOM (an
+ *  entry < 0, a row of P or p0 not summing to 1 within
+ *  LSE_CHAIN_SUM_TOL, several closed classes without p0); LSE_ENUMERIC;
+ *  LSE_ENOMEM; the message in @p err (may be NULL). */
+LSE_API lse_status lse_chain_stationary(const gsl_matrix *P,
+                                        const gsl_vector *p0, gsl_vector *pi,
+                                        size_t *n_closed, lse_error *err);
 /** @brief Row weights (NULL for 1). */
 LSE_API const gsl_vector *lse_term_row_weight(const lse_term *t);
 /** @brief Replace the row weights (copied; NULL: all 1). */

@@ -265,6 +265,17 @@ LSE_API lse_status lse_table_parse(const char *data, size_t len,
 /** @brief Free @p t; NULL is a no-op. */
 LSE_API void lse_table_free(lse_table *t);
 
+/** @brief Find the first repeated name among @p names (n of them, borrowed):
+ *  on return *second is the smallest index j whose name equals an earlier
+ *  one, and *first that earlier index; *second = SIZE_MAX when every name
+ *  is different. Columns and features are found by name, so callers refuse
+ *  a repeat (CSV headers, model files' feature_names).
+ *  @return LSE_OK, or LSE_ENOMEM (message in @p err, may be NULL). */
+LSE_API lse_status lse_names_find_repeat(const char *const *names, size_t n,
+                                         size_t *first, size_t *second,
+                                         lse_error *err);
+
+
 /** @brief Number of data rows (the header is not counted); 0 for NULL. */
 LSE_API size_t lse_table_rows(const lse_table *t);
 

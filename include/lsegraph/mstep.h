@@ -97,6 +97,34 @@ LSE_API lse_status lse_sim_params_bind(const lse_sim_type *type,
  *  term's similarity has no such parameter or it is absent). */
 LSE_API lse_node *lse_term_param_named(const lse_term *t, const char *name);
 
+/** @brief The buffers of a term's M-step (statistics, exact accumulators,
+ *  a block of responsibilities), made once so that an EM loop that calls
+ *  lse_term_mstep_ws allocates nothing. */
+typedef struct lse_mstep_ws lse_mstep_ws;
+
+/** @brief Flag of lse_mstep_ws_new: sum the statistics exactly
+ *  (stats_exact into lse_xsum accumulators, lse_comm_xsum over the
+ *  processes, each statistic rounded once), so that they are the same
+ *  bits for any split of the rows into blocks or processes, as
+ *  lse_solver_opts.exact_stats does for the solver. */
+#define LSE_MSTEP_EXACT 1u
+
+/** @brief A workspace for the M-steps of @p t (borrowed; the workspace is
+ *  for this term only), with @p flags 0 or LSE_MSTEP_EXACT.
+ *  @return LSE_OK; LSE_EFAULT; LSE_ENOTSUP (no closed form, or no exact
+ *  statistics for LSE_MSTEP_EXACT); LSE_ENOMEM; message in @p err. */
+LSE_API lse_status lse_mstep_ws_new(const lse_term *t, unsigned flags,
+                                    lse_mstep_ws **out, lse_error *err);
+/** @brief Free @p ws; NULL is a no-op. */
+LSE_API void lse_mstep_ws_free(lse_mstep_ws *ws);
+/** @brief lse_term_mstep in the buffers of @p ws (the same arithmetic; with
+ *  LSE_MSTEP_EXACT the exact sums): no allocation.
+ *  @return as lse_term_mstep; LSE_EINVAL for a workspace of another term. */
+LSE_API lse_status lse_term_mstep_ws(lse_term *t, const gsl_matrix *resp,
+                                     const lse_mstep_opts *opts,
+                                     lse_mstep_report *report, lse_comm *comm,
+                                     lse_mstep_ws *ws, lse_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -101,7 +101,10 @@ typedef lse_status (*lse_estep_fn)(lse_graph *g, void *user);
 LSE_API void lse_solver_set_estep(lse_solver *s, lse_estep_fn fn, void *user);
 
 /** @brief Called after each closed-form M-step of an LSE term, with the
- *  report (empty parents), so a model can re-seed or floor them. */
+ *  report (empty parents), so a model can re-seed or floor them; also
+ *  after the M-step of each chain term (its initial and transition
+ *  logits), with an empty report (report->empty NULL), where the term's
+ *  posteriors (lse_term_softmax) are still those of this E-step. */
 typedef lse_status (*lse_mstep_fn)(lse_graph *g, lse_term *t,
                                    const lse_mstep_report *report,
                                    void *user);

@@ -10,6 +10,7 @@
 #include <gsl/gsl_vector.h>
 
 #include <lsegraph/graph.h>
+#include <lsegraph/io.h>
 #include <lsegraph/sim.h>
 #include <lsegraph/solver.h>
 #include <lsegraph/status.h>
@@ -322,6 +323,53 @@ LSE_API double lse_slds_aic(const lse_slds *m);
 LSE_API lse_status lse_slds_graph_new(const lse_slds *m, const gsl_matrix *x,
                                       const size_t *seq, lse_graph **g,
                                       lse_error *err);
+
+/* ------------------------------------------------------------------ */
+/* Model files (JSON; the schema is in docs/lsefit.md)                 */
+
+/**
+ * @brief Write the parameter keys of a model file to @p doc, in this
+ * order: "model" ("slds"), "markov", "n_modes", "n_features",
+ * "feature_names" (the d strings @p names), "weights" (mixture weights,
+ * or for a Markov model the stationary distribution of P,
+ * lse_chain_stationary from p0), "A" [K][d][d L], "b" [K][d],
+ * "covariances" [K][d][d], and for a Markov model "transition" [K][K] and
+ * "initial" [K]. The covariance type is read from "options.covariance"
+ * (absent: full), which the caller writes (lse_slds_save does); a caller
+ * may append its own keys (lsefit adds the fit summary, "options" and
+ * "standardize").
+ * @return LSE_OK; LSE_EFAULT; the setters' status (LSE_ENOMEM).
+ */
+LSE_API lse_status lse_slds_to_json(const lse_slds *m,
+                                    const char *const *names, lse_json *doc,
+                                    lse_error *err);
+/**
+ * @brief Read a model from the keys lse_slds_to_json writes and
+ * "options.covariance" (others are ignored): "model" must be "slds", the
+ * counts 1..1000000, A's columns a multiple of d (the lags), weights,
+ * initial probabilities and transition rows >= 0 summing to 1 within
+ * 1e-6, covariances as lse_slds_set_cov accepts them. @p source (NULL:
+ * "<model>") names the document in messages. @p out gets the model
+ * (lse_slds_free) and, when @p names is not NULL, the d feature names in
+ * one malloc'ed block (free(*names)).
+ * @return LSE_OK; LSE_EFAULT; LSE_ENOTFOUND / LSE_EPARSE (a key absent or
+ * of the wrong type or shape); LSE_EINVAL (another model, an unknown
+ * covariance type); LSE_EDOM / LSE_EDIM ("source: key 'initial' sums to
+ * ..."); the setters' status ("source: key 'covariances' [1]: ...");
+ * LSE_ENOMEM.
+ */
+LSE_API lse_status lse_slds_from_json(const lse_json *doc, const char *source,
+                                      lse_slds **out, char ***names,
+                                      lse_error *err);
+/** @brief lse_slds_to_json, then (after a fit) the fit summary keys
+ *  "loglik", "loglik_per_step", "n_iter", "converged", "bic", "aic", and
+ *  "options": {"covariance": ...}, written atomically to @p path
+ *  (lse_json_save). */
+LSE_API lse_status lse_slds_save(const lse_slds *m, const char *const *names,
+                                 const char *path, lse_error *err);
+/** @brief lse_json_load then lse_slds_from_json (messages name @p path). */
+LSE_API lse_status lse_slds_load(const char *path, lse_slds **out,
+                                 char ***names, lse_error *err);
 
 #ifdef __cplusplus
 }

@@ -1240,7 +1240,7 @@ static gsl_matrix *resonance(lse_term *t)
     return r;
 }
 
-/* DAAM importance factors (seed 003; docs/sim-dar-daam.md 2.3): the
+/* DAAM importance factors (the DAAM paper; docs/sim-dar-daam.md 2.3): the
  * density attention of row i on feature j, DA_ij = sum_h A_ih g_ihj with
  * the heads' Gaussian gates g_ihj = exp(-y_ihj^2 / (2 c_h^2)) and the
  * term's softmax A over heads, then IF = (DA - min DA) / (max DA - min DA)

@@ -1,5 +1,5 @@
 /* lsefit: fit Gaussian mixtures and switching linear dynamics to CSV data
- * from the command line (DESIGN.md section 5, docs/lsefit.md).
+ * from the command line (docs/lsefit.md).
  *
  * This file holds main(), the top-level help, messages, option values,
  * progress lines and the --log-json stream, and atomic output. The commands

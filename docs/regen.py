@@ -223,8 +223,58 @@ def regen_page(path, runner, rel):
     return "\n".join(out), n_blocks
 
 
+def selftest():
+    """The checker itself: drift is found, regeneration fixes it, options
+    work, malformed markers are errors."""
+    root = tempfile.mkdtemp(prefix="lsegraph-regen-selftest.")
+    try:
+        os.makedirs(os.path.join(root, "build", "tools"))
+        os.makedirs(os.path.join(root, "docs"))
+        page = os.path.join(root, "docs", "p.md")
+        stale = ("x\n<!-- run hidden: echo 3 > f -->\n"
+                 "<!-- run drop='^skip' mask='t=[0-9]+' -->\n```\n"
+                 "$ cat f; echo skip me; echo t=42 >&2\nold\n"
+                 "$ printf 'a\\n' |\n  tr a b\n```\n"
+                 "<!-- run raw: printf '| 1 |\\n' -->\n| 0 |\n"
+                 "<!-- end run -->\n")
+        want = ("x\n<!-- run hidden: echo 3 > f -->\n"
+                "<!-- run drop='^skip' mask='t=[0-9]+' -->\n```\n"
+                "$ cat f; echo skip me; echo t=42 >&2\n3\nt=##\n"
+                "$ printf 'a\\n' |\n  tr a b\nb\n```\n"
+                "<!-- run raw: printf '| 1 |\\n' -->\n| 1 |\n"
+                "<!-- end run -->\n")
+        with open(page, "w") as fh:
+            fh.write(stale)
+        me = [sys.executable, os.path.abspath(__file__), "--root", root]
+        run = lambda *a: subprocess.run(me + list(a) + [page],
+                                        stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE)
+        r = run("--check")
+        assert r.returncode == 1, ("drift not found", r)
+        assert open(page).read() == stale, "check mode wrote the page"
+        r = run()
+        assert r.returncode == 0, ("regen failed", r)
+        got = open(page).read()
+        assert got == want, ("regenerated page", got)
+        assert run("--check").returncode == 0, "regenerated page drifts"
+        for bad in ["<!-- run -->\nno block\n",
+                    "<!-- run -->\n```\noutput first\n```\n",
+                    "<!-- run bogus -->\n```\n$ true\n```\n",
+                    "<!-- run -->\n```\n$ no-such-command-here\n```\n",
+                    "<!-- run raw: true -->\nno end\n"]:
+            with open(page, "w") as fh:
+                fh.write(bad)
+            assert run("--check").returncode == 2, ("accepted", bad)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print("regen.py: self-test passed", file=sys.stderr)
+    return 0
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
+    if sys.argv[1:] == ["--selftest"]:
+        return selftest()
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true",
                     help="compare, write nothing, exit 1 on drift")

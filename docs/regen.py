@@ -18,8 +18,9 @@ its output. Regeneration keeps the commands and replaces every output with
 what the command prints now (stdout and stderr together, in order).
 
 Marker options, after "run" (space separated):
-  mask=REGEX   in the output, every digit inside a match of REGEX becomes
-               '#' (timings: mask='[0-9.]+ s\\)'); several mask= allowed.
+  mask=REGEX   in the output, every number inside a match of REGEX becomes
+               '#' (timings: mask='[0-9.]+ s\\)' gives "(# s)"); several
+               mask= allowed.
   drop=REGEX   leave out the output lines that match REGEX (lines whose
                presence depends on the machine's speed, such as lsefit's
                progress lines); the page must say so.
@@ -156,7 +157,7 @@ class Runner:
 
 def mask_lines(lines, masks, drops):
     def hide(m):
-        return re.sub(r"[0-9]", "#", m.group(0))
+        return re.sub(r"[0-9][0-9.]*(?:[eE][-+]?[0-9]+)?", "#", m.group(0))
     lines = [l for l in lines if not any(rx.search(l) for rx in drops)]
     for rx in masks:
         lines = [rx.sub(hide, l) for l in lines]
@@ -239,7 +240,7 @@ def selftest():
                  "<!-- end run -->\n")
         want = ("x\n<!-- run hidden: echo 3 > f -->\n"
                 "<!-- run drop='^skip' mask='t=[0-9]+' -->\n```\n"
-                "$ cat f; echo skip me; echo t=42 >&2\n3\nt=##\n"
+                "$ cat f; echo skip me; echo t=42 >&2\n3\nt=#\n"
                 "$ printf 'a\\n' |\n  tr a b\nb\n```\n"
                 "<!-- run raw: printf '| 1 |\\n' -->\n| 1 |\n"
                 "<!-- end run -->\n")

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Reference EM for the switching linear dynamical system, in plain NumPy:
-the straightforward implementation the issue compares lsegraph with
+the straightforward implementation lsegraph is compared with
 (docs/performance.md).
 
     slds_numpy.py DIR mixture|markov [ITERS]

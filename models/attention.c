@@ -19,7 +19,7 @@
  *          M-step of the bilinear similarity and a collapse detector.
  *
  * The quadratic "bound" term keeps the dot-product energies bounded below
- * in the state (DESIGN.md sec. 4). */
+ * in the state (hence the quadratic term). */
 
 struct lse_attention {
     lse_attention_kind kind;

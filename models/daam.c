@@ -9,7 +9,7 @@
 
 #include <lsegraph/lsegraph.h>
 
-/* Multi-head Density Adaptive Attention (seed 003; docs/models/daam.md).
+/* Multi-head Density Adaptive Attention (docs/models/daam.md).
  *
  *   graph  x (N, d) clamped, delta (H, d) param, c (H, 1) param,
  *          LSE term "daam": child x, parent delta, lse_sim_daam, param c:
@@ -28,6 +28,7 @@ struct lse_daam {
     size_t n, d, n_head;
     lse_daam_axis axis;
     double eps;
+    double min_width; /* floor on |c_h| during the fit */
     gsl_matrix *z;    /* (N, d): x - m */
     double *sd;       /* sqrt(v + eps): N (features axis) or d (rows axis) */
     gsl_matrix *gate; /* (N, d) scratch */
@@ -138,6 +139,7 @@ lse_status lse_daam_new(size_t n_head, size_t dim, lse_daam_axis axis,
     m->n_head = n_head;
     m->axis = axis;
     m->eps = eps;
+    m->min_width = LSE_DAAM_MIN_WIDTH;
     m->g = lse_graph_new();
     m->z = gsl_matrix_alloc(n, dim);
     m->sd = malloc((n > dim ? n : dim) * sizeof *m->sd);
@@ -195,6 +197,24 @@ lse_node *lse_daam_data(const lse_daam *m) { return m ? m->x : NULL; }
 lse_node *lse_daam_delta(const lse_daam *m) { return m ? m->delta : NULL; }
 lse_node *lse_daam_width(const lse_daam *m) { return m ? m->c : NULL; }
 size_t lse_daam_n_head(const lse_daam *m) { return m ? m->n_head : 0; }
+
+lse_status lse_daam_set_min_width(lse_daam *m, double min_width)
+{
+    static const char fn[] = "lse_daam_set_min_width";
+    if (m == NULL)
+        return LSE_EFAULT;
+    m->errmsg[0] = '\0';
+    if (!isfinite(min_width) || !(min_width > 0.0))
+        return fail(m, LSE_EDOM, fn, "min_width = %g, must be finite and > 0",
+                    min_width);
+    m->min_width = min_width;
+    return LSE_OK;
+}
+
+double lse_daam_min_width(const lse_daam *m)
+{
+    return m != NULL ? m->min_width : NAN;
+}
 
 lse_status lse_daam_set_data(lse_daam *m, const gsl_matrix *x)
 {
@@ -504,6 +524,22 @@ static double sq_norm(const gsl_matrix *a)
     return s;
 }
 
+/* Width c0 moved by -t g and kept at |c| >= floor (sign kept). */
+static double project_width(double c0, double t, double g, double floor)
+{
+    const double c1 = c0 - t * g;
+    if (c0 > 0.0)
+        return c1 > floor ? c1 : floor;
+    return c1 < -floor ? c1 : -floor;
+}
+
+/* 1 when width c with gradient g sits on the floor and the gradient pushes
+ * it further down (the projected gradient is 0 there). */
+static int blocked(double c, double g, double floor)
+{
+    return fabs(c) <= floor && (c > 0.0 ? g > 0.0 : g < 0.0);
+}
+
 lse_status lse_daam_fit(lse_daam *m, size_t max_iter, double tol,
                         lse_daam_fit_report *report)
 {
@@ -514,15 +550,28 @@ lse_status lse_daam_fit(lse_daam *m, size_t max_iter, double tol,
     if (!(tol >= 0.0))
         return fail(m, LSE_EDOM, fn, "tol = %g, must be >= 0", tol);
     lse_daam_fit_report rep = {.energy_before = NAN, .energy_after = NAN};
+    gsl_matrix *delta = lse_node_value(m->delta), *c = lse_node_value(m->c);
+    const double floor = m->min_width;
+    /* start inside the feasible set (a zero width stays an error) */
+    for (size_t h = 0; h < m->n_head; h++) {
+        const double ch = gsl_matrix_get(c, h, 0);
+        if (ch != 0.0 && fabs(ch) < floor)
+            gsl_matrix_set(c, h, 0, ch > 0.0 ? floor : -floor);
+    }
     double e;
     lse_status st = fit_eval(m, 1, &e, fn);
     if (st != LSE_OK)
         return st;
     rep.energy_before = e;
-    gsl_matrix *delta = lse_node_value(m->delta), *c = lse_node_value(m->c);
     double step = 1.0;
     for (size_t it = 0; it < max_iter; it++) {
-        const double gn2 = sq_norm(m->gd) + sq_norm(m->gc);
+        /* projected gradient: a width on the floor pushed down is fixed */
+        double gn2 = sq_norm(m->gd);
+        for (size_t h = 0; h < m->n_head; h++) {
+            const double g = gsl_matrix_get(m->gc, h, 0);
+            if (!blocked(gsl_matrix_get(c, h, 0), g, floor))
+                gn2 += g * g;
+        }
         if (gn2 == 0.0) {
             rep.converged = 1;
             break;
@@ -532,20 +581,24 @@ lse_status lse_daam_fit(lse_daam *m, size_t max_iter, double tol,
         int accepted = 0;
         double e1 = e, t = step;
         for (size_t bt = 0; bt <= 60 && !accepted; bt++, t *= 0.5) {
-            int sign_ok = 1;
+            /* Armijo on the projected path: the decrease expected from
+             * the step actually taken, g . (theta0 - theta1) */
+            double expect = 0.0;
             for (size_t h = 0; h < m->n_head; h++) {
                 const double c0 = gsl_matrix_get(m->c0, h, 0);
-                const double c1 = c0 - t * gsl_matrix_get(m->gc, h, 0);
-                sign_ok = sign_ok && c1 * c0 > 0.0;
+                const double g = gsl_matrix_get(m->gc, h, 0);
+                const double c1 =
+                    blocked(c0, g, floor) ? c0 : project_width(c0, t, g, floor);
                 gsl_matrix_set(c, h, 0, c1);
+                expect += g * (c0 - c1);
             }
-            if (!sign_ok)
-                continue; /* a width would cross 0: shorten */
             for (size_t h = 0; h < m->n_head; h++)
-                for (size_t j = 0; j < m->d; j++)
+                for (size_t j = 0; j < m->d; j++) {
+                    const double g = gsl_matrix_get(m->gd, h, j);
                     gsl_matrix_set(delta, h, j,
-                                   gsl_matrix_get(m->d0, h, j) -
-                                       t * gsl_matrix_get(m->gd, h, j));
+                                   gsl_matrix_get(m->d0, h, j) - t * g);
+                    expect += t * g * g;
+                }
             st = fit_eval(m, 0, &e1, fn);
             if (st == LSE_ENONFINITE) {
                 st = LSE_OK; /* overshoot: shorten */
@@ -553,7 +606,7 @@ lse_status lse_daam_fit(lse_daam *m, size_t max_iter, double tol,
             }
             if (st != LSE_OK)
                 break;
-            accepted = e1 <= e - 1e-4 * t * gn2;
+            accepted = e1 <= e - 1e-4 * expect;
         }
         if (st != LSE_OK)
             break;
@@ -576,6 +629,13 @@ lse_status lse_daam_fit(lse_daam *m, size_t max_iter, double tol,
         }
     }
     rep.energy_after = e;
+    /* a collapse: a width on the floor whose gradient still pushes it
+     * down, i.e. the likelihood would shrink it further */
+    if (st == LSE_OK)
+        for (size_t h = 0; h < m->n_head; h++)
+            if (blocked(gsl_matrix_get(c, h, 0), gsl_matrix_get(m->gc, h, 0),
+                        floor))
+                rep.n_collapsed++;
     if (report != NULL)
         *report = rep;
     return st;

@@ -6,7 +6,7 @@
 
 #include <lsegraph/lsegraph.h>
 
-/* Modern Hopfield network (Ramsauer et al. 2020; seed 001 section 4),
+/* Modern Hopfield network (Ramsauer et al. 2020; Tschantz section 4),
  * built only through the public graph API (docs/models/hopfield.md):
  *
  *   nodes  memories M (K, d)  PARAM | CLAMPED, parents

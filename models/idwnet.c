@@ -10,7 +10,7 @@
 
 #include <lsegraph/lsegraph.h>
 
-/* IDW prototype classifier (seed 004 sections 2-3; docs/models/idwnet.md).
+/* IDW prototype classifier (the IDW paper sections 2-3; docs/models/idwnet.md).
  *
  *   graph  q (B, d) clamped, keys (P, d) param,
  *          LSE term "attention": child q, parent keys, sim = score

@@ -3,7 +3,7 @@
 
 #include <lsegraph/lsegraph.h>
 
-/* Layer normalization as the gradient of an energy (seed 001 section 9),
+/* Layer normalization as the gradient of an energy (Tschantz section 9),
  * built only through the public graph API (docs/models/layernorm.md):
  *
  *   nodes  x (B, D) free, gamma (1, 1) PARAM, delta (1, D) PARAM

@@ -9,7 +9,7 @@
 
 #include <lsegraph/lsegraph.h>
 
-/* Hierarchical predictive coding (seed 001 section 7), built only through
+/* Hierarchical predictive coding (Tschantz section 7), built only through
  * the public graph API (docs/models/predcoding.md):
  *
  *   nodes  x (N, d0) clamped, h_l (R_l, d_l) states, W_l (d_{l-1}, d_l)

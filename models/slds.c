@@ -14,7 +14,7 @@
 #include "slds-private.h"
 
 /*
- * Switching linear dynamics (seed 001 section 8) built through the public
+ * Switching linear dynamics (Tschantz section 8) built through the public
  * graph API: one lse_sim_lingauss LSE term "dynamics" whose children are
  * the steps x_t and whose context rows are [x_{t-1}, ..., x_{t-L}]; rows
  * reduction for the mixture, chain reduction for the Markov version.

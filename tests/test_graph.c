@@ -134,7 +134,7 @@ START_TEST(test_size_arithmetic)
 }
 END_TEST
 
-/* Equation 4 of seed 001 on a self term: the gradient of a row is the sum
+/* Equation 4 of Tschantz on a self term: the gradient of a row is the sum
  * of its child side and its parent side. */
 START_TEST(test_self_attention_gradient)
 {

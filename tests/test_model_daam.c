@@ -299,6 +299,7 @@ START_TEST(test_fit_lowers_energy)
     }
     lse_assert_ok(lse_daam_fit(m, 2000, 1e-9, &rep));
     ck_assert(rep.converged);
+    ck_assert_uint_eq(rep.n_collapsed, 0);
     /* measured: 808.016 -> 570.819 (docs/models/daam.md) */
     ck_assert_double_lt(rep.energy_after, first - 200.0);
     ck_assert_double_eq_tol(rep.energy_after, 570.8187, 1e-3);
@@ -312,6 +313,165 @@ START_TEST(test_fit_lowers_energy)
                         1e-2);
     gsl_matrix_free(gd);
     gsl_matrix_free(gc);
+    gsl_matrix_free(x);
+    lse_daam_free(m);
+}
+END_TEST
+
+/* The case that collapsed before the width floor (energyviz's default
+ * daam model): N = 8 standard normal vectors in d = 16 (mt19937, seed 1),
+ * statistics over features, 4 heads started at rows (seed 1). Without the
+ * floor one width fell to 7.9e-8 and the similarities to -6.4e15 while
+ * E_fit kept falling. */
+static lse_daam *collapsing_case(gsl_matrix **x_out)
+{
+    gsl_matrix *x = gsl_matrix_alloc(8, 16);
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    ck_assert_ptr_nonnull(r);
+    gsl_rng_set(r, 1);
+    for (size_t i = 0; i < 8; i++)
+        for (size_t j = 0; j < 16; j++)
+            gsl_matrix_set(x, i, j, gsl_ran_gaussian(r, 1.0));
+    gsl_rng_free(r);
+    lse_daam *m = NULL;
+    lse_assert_ok(lse_daam_new(4, 16, LSE_DAAM_FEATURES, 1e-5, x, &m, NULL));
+    lse_assert_ok(lse_daam_init(m, 1));
+    *x_out = x;
+    return m;
+}
+
+START_TEST(test_collapse_detected)
+{
+    /* _i = 0: the default floor; 1: a floor 100 times lower */
+    gsl_matrix *x = NULL;
+    lse_daam *m = collapsing_case(&x);
+    ck_assert_double_eq(lse_daam_min_width(m), LSE_DAAM_MIN_WIDTH);
+    const double floor = _i == 0 ? LSE_DAAM_MIN_WIDTH : 1e-3;
+    lse_assert_ok(lse_daam_set_min_width(m, floor));
+    lse_daam_fit_report rep;
+    lse_assert_ok(lse_daam_fit(m, 2000, 1e-9, &rep));
+    /* (with the low floor the narrow heads creep on for > 2000 steps) */
+    ck_assert(_i == 1 || rep.converged);
+    ck_assert(isfinite(rep.energy_after));
+    ck_assert_double_lt(rep.energy_after, rep.energy_before);
+    /* collapse reported: heads held at the floor, every width >= floor */
+    ck_assert_uint_ge(rep.n_collapsed, 1);
+    const gsl_matrix *c = lse_node_value(lse_daam_width(m));
+    size_t at_floor = 0;
+    for (size_t h = 0; h < 4; h++) {
+        const double ch = fabs(gsl_matrix_get(c, h, 0));
+        ck_assert_double_ge(ch, floor);
+        at_floor += ch == floor;
+    }
+    if (_i == 0)
+        ck_assert_uint_eq(at_floor, rep.n_collapsed);
+    else /* not converged: a head may still be leaving the floor */
+        ck_assert_uint_ge(at_floor, rep.n_collapsed);
+    /* the similarities stay bounded by the floor: |S| <= sum_j y^2 / (2
+     * floor^2) with |y| <= sqrt(d) + |delta|/sqrt(V) (each row has unit
+     * variance over its features) */
+    const gsl_matrix *s = lse_term_similarity(lse_daam_term(m));
+    ck_assert(isfinite(gsl_matrix_min(s)));
+    ck_assert_double_gt(gsl_matrix_min(s), -1e4 / (floor * floor));
+    /* a second fit from the converged end point stays there */
+    if (_i == 1) {
+        gsl_matrix_free(x);
+        lse_daam_free(m);
+        return;
+    }
+    lse_daam_fit_report again;
+    lse_assert_ok(lse_daam_fit(m, 2000, 1e-9, &again));
+    ck_assert_double_le(again.energy_after, rep.energy_after);
+    ck_assert_double_ge(again.energy_after, rep.energy_after - 1e-6);
+    ck_assert_uint_eq(again.n_collapsed, rep.n_collapsed);
+    gsl_matrix_free(x);
+    lse_daam_free(m);
+}
+END_TEST
+
+/* The gradient of E_fit at the guarded end point (some widths on the
+ * floor) against central differences: the floor is a constraint of the
+ * fit, E_fit and its gradient are unchanged by it. */
+START_TEST(test_guarded_gradient)
+{
+    gsl_matrix *x = NULL;
+    lse_daam *m = collapsing_case(&x);
+    lse_daam_fit_report rep;
+    lse_assert_ok(lse_daam_fit(m, 2000, 1e-9, &rep));
+    ck_assert_uint_ge(rep.n_collapsed, 1);
+    gsl_matrix *delta = lse_node_value(lse_daam_delta(m));
+    gsl_matrix *c = lse_node_value(lse_daam_width(m));
+    gsl_matrix *gd = gsl_matrix_alloc(4, 16), *gc = gsl_matrix_alloc(4, 1);
+    double e;
+    lse_assert_ok(lse_daam_fit_energy(m, &e, gd, gc));
+    size_t pushed_down = 0;
+    for (int which = 0; which < 2; which++) {
+        gsl_matrix *theta = which == 0 ? delta : c;
+        const gsl_matrix *an = which == 0 ? gd : gc;
+        for (size_t i = 0; i < theta->size1; i++)
+            for (size_t j = 0; j < theta->size2; j++) {
+                const double v = gsl_matrix_get(theta, i, j);
+                const double h = 1e-6 * (fabs(v) > 1.0 ? fabs(v) : 1.0);
+                double up, down;
+                gsl_matrix_set(theta, i, j, v + h);
+                lse_assert_ok(lse_daam_fit_energy(m, &up, NULL, NULL));
+                gsl_matrix_set(theta, i, j, v - h);
+                lse_assert_ok(lse_daam_fit_energy(m, &down, NULL, NULL));
+                gsl_matrix_set(theta, i, j, v);
+                const double num = (up - down) / (2 * h);
+                const double a = gsl_matrix_get(an, i, j);
+                double den = fabs(a) > fabs(num) ? fabs(a) : fabs(num);
+                /* E_fit ~ 1e2 has an ulp of 1.4e-14, so the central
+                 * difference carries ~ 1e-8 of round-off: entries near 0
+                 * are checked to 1e-7 absolute */
+                den = den > 1e-1 ? den : 1e-1;
+                ck_assert_msg(fabs(a - num) / den < 1e-6,
+                              "%s[%zu,%zu]: %.12g vs %.12g",
+                              which == 0 ? "delta" : "c", i, j, a, num);
+                if (which == 1 && fabs(v) == LSE_DAAM_MIN_WIDTH &&
+                    a * v > 0.0)
+                    pushed_down++;
+            }
+    }
+    /* at the floor the likelihood still wants narrower heads */
+    ck_assert_uint_eq(pushed_down, rep.n_collapsed);
+    gsl_matrix_free(gd);
+    gsl_matrix_free(gc);
+    gsl_matrix_free(x);
+    lse_daam_free(m);
+}
+END_TEST
+
+START_TEST(test_min_width)
+{
+    gsl_matrix *x = read_iris();
+    lse_daam *m = NULL;
+    lse_assert_ok(lse_daam_new(3, 4, LSE_DAAM_ROWS, 1e-5, x, &m, NULL));
+    lse_assert_ok(lse_daam_init(m, 1));
+    lse_assert_status(lse_daam_set_min_width(m, 0.0), LSE_EDOM);
+    ck_assert_ptr_nonnull(strstr(lse_daam_errmsg(m), "min_width"));
+    lse_assert_status(lse_daam_set_min_width(m, -1.0), LSE_EDOM);
+    lse_assert_status(lse_daam_set_min_width(m, NAN), LSE_EDOM);
+    lse_assert_status(lse_daam_set_min_width(m, INFINITY), LSE_EDOM);
+    lse_assert_status(lse_daam_set_min_width(NULL, 0.1), LSE_EFAULT);
+    ck_assert(isnan(lse_daam_min_width(NULL)));
+    ck_assert_double_eq(lse_daam_min_width(m), LSE_DAAM_MIN_WIDTH);
+    /* a start below the floor is raised to it, the sign kept */
+    gsl_matrix *c = lse_node_value(lse_daam_width(m));
+    gsl_matrix_set(c, 0, 0, 0.01);
+    gsl_matrix_set(c, 1, 0, -0.02);
+    lse_assert_ok(lse_daam_set_min_width(m, 0.3));
+    lse_daam_fit_report rep;
+    lse_assert_ok(lse_daam_fit(m, 0, 1e-9, &rep));
+    ck_assert_double_eq(gsl_matrix_get(c, 0, 0), 0.3);
+    ck_assert_double_eq(gsl_matrix_get(c, 1, 0), -0.3);
+    /* iris: a proper fit never touches the default floor */
+    lse_assert_ok(lse_daam_set_min_width(m, LSE_DAAM_MIN_WIDTH));
+    lse_assert_ok(lse_daam_init(m, 1));
+    lse_assert_ok(lse_daam_fit(m, 2000, 1e-9, &rep));
+    ck_assert_uint_eq(rep.n_collapsed, 0);
+    for (size_t h = 0; h < 3; h++)
+        ck_assert_double_gt(fabs(gsl_matrix_get(c, h, 0)), 0.4);
     gsl_matrix_free(x);
     lse_daam_free(m);
 }
@@ -422,6 +582,9 @@ Suite *lse_test_suite(void)
     tcase_add_loop_test(tc, test_graph_gradient, 0, 2);
     tcase_add_loop_test(tc, test_fit_energy_and_gradient, 0, 2);
     tcase_add_test(tc, test_fit_lowers_energy);
+    tcase_add_loop_test(tc, test_collapse_detected, 0, 2);
+    tcase_add_test(tc, test_guarded_gradient);
+    tcase_add_test(tc, test_min_width);
     tcase_add_test(tc, test_init_at_rows);
     tcase_add_test(tc, test_errors);
     suite_add_tcase(s, tc);

@@ -6,7 +6,7 @@
 
 #include "lse_check.h"
 
-/* lib/sim/bilinear.c: eval, gradients, seed 001 eqs 13/14 and the
+/* lib/sim/bilinear.c: eval, gradients, Tschantz eqs 13/14 and the
  * section 10 closed-form M-step. */
 
 static void fill(gsl_matrix *m, double seed)
@@ -175,7 +175,7 @@ START_TEST(test_gradients)
 }
 END_TEST
 
-/* Seed 001 eqs (13), (14), by hand:
+/* Tschantz eqs (13), (14), by hand:
  *   -dE/dx_j  = sum_i A_ji W_K^T W_Q mu_i
  *   -dE/dmu_i = sum_j A_ji W_Q^T W_K x_j
  * against the library's child/parent gradients with G = -A. */
@@ -226,7 +226,7 @@ START_TEST(test_seed_slot_eqs_13_14)
 }
 END_TEST
 
-/* The weighted least squares gradients of seed 001 section 10:
+/* The weighted least squares gradients of Tschantz section 10:
  *   gq = sum_ji w_j A_ji (W_c x_j - W_p mu_i) mu_i^T   (k, d_p)
  *   gk = sum_ji w_j A_ji (W_c x_j - W_p mu_i) x_j^T    (k, d_c)
  * returns max |entry| of the requested one. */
@@ -371,7 +371,7 @@ START_TEST(test_mstep_zero_gradient)
 END_TEST
 
 /* Repeated alternating updates with fixed responsibilities shrink the
- * weights (the DESIGN's collapse); the report exposes it. */
+ * weights (the slot-attention collapse); the report exposes it. */
 START_TEST(test_mstep_collapse_report)
 {
     const size_t n = 9, ns = 4, d = 3, k = 3;

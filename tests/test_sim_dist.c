@@ -34,7 +34,7 @@ static double dist2(const gsl_matrix *c, size_t i, const gsl_matrix *p,
     return s;
 }
 
-/* the four scores of seed 004 (eqs 1-4), pair by pair */
+/* the four scores of the IDW paper (eqs 1-4), pair by pair */
 static double score(const lse_sim_type *t, const lse_dist_config *cfg,
                     double d2)
 {
@@ -215,7 +215,7 @@ START_TEST(test_gradient_formula)
 }
 END_TEST
 
-/* DESIGN sec 4: at c == p the gradient of ||c - p||^p is undefined for
+/* The singular point: at c == p the gradient of ||c - p||^p is undefined for
  * p < 2; it is defined as 0 (the subgradient at the minimum). */
 START_TEST(test_singular_point_gradient_is_zero)
 {

@@ -117,7 +117,7 @@ START_TEST(test_gradients)
 }
 END_TEST
 
-/* Seed 001 eqs (7), (8) (cross attention) and (10), (11) (Hopfield):
+/* Tschantz eqs (7), (8) (cross attention) and (10), (11) (Hopfield):
  * -dE/dq_c = sum_p A_cp k_p, -dE/dk_p = sum_c A_cp q_c, with A the row
  * softmax. The library returns dE/dv for G = dE/dS = -A. */
 static void check_seed_eqs(size_t nq, size_t nk, size_t d, double seed)

@@ -235,7 +235,7 @@ START_TEST(test_relu_kink_is_zero)
 }
 END_TEST
 
-/* Seed 001 section 7 (predictive coding), by hand with G = -alpha.
+/* Tschantz section 7 (predictive coding), by hand with G = -alpha.
  * d sim/dx_i = f(mu_k) - x_i, so dE/dx_i = sum_k alpha_ik (x_i - f(mu_k)).
  * (The seed prints -dE/dx_i = sum_k alpha_ik (x_i - f(mu_k)) and
  * d sim/dx = x - f: a sign slip; this test pins the correct sign.) */

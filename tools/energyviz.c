@@ -512,9 +512,11 @@ static lse_graph *build_idwnet(const model_opts *o, char *title, size_t len)
 
 static void free_daam(void *p) { lse_daam_free(p); }
 
-/* DAAM: a multi-head density-adaptive gate over feature vectors (seed
- * 003): lse_daam_new, heads started at data rows and fitted briefly to
- * the density, so the picture shows heads that mean something. */
+/* DAAM: a multi-head density-adaptive gate over feature vectors:
+ * lse_daam_new, heads started at data rows and fitted to the density (to
+ * convergence), so the picture shows heads that mean something; heads the
+ * fit held at the width floor (too few rows per head) are named in the
+ * title. */
 static lse_graph *build_daam(const model_opts *o, char *title, size_t len)
 {
     lse_daam_axis axis = LSE_DAAM_FEATURES;
@@ -529,19 +531,32 @@ static lse_graph *build_daam(const model_opts *o, char *title, size_t len)
     if (o->heads > o->n)
         die(EXIT_USAGE, "--heads %zu: more heads than the %zu rows (-n)",
             o->heads, o->n);
-    gsl_matrix *x = random_matrix(o->n, o->d, 1.0);
+    /* rows around H random centres, so the heads have clusters to find */
+    gsl_matrix *mu = random_matrix(o->heads, o->d, 1.0);
+    gsl_matrix *x = random_matrix(o->n, o->d, 0.3);
+    for (size_t i = 0; i < o->n; i++)
+        for (size_t j = 0; j < o->d; j++)
+            *gsl_matrix_ptr(x, i, j) += gsl_matrix_get(mu, i % o->heads, j);
     lse_daam *m = NULL;
     lse_error err = {0};
     check(lse_daam_new(o->heads, o->d, axis, 1e-5, x, &m, &err), &err, "daam");
     S.model = m;
     S.model_free = free_daam;
+    lse_daam_fit_report rep;
     if (lse_daam_init(m, 1) != LSE_OK ||
-        lse_daam_fit(m, 50, 1e-9, NULL) != LSE_OK)
+        lse_daam_fit(m, 5000, 1e-9, &rep) != LSE_OK)
         die(1, "daam: %s", cli_strip_function(lse_daam_errmsg(m)));
-    snprintf(title, len, "DAAM: %zu heads over N = %zu vectors, d = %zu (%s)",
-             o->heads, o->n, o->d,
+    char collapsed[96] = "";
+    if (rep.n_collapsed > 0) /* too few rows per head: say so */
+        snprintf(collapsed, sizeof collapsed,
+                 "; %zu head(s) at the width floor %g", rep.n_collapsed,
+                 lse_daam_min_width(m));
+    snprintf(title, len,
+             "DAAM: %zu heads over N = %zu vectors, d = %zu (%s%s)", o->heads,
+             o->n, o->d,
              axis == LSE_DAAM_ROWS ? "statistics over rows"
-                                   : "statistics over features");
+                                   : "statistics over features",
+             collapsed);
     return lse_daam_graph(m);
 }
 
@@ -590,7 +605,7 @@ static const model_def models[] = {
      "--score neg-dist|gauss-kernel|inv-dist|idw|scaled-dot (idw)"},
     {"daam", build_daam, "-n -d --heads --axis",
      "multi-head density-adaptive gate (LSE daam)",
-     "-n N (8) -d D (16) --heads H (4) --axis features|rows"},
+     "-n N (40) -d D (16) --heads H (4) --axis features|rows"},
     {"dar-attention", build_dar_attention,
      "-n -m -d --beta --lambda --rho --alpha --steps",
      "cross-attention with the DAR similarity",
@@ -633,7 +648,7 @@ static void model_defaults(const char *model, model_opts *o)
         {"slds", 2, 1, 0},
         {"layernorm", 0, 8, 4},
         {"idwnet", 0, 8, 10},
-        {"daam", 0, 16, 8},
+        {"daam", 0, 16, 40},
         {"dar-attention", 0, 8, 6},
     };
     for (size_t i = 0; i < sizeof def / sizeof def[0]; i++) {
@@ -1145,7 +1160,7 @@ static gsl_matrix *resonance(lse_term *t)
     return r;
 }
 
-/* DAAM importance factors (seed 003; docs/sim-dar-daam.md 2.3): the
+/* DAAM importance factors (the DAAM paper; docs/sim-dar-daam.md 2.3): the
  * density attention of row i on feature j, DA_ij = sum_h A_ih g_ihj with
  * the heads' Gaussian gates g_ihj = exp(-y_ihj^2 / (2 c_h^2)) and the
  * term's softmax A over heads, then IF = (DA - min DA) / (max DA - min DA)

@@ -1,5 +1,5 @@
 /* lsefit: fit Gaussian mixtures and switching linear dynamics to CSV data
- * from the command line (DESIGN.md section 5, docs/lsefit.md).
+ * from the command line (docs/lsefit.md).
  *
  * This file holds main(), the top-level help, messages, option values,
  * progress lines and the --log-json stream, and atomic output. The commands
@@ -393,10 +393,13 @@ void lsefit_progress_step(lsefit_progress *p, size_t run, size_t iter,
     if (!lsefit_verbose && (elapsed < 1.0 || now - p->last_print < 1.0))
         return;
     p->last_print = now;
+    char delta[32] = "-"; /* the first iteration has no change yet */
+    if (isfinite(change))
+        snprintf(delta, sizeof delta, "%.3g", -change);
     fprintf(stderr,
             "lsefit: %s K=%zu run %zu/%zu iteration %zu energy %.10g "
-            "change %.3g elapsed %.2fs\n",
-            p->model, p->k, run + 1, p->n_init, iter, -loglik, -change,
+            "change %s elapsed %.2fs\n",
+            p->model, p->k, run + 1, p->n_init, iter, -loglik, delta,
             elapsed);
 }
 
@@ -495,9 +498,13 @@ int lsefit_outputs_finish(int rc)
         outputs = NULL;
         return rc;
     }
-    if (lse_outputs_commit(outputs, &err) != LSE_OK)
-        rc = lsefit_fail_lib(&err, NULL);
+    const lse_status st = lse_outputs_commit(outputs, &err);
+    /* a signal held during the commit ends the process now, before any
+     * message: `lsefit ... | head` dies of SIGPIPE quietly, as every
+     * program in a pipeline does, and no file was replaced */
     tool_outputs_after_commit();
+    if (st != LSE_OK)
+        rc = lsefit_fail_lib(&err, NULL);
     lse_outputs_free(outputs);
     outputs = NULL;
     return rc;

@@ -361,7 +361,7 @@ static lse_json *options_json(const fit_args *a, const lsefit_data *data,
     return o;
 }
 
-/* The model file: keys in the order of the issue, then "standardize". */
+/* The model file: keys in a fixed order, then "standardize". */
 static int gmm_to_json(const lse_gmm *m, const fit_result *r, const fit_args *a,
                        const lsefit_data *data, lse_json **out)
 {

@@ -93,7 +93,7 @@ LSE_API lse_term *lse_graph_find_term(const lse_graph *g, const char *name);
  *  named in the message), or a similarity's error. */
 LSE_API lse_status lse_graph_energy(lse_graph *g, double *energy);
 /** @brief Energy and dE/dv of every node that is not clamped (child side
- *  plus parent side of each term, seed 001 eq. 4 with our sign: the
+ *  plus parent side of each term, Tschantz eq. 4 with our sign: the
  *  gradient of the energy). Read them with lse_node_grad. */
 LSE_API lse_status lse_graph_gradient(lse_graph *g, double *energy);
 

@@ -233,7 +233,7 @@ LSE_API extern const lse_sim_type *const lse_sim_scaled_dot;
 /** c.p / (|c| |p|); config lse_cosine_config (zero-norm floor) */
 LSE_API extern const lse_sim_type *const lse_sim_cosine;
 /** (W_c c).(W_p p); params W_c (k, d_child), W_p (k, d_parent);
- *  config lse_bilinear_config (scale). Closed-form M-step: seed 001 sec 10 */
+ *  config lse_bilinear_config (scale). Closed-form M-step: Tschantz sec 10 */
 LSE_API extern const lse_sim_type *const lse_sim_bilinear;
 /** -1/2 ||c - f(W p + b)||^2; params W (d_child, d_parent), b (1, d_child)
  *  (b optional); config lse_nonlinear_config */

@@ -17,7 +17,7 @@
  * Gradients, with dK = a G Q (b, k) and dQ = a G^T K (n_parent, k):
  *   dE/dC = dK W_c,  dE/dP = dQ W_p,  dE/dW_c = dK^T C,  dE/dW_p = dQ^T P.
  *
- * Closed-form M-step: seed 001 section 10 (slot attention), children x_j,
+ * Closed-form M-step: Tschantz section 10 (slot attention), children x_j,
  * parents mu_i, W_K = W_c, W_Q = W_p, responsibilities A (times the
  * optional per-child weight). Statistics (acc layout, row-major):
  *   M = sum_ji A_ji x_j mu_i^T  (d_c, d_p)

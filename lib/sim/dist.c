@@ -9,7 +9,7 @@
 #include <lsegraph/core.h>
 
 /* Distance-based similarities, the four scores of the IDW paper
- * (seed 004 eqs 1-4; docs/similarities.md, "neg-dist, gauss-kernel,
+ * (the IDW paper eqs 1-4; docs/similarities.md, "neg-dist, gauss-kernel,
  * inv-dist, idw"). With D2 = ||c - p||^2 and u = D2^(p/2) = ||c - p||^p:
  *
  *   neg-dist      phi = -D2              phi' = -1

@@ -7,7 +7,7 @@
 #include <lsegraph/core.h>
 
 /* Nonlinear prediction similarity (docs/similarities.md, "nonlinear"), the
- * predictive-coding score of seed 001 section 7:
+ * predictive-coding score of Tschantz section 7:
  *
  *   S(i, j) = -1/2 ||c_i - f(W p_j + b)||^2
  *   C (b, d_c), P (n_parent, d_p), W (d_c, d_p), b (1, d_c) optional.

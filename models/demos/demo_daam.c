@@ -53,6 +53,11 @@ int main(int argc, char **argv)
         printf("density fit: E_fit %.4f -> %.4f in %zu steps (%s)\n",
                rep.energy_before, rep.energy_after, rep.n_iter,
                rep.converged ? "converged" : "step limit");
+        if (rep.n_collapsed > 0)
+            printf("warning: %zu head%s collapsed onto the width floor %g "
+                   "(too few rows per head; use fewer heads)\n",
+                   rep.n_collapsed, rep.n_collapsed == 1 ? "" : "s",
+                   lse_daam_min_width(m));
         const gsl_matrix *c = lse_node_value(lse_daam_width(m));
         const gsl_matrix *d = lse_node_value(lse_daam_delta(m));
         for (size_t h = 0; h < heads; h++)

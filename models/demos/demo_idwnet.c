@@ -1,5 +1,5 @@
 /* IDW prototype classifier on the bundled digits (docs/models/idwnet.md),
- * the set-up of the IDW paper's Table 1 (seed 004, section 3.2) on the 8x8
+ * the set-up of the IDW paper's Table 1 (the IDW paper, section 3.2) on the 8x8
  * digits: pixels scaled to [0, 1], the first 1300 rows train, the other
  * 497 test, 20 prototypes, keys initialised at the pixel means plus 0.1 sd
  * noise, values 0, AMSGrad with cosine annealing, batch 4, lr 1e-3 and 50

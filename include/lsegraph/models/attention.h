@@ -17,11 +17,11 @@ extern "C" {
 /**
  * @file attention.h
  * @brief Cross-, self- and slot attention as LSE graphs (models/attention.c;
- * seed 001 sections 3, 5, 6 and 10; seed 002).
+ * Tschantz sections 3, 5, 6 and 10; Vaswani et al.).
  *
  * Each kind is one LSE term plus (optionally) a quadratic term
  * lambda/2 ||state||^2 on its free state node, which keeps the energy
- * bounded below (DESIGN.md section 4):
+ * bounded below:
  *
  * - cross: children "queries" Q (n, d) (free state), parents "keys"
  *   K (m, d) (clamped), any similarity (default lse_sim_scaled_dot; DAR,
@@ -35,7 +35,7 @@ extern "C" {
  *   (free state), S_ji = scale (W_K x_j).(W_Q mu_i) (lse_sim_bilinear with
  *   W_c = W_K (k, d), W_p = W_Q (k, d_s), PARAM nodes); term "assign".
  *   Fitted by EM (lse_attention_slot_fit): E-step gradient steps on the
- *   slots, M-step the bilinear closed form (seed 001 section 10), whose
+ *   slots, M-step the bilinear closed form (Tschantz section 10), whose
  *   shrinking of W_K, W_Q towards zero is detected and reported.
  *
  * The quadratic term is named "bound" in all three graphs.
@@ -74,7 +74,7 @@ typedef struct lse_attention_opts {
     const lse_sim_type *sim;
     /** the similarity's config, copied by the term (NULL: the type's
      *  default). Self and slot: an lse_bilinear_config (NULL: scale 1, as
-     *  in seed 001; use 1/sqrt(k) for the textbook scaling). */
+     *  in Tschantz; use 1/sqrt(k) for the textbook scaling). */
     const void *config;
     /** cross only: initial values of the similarity's sim->n_param
      *  parameters (e.g. DAAM's gate widths c (H, 1)), copied into free
@@ -248,7 +248,7 @@ typedef struct lse_slot_report {
  * @brief Fit slot attention by EM (lse_solver_em): E-step =
  * opts->estep_steps Armijo gradient steps on the slots with W fixed;
  * M-step = lse_sim_bilinear's closed form for W_K, W_Q given the
- * responsibilities and slots (seed 001 section 10), followed by the
+ * responsibilities and slots (Tschantz section 10), followed by the
  * collapse check. The energy of each iteration is logged at
  * LSE_LOG_INFO and passed to opts->cb.
  * @param opts borrowed; NULL: defaults. @param rep may be NULL; also

@@ -16,7 +16,7 @@ extern "C" {
 
 /**
  * @file daam.h
- * @brief Multi-head Density Adaptive Attention (seed 003) over feature
+ * @brief Multi-head Density Adaptive Attention over feature
  * vectors. For data X (N, d), head h = 1..H has an offset delta_h (d) and a
  * width c_h > 0; with m, v the mean and population variance over the
  * chosen axis (lse_daam_axis),
@@ -76,6 +76,23 @@ LSE_API lse_node *lse_daam_delta(const lse_daam *m);
 LSE_API lse_node *lse_daam_width(const lse_daam *m);
 LSE_API size_t lse_daam_n_head(const lse_daam *m);
 
+/**
+ * @brief Default floor on the gate widths |c_h| during lse_daam_fit():
+ * a tenth of the spread of the standardized data. Such a gate is below
+ * exp(-50) one spread unit from its centre, i.e. it attends to single
+ * points; the maximum-likelihood fit of a head that sits on one row would
+ * otherwise drive c_h to 0 and E_fit to -infinity.
+ */
+#define LSE_DAAM_MIN_WIDTH 0.1
+
+/** @brief Set the floor on |c_h| used by lse_daam_fit() (default
+ *  LSE_DAAM_MIN_WIDTH). @return LSE_OK; LSE_EFAULT; LSE_EDOM (not finite
+ *  or <= 0). */
+LSE_API lse_status lse_daam_set_min_width(lse_daam *m, double min_width);
+
+/** @brief The floor on |c_h| (NaN for NULL). */
+LSE_API double lse_daam_min_width(const lse_daam *m);
+
 /** @brief Replace the data (same shape, copied).
  *  @return LSE_OK, LSE_EFAULT, LSE_EDIM, LSE_ENONFINITE. */
 LSE_API lse_status lse_daam_set_data(lse_daam *m, const gsl_matrix *x);
@@ -102,7 +119,7 @@ LSE_API lse_status lse_daam_forward(lse_daam *m, gsl_matrix *out);
 LSE_API lse_status lse_daam_forward_mixed(lse_daam *m, gsl_matrix *out);
 
 /**
- * @brief Importance factors per feature (seed 003): the density attention
+ * @brief Importance factors per feature (the paper's IF): the density attention
  * DA_j = (1/N) sum_i sum_h A_ih g_ihj (the head-mixed gate averaged over
  * rows), then IF_j = (DA_j - min DA) / (max DA - min DA) in [0, 1]; when
  * every DA_j is equal, IF_j = 1 for all j.
@@ -133,12 +150,19 @@ typedef struct lse_daam_fit_report {
     double energy_after;  /**< E_fit at the end */
     size_t n_iter;        /**< accepted gradient steps */
     int converged;        /**< 1: |dE| <= tol (or no decreasing step) */
+    size_t n_collapsed;   /**< heads that ended on the width floor with
+                               E_fit still falling as they narrow: the
+                               likelihood is unbounded there (a head on
+                               too few rows); 0 for a proper fit */
 } lse_daam_fit_report;
 
 /**
- * @brief Fit delta and c by gradient descent with Armijo backtracking on
- * E_fit (steps that would make a c_h <= 0 are shortened), at most
- * @p max_iter steps, until an accepted step lowers E_fit by <= @p tol.
+ * @brief Fit delta and c by projected gradient descent with Armijo
+ * backtracking on E_fit, keeping every |c_h| >= lse_daam_min_width() (a
+ * starting width below the floor is raised to it; the sign of c_h is
+ * kept), at most @p max_iter steps, until an accepted step lowers E_fit by
+ * <= @p tol. A head held at the floor is reported in
+ * report->n_collapsed; the status stays LSE_OK.
  * @param report may be NULL.
  * @return LSE_OK; LSE_EFAULT; LSE_EDOM (tol < 0); the graph's errors.
  */

@@ -16,7 +16,7 @@ extern "C" {
 /**
  * @file hopfield.h
  * @brief Modern (continuous) Hopfield network of Ramsauer et al. (2020) as
- * an LSE graph (models/hopfield.c; seed 001 section 4).
+ * an LSE graph (models/hopfield.c; Tschantz section 4).
  *
  * The graph: a clamped PARAM node "memories" M (K, d) holding the stored
  * patterns as parents, a free state node "state" Xi (n, d) holding n
@@ -27,7 +27,7 @@ extern "C" {
  *     E(Xi) = - sum_i (1/beta) log sum_mu exp(beta xi_i . m_mu)
  *             + 1/2 sum_i ||xi_i||^2
  *
- * is bounded below (DESIGN.md section 4; Ramsauer's energy without its
+ * is bounded below (Ramsauer's energy without its
  * constants (1/beta) log K + max_mu ||m_mu||^2 / 2). Retrieval minimises E
  * over the states, starting from the queries, in one of two ways:
  * the CCCP update xi <- M' softmax(beta M xi) run as the E-step hook of

@@ -16,7 +16,7 @@ extern "C" {
 
 /**
  * @file idwnet.h
- * @brief One-hidden-layer attention classifier of the IDW paper (seed 004,
+ * @brief One-hidden-layer attention classifier of the IDW paper (the IDW paper,
  * sections 2-3): P prototypes with keys K (P, d) and values V (P, C) (class
  * logits); for a query q, logits = softmax_j(score(q, k_j)) V. The
  * attention is an LSE term (child = a batch of queries, parent = the keys,
@@ -191,7 +191,7 @@ LSE_API lse_status lse_idwnet_add_prototype(lse_idwnet *m,
                                             const gsl_vector *value);
 
 /**
- * @brief Low-impact special case (seed 004 section 2.2, eq. 7): make the
+ * @brief Low-impact special case (the IDW paper section 2.2, eq. 7): make the
  * network predict class @p c at @p q by adding the prototype k' = q with
  * value eta e_c, eta as small as possible:
  *   eta = (1 + eps sum_j w_j) [ max_{k != c} sigma' V_k - sigma' V_c ]

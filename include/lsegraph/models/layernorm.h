@@ -16,7 +16,7 @@ extern "C" {
 /**
  * @file layernorm.h
  * @brief Layer normalization as the gradient of an energy
- * (models/layernorm.c; seed 001 section 9).
+ * (models/layernorm.c; Tschantz section 9).
  *
  * The graph: a free node "x" (B, D) of inputs, PARAM nodes "gamma" (1, 1)
  * and "delta" (1, D), and one custom term "layernorm"
@@ -31,7 +31,7 @@ extern "C" {
  *
  * A per-dimension gain gamma_j has no such energy: the Jacobian of
  * x -> gamma_j (x_j - mean)/sd is not symmetric unless all gamma_j are equal
- * (docs/models/layernorm.md; DESIGN.md section 4).
+ * (docs/models/layernorm.md).
  *
  * @code
  * gsl_matrix *y = gsl_matrix_alloc(x->size1, x->size2);

@@ -16,7 +16,7 @@ extern "C" {
 
 /**
  * @file predcoding.h
- * @brief Hierarchical predictive coding (seed 001 section 7) as a graph:
+ * @brief Hierarchical predictive coding (Tschantz section 7) as a graph:
  * data X (N, d_0) clamped, latent layers H_1 .. H_L, layer l predicting
  * layer l-1 through sim(c, mu) = -1/2 ||c - f_l(W_l mu + b_l)||^2
  * (lse_sim_nonlinear), and a Gaussian prior prior/2 ||H_L||^2 on the top.

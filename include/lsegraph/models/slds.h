@@ -21,7 +21,7 @@ extern "C" {
 
 /**
  * @file slds.h
- * @brief Switching linear dynamics (seed 001 section 8) as an LSE graph:
+ * @brief Switching linear dynamics (Tschantz section 8) as an LSE graph:
  * K linear-Gaussian modes x_t ~ N(A_k [x_{t-1}; ...; x_{t-L}] + b_k,
  * Sigma_k), switching independently (mixture: weights pi_k) or by a hidden
  * Markov chain (autoregressive HMM: initial p0, transition matrix P).

@@ -1,0 +1,146 @@
+#ifndef LSEGRAPH_MODELS_LSLDS_H
+#define LSEGRAPH_MODELS_LSLDS_H
+#if !defined(LSEGRAPH_INSIDE) && !defined(LSE_BUILDING)
+#error "Include <lsegraph/lsegraph.h>, not this header."
+#endif
+
+#include <stddef.h>
+
+#include <gsl/gsl_matrix.h>
+#include <gsl/gsl_vector.h>
+
+#include <lsegraph/status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * @file lslds.h
+ * @brief Switching linear dynamical system with latent continuous states
+ * (docs/models/slds.md, "Latent states: the real SLDS"):
+ *
+ *     z_t ~ Markov(init, trans)  (or i.i.d. from init: mixture)
+ *     x_s ~ N(m0, P0) at the first row s of a sequence,
+ *     x_t = A_{z_t} x_{t-1} + b_{z_t} + N(0, Q_{z_t}) otherwise,
+ *     y_t = C x_t + d + N(0, diag(r))   (observed entries only)
+ *
+ * fitted by structured variational EM with q(z) q(x): q(z) by forward-
+ * backward with the expected Gaussian log-likelihoods as emission scores,
+ * q(x) by the Kalman smoother (lse_kalman_smooth) with the mode-weighted
+ * dynamics, and closed-form M-steps. Shapes: T rows, K modes, latent
+ * dimension D, N observed columns; sequences (@p seq) and missing entries
+ * (@p observed, T*N bytes, nonzero = observed, NULL = all) as in
+ * kalman.h.
+ */
+
+/** @brief Parameters: plain data, owned by the struct (lse_lslds_params_free). */
+typedef struct lse_lslds_params {
+    size_t K, D, N;
+    int markov;        /**< 1: Markov switching; 0: mixture */
+    gsl_matrix *A;     /**< (K, D*D) row-major A_k */
+    gsl_matrix *b;     /**< (K, D) */
+    gsl_matrix *Q;     /**< (K, D*D) SPD */
+    gsl_matrix *C;     /**< (N, D) */
+    gsl_vector *d;     /**< (N) */
+    gsl_vector *r;     /**< (N) observation noise variances (diagonal R) */
+    gsl_vector *m0;    /**< (D) */
+    gsl_matrix *P0;    /**< (D, D) SPD */
+    gsl_vector *init;  /**< (K) initial (Markov) or mixture probabilities */
+    gsl_matrix *trans; /**< (K, K) transition probabilities (Markov) */
+} lse_lslds_params;
+
+/** @brief New parameters: A_k = 0.9 I, b = 0, Q = I, C = the first D
+ *  unit vectors, d = 0, r = 1, m0 = 0, P0 = I, uniform probabilities.
+ *  @return LSE_OK; LSE_EFAULT; LSE_EINVAL (a size 0); LSE_ENOMEM. */
+LSE_API lse_status lse_lslds_params_new(size_t K, size_t D, size_t N,
+                                        int markov, lse_lslds_params **out,
+                                        lse_error *err);
+LSE_API void lse_lslds_params_free(lse_lslds_params *p);
+
+/** @brief The variational posterior q(z) q(x), owned by the struct. */
+typedef struct lse_lslds_post {
+    size_t T, K, D;
+    gsl_matrix *w;     /**< (T, K) q(z_t = k) */
+    gsl_matrix *xi;    /**< (K, K) sum over t of q(z_{t-1} = j, z_t = k) */
+    gsl_matrix *mean;  /**< (T, D) E_q[x_t] */
+    gsl_matrix *cov;   /**< (T, D*D) Cov_q[x_t] */
+    gsl_matrix *cross; /**< (T, D*D) Cov_q[x_t, x_{t-1}] (0 at starts) */
+    double hz;         /**< entropy of q(z) */
+    int have_z, have_x; /**< which factors have been computed */
+} lse_lslds_post;
+
+LSE_API lse_status lse_lslds_post_new(size_t T, size_t K, size_t D,
+                                      lse_lslds_post **out, lse_error *err);
+LSE_API void lse_lslds_post_free(lse_lslds_post *q);
+
+/** @brief q(x) update: the Kalman smoother with the dynamics weighted by
+ *  q(z) (uniform weights when q(z) has not been computed); @p logzx (may
+ *  be NULL) gets log of its normalizer. */
+LSE_API lse_status lse_lslds_update_x(const lse_lslds_params *p,
+                                      const gsl_matrix *y,
+                                      const unsigned char *observed,
+                                      const size_t *seq, lse_lslds_post *q,
+                                      double *logzx, lse_error *err);
+/** @brief q(z) update: forward-backward (Markov) or per-row softmax
+ *  (mixture) with emission scores E_q(x)[log N(x_t; A_k x_{t-1} + b_k,
+ *  Q_k)] (0 at sequence starts). Needs q(x) (LSE_EINVAL otherwise). */
+LSE_API lse_status lse_lslds_update_z(const lse_lslds_params *p,
+                                      const size_t *seq, lse_lslds_post *q,
+                                      lse_error *err);
+/** @brief The evidence lower bound E_q[log p(y, x, z)] + H(q), exactly.
+ *  Needs both factors (LSE_EINVAL otherwise). */
+LSE_API lse_status lse_lslds_elbo(const lse_lslds_params *p,
+                                  const gsl_matrix *y,
+                                  const unsigned char *observed,
+                                  const size_t *seq, const lse_lslds_post *q,
+                                  double *elbo, lse_error *err);
+/** @brief Closed-form M-step: the parameters maximizing the ELBO for the
+ *  given q (reg >= 0 added to the diagonals of Q_k, P0 and to r). A mode
+ *  with expected count below 1e-8 keeps its A, b, Q. */
+LSE_API lse_status lse_lslds_mstep(lse_lslds_params *p, const gsl_matrix *y,
+                                   const unsigned char *observed,
+                                   const size_t *seq, const lse_lslds_post *q,
+                                   double reg, lse_error *err);
+
+/** @brief Fitting options. */
+typedef struct lse_lslds_opts {
+    int init_given;     /**< 1: start from the given parameters (0) */
+    size_t n_init;      /**< initializations, best ELBO kept (1) */
+    size_t max_iter;    /**< EM iterations (200) */
+    double tol;         /**< stop when the ELBO gains <= tol per row (1e-7) */
+    double reg;         /**< M-step ridge (1e-6) */
+    unsigned long seed; /**< (0) */
+} lse_lslds_opts;
+LSE_API lse_lslds_opts lse_lslds_opts_default(void);
+
+/** @brief Initialization: probabilistic PCA of y (missing entries at
+ *  their column means) for C, d, r and the latent means, then the
+ *  autoregressive HMM / mixture (lse_slds_fit, seeded) on those means for
+ *  A_k, b_k, Q_k and the mode probabilities. */
+LSE_API lse_status lse_lslds_init(lse_lslds_params *p, const gsl_matrix *y,
+                                  const unsigned char *observed,
+                                  const size_t *seq, unsigned long seed,
+                                  lse_error *err);
+
+/** @brief Fit: per iteration update_z, update_x, M-step; the ELBO after
+ *  each of them is checked not to decrease by more than 1e-8 relative
+ *  (LSE_EINCREASE otherwise). @p q (may be NULL) gets the final posterior
+ *  (shape T, K, D), @p elbo the final ELBO, @p n_iter the iterations. */
+LSE_API lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
+                                 const unsigned char *observed,
+                                 const size_t *seq, const lse_lslds_opts *o,
+                                 lse_lslds_post *q, double *elbo,
+                                 size_t *n_iter, lse_error *err);
+
+/** @brief Draw one sequence: y (T, N), x (T, D) and z (T) (x, z may be
+ *  NULL). */
+LSE_API lse_status lse_lslds_simulate(const lse_lslds_params *p,
+                                      unsigned long seed, gsl_matrix *y,
+                                      gsl_matrix *x, size_t *z,
+                                      lse_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LSEGRAPH_MODELS_LSLDS_H */

@@ -7,6 +7,7 @@
 #include <gsl/gsl_rng.h>
 
 #include "lse_check.h"
+#include "lse_tmpdir.h"
 
 /* Latent SLDS (models/lslds.c): structured VI and its M-step. */
 
@@ -366,6 +367,131 @@ START_TEST(test_recovery)
 }
 END_TEST
 
+
+/* R -> 0 and C = I: the latent model becomes the autoregressive HMM on y
+ * (lse_slds): the ELBO tends to the ARHMM log-likelihood plus the initial
+ * state's log-density, and q(z) to the ARHMM's mode posteriors. Both
+ * models start the chain at its stationary distribution pi (lse_slds's
+ * initial probabilities are those of its first step, row 1; ours of
+ * row 0, so pi makes them agree). */
+START_TEST(test_arhmm_limit)
+{
+    lse_lslds_params *p = truth(2, 1);
+    const size_t T = 200, D = 2;
+    gsl_vector *pi = gsl_vector_alloc(2);
+    lse_assert_ok(lse_chain_stationary(p->trans, NULL, pi, NULL, NULL));
+    gsl_vector_memcpy(p->init, pi);
+    gsl_matrix_set_identity(p->C);
+    gsl_vector_set_zero(p->d);
+    gsl_vector_set_all(p->r, 1e-10);
+    lse_slds_config cfg = lse_slds_config_default();
+    cfg.dim = D;
+    cfg.markov = 1;
+    lse_slds *m = NULL;
+    lse_assert_ok(lse_slds_new(&cfg, &m, NULL));
+    gsl_matrix *a = gsl_matrix_alloc(D, D), *c = gsl_matrix_alloc(D, D);
+    gsl_vector *b = gsl_vector_alloc(D);
+    for (size_t k = 0; k < 2; k++) {
+        memcpy(a->data, p->A->data + k * 4, 4 * sizeof(double));
+        memcpy(c->data, p->Q->data + k * 4, 4 * sizeof(double));
+        memcpy(b->data, p->b->data + k * 2, 2 * sizeof(double));
+        lse_assert_ok(lse_slds_set_a(m, k, a, NULL));
+        lse_assert_ok(lse_slds_set_b(m, k, b, NULL));
+        lse_assert_ok(lse_slds_set_cov(m, k, c, NULL));
+    }
+    lse_assert_ok(lse_slds_set_transition(m, p->trans, NULL));
+    lse_assert_ok(lse_slds_set_initial(m, pi, NULL));
+    gsl_matrix *y = gsl_matrix_alloc(T, D);
+    lse_assert_ok(lse_slds_simulate(m, T, 3, y, NULL, NULL));
+    double ll_ar;
+    lse_assert_ok(lse_slds_score(m, y, NULL, &ll_ar, NULL));
+    gsl_matrix *post = gsl_matrix_alloc(T - 1, 2);
+    lse_assert_ok(lse_slds_posteriors(m, y, NULL, post, NULL));
+    /* log N(y_0; m0 = 0, P0 = I) */
+    const double y00 = gsl_matrix_get(y, 0, 0), y01 = gsl_matrix_get(y, 0, 1);
+    const double l0 = -1.8378770664093454836 - 0.5 * (y00 * y00 + y01 * y01);
+    lse_lslds_post *q = NULL;
+    lse_assert_ok(lse_lslds_post_new(T, 2, D, &q, NULL));
+    double e = 0.0;
+    lse_assert_ok(lse_lslds_update_x(p, y, NULL, NULL, q, NULL, NULL));
+    for (int it = 0; it < 30; it++) {
+        lse_assert_ok(lse_lslds_update_z(p, NULL, q, NULL));
+        lse_assert_ok(lse_lslds_update_x(p, y, NULL, NULL, q, NULL, NULL));
+    }
+    lse_assert_ok(lse_lslds_elbo(p, y, NULL, NULL, q, &e, NULL));
+    ck_assert_msg(fabs(e - (ll_ar + l0)) < 1e-6, "elbo %.10g, ARHMM %.10g",
+                  e, ll_ar + l0);
+    double dmax = 0.0;
+    for (size_t t = 1; t < T; t++)
+        dmax = fmax(dmax, fabs(gsl_matrix_get(q->w, t, 0) -
+                               gsl_matrix_get(post, t - 1, 0)));
+    ck_assert_msg(dmax < 1e-5, "posteriors differ by %g", dmax);
+    lse_slds_free(m);
+    gsl_matrix_free(a);
+    gsl_matrix_free(c);
+    gsl_vector_free(b);
+    gsl_vector_free(pi);
+    gsl_matrix_free(y);
+    gsl_matrix_free(post);
+    lse_lslds_post_free(q);
+    lse_lslds_params_free(p);
+}
+END_TEST
+
+/* Model files: save, load, the same parameters bit for bit; errors. */
+START_TEST(test_file)
+{
+    char dir[512], path[600];
+    lse_tmpdir_make(dir, sizeof dir, "lslds_file");
+    snprintf(path, sizeof path, "%s/m.json", dir);
+    for (int markov = 0; markov <= 1; markov++) {
+        lse_lslds_params *p = truth(3, markov);
+        const char *names[] = {"u", "v", "w"};
+        lse_error err;
+        lse_assert_ok(lse_lslds_save(p, names, path, &err));
+        lse_lslds_params *g = NULL;
+        char **nm = NULL;
+        lse_assert_ok(lse_lslds_load(path, &g, &nm, &err));
+        ck_assert_str_eq(nm[2], "w");
+        ck_assert_int_eq(g->markov, markov);
+        ck_assert(gsl_matrix_equal(g->A, p->A) && gsl_matrix_equal(g->Q, p->Q) &&
+                  gsl_matrix_equal(g->b, p->b) && gsl_matrix_equal(g->C, p->C) &&
+                  gsl_vector_equal(g->d, p->d) && gsl_vector_equal(g->r, p->r) &&
+                  gsl_vector_equal(g->m0, p->m0) &&
+                  gsl_matrix_equal(g->P0, p->P0) &&
+                  gsl_vector_equal(g->init, p->init));
+        if (markov)
+            ck_assert(gsl_matrix_equal(g->trans, p->trans));
+        free(nm);
+        lse_lslds_params_free(g);
+        /* errors: another model, bad probabilities, non-SPD Q */
+        lse_json *doc = lse_json_new_object();
+        lse_assert_ok(lse_lslds_to_json(p, names, doc, NULL));
+        lse_assert_ok(lse_json_set_string(doc, "model", "slds", NULL));
+        lse_assert_status(lse_lslds_from_json(doc, "f", &g, NULL, &err),
+                          LSE_EINVAL);
+        ck_assert(strstr(err.message, "slds-latent") != NULL);
+        lse_json_free(doc);
+        gsl_vector_set(p->init, 0, 0.7);
+        doc = lse_json_new_object();
+        lse_assert_ok(lse_lslds_to_json(p, names, doc, NULL));
+        lse_assert_status(lse_lslds_from_json(doc, "f", &g, NULL, &err),
+                          LSE_EDOM);
+        lse_json_free(doc);
+        gsl_vector_set(p->init, 0, 0.5);
+        gsl_matrix_set(p->Q, 1, 0, -0.1);
+        doc = lse_json_new_object();
+        lse_assert_ok(lse_lslds_to_json(p, names, doc, NULL));
+        lse_assert_status(lse_lslds_from_json(doc, "f", &g, NULL, &err),
+                          LSE_ENUMERIC);
+        ck_assert_ptr_null(g);
+        lse_json_free(doc);
+        lse_lslds_params_free(p);
+    }
+    lse_tmpdir_remove(dir);
+}
+END_TEST
+
 START_TEST(test_errors)
 {
     lse_lslds_params *p = NULL;
@@ -404,6 +530,8 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_elbo_identity_and_monotone);
     tcase_add_test(tc, test_mstep_stationary);
     tcase_add_test(tc, test_recovery);
+    tcase_add_test(tc, test_arhmm_limit);
+    tcase_add_test(tc, test_file);
     tcase_add_test(tc, test_errors);
     suite_add_tcase(s, tc);
     return s;

@@ -9,6 +9,7 @@
 #include <gsl/gsl_matrix.h>
 #include <gsl/gsl_vector.h>
 
+#include <lsegraph/io.h>
 #include <lsegraph/status.h>
 
 #ifdef __cplusplus
@@ -139,6 +140,37 @@ LSE_API lse_status lse_lslds_simulate(const lse_lslds_params *p,
                                       unsigned long seed, gsl_matrix *y,
                                       gsl_matrix *x, size_t *z,
                                       lse_error *err);
+
+/* ------------------------------------------------------------------ */
+/* Model files (JSON; schema in docs/models/slds.md)                   */
+
+/** @brief Write the keys "model" ("slds-latent"), "markov", "n_modes",
+ *  "latent_dim", "n_features", "feature_names" (the N strings @p names),
+ *  "A" [K][D][D], "b" [K][D], "Q" [K][D][D], "C" [N][D], "d" [N],
+ *  "R_diag" [N], "initial_mean" [D], "initial_cov" [D][D], and "initial"
+ *  [K] with "transition" [K][K] (Markov) or "weights" [K] (mixture).
+ *  @return LSE_OK; LSE_EFAULT; LSE_ENONFINITE; LSE_ENOMEM. */
+LSE_API lse_status lse_lslds_to_json(const lse_lslds_params *p,
+                                     const char *const *names, lse_json *doc,
+                                     lse_error *err);
+/** @brief Read what lse_lslds_to_json writes: "model" must be
+ *  "slds-latent" (LSE_EINVAL otherwise; the observed-state SLDS files say
+ *  "slds"), counts in 1..4096 (n_features 1..65536), probabilities >= 0
+ *  summing to 1 within 1e-6 (renormalized), R_diag > 0 (LSE_EDOM), Q_k
+ *  and initial_cov symmetric positive definite (LSE_ENUMERIC); absent or
+ *  misshapen keys give LSE_ENOTFOUND / LSE_EPARSE / LSE_EDIM. @p source
+ *  (NULL: "<model>") names the document in messages; @p names (may be
+ *  NULL) gets the N feature names in one malloc'ed block. */
+LSE_API lse_status lse_lslds_from_json(const lse_json *doc, const char *source,
+                                       lse_lslds_params **out, char ***names,
+                                       lse_error *err);
+/** @brief lse_lslds_to_json written atomically to @p path. */
+LSE_API lse_status lse_lslds_save(const lse_lslds_params *p,
+                                  const char *const *names, const char *path,
+                                  lse_error *err);
+/** @brief lse_json_load then lse_lslds_from_json. */
+LSE_API lse_status lse_lslds_load(const char *path, lse_lslds_params **out,
+                                  char ***names, lse_error *err);
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,8 @@
  * small; the per-row work uses small dense matrices. */
 
 #define LOG_2PI 1.8378770664093454836
+/* share of importance samples drawn from the prior p(z) */
+#define LSE_LSLDS_IS_PRIOR 0.1
 
 static int is_start(const size_t *seq, size_t t)
 {
@@ -1241,5 +1243,170 @@ done:
     gsl_vector_free(xp);
     gsl_vector_free(xt);
     gsl_vector_free(u);
+    return st;
+}
+
+lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
+                                  const gsl_matrix *y,
+                                  const unsigned char *observed,
+                                  const size_t *seq, const lse_lslds_post *q,
+                                  size_t n_samples, unsigned long seed,
+                                  double *estimate, double *se,
+                                  lse_error *err)
+{
+    static const char fn[] = "lse_lslds_log_marginal";
+    lse_status st = check_args(fn, p, y, q, err);
+    if (st != LSE_OK)
+        return st;
+    if (estimate == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "estimate is NULL");
+    if (!q->have_x)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "q(x) has not been computed (lse_lslds_update_x)");
+    if (n_samples < 2)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "n_samples = %zu, need at least 2", n_samples);
+    const size_t T = q->T, K = p->K, D = p->D, DD = D * D, N = p->N;
+    gsl_matrix *s = gsl_matrix_alloc(T, K), *alpha = gsl_matrix_alloc(T, K);
+    gsl_matrix *A = gsl_matrix_alloc(T, DD), *B = gsl_matrix_alloc(T, D);
+    gsl_matrix *Qm = gsl_matrix_alloc(T, DD), *R = gsl_matrix_calloc(N, N);
+    double *lw = malloc(n_samples * sizeof(double));
+    size_t *z = malloc(T * sizeof(size_t));
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    if (!s || !alpha || !A || !B || !Qm || !R || !lw || !z || !rng) {
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+        goto done;
+    }
+    gsl_rng_set(rng, seed);
+    int rc = scores(p, seq, q, s);
+    if (rc != 0) {
+        st = lse_error_set(err, rc == -2 ? LSE_ENOMEM : LSE_ENUMERIC, fn,
+                           "a Q_k is not positive definite");
+        goto done;
+    }
+    for (size_t i = 0; i < N; i++)
+        gsl_matrix_set(R, i, i, gsl_vector_get(p->r, i));
+    /* proposal q(z) ∝ p(z) exp(sum s): forward filter, log Z */
+    double logz = 0.0;
+    for (size_t t = 0; t < T; t++) {
+        double mx = -INFINITY, tot = 0.0;
+        for (size_t k = 0; k < K; k++)
+            mx = fmax(mx, gsl_matrix_get(s, t, k));
+        for (size_t k = 0; k < K; k++) {
+            double a = 0.0;
+            if (!p->markov || is_start(seq, t))
+                a = gsl_vector_get(p->init, k);
+            else
+                for (size_t j = 0; j < K; j++)
+                    a += gsl_matrix_get(alpha, t - 1, j) *
+                         gsl_matrix_get(p->trans, j, k);
+            a *= exp(gsl_matrix_get(s, t, k) - mx);
+            gsl_matrix_set(alpha, t, k, a);
+            tot += a;
+        }
+        if (!(tot > 0.0)) {
+            st = lse_error_set(err, LSE_ENUMERIC, fn,
+                               "proposal underflows at row %zu", t + 1);
+            goto done;
+        }
+        logz += log(tot) + mx;
+        for (size_t k = 0; k < K; k++)
+            gsl_matrix_set(alpha, t, k, gsl_matrix_get(alpha, t, k) / tot);
+    }
+    lse_kalman_model km = {A, B, Qm, p->C, p->d, R, p->m0, p->P0, NULL, NULL};
+    for (size_t n = 0; n < n_samples; n++) {
+        /* defensive mixture: with probability LSE_LSLDS_IS_PRIOR a path
+         * from the prior p(z), else one from q(z) by backward sampling
+         * z_t ~ alpha_t(j) trans(j, z_{t+1}) */
+        const int from_prior = gsl_rng_uniform(rng) < LSE_LSLDS_IS_PRIOR;
+        double ssum = 0.0;
+        if (from_prior) {
+            for (size_t t = 0; t < T; t++) {
+                const int st0 = !p->markov || is_start(seq, t);
+                double u = gsl_rng_uniform(rng), acc = 0.0;
+                size_t pick = K - 1;
+                for (size_t j = 0; j < K; j++) {
+                    acc += st0 ? gsl_vector_get(p->init, j)
+                               : gsl_matrix_get(p->trans, z[t - 1], j);
+                    if (u < acc) {
+                        pick = j;
+                        break;
+                    }
+                }
+                z[t] = pick;
+                ssum += gsl_matrix_get(s, t, pick);
+            }
+        }
+        for (size_t t = T; !from_prior && t-- > 0;) {
+            const int last = t + 1 == T || is_start(seq, t + 1);
+            double tot = 0.0;
+            for (size_t j = 0; j < K; j++)
+                tot += gsl_matrix_get(alpha, t, j) *
+                       (last || !p->markov ? 1.0
+                                           : gsl_matrix_get(p->trans, j, z[t + 1]));
+            double u = gsl_rng_uniform(rng) * tot, acc = 0.0;
+            size_t pick = K - 1;
+            for (size_t j = 0; j < K; j++) {
+                acc += gsl_matrix_get(alpha, t, j) *
+                       (last || !p->markov
+                            ? 1.0
+                            : gsl_matrix_get(p->trans, j, z[t + 1]));
+                if (u < acc) {
+                    pick = j;
+                    break;
+                }
+            }
+            z[t] = pick;
+            ssum += gsl_matrix_get(s, t, pick);
+        }
+        for (size_t t = 0; t < T; t++) {
+            memcpy(A->data + t * A->tda, p->A->data + z[t] * p->A->tda,
+                   DD * sizeof(double));
+            memcpy(Qm->data + t * Qm->tda, p->Q->data + z[t] * p->Q->tda,
+                   DD * sizeof(double));
+            memcpy(B->data + t * B->tda, p->b->data + z[t] * p->b->tda,
+                   D * sizeof(double));
+        }
+        double ll;
+        lse_error kerr;
+        st = lse_kalman_smooth(&km, y, observed, seq, &ll, NULL, &kerr);
+        if (st != LSE_OK) {
+            lse_error_set(err, st, fn, "%s", kerr.message);
+            goto done;
+        }
+        /* log p(z) + log p(y|z) - log m(z), with the proposal
+         * m(z) = (1 - e) q(z) + e p(z) = p(z) [(1 - e) exp(sum s - log Z) + e] */
+        const double lr = ssum - logz, e = LSE_LSLDS_IS_PRIOR;
+        const double lmix = lr > 0.0 ? lr + log((1.0 - e) + e * exp(-lr))
+                                     : log((1.0 - e) * exp(lr) + e);
+        lw[n] = ll - lmix;
+    }
+    double mx = -INFINITY;
+    for (size_t n = 0; n < n_samples; n++)
+        mx = fmax(mx, lw[n]);
+    double m1 = 0.0, m2 = 0.0;
+    for (size_t n = 0; n < n_samples; n++) {
+        const double w = exp(lw[n] - mx);
+        m1 += w;
+        m2 += w * w;
+    }
+    m1 /= (double)n_samples;
+    m2 /= (double)n_samples;
+    *estimate = mx + log(m1);
+    if (se != NULL) {
+        const double var = fmax(m2 - m1 * m1, 0.0) * (double)n_samples /
+                           (double)(n_samples - 1);
+        *se = sqrt(var / (double)n_samples) / m1;
+    }
+done:
+    gsl_matrix_free(s);
+    gsl_matrix_free(alpha);
+    gsl_matrix_free(A);
+    gsl_matrix_free(B);
+    gsl_matrix_free(Qm);
+    gsl_matrix_free(R);
+    free(lw);
+    free(z);
+    gsl_rng_free(rng);
     return st;
 }

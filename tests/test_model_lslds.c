@@ -492,6 +492,71 @@ START_TEST(test_file)
 }
 END_TEST
 
+/* log p(y) by importance sampling against brute-force enumeration of the
+ * K^T mode paths (exact p(y | z) for each by the Kalman filter), T = 7,
+ * K = 2, with a missing entry; the ELBO is a lower bound of it. */
+START_TEST(test_log_marginal)
+{
+    for (int markov = 1; markov >= 0; markov--) {
+        lse_lslds_params *p = truth(2, markov);
+        const size_t T = 7, K = 2, D = 2, DD = 4;
+        gsl_matrix *y = gsl_matrix_alloc(T, 2);
+        lse_assert_ok(lse_lslds_simulate(p, 9, y, NULL, NULL, NULL));
+        unsigned char obs[14];
+        memset(obs, 1, sizeof obs);
+        obs[5] = 0;
+        gsl_matrix *A = gsl_matrix_alloc(T, DD), *B = gsl_matrix_alloc(T, D);
+        gsl_matrix *Qm = gsl_matrix_alloc(T, DD), *R = gsl_matrix_calloc(2, 2);
+        for (size_t i = 0; i < 2; i++)
+            gsl_matrix_set(R, i, i, gsl_vector_get(p->r, i));
+        lse_kalman_model km = {A, B, Qm, p->C, p->d, R, p->m0, p->P0, NULL, NULL};
+        double mx = -INFINITY, terms[128];
+        for (size_t code = 0; code < (1u << T); code++) {
+            double lz = 0.0;
+            for (size_t t = 0; t < T; t++) {
+                const size_t k = (code >> t) & 1, kp = (code >> (t - (t > 0))) & 1;
+                memcpy(A->data + t * DD, p->A->data + k * DD, DD * sizeof(double));
+                memcpy(Qm->data + t * DD, p->Q->data + k * DD, DD * sizeof(double));
+                memcpy(B->data + t * D, p->b->data + k * D, D * sizeof(double));
+                lz += log(markov && t > 0 ? gsl_matrix_get(p->trans, kp, k)
+                                          : gsl_vector_get(p->init, k));
+            }
+            double ll;
+            lse_assert_ok(lse_kalman_smooth(&km, y, obs, NULL, &ll, NULL, NULL));
+            terms[code] = lz + ll;
+            mx = fmax(mx, terms[code]);
+        }
+        double acc = 0.0;
+        for (size_t code = 0; code < (1u << T); code++)
+            acc += exp(terms[code] - mx);
+        const double exact = mx + log(acc);
+        lse_lslds_post *q = NULL;
+        lse_assert_ok(lse_lslds_post_new(T, K, D, &q, NULL));
+        lse_assert_ok(lse_lslds_update_x(p, y, obs, NULL, q, NULL, NULL));
+        for (int it = 0; it < 10; it++) {
+            lse_assert_ok(lse_lslds_update_z(p, NULL, q, NULL));
+            lse_assert_ok(lse_lslds_update_x(p, y, obs, NULL, q, NULL, NULL));
+        }
+        double elbo, est, se;
+        lse_assert_ok(lse_lslds_elbo(p, y, obs, NULL, q, &elbo, NULL));
+        lse_assert_ok(lse_lslds_log_marginal(p, y, obs, NULL, q, 4000, 1, &est,
+                                             &se, NULL));
+        ck_assert_msg(elbo <= exact + 1e-9, "elbo %g > log p(y) %g", elbo, exact);
+        ck_assert_msg(se > 0.0 && se < (markov ? 0.01 : 0.5), "se %g est %.10g exact %.10g elbo %.10g", se, est, exact, elbo);
+        ck_assert_msg(fabs(est - exact) < 4.0 * se + 1e-12,
+                      "IS %.10g +- %.3g, exact %.10g (elbo %.10g)", est, se,
+                      exact, elbo);
+        gsl_matrix_free(A);
+        gsl_matrix_free(B);
+        gsl_matrix_free(Qm);
+        gsl_matrix_free(R);
+        gsl_matrix_free(y);
+        lse_lslds_post_free(q);
+        lse_lslds_params_free(p);
+    }
+}
+END_TEST
+
 START_TEST(test_errors)
 {
     lse_lslds_params *p = NULL;
@@ -532,6 +597,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_recovery);
     tcase_add_test(tc, test_arhmm_limit);
     tcase_add_test(tc, test_file);
+    tcase_add_test(tc, test_log_marginal);
     tcase_add_test(tc, test_errors);
     suite_add_tcase(s, tc);
     return s;

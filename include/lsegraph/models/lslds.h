@@ -134,6 +134,25 @@ LSE_API lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
                                  lse_lslds_post *q, double *elbo,
                                  size_t *n_iter, lse_error *err);
 
+/** @brief Importance-sampled log p(y): z paths drawn from the defensive
+ *  mixture m(z) = 0.9 q(z) + 0.1 p(z), q(z) ∝ p(z) exp(sum_t s_{t,z_t})
+ *  (the q(z) update's distribution for the stored q(x) and the given
+ *  parameters, sampled by forward filtering and backward sampling; the
+ *  prior share keeps the weights bounded by 10 p(y | z) when q(z) is
+ *  overconfident), each weighted by p(z) p(y | z) / m(z) with p(y | z) exact
+ *  (lse_kalman_smooth on the path's dynamics); @p estimate = log of the
+ *  mean weight, @p se (may be NULL) its delta-method standard error
+ *  sd(weights) / (sqrt(n) mean(weights)). Needs q(x) and n_samples >= 2.
+ *  Deterministic for a given @p seed. */
+LSE_API lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
+                                          const gsl_matrix *y,
+                                          const unsigned char *observed,
+                                          const size_t *seq,
+                                          const lse_lslds_post *q,
+                                          size_t n_samples, unsigned long seed,
+                                          double *estimate, double *se,
+                                          lse_error *err);
+
 /** @brief Draw one sequence: y (T, N), x (T, D) and z (T) (x, z may be
  *  NULL). */
 LSE_API lse_status lse_lslds_simulate(const lse_lslds_params *p,

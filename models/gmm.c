@@ -592,10 +592,9 @@ typedef struct fit_ctx {
     lse_error *err;
     int hook_failed; /* the hook wrote err */
     /* the fit's mixture term streams (keeps no softmax): the parameters of
-     * the last E-step, a similarity workspace for one row and its scores
-     * (1, K), to recompute a re-seeding row's responsibilities */
+     * the last E-step and one row's scores (1, K), to recompute a
+     * re-seeding row's responsibilities (lse_term_scores) */
     gsl_matrix *e_mu, *e_logw, *e_chol, *srow;
-    void *rwork;
 } fit_ctx;
 
 static double row_weight(const fit_ctx *c, size_t i)
@@ -634,19 +633,7 @@ static lse_status fit_ctx_alloc(fit_ctx *c, const gmm_graph *gg)
     if (c->e_mu == NULL || c->e_logw == NULL || c->e_chol == NULL ||
         c->srow == NULL)
         return LSE_ENOMEM;
-    const size_t prow[2] = {K, chol->size1};
-    const size_t pcol[2] = {1, chol->size2};
-    const lse_sim_shape shape = {.n_child = 1,
-                                 .block = 1,
-                                 .n_parent = K,
-                                 .d_child = d,
-                                 .d_parent = d,
-                                 .d_context = 0,
-                                 .n_param = 2,
-                                 .param_rows = prow,
-                                 .param_cols = pcol};
-    return lse_sim_gaussian->work_new(&shape, lse_term_config(gg->t),
-                                      &c->rwork);
+    return LSE_OK;
 }
 
 static void fit_ctx_free(fit_ctx *c)
@@ -655,8 +642,6 @@ static void fit_ctx_free(fit_ctx *c)
     gsl_matrix_free(c->e_logw);
     gsl_matrix_free(c->e_chol);
     gsl_matrix_free(c->srow);
-    if (c->rwork != NULL)
-        lse_sim_gaussian->work_free(c->rwork);
 }
 
 /* Responsibilities (K) of row i of c->x under the parameters of the last
@@ -664,22 +649,11 @@ static void fit_ctx_free(fit_ctx *c)
  * alone: the softmax of its scores. */
 static lse_status resp_row(fit_ctx *c, lse_term *t, size_t i, double *out)
 {
-    lse_sim_args a;
-    lse_status st = lse_term_sim_args(t, &a);
-    if (st != LSE_OK)
-        return st;
-    const lse_sim_type *sim = lse_term_sim(t);
     gsl_matrix_const_view xv =
         gsl_matrix_const_submatrix(c->x, i, 0, 1, c->x->size2);
     const gsl_matrix *params[2] = {c->e_logw, c->e_chol};
-    a.child = &xv.matrix;
-    a.child_offset = 0;
-    a.parent = c->e_mu;
-    a.param = params;
-    a.work = c->rwork;
-    st = sim->prepare(&a);
-    if (st == LSE_OK)
-        st = sim->eval(&a, c->srow);
+    const lse_status st =
+        lse_term_scores(t, &xv.matrix, c->e_mu, params, c->srow, NULL);
     if (st != LSE_OK)
         return st;
     const size_t K = c->srow->size2;
@@ -810,7 +784,7 @@ static lse_status reseed(fit_ctx *c, lse_term *t, const unsigned char *empty)
 {
     const gsl_vector *rl = lse_term_row_lse(t);
     const gsl_matrix *resp = lse_term_softmax(t); /* NULL: streaming */
-    if (rl == NULL || (resp == NULL && c->rwork == NULL)) {
+    if (rl == NULL || (resp == NULL && c->srow == NULL)) {
         c->hook_failed = 1;
         return lse_error_set(c->err, LSE_EINTERNAL, "lse_gmm_fit",
                              "the mixture term kept no responsibilities");
@@ -931,7 +905,6 @@ static lse_status provisional(const fit_ctx *c, lse_cov_type cov,
 typedef struct init_work {
     gsl_rng *rng;
     gsl_matrix *resp; /* (N, K) initial responsibilities, or NULL */
-    gsl_matrix *rblk; /* (GMM_BLOCK, K) a block of them */
     gsl_vector *d2;   /* (N) k-means++ distances */
     gsl_vector *sums; /* (K) Lloyd weights */
     size_t *labels;   /* (N) k-means++ / Lloyd labels */
@@ -943,7 +916,6 @@ static void init_work_free(init_work *iw)
 {
     gsl_rng_free(iw->rng);
     gsl_matrix_free(iw->resp);
-    gsl_matrix_free(iw->rblk);
     gsl_vector_free(iw->d2);
     gsl_vector_free(iw->sums);
     free(iw->labels);
@@ -954,11 +926,10 @@ static int init_work_alloc(init_work *iw, size_t n, size_t k,
 {
     iw->rng = gsl_rng_alloc(gsl_rng_mt19937);
     iw->resp = whole ? gsl_matrix_alloc(n, k) : NULL;
-    iw->rblk = gsl_matrix_alloc(n < GMM_BLOCK ? n : GMM_BLOCK, k);
     iw->d2 = gsl_vector_alloc(n);
     iw->sums = gsl_vector_alloc(k);
     iw->labels = calloc(n, sizeof *iw->labels);
-    if (iw->rng == NULL || (whole && iw->resp == NULL) || iw->rblk == NULL ||
+    if (iw->rng == NULL || (whole && iw->resp == NULL) ||
         iw->d2 == NULL || iw->sums == NULL || iw->labels == NULL)
         return 0;
     gsl_rng_set(iw->rng, seed);
@@ -1071,8 +1042,6 @@ typedef struct fit_work {
     gmm_graph gg;
     lse_solver *solver;
     init_work iw;
-    double *acc; /* M-step statistics */
-    size_t n_acc;
     unsigned char *empty; /* (K) */
     gsl_matrix *best_mu, *best_logw, *best_chol;
 } fit_work;
@@ -1082,67 +1051,36 @@ static void fit_work_free(fit_work *fw)
     lse_solver_free(fw->solver);
     lse_graph_free(fw->gg.g);
     init_work_free(&fw->iw);
-    free(fw->acc);
     free(fw->empty);
     gsl_matrix_free(fw->best_mu);
     gsl_matrix_free(fw->best_logw);
     gsl_matrix_free(fw->best_chol);
 }
 
+static void init_resp_fill(size_t i0, gsl_matrix *out, void *user)
+{
+    init_resp_rows(user, i0, out);
+}
+
 /* One closed-form M-step of the mixture term from the initial
- * responsibilities (init_resp_rows, a block at a time), through the
- * similarity's stats/solve kernels (what lse_solver_em runs), followed by
- * the re-seeding of empty components. The graph must have been evaluated
- * at the provisional model. */
+ * responsibilities (init_resp_rows, a block at a time) through
+ * lse_term_mstep_rows, followed by the re-seeding of empty components. The
+ * graph must have been evaluated at the provisional model. */
 static lse_status initial_mstep(fit_ctx *c, fit_work *fw, double reg_covar)
 {
     static const char fn[] = "lse_gmm_fit";
     lse_term *t = fw->gg.t;
-    const lse_sim_type *sim = lse_term_sim(t);
-    lse_sim_args a;
-    lse_status st = lse_term_sim_args(t, &a);
-    if (st != LSE_OK)
-        return lse_error_set(c->err, st, fn, "run %zu: %s", c->run,
-                             lse_graph_errmsg(fw->gg.g));
-    const gsl_matrix *whole = a.child;
-    const size_t n = whole->size1, K = fw->iw.rblk->size2;
-    memset(fw->acc, 0, fw->n_acc * sizeof *fw->acc);
-    for (size_t i0 = 0; i0 < n; i0 += GMM_BLOCK) {
-        const size_t b = n - i0 < GMM_BLOCK ? n - i0 : GMM_BLOCK;
-        gsl_matrix_const_view cv =
-            gsl_matrix_const_submatrix(whole, i0, 0, b, whole->size2);
-        gsl_matrix_view rv = gsl_matrix_submatrix(fw->iw.rblk, 0, 0, b, K);
-        init_resp_rows(&fw->iw, i0, &rv.matrix);
-        /* d2 (n) stands in for absent weights so the view is always valid */
-        gsl_vector_const_view wv =
-            gsl_vector_const_subvector(c->w != NULL ? c->w : fw->iw.d2, i0, b);
-        const gsl_vector *w = c->w != NULL ? &wv.vector : NULL;
-        a.child = &cv.matrix;
-        a.child_offset = i0;
-        st = sim->stats(&a, &rv.matrix, w, fw->acc);
-        if (st != LSE_OK)
-            return lse_error_set(c->err, st, fn,
-                                 "run %zu: initial M-step statistics: %s",
-                                 c->run, lse_strerror(st));
-    }
-    init_resp_done(&fw->iw, K);
-    st = lse_comm_sum(c->dist, fw->acc, fw->n_acc, fn, c->err);
-    if (st != LSE_OK)
-        return st;
-    a.child = whole;
-    a.child_offset = 0;
+    const size_t K = lse_term_parent(t).count;
     lse_mstep_opts mo = lse_mstep_opts_default();
     mo.reg_covar = reg_covar;
-    gsl_matrix *outs[2] = {lse_node_value(fw->gg.logw),
-                           lse_node_value(fw->gg.chol)};
-    memset(fw->empty, 0, K);
     lse_mstep_report rep = {.empty = fw->empty};
-    char msg[400] = "";
-    st = sim->solve(&a, fw->acc, lse_node_value(fw->gg.mu), outs, &mo, &rep,
-                    msg, sizeof msg);
+    lse_error e;
+    lse_status st = lse_term_mstep_rows(t, init_resp_fill, &fw->iw, &mo, &rep,
+                                        c->dist, &e);
+    init_resp_done(&fw->iw, K);
     if (st != LSE_OK)
         return lse_error_set(c->err, st, fn, "run %zu, initial M-step: %s",
-                             c->run, msg[0] ? msg : lse_strerror(st));
+                             c->run, e.message + sizeof "lse_term_mstep: " - 1);
     if (rep.n_empty > 0) {
         st = reseed(c, t, fw->empty);
         if (st != LSE_OK)
@@ -1262,22 +1200,8 @@ static lse_status fit_work_new(const lse_gmm *m, const gsl_matrix *x,
     fw->best_mu = gsl_matrix_alloc(K, m->d);
     fw->best_logw = gsl_matrix_alloc(K, 1);
     fw->best_chol = gsl_matrix_alloc(m->chol->size1, m->chol->size2);
-    const size_t prow[2] = {K, m->chol->size1};
-    const size_t pcol[2] = {1, m->chol->size2};
-    const lse_sim_shape shape = {.n_child = n,
-                                 .block = n < GMM_BLOCK ? n : GMM_BLOCK,
-                                 .n_parent = K,
-                                 .d_child = m->d,
-                                 .d_parent = m->d,
-                                 .d_context = 0,
-                                 .n_param = 2,
-                                 .param_rows = prow,
-                                 .param_cols = pcol};
-    fw->n_acc = lse_sim_gaussian->stats_size(&shape, lse_term_config(fw->gg.t));
-    fw->acc = malloc(fw->n_acc * sizeof *fw->acc);
     if (fw->solver == NULL || !iw_ok || fw->empty == NULL ||
-        fw->best_mu == NULL || fw->best_logw == NULL || fw->best_chol == NULL ||
-        fw->acc == NULL)
+        fw->best_mu == NULL || fw->best_logw == NULL || fw->best_chol == NULL)
         return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     lse_solver_opts so = lse_solver_opts_default();
     so.tol_energy = o->tol * total; /* tol on the per-sample average */
@@ -1863,7 +1787,11 @@ static lse_status m_chol_full(mfit *f, size_t b, size_t k, double n_k)
  * the covariance type as in the complete-data M-step, plus reg_covar.
  * resp: (N, K) explicit responsibilities, or NULL for the terms' softmax.
  */
-static lse_status m_mstep(mfit *f, const gsl_matrix *resp)
+/* Expected sufficient statistics of the current responsibilities (resp,
+ * or the pattern terms' kept softmax) into f->acc: counts (K), sums
+ * (K, d) and the lower triangles of the second moments (K, d, d) of the
+ * centered rows with the missing coordinates imputed. */
+static lse_status m_stats(mfit *f, const gsl_matrix *resp)
 {
     mgraph *mg = &f->mg;
     const size_t K = mg->k, d = mg->d;
@@ -1929,6 +1857,16 @@ static lse_status m_mstep(mfit *f, const gsl_matrix *resp)
                 }
         }
     }
+    return LSE_OK;
+}
+
+/* The M-step from the statistics of m_stats, then the re-seeding. */
+static lse_status m_solve(mfit *f)
+{
+    mgraph *mg = &f->mg;
+    const size_t K = mg->k, d = mg->d;
+    const lse_cov_type cov = mg->cov;
+    const double *n = f->acc, *s1 = f->acc + K, *s2 = f->acc + K + K * d;
     double total = 0.0;
     for (size_t k = 0; k < K; k++)
         total += n[k];
@@ -2012,6 +1950,12 @@ static lse_status m_mstep(mfit *f, const gsl_matrix *resp)
     gsl_matrix_memcpy(f->chol, f->new_chol);
     gsl_matrix_memcpy(f->logw, f->new_logw);
     return n_empty > 0 ? m_reseed(f) : LSE_OK;
+}
+
+static lse_status m_mstep(mfit *f, const gsl_matrix *resp)
+{
+    const lse_status st = m_stats(f, resp);
+    return st != LSE_OK ? st : m_solve(f);
 }
 
 /* One run: initialize, EM until converged or max_iter, final evaluation. */

@@ -11,8 +11,6 @@
 
 #include <lsegraph/lsegraph.h>
 
-#define BLOCK_ROWS 256 /* child rows per kernel call (and in init M-steps) */
-
 struct lse_slds {
     size_t K, d, L;
     int markov;
@@ -75,9 +73,7 @@ typedef struct par_ctx {
     lse_solver *csolver;
     size_t *starts; /* global chain starts (markov) */
     size_t n_starts;
-    double *acc;    /* (n_acc) M-step statistics, kept between M-steps */
-    lse_xsum *xacc; /* (n_acc) their exact accumulators (exact) */
-    size_t n_acc;
+    lse_mstep_ws *ws; /* buffers of the lingauss M-step, made once */
 } par_ctx;
 
 /* slds_params.c */

@@ -21,6 +21,8 @@
  * Derivations: docs/models/slds.md.
  */
 
+#define BLOCK_ROWS 256 /* child rows per kernel call and M-step block */
+
 /* ------------------------------------------------------------------ */
 /* Errors                                                              */
 
@@ -279,8 +281,7 @@ static void par_free(par_ctx *pc)
 {
     lse_solver_free(pc->csolver);
     lse_graph_free(pc->cg);
-    free(pc->acc);
-    free(pc->xacc);
+    lse_mstep_ws_free(pc->ws);
     free(pc->prev_last);
     free(pc->all);
     free(pc->starts);

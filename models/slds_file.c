@@ -205,7 +205,7 @@ static lse_status read_config(const lse_json *doc, const char *src,
     st = lse_json_get_object(doc, "options", &opt, err);
     if (st == LSE_OK && lse_json_has(opt, "covariance")) {
         st = lse_json_get_string(opt, "covariance", &name, err);
-        if (st == LSE_OK && lse_gmm_cov_parse(name, &cfg->cov) != LSE_OK)
+        if (st == LSE_OK && lse_cov_parse(name, &cfg->cov) != LSE_OK)
             st = lse_error_set(err, LSE_EINVAL, fn,
                                "%s: options.covariance '%s': expected full, "
                                "diag, spherical or tied",
@@ -361,7 +361,7 @@ lse_status lse_slds_save(const lse_slds *m, const char *const *names,
     }
     if (st == LSE_OK)
         st = lse_json_set_string(opt, "covariance",
-                                 lse_gmm_cov_name(lse_slds_cov_type(m)), err);
+                                 lse_cov_name(lse_slds_cov_type(m)), err);
     if (st == LSE_OK)
         st = lse_json_set_object(doc, "options", opt, err);
     if (st == LSE_OK)

@@ -26,88 +26,29 @@
 /* ------------------------------------------------------------------ */
 /* Initialization                                                      */
 
-/* One closed-form M-step from given responsibilities resp (n, K): the
- * lingauss statistics and solve through the similarity's vtable, then (for
- * a Markov model) initial and transition probabilities from the
- * responsibilities of consecutive steps. */
+/* One closed-form M-step from given responsibilities resp (n, K) through
+ * the term's M-step verb (statistics summed over the processes, exactly
+ * with exact_sums: docs/mpi.md), in buffers made at the first M-step of a
+ * fit; a failure is reported as "fn: what: ...". */
 lse_status slds_lingauss_mstep(const lse_slds *m, sgraph *sg,
                                const gsl_matrix *resp, const lse_mstep_opts *mo,
                                par_ctx *pc, const char *what, const char *fn,
                                lse_error *err)
 {
-    const lse_sim_type *sim = lse_term_sim(sg->dyn);
-    const size_t K = m->K, n = sg->lay.n_steps;
-    const size_t prow[3] = {sg->logw ? K : 0, K, m->chol->size1};
-    const size_t pcol[3] = {sg->logw ? 1 : 0, m->a->size2, m->chol->size2};
-    const lse_gaussian_config gcfg = {.cov = m->cov};
-    const lse_sim_shape shape = {.n_child = n,
-                                 .block = n < BLOCK_ROWS ? n : BLOCK_ROWS,
-                                 .n_parent = K,
-                                 .d_child = m->d,
-                                 .d_parent = m->d,
-                                 .d_context = m->d * m->L,
-                                 .n_param = 3,
-                                 .param_rows = prow,
-                                 .param_cols = pcol};
-    lse_sim_args args;
-    lse_status st = lse_term_sim_args(sg->dyn, &args);
-    if (st != LSE_OK)
-        return lse_error_set(err, st, fn, "similarity arguments: %s",
-                             lse_strerror(st));
-    /* with exact_sums, exact accumulators (docs/mpi.md): the sums, hence
-     * the fit, are the same bits for any split into processes and for the
-     * solver's chunks (lse_solver_opts.exact_stats) */
-    const size_t n_acc = sim->stats_size(&shape, &gcfg);
-    if (pc->n_acc != n_acc) { /* the first M-step of a fit */
-        free(pc->acc);
-        free(pc->xacc);
-        pc->n_acc = n_acc;
-        pc->acc = malloc(n_acc * sizeof *pc->acc);
-        pc->xacc = pc->exact ? malloc(n_acc * sizeof *pc->xacc) : NULL;
-        if (pc->acc == NULL || (pc->exact && pc->xacc == NULL)) {
-            pc->n_acc = 0;
-            return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
-        }
-    }
-    double *acc = pc->acc;
-    lse_xsum *xacc = pc->xacc;
-    memset(acc, 0, n_acc * sizeof *acc);
-    if (xacc != NULL)
-        memset(xacc, 0, n_acc * sizeof *xacc);
-    const gsl_matrix *child = args.child, *ctx = args.context;
-    for (size_t i0 = 0; i0 < n && st == LSE_OK; i0 += BLOCK_ROWS) {
-        const size_t bsz = n - i0 < BLOCK_ROWS ? n - i0 : BLOCK_ROWS;
-        gsl_matrix_const_view cv =
-            gsl_matrix_const_submatrix(child, i0, 0, bsz, child->size2);
-        gsl_matrix_const_view xv =
-            gsl_matrix_const_submatrix(ctx, i0, 0, bsz, ctx->size2);
-        gsl_matrix_const_view rv =
-            gsl_matrix_const_submatrix(resp, i0, 0, bsz, K);
-        lse_sim_args ba = args;
-        ba.child = &cv.matrix;
-        ba.context = &xv.matrix;
-        ba.child_offset = i0;
-        st = pc->exact ? sim->stats_exact(&ba, &rv.matrix, NULL, xacc)
-                       : sim->stats(&ba, &rv.matrix, NULL, acc);
-        if (st != LSE_OK)
-            st = lse_error_set(err, st, fn, "lingauss statistics: %s",
-                               lse_strerror(st));
-    }
+    (void)m;
+    lse_error e;
+    lse_status st = LSE_OK;
+    if (pc->ws == NULL)
+        st = lse_mstep_ws_new(sg->dyn, pc->exact ? LSE_MSTEP_EXACT : 0u,
+                              &pc->ws, &e);
     if (st == LSE_OK)
-        st = pc->exact ? lse_comm_xsum(&pc->dist, xacc, n_acc, acc, fn, err)
-                       : lse_comm_sum(&pc->dist, acc, n_acc, fn, err);
-    if (st == LSE_OK) {
-        gsl_matrix *out[3] = {sg->logw ? lse_node_value(sg->logw) : NULL,
-                              lse_node_value(sg->a), lse_node_value(sg->chol)};
-        char msg[512] = "";
-        lse_mstep_report rep = {0};
-        st = sim->solve(&args, acc, lse_node_value(sg->b), out, mo, &rep, msg,
-                        sizeof msg);
-        if (st != LSE_OK)
-            st = lse_error_set(err, st, fn, "%s: %s", what,
-                               msg[0] ? msg : lse_strerror(st));
+        st = lse_term_mstep_ws(sg->dyn, resp, mo, NULL, &pc->dist, pc->ws, &e);
+    if (st != LSE_OK) {
+        const char *msg = strstr(e.message, ": ");
+        return lse_error_set(err, st, fn, "%s: %s", what,
+                             msg != NULL ? msg + 2 : e.message);
     }
-    return st;
+    return LSE_OK;
 }
 
 static lse_status mstep_from_resp(const lse_slds *m, sgraph *sg,

@@ -31,25 +31,6 @@ void slds_clear_err(lse_error *err)
 /* ------------------------------------------------------------------ */
 /* Model object                                                        */
 
-static size_t chol_cols(lse_cov_type cov, size_t d)
-{
-    switch (cov) {
-    case LSE_COV_FULL:
-    case LSE_COV_TIED:
-        return d * d;
-    case LSE_COV_DIAG:
-        return d;
-    case LSE_COV_SPHERICAL:
-        return 1;
-    }
-    return 0;
-}
-
-static size_t chol_rows(lse_cov_type cov, size_t K)
-{
-    return cov == LSE_COV_TIED ? 1 : K;
-}
-
 lse_slds_config lse_slds_config_default(void)
 {
     lse_slds_config c = {
@@ -71,19 +52,6 @@ void lse_slds_free(lse_slds *m)
     free(m);
 }
 
-static void set_identity_chol(lse_slds *m)
-{
-    gsl_matrix_set_zero(m->chol);
-    for (size_t r = 0; r < m->chol->size1; r++) {
-        if (m->cov == LSE_COV_FULL || m->cov == LSE_COV_TIED)
-            for (size_t i = 0; i < m->d; i++)
-                gsl_matrix_set(m->chol, r, i * m->d + i, 1.0);
-        else
-            for (size_t i = 0; i < m->chol->size2; i++)
-                gsl_matrix_set(m->chol, r, i, 1.0);
-    }
-}
-
 /* Allocation only (no validation) with the default parameter values. */
 lse_slds *slds_model_alloc(size_t K, size_t d, size_t L, int markov,
                            lse_cov_type cov)
@@ -99,7 +67,8 @@ lse_slds *slds_model_alloc(size_t K, size_t d, size_t L, int markov,
     m->logw = gsl_matrix_calloc(K, 1);
     m->a = gsl_matrix_calloc(K, d * d * L);
     m->b = gsl_matrix_calloc(K, d);
-    m->chol = gsl_matrix_calloc(chol_rows(cov, K), chol_cols(cov, d));
+    m->chol =
+        gsl_matrix_calloc(lse_cov_chol_rows(cov, K), lse_cov_chol_cols(cov, d));
     m->init = gsl_matrix_calloc(1, K);
     m->trans = gsl_matrix_calloc(K, K);
     if (m->logw == NULL || m->a == NULL || m->b == NULL || m->chol == NULL ||
@@ -107,7 +76,7 @@ lse_slds *slds_model_alloc(size_t K, size_t d, size_t L, int markov,
         lse_slds_free(m);
         return NULL;
     }
-    set_identity_chol(m);
+    lse_cov_chol_scaled_identity(cov, d, 1.0, m->chol);
     m->loglik = NAN;
     return m;
 }
@@ -130,7 +99,7 @@ lse_status lse_slds_new(const lse_slds_config *cfg, lse_slds **out,
         return lse_error_set(err, LSE_EINVAL, fn, "dimension d = 0");
     if (cfg->lags < 1)
         return lse_error_set(err, LSE_EINVAL, fn, "lags L = 0, need L >= 1");
-    if (chol_cols(cfg->cov, cfg->dim) == 0)
+    if (lse_cov_chol_cols(cfg->cov, cfg->dim) == 0)
         return lse_error_set(err, LSE_EINVAL, fn, "unknown covariance type %d",
                              (int)cfg->cov);
     lse_slds *m = slds_model_alloc(cfg->n_modes, cfg->dim, cfg->lags,
@@ -352,33 +321,17 @@ lse_status lse_slds_get_cov(const lse_slds *m, size_t k, gsl_matrix *cov)
         return LSE_ERANGE;
     if (cov->size1 != m->d || cov->size2 != m->d)
         return LSE_EDIM;
-    const size_t d = m->d;
     const size_t r = m->cov == LSE_COV_TIED ? 0 : k;
-    /* Sigma = L L' on the lower triangle of the factor */
-    for (size_t i = 0; i < d; i++)
-        for (size_t j = 0; j <= i; j++) {
-            double s = 0.0;
-            switch (m->cov) {
-            case LSE_COV_FULL:
-            case LSE_COV_TIED:
-                for (size_t q = 0; q <= j; q++)
-                    s += gsl_matrix_get(m->chol, r, i * d + q) *
-                         gsl_matrix_get(m->chol, r, j * d + q);
-                break;
-            case LSE_COV_DIAG:
-                if (i == j)
-                    s = gsl_matrix_get(m->chol, r, i) *
-                        gsl_matrix_get(m->chol, r, i);
-                break;
-            case LSE_COV_SPHERICAL:
-                if (i == j)
-                    s = gsl_matrix_get(m->chol, r, 0) *
-                        gsl_matrix_get(m->chol, r, 0);
-                break;
-            }
-            gsl_matrix_set(cov, i, j, s);
-            gsl_matrix_set(cov, j, i, s);
-        }
+    const gsl_matrix_const_view l =
+        gsl_matrix_const_submatrix(m->chol, r, 0, 1, m->chol->size2);
+    if (m->cov == LSE_COV_FULL || m->cov == LSE_COV_TIED)
+        return lse_cov_from_chol(m->cov, m->d, &l.matrix, cov);
+    gsl_matrix_set_zero(cov); /* diag, spherical: Sigma = diag(l^2) */
+    for (size_t i = 0; i < m->d; i++) {
+        const double li =
+            gsl_matrix_get(&l.matrix, 0, m->cov == LSE_COV_DIAG ? i : 0);
+        gsl_matrix_set(cov, i, i, li * li);
+    }
     return LSE_OK;
 }
 

@@ -267,6 +267,71 @@ START_TEST(test_stationary_errors)
 }
 END_TEST
 
+/* The EM solver calls the M-step hook after a chain term's M-step, with
+ * an empty report and the E-step's posteriors still in place. */
+typedef struct hook_count {
+    size_t calls;
+    int bad;
+} hook_count;
+
+static lse_status count_hook(lse_graph *g, lse_term *t,
+                             const lse_mstep_report *rep, void *user)
+{
+    (void)g;
+    hook_count *c = user;
+    c->calls++;
+    const gsl_matrix *post = lse_term_softmax(t);
+    if (rep->empty != NULL || lse_term_reduce(t) != LSE_REDUCE_CHAIN ||
+        post == NULL)
+        c->bad = 1;
+    else
+        for (size_t i = 0; i < post->size1; i++) {
+            double s = 0.0;
+            for (size_t k = 0; k < post->size2; k++)
+                s += gsl_matrix_get(post, i, k);
+            c->bad |= fabs(s - 1.0) > 1e-12;
+        }
+    return c->calls == 3 ? LSE_ENUMERIC : LSE_OK; /* stops the third */
+}
+
+START_TEST(test_mstep_hook_after_chain)
+{
+    lse_graph *g = lse_graph_new();
+    lse_node *s, *eye, *u, *v;
+    lse_assert_ok(lse_graph_add_node(g, "s", N, K, LSE_NODE_CLAMPED, &s));
+    lse_assert_ok(lse_graph_add_node(g, "eye", K, K, LSE_NODE_CLAMPED, &eye));
+    lse_assert_ok(lse_graph_add_node(g, "init", 1, K, LSE_NODE_PARAM, &u));
+    lse_assert_ok(lse_graph_add_node(g, "trans", K, K, LSE_NODE_PARAM, &v));
+    gsl_matrix_set_identity(lse_node_value(eye));
+    gsl_vector *lp0 = gsl_vector_alloc(K);
+    gsl_matrix *lT = gsl_matrix_alloc(K, K);
+    fill_chain(lse_node_value(s), lp0, lT);
+    lse_term_spec spec = lse_term_spec_default();
+    spec.child = lse_view_all(s);
+    spec.parent = lse_view_all(eye);
+    spec.sim = lse_sim_dot;
+    spec.reduce = LSE_REDUCE_CHAIN;
+    spec.chain_init = u;
+    spec.chain_trans = v;
+    lse_assert_ok(lse_graph_add_lse(g, "hmm", &spec, NULL));
+    lse_solver *sv = lse_solver_new(g, lse_solver_em);
+    hook_count c = {0, 0};
+    lse_solver_set_mstep_hook(sv, count_hook, &c);
+    lse_assert_ok(lse_solver_init(sv));
+    lse_assert_ok(lse_solver_iterate(sv));
+    lse_assert_ok(lse_solver_iterate(sv));
+    ck_assert_uint_eq(c.calls, 2);
+    ck_assert_int_eq(c.bad, 0);
+    /* the hook's error stops the iteration */
+    lse_assert_status(lse_solver_iterate(sv), LSE_ENUMERIC);
+    ck_assert_uint_eq(lse_solver_n_iter(sv), 2);
+    lse_solver_free(sv);
+    lse_graph_free(g);
+    gsl_vector_free(lp0);
+    gsl_matrix_free(lT);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("chain_path");
@@ -277,6 +342,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_stationary_reducible);
     tcase_add_test(tc, test_stationary_nearly_decomposable);
     tcase_add_test(tc, test_stationary_errors);
+    tcase_add_test(tc, test_mstep_hook_after_chain);
     suite_add_tcase(s, tc);
     return s;
 }

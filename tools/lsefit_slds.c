@@ -336,6 +336,23 @@ static lse_json *options_json(const fit_args *a, const lsefit_data *data,
     return o;
 }
 
+/* The fit summary keys after the parameters (data units). */
+static lse_status summary_json(lse_json *doc, const fit_result *r,
+                               lse_error *err)
+{
+    lse_status st = lse_json_set_number(doc, "loglik", r->loglik, err);
+    if (st == LSE_OK)
+        st = lse_json_set_number(doc, "loglik_per_step", r->loglik_per_step,
+                                 err);
+    if (st == LSE_OK)
+        st = lse_json_set_integer(doc, "n_iter", (long long)r->n_iter, err);
+    if (st == LSE_OK)
+        st = lse_json_set_bool(doc, "converged", r->converged, err);
+    if (st == LSE_OK)
+        st = lse_json_set_number(doc, "bic", r->bic, err);
+    return st == LSE_OK ? lse_json_set_number(doc, "aic", r->aic, err) : st;
+}
+
 static int slds_to_json(const lse_slds *m, const fit_result *r,
                         const fit_args *a, const lsefit_data *data,
                         lse_json **out)
@@ -348,18 +365,7 @@ static int slds_to_json(const lse_slds *m, const fit_result *r,
         return lsefit_fail("out of memory");
     lse_status st = lse_slds_to_json(m, data->names, doc, &err);
     if (st == LSE_OK)
-        st = lse_json_set_number(doc, "loglik", r->loglik, &err);
-    if (st == LSE_OK)
-        st = lse_json_set_number(doc, "loglik_per_step", r->loglik_per_step,
-                                 &err);
-    if (st == LSE_OK)
-        st = lse_json_set_integer(doc, "n_iter", (long long)r->n_iter, &err);
-    if (st == LSE_OK)
-        st = lse_json_set_bool(doc, "converged", r->converged, &err);
-    if (st == LSE_OK)
-        st = lse_json_set_number(doc, "bic", r->bic, &err);
-    if (st == LSE_OK)
-        st = lse_json_set_number(doc, "aic", r->aic, &err);
+        st = summary_json(doc, r, &err);
     if (st == LSE_OK) {
         opt = options_json(a, data, lse_slds_n_modes(m), &err);
         st = opt == NULL ? err.status : LSE_OK;

@@ -6,7 +6,7 @@
 #include <gsl/gsl_blas.h>
 #include <gsl/gsl_linalg.h>
 
-#include "graph-private.h"
+#include <lsegraph/core.h>
 
 /* Bilinear similarity (docs/similarities.md, "bilinear").
  *

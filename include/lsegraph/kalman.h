@@ -82,9 +82,12 @@ typedef struct lse_kalman_result {
  * @param res outputs (may be NULL: log-likelihood only).
  * @return LSE_OK; LSE_EFAULT (model, y or a required matrix NULL);
  * LSE_EDIM (a shape disagrees); LSE_EINVAL (T = 0, D = 0 or N = 0);
- * LSE_ENONFINITE (NaN or infinity in a parameter or an observed entry);
- * LSE_ENUMERIC (P0, Q_t, R or an innovation covariance not positive
- * definite); LSE_ENOMEM. The message is in @p err (may be NULL).
+ * LSE_ENONFINITE (NaN or infinity in a parameter or an observed entry,
+ * or a non-finite log-likelihood); LSE_ENUMERIC (P0 or R, an innovation
+ * covariance or, when smoothing, a predicted covariance not positive
+ * definite; I + P J singular); LSE_ENOMEM. Q_t is not factored: a Q_t
+ * that is not positive semidefinite shows up through those checks or not
+ * at all. The message is in @p err (may be NULL).
  */
 LSE_API lse_status lse_kalman_smooth(const lse_kalman_model *model,
                                      const gsl_matrix *y,

@@ -1280,8 +1280,13 @@ static int simulate_main(int argc, char **argv)
     return rc;
 }
 
+int lsefit_lslds_wanted(int argc, char **argv); /* tools/lsefit_lslds.c */
+int lsefit_lslds_main(int argc, char **argv);
+
 int lsefit_slds_main(int argc, char **argv)
 {
+    if (lsefit_lslds_wanted(argc, argv))
+        return lsefit_lslds_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "segment") == 0)
         return segment_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "simulate") == 0)

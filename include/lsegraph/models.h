@@ -7,6 +7,7 @@
  * (the models folder): users writing a new model follow exactly what they do. */
 #include <lsegraph/models/gmm.h>
 #include <lsegraph/models/slds.h>
+#include <lsegraph/models/lslds.h>
 #include <lsegraph/models/hopfield.h>
 #include <lsegraph/models/attention.h>
 #include <lsegraph/models/layernorm.h>

@@ -1,0 +1,197 @@
+#ifndef LSEGRAPH_MODELS_LSLDS_H
+#define LSEGRAPH_MODELS_LSLDS_H
+#if !defined(LSEGRAPH_INSIDE) && !defined(LSE_BUILDING)
+#error "Include <lsegraph/lsegraph.h>, not this header."
+#endif
+
+#include <stddef.h>
+
+#include <gsl/gsl_matrix.h>
+#include <gsl/gsl_vector.h>
+
+#include <lsegraph/io.h>
+#include <lsegraph/status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * @file lslds.h
+ * @brief Switching linear dynamical system with latent continuous states
+ * (docs/models/slds.md, "Latent states: the real SLDS"):
+ *
+ *     z_t ~ Markov(init, trans)  (or i.i.d. from init: mixture)
+ *     x_s ~ N(m0, P0) at the first row s of a sequence,
+ *     x_t = A_{z_t} x_{t-1} + b_{z_t} + N(0, Q_{z_t}) otherwise,
+ *     y_t = C x_t + d + N(0, diag(r))   (observed entries only)
+ *
+ * fitted by structured variational EM with q(z) q(x): q(z) by forward-
+ * backward with the expected Gaussian log-likelihoods as emission scores,
+ * q(x) by the Kalman smoother (lse_kalman_smooth) with the mode-weighted
+ * dynamics, and closed-form M-steps. Shapes: T rows, K modes, latent
+ * dimension D, N observed columns; sequences (@p seq) and missing entries
+ * (@p observed, T*N bytes, nonzero = observed, NULL = all) as in
+ * kalman.h.
+ */
+
+/** @brief Parameters: plain data, owned by the struct (lse_lslds_params_free). */
+typedef struct lse_lslds_params {
+    size_t K, D, N;
+    int markov;        /**< 1: Markov switching; 0: mixture */
+    gsl_matrix *A;     /**< (K, D*D) row-major A_k */
+    gsl_matrix *b;     /**< (K, D) */
+    gsl_matrix *Q;     /**< (K, D*D) SPD */
+    gsl_matrix *C;     /**< (N, D) */
+    gsl_vector *d;     /**< (N) */
+    gsl_vector *r;     /**< (N) observation noise variances (diagonal R) */
+    gsl_vector *m0;    /**< (D) */
+    gsl_matrix *P0;    /**< (D, D) SPD */
+    gsl_vector *init;  /**< (K) initial (Markov) or mixture probabilities */
+    gsl_matrix *trans; /**< (K, K) transition probabilities (Markov) */
+} lse_lslds_params;
+
+/** @brief New parameters: A_k = 0.9 I, b = 0, Q = I, C = the first D
+ *  unit vectors, d = 0, r = 1, m0 = 0, P0 = I, uniform probabilities.
+ *  @return LSE_OK; LSE_EFAULT; LSE_EINVAL (a size 0); LSE_ENOMEM. */
+LSE_API lse_status lse_lslds_params_new(size_t K, size_t D, size_t N,
+                                        int markov, lse_lslds_params **out,
+                                        lse_error *err);
+LSE_API void lse_lslds_params_free(lse_lslds_params *p);
+
+/** @brief The variational posterior q(z) q(x), owned by the struct. */
+typedef struct lse_lslds_post {
+    size_t T, K, D;
+    gsl_matrix *w;     /**< (T, K) q(z_t = k) */
+    gsl_matrix *xi;    /**< (K, K) sum over t of q(z_{t-1} = j, z_t = k) */
+    gsl_matrix *mean;  /**< (T, D) E_q[x_t] */
+    gsl_matrix *cov;   /**< (T, D*D) Cov_q[x_t] */
+    gsl_matrix *cross; /**< (T, D*D) Cov_q[x_t, x_{t-1}] (0 at starts) */
+    double hz;         /**< entropy of q(z) */
+    int have_z, have_x; /**< which factors have been computed */
+} lse_lslds_post;
+
+LSE_API lse_status lse_lslds_post_new(size_t T, size_t K, size_t D,
+                                      lse_lslds_post **out, lse_error *err);
+LSE_API void lse_lslds_post_free(lse_lslds_post *q);
+
+/** @brief q(x) update: the Kalman smoother with the dynamics weighted by
+ *  q(z) (uniform weights when q(z) has not been computed); @p logzx (may
+ *  be NULL) gets log of its normalizer. */
+LSE_API lse_status lse_lslds_update_x(const lse_lslds_params *p,
+                                      const gsl_matrix *y,
+                                      const unsigned char *observed,
+                                      const size_t *seq, lse_lslds_post *q,
+                                      double *logzx, lse_error *err);
+/** @brief q(z) update: forward-backward (Markov) or per-row softmax
+ *  (mixture) with emission scores E_q(x)[log N(x_t; A_k x_{t-1} + b_k,
+ *  Q_k)] (0 at sequence starts). Needs q(x) (LSE_EINVAL otherwise). */
+LSE_API lse_status lse_lslds_update_z(const lse_lslds_params *p,
+                                      const size_t *seq, lse_lslds_post *q,
+                                      lse_error *err);
+/** @brief The evidence lower bound E_q[log p(y, x, z)] + H(q), exactly.
+ *  Needs both factors (LSE_EINVAL otherwise). */
+LSE_API lse_status lse_lslds_elbo(const lse_lslds_params *p,
+                                  const gsl_matrix *y,
+                                  const unsigned char *observed,
+                                  const size_t *seq, const lse_lslds_post *q,
+                                  double *elbo, lse_error *err);
+/** @brief Closed-form M-step: the parameters maximizing the ELBO for the
+ *  given q (reg >= 0 added to the diagonals of Q_k, P0 and to r). A mode
+ *  with expected count below 1e-8 keeps its A, b, Q. */
+LSE_API lse_status lse_lslds_mstep(lse_lslds_params *p, const gsl_matrix *y,
+                                   const unsigned char *observed,
+                                   const size_t *seq, const lse_lslds_post *q,
+                                   double reg, lse_error *err);
+
+/** @brief Fitting options. */
+typedef struct lse_lslds_opts {
+    int init_given;     /**< 1: start from the given parameters (0) */
+    size_t n_init;      /**< initializations, best ELBO kept (1) */
+    size_t max_iter;    /**< EM iterations (200) */
+    double tol;         /**< stop when the ELBO gains <= tol per row (1e-7) */
+    double reg;         /**< M-step ridge (1e-6) */
+    unsigned long seed; /**< (0) */
+} lse_lslds_opts;
+LSE_API lse_lslds_opts lse_lslds_opts_default(void);
+
+/** @brief Initialization: probabilistic PCA of y (missing entries at
+ *  their column means) for C, d, r and the latent means, then the
+ *  autoregressive HMM / mixture (lse_slds_fit, seeded) on those means for
+ *  A_k, b_k, Q_k and the mode probabilities. */
+LSE_API lse_status lse_lslds_init(lse_lslds_params *p, const gsl_matrix *y,
+                                  const unsigned char *observed,
+                                  const size_t *seq, unsigned long seed,
+                                  lse_error *err);
+
+/** @brief Fit: per iteration update_z, update_x, M-step; the ELBO after
+ *  each of them is checked not to decrease by more than 1e-8 relative
+ *  (LSE_EINCREASE otherwise). @p q (may be NULL) gets the final posterior
+ *  (shape T, K, D), @p elbo the final ELBO, @p n_iter the iterations. */
+LSE_API lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
+                                 const unsigned char *observed,
+                                 const size_t *seq, const lse_lslds_opts *o,
+                                 lse_lslds_post *q, double *elbo,
+                                 size_t *n_iter, lse_error *err);
+
+/** @brief Importance-sampled log p(y): z paths drawn from the defensive
+ *  mixture m(z) = 0.9 q(z) + 0.1 p(z), q(z) ∝ p(z) exp(sum_t s_{t,z_t})
+ *  (the q(z) update's distribution for the stored q(x) and the given
+ *  parameters, sampled by forward filtering and backward sampling; the
+ *  prior share keeps the weights bounded by 10 p(y | z) when q(z) is
+ *  overconfident), each weighted by p(z) p(y | z) / m(z) with p(y | z) exact
+ *  (lse_kalman_smooth on the path's dynamics); @p estimate = log of the
+ *  mean weight, @p se (may be NULL) its delta-method standard error
+ *  sd(weights) / (sqrt(n) mean(weights)). Needs q(x) and n_samples >= 2.
+ *  Deterministic for a given @p seed. */
+LSE_API lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
+                                          const gsl_matrix *y,
+                                          const unsigned char *observed,
+                                          const size_t *seq,
+                                          const lse_lslds_post *q,
+                                          size_t n_samples, unsigned long seed,
+                                          double *estimate, double *se,
+                                          lse_error *err);
+
+/** @brief Draw one sequence: y (T, N), x (T, D) and z (T) (x, z may be
+ *  NULL). */
+LSE_API lse_status lse_lslds_simulate(const lse_lslds_params *p,
+                                      unsigned long seed, gsl_matrix *y,
+                                      gsl_matrix *x, size_t *z,
+                                      lse_error *err);
+
+/* ------------------------------------------------------------------ */
+/* Model files (JSON; schema in docs/models/slds.md)                   */
+
+/** @brief Write the keys "model" ("slds-latent"), "markov", "n_modes",
+ *  "latent_dim", "n_features", "feature_names" (the N strings @p names),
+ *  "A" [K][D][D], "b" [K][D], "Q" [K][D][D], "C" [N][D], "d" [N],
+ *  "R_diag" [N], "initial_mean" [D], "initial_cov" [D][D], and "initial"
+ *  [K] with "transition" [K][K] (Markov) or "weights" [K] (mixture).
+ *  @return LSE_OK; LSE_EFAULT; LSE_ENONFINITE; LSE_ENOMEM. */
+LSE_API lse_status lse_lslds_to_json(const lse_lslds_params *p,
+                                     const char *const *names, lse_json *doc,
+                                     lse_error *err);
+/** @brief Read what lse_lslds_to_json writes: "model" must be
+ *  "slds-latent" (LSE_EINVAL otherwise; the observed-state SLDS files say
+ *  "slds"), counts in 1..4096 (n_features 1..65536), probabilities >= 0
+ *  summing to 1 within 1e-6 (renormalized), R_diag > 0 (LSE_EDOM), Q_k
+ *  and initial_cov symmetric positive definite (LSE_ENUMERIC); absent or
+ *  misshapen keys give LSE_ENOTFOUND / LSE_EPARSE / LSE_EDIM. @p source
+ *  (NULL: "<model>") names the document in messages; @p names (may be
+ *  NULL) gets the N feature names in one malloc'ed block. */
+LSE_API lse_status lse_lslds_from_json(const lse_json *doc, const char *source,
+                                       lse_lslds_params **out, char ***names,
+                                       lse_error *err);
+/** @brief lse_lslds_to_json written atomically to @p path. */
+LSE_API lse_status lse_lslds_save(const lse_lslds_params *p,
+                                  const char *const *names, const char *path,
+                                  lse_error *err);
+/** @brief lse_json_load then lse_lslds_from_json. */
+LSE_API lse_status lse_lslds_load(const char *path, lse_lslds_params **out,
+                                  char ***names, lse_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LSEGRAPH_MODELS_LSLDS_H */

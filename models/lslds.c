@@ -1,0 +1,1412 @@
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_blas.h>
+#include <gsl/gsl_eigen.h>
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_linalg.h>
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+
+#include <lsegraph/lsegraph.h>
+
+/* Switching LDS with latent states by structured variational EM
+ * (include/lsegraph/models/lslds.h, docs/models/slds.md). D and K are
+ * small; the per-row work uses small dense matrices. */
+
+#define LOG_2PI 1.8378770664093454836
+/* share of importance samples drawn from the prior p(z) */
+#define LSE_LSLDS_IS_PRIOR 0.1
+
+static int is_start(const size_t *seq, size_t t)
+{
+    return t == 0 || (seq != NULL && seq[t] != seq[t - 1]);
+}
+
+/* inverse and log-determinant of an SPD matrix; 0 on success */
+static int spd_inv(const gsl_matrix *a, gsl_matrix *inv, double *logdet,
+                   gsl_matrix *work)
+{
+    gsl_matrix_memcpy(work, a);
+    gsl_error_handler_t *old = gsl_set_error_handler_off();
+    int st = gsl_linalg_cholesky_decomp1(work);
+    if (st == GSL_SUCCESS) {
+        double ld = 0.0;
+        for (size_t i = 0; i < a->size1; i++)
+            ld += 2.0 * log(gsl_matrix_get(work, i, i));
+        if (logdet)
+            *logdet = ld;
+        if (inv) {
+            gsl_matrix_memcpy(inv, work);
+            st = gsl_linalg_cholesky_invert(inv);
+        }
+        if (!isfinite(ld))
+            st = GSL_EDOM;
+    }
+    gsl_set_error_handler(old);
+    return st == GSL_SUCCESS ? 0 : -1;
+}
+
+static double trace_prod(const gsl_matrix *a, const gsl_matrix *b)
+{
+    double s = 0.0; /* tr(a b) for symmetric b */
+    for (size_t i = 0; i < a->size1; i++)
+        for (size_t j = 0; j < a->size2; j++)
+            s += gsl_matrix_get(a, i, j) * gsl_matrix_get(b, j, i);
+    return s;
+}
+
+lse_status lse_lslds_params_new(size_t K, size_t D, size_t N, int markov,
+                                lse_lslds_params **out, lse_error *err)
+{
+    static const char fn[] = "lse_lslds_params_new";
+    if (out == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "out is NULL");
+    *out = NULL;
+    if (K == 0 || D == 0 || N == 0 || K > 4096 || D > 4096 || N > 65536)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "K = %zu, D = %zu, N = %zu: each must be in "
+                             "1..4096 (N: 1..65536)",
+                             K, D, N);
+    lse_gsl_quiet();
+    lse_lslds_params *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    p->K = K;
+    p->D = D;
+    p->N = N;
+    p->markov = markov != 0;
+    p->A = gsl_matrix_calloc(K, D * D);
+    p->b = gsl_matrix_calloc(K, D);
+    p->Q = gsl_matrix_calloc(K, D * D);
+    p->C = gsl_matrix_calloc(N, D);
+    p->d = gsl_vector_calloc(N);
+    p->r = gsl_vector_alloc(N);
+    p->m0 = gsl_vector_calloc(D);
+    p->P0 = gsl_matrix_alloc(D, D);
+    p->init = gsl_vector_alloc(K);
+    p->trans = gsl_matrix_alloc(K, K);
+    if (!p->A || !p->b || !p->Q || !p->C || !p->d || !p->r || !p->m0 ||
+        !p->P0 || !p->init || !p->trans) {
+        lse_lslds_params_free(p);
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    }
+    for (size_t k = 0; k < K; k++)
+        for (size_t i = 0; i < D; i++) {
+            gsl_matrix_set(p->A, k, i * D + i, 0.9);
+            gsl_matrix_set(p->Q, k, i * D + i, 1.0);
+        }
+    for (size_t i = 0; i < N && i < D; i++)
+        gsl_matrix_set(p->C, i, i, 1.0);
+    gsl_vector_set_all(p->r, 1.0);
+    gsl_matrix_set_identity(p->P0);
+    gsl_vector_set_all(p->init, 1.0 / (double)K);
+    gsl_matrix_set_all(p->trans, 1.0 / (double)K);
+    *out = p;
+    return LSE_OK;
+}
+
+void lse_lslds_params_free(lse_lslds_params *p)
+{
+    if (p == NULL)
+        return;
+    gsl_matrix_free(p->A);
+    gsl_matrix_free(p->b);
+    gsl_matrix_free(p->Q);
+    gsl_matrix_free(p->C);
+    gsl_vector_free(p->d);
+    gsl_vector_free(p->r);
+    gsl_vector_free(p->m0);
+    gsl_matrix_free(p->P0);
+    gsl_vector_free(p->init);
+    gsl_matrix_free(p->trans);
+    free(p);
+}
+
+static void params_copy(lse_lslds_params *dst, const lse_lslds_params *src)
+{
+    gsl_matrix_memcpy(dst->A, src->A);
+    gsl_matrix_memcpy(dst->b, src->b);
+    gsl_matrix_memcpy(dst->Q, src->Q);
+    gsl_matrix_memcpy(dst->C, src->C);
+    gsl_vector_memcpy(dst->d, src->d);
+    gsl_vector_memcpy(dst->r, src->r);
+    gsl_vector_memcpy(dst->m0, src->m0);
+    gsl_matrix_memcpy(dst->P0, src->P0);
+    gsl_vector_memcpy(dst->init, src->init);
+    gsl_matrix_memcpy(dst->trans, src->trans);
+}
+
+lse_status lse_lslds_post_new(size_t T, size_t K, size_t D,
+                              lse_lslds_post **out, lse_error *err)
+{
+    static const char fn[] = "lse_lslds_post_new";
+    if (out == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "out is NULL");
+    *out = NULL;
+    if (T == 0 || K == 0 || D == 0 || D > 4096 || K > 4096 ||
+        T > ((size_t)-1) / sizeof(double) / D / D / 4)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "T = %zu, K = %zu, D = %zu out of range", T, K,
+                             D);
+    lse_lslds_post *q = calloc(1, sizeof *q);
+    if (q == NULL)
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    q->T = T;
+    q->K = K;
+    q->D = D;
+    q->w = gsl_matrix_alloc(T, K);
+    q->xi = gsl_matrix_calloc(K, K);
+    q->mean = gsl_matrix_calloc(T, D);
+    q->cov = gsl_matrix_calloc(T, D * D);
+    q->cross = gsl_matrix_calloc(T, D * D);
+    if (!q->w || !q->xi || !q->mean || !q->cov || !q->cross) {
+        lse_lslds_post_free(q);
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    }
+    gsl_matrix_set_all(q->w, 1.0 / (double)K);
+    *out = q;
+    return LSE_OK;
+}
+
+void lse_lslds_post_free(lse_lslds_post *q)
+{
+    if (q == NULL)
+        return;
+    gsl_matrix_free(q->w);
+    gsl_matrix_free(q->xi);
+    gsl_matrix_free(q->mean);
+    gsl_matrix_free(q->cov);
+    gsl_matrix_free(q->cross);
+    free(q);
+}
+
+static lse_status check_args(const char *fn, const lse_lslds_params *p,
+                             const gsl_matrix *y, const lse_lslds_post *q,
+                             lse_error *err)
+{
+    if (p == NULL || y == NULL || q == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "params, y and q are required");
+    if (y->size2 != p->N || q->T != y->size1 || q->K != p->K || q->D != p->D)
+        return lse_error_set(err, LSE_EDIM, fn,
+                             "y is %zux%zu, q is for T = %zu, K = %zu, D = %zu; "
+                             "the model has N = %zu, K = %zu, D = %zu",
+                             y->size1, y->size2, q->T, q->K, q->D, p->N, p->K,
+                             p->D);
+    return LSE_OK;
+}
+
+/* Per-mode inverses and log-determinants of Q_k. */
+static int mode_inverses(const lse_lslds_params *p, gsl_matrix *Qi, double *ld,
+                         gsl_matrix *work)
+{
+    const size_t D = p->D, DD = D * D;
+    for (size_t k = 0; k < p->K; k++) {
+        gsl_matrix_const_view Qk =
+            gsl_matrix_const_view_array(p->Q->data + k * p->Q->tda, D, D);
+        gsl_matrix_view Qik = gsl_matrix_view_array(Qi->data + k * DD, D, D);
+        if (spd_inv(&Qk.matrix, &Qik.matrix, &ld[k], work) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+lse_status lse_lslds_update_x(const lse_lslds_params *p, const gsl_matrix *y,
+                              const unsigned char *observed, const size_t *seq,
+                              lse_lslds_post *q, double *logzx, lse_error *err)
+{
+    static const char fn[] = "lse_lslds_update_x";
+    lse_status st = check_args(fn, p, y, q, err);
+    if (st != LSE_OK)
+        return st;
+    const size_t T = q->T, K = p->K, D = p->D, DD = D * D, N = p->N;
+    gsl_matrix *Ae = gsl_matrix_calloc(T, DD), *be = gsl_matrix_calloc(T, D);
+    gsl_matrix *Qe = gsl_matrix_calloc(T, DD), *J = gsl_matrix_calloc(T, DD);
+    gsl_matrix *h = gsl_matrix_calloc(T, D), *R = gsl_matrix_calloc(N, N);
+    gsl_matrix *Qi = gsl_matrix_alloc(K, DD), *work = gsl_matrix_alloc(D, D);
+    gsl_matrix *Lam = gsl_matrix_alloc(D, D), *QeT = gsl_matrix_alloc(D, D);
+    gsl_matrix *SA = gsl_matrix_alloc(D, D), *SAA = gsl_matrix_alloc(D, D);
+    gsl_matrix *tmp = gsl_matrix_alloc(D, D);
+    gsl_vector *g = gsl_vector_alloc(D), *sAb = gsl_vector_alloc(D);
+    gsl_vector *tv = gsl_vector_alloc(D), *tv2 = gsl_vector_alloc(D);
+    double *ld = malloc(K * sizeof(double));
+    if (!Ae || !be || !Qe || !J || !h || !R || !Qi || !work || !Lam || !QeT ||
+        !SA || !SAA || !tmp || !g || !sAb || !tv || !tv2 || !ld) {
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+        goto done;
+    }
+    if (mode_inverses(p, Qi, ld, work) != 0) {
+        st = lse_error_set(err, LSE_ENUMERIC, fn,
+                           "a Q_k is not positive definite");
+        goto done;
+    }
+    double csum = 0.0;
+    for (size_t t = 0; t < T; t++) {
+        if (is_start(seq, t))
+            continue;
+        gsl_matrix_set_zero(Lam);
+        gsl_matrix_set_zero(SA);
+        gsl_matrix_set_zero(SAA);
+        gsl_vector_set_zero(g);
+        gsl_vector_set_zero(sAb);
+        double sbQb = 0.0, sld = 0.0;
+        for (size_t k = 0; k < K; k++) {
+            const double w =
+                q->have_z ? gsl_matrix_get(q->w, t, k) : 1.0 / (double)K;
+            if (w == 0.0)
+                continue;
+            gsl_matrix_const_view Qik =
+                gsl_matrix_const_view_array(Qi->data + k * DD, D, D);
+            gsl_matrix_const_view Ak =
+                gsl_matrix_const_view_array(p->A->data + k * p->A->tda, D, D);
+            gsl_vector_const_view bk = gsl_matrix_const_row(p->b, k);
+            gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &Qik.matrix,
+                           &Ak.matrix, 0.0, tmp); /* Qi A */
+            for (size_t i = 0; i < D; i++)
+                for (size_t j = 0; j < D; j++) {
+                    gsl_matrix_set(Lam, i, j,
+                                   gsl_matrix_get(Lam, i, j) +
+                                       w * gsl_matrix_get(&Qik.matrix, i, j));
+                    gsl_matrix_set(SA, i, j,
+                                   gsl_matrix_get(SA, i, j) +
+                                       w * gsl_matrix_get(tmp, i, j));
+                }
+            gsl_blas_dgemm(CblasTrans, CblasNoTrans, w, &Ak.matrix, tmp, 1.0,
+                           SAA); /* A'QiA */
+            gsl_blas_dgemv(CblasNoTrans, 1.0, &Qik.matrix, &bk.vector, 0.0,
+                           tv); /* Qi b */
+            gsl_blas_daxpy(w, tv, g);
+            gsl_blas_dgemv(CblasTrans, w, &Ak.matrix, tv, 1.0, sAb);
+            double bqb;
+            gsl_blas_ddot(&bk.vector, tv, &bqb);
+            sbQb += w * bqb;
+            sld += w * ld[k];
+        }
+        double ldLam;
+        if (spd_inv(Lam, QeT, &ldLam, work) != 0) {
+            st = lse_error_set(err, LSE_ENUMERIC, fn,
+                               "weighted precision of row %zu is singular",
+                               t + 1);
+            goto done;
+        }
+        gsl_matrix_view Qet = gsl_matrix_view_array(Qe->data + t * DD, D, D);
+        gsl_matrix_memcpy(&Qet.matrix, QeT);
+        gsl_matrix_view Aet = gsl_matrix_view_array(Ae->data + t * DD, D, D);
+        gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, QeT, SA, 0.0,
+                       &Aet.matrix);
+        gsl_vector_view bet = gsl_matrix_row(be, t);
+        gsl_blas_dgemv(CblasNoTrans, 1.0, QeT, g, 0.0, &bet.vector);
+        /* residual potential on x_{t-1}: J += SAA - SA' Qe SA,
+         * h += -(sAb - SA' Qe g) */
+        gsl_matrix_view Jt = gsl_matrix_view_array(J->data + (t - 1) * DD, D, D);
+        gsl_blas_dgemm(CblasTrans, CblasNoTrans, -1.0, SA, &Aet.matrix, 1.0,
+                       SAA);
+        for (size_t i = 0; i < D; i++)
+            for (size_t j = 0; j < D; j++)
+                gsl_matrix_set(&Jt.matrix, i, j,
+                               gsl_matrix_get(&Jt.matrix, i, j) +
+                                   0.5 * (gsl_matrix_get(SAA, i, j) +
+                                          gsl_matrix_get(SAA, j, i)));
+        gsl_blas_dgemv(CblasTrans, 1.0, SA, &bet.vector, 0.0, tv2);
+        gsl_vector_view ht = gsl_matrix_row(h, t - 1);
+        gsl_vector_sub(&ht.vector, sAb);
+        gsl_vector_add(&ht.vector, tv2);
+        double gQg;
+        gsl_blas_ddot(g, &bet.vector, &gQg);
+        csum += -0.5 * sbQb + 0.5 * gQg - 0.5 * sld - 0.5 * ldLam;
+    }
+    for (size_t i = 0; i < N; i++)
+        gsl_matrix_set(R, i, i, gsl_vector_get(p->r, i));
+    lse_kalman_model km = {Ae, be, Qe, p->C, p->d, R, p->m0, p->P0, J, h};
+    lse_kalman_result kr = {NULL, NULL, q->mean, q->cov, q->cross};
+    double ll;
+    lse_error kerr;
+    st = lse_kalman_smooth(&km, y, observed, seq, &ll, &kr, &kerr);
+    if (st != LSE_OK) {
+        lse_error_set(err, st, fn, "%s", kerr.message);
+        goto done;
+    }
+    q->have_x = 1;
+    if (logzx)
+        *logzx = ll + csum;
+done:
+    gsl_matrix_free(Ae);
+    gsl_matrix_free(be);
+    gsl_matrix_free(Qe);
+    gsl_matrix_free(J);
+    gsl_matrix_free(h);
+    gsl_matrix_free(R);
+    gsl_matrix_free(Qi);
+    gsl_matrix_free(work);
+    gsl_matrix_free(Lam);
+    gsl_matrix_free(QeT);
+    gsl_matrix_free(SA);
+    gsl_matrix_free(SAA);
+    gsl_matrix_free(tmp);
+    gsl_vector_free(g);
+    gsl_vector_free(sAb);
+    gsl_vector_free(tv);
+    gsl_vector_free(tv2);
+    free(ld);
+    return st;
+}
+
+/* Emission scores s (T, K): E_q(x)[log N(x_t; A_k x_{t-1} + b_k, Q_k)],
+ * 0 at sequence starts. */
+static int scores(const lse_lslds_params *p, const size_t *seq,
+                  const lse_lslds_post *q, gsl_matrix *s)
+{
+    const size_t T = q->T, K = p->K, D = p->D, DD = D * D;
+    gsl_matrix *Qi = gsl_matrix_alloc(K, DD), *work = gsl_matrix_alloc(D, D);
+    gsl_matrix *E = gsl_matrix_alloc(D, D), *AX = gsl_matrix_alloc(D, D);
+    gsl_matrix *AP = gsl_matrix_alloc(D, D);
+    gsl_vector *e = gsl_vector_alloc(D);
+    double *ld = malloc(K * sizeof(double));
+    int rc = -2;
+    if (!Qi || !work || !E || !AX || !AP || !e || !ld)
+        goto done;
+    rc = -1;
+    if (mode_inverses(p, Qi, ld, work) != 0)
+        goto done;
+    rc = 0;
+    gsl_matrix_set_zero(s);
+    for (size_t t = 0; t < T; t++) {
+        if (is_start(seq, t))
+            continue;
+        gsl_matrix_const_view Pt =
+            gsl_matrix_const_view_array(q->cov->data + t * q->cov->tda, D, D);
+        gsl_matrix_const_view Pp = gsl_matrix_const_view_array(
+            q->cov->data + (t - 1) * q->cov->tda, D, D);
+        gsl_matrix_const_view X =
+            gsl_matrix_const_view_array(q->cross->data + t * q->cross->tda, D, D);
+        gsl_vector_const_view mt = gsl_matrix_const_row(q->mean, t);
+        gsl_vector_const_view mp = gsl_matrix_const_row(q->mean, t - 1);
+        for (size_t k = 0; k < K; k++) {
+            gsl_matrix_const_view Ak =
+                gsl_matrix_const_view_array(p->A->data + k * p->A->tda, D, D);
+            gsl_matrix_const_view Qik =
+                gsl_matrix_const_view_array(Qi->data + k * DD, D, D);
+            /* E = P_t - A X' - X A' + A P_{t-1} A' + e e' */
+            gsl_matrix_memcpy(E, &Pt.matrix);
+            gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &Ak.matrix,
+                           &X.matrix, 0.0, AX);
+            for (size_t i = 0; i < D; i++)
+                for (size_t j = 0; j < D; j++)
+                    gsl_matrix_set(E, i, j,
+                                   gsl_matrix_get(E, i, j) -
+                                       gsl_matrix_get(AX, i, j) -
+                                       gsl_matrix_get(AX, j, i));
+            gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &Ak.matrix,
+                           &Pp.matrix, 0.0, AP);
+            gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, AP, &Ak.matrix, 1.0,
+                           E);
+            gsl_vector_memcpy(e, &mt.vector);
+            gsl_blas_dgemv(CblasNoTrans, -1.0, &Ak.matrix, &mp.vector, 1.0, e);
+            gsl_vector_const_view bk = gsl_matrix_const_row(p->b, k);
+            gsl_vector_sub(e, &bk.vector);
+            gsl_blas_dger(1.0, e, e, E);
+            gsl_matrix_set(s, t, k,
+                           -0.5 * ((double)D * LOG_2PI + ld[k] +
+                                   trace_prod(&Qik.matrix, E)));
+        }
+    }
+done:
+    gsl_matrix_free(Qi);
+    gsl_matrix_free(work);
+    gsl_matrix_free(E);
+    gsl_matrix_free(AX);
+    gsl_matrix_free(AP);
+    gsl_vector_free(e);
+    free(ld);
+    return rc;
+}
+
+static double xlogy(double x, double y) { return x > 0.0 ? x * log(y) : 0.0; }
+
+lse_status lse_lslds_update_z(const lse_lslds_params *p, const size_t *seq,
+                              lse_lslds_post *q, lse_error *err)
+{
+    static const char fn[] = "lse_lslds_update_z";
+    if (p == NULL || q == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "params and q are required");
+    if (q->K != p->K || q->D != p->D)
+        return lse_error_set(err, LSE_EDIM, fn, "q and params disagree on K, D");
+    if (!q->have_x)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "q(x) has not been computed (lse_lslds_update_x)");
+    const size_t T = q->T, K = p->K;
+    gsl_matrix *s = gsl_matrix_alloc(T, K), *alpha = gsl_matrix_alloc(T, K);
+    gsl_matrix *beta = gsl_matrix_alloc(T, K);
+    double *c = malloc(T * sizeof(double)), *M = malloc(T * sizeof(double));
+    lse_status st = LSE_OK;
+    if (!s || !alpha || !beta || !c || !M) {
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+        goto done;
+    }
+    int rc = scores(p, seq, q, s);
+    if (rc != 0) {
+        st = lse_error_set(err, rc == -2 ? LSE_ENOMEM : LSE_ENUMERIC, fn,
+                           rc == -2 ? "out of memory"
+                                    : "a Q_k is not positive definite");
+        goto done;
+    }
+    double hz = 0.0;
+    if (!p->markov) {
+        for (size_t t = 0; t < T; t++) {
+            double mx = -INFINITY;
+            for (size_t k = 0; k < K; k++)
+                mx = fmax(mx, log(gsl_vector_get(p->init, k)) +
+                                  gsl_matrix_get(s, t, k));
+            double z = 0.0;
+            for (size_t k = 0; k < K; k++) {
+                const double v = exp(log(gsl_vector_get(p->init, k)) +
+                                     gsl_matrix_get(s, t, k) - mx);
+                gsl_matrix_set(q->w, t, k, v);
+                z += v;
+            }
+            for (size_t k = 0; k < K; k++) {
+                const double v = gsl_matrix_get(q->w, t, k) / z;
+                gsl_matrix_set(q->w, t, k, v);
+                hz -= xlogy(v, v);
+            }
+        }
+        gsl_matrix_set_zero(q->xi);
+    } else {
+        double logz = 0.0;
+        for (size_t t = 0; t < T; t++) {
+            double mx = -INFINITY;
+            for (size_t k = 0; k < K; k++)
+                mx = fmax(mx, gsl_matrix_get(s, t, k));
+            M[t] = mx;
+            double z = 0.0;
+            for (size_t k = 0; k < K; k++) {
+                double a = 0.0;
+                if (is_start(seq, t))
+                    a = gsl_vector_get(p->init, k);
+                else
+                    for (size_t j = 0; j < K; j++)
+                        a += gsl_matrix_get(alpha, t - 1, j) *
+                             gsl_matrix_get(p->trans, j, k);
+                a *= exp(gsl_matrix_get(s, t, k) - mx);
+                gsl_matrix_set(alpha, t, k, a);
+                z += a;
+            }
+            if (!(z > 0.0) || !isfinite(z)) {
+                st = lse_error_set(err, LSE_ENUMERIC, fn,
+                                   "forward pass underflows at row %zu", t + 1);
+                goto done;
+            }
+            c[t] = z;
+            logz += log(z) + mx;
+            for (size_t k = 0; k < K; k++)
+                gsl_matrix_set(alpha, t, k, gsl_matrix_get(alpha, t, k) / z);
+        }
+        for (size_t t = T; t-- > 0;) {
+            const int last = t + 1 == T || is_start(seq, t + 1);
+            for (size_t j = 0; j < K; j++) {
+                double b = 1.0;
+                if (!last) {
+                    b = 0.0;
+                    for (size_t k = 0; k < K; k++)
+                        b += gsl_matrix_get(p->trans, j, k) *
+                             exp(gsl_matrix_get(s, t + 1, k) - M[t + 1]) *
+                             gsl_matrix_get(beta, t + 1, k);
+                    b /= c[t + 1];
+                }
+                gsl_matrix_set(beta, t, j, b);
+            }
+        }
+        gsl_matrix_set_zero(q->xi);
+        double sws = 0.0, ez = 0.0;
+        for (size_t t = 0; t < T; t++) {
+            for (size_t k = 0; k < K; k++) {
+                const double w =
+                    gsl_matrix_get(alpha, t, k) * gsl_matrix_get(beta, t, k);
+                gsl_matrix_set(q->w, t, k, w);
+                sws += w * gsl_matrix_get(s, t, k);
+                if (is_start(seq, t))
+                    ez += xlogy(w, gsl_vector_get(p->init, k));
+            }
+            if (is_start(seq, t))
+                continue;
+            for (size_t j = 0; j < K; j++)
+                for (size_t k = 0; k < K; k++) {
+                    const double x = gsl_matrix_get(alpha, t - 1, j) *
+                                     gsl_matrix_get(p->trans, j, k) *
+                                     exp(gsl_matrix_get(s, t, k) - M[t]) *
+                                     gsl_matrix_get(beta, t, k) / c[t];
+                    gsl_matrix_set(q->xi, j, k, gsl_matrix_get(q->xi, j, k) + x);
+                }
+        }
+        for (size_t j = 0; j < K; j++)
+            for (size_t k = 0; k < K; k++)
+                ez += xlogy(gsl_matrix_get(q->xi, j, k),
+                            gsl_matrix_get(p->trans, j, k));
+        /* q(z) = p(z) exp(sum s) / Z: H = log Z - E[log p(z)] - E[sum s] */
+        hz = logz - ez - sws;
+    }
+    q->hz = hz;
+    q->have_z = 1;
+done:
+    gsl_matrix_free(s);
+    gsl_matrix_free(alpha);
+    gsl_matrix_free(beta);
+    free(c);
+    free(M);
+    return st;
+}
+
+lse_status lse_lslds_elbo(const lse_lslds_params *p, const gsl_matrix *y,
+                          const unsigned char *observed, const size_t *seq,
+                          const lse_lslds_post *q, double *elbo, lse_error *err)
+{
+    static const char fn[] = "lse_lslds_elbo";
+    lse_status st = check_args(fn, p, y, q, err);
+    if (st != LSE_OK)
+        return st;
+    if (elbo == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "elbo is NULL");
+    if (!q->have_x || !q->have_z)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "q(z) and q(x) must both be computed");
+    const size_t T = q->T, K = p->K, D = p->D, N = p->N;
+    gsl_matrix *s = gsl_matrix_alloc(T, K), *work = gsl_matrix_alloc(D, D);
+    gsl_matrix *P0i = gsl_matrix_alloc(D, D), *E = gsl_matrix_alloc(D, D);
+    gsl_matrix *Pi = gsl_matrix_alloc(D, D), *cond = gsl_matrix_alloc(D, D);
+    gsl_matrix *XP = gsl_matrix_alloc(D, D);
+    gsl_vector *e = gsl_vector_alloc(D), *cp = gsl_vector_alloc(D);
+    if (!s || !work || !P0i || !E || !Pi || !cond || !XP || !e || !cp) {
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+        goto done;
+    }
+    int rc = scores(p, seq, q, s);
+    double ldP0;
+    if (rc != 0 || spd_inv(p->P0, P0i, &ldP0, work) != 0) {
+        st = lse_error_set(err, rc == -2 ? LSE_ENOMEM : LSE_ENUMERIC, fn,
+                           "Q_k or P0 is not positive definite");
+        goto done;
+    }
+    double total = q->hz;
+    for (size_t t = 0; t < T; t++) {
+        const int start = is_start(seq, t);
+        for (size_t k = 0; k < K; k++) {
+            const double w = gsl_matrix_get(q->w, t, k);
+            total += w * gsl_matrix_get(s, t, k);
+            if (!p->markov || start)
+                total += xlogy(w, gsl_vector_get(p->init, k));
+        }
+        gsl_matrix_const_view Pt =
+            gsl_matrix_const_view_array(q->cov->data + t * q->cov->tda, D, D);
+        gsl_vector_const_view mt = gsl_matrix_const_row(q->mean, t);
+        double ldc;
+        if (start) {
+            gsl_matrix_memcpy(E, &Pt.matrix);
+            gsl_vector_memcpy(e, &mt.vector);
+            gsl_vector_sub(e, p->m0);
+            gsl_blas_dger(1.0, e, e, E);
+            total += -0.5 * ((double)D * LOG_2PI + ldP0 + trace_prod(P0i, E));
+            gsl_matrix_memcpy(cond, &Pt.matrix);
+        } else {
+            /* H(x_t | x_{t-1}): cov P_t - X P_{t-1}^-1 X' */
+            gsl_matrix_const_view Pp = gsl_matrix_const_view_array(
+                q->cov->data + (t - 1) * q->cov->tda, D, D);
+            gsl_matrix_const_view X = gsl_matrix_const_view_array(
+                q->cross->data + t * q->cross->tda, D, D);
+            if (spd_inv(&Pp.matrix, Pi, NULL, work) != 0) {
+                st = lse_error_set(err, LSE_ENUMERIC, fn,
+                                   "Cov_q[x] of row %zu is singular", t);
+                goto done;
+            }
+            gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &X.matrix, Pi, 0.0,
+                           XP);
+            gsl_matrix_memcpy(cond, &Pt.matrix);
+            gsl_blas_dgemm(CblasNoTrans, CblasTrans, -1.0, XP, &X.matrix, 1.0,
+                           cond);
+            for (size_t i = 0; i < D; i++)
+                for (size_t j = 0; j < i; j++) {
+                    const double v = 0.5 * (gsl_matrix_get(cond, i, j) +
+                                            gsl_matrix_get(cond, j, i));
+                    gsl_matrix_set(cond, i, j, v);
+                    gsl_matrix_set(cond, j, i, v);
+                }
+        }
+        if (spd_inv(cond, NULL, &ldc, work) != 0) {
+            st = lse_error_set(err, LSE_ENUMERIC, fn,
+                               "conditional covariance of row %zu is not "
+                               "positive definite",
+                               t + 1);
+            goto done;
+        }
+        total += 0.5 * ((double)D * (1.0 + LOG_2PI) + ldc);
+        /* E log p(y_t | x_t), observed entries */
+        for (size_t i = 0; i < N; i++) {
+            if (observed != NULL && !observed[t * N + i])
+                continue;
+            gsl_vector_const_view ci = gsl_matrix_const_row(p->C, i);
+            double cm, cPc;
+            gsl_blas_ddot(&ci.vector, &mt.vector, &cm);
+            gsl_blas_dgemv(CblasNoTrans, 1.0, &Pt.matrix, &ci.vector, 0.0, cp);
+            gsl_blas_ddot(&ci.vector, cp, &cPc);
+            const double ri = gsl_vector_get(p->r, i);
+            const double res =
+                gsl_matrix_get(y, t, i) - cm - gsl_vector_get(p->d, i);
+            total += -0.5 * (LOG_2PI + log(ri) + (res * res + cPc) / ri);
+        }
+    }
+    if (p->markov)
+        for (size_t j = 0; j < K; j++)
+            for (size_t k = 0; k < K; k++)
+                total += xlogy(gsl_matrix_get(q->xi, j, k),
+                               gsl_matrix_get(p->trans, j, k));
+    if (!isfinite(total)) {
+        st = lse_error_set(err, LSE_ENONFINITE, fn, "ELBO is not finite");
+        goto done;
+    }
+    *elbo = total;
+done:
+    gsl_matrix_free(s);
+    gsl_matrix_free(work);
+    gsl_matrix_free(P0i);
+    gsl_matrix_free(E);
+    gsl_matrix_free(Pi);
+    gsl_matrix_free(cond);
+    gsl_matrix_free(XP);
+    gsl_vector_free(e);
+    gsl_vector_free(cp);
+    return st;
+}
+
+/* Solve W S = B for W (rows of B), S SPD (n x n): W = B S^-1. */
+static int solve_right(const gsl_matrix *S, gsl_matrix *B, gsl_matrix *work)
+{
+    gsl_matrix_memcpy(work, S);
+    gsl_error_handler_t *old = gsl_set_error_handler_off();
+    int st = gsl_linalg_cholesky_decomp1(work);
+    gsl_set_error_handler(old);
+    if (st != GSL_SUCCESS)
+        return -1;
+    for (size_t i = 0; i < B->size1; i++) {
+        gsl_vector_view r = gsl_matrix_row(B, i);
+        gsl_linalg_cholesky_svx(work, &r.vector);
+    }
+    return 0;
+}
+
+lse_status lse_lslds_mstep(lse_lslds_params *p, const gsl_matrix *y,
+                           const unsigned char *observed, const size_t *seq,
+                           const lse_lslds_post *q, double reg, lse_error *err)
+{
+    static const char fn[] = "lse_lslds_mstep";
+    lse_status st = check_args(fn, p, y, q, err);
+    if (st != LSE_OK)
+        return st;
+    if (!q->have_x || !q->have_z)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "q(z) and q(x) must both be computed");
+    if (!(reg >= 0.0) || !isfinite(reg))
+        return lse_error_set(err, LSE_EDOM, fn, "reg = %g must be >= 0", reg);
+    const size_t T = q->T, K = p->K, D = p->D, N = p->N, D1 = D + 1;
+    gsl_matrix *Sxx = gsl_matrix_alloc(D1, D1), *Stx = gsl_matrix_alloc(D, D1);
+    gsl_matrix *Stt = gsl_matrix_alloc(D, D), *work = gsl_matrix_alloc(D1, D1);
+    gsl_matrix *W = gsl_matrix_alloc(D, D1), *Wy = gsl_matrix_alloc(1, D1);
+    gsl_vector *sy = gsl_vector_alloc(D1);
+    if (!Sxx || !Stx || !Stt || !work || !W || !sy || !Wy) {
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+        goto done;
+    }
+    /* dynamics, per mode */
+    for (size_t k = 0; k < K; k++) {
+        gsl_matrix_set_zero(Sxx);
+        gsl_matrix_set_zero(Stx);
+        gsl_matrix_set_zero(Stt);
+        double n = 0.0;
+        for (size_t t = 0; t < T; t++) {
+            if (is_start(seq, t))
+                continue;
+            const double w = gsl_matrix_get(q->w, t, k);
+            n += w;
+            for (size_t i = 0; i < D1; i++)
+                for (size_t j = 0; j < D1; j++) {
+                    const double mi =
+                        i < D ? gsl_matrix_get(q->mean, t - 1, i) : 1.0;
+                    const double mj =
+                        j < D ? gsl_matrix_get(q->mean, t - 1, j) : 1.0;
+                    const double c =
+                        (i < D && j < D)
+                            ? gsl_matrix_get(q->cov, t - 1, i * D + j)
+                            : 0.0;
+                    gsl_matrix_set(Sxx, i, j,
+                                   gsl_matrix_get(Sxx, i, j) + w * (c + mi * mj));
+                }
+            for (size_t i = 0; i < D; i++) {
+                const double mi = gsl_matrix_get(q->mean, t, i);
+                for (size_t j = 0; j < D1; j++) {
+                    const double mj =
+                        j < D ? gsl_matrix_get(q->mean, t - 1, j) : 1.0;
+                    const double c =
+                        j < D ? gsl_matrix_get(q->cross, t, i * D + j) : 0.0;
+                    gsl_matrix_set(Stx, i, j,
+                                   gsl_matrix_get(Stx, i, j) + w * (c + mi * mj));
+                }
+                for (size_t j = 0; j < D; j++)
+                    gsl_matrix_set(Stt, i, j,
+                                   gsl_matrix_get(Stt, i, j) +
+                                       w * (gsl_matrix_get(q->cov, t, i * D + j) +
+                                            mi * gsl_matrix_get(q->mean, t, j)));
+            }
+        }
+        if (n < 1e-8)
+            continue;
+        gsl_matrix_memcpy(W, Stx);
+        if (solve_right(Sxx, W, work) != 0)
+            continue; /* degenerate statistics: keep this mode */
+        /* Q = (Stt - W Stx') / n + reg I */
+        gsl_blas_dgemm(CblasNoTrans, CblasTrans, -1.0, W, Stx, 1.0, Stt);
+        for (size_t i = 0; i < D; i++) {
+            for (size_t j = 0; j < D; j++) {
+                const double v = 0.5 * (gsl_matrix_get(Stt, i, j) +
+                                        gsl_matrix_get(Stt, j, i)) / n +
+                                 (i == j ? reg : 0.0);
+                gsl_matrix_set(p->Q, k, i * D + j, v);
+                gsl_matrix_set(p->A, k, i * D + j, gsl_matrix_get(W, i, j));
+            }
+            gsl_matrix_set(p->b, k, i, gsl_matrix_get(W, i, D));
+        }
+    }
+    /* emission, per observed column (diagonal R) */
+    for (size_t i = 0; i < N; i++) {
+        gsl_matrix_set_zero(Sxx);
+        gsl_matrix_set_zero(Wy);
+        double n = 0.0, yy = 0.0;
+        for (size_t t = 0; t < T; t++) {
+            if (observed != NULL && !observed[t * N + i])
+                continue;
+            const double yt = gsl_matrix_get(y, t, i);
+            n += 1.0;
+            yy += yt * yt;
+            for (size_t a = 0; a < D1; a++) {
+                const double ma = a < D ? gsl_matrix_get(q->mean, t, a) : 1.0;
+                Wy->data[a] += yt * ma;
+                for (size_t c = 0; c < D1; c++) {
+                    const double mc =
+                        c < D ? gsl_matrix_get(q->mean, t, c) : 1.0;
+                    const double v = (a < D && c < D)
+                                         ? gsl_matrix_get(q->cov, t, a * D + c)
+                                         : 0.0;
+                    gsl_matrix_set(Sxx, a, c,
+                                   gsl_matrix_get(Sxx, a, c) + v + ma * mc);
+                }
+            }
+        }
+        if (n < 1.0)
+            continue;
+        for (size_t a = 0; a < D1; a++)
+            gsl_vector_set(sy, a, Wy->data[a]); /* keeps Sy */
+        if (solve_right(Sxx, Wy, work) != 0)
+            continue;
+        double wsy = 0.0;
+        for (size_t a = 0; a < D1; a++)
+            wsy += Wy->data[a] * gsl_vector_get(sy, a);
+        for (size_t a = 0; a < D; a++)
+            gsl_matrix_set(p->C, i, a, Wy->data[a]);
+        gsl_vector_set(p->d, i, Wy->data[D]);
+        gsl_vector_set(p->r, i, fmax((yy - wsy) / n, 0.0) + reg);
+    }
+    /* initial state and mode probabilities */
+    {
+        double ns = 0.0;
+        gsl_vector_set_zero(p->m0);
+        for (size_t t = 0; t < T; t++)
+            if (is_start(seq, t)) {
+                ns += 1.0;
+                for (size_t i = 0; i < D; i++)
+                    gsl_vector_set(p->m0, i,
+                                   gsl_vector_get(p->m0, i) +
+                                       gsl_matrix_get(q->mean, t, i));
+            }
+        gsl_vector_scale(p->m0, 1.0 / ns);
+        gsl_matrix_set_zero(p->P0);
+        for (size_t t = 0; t < T; t++)
+            if (is_start(seq, t))
+                for (size_t i = 0; i < D; i++)
+                    for (size_t j = 0; j < D; j++) {
+                        const double di =
+                            gsl_matrix_get(q->mean, t, i) - gsl_vector_get(p->m0, i);
+                        const double dj =
+                            gsl_matrix_get(q->mean, t, j) - gsl_vector_get(p->m0, j);
+                        gsl_matrix_set(p->P0, i, j,
+                                       gsl_matrix_get(p->P0, i, j) +
+                                           (gsl_matrix_get(q->cov, t, i * D + j) +
+                                            di * dj) / ns);
+                    }
+        for (size_t i = 0; i < D; i++)
+            gsl_matrix_set(p->P0, i, i, gsl_matrix_get(p->P0, i, i) + reg);
+        gsl_vector_set_zero(p->init);
+        for (size_t t = 0; t < T; t++)
+            if (!p->markov || is_start(seq, t))
+                for (size_t k = 0; k < K; k++)
+                    gsl_vector_set(p->init, k,
+                                   gsl_vector_get(p->init, k) +
+                                       gsl_matrix_get(q->w, t, k));
+        const double si = gsl_blas_dasum(p->init);
+        gsl_vector_scale(p->init, 1.0 / si);
+        if (p->markov)
+            for (size_t j = 0; j < K; j++) {
+                gsl_vector_const_view row = gsl_matrix_const_row(q->xi, j);
+                const double sr = gsl_blas_dasum(&row.vector);
+                if (sr <= 0.0)
+                    continue; /* never visited: keep the row */
+                for (size_t k = 0; k < K; k++)
+                    gsl_matrix_set(p->trans, j, k,
+                                   gsl_matrix_get(q->xi, j, k) / sr);
+            }
+    }
+done:
+    gsl_matrix_free(Sxx);
+    gsl_matrix_free(Stx);
+    gsl_matrix_free(Stt);
+    gsl_matrix_free(work);
+    gsl_matrix_free(W);
+    gsl_vector_free(sy);
+    gsl_matrix_free(Wy);
+    return st;
+}
+
+lse_lslds_opts lse_lslds_opts_default(void)
+{
+    lse_lslds_opts o = {0, 1, 200, 1e-7, 1e-6, 0};
+    return o;
+}
+
+lse_status lse_lslds_init(lse_lslds_params *p, const gsl_matrix *y,
+                          const unsigned char *observed, const size_t *seq,
+                          unsigned long seed, lse_error *err)
+{
+    static const char fn[] = "lse_lslds_init";
+    if (p == NULL || y == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "params and y are required");
+    const size_t T = y->size1, N = p->N, D = p->D, K = p->K;
+    if (y->size2 != N)
+        return lse_error_set(err, LSE_EDIM, fn, "y has %zu columns, want %zu",
+                             y->size2, N);
+    if (D > N)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "PCA initialization needs D = %zu <= N = %zu", D,
+                             N);
+    lse_status st = LSE_OK;
+    gsl_matrix *Yc = gsl_matrix_calloc(T, N), *S = gsl_matrix_calloc(N, N);
+    gsl_matrix *U = gsl_matrix_alloc(N, N), *X = gsl_matrix_alloc(T, D);
+    gsl_vector *lam = gsl_vector_alloc(N), *mu = gsl_vector_calloc(N);
+    gsl_eigen_symmv_workspace *ew = gsl_eigen_symmv_alloc(N);
+    gsl_matrix *a = gsl_matrix_alloc(D, D), *cv = gsl_matrix_alloc(D, D);
+    gsl_vector *bv = gsl_vector_alloc(D);
+    lse_slds *m = NULL;
+    if (!Yc || !S || !U || !X || !lam || !mu || !ew || !a || !cv || !bv) {
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < N; i++) {
+        double s = 0.0, n = 0.0;
+        for (size_t t = 0; t < T; t++)
+            if (observed == NULL || observed[t * N + i]) {
+                s += gsl_matrix_get(y, t, i);
+                n += 1.0;
+            }
+        if (n == 0.0) {
+            st = lse_error_set(err, LSE_EINVAL, fn,
+                               "column %zu has no observed entry", i + 1);
+            goto done;
+        }
+        gsl_vector_set(mu, i, s / n);
+        for (size_t t = 0; t < T; t++)
+            if (observed == NULL || observed[t * N + i])
+                gsl_matrix_set(Yc, t, i, gsl_matrix_get(y, t, i) - s / n);
+    }
+    gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0 / (double)T, Yc, Yc, 0.0, S);
+    gsl_eigen_symmv(S, lam, U, ew);
+    gsl_eigen_symmv_sort(lam, U, GSL_EIGEN_SORT_VAL_DESC);
+    double sig2 = 0.0, tr = 0.0;
+    for (size_t i = 0; i < N; i++)
+        tr += fmax(gsl_vector_get(lam, i), 0.0);
+    for (size_t i = D; i < N; i++)
+        sig2 += fmax(gsl_vector_get(lam, i), 0.0) / (double)(N - D);
+    sig2 = fmax(sig2, 1e-3 * tr / (double)N + 1e-12);
+    for (size_t j = 0; j < D; j++) {
+        const double sc = sqrt(fmax(gsl_vector_get(lam, j) - sig2,
+                                    1e-6 * gsl_vector_get(lam, 0) + 1e-12));
+        for (size_t i = 0; i < N; i++)
+            gsl_matrix_set(p->C, i, j, gsl_matrix_get(U, i, j) * sc);
+    }
+    gsl_vector_memcpy(p->d, mu);
+    gsl_vector_set_all(p->r, sig2);
+    /* latent means: x_t = (C'C + sig2 I)^-1 C' (y_t - d) */
+    {
+        gsl_matrix *M = gsl_matrix_alloc(D, D), *W = gsl_matrix_alloc(N, D);
+        gsl_matrix *wk = gsl_matrix_alloc(D, D);
+        if (!M || !W || !wk) {
+            gsl_matrix_free(M);
+            gsl_matrix_free(W);
+            gsl_matrix_free(wk);
+            st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+            goto done;
+        }
+        gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, p->C, p->C, 0.0, M);
+        for (size_t i = 0; i < D; i++)
+            gsl_matrix_set(M, i, i, gsl_matrix_get(M, i, i) + sig2);
+        gsl_matrix_memcpy(W, p->C);
+        int bad = 0;
+        {
+            gsl_matrix_view Wt = gsl_matrix_submatrix(W, 0, 0, N, D);
+            bad = solve_right(M, &Wt.matrix, wk);
+        }
+        if (!bad)
+            gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, Yc, W, 0.0, X);
+        gsl_matrix_free(M);
+        gsl_matrix_free(W);
+        gsl_matrix_free(wk);
+        if (bad) {
+            st = lse_error_set(err, LSE_ENUMERIC, fn, "PCA projection is singular");
+            goto done;
+        }
+    }
+    /* modes: autoregressive HMM / mixture on the latent means */
+    lse_slds_config cfg = lse_slds_config_default();
+    cfg.n_modes = K;
+    cfg.dim = D;
+    cfg.markov = p->markov;
+    lse_error serr;
+    st = lse_slds_new(&cfg, &m, &serr);
+    if (st == LSE_OK) {
+        lse_slds_opts so = lse_slds_opts_default();
+        so.seed = seed;
+        so.max_iter = 100;
+        st = lse_slds_fit(m, X, seq, &so, &serr);
+    }
+    if (st != LSE_OK) {
+        lse_error_set(err, st, fn, "ARHMM on the PCA states: %s", serr.message);
+        goto done;
+    }
+    for (size_t k = 0; k < K; k++) {
+        lse_slds_get_a(m, k, a);
+        lse_slds_get_b(m, k, bv);
+        lse_slds_get_cov(m, k, cv);
+        for (size_t i = 0; i < D; i++) {
+            gsl_matrix_set(p->b, k, i, gsl_vector_get(bv, i));
+            for (size_t j = 0; j < D; j++) {
+                gsl_matrix_set(p->A, k, i * D + j, gsl_matrix_get(a, i, j));
+                gsl_matrix_set(p->Q, k, i * D + j, gsl_matrix_get(cv, i, j));
+            }
+        }
+    }
+    if (p->markov) {
+        lse_slds_get_initial(m, p->init);
+        lse_slds_get_transition(m, p->trans);
+    } else {
+        lse_slds_get_weights(m, p->init);
+    }
+    /* initial state: mean and covariance of the PCA states */
+    gsl_vector_set_zero(p->m0);
+    for (size_t t = 0; t < T; t++)
+        for (size_t i = 0; i < D; i++)
+            gsl_vector_set(p->m0, i,
+                           gsl_vector_get(p->m0, i) +
+                               gsl_matrix_get(X, t, i) / (double)T);
+    gsl_matrix_set_zero(p->P0);
+    for (size_t t = 0; t < T; t++)
+        for (size_t i = 0; i < D; i++)
+            for (size_t j = 0; j < D; j++)
+                gsl_matrix_set(
+                    p->P0, i, j,
+                    gsl_matrix_get(p->P0, i, j) +
+                        (gsl_matrix_get(X, t, i) - gsl_vector_get(p->m0, i)) *
+                            (gsl_matrix_get(X, t, j) -
+                             gsl_vector_get(p->m0, j)) /
+                            (double)T);
+    for (size_t i = 0; i < D; i++)
+        gsl_matrix_set(p->P0, i, i, gsl_matrix_get(p->P0, i, i) + 1e-6);
+done:
+    lse_slds_free(m);
+    gsl_matrix_free(Yc);
+    gsl_matrix_free(S);
+    gsl_matrix_free(U);
+    gsl_matrix_free(X);
+    gsl_vector_free(lam);
+    gsl_vector_free(mu);
+    if (ew)
+        gsl_eigen_symmv_free(ew);
+    gsl_matrix_free(a);
+    gsl_matrix_free(cv);
+    gsl_vector_free(bv);
+    return st;
+}
+
+static int dropped(double before, double after)
+{
+    return after < before - 1e-8 * fmax(1.0, fabs(before));
+}
+
+lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
+                         const unsigned char *observed, const size_t *seq,
+                         const lse_lslds_opts *o, lse_lslds_post *q,
+                         double *elbo, size_t *n_iter, lse_error *err)
+{
+    static const char fn[] = "lse_lslds_fit";
+    if (p == NULL || y == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "params and y are required");
+    const lse_lslds_opts opts = o ? *o : lse_lslds_opts_default();
+    const size_t T = y->size1;
+    const size_t runs = opts.init_given || opts.n_init == 0 ? 1 : opts.n_init;
+    lse_lslds_params *cur = NULL, *best = NULL;
+    lse_lslds_post *qc = NULL, *qb = NULL;
+    lse_status st = lse_lslds_params_new(p->K, p->D, p->N, p->markov, &cur, err);
+    if (st == LSE_OK)
+        st = lse_lslds_params_new(p->K, p->D, p->N, p->markov, &best, err);
+    if (st == LSE_OK)
+        st = lse_lslds_post_new(T, p->K, p->D, &qc, err);
+    if (st == LSE_OK)
+        st = lse_lslds_post_new(T, p->K, p->D, &qb, err);
+    if (st != LSE_OK)
+        goto done;
+    double best_elbo = -INFINITY;
+    size_t best_iter = 0;
+    for (size_t run = 0; run < runs; run++) {
+        params_copy(cur, p);
+        if (!opts.init_given) {
+            st = lse_lslds_init(cur, y, observed, seq, opts.seed + run, err);
+            if (st != LSE_OK)
+                goto done;
+        }
+        qc->have_z = 0;
+        qc->have_x = 0;
+        st = lse_lslds_update_x(cur, y, observed, seq, qc, NULL, err);
+        if (st != LSE_OK)
+            goto done;
+        double prev = -INFINITY, e1 = 0, e2 = 0, e3 = -INFINITY;
+        size_t it = 0;
+        for (it = 1; it <= opts.max_iter; it++) {
+            st = lse_lslds_update_z(cur, seq, qc, err);
+            if (st == LSE_OK)
+                st = lse_lslds_elbo(cur, y, observed, seq, qc, &e1, err);
+            if (st == LSE_OK)
+                st = lse_lslds_update_x(cur, y, observed, seq, qc, NULL, err);
+            if (st == LSE_OK)
+                st = lse_lslds_elbo(cur, y, observed, seq, qc, &e2, err);
+            if (st != LSE_OK)
+                goto done;
+            if (dropped(prev, e1) || dropped(e1, e2)) {
+                st = lse_error_set(err, LSE_EINCREASE, fn,
+                                   "ELBO decreased in the E-step of iteration "
+                                   "%zu (%.17g, %.17g, %.17g)",
+                                   it, prev, e1, e2);
+                goto done;
+            }
+            st = lse_lslds_mstep(cur, y, observed, seq, qc, opts.reg, err);
+            if (st == LSE_OK)
+                st = lse_lslds_elbo(cur, y, observed, seq, qc, &e3, err);
+            if (st != LSE_OK)
+                goto done;
+            if (dropped(e2, e3)) {
+                st = lse_error_set(err, LSE_EINCREASE, fn,
+                                   "ELBO decreased in the M-step of iteration "
+                                   "%zu (%.17g -> %.17g)",
+                                   it, e2, e3);
+                goto done;
+            }
+            const double gain = e3 - prev;
+            prev = e3;
+            if (gain <= opts.tol * (double)T)
+                break;
+        }
+        if (it > opts.max_iter)
+            it = opts.max_iter;
+        if (e3 > best_elbo) {
+            best_elbo = e3;
+            best_iter = it;
+            params_copy(best, cur);
+            gsl_matrix_memcpy(qb->w, qc->w);
+            gsl_matrix_memcpy(qb->xi, qc->xi);
+            gsl_matrix_memcpy(qb->mean, qc->mean);
+            gsl_matrix_memcpy(qb->cov, qc->cov);
+            gsl_matrix_memcpy(qb->cross, qc->cross);
+            qb->hz = qc->hz;
+            qb->have_x = qb->have_z = 1;
+        }
+    }
+    params_copy(p, best);
+    if (q != NULL) {
+        if (q->T != T || q->K != p->K || q->D != p->D) {
+            st = lse_error_set(err, LSE_EDIM, fn, "q has the wrong shape");
+            goto done;
+        }
+        gsl_matrix_memcpy(q->w, qb->w);
+        gsl_matrix_memcpy(q->xi, qb->xi);
+        gsl_matrix_memcpy(q->mean, qb->mean);
+        gsl_matrix_memcpy(q->cov, qb->cov);
+        gsl_matrix_memcpy(q->cross, qb->cross);
+        q->hz = qb->hz;
+        q->have_x = q->have_z = 1;
+    }
+    if (elbo)
+        *elbo = best_elbo;
+    if (n_iter)
+        *n_iter = best_iter;
+done:
+    lse_lslds_params_free(cur);
+    lse_lslds_params_free(best);
+    lse_lslds_post_free(qc);
+    lse_lslds_post_free(qb);
+    return st;
+}
+
+lse_status lse_lslds_simulate(const lse_lslds_params *p, unsigned long seed,
+                              gsl_matrix *y, gsl_matrix *x, size_t *z,
+                              lse_error *err)
+{
+    static const char fn[] = "lse_lslds_simulate";
+    if (p == NULL || y == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "params and y are required");
+    const size_t T = y->size1, D = p->D, N = p->N, K = p->K;
+    if (y->size2 != N || (x != NULL && (x->size1 != T || x->size2 != D)))
+        return lse_error_set(err, LSE_EDIM, fn, "y or x has the wrong shape");
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_matrix *L = gsl_matrix_alloc(D, D), *L0 = gsl_matrix_alloc(D, D);
+    gsl_vector *xp = gsl_vector_alloc(D), *xt = gsl_vector_alloc(D);
+    gsl_vector *u = gsl_vector_alloc(D);
+    lse_status st = LSE_OK;
+    if (!r || !L || !L0 || !xp || !xt || !u) {
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+        goto done;
+    }
+    gsl_rng_set(r, seed);
+    gsl_matrix_memcpy(L0, p->P0);
+    if (gsl_linalg_cholesky_decomp1(L0) != GSL_SUCCESS) {
+        st = lse_error_set(err, LSE_ENUMERIC, fn, "P0 is not positive definite");
+        goto done;
+    }
+    size_t k = 0;
+    for (size_t t = 0; t < T; t++) {
+        const double uu = gsl_rng_uniform(r);
+        double acc = 0.0;
+        size_t nk = K - 1;
+        for (size_t j = 0; j < K; j++) {
+            acc += (t > 0 && p->markov) ? gsl_matrix_get(p->trans, k, j)
+                                        : gsl_vector_get(p->init, j);
+            if (uu < acc) {
+                nk = j;
+                break;
+            }
+        }
+        k = nk;
+        for (size_t i = 0; i < D; i++)
+            gsl_vector_set(u, i, gsl_ran_gaussian(r, 1.0));
+        if (t == 0) {
+            gsl_vector_memcpy(xt, p->m0);
+            gsl_blas_dtrmv(CblasLower, CblasNoTrans, CblasNonUnit, L0, u);
+            gsl_vector_add(xt, u);
+        } else {
+            gsl_matrix_const_view Ak =
+                gsl_matrix_const_view_array(p->A->data + k * p->A->tda, D, D);
+            gsl_matrix_const_view Qk =
+                gsl_matrix_const_view_array(p->Q->data + k * p->Q->tda, D, D);
+            gsl_matrix_memcpy(L, &Qk.matrix);
+            if (gsl_linalg_cholesky_decomp1(L) != GSL_SUCCESS) {
+                st = lse_error_set(err, LSE_ENUMERIC, fn,
+                                   "Q_%zu is not positive definite", k);
+                goto done;
+            }
+            gsl_vector_const_view bk = gsl_matrix_const_row(p->b, k);
+            gsl_vector_memcpy(xt, &bk.vector);
+            gsl_blas_dgemv(CblasNoTrans, 1.0, &Ak.matrix, xp, 1.0, xt);
+            gsl_blas_dtrmv(CblasLower, CblasNoTrans, CblasNonUnit, L, u);
+            gsl_vector_add(xt, u);
+        }
+        for (size_t i = 0; i < N; i++) {
+            double v = gsl_vector_get(p->d, i) +
+                       gsl_ran_gaussian(r, sqrt(gsl_vector_get(p->r, i)));
+            for (size_t j = 0; j < D; j++)
+                v += gsl_matrix_get(p->C, i, j) * gsl_vector_get(xt, j);
+            gsl_matrix_set(y, t, i, v);
+        }
+        if (x != NULL) {
+            gsl_vector_view xr = gsl_matrix_row(x, t);
+            gsl_vector_memcpy(&xr.vector, xt);
+        }
+        if (z != NULL)
+            z[t] = k;
+        gsl_vector_memcpy(xp, xt);
+    }
+done:
+    gsl_rng_free(r);
+    gsl_matrix_free(L);
+    gsl_matrix_free(L0);
+    gsl_vector_free(xp);
+    gsl_vector_free(xt);
+    gsl_vector_free(u);
+    return st;
+}
+
+lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
+                                  const gsl_matrix *y,
+                                  const unsigned char *observed,
+                                  const size_t *seq, const lse_lslds_post *q,
+                                  size_t n_samples, unsigned long seed,
+                                  double *estimate, double *se,
+                                  lse_error *err)
+{
+    static const char fn[] = "lse_lslds_log_marginal";
+    lse_status st = check_args(fn, p, y, q, err);
+    if (st != LSE_OK)
+        return st;
+    if (estimate == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "estimate is NULL");
+    if (!q->have_x)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "q(x) has not been computed (lse_lslds_update_x)");
+    if (n_samples < 2)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "n_samples = %zu, need at least 2", n_samples);
+    const size_t T = q->T, K = p->K, D = p->D, DD = D * D, N = p->N;
+    gsl_matrix *s = gsl_matrix_alloc(T, K), *alpha = gsl_matrix_alloc(T, K);
+    gsl_matrix *A = gsl_matrix_alloc(T, DD), *B = gsl_matrix_alloc(T, D);
+    gsl_matrix *Qm = gsl_matrix_alloc(T, DD), *R = gsl_matrix_calloc(N, N);
+    double *lw = malloc(n_samples * sizeof(double));
+    size_t *z = malloc(T * sizeof(size_t));
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    if (!s || !alpha || !A || !B || !Qm || !R || !lw || !z || !rng) {
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+        goto done;
+    }
+    gsl_rng_set(rng, seed);
+    int rc = scores(p, seq, q, s);
+    if (rc != 0) {
+        st = lse_error_set(err, rc == -2 ? LSE_ENOMEM : LSE_ENUMERIC, fn,
+                           "a Q_k is not positive definite");
+        goto done;
+    }
+    for (size_t i = 0; i < N; i++)
+        gsl_matrix_set(R, i, i, gsl_vector_get(p->r, i));
+    /* proposal q(z) ∝ p(z) exp(sum s): forward filter, log Z */
+    double logz = 0.0;
+    for (size_t t = 0; t < T; t++) {
+        double mx = -INFINITY, tot = 0.0;
+        for (size_t k = 0; k < K; k++)
+            mx = fmax(mx, gsl_matrix_get(s, t, k));
+        for (size_t k = 0; k < K; k++) {
+            double a = 0.0;
+            if (!p->markov || is_start(seq, t))
+                a = gsl_vector_get(p->init, k);
+            else
+                for (size_t j = 0; j < K; j++)
+                    a += gsl_matrix_get(alpha, t - 1, j) *
+                         gsl_matrix_get(p->trans, j, k);
+            a *= exp(gsl_matrix_get(s, t, k) - mx);
+            gsl_matrix_set(alpha, t, k, a);
+            tot += a;
+        }
+        if (!(tot > 0.0)) {
+            st = lse_error_set(err, LSE_ENUMERIC, fn,
+                               "proposal underflows at row %zu", t + 1);
+            goto done;
+        }
+        logz += log(tot) + mx;
+        for (size_t k = 0; k < K; k++)
+            gsl_matrix_set(alpha, t, k, gsl_matrix_get(alpha, t, k) / tot);
+    }
+    lse_kalman_model km = {A, B, Qm, p->C, p->d, R, p->m0, p->P0, NULL, NULL};
+    for (size_t n = 0; n < n_samples; n++) {
+        /* defensive mixture: with probability LSE_LSLDS_IS_PRIOR a path
+         * from the prior p(z), else one from q(z) by backward sampling
+         * z_t ~ alpha_t(j) trans(j, z_{t+1}) */
+        const int from_prior = gsl_rng_uniform(rng) < LSE_LSLDS_IS_PRIOR;
+        double ssum = 0.0;
+        if (from_prior) {
+            for (size_t t = 0; t < T; t++) {
+                const int st0 = !p->markov || is_start(seq, t);
+                double u = gsl_rng_uniform(rng), acc = 0.0;
+                size_t pick = K - 1;
+                for (size_t j = 0; j < K; j++) {
+                    acc += st0 ? gsl_vector_get(p->init, j)
+                               : gsl_matrix_get(p->trans, z[t - 1], j);
+                    if (u < acc) {
+                        pick = j;
+                        break;
+                    }
+                }
+                z[t] = pick;
+                ssum += gsl_matrix_get(s, t, pick);
+            }
+        }
+        for (size_t t = T; !from_prior && t-- > 0;) {
+            const int last = t + 1 == T || is_start(seq, t + 1);
+            double tot = 0.0;
+            for (size_t j = 0; j < K; j++)
+                tot += gsl_matrix_get(alpha, t, j) *
+                       (last || !p->markov ? 1.0
+                                           : gsl_matrix_get(p->trans, j, z[t + 1]));
+            double u = gsl_rng_uniform(rng) * tot, acc = 0.0;
+            size_t pick = K - 1;
+            for (size_t j = 0; j < K; j++) {
+                acc += gsl_matrix_get(alpha, t, j) *
+                       (last || !p->markov
+                            ? 1.0
+                            : gsl_matrix_get(p->trans, j, z[t + 1]));
+                if (u < acc) {
+                    pick = j;
+                    break;
+                }
+            }
+            z[t] = pick;
+            ssum += gsl_matrix_get(s, t, pick);
+        }
+        for (size_t t = 0; t < T; t++) {
+            memcpy(A->data + t * A->tda, p->A->data + z[t] * p->A->tda,
+                   DD * sizeof(double));
+            memcpy(Qm->data + t * Qm->tda, p->Q->data + z[t] * p->Q->tda,
+                   DD * sizeof(double));
+            memcpy(B->data + t * B->tda, p->b->data + z[t] * p->b->tda,
+                   D * sizeof(double));
+        }
+        double ll;
+        lse_error kerr;
+        st = lse_kalman_smooth(&km, y, observed, seq, &ll, NULL, &kerr);
+        if (st != LSE_OK) {
+            lse_error_set(err, st, fn, "%s", kerr.message);
+            goto done;
+        }
+        /* log p(z) + log p(y|z) - log m(z), with the proposal
+         * m(z) = (1 - e) q(z) + e p(z) = p(z) [(1 - e) exp(sum s - log Z) + e] */
+        const double lr = ssum - logz, e = LSE_LSLDS_IS_PRIOR;
+        const double lmix = lr > 0.0 ? lr + log((1.0 - e) + e * exp(-lr))
+                                     : log((1.0 - e) * exp(lr) + e);
+        lw[n] = ll - lmix;
+    }
+    double mx = -INFINITY;
+    for (size_t n = 0; n < n_samples; n++)
+        mx = fmax(mx, lw[n]);
+    double m1 = 0.0, m2 = 0.0;
+    for (size_t n = 0; n < n_samples; n++) {
+        const double w = exp(lw[n] - mx);
+        m1 += w;
+        m2 += w * w;
+    }
+    m1 /= (double)n_samples;
+    m2 /= (double)n_samples;
+    *estimate = mx + log(m1);
+    if (se != NULL) {
+        const double var = fmax(m2 - m1 * m1, 0.0) * (double)n_samples /
+                           (double)(n_samples - 1);
+        *se = sqrt(var / (double)n_samples) / m1;
+    }
+done:
+    gsl_matrix_free(s);
+    gsl_matrix_free(alpha);
+    gsl_matrix_free(A);
+    gsl_matrix_free(B);
+    gsl_matrix_free(Qm);
+    gsl_matrix_free(R);
+    free(lw);
+    free(z);
+    gsl_rng_free(rng);
+    return st;
+}

@@ -1,0 +1,604 @@
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_complex_math.h>
+#include <gsl/gsl_eigen.h>
+#include <gsl/gsl_rng.h>
+
+#include "lse_check.h"
+#include "lse_tmpdir.h"
+
+/* Latent SLDS (models/lslds.c): structured VI and its M-step. */
+
+/* A two-mode model: slow and fast rotations, D = 2, N observed. */
+static lse_lslds_params *truth(size_t N, int markov)
+{
+    lse_lslds_params *p = NULL;
+    lse_assert_ok(lse_lslds_params_new(2, 2, N, markov, &p, NULL));
+    const double ang[2] = {0.1, 0.6}, rad[2] = {0.97, 0.9};
+    for (size_t k = 0; k < 2; k++) {
+        const double c = rad[k] * cos(ang[k]), s = rad[k] * sin(ang[k]);
+        gsl_matrix_set(p->A, k, 0, c);
+        gsl_matrix_set(p->A, k, 1, -s);
+        gsl_matrix_set(p->A, k, 2, s);
+        gsl_matrix_set(p->A, k, 3, c);
+        gsl_matrix_set(p->b, k, 0, k ? 0.3 : -0.2);
+        gsl_matrix_set(p->Q, k, 0, 0.05);
+        gsl_matrix_set(p->Q, k, 3, 0.05);
+        gsl_matrix_set(p->Q, k, 1, 0.01);
+        gsl_matrix_set(p->Q, k, 2, 0.01);
+    }
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 11);
+    for (size_t i = 0; i < N; i++) {
+        for (size_t j = 0; j < 2; j++)
+            gsl_matrix_set(p->C, i, j, 2.0 * gsl_rng_uniform(r) - 1.0);
+        gsl_vector_set(p->d, i, gsl_rng_uniform(r));
+        gsl_vector_set(p->r, i, 0.05 + 0.05 * gsl_rng_uniform(r));
+    }
+    gsl_rng_free(r);
+    gsl_vector_set(p->init, 0, 0.5);
+    gsl_vector_set(p->init, 1, 0.5);
+    const double P[4] = {0.98, 0.02, 0.03, 0.97};
+    memcpy(p->trans->data, P, sizeof P);
+    return p;
+}
+
+static double ez_logp(const lse_lslds_params *p, const lse_lslds_post *q,
+                      const size_t *seq)
+{
+    double s = 0.0;
+    for (size_t t = 0; t < q->T; t++) {
+        const int start = t == 0 || (seq && seq[t] != seq[t - 1]);
+        if (p->markov && !start)
+            continue;
+        for (size_t k = 0; k < p->K; k++) {
+            const double w = gsl_matrix_get(q->w, t, k);
+            if (w > 0)
+                s += w * log(gsl_vector_get(p->init, k));
+        }
+    }
+    if (p->markov)
+        for (size_t j = 0; j < p->K; j++)
+            for (size_t k = 0; k < p->K; k++) {
+                const double x = gsl_matrix_get(q->xi, j, k);
+                if (x > 0)
+                    s += x * log(gsl_matrix_get(p->trans, j, k));
+            }
+    return s;
+}
+
+/* K = 1: the model is a linear-Gaussian SSM; at the q(x) optimum the ELBO
+ * is its exact log-likelihood (Kalman filter), with missing entries and
+ * two sequences. */
+START_TEST(test_k1_is_kalman)
+{
+    lse_lslds_params *t2 = truth(3, 1);
+    lse_lslds_params *p = NULL;
+    lse_assert_ok(lse_lslds_params_new(1, 2, 3, 1, &p, NULL));
+    gsl_matrix_view A0 = gsl_matrix_submatrix(t2->A, 0, 0, 1, 4);
+    gsl_matrix_memcpy(p->A, &A0.matrix);
+    gsl_matrix_set(p->b, 0, 0, 0.1);
+    gsl_matrix_set(p->Q, 0, 0, 0.2);
+    gsl_matrix_set(p->Q, 0, 3, 0.3);
+    gsl_matrix_set(p->Q, 0, 1, 0.05);
+    gsl_matrix_set(p->Q, 0, 2, 0.05);
+    gsl_matrix_memcpy(p->C, t2->C);
+    gsl_vector_memcpy(p->d, t2->d);
+    gsl_vector_memcpy(p->r, t2->r);
+    const size_t T = 60;
+    gsl_matrix *y = gsl_matrix_alloc(T, 3);
+    lse_assert_ok(lse_lslds_simulate(t2, 5, y, NULL, NULL, NULL));
+    unsigned char *obs = malloc(T * 3);
+    size_t *seq = malloc(T * sizeof(size_t));
+    for (size_t i = 0; i < T * 3; i++)
+        obs[i] = (i * 7) % 5 != 0;
+    for (size_t t = 0; t < T; t++)
+        seq[t] = t < 25 ? 0 : 1;
+    lse_lslds_post *q = NULL;
+    lse_assert_ok(lse_lslds_post_new(T, 1, 2, &q, NULL));
+    double logzx, elbo, ll;
+    lse_assert_ok(lse_lslds_update_x(p, y, obs, seq, q, &logzx, NULL));
+    lse_assert_ok(lse_lslds_update_z(p, seq, q, NULL));
+    lse_assert_ok(lse_lslds_elbo(p, y, obs, seq, q, &elbo, NULL));
+    /* the Kalman filter on the same model */
+    gsl_matrix *R = gsl_matrix_calloc(3, 3);
+    for (size_t i = 0; i < 3; i++)
+        gsl_matrix_set(R, i, i, gsl_vector_get(p->r, i));
+    lse_kalman_model km = {p->A, p->b, p->Q, p->C, p->d, R, p->m0, p->P0,
+                           NULL, NULL};
+    lse_assert_ok(lse_kalman_smooth(&km, y, obs, seq, &ll, NULL, NULL));
+    ck_assert_msg(fabs(elbo - ll) <= 1e-9 * fabs(ll), "elbo %.17g ll %.17g",
+                  elbo, ll);
+    ck_assert_msg(fabs(logzx - ll) <= 1e-9 * fabs(ll), "logzx %.17g ll %.17g",
+                  logzx, ll);
+    gsl_matrix_free(R);
+    gsl_matrix_free(y);
+    free(obs);
+    free(seq);
+    lse_lslds_post_free(q);
+    lse_lslds_params_free(p);
+    lse_lslds_params_free(t2);
+}
+END_TEST
+
+/* After the q(x) update, ELBO = log Z_x + E_q(z)[log p(z)] + H(q(z)) (the
+ * closed form of the structured update, computed through the residual
+ * potentials), and every half-step of VI-EM never lowers the ELBO. */
+START_TEST(test_elbo_identity_and_monotone)
+{
+    for (int markov = 0; markov <= 1; markov++) {
+        lse_lslds_params *t2 = truth(4, markov);
+        const size_t T = 300;
+        gsl_matrix *y = gsl_matrix_alloc(T, 4);
+        lse_assert_ok(lse_lslds_simulate(t2, 3, y, NULL, NULL, NULL));
+        unsigned char *obs = malloc(T * 4);
+        for (size_t i = 0; i < T * 4; i++)
+            obs[i] = (i * 13) % 11 != 0;
+        lse_lslds_params *p = NULL;
+        lse_assert_ok(lse_lslds_params_new(2, 2, 4, markov, &p, NULL));
+        lse_assert_ok(lse_lslds_init(p, y, obs, NULL, 1, NULL));
+        lse_lslds_post *q = NULL;
+        lse_assert_ok(lse_lslds_post_new(T, 2, 2, &q, NULL));
+        lse_assert_ok(lse_lslds_update_x(p, y, obs, NULL, q, NULL, NULL));
+        double prev = -INFINITY, e, logzx;
+        for (int it = 0; it < 15; it++) {
+            lse_assert_ok(lse_lslds_update_z(p, NULL, q, NULL));
+            lse_assert_ok(lse_lslds_elbo(p, y, obs, NULL, q, &e, NULL));
+            ck_assert_msg(e >= prev - 1e-9 * fabs(prev), "z: %.17g < %.17g", e,
+                          prev);
+            prev = e;
+            lse_assert_ok(lse_lslds_update_x(p, y, obs, NULL, q, &logzx, NULL));
+            lse_assert_ok(lse_lslds_elbo(p, y, obs, NULL, q, &e, NULL));
+            ck_assert_msg(e >= prev - 1e-9 * fabs(prev), "x: %.17g < %.17g", e,
+                          prev);
+            const double id = logzx + ez_logp(p, q, NULL) + q->hz;
+            ck_assert_msg(fabs(e - id) <= 1e-9 * fabs(e), "identity %.17g %.17g",
+                          e, id);
+            prev = e;
+            lse_assert_ok(lse_lslds_mstep(p, y, obs, NULL, q, 0.0, NULL));
+            lse_assert_ok(lse_lslds_elbo(p, y, obs, NULL, q, &e, NULL));
+            ck_assert_msg(e >= prev - 1e-9 * fabs(prev), "m: %.17g < %.17g", e,
+                          prev);
+            prev = e;
+        }
+        gsl_matrix_free(y);
+        free(obs);
+        lse_lslds_post_free(q);
+        lse_lslds_params_free(p);
+        lse_lslds_params_free(t2);
+    }
+}
+END_TEST
+
+/* The M-step's defining property: the ELBO (q fixed) has zero gradient in
+ * every unconstrained parameter at the M-step's output, and zero gradient
+ * along the simplex for the probabilities (central differences); the same
+ * differences before the M-step are far from zero. */
+static double elbo_at(lse_lslds_params *p, const gsl_matrix *y,
+                      const unsigned char *obs, const lse_lslds_post *q)
+{
+    double e;
+    lse_error er;
+    lse_status st = lse_lslds_elbo(p, y, obs, NULL, q, &e, &er);
+    ck_assert_msg(st == LSE_OK, "%s; r0 %g P0 %g %g %g init %g %g trans %g %g %g %g", er.message, gsl_vector_get(p->r,0), p->P0->data[0], p->P0->data[1], p->P0->data[3], p->init->data[0], p->init->data[1], p->trans->data[0], p->trans->data[1], p->trans->data[2], p->trans->data[3]);
+    return e;
+}
+
+static double fd(lse_lslds_params *p, const gsl_matrix *y,
+                 const unsigned char *obs, const lse_lslds_post *q, double *x1,
+                 double *x2, double s2)
+{
+    /* move x1 by +h and x2 by s2 * h (x2 may be NULL) */
+    const double h = 1e-5;
+    const double a = *x1, b = x2 ? *x2 : 0.0;
+    *x1 = a + h;
+    if (x2)
+        *x2 = b + s2 * h;
+    const double ep = elbo_at(p, y, obs, q);
+    *x1 = a - h;
+    if (x2)
+        *x2 = b - s2 * h;
+    const double em = elbo_at(p, y, obs, q);
+    *x1 = a;
+    if (x2)
+        *x2 = b;
+    return (ep - em) / (2 * h);
+}
+
+static double max_grad(lse_lslds_params *p, const gsl_matrix *y,
+                       const unsigned char *obs, const lse_lslds_post *q)
+{
+    const size_t K = p->K, D = p->D, N = p->N;
+    double g = 0.0;
+    for (size_t k = 0; k < K; k++)
+        for (size_t i = 0; i < D; i++) {
+            g = fmax(g, fabs(fd(p, y, obs, q, gsl_matrix_ptr(p->b, k, i), NULL, 0)));
+            for (size_t j = 0; j < D; j++) {
+                g = fmax(g, fabs(fd(p, y, obs, q,
+                                    gsl_matrix_ptr(p->A, k, i * D + j), NULL, 0)));
+                if (j <= i)
+                    g = fmax(g, fabs(fd(p, y, obs, q,
+                                        gsl_matrix_ptr(p->Q, k, i * D + j),
+                                        i == j ? NULL
+                                               : gsl_matrix_ptr(p->Q, k, j * D + i),
+                                        1.0)));
+            }
+        }
+    for (size_t i = 0; i < N; i++) {
+        g = fmax(g, fabs(fd(p, y, obs, q, gsl_vector_ptr(p->d, i), NULL, 0)));
+        g = fmax(g, fabs(fd(p, y, obs, q, gsl_vector_ptr(p->r, i), NULL, 0)));
+        for (size_t j = 0; j < D; j++)
+            g = fmax(g, fabs(fd(p, y, obs, q, gsl_matrix_ptr(p->C, i, j), NULL, 0)));
+    }
+    for (size_t i = 0; i < D; i++) {
+        g = fmax(g, fabs(fd(p, y, obs, q, gsl_vector_ptr(p->m0, i), NULL, 0)));
+        for (size_t j = 0; j <= i; j++)
+            g = fmax(g, fabs(fd(p, y, obs, q, gsl_matrix_ptr(p->P0, i, j),
+                                i == j ? NULL : gsl_matrix_ptr(p->P0, j, i), 1.0)));
+    }
+    /* simplex directions away from the boundary (at a boundary optimum
+     * the derivative is one-sided) */
+    for (size_t k = 1; k < K; k++) {
+        if (fmin(gsl_vector_get(p->init, k), gsl_vector_get(p->init, 0)) > 1e-3)
+            g = fmax(g, fabs(fd(p, y, obs, q, gsl_vector_ptr(p->init, k),
+                                gsl_vector_ptr(p->init, 0), -1.0)));
+        if (p->markov)
+            for (size_t j = 0; j < K; j++)
+                if (fmin(gsl_matrix_get(p->trans, j, k),
+                         gsl_matrix_get(p->trans, j, 0)) > 1e-3)
+                    g = fmax(g, fabs(fd(p, y, obs, q,
+                                        gsl_matrix_ptr(p->trans, j, k),
+                                        gsl_matrix_ptr(p->trans, j, 0), -1.0)));
+    }
+    return g;
+}
+
+START_TEST(test_mstep_stationary)
+{
+    for (int markov = 0; markov <= 1; markov++) {
+        lse_lslds_params *t2 = truth(3, markov);
+        const size_t T = 200;
+        gsl_matrix *y = gsl_matrix_alloc(T, 3);
+        lse_assert_ok(lse_lslds_simulate(t2, 8, y, NULL, NULL, NULL));
+        unsigned char *obs = malloc(T * 3);
+        for (size_t i = 0; i < T * 3; i++)
+            obs[i] = (i * 5) % 7 != 0;
+        lse_lslds_params *p = NULL;
+        lse_assert_ok(lse_lslds_params_new(2, 2, 3, markov, &p, NULL));
+        lse_assert_ok(lse_lslds_init(p, y, obs, NULL, 2, NULL));
+        lse_lslds_post *q = NULL;
+        lse_assert_ok(lse_lslds_post_new(T, 2, 2, &q, NULL));
+        lse_assert_ok(lse_lslds_update_x(p, y, obs, NULL, q, NULL, NULL));
+        for (int it = 0; it < 3; it++) {
+            lse_assert_ok(lse_lslds_update_z(p, NULL, q, NULL));
+            lse_assert_ok(lse_lslds_update_x(p, y, obs, NULL, q, NULL, NULL));
+            if (it < 2)
+                lse_assert_ok(lse_lslds_mstep(p, y, obs, NULL, q, 0.0, NULL));
+        }
+        const double before = max_grad(p, y, obs, q);
+        lse_assert_ok(lse_lslds_mstep(p, y, obs, NULL, q, 0.0, NULL));
+        const double after = max_grad(p, y, obs, q);
+        ck_assert_msg(before > 1.0, "gradient before the M-step %g", before);
+        ck_assert_msg(after < 1e-4, "gradient after the M-step %g", after);
+        gsl_matrix_free(y);
+        free(obs);
+        lse_lslds_post_free(q);
+        lse_lslds_params_free(p);
+        lse_lslds_params_free(t2);
+    }
+}
+END_TEST
+
+static double seg_accuracy(const size_t *z, const gsl_matrix *w)
+{
+    size_t same = 0, swap = 0;
+    for (size_t t = 0; t < w->size1; t++) {
+        const size_t k = gsl_matrix_get(w, t, 1) > gsl_matrix_get(w, t, 0);
+        same += k == z[t];
+        swap += k != z[t];
+    }
+    return (double)(same > swap ? same : swap) / (double)w->size1;
+}
+
+/* sorted |eigenvalues| of A_k: invariant to the latent basis */
+static void eig_mod(const lse_lslds_params *p, size_t k, double *out)
+{
+    gsl_matrix *a = gsl_matrix_alloc(2, 2);
+    memcpy(a->data, p->A->data + k * p->A->tda, 4 * sizeof(double));
+    gsl_vector_complex *ev = gsl_vector_complex_alloc(2);
+    gsl_eigen_nonsymm_workspace *ws = gsl_eigen_nonsymm_alloc(2);
+    gsl_eigen_nonsymm(a, ev, ws);
+    for (size_t i = 0; i < 2; i++)
+        out[i] = gsl_complex_abs(gsl_vector_complex_get(ev, i));
+    gsl_eigen_nonsymm_free(ws);
+    gsl_vector_complex_free(ev);
+    gsl_matrix_free(a);
+}
+
+/* Recovery on a simulated series (fixed seeds): segmentation accuracy
+ * under the best label permutation, the spectral radii of A_k, the
+ * transition matrix and the noise variances. */
+START_TEST(test_recovery)
+{
+    lse_lslds_params *t2 = truth(5, 1);
+    const size_t T = 1500;
+    gsl_matrix *y = gsl_matrix_alloc(T, 5);
+    size_t *z = malloc(T * sizeof(size_t));
+    lse_assert_ok(lse_lslds_simulate(t2, 21, y, NULL, z, NULL));
+    lse_lslds_params *p = NULL;
+    lse_assert_ok(lse_lslds_params_new(2, 2, 5, 1, &p, NULL));
+    lse_lslds_opts o = lse_lslds_opts_default();
+    o.n_init = 3;
+    o.seed = 4;
+    lse_lslds_post *q = NULL;
+    lse_assert_ok(lse_lslds_post_new(T, 2, 2, &q, NULL));
+    double elbo;
+    size_t it;
+    lse_error err;
+    lse_status st = lse_lslds_fit(p, y, NULL, NULL, &o, q, &elbo, &it, &err);
+    ck_assert_msg(st == LSE_OK, "%s", err.message);
+    const double acc = seg_accuracy(z, q->w);
+    ck_assert_msg(acc > 0.9, "segmentation accuracy %g", acc);
+    const size_t perm = gsl_matrix_get(q->w, 0, 0) > 0.5 ? z[0] : 1 - z[0];
+    for (size_t k = 0; k < 2; k++) {
+        const size_t kt = perm == 0 ? k : 1 - k;
+        double ef[2], et[2];
+        eig_mod(p, k, ef);
+        eig_mod(t2, kt, et);
+        ck_assert_msg(fabs(fmax(ef[0], ef[1]) - fmax(et[0], et[1])) < 0.05,
+                      "spectral radius mode %zu: %g vs %g", k,
+                      fmax(ef[0], ef[1]), fmax(et[0], et[1]));
+        ck_assert_msg(fabs(gsl_matrix_get(p->trans, k, k) -
+                           gsl_matrix_get(t2->trans, kt, kt)) < 0.03,
+                      "P[%zu][%zu] = %g", k, k, gsl_matrix_get(p->trans, k, k));
+    }
+    for (size_t i = 0; i < 5; i++)
+        ck_assert_msg(fabs(gsl_vector_get(p->r, i) / gsl_vector_get(t2->r, i) -
+                           1.0) < 0.25,
+                      "r[%zu] = %g vs %g", i, gsl_vector_get(p->r, i),
+                      gsl_vector_get(t2->r, i));
+    free(z);
+    gsl_matrix_free(y);
+    lse_lslds_post_free(q);
+    lse_lslds_params_free(p);
+    lse_lslds_params_free(t2);
+}
+END_TEST
+
+
+/* R -> 0 and C = I: the latent model becomes the autoregressive HMM on y
+ * (lse_slds): the ELBO tends to the ARHMM log-likelihood plus the initial
+ * state's log-density, and q(z) to the ARHMM's mode posteriors. Both
+ * models start the chain at its stationary distribution pi (lse_slds's
+ * initial probabilities are those of its first step, row 1; ours of
+ * row 0, so pi makes them agree). */
+START_TEST(test_arhmm_limit)
+{
+    lse_lslds_params *p = truth(2, 1);
+    const size_t T = 200, D = 2;
+    gsl_vector *pi = gsl_vector_alloc(2);
+    lse_assert_ok(lse_chain_stationary(p->trans, NULL, pi, NULL, NULL));
+    gsl_vector_memcpy(p->init, pi);
+    gsl_matrix_set_identity(p->C);
+    gsl_vector_set_zero(p->d);
+    gsl_vector_set_all(p->r, 1e-10);
+    lse_slds_config cfg = lse_slds_config_default();
+    cfg.dim = D;
+    cfg.markov = 1;
+    lse_slds *m = NULL;
+    lse_assert_ok(lse_slds_new(&cfg, &m, NULL));
+    gsl_matrix *a = gsl_matrix_alloc(D, D), *c = gsl_matrix_alloc(D, D);
+    gsl_vector *b = gsl_vector_alloc(D);
+    for (size_t k = 0; k < 2; k++) {
+        memcpy(a->data, p->A->data + k * 4, 4 * sizeof(double));
+        memcpy(c->data, p->Q->data + k * 4, 4 * sizeof(double));
+        memcpy(b->data, p->b->data + k * 2, 2 * sizeof(double));
+        lse_assert_ok(lse_slds_set_a(m, k, a, NULL));
+        lse_assert_ok(lse_slds_set_b(m, k, b, NULL));
+        lse_assert_ok(lse_slds_set_cov(m, k, c, NULL));
+    }
+    lse_assert_ok(lse_slds_set_transition(m, p->trans, NULL));
+    lse_assert_ok(lse_slds_set_initial(m, pi, NULL));
+    gsl_matrix *y = gsl_matrix_alloc(T, D);
+    lse_assert_ok(lse_slds_simulate(m, T, 3, y, NULL, NULL));
+    double ll_ar;
+    lse_assert_ok(lse_slds_score(m, y, NULL, &ll_ar, NULL));
+    gsl_matrix *post = gsl_matrix_alloc(T - 1, 2);
+    lse_assert_ok(lse_slds_posteriors(m, y, NULL, post, NULL));
+    /* log N(y_0; m0 = 0, P0 = I) */
+    const double y00 = gsl_matrix_get(y, 0, 0), y01 = gsl_matrix_get(y, 0, 1);
+    const double l0 = -1.8378770664093454836 - 0.5 * (y00 * y00 + y01 * y01);
+    lse_lslds_post *q = NULL;
+    lse_assert_ok(lse_lslds_post_new(T, 2, D, &q, NULL));
+    double e = 0.0;
+    lse_assert_ok(lse_lslds_update_x(p, y, NULL, NULL, q, NULL, NULL));
+    for (int it = 0; it < 30; it++) {
+        lse_assert_ok(lse_lslds_update_z(p, NULL, q, NULL));
+        lse_assert_ok(lse_lslds_update_x(p, y, NULL, NULL, q, NULL, NULL));
+    }
+    lse_assert_ok(lse_lslds_elbo(p, y, NULL, NULL, q, &e, NULL));
+    ck_assert_msg(fabs(e - (ll_ar + l0)) < 1e-6, "elbo %.10g, ARHMM %.10g",
+                  e, ll_ar + l0);
+    double dmax = 0.0;
+    for (size_t t = 1; t < T; t++)
+        dmax = fmax(dmax, fabs(gsl_matrix_get(q->w, t, 0) -
+                               gsl_matrix_get(post, t - 1, 0)));
+    ck_assert_msg(dmax < 1e-5, "posteriors differ by %g", dmax);
+    lse_slds_free(m);
+    gsl_matrix_free(a);
+    gsl_matrix_free(c);
+    gsl_vector_free(b);
+    gsl_vector_free(pi);
+    gsl_matrix_free(y);
+    gsl_matrix_free(post);
+    lse_lslds_post_free(q);
+    lse_lslds_params_free(p);
+}
+END_TEST
+
+/* Model files: save, load, the same parameters bit for bit; errors. */
+START_TEST(test_file)
+{
+    char dir[512], path[600];
+    lse_tmpdir_make(dir, sizeof dir, "lslds_file");
+    snprintf(path, sizeof path, "%s/m.json", dir);
+    for (int markov = 0; markov <= 1; markov++) {
+        lse_lslds_params *p = truth(3, markov);
+        const char *names[] = {"u", "v", "w"};
+        lse_error err;
+        lse_assert_ok(lse_lslds_save(p, names, path, &err));
+        lse_lslds_params *g = NULL;
+        char **nm = NULL;
+        lse_assert_ok(lse_lslds_load(path, &g, &nm, &err));
+        ck_assert_str_eq(nm[2], "w");
+        ck_assert_int_eq(g->markov, markov);
+        ck_assert(gsl_matrix_equal(g->A, p->A) && gsl_matrix_equal(g->Q, p->Q) &&
+                  gsl_matrix_equal(g->b, p->b) && gsl_matrix_equal(g->C, p->C) &&
+                  gsl_vector_equal(g->d, p->d) && gsl_vector_equal(g->r, p->r) &&
+                  gsl_vector_equal(g->m0, p->m0) &&
+                  gsl_matrix_equal(g->P0, p->P0) &&
+                  gsl_vector_equal(g->init, p->init));
+        if (markov)
+            ck_assert(gsl_matrix_equal(g->trans, p->trans));
+        free(nm);
+        lse_lslds_params_free(g);
+        /* errors: another model, bad probabilities, non-SPD Q */
+        lse_json *doc = lse_json_new_object();
+        lse_assert_ok(lse_lslds_to_json(p, names, doc, NULL));
+        lse_assert_ok(lse_json_set_string(doc, "model", "slds", NULL));
+        lse_assert_status(lse_lslds_from_json(doc, "f", &g, NULL, &err),
+                          LSE_EINVAL);
+        ck_assert(strstr(err.message, "slds-latent") != NULL);
+        lse_json_free(doc);
+        gsl_vector_set(p->init, 0, 0.7);
+        doc = lse_json_new_object();
+        lse_assert_ok(lse_lslds_to_json(p, names, doc, NULL));
+        lse_assert_status(lse_lslds_from_json(doc, "f", &g, NULL, &err),
+                          LSE_EDOM);
+        lse_json_free(doc);
+        gsl_vector_set(p->init, 0, 0.5);
+        gsl_matrix_set(p->Q, 1, 0, -0.1);
+        doc = lse_json_new_object();
+        lse_assert_ok(lse_lslds_to_json(p, names, doc, NULL));
+        lse_assert_status(lse_lslds_from_json(doc, "f", &g, NULL, &err),
+                          LSE_ENUMERIC);
+        ck_assert_ptr_null(g);
+        lse_json_free(doc);
+        lse_lslds_params_free(p);
+    }
+    lse_tmpdir_remove(dir);
+}
+END_TEST
+
+/* log p(y) by importance sampling against brute-force enumeration of the
+ * K^T mode paths (exact p(y | z) for each by the Kalman filter), T = 7,
+ * K = 2, with a missing entry; the ELBO is a lower bound of it. */
+START_TEST(test_log_marginal)
+{
+    for (int markov = 1; markov >= 0; markov--) {
+        lse_lslds_params *p = truth(2, markov);
+        const size_t T = 7, K = 2, D = 2, DD = 4;
+        gsl_matrix *y = gsl_matrix_alloc(T, 2);
+        lse_assert_ok(lse_lslds_simulate(p, 9, y, NULL, NULL, NULL));
+        unsigned char obs[14];
+        memset(obs, 1, sizeof obs);
+        obs[5] = 0;
+        gsl_matrix *A = gsl_matrix_alloc(T, DD), *B = gsl_matrix_alloc(T, D);
+        gsl_matrix *Qm = gsl_matrix_alloc(T, DD), *R = gsl_matrix_calloc(2, 2);
+        for (size_t i = 0; i < 2; i++)
+            gsl_matrix_set(R, i, i, gsl_vector_get(p->r, i));
+        lse_kalman_model km = {A, B, Qm, p->C, p->d, R, p->m0, p->P0, NULL, NULL};
+        double mx = -INFINITY, terms[128];
+        for (size_t code = 0; code < (1u << T); code++) {
+            double lz = 0.0;
+            for (size_t t = 0; t < T; t++) {
+                const size_t k = (code >> t) & 1, kp = (code >> (t - (t > 0))) & 1;
+                memcpy(A->data + t * DD, p->A->data + k * DD, DD * sizeof(double));
+                memcpy(Qm->data + t * DD, p->Q->data + k * DD, DD * sizeof(double));
+                memcpy(B->data + t * D, p->b->data + k * D, D * sizeof(double));
+                lz += log(markov && t > 0 ? gsl_matrix_get(p->trans, kp, k)
+                                          : gsl_vector_get(p->init, k));
+            }
+            double ll;
+            lse_assert_ok(lse_kalman_smooth(&km, y, obs, NULL, &ll, NULL, NULL));
+            terms[code] = lz + ll;
+            mx = fmax(mx, terms[code]);
+        }
+        double acc = 0.0;
+        for (size_t code = 0; code < (1u << T); code++)
+            acc += exp(terms[code] - mx);
+        const double exact = mx + log(acc);
+        lse_lslds_post *q = NULL;
+        lse_assert_ok(lse_lslds_post_new(T, K, D, &q, NULL));
+        lse_assert_ok(lse_lslds_update_x(p, y, obs, NULL, q, NULL, NULL));
+        for (int it = 0; it < 10; it++) {
+            lse_assert_ok(lse_lslds_update_z(p, NULL, q, NULL));
+            lse_assert_ok(lse_lslds_update_x(p, y, obs, NULL, q, NULL, NULL));
+        }
+        double elbo, est, se;
+        lse_assert_ok(lse_lslds_elbo(p, y, obs, NULL, q, &elbo, NULL));
+        lse_assert_ok(lse_lslds_log_marginal(p, y, obs, NULL, q, 4000, 1, &est,
+                                             &se, NULL));
+        ck_assert_msg(elbo <= exact + 1e-9, "elbo %g > log p(y) %g", elbo, exact);
+        ck_assert_msg(se > 0.0 && se < (markov ? 0.01 : 0.5), "se %g est %.10g exact %.10g elbo %.10g", se, est, exact, elbo);
+        ck_assert_msg(fabs(est - exact) < 4.0 * se + 1e-12,
+                      "IS %.10g +- %.3g, exact %.10g (elbo %.10g)", est, se,
+                      exact, elbo);
+        gsl_matrix_free(A);
+        gsl_matrix_free(B);
+        gsl_matrix_free(Qm);
+        gsl_matrix_free(R);
+        gsl_matrix_free(y);
+        lse_lslds_post_free(q);
+        lse_lslds_params_free(p);
+    }
+}
+END_TEST
+
+START_TEST(test_errors)
+{
+    lse_lslds_params *p = NULL;
+    lse_assert_status(lse_lslds_params_new(0, 2, 3, 1, &p, NULL), LSE_EINVAL);
+    lse_assert_status(lse_lslds_params_new(2, 2, 3, 1, NULL, NULL), LSE_EFAULT);
+    lse_assert_ok(lse_lslds_params_new(2, 2, 3, 1, &p, NULL));
+    lse_lslds_post *q = NULL;
+    lse_assert_ok(lse_lslds_post_new(10, 2, 2, &q, NULL));
+    gsl_matrix *y = gsl_matrix_calloc(10, 3), *y4 = gsl_matrix_calloc(10, 4);
+    double e;
+    lse_error err;
+    lse_assert_status(lse_lslds_update_z(p, NULL, q, &err), LSE_EINVAL);
+    lse_assert_status(lse_lslds_elbo(p, y, NULL, NULL, q, &e, &err), LSE_EINVAL);
+    lse_assert_status(lse_lslds_update_x(p, y4, NULL, NULL, q, NULL, &err),
+                      LSE_EDIM);
+    gsl_matrix_set(p->Q, 1, 0, -1.0);
+    lse_assert_status(lse_lslds_update_x(p, y, NULL, NULL, q, NULL, &err),
+                      LSE_ENUMERIC);
+    lse_lslds_params *big = NULL;
+    lse_assert_ok(lse_lslds_params_new(2, 4, 3, 1, &big, NULL));
+    lse_assert_status(lse_lslds_init(big, y, NULL, NULL, 0, &err), LSE_EINVAL);
+    gsl_matrix_free(y);
+    gsl_matrix_free(y4);
+    lse_lslds_post_free(q);
+    lse_lslds_params_free(p);
+    lse_lslds_params_free(big);
+}
+END_TEST
+
+Suite *lse_test_suite(void)
+{
+    Suite *s = suite_create("model_lslds");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_k1_is_kalman);
+    tcase_add_test(tc, test_elbo_identity_and_monotone);
+    tcase_add_test(tc, test_mstep_stationary);
+    tcase_add_test(tc, test_recovery);
+    tcase_add_test(tc, test_arhmm_limit);
+    tcase_add_test(tc, test_file);
+    tcase_add_test(tc, test_log_marginal);
+    tcase_add_test(tc, test_errors);
+    suite_add_tcase(s, tc);
+    return s;
+}

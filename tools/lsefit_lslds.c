@@ -1,0 +1,491 @@
+/* lsefit slds --latent-dim D: the switching LDS with latent states
+ * (lse_lslds, models/lslds.h): fit, segment, score, simulate. Reached from
+ * lsefit_slds_main when --latent-dim is given or the model file of a
+ * subcommand says "slds-latent" (lsefit_lslds_wanted). Data are used in
+ * their own units (no standardization). */
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lsefit.h"
+
+int lsefit_lslds_wanted(int argc, char **argv);
+int lsefit_lslds_main(int argc, char **argv);
+
+static const char *CMD = "slds";
+
+static void help(FILE *f)
+{
+    fputs("Usage: lsefit slds SERIES.csv -k K --latent-dim D [options]\n"
+          "       lsefit slds segment MODEL.json SERIES.csv [options]\n"
+          "       lsefit slds score MODEL.json SERIES.csv [options]\n"
+          "       lsefit slds simulate MODEL.json -n T [options]\n"
+          "\n"
+          "Switching linear dynamical system with latent states (structured\n"
+          "variational EM; docs/models/slds.md). fit writes the model file\n"
+          "(-o) and prints the ELBO; segment prints per row the mode\n"
+          "posteriors p0..p(K-1), the most likely mode and the smoothed latent\n"
+          "means x0..x(D-1) (and variances v0.. with --variances); score prints\n"
+          "the ELBO and an importance-sampled log p(y) with its standard error;\n"
+          "simulate draws (z, x, y).\n"
+          "\n"
+          "Options:\n"
+          "  -k K                modes (fit)\n"
+          "  --latent-dim D      latent dimension (fit; D <= columns)\n"
+          "  --markov            Markov switching (default: mixture)\n"
+          "  --n-init N          initializations, best ELBO kept (1)\n"
+          "  --max-iter N        EM iterations (200)\n"
+          "  --seed S            random seed (0)\n"
+          "  --columns LIST      columns to use\n"
+          "  --sequence COLUMN   sequence ids\n"
+          "  --missing POLICY    error (default), drop or marginalize\n"
+          "  --samples N         importance samples for score (1000)\n"
+          "  --variances         segment: also the latent variances\n"
+          "  -n T                rows to simulate\n"
+          "  -o, --output FILE   model file (fit) or table (others); fit needs it\n"
+          "  -q, --quiet         no summary on stderr\n"
+          "  -h, --help          this help\n",
+          f);
+}
+
+enum {
+    OPT_LATENT = 256,
+    OPT_MARKOV,
+    OPT_NINIT,
+    OPT_MAXIT,
+    OPT_SEED,
+    OPT_COLUMNS,
+    OPT_SEQUENCE,
+    OPT_MISSING,
+    OPT_SAMPLES,
+    OPT_VAR
+};
+
+static const struct option options[] = {
+    {"latent-dim", required_argument, NULL, OPT_LATENT},
+    {"markov", no_argument, NULL, OPT_MARKOV},
+    {"n-init", required_argument, NULL, OPT_NINIT},
+    {"max-iter", required_argument, NULL, OPT_MAXIT},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"columns", required_argument, NULL, OPT_COLUMNS},
+    {"sequence", required_argument, NULL, OPT_SEQUENCE},
+    {"missing", required_argument, NULL, OPT_MISSING},
+    {"samples", required_argument, NULL, OPT_SAMPLES},
+    {"variances", no_argument, NULL, OPT_VAR},
+    {"output", required_argument, NULL, 'o'},
+    {"quiet", no_argument, NULL, 'q'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0}};
+
+typedef struct args {
+    size_t k, D, T_sim, n_init, max_iter, samples;
+    int markov, variances, help;
+    unsigned long seed;
+    const char *out;
+    lsefit_data_opts data;
+    const char *pos[2];
+    size_t n_pos;
+} args;
+
+static int parse(int argc, char **argv, args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->n_init = 1;
+    a->max_iter = 200;
+    a->samples = 1000;
+    a->data.missing = LSE_MISSING_ERROR;
+    int c, rc = LSEFIT_OK;
+    opterr = 0;
+    optind = 1;
+    while (rc == LSEFIT_OK &&
+           (c = getopt_long(argc, argv, ":k:n:o:qh", options, NULL)) != -1) {
+        switch (c) {
+        case 'k':
+            rc = lsefit_opt_size(CMD, "-k", optarg, 1, &a->k);
+            break;
+        case 'n':
+            rc = lsefit_opt_size(CMD, "-n", optarg, 1, &a->T_sim);
+            break;
+        case OPT_LATENT:
+            rc = lsefit_opt_size(CMD, "--latent-dim", optarg, 1, &a->D);
+            break;
+        case OPT_MARKOV:
+            a->markov = 1;
+            break;
+        case OPT_NINIT:
+            rc = lsefit_opt_size(CMD, "--n-init", optarg, 1, &a->n_init);
+            break;
+        case OPT_MAXIT:
+            rc = lsefit_opt_size(CMD, "--max-iter", optarg, 1, &a->max_iter);
+            break;
+        case OPT_SAMPLES:
+            rc = lsefit_opt_size(CMD, "--samples", optarg, 2, &a->samples);
+            break;
+        case OPT_SEED:
+            rc = lsefit_opt_seed(CMD, optarg, &a->seed);
+            break;
+        case OPT_COLUMNS:
+            a->data.columns = optarg;
+            break;
+        case OPT_SEQUENCE:
+            a->data.sequence = optarg;
+            break;
+        case OPT_MISSING:
+            rc = lsefit_opt_missing(CMD, optarg, &a->data.missing);
+            break;
+        case OPT_VAR:
+            a->variances = 1;
+            break;
+        case 'o':
+            a->out = optarg;
+            break;
+        case 'q':
+            lsefit_quiet = 1;
+            break;
+        case 'h':
+            a->help = 1;
+            break;
+        default:
+            rc = lsefit_opt_bad(CMD, c, argv, options);
+        }
+    }
+    for (int i = optind; rc == LSEFIT_OK && i < argc; i++) {
+        if (a->n_pos == 2)
+            rc = lsefit_usage(CMD, "unexpected argument '%s'", argv[i]);
+        else
+            a->pos[a->n_pos++] = argv[i];
+    }
+    return rc;
+}
+
+/* The observed mask of x (NaN = missing); NULL when all are observed. */
+static int make_mask(const gsl_matrix *x, unsigned char **mask)
+{
+    *mask = NULL;
+    int any = 0;
+    for (size_t i = 0; i < x->size1 * x->size2 && !any; i++)
+        any = isnan(x->data[(i / x->size2) * x->tda + i % x->size2]);
+    if (!any)
+        return LSEFIT_OK;
+    *mask = malloc(x->size1 * x->size2);
+    if (*mask == NULL)
+        return lsefit_fail("out of memory");
+    for (size_t t = 0; t < x->size1; t++)
+        for (size_t j = 0; j < x->size2; j++)
+            (*mask)[t * x->size2 + j] = !isnan(gsl_matrix_get(x, t, j));
+    return LSEFIT_OK;
+}
+
+static int fit_main(args *a)
+{
+    if (a->n_pos != 1)
+        return lsefit_usage(CMD, "fit needs one SERIES.csv");
+    if (a->k == 0)
+        return lsefit_usage(CMD, "give the number of modes with -k K");
+    if (a->out == NULL)
+        return lsefit_usage(CMD, "give the model file with -o MODEL.json");
+    a->data.path = a->pos[0];
+    lsefit_data data = {0};
+    unsigned char *mask = NULL;
+    lse_lslds_params *p = NULL;
+    lse_lslds_post *q = NULL;
+    lse_json *doc = NULL;
+    lse_error err;
+    int rc = lsefit_data_load(&a->data, &data);
+    if (rc == LSEFIT_OK && a->D > data.d)
+        rc = lsefit_usage(CMD,
+                          "--latent-dim %zu is more than the %zu data "
+                          "column%s (the PCA start needs D <= columns)",
+                          a->D, data.d, data.d == 1 ? "" : "s");
+    if (rc == LSEFIT_OK)
+        rc = make_mask(data.x, &mask);
+    if (rc == LSEFIT_OK &&
+        (lse_lslds_params_new(a->k, a->D, data.d, a->markov, &p, &err) != LSE_OK ||
+         lse_lslds_post_new(data.x->size1, a->k, a->D, &q, &err) != LSE_OK))
+        rc = lsefit_fail_lib(&err, NULL);
+    double elbo = NAN;
+    size_t n_iter = 0;
+    if (rc == LSEFIT_OK) {
+        lse_lslds_opts o = lse_lslds_opts_default();
+        o.n_init = a->n_init;
+        o.max_iter = a->max_iter;
+        o.seed = a->seed;
+        if (lse_lslds_fit(p, data.x, mask, data.seq, &o, q, &elbo, &n_iter,
+                          &err) != LSE_OK)
+            rc = lsefit_fail_lib(&err, "try other -k, --latent-dim or --seed");
+    }
+    if (rc == LSEFIT_OK) {
+        doc = lse_json_new_object();
+        if (doc == NULL)
+            rc = lsefit_fail("out of memory");
+    }
+    if (rc == LSEFIT_OK &&
+        (lse_lslds_to_json(p, data.names, doc, &err) != LSE_OK ||
+         lse_json_set_number(doc, "elbo", elbo, &err) != LSE_OK ||
+         lse_json_set_integer(doc, "n_iter", (long long)n_iter, &err) != LSE_OK))
+        rc = lsefit_fail_lib(&err, NULL);
+    char *text = NULL;
+    if (rc == LSEFIT_OK && lse_json_to_string(doc, &text, &err) != LSE_OK)
+        rc = lsefit_fail_lib(&err, NULL);
+    if (rc == LSEFIT_OK)
+        rc = lsefit_write(a->out, text, strlen(text));
+    free(text);
+    if (rc == LSEFIT_OK && !lsefit_quiet)
+        fprintf(stderr,
+                "lsefit: slds latent K = %zu, D = %zu, %s: ELBO %.6f (%.6f per "
+                "row), %zu iterations -> %s\n",
+                a->k, a->D, a->markov ? "Markov" : "mixture", elbo,
+                elbo / (double)data.x->size1, n_iter, a->out);
+    lse_json_free(doc);
+    lse_lslds_post_free(q);
+    lse_lslds_params_free(p);
+    free(mask);
+    lsefit_data_free(&data);
+    return rc;
+}
+
+/* Load MODEL.json and SERIES.csv, run VI at the model's parameters. */
+typedef struct loaded {
+    lse_lslds_params *p;
+    char **names;
+    lsefit_data data;
+    unsigned char *mask;
+    lse_lslds_post *q;
+    double elbo;
+} loaded;
+
+static void loaded_free(loaded *l)
+{
+    lse_lslds_params_free(l->p);
+    free(l->names);
+    lsefit_data_free(&l->data);
+    free(l->mask);
+    lse_lslds_post_free(l->q);
+}
+
+static int load_and_infer(args *a, loaded *l)
+{
+    memset(l, 0, sizeof *l);
+    lse_error err;
+    if (a->n_pos != 2)
+        return lsefit_usage(CMD, "give MODEL.json and SERIES.csv");
+    if (lse_lslds_load(a->pos[0], &l->p, &l->names, &err) != LSE_OK)
+        return lsefit_fail_lib(&err, NULL);
+    a->data.path = a->pos[1];
+    a->data.model_names = (const char *const *)l->names;
+    a->data.n_model_names = l->p->N;
+    a->data.model_path = a->pos[0];
+    int rc = lsefit_data_load(&a->data, &l->data);
+    if (rc == LSEFIT_OK && l->data.d != l->p->N)
+        rc = lsefit_fail("%s: %zu data columns but the model %s has "
+                         "n_features = %zu (choose them with --columns)",
+                         a->pos[1], l->data.d, a->pos[0], l->p->N);
+    if (rc == LSEFIT_OK)
+        rc = make_mask(l->data.x, &l->mask);
+    if (rc == LSEFIT_OK &&
+        lse_lslds_post_new(l->data.x->size1, l->p->K, l->p->D, &l->q, &err) !=
+            LSE_OK)
+        rc = lsefit_fail_lib(&err, NULL);
+    if (rc == LSEFIT_OK &&
+        lse_lslds_update_x(l->p, l->data.x, l->mask, l->data.seq, l->q, NULL,
+                           &err) != LSE_OK)
+        rc = lsefit_fail_lib(&err, NULL);
+    double prev = -INFINITY;
+    for (size_t it = 0; rc == LSEFIT_OK && it < 500; it++) {
+        if (lse_lslds_update_z(l->p, l->data.seq, l->q, &err) != LSE_OK ||
+            lse_lslds_update_x(l->p, l->data.x, l->mask, l->data.seq, l->q,
+                               NULL, &err) != LSE_OK ||
+            lse_lslds_elbo(l->p, l->data.x, l->mask, l->data.seq, l->q,
+                           &l->elbo, &err) != LSE_OK)
+            rc = lsefit_fail_lib(&err, NULL);
+        else if (l->elbo - prev <= 1e-10 * fabs(l->elbo))
+            break;
+        prev = l->elbo;
+    }
+    return rc;
+}
+
+static int segment_main(args *a)
+{
+    loaded l;
+    int rc = load_and_infer(a, &l);
+    lsefit_buf b = {0};
+    if (rc == LSEFIT_OK)
+        rc = lsefit_buf_open(&b);
+    if (rc == LSEFIT_OK) {
+        const size_t K = l.p->K, D = l.p->D;
+        fprintf(b.f, "row");
+        for (size_t k = 0; k < K; k++)
+            fprintf(b.f, ",p%zu", k);
+        fprintf(b.f, ",mode");
+        for (size_t i = 0; i < D; i++)
+            fprintf(b.f, ",x%zu", i);
+        for (size_t i = 0; a->variances && i < D; i++)
+            fprintf(b.f, ",v%zu", i);
+        fputc('\n', b.f);
+        for (size_t t = 0; t < l.data.x->size1; t++) {
+            fprintf(b.f, "%zu", l.data.rows[t] + 1);
+            size_t best = 0;
+            for (size_t k = 0; k < K; k++) {
+                fprintf(b.f, ",%.17g", gsl_matrix_get(l.q->w, t, k));
+                if (gsl_matrix_get(l.q->w, t, k) > gsl_matrix_get(l.q->w, t, best))
+                    best = k;
+            }
+            fprintf(b.f, ",%zu", best);
+            for (size_t i = 0; i < D; i++)
+                fprintf(b.f, ",%.17g", gsl_matrix_get(l.q->mean, t, i));
+            for (size_t i = 0; a->variances && i < D; i++)
+                fprintf(b.f, ",%.17g", gsl_matrix_get(l.q->cov, t, i * D + i));
+            fputc('\n', b.f);
+        }
+        rc = lsefit_buf_write(&b, a->out ? a->out : "-");
+        if (rc == LSEFIT_OK && !lsefit_quiet)
+            fprintf(stderr, "lsefit: ELBO %.6f\n", l.elbo);
+    }
+    lsefit_buf_free(&b);
+    loaded_free(&l);
+    return rc;
+}
+
+static int score_main(args *a)
+{
+    loaded l;
+    int rc = load_and_infer(a, &l);
+    double est = NAN, se = NAN;
+    lse_error err;
+    if (rc == LSEFIT_OK &&
+        lse_lslds_log_marginal(l.p, l.data.x, l.mask, l.data.seq, l.q,
+                               a->samples, a->seed, &est, &se, &err) != LSE_OK)
+        rc = lsefit_fail_lib(&err, NULL);
+    if (rc == LSEFIT_OK) {
+        lsefit_buf b = {0};
+        rc = lsefit_buf_open(&b);
+        if (rc == LSEFIT_OK) {
+            const double n = (double)l.data.x->size1;
+            fprintf(b.f, "rows,elbo,elbo_per_row,loglik,loglik_se,loglik_per_row\n");
+            fprintf(b.f, "%zu,%.17g,%.17g,%.17g,%.17g,%.17g\n",
+                    l.data.x->size1, l.elbo, l.elbo / n, est, se, est / n);
+            rc = lsefit_buf_write(&b, a->out ? a->out : "-");
+        }
+        lsefit_buf_free(&b);
+    }
+    loaded_free(&l);
+    return rc;
+}
+
+static int simulate_main(args *a)
+{
+    if (a->n_pos != 1)
+        return lsefit_usage(CMD, "simulate needs MODEL.json");
+    if (a->T_sim == 0)
+        return lsefit_usage(CMD, "give the number of rows with -n T");
+    lse_lslds_params *p = NULL;
+    char **names = NULL;
+    lse_error err;
+    if (lse_lslds_load(a->pos[0], &p, &names, &err) != LSE_OK)
+        return lsefit_fail_lib(&err, NULL);
+    const size_t T = a->T_sim, D = p->D, N = p->N;
+    gsl_matrix *y = gsl_matrix_alloc(T, N), *x = gsl_matrix_alloc(T, D);
+    size_t *z = malloc(T * sizeof(size_t));
+    int rc = LSEFIT_OK;
+    if (y == NULL || x == NULL || z == NULL)
+        rc = lsefit_fail("out of memory (-n %zu)", T);
+    if (rc == LSEFIT_OK &&
+        lse_lslds_simulate(p, a->seed, y, x, z, &err) != LSE_OK)
+        rc = lsefit_fail_lib(&err, NULL);
+    lsefit_buf b = {0};
+    if (rc == LSEFIT_OK)
+        rc = lsefit_buf_open(&b);
+    if (rc == LSEFIT_OK) {
+        for (size_t i = 0; i < N; i++) {
+            lsefit_csv_cell(b.f, names[i]);
+            fputc(',', b.f);
+        }
+        fprintf(b.f, "mode");
+        for (size_t i = 0; i < D; i++)
+            fprintf(b.f, ",x%zu", i);
+        fputc('\n', b.f);
+        for (size_t t = 0; t < T; t++) {
+            for (size_t i = 0; i < N; i++)
+                fprintf(b.f, "%.17g,", gsl_matrix_get(y, t, i));
+            fprintf(b.f, "%zu", z[t]);
+            for (size_t i = 0; i < D; i++)
+                fprintf(b.f, ",%.17g", gsl_matrix_get(x, t, i));
+            fputc('\n', b.f);
+        }
+        rc = lsefit_buf_write(&b, a->out ? a->out : "-");
+    }
+    lsefit_buf_free(&b);
+    gsl_matrix_free(y);
+    gsl_matrix_free(x);
+    free(z);
+    free(names);
+    lse_lslds_params_free(p);
+    return rc;
+}
+
+int lsefit_lslds_wanted(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strncmp(argv[i], "--latent-dim", 12) == 0)
+            return 1;
+    if (argc >= 2 && strcmp(argv[1], "score") == 0)
+        return 1;
+    if (argc >= 3 && (strcmp(argv[1], "segment") == 0 ||
+                      strcmp(argv[1], "simulate") == 0)) {
+        lse_json *doc = NULL;
+        const char *model = NULL;
+        int yes = 0;
+        if (lse_json_load(argv[2], &doc, NULL) == LSE_OK &&
+            lse_json_get_string(doc, "model", &model, NULL) == LSE_OK)
+            yes = strcmp(model, "slds-latent") == 0;
+        lse_json_free(doc);
+        return yes;
+    }
+    return 0;
+}
+
+int lsefit_lslds_main(int argc, char **argv)
+{
+    int sub = 0; /* 0 fit, 1 segment, 2 score, 3 simulate */
+    if (argc >= 2 && strcmp(argv[1], "segment") == 0)
+        sub = 1;
+    else if (argc >= 2 && strcmp(argv[1], "score") == 0)
+        sub = 2;
+    else if (argc >= 2 && strcmp(argv[1], "simulate") == 0)
+        sub = 3;
+    if (sub != 0) {
+        argc--;
+        argv++;
+    }
+    args a;
+    int rc = parse(argc, argv, &a);
+    if (a.help) {
+        help(stdout);
+        return LSEFIT_OK;
+    }
+    if (rc != LSEFIT_OK)
+        return rc;
+    /* the files of the command, before any work: no output may be an
+     * input or another output (all outputs are committed at the end) */
+    const lsefit_path in[] = {{a.n_pos > 0 ? a.pos[0] : NULL,
+                               sub == 0 ? "the series" : "the model"},
+                              {a.n_pos > 1 ? a.pos[1] : NULL, "the series"}};
+    const lsefit_path out[] = {{a.out, "-o"}};
+    rc = lsefit_plan(in, 2, out, 1);
+    if (rc != LSEFIT_OK)
+        return rc;
+    switch (sub) {
+    case 1:
+        return segment_main(&a);
+    case 2:
+        return score_main(&a);
+    case 3:
+        return simulate_main(&a);
+    default:
+        if (a.D == 0)
+            return lsefit_usage(CMD, "give --latent-dim D");
+        return fit_main(&a);
+    }
+}

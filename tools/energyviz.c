@@ -48,7 +48,9 @@ typedef struct model_opts {
 typedef struct options {
     const char *model;
     const char *output, *format, *layout, *matrix, *what, *title, *data;
-    int expand;
+    const char *theme;
+    double dpi;
+    int expand, no_legend;
     size_t max_rows;
     int max_rows_set;
     model_opts mo;
@@ -67,6 +69,9 @@ typedef struct state {
     size_t n_mats;
     gsl_rng *rng;
     char *dot;
+    lse_viz_plate plates[16]; /* the model's index names */
+    char plate_text[16][80];
+    size_t n_plates;
 } state;
 
 static state S;
@@ -115,6 +120,23 @@ static gsl_matrix *keep(gsl_matrix *m)
         die(1, "internal: too many matrices");
     S.mats[S.n_mats++] = m;
     return m;
+}
+
+/* Put @p node in the plate "fmt..." (the model's index name and size,
+ * e.g. "K = 4 patterns"); nodes with the same text share a plate. */
+static void plate(const char *node, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void plate(const char *node, const char *fmt, ...)
+{
+    if (S.n_plates == sizeof S.plates / sizeof S.plates[0])
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(S.plate_text[S.n_plates], sizeof S.plate_text[0], fmt, ap);
+    va_end(ap);
+    S.plates[S.n_plates].node = node;
+    S.plates[S.n_plates].label = S.plate_text[S.n_plates];
+    S.n_plates++;
 }
 
 static gsl_matrix *matrix(size_t rows, size_t cols)
@@ -224,6 +246,10 @@ static lse_graph *build_gmm(const model_opts *o, char *title, size_t len)
     lse_gmm_free(m);
     check(st, &err, "gmm");
     S.owned = g;
+    plate("x", "N = %zu observations", n);
+    plate("mu", "K = %zu components", K);
+    plate("logw", "K = %zu components", K);
+    plate("chol", "K = %zu components", K);
     snprintf(title, len, "GMM: K = %zu components, d = %zu, %s covariance", K,
              d, lse_gmm_cov_name(cov));
     return g;
@@ -250,6 +276,8 @@ static lse_graph *build_hopfield(const model_opts *o, char *title, size_t len)
     double e;
     if (lse_hopfield_energy(h, q, &e) != LSE_OK)
         die(1, "hopfield: %s", cli_strip_function(lse_hopfield_errmsg(h)));
+    plate("memories", "K = %zu patterns", K);
+    plate("state", "N = %zu states", n);
     snprintf(title, len,
              "Modern Hopfield network: K = %zu patterns, d = %zu, beta = %g", K,
              d, o->beta);
@@ -302,6 +330,8 @@ static lse_graph *build_cross(const model_opts *o, char *title, size_t len,
     char cfg[200] = "";
     if (sim->describe != NULL && config != NULL)
         sim->describe(config, cfg, sizeof cfg);
+    plate("queries", "N = %zu queries", n);
+    plate("keys", "M = %zu keys", m);
     snprintf(title, len,
              "Cross-attention: %zu queries, %zu keys, d = %zu, %s%s%s%s", n, m,
              d, sim->name, cfg[0] ? " (" : "", cfg, cfg[0] ? ")" : "");
@@ -345,6 +375,7 @@ static lse_graph *build_self_attention(const model_opts *o, char *title,
     lse_error err = {0};
     const lse_status st = lse_attention_self_new(x, wq, wk, &ao, &a, &err);
     lse_graph *g = attention_graph(st, a, &err, "self-attention");
+    plate("x", "N = %zu tokens", o->n);
     snprintf(title, len, "%s: N = %zu, d = %zu, k = %zu",
              o->causal ? "Causal self-attention" : "Self-attention", o->n, o->d,
              o->k);
@@ -363,6 +394,8 @@ static lse_graph *build_slot_attention(const model_opts *o, char *title,
     const lse_status st =
         lse_attention_slot_new(tok, slots, wk, wq, NULL, &a, &err);
     lse_graph *g = attention_graph(st, a, &err, "slot-attention");
+    plate("tokens", "N = %zu tokens", o->n);
+    plate("slots", "S = %zu slots", o->s);
     snprintf(title, len,
              "Slot attention: %zu tokens, %zu slots, d = %zu, k = %zu", o->n,
              o->s, o->d, o->k);
@@ -430,6 +463,15 @@ static lse_graph *build_predcoding(const model_opts *o, char *title, size_t len)
           "predcoding");
     S.model = pc;
     S.model_free = free_predcoding;
+    static const char *const hn[] = {"h1", "h2", "h3", "h4",
+                                     "h5", "h6", "h7"};
+    plate("x", "N = %zu samples", o->n);
+    for (size_t l = 0; l < L; l++) {
+        if (o->mixture)
+            plate(hn[l], "K = %zu rows per layer", o->k);
+        else
+            plate(hn[l], "N = %zu samples", o->n);
+    }
     snprintf(title, len, "Predictive coding: %zu layers, dims %s%s", L, o->dims,
              o->mixture ? ", mixture layout" : "");
     return lse_predcoding_graph(pc);
@@ -467,6 +509,10 @@ static lse_graph *build_slds(const model_opts *o, char *title, size_t len)
     lse_slds_free(m);
     check(st, &err, "slds");
     S.owned = g;
+    plate("x", "T = %zu steps", o->T);
+    static const char *const per_mode[] = {"b", "logw", "A", "chol", "trans"};
+    for (size_t i = 0; i < 5; i++)
+        plate(per_mode[i], "K = %zu modes", o->k);
     snprintf(title, len, "%s SLDS: K = %zu modes, d = %zu, %zu lag%s, T = %zu",
              o->markov ? "Markov-switching" : "Mixture", o->k, o->d, o->lags,
              o->lags == 1 ? "" : "s", o->T);
@@ -481,6 +527,7 @@ static lse_graph *build_layernorm(const model_opts *o, char *title, size_t len)
     check(lse_layernorm_new(x, 1.0, NULL, 1e-5, &ln, &err), &err, "layernorm");
     S.model = ln;
     S.model_free = free_layernorm;
+    plate("x", "B = %zu vectors", o->n);
     snprintf(title, len, "LayerNorm as an energy: B = %zu, D = %zu", o->n,
              o->d);
     return lse_layernorm_graph(ln);
@@ -502,6 +549,8 @@ static lse_graph *build_idwnet(const model_opts *o, char *title, size_t len)
     if (lse_idwnet_init(net, x, 0.5, 1) != LSE_OK ||
         lse_idwnet_forward(net, x, logits, NULL) != LSE_OK)
         die(1, "idwnet: %s", cli_strip_function(lse_idwnet_errmsg(net)));
+    plate("q", "N = %zu inputs", o->n);
+    plate("keys", "P = %zu prototypes", o->protos);
     snprintf(title, len,
              "IDW prototype classifier: %zu prototypes, d = %zu, %zu classes, "
              "score %s",
@@ -537,6 +586,9 @@ static lse_graph *build_daam(const model_opts *o, char *title, size_t len)
     if (lse_daam_init(m, 1) != LSE_OK ||
         lse_daam_fit(m, 50, 1e-9, NULL) != LSE_OK)
         die(1, "daam: %s", cli_strip_function(lse_daam_errmsg(m)));
+    plate("x", "N = %zu vectors", o->n);
+    plate("delta", "H = %zu heads", o->heads);
+    plate("c", "H = %zu heads", o->heads);
     snprintf(title, len, "DAAM: %zu heads over N = %zu vectors, d = %zu (%s)",
              o->heads, o->n, o->d,
              axis == LSE_DAAM_ROWS ? "statistics over rows"
@@ -713,7 +765,10 @@ static void help(void)
         "Options:\n"
         "  -o, --output FILE   output file; the format follows its extension\n"
         "  --format FMT        svg, png, pdf or dot (overrides the extension)\n"
-        "  --layout ENGINE     dot (default), neato, fdp or circo\n"
+        "  --layout ENGINE     dot (default) or fdp draw plates as boxes; "
+        "neato and\n"
+        "                      circo draw none, so plated nodes name their "
+        "plate\n"
         "  --expand            draw every row as a node; child-parent edges "
         "get width\n"
         "                      and colour from the term's softmax "
@@ -729,6 +784,13 @@ static void help(void)
         "  --data FILE.csv     data for a fitted model JSON (columns by "
         "feature_names)\n"
         "  --title TEXT        graph title ('' for none)\n"
+        "  --theme THEME       screen (default: sans-serif) or print (serif "
+        "fonts,\n"
+        "                      black and white, 300 dpi)\n"
+        "  --dpi N             raster resolution of PNG output (96; print: "
+        "300)\n"
+        "  --no-legend         leave out the legend of shapes, line styles "
+        "and colours\n"
         "  -h, --help          this text\n"
         "  -V, --version       version\n"
         "\n"
@@ -780,6 +842,8 @@ static const opt_def opt_defs[] = {
     {"--max-rows", NULL, ARG_VALUE, 0}, {"--matrix", NULL, ARG_VALUE, 0},
     {"--what", NULL, ARG_VALUE, 0},     {"--title", NULL, ARG_VALUE, 0},
     {"--data", NULL, ARG_VALUE, 0},     {"--help", "-h", ARG_FLAG, 0},
+    {"--dpi", NULL, ARG_VALUE, 0},      {"--theme", NULL, ARG_VALUE, 0},
+    {"--no-legend", NULL, ARG_FLAG, 0},
     {"--version", "-V", ARG_FLAG, 0},   {"-k", NULL, ARG_VALUE, 1},
     {"-d", NULL, ARG_VALUE, 1},         {"-n", NULL, ARG_VALUE, 1},
     {"-m", NULL, ARG_VALUE, 1},         {"-s", NULL, ARG_VALUE, 1},
@@ -817,6 +881,19 @@ static void set_option(options *o, const char *name, const char *v)
         o->title = v;
     else if (strcmp(name, "--data") == 0)
         o->data = v;
+    else if (strcmp(name, "--dpi") == 0) {
+        o->dpi = parse_real(name, v);
+        if (!(o->dpi >= 36 && o->dpi <= 1200))
+            die(EXIT_USAGE,
+                "--dpi '%s': expected 36 to 1200 (96 for a screen, 300 for "
+                "print)",
+                v);
+    } else if (strcmp(name, "--theme") == 0) {
+        if (strcmp(v, "screen") != 0 && strcmp(v, "print") != 0)
+            die(EXIT_USAGE, "--theme '%s': expected screen or print", v);
+        o->theme = v;
+    } else if (strcmp(name, "--no-legend") == 0)
+        o->no_legend = 1;
     else if (strcmp(name, "-k") == 0)
         m->k = parse_count(name, v);
     else if (strcmp(name, "-d") == 0)
@@ -1101,6 +1178,10 @@ static lse_graph *json_gmm(const options *o, char *title, size_t len)
     lse_gmm_free(m);
     check(st, &err, "model");
     S.owned = g;
+    plate("x", "N = %zu observations", x->size1);
+    plate("mu", "K = %zu components", K);
+    plate("logw", "K = %zu components", K);
+    plate("chol", "K = %zu components", K);
     snprintf(title, len, "Fitted GMM (%s): K = %zu, d = %zu, N = %zu, %s",
              base_name(o->model), K, d, x->size1, covname);
     return g;
@@ -1187,6 +1268,10 @@ static lse_graph *json_slds(const options *o, char *title, size_t len)
     lse_slds_free(m);
     check(st, &err, "model");
     S.owned = g;
+    plate("x", "T = %zu steps", x->size1);
+    static const char *const per_mode[] = {"b", "logw", "A", "chol", "trans"};
+    for (size_t i = 0; i < 5; i++)
+        plate(per_mode[i], "K = %zu modes", K);
     snprintf(title, len,
              "Fitted %s SLDS (%s): K = %zu modes, d = %zu, %zu lag%s, T = %zu",
              markov ? "Markov-switching" : "mixture", base_name(o->model), K, d,
@@ -1448,6 +1533,10 @@ int main(int argc, char **argv)
         strcmp(o.layout, "circo") != 0)
         die(EXIT_USAGE, "--layout '%s': expected dot, neato, fdp or circo",
             o.layout);
+    if (o.layout != NULL && strcmp(o.layout, "dot") != 0 && o.expand)
+        die(EXIT_USAGE, "--expand is laid out by dot only (rows in order, "
+                        "parents above children); drop --layout %s",
+            o.layout);
     if (o.what != NULL && o.matrix == NULL)
         die(EXIT_USAGE, "--what needs --matrix TERM");
     if (o.expand && o.matrix != NULL)
@@ -1543,6 +1632,16 @@ int main(int argc, char **argv)
         vo.max_rows = o.max_rows;
         vo.layout = o.layout != NULL ? o.layout : "dot";
         vo.title = title[0] ? title : NULL;
+        /* the model's plates, for the nodes this graph has */
+        size_t np = 0;
+        for (size_t i = 0; i < S.n_plates; i++)
+            if (lse_graph_find_node(g, S.plates[i].node) != NULL)
+                S.plates[np++] = S.plates[i];
+        vo.plates = S.plates;
+        vo.n_plates = np;
+        vo.legend = !o.no_legend;
+        vo.theme = o.theme != NULL ? o.theme : "screen";
+        vo.dpi = o.dpi;
         check(lse_viz_render(g, &vo, format, o.output, &err), &err, "render");
     }
     finish();

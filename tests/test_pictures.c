@@ -17,6 +17,10 @@
 #include "lse_check.h"
 #include <lsegraph/viz.h>
 
+#ifdef LSE_HAVE_PLOTS
+#include <png.h>
+#endif
+
 static const char *tool; /* the energyviz binary */
 static char dir[64];
 static char err_text[4096];
@@ -432,6 +436,112 @@ START_TEST(test_opts_refused)
 }
 END_TEST
 
+#ifdef LSE_HAVE_PLOTS
+/* A PNG read into 8-bit RGB. */
+typedef struct image {
+    unsigned w, h;
+    unsigned char *rgb;
+} image;
+
+static image read_png(const char *name)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    png_image pi;
+    memset(&pi, 0, sizeof pi);
+    pi.version = PNG_IMAGE_VERSION;
+    ck_assert_msg(png_image_begin_read_from_file(&pi, path), "%s: %s", path,
+                  pi.message);
+    pi.format = PNG_FORMAT_RGB;
+    image im = {pi.width, pi.height, malloc(PNG_IMAGE_SIZE(pi))};
+    ck_assert_ptr_nonnull(im.rgb);
+    ck_assert(png_image_finish_read(&pi, NULL, im.rgb, 0, NULL));
+    return im;
+}
+
+/* Pixels within @p tol (per channel) of the colour r, g, b. */
+static size_t count_colour(image im, int r, int g, int b, int tol)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < (size_t)im.w * im.h; i++) {
+        const unsigned char *p = im.rgb + 3 * i;
+        n += abs(p[0] - r) <= tol && abs(p[1] - g) <= tol && abs(p[2] - b) <= tol;
+    }
+    return n;
+}
+
+/* Distinct colours (quantized to 4 bits per channel) in the middle of
+ * the plot area (the central 40 % of the picture). */
+static size_t centre_colours(image im)
+{
+    static unsigned char seen[4096];
+    memset(seen, 0, sizeof seen);
+    size_t n = 0;
+    for (unsigned y = im.h * 3 / 10; y < im.h * 7 / 10; y++)
+        for (unsigned x = im.w * 3 / 10; x < im.w * 7 / 10; x++) {
+            const unsigned char *p = im.rgb + 3 * ((size_t)y * im.w + x);
+            const unsigned q = (p[0] >> 4) << 8 | (p[1] >> 4) << 4 | p[2] >> 4;
+            n += !seen[q];
+            seen[q] = 1;
+        }
+    return n;
+}
+
+/* Heat maps are PLplot raster images a reader can use: a bounded page,
+ * a filled plot area, both ends of the viridis colour bar, grey cells
+ * exactly when pairs are masked, long series left to right. */
+START_TEST(test_heatmaps)
+{
+    make_dir();
+    ck_assert_msg(run("dar-attention --matrix attend --what resonance -o r.png") ==
+                      0,
+                  "%s", err_text);
+    image im = read_png("r.png");
+    ck_assert_uint_ge(im.w, 500);
+    ck_assert_uint_le(im.w, 1200);
+    ck_assert_uint_ge(im.h, 400);
+    ck_assert_uint_le(im.h, 1000);
+    ck_assert_uint_ge(centre_colours(im), 4); /* cells, not a blank page */
+    /* the colour bar: both ends of viridis (dark purple, yellow) */
+    ck_assert_uint_gt(count_colour(im, 68, 1, 84, 12), 50);
+    ck_assert_uint_gt(count_colour(im, 253, 231, 37, 12), 50);
+    /* nothing is masked: no grey cells (a few anti-aliased text pixels) */
+    ck_assert_uint_lt(count_colour(im, 160, 160, 160, 2),
+                      (size_t)im.w * im.h / 1000);
+    free(im.rgb);
+    /* the causal mask: 15 grey cells of 36, about 40 % of the plot area */
+    ck_assert_int_eq(run("self-attention --causal --matrix self -o c.png"), 0);
+    im = read_png("c.png");
+    const size_t grey = count_colour(im, 160, 160, 160, 2);
+    ck_assert_uint_gt(grey, (size_t)im.w * im.h / 10);
+    free(im.rgb);
+    /* a long series (272 x 2 responsibilities) runs left to right */
+    ck_assert_int_eq(run("gmm --matrix mixture --max-rows 272 -o g.png"), 0);
+    im = read_png("g.png");
+    ck_assert_uint_gt(im.w, 2 * im.h);
+    ck_assert_uint_ge(centre_colours(im), 2);
+    free(im.rgb);
+    /* --dpi scales the raster */
+    ck_assert_int_eq(run("daam --matrix daam --what importance --dpi 192 -o "
+                         "d.png"),
+                     0);
+    im = read_png("d.png");
+    ck_assert_uint_ge(im.w, 1200);
+    free(im.rgb);
+    /* svg and pdf from the same code */
+    ck_assert_int_eq(run("daam --matrix daam --what importance -o d.svg"), 0);
+    char *svg = read_file("d.svg", NULL);
+    ck_assert_ptr_nonnull(strstr(svg, "<svg"));
+    free(svg);
+    ck_assert_int_eq(run("daam --matrix daam -o d.pdf"), 0);
+    char *pdf = read_file("d.pdf", NULL);
+    ck_assert(memcmp(pdf, "%PDF", 4) == 0);
+    free(pdf);
+    remove_dir();
+}
+END_TEST
+#endif
+
 Suite *lse_test_suite(void);
 Suite *lse_test_suite(void)
 {
@@ -445,6 +555,9 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_expanded_order);
     tcase_add_test(tc, test_dpi_theme_size);
     tcase_add_test(tc, test_opts_refused);
+#ifdef LSE_HAVE_PLOTS
+    tcase_add_test(tc, test_heatmaps);
+#endif
     suite_add_tcase(s, tc);
     return s;
 }

@@ -25,6 +25,9 @@
 #include <lsegraph/viz.h>
 
 #include "cliutil.h"
+#ifdef LSE_HAVE_PLOTS
+#include "plot.h"
+#endif
 
 #define EXIT_USAGE 2
 #define PI 3.14159265358979323846
@@ -1426,7 +1429,10 @@ static gsl_matrix *importance(lse_term *t, int *flat)
     return da;
 }
 
-static char *matrix_dot(lse_graph *g, const options *o, const char *title)
+/* The heat map of --matrix: drawn with PLplot (svg, png, pdf) when built
+ * with it; otherwise, and for dot output, the DOT table it returns. */
+static char *matrix_dot(lse_graph *g, const options *o, const char *title,
+                        const char *format)
 {
     lse_term *t = lse_graph_find_term(g, o->matrix);
     if (t == NULL) {
@@ -1493,6 +1499,44 @@ static char *matrix_dot(lse_graph *g, const options *o, const char *title)
              rows < M->size1 || cols < M->size2 ? " (truncated)" : "");
     snprintf(rowl, sizeof rowl, "%s rows 0..%zu of %zu",
              lse_node_name(lse_term_child(t).node), rows - 1, M->size1);
+#ifdef LSE_HAVE_PLOTS
+    if (strcmp(format, "dot") != 0) {
+        /* a long series (many more rows than columns) runs left to right */
+        const int transpose = rows > 24 && rows > 3 * cols;
+        char ptitle[700], rowax[200], colax[200];
+        snprintf(ptitle, sizeof ptitle, "%s%s%s of '%s'%s%s", title,
+                 title[0] ? "\n" : "", what, o->matrix,
+                 flat ? " (constant: all 1)" : "",
+                 rows < M->size1 || cols < M->size2 ? " (truncated)" : "");
+        snprintf(rowax, sizeof rowax, "%s row (child)%s",
+                 lse_node_name(lse_term_child(t).node),
+                 rows < M->size1 ? ", first rows" : "");
+        snprintf(colax, sizeof colax, "%s%s", col,
+                 strcmp(col, "features") == 0 ? "" : " row (parent)");
+        plot_heatmap h = {.m = &part.matrix,
+                          .title = ptitle,
+                          .row_label = rowax,
+                          .col_label = colax,
+                          .value_label = what,
+                          .transpose = transpose};
+        plot_page page = {.format = format,
+                          .path = o->output,
+                          .width_in = transpose ? 9 : 6.5,
+                          .height_in = transpose ? 4 : 5.5,
+                          .dpi = o->dpi > 0 ? o->dpi
+                                            : (o->theme != NULL &&
+                                                       strcmp(o->theme,
+                                                              "print") == 0
+                                                   ? 300
+                                                   : 96)};
+        char perr[300];
+        if (plot_heatmap_draw(&h, &page, perr, sizeof perr) != 0)
+            die(1, "--matrix: %s", perr);
+        return NULL;
+    }
+#else
+    (void)format;
+#endif
     char *dot = NULL;
     lse_error err = {0};
     check(lse_viz_matrix_to_dot(&part.matrix, head, rowl, col, &dot, &err),
@@ -1623,9 +1667,10 @@ int main(int argc, char **argv)
     }
     lse_error err = {0};
     if (o.matrix != NULL) {
-        S.dot = matrix_dot(g, &o, title);
-        check(lse_viz_render_dot(S.dot, "dot", format, o.output, &err), &err,
-              "render");
+        S.dot = matrix_dot(g, &o, title, format);
+        if (S.dot != NULL)
+            check(lse_viz_render_dot(S.dot, "dot", format, o.output, &err),
+                  &err, "render");
     } else {
         lse_viz_opts vo = lse_viz_opts_default();
         vo.expand = o.expand;

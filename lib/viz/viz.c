@@ -918,6 +918,14 @@ lse_status lse_viz_matrix_to_dot(const gsl_matrix *m, const char *title,
         hi = 1;
     }
     const double span = hi > lo ? hi - lo : 1.0;
+    size_t masked = 0;
+    for (size_t i = 0; i < m->size1; i++)
+        for (size_t j = 0; j < m->size2; j++)
+            masked += !isfinite(gsl_matrix_get(m, i, j));
+    /* scale labels to three significant digits of the range: 4.456e-26
+     * on a [0, 1] scale reads 0.00 */
+    const double mag = floor(log10(span));
+    const int decimals = mag >= 2 ? 0 : (int)(2 - mag);
     const unsigned cell = m->size2 > 60 ? 6 : (m->size2 > 16 ? 14 : 20);
     /* Three pieces, so that no text widens the matrix columns: the title
      * is the graph label, the matrix a table of FIXEDSIZE square cells,
@@ -963,9 +971,9 @@ lse_status lse_viz_matrix_to_dot(const gsl_matrix *m, const char *title,
     /* legend: the colour scale from min to max, then the axes */
     sb_add(&b,
            "  legend [label=<<TABLE BORDER=\"0\" CELLSPACING=\"0\" "
-           "CELLPADDING=\"1\"><TR><TD><FONT POINT-SIZE=\"9\">%.4g "
+           "CELLPADDING=\"1\"><TR><TD><FONT POINT-SIZE=\"9\">%.*f "
            "</FONT></TD>",
-           lo);
+           decimals > 12 ? 12 : decimals, lo + 0.0);
     for (int k = 0; k <= 10; k++) {
         char col[8];
         colour(k / 10.0, col);
@@ -974,7 +982,8 @@ lse_status lse_viz_matrix_to_dot(const gsl_matrix *m, const char *title,
                "FIXEDSIZE=\"TRUE\"></TD>",
                col);
     }
-    sb_add(&b, "<TD><FONT POINT-SIZE=\"9\"> %.4g</FONT></TD></TR>\n", hi);
+    sb_add(&b, "<TD><FONT POINT-SIZE=\"9\"> %.*f</FONT></TD></TR>\n",
+           decimals > 12 ? 12 : decimals, hi + 0.0);
     sb_add(&b, "<TR><TD COLSPAN=\"13\"><FONT POINT-SIZE=\"9\">");
     if (row_label != NULL) {
         sb_add(&b, "rows: ");
@@ -986,7 +995,9 @@ lse_status lse_viz_matrix_to_dot(const gsl_matrix *m, const char *title,
         escape(&b, col_label);
         sb_add(&b, "<BR/>");
     }
-    sb_add(&b, "grey = masked</FONT></TD></TR></TABLE>>];\n"
+    if (masked > 0)
+        sb_add(&b, "grey = masked (%zu cells)", masked);
+    sb_add(&b, "</FONT></TD></TR></TABLE>>];\n"
                "  m -> legend [style=invis];\n}\n");
     if (b.failed) {
         free(b.s);

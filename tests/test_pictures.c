@@ -21,7 +21,8 @@
 #include <png.h>
 #endif
 
-static const char *tool; /* the energyviz binary */
+static const char *tool;   /* the energyviz binary */
+static const char *lsefit; /* the lsefit binary (second argument) */
 static char dir[64];
 static char err_text[4096];
 
@@ -38,11 +39,11 @@ static void remove_dir(void)
     ck_assert_int_eq(system(cmd), 0);
 }
 
-static int run(const char *args)
+static int run_prog(const char *prog, const char *args)
 {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s >/dev/null 2>stderr.txt",
-             dir, tool, args);
+             dir, prog, args);
     const int rc = system(cmd);
     ck_assert_msg(rc != -1 && WIFEXITED(rc), "cannot run %s", cmd);
     char path[256];
@@ -56,6 +57,8 @@ static int run(const char *args)
     }
     return WEXITSTATUS(rc);
 }
+
+static int run(const char *args) { return run_prog(tool, args); }
 
 static char *read_file(const char *name, size_t *len)
 {
@@ -540,6 +543,118 @@ START_TEST(test_heatmaps)
     remove_dir();
 }
 END_TEST
+
+/* Pixels of colour r, g, b (within tol) in the box x0..x1, y0..y1 given
+ * as fractions of the picture. */
+static size_t count_in(image im, double x0, double x1, double y0, double y1,
+                       int r, int g, int b, int tol)
+{
+    size_t n = 0;
+    for (unsigned y = (unsigned)(y0 * im.h); y < (unsigned)(y1 * im.h); y++)
+        for (unsigned x = (unsigned)(x0 * im.w); x < (unsigned)(x1 * im.w);
+             x++) {
+            const unsigned char *p = im.rgb + 3 * ((size_t)y * im.w + x);
+            n += abs(p[0] - r) <= tol && abs(p[1] - g) <= tol &&
+                 abs(p[2] - b) <= tol;
+        }
+    return n;
+}
+
+/* The Okabe-Ito class colours of tools/plot.c. */
+static const int okabe[4][3] = {
+    {0, 114, 178}, {230, 159, 0}, {0, 158, 115}, {204, 121, 167}};
+
+/* lsefit's fit plots: a two-component fit of Old Faithful shows exactly
+ * two class colours, in the plot and in the legend (top right); the BIC
+ * plot four (one per covariance model); the SLDS plot its mode bands. */
+START_TEST(test_fit_plots)
+{
+    if (lsefit == NULL)
+        return;
+    make_dir();
+    ck_assert_msg(run_prog(lsefit, "gmm '" LSE_SOURCE_DIR
+                                   "/data/faithful.csv' -k 2 --seed 1 "
+                                   "--quiet -o m.json") == 0,
+                  "%s", err_text);
+    ck_assert_msg(run_prog(lsefit, "gmm plot m.json '" LSE_SOURCE_DIR
+                                   "/data/faithful.csv' -o c.png") == 0,
+                  "%s", err_text);
+    image im = read_png("c.png");
+    ck_assert_uint_ge(im.w, 500);
+    ck_assert_uint_le(im.w, 1500);
+    ck_assert_uint_ge(centre_colours(im), 3);
+    for (int k = 0; k < 2; k++) {
+        ck_assert_uint_gt(count_colour(im, okabe[k][0], okabe[k][1],
+                                       okabe[k][2], 10),
+                          200);
+        /* the legend's symbol, top right */
+        ck_assert_uint_gt(count_in(im, 0.55, 1.0, 0.0, 0.3, okabe[k][0],
+                                   okabe[k][1], okabe[k][2], 10),
+                          10);
+    }
+    for (int k = 2; k < 4; k++)
+        ck_assert_uint_lt(count_colour(im, okabe[k][0], okabe[k][1],
+                                       okabe[k][2], 10),
+                          20);
+    free(im.rgb);
+    static const char *const what[] = {"uncertainty", "density"};
+    for (int i = 0; i < 2; i++) {
+        char args[512];
+        snprintf(args, sizeof args,
+                 "gmm plot m.json '" LSE_SOURCE_DIR "/data/faithful.csv' "
+                 "--what %s -o w.png",
+                 what[i]);
+        ck_assert_msg(run_prog(lsefit, args) == 0, "%s: %s", args, err_text);
+        im = read_png("w.png");
+        ck_assert_uint_ge(centre_colours(im), 3);
+        free(im.rgb);
+    }
+    ck_assert_msg(run_prog(lsefit, "gmm plot m.json '" LSE_SOURCE_DIR
+                                   "/data/faithful.csv' --what bic --k-max 4 "
+                                   "-o b.svg") == 0,
+                  "%s", err_text);
+    ck_assert_int_eq(run_prog(lsefit, "gmm plot m.json '" LSE_SOURCE_DIR
+                                      "/data/faithful.csv' --what bic "
+                                      "--k-max 4 -o b.png"),
+                     0);
+    im = read_png("b.png");
+    for (int k = 0; k < 4; k++)
+        ck_assert_uint_gt(count_colour(im, okabe[k][0], okabe[k][1],
+                                       okabe[k][2], 10),
+                          30);
+    free(im.rgb);
+    /* SLDS: the series over mode bands, the probabilities below */
+    ck_assert_msg(run_prog(lsefit, "slds '" LSE_SOURCE_DIR
+                                   "/data/gdp_growth.csv' --columns "
+                                   "growth_pct -k 2 --markov --seed 1 "
+                                   "--quiet -o s.json") == 0,
+                  "%s", err_text);
+    ck_assert_msg(run_prog(lsefit, "slds plot s.json '" LSE_SOURCE_DIR
+                                   "/data/gdp_growth.csv' -o s.png") == 0,
+                  "%s", err_text);
+    im = read_png("s.png");
+    ck_assert_uint_gt(im.w, im.h);
+    /* band tints: 1/3 of each class colour over white */
+    for (int k = 0; k < 2; k++) {
+        const int t[3] = {255 - (255 - okabe[k][0]) / 3,
+                          255 - (255 - okabe[k][1]) / 3,
+                          255 - (255 - okabe[k][2]) / 3};
+        ck_assert_uint_gt(count_colour(im, t[0], t[1], t[2], 6),
+                          (size_t)im.w * im.h / 50);
+    }
+    free(im.rgb);
+    /* refused */
+    ck_assert_int_eq(run_prog(lsefit, "gmm plot m.json x.csv --what pie -o "
+                                      "p.png"),
+                     2);
+    ck_assert_ptr_nonnull(strstr(err_text, "--what 'pie'"));
+    ck_assert_int_eq(run_prog(lsefit, "gmm plot m.json x.csv -o p.bmp"), 2);
+    ck_assert_ptr_nonnull(strstr(err_text, "format"));
+    ck_assert_int_eq(run_prog(lsefit, "gmm plot m.json x.csv"), 2);
+    ck_assert_ptr_nonnull(strstr(err_text, "-o"));
+    remove_dir();
+}
+END_TEST
 #endif
 
 Suite *lse_test_suite(void);
@@ -557,6 +672,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_opts_refused);
 #ifdef LSE_HAVE_PLOTS
     tcase_add_test(tc, test_heatmaps);
+    tcase_add_test(tc, test_fit_plots);
 #endif
     suite_add_tcase(s, tc);
     return s;
@@ -564,9 +680,19 @@ Suite *lse_test_suite(void)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s PATH/TO/energyviz\n", argv[0]);
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: %s PATH/TO/energyviz [PATH/TO/lsefit]\n",
+                argv[0]);
         return 2;
+    }
+    static char lsefit_path[4096];
+    char here[2048];
+    if (argc == 3 && getcwd(here, sizeof here) != NULL) {
+        if (argv[2][0] == '/')
+            snprintf(lsefit_path, sizeof lsefit_path, "%s", argv[2]);
+        else
+            snprintf(lsefit_path, sizeof lsefit_path, "%s/%s", here, argv[2]);
+        lsefit = lsefit_path;
     }
     static char abs_path[4096];
     char cwd[2048];

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -655,6 +656,170 @@ START_TEST(test_fit_plots)
     remove_dir();
 }
 END_TEST
+
+/* What an SVG says, independent of coordinates and version comments: the
+ * contents of its <title> and <text> elements, sorted, one per line. */
+static char *svg_words(const char *svg)
+{
+    size_t cap = strlen(svg) + 1, n = 0, count = 0;
+    char **items = malloc(cap / 4 * sizeof *items + sizeof *items);
+    ck_assert_ptr_nonnull(items);
+    static const char *const open[2] = {"<title>", "<text"};
+    for (int k = 0; k < 2; k++)
+        for (const char *p = svg; (p = strstr(p, open[k])) != NULL;) {
+            p = strchr(p, '>');
+            if (p == NULL)
+                break;
+            p++;
+            const char *e = strstr(p, k == 0 ? "</title>" : "</text>");
+            if (e == NULL)
+                break;
+            char *it = malloc((size_t)(e - p) + 3);
+            ck_assert_ptr_nonnull(it);
+            it[0] = (char)('0' + k);
+            memcpy(it + 1, p, (size_t)(e - p));
+            it[e - p + 1] = '\0';
+            items[count++] = it;
+            p = e;
+        }
+    for (size_t i = 1; i < count; i++) /* insertion sort: few items */
+        for (size_t j = i; j > 0 && strcmp(items[j - 1], items[j]) > 0; j--) {
+            char *t = items[j];
+            items[j] = items[j - 1];
+            items[j - 1] = t;
+        }
+    char *out = malloc(cap + 2 * count + 1);
+    ck_assert_ptr_nonnull(out);
+    out[0] = '\0';
+    for (size_t i = 0; i < count; i++) {
+        const size_t l = strlen(items[i]);
+        memcpy(out + n, items[i], l);
+        n += l;
+        out[n++] = '\n';
+        free(items[i]);
+    }
+    out[n] = '\0';
+    free(items);
+    return out;
+}
+
+static char *slurp_path(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    const long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* The committed pictures in docs/img are what the program draws now:
+ * docs/img/make.sh run into a scratch directory; SVGs (Graphviz) compared
+ * by their titles and texts, PNGs (PLplot) by size and colour histogram
+ * (4 bits per channel, at most 3 % of the pixels moved), so that font
+ * hinting on another machine does not matter but a changed picture does.
+ * Every picture make.sh draws is checked in, and every checked-in one is
+ * drawn. */
+START_TEST(test_docs_img)
+{
+    if (lsefit == NULL)
+        return;
+    make_dir();
+    char build[4096], cmd[8192];
+    snprintf(build, sizeof build, "%s", tool);
+    for (int k = 0; k < 2; k++) { /* BUILD/tools/energyviz -> BUILD */
+        char *slash = strrchr(build, '/');
+        ck_assert_ptr_nonnull(slash);
+        *slash = '\0';
+    }
+    snprintf(cmd, sizeof cmd,
+             "sh '" LSE_SOURCE_DIR "/docs/img/make.sh' '%s' '%s/img' "
+             ">/dev/null 2>'%s/make.err'",
+             build, dir, dir);
+    ck_assert_msg(system(cmd) == 0, "docs/img/make.sh failed (%s/make.err)",
+                  dir);
+    size_t compared = 0;
+    for (int side = 0; side < 2; side++) {
+        char from[4200];
+        snprintf(from, sizeof from, "%s", side == 0 ? LSE_SOURCE_DIR "/docs/img" : dir);
+        if (side == 1)
+            strcat(from, "/img");
+        DIR *dp = opendir(from);
+        ck_assert_ptr_nonnull(dp);
+        const struct dirent *e;
+        while ((e = readdir(dp)) != NULL) {
+            const char *dot = strrchr(e->d_name, '.');
+            if (dot == NULL ||
+                (strcmp(dot, ".svg") != 0 && strcmp(dot, ".png") != 0))
+                continue;
+            char a[4400], b[4400];
+            snprintf(a, sizeof a, LSE_SOURCE_DIR "/docs/img/%s", e->d_name);
+            snprintf(b, sizeof b, "%s/img/%s", dir, e->d_name);
+            ck_assert_msg(access(a, R_OK) == 0,
+                          "make.sh draws %s, which docs/img lacks",
+                          e->d_name);
+            ck_assert_msg(access(b, R_OK) == 0,
+                          "docs/img/%s is not drawn by make.sh", e->d_name);
+            if (side == 1)
+                continue;
+            compared++;
+            if (strcmp(dot, ".svg") == 0) {
+                char *x = slurp_path(a), *y = slurp_path(b);
+                char *wx = svg_words(x), *wy = svg_words(y);
+                ck_assert_msg(strcmp(wx, wy) == 0,
+                              "docs/img/%s differs from what energyviz "
+                              "draws now (run docs/img/make.sh)",
+                              e->d_name);
+                free(wx);
+                free(wy);
+                free(x);
+                free(y);
+            } else {
+                char rel[4400];
+                snprintf(rel, sizeof rel, "img/%s", e->d_name);
+                image y = read_png(rel);
+                png_image pi;
+                memset(&pi, 0, sizeof pi);
+                pi.version = PNG_IMAGE_VERSION;
+                ck_assert(png_image_begin_read_from_file(&pi, a));
+                pi.format = PNG_FORMAT_RGB;
+                image x = {pi.width, pi.height, malloc(PNG_IMAGE_SIZE(pi))};
+                ck_assert(png_image_finish_read(&pi, NULL, x.rgb, 0, NULL));
+                ck_assert_msg(x.w == y.w && x.h == y.h,
+                              "docs/img/%s is %ux%u, now drawn %ux%u",
+                              e->d_name, x.w, x.h, y.w, y.h);
+                static long hx[4096], hy[4096];
+                memset(hx, 0, sizeof hx);
+                memset(hy, 0, sizeof hy);
+                const size_t np = (size_t)x.w * x.h;
+                for (size_t i = 0; i < np; i++) {
+                    const unsigned char *p = x.rgb + 3 * i, *q = y.rgb + 3 * i;
+                    hx[(p[0] >> 4) << 8 | (p[1] >> 4) << 4 | p[2] >> 4]++;
+                    hy[(q[0] >> 4) << 8 | (q[1] >> 4) << 4 | q[2] >> 4]++;
+                }
+                long moved = 0;
+                for (size_t i = 0; i < 4096; i++)
+                    moved += labs(hx[i] - hy[i]);
+                ck_assert_msg((double)moved / 2 <= 0.03 * (double)np,
+                              "docs/img/%s: %.1f%% of the pixels changed "
+                              "colour (run docs/img/make.sh)",
+                              e->d_name, 50.0 * (double)moved / (double)np);
+                free(x.rgb);
+                free(y.rgb);
+            }
+        }
+        closedir(dp);
+    }
+    ck_assert_uint_ge(compared, 20);
+    remove_dir();
+}
+END_TEST
 #endif
 
 Suite *lse_test_suite(void);
@@ -673,6 +838,7 @@ Suite *lse_test_suite(void)
 #ifdef LSE_HAVE_PLOTS
     tcase_add_test(tc, test_heatmaps);
     tcase_add_test(tc, test_fit_plots);
+    tcase_add_test(tc, test_docs_img);
 #endif
     suite_add_tcase(s, tc);
     return s;

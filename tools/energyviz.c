@@ -1429,6 +1429,17 @@ static gsl_matrix *importance(lse_term *t, int *flat)
     return da;
 }
 
+#ifdef LSE_HAVE_PLOTS
+/* The plate label the model gives node @p name, or NULL. */
+static const char *plate_text_of(const char *name)
+{
+    for (size_t i = 0; i < S.n_plates; i++)
+        if (strcmp(S.plates[i].node, name) == 0)
+            return S.plates[i].label;
+    return NULL;
+}
+#endif
+
 /* The heat map of --matrix: drawn with PLplot (svg, png, pdf) when built
  * with it; otherwise, and for dot output, the DOT table it returns. */
 static char *matrix_dot(lse_graph *g, const options *o, const char *title,
@@ -1508,11 +1519,21 @@ static char *matrix_dot(lse_graph *g, const options *o, const char *title,
                  title[0] ? "\n" : "", what, o->matrix,
                  flat ? " (constant: all 1)" : "",
                  rows < M->size1 || cols < M->size2 ? " (truncated)" : "");
-        snprintf(rowax, sizeof rowax, "%s row (child)%s",
-                 lse_node_name(lse_term_child(t).node),
-                 rows < M->size1 ? ", first rows" : "");
-        snprintf(colax, sizeof colax, "%s%s", col,
-                 strcmp(col, "features") == 0 ? "" : " row (parent)");
+        /* axes named by the model's plates: "K = 2 modes (parent b)" */
+        const char *cn = lse_node_name(lse_term_child(t).node);
+        const char *ci = plate_text_of(cn), *pi = plate_text_of(col);
+        if (ci != NULL)
+            snprintf(rowax, sizeof rowax, "%s (child %s)%s", ci, cn,
+                     rows < M->size1 ? ", first rows" : "");
+        else
+            snprintf(rowax, sizeof rowax, "%s row (child)%s", cn,
+                     rows < M->size1 ? ", first rows" : "");
+        if (strcmp(col, "features") == 0)
+            snprintf(colax, sizeof colax, "features");
+        else if (pi != NULL)
+            snprintf(colax, sizeof colax, "%s (parent %s)", pi, col);
+        else
+            snprintf(colax, sizeof colax, "%s row (parent)", col);
         plot_heatmap h = {.m = &part.matrix,
                           .title = ptitle,
                           .row_label = rowax,

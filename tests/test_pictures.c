@@ -624,6 +624,14 @@ START_TEST(test_fit_plots)
                                        okabe[k][2], 10),
                           30);
     free(im.rgb);
+    /* the print theme: 300 dpi */
+    ck_assert_int_eq(run_prog(lsefit, "gmm plot m.json '" LSE_SOURCE_DIR
+                                      "/data/faithful.csv' --theme print -o "
+                                      "t.png"),
+                     0);
+    im = read_png("t.png");
+    ck_assert_uint_eq(im.w, 7 * 300);
+    free(im.rgb);
     /* SLDS: the series over mode bands, the probabilities below */
     ck_assert_msg(run_prog(lsefit, "slds '" LSE_SOURCE_DIR
                                    "/data/gdp_growth.csv' --columns "

@@ -1540,7 +1540,9 @@ static char *matrix_dot(lse_graph *g, const options *o, const char *title,
                           .col_label = colax,
                           .value_label = what,
                           .transpose = transpose};
-        plot_page page = {.format = format,
+        const int print = o->theme != NULL && strcmp(o->theme, "print") == 0;
+        plot_page page = {.serif = print,
+                          .format = format,
                           .path = o->output,
                           .width_in = transpose ? 9 : 6.5,
                           .height_in = transpose ? 4 : 5.5,

@@ -29,13 +29,22 @@
 
 #include "plot.h"
 
-enum { OPT_WHAT = 3000, OPT_DIMS, OPT_DPI, OPT_KMAX, OPT_COLUMNS2, OPT_IGNORE2 };
+enum {
+    OPT_WHAT = 3000,
+    OPT_DIMS,
+    OPT_DPI,
+    OPT_KMAX,
+    OPT_COLUMNS2,
+    OPT_IGNORE2,
+    OPT_THEME
+};
 
 static const struct option plot_options[] = {
     {"output", required_argument, NULL, 'o'},
     {"what", required_argument, NULL, OPT_WHAT},
     {"dims", required_argument, NULL, OPT_DIMS},
     {"dpi", required_argument, NULL, OPT_DPI},
+    {"theme", required_argument, NULL, OPT_THEME},
     {"k-max", required_argument, NULL, OPT_KMAX},
     {"columns", required_argument, NULL, OPT_COLUMNS2},
     {"ignore", required_argument, NULL, OPT_IGNORE2},
@@ -49,6 +58,7 @@ typedef struct plot_args {
     const char *output, *what, *model;
     size_t dim[2], kmax;
     double dpi;
+    int print; /* --theme print */
 } plot_args;
 
 static const char *format_of(const char *path)
@@ -89,6 +99,7 @@ static void help_plot(FILE *f, int slds)
     fputs("Options:\n"
           "  -o, --output FIG       the figure; the extension gives the format\n"
           "  --dpi N                PNG resolution (default 96; 300 for print)\n"
+          "  --theme screen|print   print: serif fonts and 300 dpi\n"
           "  --columns, --ignore    the model's columns (as lsefit gmm score)\n",
           f);
     fputs(LSEFIT_DATA_HELP, f);
@@ -149,6 +160,12 @@ static int parse_plot(int argc, char **argv, const char *cmd, int slds,
                 return lsefit_usage(cmd, "--dpi '%s': expected 36 to 1200",
                                     optarg);
             break;
+        case OPT_THEME:
+            if (strcmp(optarg, "screen") != 0 && strcmp(optarg, "print") != 0)
+                return lsefit_usage(cmd, "--theme '%s': expected screen or print",
+                                    optarg);
+            a->print = strcmp(optarg, "print") == 0;
+            break;
         case OPT_KMAX:
             rc = lsefit_opt_size(cmd, "--k-max", optarg, 1, &a->kmax);
             break;
@@ -193,7 +210,8 @@ static plot_page page_of(const plot_args *a, double w, double h)
                    .path = a->output,
                    .width_in = w,
                    .height_in = h,
-                   .dpi = a->dpi};
+                   .dpi = a->dpi > 0 ? a->dpi : (a->print ? 300 : 96),
+                   .serif = a->print};
     return p;
 }
 

@@ -104,6 +104,7 @@ int plot_begin(const plot_page *page, char *err, size_t len)
     }
     plinit();
     plfontld(1);
+    plsfont(page->serif ? PL_FCI_SERIF : PL_FCI_SANS, -1, -1);
     plcol0(1);
     return 0;
 }

@@ -11,10 +11,11 @@
 #include <gsl/gsl_matrix.h>
 
 /* The output: format "svg", "png" or "pdf"; the page in inches; dpi for
- * png (0: 96). */
+ * png (0: 96); serif fonts (the print theme) instead of sans-serif. */
 typedef struct plot_page {
     const char *format, *path;
     double width_in, height_in, dpi;
+    int serif;
 } plot_page;
 
 /* A heat map of @p m: one raster cell per entry, coloured by viridis from

@@ -411,6 +411,33 @@ START_TEST(test_dpi_theme_size)
 }
 END_TEST
 
+/* --what transition: the row softmax of a Markov chain term's logits,
+ * so every row sums to 1 (read from the DOT heat map's cell values);
+ * refused for a term without a chain. */
+START_TEST(test_transition)
+{
+    make_dir();
+    ck_assert_msg(run("slds --markov -k 3 --matrix dynamics --what transition "
+                      "-o t.dot") == 0,
+                  "%s", err_text);
+    char *dot = read_file("t.dot", NULL);
+    double row[3] = {0, 0, 0};
+    size_t cells = 0;
+    for (const char *p = dot; (p = strstr(p, "TITLE=\"")) != NULL; p += 7) {
+        row[cells / 3] += strtod(p + 7, NULL);
+        cells++;
+    }
+    ck_assert_uint_eq(cells, 9);
+    for (int i = 0; i < 3; i++)
+        ck_assert_double_eq_tol(row[i], 1.0, 1e-3);
+    free(dot);
+    ck_assert_int_eq(run("slds --matrix dynamics --what transition -o x.png"),
+                     1);
+    ck_assert_ptr_nonnull(strstr(err_text, "not a Markov chain"));
+    remove_dir();
+}
+END_TEST
+
 /* The library refuses a plate naming no node, a bad theme or dpi. */
 START_TEST(test_opts_refused)
 {
@@ -843,6 +870,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_expanded_order);
     tcase_add_test(tc, test_dpi_theme_size);
     tcase_add_test(tc, test_opts_refused);
+    tcase_add_test(tc, test_transition);
 #ifdef LSE_HAVE_PLOTS
     tcase_add_test(tc, test_heatmaps);
     tcase_add_test(tc, test_fit_plots);

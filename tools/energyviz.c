@@ -782,8 +782,10 @@ static void help(void)
         "  --matrix TERM       draw a heat map of TERM's matrix instead of "
         "the graph\n"
         "  --what WHAT         similarity, softmax (default), resonance (DAR "
-        "r_ij) or\n"
-        "                      importance (DAAM importance factors)\n"
+        "r_ij),\n"
+        "                      importance (DAAM importance factors) or "
+        "transition (P of\n"
+        "                      a Markov chain term)\n"
         "  --data FILE.csv     data for a fitted model JSON (columns by "
         "feature_names)\n"
         "  --title TEXT        graph title ('' for none)\n"
@@ -1465,6 +1467,7 @@ static char *matrix_dot(lse_graph *g, const options *o, const char *title,
     const gsl_matrix *M = NULL;
     int flat = 0;
     const char *col = lse_node_name(lse_term_parent(t).node);
+    const char *row_name = NULL; /* the rows' axis, when not the child's */
     if (strcmp(what, "similarity") == 0)
         M = lse_term_similarity(t);
     else if (strcmp(what, "softmax") == 0 && lse_term_softmax(t) != NULL) {
@@ -1479,6 +1482,29 @@ static char *matrix_dot(lse_graph *g, const options *o, const char *title,
         M = A;
     } else if (strcmp(what, "softmax") == 0)
         M = NULL;
+    else if (strcmp(what, "transition") == 0) {
+        /* a chain term's transition matrix P(from row to column): the
+         * row softmax of its (K, K) logits */
+        lse_node *tr = lse_term_chain_trans(t);
+        if (tr == NULL)
+            die(1, "--what transition: term '%s' is not a Markov chain "
+                   "(reduce=chain)", o->matrix);
+        const gsl_matrix *L = lse_node_value(tr);
+        gsl_matrix *P = matrix(L->size1, L->size2);
+        for (size_t i = 0; i < L->size1; i++) {
+            double mx = -INFINITY, sum = 0;
+            for (size_t j = 0; j < L->size2; j++)
+                mx = fmax(mx, gsl_matrix_get(L, i, j));
+            for (size_t j = 0; j < L->size2; j++)
+                sum += exp(gsl_matrix_get(L, i, j) - mx);
+            for (size_t j = 0; j < L->size2; j++)
+                gsl_matrix_set(P, i, j,
+                               exp(gsl_matrix_get(L, i, j) - mx) / sum);
+        }
+        M = P;
+        col = "to mode";
+        row_name = "from mode";
+    }
     else if (strcmp(what, "resonance") == 0) {
         if (strcmp(sim, "dar") != 0)
             die(1, "--what resonance: term '%s' uses %s, not dar", o->matrix,
@@ -1492,8 +1518,8 @@ static char *matrix_dot(lse_graph *g, const options *o, const char *title,
         col = "features";
     } else
         die(EXIT_USAGE,
-            "--what '%s': expected similarity, softmax, resonance or "
-            "importance",
+            "--what '%s': expected similarity, softmax, resonance, "
+            "importance or transition",
             what);
     if (M == NULL)
         die(1, "--matrix: term '%s' keeps no matrices (streaming)", o->matrix);
@@ -1528,8 +1554,10 @@ static char *matrix_dot(lse_graph *g, const options *o, const char *title,
         else
             snprintf(rowax, sizeof rowax, "%s row (child)%s", cn,
                      rows < M->size1 ? ", first rows" : "");
-        if (strcmp(col, "features") == 0)
-            snprintf(colax, sizeof colax, "features");
+        if (row_name != NULL)
+            snprintf(rowax, sizeof rowax, "%s", row_name);
+        if (strcmp(col, "features") == 0 || row_name != NULL)
+            snprintf(colax, sizeof colax, "%s", col);
         else if (pi != NULL)
             snprintf(colax, sizeof colax, "%s (parent %s)", pi, col);
         else

@@ -256,6 +256,23 @@ int plot_heatmap_draw(const plot_heatmap *h, const plot_page *page, char *err,
     PLcGrid cg = {xg, yg, NULL, (PLINT)nx + 1, (PLINT)ny + 1, 0};
     plimagefr((PLFLT_MATRIX)z, (PLINT)nx, (PLINT)ny, -0.5, (double)nx - 0.5,
               -0.5, (double)ny - 0.5, lo, hi, lo, hi, pltr1, &cg);
+    /* small maps: the value in each cell, white on the dark half of the
+     * scale */
+    if (nx * ny <= 144) {
+        plschr(0, nx * ny <= 36 ? 0.9 : 0.65);
+        for (size_t i = 0; i < m->size1; i++)
+            for (size_t j = 0; j < m->size2; j++) {
+                const double v = gsl_matrix_get(m, i, j);
+                if (!isfinite(v))
+                    continue;
+                char txt[32];
+                snprintf(txt, sizeof txt, "%.2f", v);
+                plcol0((v - lo) / (hi - lo) < 0.6 ? 0 : 1);
+                plptex((double)(h->transpose ? i : j),
+                       (double)(h->transpose ? j : ny - 1 - i) - 0.1, 1, 0,
+                       0.5, txt);
+            }
+    }
     plcol0(1);
     plschr(0, 0.9);
     /* integer ticks: at most about 12 labels per axis */

@@ -71,4 +71,6 @@ if "$ev" --help | grep -q -- '--dpi' &&
     "$lsefit" slds plot gdp-slds.json "$data/gdp_growth.csv" -o gdp-slds.png
     "$ev" gdp-slds.json --data "$data/gdp_growth.csv" --matrix dynamics \
         --max-rows 201 -o gdp-slds-posteriors.png
+    "$ev" gdp-slds.json --data "$data/gdp_growth.csv" --matrix dynamics \
+        --what transition -o gdp-slds-transition.png
 fi

@@ -358,6 +358,12 @@ START_TEST(test_expanded_order)
     }
     ck_assert_ptr_nonnull(agnode(G, (char *)"legend", 0));
     agclose(G);
+    /* the SLDS's parent rows are its modes, and say so */
+    ck_assert_int_eq(run("slds --expand -o se.dot"), 0);
+    char *dot = read_file("se.dot", NULL);
+    ck_assert_ptr_nonnull(strstr(dot, "b (K = 2 modes)"));
+    ck_assert_ptr_nonnull(strstr(dot, "x (T = 200 steps): first 40 of 200"));
+    free(dot);
     remove_dir();
 }
 END_TEST

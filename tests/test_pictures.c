@@ -657,6 +657,24 @@ START_TEST(test_fit_plots)
                                        okabe[k][2], 10),
                           30);
     free(im.rgb);
+    /* four Iris features: a pairs plot with three class colours */
+    ck_assert_msg(run_prog(lsefit, "gmm '" LSE_SOURCE_DIR
+                                   "/data/iris.csv' --ignore species -k 3 --seed 1 "
+                                   "--quiet "
+                                   "-o i.json") == 0,
+                  "%s", err_text);
+    ck_assert_int_eq(run_prog(lsefit, "gmm plot i.json '" LSE_SOURCE_DIR
+                                      "/data/iris.csv' -o i.png"),
+                     0);
+    im = read_png("i.png");
+    for (int k = 0; k < 3; k++)
+        ck_assert_uint_gt(count_colour(im, okabe[k][0], okabe[k][1],
+                                       okabe[k][2], 10),
+                          300);
+    ck_assert_uint_lt(count_colour(im, okabe[3][0], okabe[3][1], okabe[3][2],
+                                   10),
+                      20);
+    free(im.rgb);
     /* the print theme: 300 dpi */
     ck_assert_int_eq(run_prog(lsefit, "gmm plot m.json '" LSE_SOURCE_DIR
                                       "/data/faithful.csv' --theme print -o "

@@ -59,6 +59,7 @@ typedef struct plot_args {
     size_t dim[2], kmax;
     double dpi;
     int print; /* --theme print */
+    int dims_given;
 } plot_args;
 
 static const char *format_of(const char *path)
@@ -88,7 +89,9 @@ static void help_plot(FILE *f, int slds)
               "[options]\n\n"
               "Plots of a fitted mixture over two features of the data:\n"
               "  --what classification  points coloured by component, means and\n"
-              "                         95% covariance ellipses (default)\n"
+              "                         95% covariance ellipses (default); with\n"
+              "                         more than 2 features and no --dims, a\n"
+              "                         pairs plot of the first 6\n"
               "  --what uncertainty     points sized by 1 - max responsibility\n"
               "  --what density         contours of the mixture density\n"
               "  --what bic             BIC against K for each covariance model,\n"
@@ -150,6 +153,7 @@ static int parse_plot(int argc, char **argv, const char *cmd, int slds,
                                     "--dims '%s': expected two different "
                                     "1-based feature numbers, e.g. 1,2",
                                     optarg);
+            a->dims_given = 1;
             a->dim[0] = i - 1;
             a->dim[1] = j - 1;
             break;
@@ -508,6 +512,100 @@ static int gmm_scatter(const plot_args *a, const gmm_model *g,
 
 /* Mixture density of the two plotted features (their marginal), on a grid,
  * drawn as contours with the points in grey. */
+/* The pairs plot of a mixture over d > 2 features (at most 6): every pair
+ * of features in its panel, points coloured by component with the 95 %
+ * ellipses; the feature names on the diagonal. */
+static int gmm_pairs(const plot_args *a, const gmm_model *g,
+                     const lsefit_data *data)
+{
+    const lse_gmm *m = g->m;
+    const size_t n = data->x->size1, K = lse_gmm_k(m);
+    const size_t d = data->d < 6 ? data->d : 6;
+    size_t *label = malloc(n * sizeof *label);
+    gsl_matrix *resp = gsl_matrix_alloc(n, K);
+    lse_error err;
+    int rc = LSEFIT_OK;
+    if (label == NULL || resp == NULL)
+        rc = lsefit_fail("out of memory");
+    else if (lse_gmm_posterior(m, data->x, LSE_GMM_MISSING_MARGINALIZE, resp,
+                               NULL, &err) != LSE_OK)
+        rc = lsefit_fail_lib(&err, NULL);
+    for (size_t i = 0; rc == LSEFIT_OK && i < n; i++) {
+        gsl_vector_const_view row = gsl_matrix_const_row(resp, i);
+        label[i] = gsl_vector_max_index(&row.vector);
+    }
+    gsl_matrix_free(resp);
+    char emsg[300];
+    plot_page page = page_of(a, 8, 8);
+    if (rc == LSEFIT_OK && plot_begin(&page, emsg, sizeof emsg) != 0)
+        rc = plot_failed(emsg);
+    if (rc != LSEFIT_OK) {
+        free(label);
+        return rc;
+    }
+    pladv(0);
+    const gsl_matrix *mu = lse_gmm_means(m);
+    const double cell = 0.86 / (double)d;
+    for (size_t r = 0; r < d; r++)
+        for (size_t c = 0; c < d; c++) {
+            /* panel (r, c): feature c across, feature r up */
+            const double x0 = 0.08 + cell * (double)c;
+            const double y1 = 0.92 - cell * (double)r;
+            plvpor(x0 + 0.005, x0 + cell - 0.005, y1 - cell + 0.005, y1 - 0.005);
+            const size_t dim[2] = {c, r};
+            double rg[4];
+            ranges(data->x, dim, rg);
+            plwind(rg[0], rg[1], rg[2], rg[3]);
+            plcol0(1);
+            plschr(0, 0.55);
+            plbox(r == d - 1 ? "bcnst" : "bcst", 0, 0,
+                  c == 0 ? "bcnstv" : "bcst", 0, 0);
+            if (r == c) {
+                plschr(0, 0.9);
+                plptex(0.5 * (rg[0] + rg[1]), 0.5 * (rg[2] + rg[3]), 1, 0, 0.5,
+                       g->names[r]);
+                continue;
+            }
+            plschr(0, 0.45);
+            for (size_t i = 0; i < n; i++) {
+                PLFLT px = gsl_matrix_get(data->x, i, c);
+                PLFLT py = gsl_matrix_get(data->x, i, r);
+                if (!isfinite(px) || !isfinite(py))
+                    continue;
+                plcol0((PLINT)(8 + label[i] % 8));
+                plstring(1, &px, &py, "\u25cf");
+            }
+            plcol0(1);
+            for (size_t k = 0; k < K; k++) {
+                double cv[4];
+                if (sub_cov(m, k, dim, cv) == 0)
+                    ellipse(gsl_matrix_get(mu, k, c), gsl_matrix_get(mu, k, r),
+                            cv);
+            }
+        }
+    plvpor(0.08, 0.94, 0.06, 0.92);
+    plwind(0, 1, 0, 1);
+    plcol0(1);
+    plschr(0, 0.9);
+    char title[300];
+    snprintf(title, sizeof title,
+             "Classification: K = %zu, %s covariance, N = %zu%s", K,
+             lse_gmm_cov_name(lse_gmm_cov_type(m)), n,
+             data->d > 6 ? " (first 6 features)" : "");
+    plmtex("t", 1.2, 0.5, 0.5, title);
+    /* the components' colours, in a line below */
+    for (size_t k = 0; k < K && k < 8; k++) {
+        char t[32];
+        snprintf(t, sizeof t, "\u25cf component %zu", k + 1);
+        plcol0((PLINT)(8 + k));
+        plschr(0, 0.8);
+        plmtex("b", 2.8, 0.02 + 0.24 * (double)k, 0.0, t);
+    }
+    plcol0(1);
+    free(label);
+    return plot_end(1, emsg, sizeof emsg) == 0 ? LSEFIT_OK : plot_failed(emsg);
+}
+
 static int gmm_density(const plot_args *a, const gmm_model *g,
                        const lsefit_data *data)
 {
@@ -744,7 +842,9 @@ int lsefit_gmm_plot_main(int argc, char **argv)
     if (rc == LSEFIT_OK && g.mean != NULL)
         rc = lsefit_data_apply_standardize(&data, g.mean, g.scale);
     if (rc == LSEFIT_OK) {
-        if (strcmp(a.what, "classification") == 0)
+        if (strcmp(a.what, "classification") == 0 && d > 2 && !a.dims_given)
+            rc = gmm_pairs(&a, &g, &data);
+        else if (strcmp(a.what, "classification") == 0)
             rc = gmm_scatter(&a, &g, &data, 0);
         else if (strcmp(a.what, "uncertainty") == 0)
             rc = gmm_scatter(&a, &g, &data, 1);

@@ -66,6 +66,10 @@ if "$ev" --help | grep -q -- '--dpi' &&
         "$lsefit" gmm plot faithful-gmm.json "$data/faithful.csv" \
             --what "$what" -o "faithful-$what.png"
     done
+    # Iris: four features, so the classification is a pairs plot
+    "$lsefit" gmm "$data/iris.csv" --ignore species -k 3 --seed 1 --quiet \
+        -o iris-gmm.json
+    "$lsefit" gmm plot iris-gmm.json "$data/iris.csv" -o iris-classification.png
     "$lsefit" slds "$data/gdp_growth.csv" --columns growth_pct --markov -k 2 \
         --seed 1 --quiet -o gdp-slds.json
     "$lsefit" slds plot gdp-slds.json "$data/gdp_growth.csv" -o gdp-slds.png

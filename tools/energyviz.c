@@ -26,6 +26,9 @@
 
 #include "cliutil.h"
 #include "tool_outputs.h"
+#ifdef LSE_HAVE_PLOTS
+#include "plot.h"
+#endif
 
 #define EXIT_USAGE 2
 #define PI 3.14159265358979323846
@@ -49,7 +52,9 @@ typedef struct model_opts {
 typedef struct options {
     const char *model;
     const char *output, *format, *layout, *matrix, *what, *title, *data;
-    int expand;
+    const char *theme;
+    double dpi;
+    int expand, no_legend;
     size_t max_rows;
     int max_rows_set;
     model_opts mo;
@@ -68,6 +73,9 @@ typedef struct state {
     size_t n_mats;
     gsl_rng *rng;
     char *dot;
+    lse_viz_plate plates[16]; /* the model's index names */
+    char plate_text[16][80];
+    size_t n_plates;
 } state;
 
 static state S;
@@ -116,6 +124,23 @@ static gsl_matrix *keep(gsl_matrix *m)
         die(1, "internal: too many matrices");
     S.mats[S.n_mats++] = m;
     return m;
+}
+
+/* Put @p node in the plate "fmt..." (the model's index name and size,
+ * e.g. "K = 4 patterns"); nodes with the same text share a plate. */
+static void plate(const char *node, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void plate(const char *node, const char *fmt, ...)
+{
+    if (S.n_plates == sizeof S.plates / sizeof S.plates[0])
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(S.plate_text[S.n_plates], sizeof S.plate_text[0], fmt, ap);
+    va_end(ap);
+    S.plates[S.n_plates].node = node;
+    S.plates[S.n_plates].label = S.plate_text[S.n_plates];
+    S.n_plates++;
 }
 
 static gsl_matrix *matrix(size_t rows, size_t cols)
@@ -225,6 +250,10 @@ static lse_graph *build_gmm(const model_opts *o, char *title, size_t len)
     lse_gmm_free(m);
     check(st, &err, "gmm");
     S.owned = g;
+    plate("x", "N = %zu observations", n);
+    plate("mu", "K = %zu components", K);
+    plate("logw", "K = %zu components", K);
+    plate("chol", "K = %zu components", K);
     snprintf(title, len, "GMM: K = %zu components, d = %zu, %s covariance", K,
              d, lse_gmm_cov_name(cov));
     return g;
@@ -251,6 +280,8 @@ static lse_graph *build_hopfield(const model_opts *o, char *title, size_t len)
     double e;
     if (lse_hopfield_energy(h, q, &e) != LSE_OK)
         die(1, "hopfield: %s", cli_strip_function(lse_hopfield_errmsg(h)));
+    plate("memories", "K = %zu patterns", K);
+    plate("state", "N = %zu states", n);
     snprintf(title, len,
              "Modern Hopfield network: K = %zu patterns, d = %zu, beta = %g", K,
              d, o->beta);
@@ -303,6 +334,8 @@ static lse_graph *build_cross(const model_opts *o, char *title, size_t len,
     char cfg[200] = "";
     if (sim->describe != NULL && config != NULL)
         sim->describe(config, cfg, sizeof cfg);
+    plate("queries", "N = %zu queries", n);
+    plate("keys", "M = %zu keys", m);
     snprintf(title, len,
              "Cross-attention: %zu queries, %zu keys, d = %zu, %s%s%s%s", n, m,
              d, sim->name, cfg[0] ? " (" : "", cfg, cfg[0] ? ")" : "");
@@ -346,6 +379,7 @@ static lse_graph *build_self_attention(const model_opts *o, char *title,
     lse_error err = {0};
     const lse_status st = lse_attention_self_new(x, wq, wk, &ao, &a, &err);
     lse_graph *g = attention_graph(st, a, &err, "self-attention");
+    plate("x", "N = %zu tokens", o->n);
     snprintf(title, len, "%s: N = %zu, d = %zu, k = %zu",
              o->causal ? "Causal self-attention" : "Self-attention", o->n, o->d,
              o->k);
@@ -364,6 +398,8 @@ static lse_graph *build_slot_attention(const model_opts *o, char *title,
     const lse_status st =
         lse_attention_slot_new(tok, slots, wk, wq, NULL, &a, &err);
     lse_graph *g = attention_graph(st, a, &err, "slot-attention");
+    plate("tokens", "N = %zu tokens", o->n);
+    plate("slots", "S = %zu slots", o->s);
     snprintf(title, len,
              "Slot attention: %zu tokens, %zu slots, d = %zu, k = %zu", o->n,
              o->s, o->d, o->k);
@@ -431,6 +467,15 @@ static lse_graph *build_predcoding(const model_opts *o, char *title, size_t len)
           "predcoding");
     S.model = pc;
     S.model_free = free_predcoding;
+    static const char *const hn[] = {"h1", "h2", "h3", "h4",
+                                     "h5", "h6", "h7"};
+    plate("x", "N = %zu samples", o->n);
+    for (size_t l = 0; l < L; l++) {
+        if (o->mixture)
+            plate(hn[l], "K = %zu rows per layer", o->k);
+        else
+            plate(hn[l], "N = %zu samples", o->n);
+    }
     snprintf(title, len, "Predictive coding: %zu layers, dims %s%s", L, o->dims,
              o->mixture ? ", mixture layout" : "");
     return lse_predcoding_graph(pc);
@@ -468,6 +513,10 @@ static lse_graph *build_slds(const model_opts *o, char *title, size_t len)
     lse_slds_free(m);
     check(st, &err, "slds");
     S.owned = g;
+    plate("x", "T = %zu steps", o->T);
+    static const char *const per_mode[] = {"b", "logw", "A", "chol", "trans"};
+    for (size_t i = 0; i < 5; i++)
+        plate(per_mode[i], "K = %zu modes", o->k);
     snprintf(title, len, "%s SLDS: K = %zu modes, d = %zu, %zu lag%s, T = %zu",
              o->markov ? "Markov-switching" : "Mixture", o->k, o->d, o->lags,
              o->lags == 1 ? "" : "s", o->T);
@@ -482,6 +531,7 @@ static lse_graph *build_layernorm(const model_opts *o, char *title, size_t len)
     check(lse_layernorm_new(x, 1.0, NULL, 1e-5, &ln, &err), &err, "layernorm");
     S.model = ln;
     S.model_free = free_layernorm;
+    plate("x", "B = %zu vectors", o->n);
     snprintf(title, len, "LayerNorm as an energy: B = %zu, D = %zu", o->n,
              o->d);
     return lse_layernorm_graph(ln);
@@ -503,6 +553,8 @@ static lse_graph *build_idwnet(const model_opts *o, char *title, size_t len)
     if (lse_idwnet_init(net, x, 0.5, 1) != LSE_OK ||
         lse_idwnet_forward(net, x, logits, NULL) != LSE_OK)
         die(1, "idwnet: %s", cli_strip_function(lse_idwnet_errmsg(net)));
+    plate("q", "N = %zu inputs", o->n);
+    plate("keys", "P = %zu prototypes", o->protos);
     snprintf(title, len,
              "IDW prototype classifier: %zu prototypes, d = %zu, %zu classes, "
              "score %s",
@@ -551,6 +603,9 @@ static lse_graph *build_daam(const model_opts *o, char *title, size_t len)
         snprintf(collapsed, sizeof collapsed,
                  "; %zu head(s) at the width floor %g", rep.n_collapsed,
                  lse_daam_min_width(m));
+    plate("x", "N = %zu vectors", o->n);
+    plate("delta", "H = %zu heads", o->heads);
+    plate("c", "H = %zu heads", o->heads);
     snprintf(title, len,
              "DAAM: %zu heads over N = %zu vectors, d = %zu (%s%s)", o->heads,
              o->n, o->d,
@@ -729,7 +784,10 @@ static void help(void)
         "Options:\n"
         "  -o, --output FILE   output file; the format follows its extension\n"
         "  --format FMT        svg, png, pdf or dot (overrides the extension)\n"
-        "  --layout ENGINE     dot (default), neato, fdp or circo\n"
+        "  --layout ENGINE     dot (default) or fdp draw plates as boxes; "
+        "neato and\n"
+        "                      circo draw none, so plated nodes name their "
+        "plate\n"
         "  --expand            draw every row as a node; child-parent edges "
         "get width\n"
         "                      and colour from the term's softmax "
@@ -740,11 +798,20 @@ static void help(void)
         "  --matrix TERM       draw a heat map of TERM's matrix instead of "
         "the graph\n"
         "  --what WHAT         similarity, softmax (default), resonance (DAR "
-        "r_ij) or\n"
-        "                      importance (DAAM importance factors)\n"
+        "r_ij),\n"
+        "                      importance (DAAM importance factors) or "
+        "transition (P of\n"
+        "                      a Markov chain term)\n"
         "  --data FILE.csv     data for a fitted model JSON (columns by "
         "feature_names)\n"
         "  --title TEXT        graph title ('' for none)\n"
+        "  --theme THEME       screen (default: sans-serif) or print (serif "
+        "fonts,\n"
+        "                      black and white, 300 dpi)\n"
+        "  --dpi N             raster resolution of PNG output (96; print: "
+        "300)\n"
+        "  --no-legend         leave out the legend of shapes, line styles "
+        "and colours\n"
         "  -h, --help          this text\n"
         "  -V, --version       version\n"
         "\n"
@@ -796,6 +863,8 @@ static const opt_def opt_defs[] = {
     {"--max-rows", NULL, ARG_VALUE, 0}, {"--matrix", NULL, ARG_VALUE, 0},
     {"--what", NULL, ARG_VALUE, 0},     {"--title", NULL, ARG_VALUE, 0},
     {"--data", NULL, ARG_VALUE, 0},     {"--help", "-h", ARG_FLAG, 0},
+    {"--dpi", NULL, ARG_VALUE, 0},      {"--theme", NULL, ARG_VALUE, 0},
+    {"--no-legend", NULL, ARG_FLAG, 0},
     {"--version", "-V", ARG_FLAG, 0},   {"-k", NULL, ARG_VALUE, 1},
     {"-d", NULL, ARG_VALUE, 1},         {"-n", NULL, ARG_VALUE, 1},
     {"-m", NULL, ARG_VALUE, 1},         {"-s", NULL, ARG_VALUE, 1},
@@ -833,6 +902,19 @@ static void set_option(options *o, const char *name, const char *v)
         o->title = v;
     else if (strcmp(name, "--data") == 0)
         o->data = v;
+    else if (strcmp(name, "--dpi") == 0) {
+        o->dpi = parse_real(name, v);
+        if (!(o->dpi >= 36 && o->dpi <= 1200))
+            die(EXIT_USAGE,
+                "--dpi '%s': expected 36 to 1200 (96 for a screen, 300 for "
+                "print)",
+                v);
+    } else if (strcmp(name, "--theme") == 0) {
+        if (strcmp(v, "screen") != 0 && strcmp(v, "print") != 0)
+            die(EXIT_USAGE, "--theme '%s': expected screen or print", v);
+        o->theme = v;
+    } else if (strcmp(name, "--no-legend") == 0)
+        o->no_legend = 1;
     else if (strcmp(name, "-k") == 0)
         m->k = parse_count(name, v);
     else if (strcmp(name, "-d") == 0)
@@ -1052,6 +1134,10 @@ static lse_graph *json_gmm(const options *o, char *title, size_t len)
     lse_gmm_free(m);
     check(st, &err, "model");
     S.owned = g;
+    plate("x", "N = %zu observations", x->size1);
+    plate("mu", "K = %zu components", K);
+    plate("logw", "K = %zu components", K);
+    plate("chol", "K = %zu components", K);
     snprintf(title, len, "Fitted GMM (%s): K = %zu, d = %zu, N = %zu, %s",
              base_name(o->model), K, d, x->size1, covname);
     return g;
@@ -1077,6 +1163,10 @@ static lse_graph *json_slds(const options *o, char *title, size_t len)
     lse_slds_free(m);
     check(st, &err, "model");
     S.owned = g;
+    plate("x", "T = %zu steps", x->size1);
+    static const char *const per_mode[] = {"b", "logw", "A", "chol", "trans"};
+    for (size_t i = 0; i < 5; i++)
+        plate(per_mode[i], "K = %zu modes", K);
     snprintf(title, len,
              "Fitted %s SLDS (%s): K = %zu modes, d = %zu, %zu lag%s, T = %zu",
              markov ? "Markov-switching" : "mixture", base_name(o->model), K, d,
@@ -1231,7 +1321,21 @@ static gsl_matrix *importance(lse_term *t, int *flat)
     return da;
 }
 
-static char *matrix_dot(lse_graph *g, const options *o, const char *title)
+#ifdef LSE_HAVE_PLOTS
+/* The plate label the model gives node @p name, or NULL. */
+static const char *plate_text_of(const char *name)
+{
+    for (size_t i = 0; i < S.n_plates; i++)
+        if (strcmp(S.plates[i].node, name) == 0)
+            return S.plates[i].label;
+    return NULL;
+}
+#endif
+
+/* The heat map of --matrix: drawn with PLplot (svg, png, pdf) when built
+ * with it; otherwise, and for dot output, the DOT table it returns. */
+static char *matrix_dot(lse_graph *g, const options *o, const char *title,
+                        const char *format)
 {
     lse_term *t = lse_graph_find_term(g, o->matrix);
     if (t == NULL) {
@@ -1253,6 +1357,7 @@ static char *matrix_dot(lse_graph *g, const options *o, const char *title)
     const gsl_matrix *M = NULL;
     int flat = 0;
     const char *col = lse_node_name(lse_term_parent(t).node);
+    const char *row_name = NULL; /* the rows' axis, when not the child's */
     if (strcmp(what, "similarity") == 0)
         M = lse_term_similarity(t);
     else if (strcmp(what, "softmax") == 0 && lse_term_softmax(t) != NULL) {
@@ -1267,6 +1372,29 @@ static char *matrix_dot(lse_graph *g, const options *o, const char *title)
         M = A;
     } else if (strcmp(what, "softmax") == 0)
         M = NULL;
+    else if (strcmp(what, "transition") == 0) {
+        /* a chain term's transition matrix P(from row to column): the
+         * row softmax of its (K, K) logits */
+        lse_node *tr = lse_term_chain_trans(t);
+        if (tr == NULL)
+            die(1, "--what transition: term '%s' is not a Markov chain "
+                   "(reduce=chain)", o->matrix);
+        const gsl_matrix *L = lse_node_value(tr);
+        gsl_matrix *P = matrix(L->size1, L->size2);
+        for (size_t i = 0; i < L->size1; i++) {
+            double mx = -INFINITY, sum = 0;
+            for (size_t j = 0; j < L->size2; j++)
+                mx = fmax(mx, gsl_matrix_get(L, i, j));
+            for (size_t j = 0; j < L->size2; j++)
+                sum += exp(gsl_matrix_get(L, i, j) - mx);
+            for (size_t j = 0; j < L->size2; j++)
+                gsl_matrix_set(P, i, j,
+                               exp(gsl_matrix_get(L, i, j) - mx) / sum);
+        }
+        M = P;
+        col = "to mode";
+        row_name = "from mode";
+    }
     else if (strcmp(what, "resonance") == 0) {
         if (strcmp(sim, "dar") != 0)
             die(1, "--what resonance: term '%s' uses %s, not dar", o->matrix,
@@ -1280,8 +1408,8 @@ static char *matrix_dot(lse_graph *g, const options *o, const char *title)
         col = "features";
     } else
         die(EXIT_USAGE,
-            "--what '%s': expected similarity, softmax, resonance or "
-            "importance",
+            "--what '%s': expected similarity, softmax, resonance, "
+            "importance or transition",
             what);
     if (M == NULL)
         die(1, "--matrix: term '%s' keeps no matrices (streaming)", o->matrix);
@@ -1298,6 +1426,58 @@ static char *matrix_dot(lse_graph *g, const options *o, const char *title)
              rows < M->size1 || cols < M->size2 ? " (truncated)" : "");
     snprintf(rowl, sizeof rowl, "%s rows 0..%zu of %zu",
              lse_node_name(lse_term_child(t).node), rows - 1, M->size1);
+#ifdef LSE_HAVE_PLOTS
+    if (strcmp(format, "dot") != 0) {
+        /* a long series (many more rows than columns) runs left to right */
+        const int transpose = rows > 24 && rows > 3 * cols;
+        char ptitle[700], rowax[200], colax[200];
+        snprintf(ptitle, sizeof ptitle, "%s%s%s of '%s'%s%s", title,
+                 title[0] ? "\n" : "", what, o->matrix,
+                 flat ? " (constant: all 1)" : "",
+                 rows < M->size1 || cols < M->size2 ? " (truncated)" : "");
+        /* axes named by the model's plates: "K = 2 modes (parent b)" */
+        const char *cn = lse_node_name(lse_term_child(t).node);
+        const char *ci = plate_text_of(cn), *pi = plate_text_of(col);
+        if (ci != NULL)
+            snprintf(rowax, sizeof rowax, "%s (child %s)%s", ci, cn,
+                     rows < M->size1 ? ", first rows" : "");
+        else
+            snprintf(rowax, sizeof rowax, "%s row (child)%s", cn,
+                     rows < M->size1 ? ", first rows" : "");
+        if (row_name != NULL)
+            snprintf(rowax, sizeof rowax, "%s", row_name);
+        if (strcmp(col, "features") == 0 || row_name != NULL)
+            snprintf(colax, sizeof colax, "%s", col);
+        else if (pi != NULL)
+            snprintf(colax, sizeof colax, "%s (parent %s)", pi, col);
+        else
+            snprintf(colax, sizeof colax, "%s row (parent)", col);
+        plot_heatmap h = {.m = &part.matrix,
+                          .title = ptitle,
+                          .row_label = rowax,
+                          .col_label = colax,
+                          .value_label = what,
+                          .transpose = transpose};
+        const int print = o->theme != NULL && strcmp(o->theme, "print") == 0;
+        plot_page page = {.serif = print,
+                          .format = format,
+                          .path = o->output,
+                          .width_in = transpose ? 9 : 6.5,
+                          .height_in = transpose ? 4 : 5.5,
+                          .dpi = o->dpi > 0 ? o->dpi
+                                            : (o->theme != NULL &&
+                                                       strcmp(o->theme,
+                                                              "print") == 0
+                                                   ? 300
+                                                   : 96)};
+        char perr[300];
+        if (plot_heatmap_draw(&h, &page, perr, sizeof perr) != 0)
+            die(1, "--matrix: %s", perr);
+        return NULL;
+    }
+#else
+    (void)format;
+#endif
     char *dot = NULL;
     lse_error err = {0};
     check(lse_viz_matrix_to_dot(&part.matrix, head, rowl, col, &dot, &err),
@@ -1363,6 +1543,10 @@ int main(int argc, char **argv)
         strcmp(o.layout, "neato") != 0 && strcmp(o.layout, "fdp") != 0 &&
         strcmp(o.layout, "circo") != 0)
         die(EXIT_USAGE, "--layout '%s': expected dot, neato, fdp or circo",
+            o.layout);
+    if (o.layout != NULL && strcmp(o.layout, "dot") != 0 && o.expand)
+        die(EXIT_USAGE, "--expand is laid out by dot only (rows in order, "
+                        "parents above children); drop --layout %s",
             o.layout);
     if (o.what != NULL && o.matrix == NULL)
         die(EXIT_USAGE, "--what needs --matrix TERM");
@@ -1450,15 +1634,26 @@ int main(int argc, char **argv)
     }
     lse_error err = {0};
     if (o.matrix != NULL) {
-        S.dot = matrix_dot(g, &o, title);
-        check(lse_viz_render_dot(S.dot, "dot", format, o.output, &err), &err,
-              "render");
+        S.dot = matrix_dot(g, &o, title, format);
+        if (S.dot != NULL)
+            check(lse_viz_render_dot(S.dot, "dot", format, o.output, &err),
+                  &err, "render");
     } else {
         lse_viz_opts vo = lse_viz_opts_default();
         vo.expand = o.expand;
         vo.max_rows = o.max_rows;
         vo.layout = o.layout != NULL ? o.layout : "dot";
         vo.title = title[0] ? title : NULL;
+        /* the model's plates, for the nodes this graph has */
+        size_t np = 0;
+        for (size_t i = 0; i < S.n_plates; i++)
+            if (lse_graph_find_node(g, S.plates[i].node) != NULL)
+                S.plates[np++] = S.plates[i];
+        vo.plates = S.plates;
+        vo.n_plates = np;
+        vo.legend = !o.no_legend;
+        vo.theme = o.theme != NULL ? o.theme : "screen";
+        vo.dpi = o.dpi;
         check(lse_viz_render(g, &vo, format, o.output, &err), &err, "render");
     }
     finish();

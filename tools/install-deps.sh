@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Install what lsegraph needs on Debian/Ubuntu (run as root or with sudo).
-# Only missing packages are installed; safe to run again.
+# Only missing packages are installed; safe to run again. libplplot-dev and
+# plplot-driver-cairo: heat maps and fit plots (meson feature "plots").
 set -eu
 pkgs="meson ninja-build pkg-config gcc libgsl-dev check libjansson-dev
-libcsv-dev libopenblas-dev libgraphviz-dev graphviz"
+libcsv-dev libopenblas-dev libgraphviz-dev graphviz
+libplplot-dev plplot-driver-cairo libpng-dev"
 [ "${LSE_WITH_MPI:-0}" = 1 ] && pkgs="$pkgs libopenmpi-dev openmpi-bin python3"
 [ "${LSE_WITH_VALGRIND:-0}" = 1 ] && pkgs="$pkgs valgrind"
 missing=""

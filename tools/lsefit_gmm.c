@@ -12,6 +12,7 @@
 
 #include "lsefit.h"
 #include "lsefit_mpi.h"
+#include "lsefit_plot.h"
 
 /* ------------------------------------------------------------------ */
 /* Help                                                                */
@@ -1259,5 +1260,7 @@ int lsefit_gmm_main(int argc, char **argv)
         return query_main(argc - 1, argv + 1, 1);
     if (argc >= 2 && strcmp(argv[1], "sample") == 0)
         return sample_main(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "plot") == 0) /* lsefit_plot.c */
+        return lsefit_gmm_plot_main(argc - 1, argv + 1);
     return fit_main(argc, argv);
 }

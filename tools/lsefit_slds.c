@@ -13,6 +13,7 @@
 
 #include "lsefit.h"
 #include "lsefit_mpi.h"
+#include "lsefit_plot.h"
 
 /* ------------------------------------------------------------------ */
 /* Help                                                                */
@@ -1291,5 +1292,7 @@ int lsefit_slds_main(int argc, char **argv)
         return segment_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "simulate") == 0)
         return simulate_main(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "plot") == 0) /* lsefit_plot.c */
+        return lsefit_slds_plot_main(argc - 1, argv + 1);
     return fit_main(argc, argv);
 }

@@ -1,18 +1,27 @@
 #!/bin/sh
-# Regenerate the pictures of docs/energyviz.md. Run from anywhere:
-#   docs/img/make.sh [BUILD_DIR]        (default: build)
-# Needs energyviz (meson's energyviz feature) in BUILD_DIR/tools. The Old
-# Faithful fit uses lsefit when it is built (BUILD_DIR/tools/lsefit) and
-# otherwise the fitted model checked in next to this script.
+# Regenerate the pictures of docs/energyviz.md and docs/gallery.md with the
+# commands those pages show. Run from anywhere:
+#   docs/img/make.sh [BUILD_DIR [OUT_DIR]]   (default: build, docs/img)
+# Needs energyviz (meson's energyviz feature) in BUILD_DIR/tools; the heat
+# maps and fit plots (PNG) need the `plots` feature (PLplot) and lsefit.
+# The Old Faithful, GDP and DAX fits are made by lsefit with fixed seeds
+# (the fitted model files are written next to the pictures).
+# tests/test_pictures.c runs this into a scratch OUT_DIR and compares every
+# picture with the one checked in (meson test pictures).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 build=${1:-build}
 case $build in /*) ;; *) build="$root/$build" ;; esac
+out=${2:-$here}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
 ev="$build/tools/energyviz"
 lsefit="$build/tools/lsefit"
 [ -x "$ev" ] || { echo "make.sh: no $ev (build with -Denergyviz=enabled)" >&2; exit 1; }
-cd "$here"
+[ -x "$lsefit" ] || { echo "make.sh: no $lsefit" >&2; exit 1; }
+data="$root/data"
+cd "$out"
 
 # Every built-in model with its default sizes
 "$ev" gmm -o gmm.svg
@@ -31,22 +40,41 @@ cd "$here"
 # Expanded views: attention of causal self-attention, and a GMM fitted to
 # Old Faithful drawn on its data (responsibilities of the first 24 rows)
 "$ev" self-attention --causal --expand -o self-attention-expanded.svg
-if [ -x "$lsefit" ]; then
-    (cd "$root" && "$lsefit" gmm data/faithful.csv -k 2 --seed 1 --quiet \
-        -o docs/img/faithful-gmm.json)
-fi
-"$ev" faithful-gmm.json --data "$root/data/faithful.csv" --expand \
+"$lsefit" gmm "$data/faithful.csv" -k 2 --seed 1 --quiet -o faithful-gmm.json
+"$ev" faithful-gmm.json --data "$data/faithful.csv" --expand \
     --max-rows 24 -o gmm-faithful-expanded.svg
-"$ev" faithful-gmm.json --data "$root/data/faithful.csv" --matrix mixture \
-    --max-rows 40 -o gmm-faithful-responsibilities.svg
-
-# Matrix views: the DAR resonance map r_ij and DAAM importance factors
-"$ev" dar-attention --matrix attend --what resonance -o dar-resonance.svg
-"$ev" dar-attention --matrix attend --what softmax -o dar-softmax.svg
-# (DAAM: 4 heads fitted to convergence on 40 vectors around 4 centres)
-"$ev" daam --matrix daam --what importance -o daam-importance.svg
 
 # The composite example spec
 "$ev" "$root/models/composite.dot" \
     --title "Composite: memories explain slots, slots explain tokens" \
     -o composite.svg
+
+if "$ev" --help | grep -q -- '--dpi' &&
+   "$lsefit" gmm plot --help >/dev/null 2>&1 &&
+   ! "$lsefit" gmm plot --help | grep -q 'without PLplot'; then
+    # Heat maps (PLplot): responsibilities, DAR resonance and softmax, DAAM
+    # importance, the causal mask
+    "$ev" faithful-gmm.json --data "$data/faithful.csv" --matrix mixture \
+        --max-rows 272 -o gmm-faithful-responsibilities.png
+    "$ev" dar-attention --matrix attend --what resonance -o dar-resonance.png
+    "$ev" dar-attention --matrix attend --what softmax -o dar-softmax.png
+    "$ev" daam --matrix daam --what importance -o daam-importance.png
+    "$ev" self-attention --causal --matrix self -o self-attention-softmax.png
+
+    # Fit plots (lsefit, PLplot): Old Faithful, GDP growth, DAX returns
+    for what in classification uncertainty density bic; do
+        "$lsefit" gmm plot faithful-gmm.json "$data/faithful.csv" \
+            --what "$what" -o "faithful-$what.png"
+    done
+    # Iris: four features, so the classification is a pairs plot
+    "$lsefit" gmm "$data/iris.csv" --ignore species -k 3 --seed 1 --quiet \
+        -o iris-gmm.json
+    "$lsefit" gmm plot iris-gmm.json "$data/iris.csv" -o iris-classification.png
+    "$lsefit" slds "$data/gdp_growth.csv" --columns growth_pct --markov -k 2 \
+        --seed 1 --quiet -o gdp-slds.json
+    "$lsefit" slds plot gdp-slds.json "$data/gdp_growth.csv" -o gdp-slds.png
+    "$ev" gdp-slds.json --data "$data/gdp_growth.csv" --matrix dynamics \
+        --max-rows 201 -o gdp-slds-posteriors.png
+    "$ev" gdp-slds.json --data "$data/gdp_growth.csv" --matrix dynamics \
+        --what transition -o gdp-slds-transition.png
+fi

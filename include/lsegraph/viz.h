@@ -12,8 +12,11 @@
  * i.e. clamped, ones shaded), parameter nodes are boxes, each energy term
  * is a small black factor square labelled with its kind and similarity;
  * edges run parent -> factor -> child, context edges dashed, parameter
- * edges dotted; nodes with the same number of rows (> 1) sit in a plate
- * labelled "N = 272" (a plate holding observed data) or "K = 3". Every
+ * edges dotted. Nodes repeated over an index sit in a plate: the caller
+ * names the plates (lse_viz_opts.plates, e.g. "K = 4 patterns"); other
+ * nodes with more than one row share a plate per row count labelled
+ * "272 rows". A plate's label is a text node inside the plate (kind=plate)
+ * beside its first node, so edges are routed around it. Every
  * element carries machine-readable attributes (kind, rows, dim, observed,
  * sim, role, ...) so the DOT output is also a model spec
  * (lse_viz_read_spec) and tests can read it back.
@@ -37,6 +40,13 @@ extern "C" {
  *  row is a Graphviz node, every drawn pair an edge). */
 #define LSE_VIZ_MAX_EXPANDED_ROWS ((size_t)1000)
 
+/** @brief A node's plate: nodes with the same label share one plate. */
+typedef struct lse_viz_plate {
+    const char *node;  /**< node name */
+    const char *label; /**< plate label, e.g. "K = 4 patterns"; NULL: the
+                          node sits in no plate */
+} lse_viz_plate;
+
 typedef struct lse_viz_opts {
     int expand;          /**< draw every row as a node and each child-parent
                             pair of an LSE term as an edge whose width and
@@ -44,17 +54,33 @@ typedef struct lse_viz_opts {
     size_t max_rows;     /**< expanded: rows drawn per node (0 = 40; at
                             most LSE_VIZ_MAX_EXPANDED_ROWS) */
     double min_weight;   /**< expanded: lighter edges are omitted (0.01) */
-    const char *layout;  /**< "dot" (default), "neato", "fdp", "circo" */
+    const char *layout;  /**< "dot" (default), "fdp" (both draw plates as
+                            boxes), "neato", "circo", "twopi", "sfdp"
+                            (these draw no clusters: a plated node gets
+                            its plate label as a third line; overlap=false) */
     const char *title;   /**< graph label, or NULL */
+    const lse_viz_plate *plates; /**< the model's index names (may be NULL);
+                                    nodes not listed are grouped by rows */
+    size_t n_plates;     /**< entries of plates */
+    int legend;          /**< add a legend of the shapes and line styles
+                            (factor view) or of edge colour and width
+                            (expanded view): a node kind=legend */
+    const char *theme;   /**< "screen" (default: sans-serif, grey fills) or
+                            "print" (serif fonts, black and white, thicker
+                            lines) */
+    double dpi;          /**< raster resolution (0: 96, or 300 with the
+                            print theme); at most 1200 */
 } lse_viz_opts;
 
-/** @brief expand 0, max_rows 40, min_weight 0.01, layout "dot", no title. */
+/** @brief expand 0, max_rows 40, min_weight 0.01, layout "dot", no title,
+ *  no plates named, no legend, theme "screen", dpi 0. */
 LSE_API lse_viz_opts lse_viz_opts_default(void);
 
 /** @brief DOT text of @p g's factor graph, in a malloc'd string the
  *  caller frees. The graph must have been evaluated (lse_graph_energy) for
  *  the expanded view's weights.
- *  @return LSE_OK, LSE_EFAULT, LSE_EINVAL (unknown layout), LSE_EDOM
+ *  @return LSE_OK, LSE_EFAULT, LSE_EINVAL (unknown layout or theme, a
+ *  plate naming no node of @p g, dpi outside [0, 1200]), LSE_EDOM
  *  (expanded, max_rows above LSE_VIZ_MAX_EXPANDED_ROWS), LSE_ENOMEM,
  *  LSE_EGSL-free: Graphviz failures are LSE_EIO with its message. */
 LSE_API lse_status lse_viz_to_dot(lse_graph *g, const lse_viz_opts *opts,

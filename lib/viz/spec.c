@@ -1249,8 +1249,13 @@ lse_status lse_viz_read_spec(const char *path, const char *text,
         goto done;
     }
     for (Agnode_t *n = agfstnode(r.G); n != NULL && st == LSE_OK;
-         n = agnxtnode(r.G, n))
+         n = agnxtnode(r.G, n)) {
+        /* drawing aids of lse_viz_to_dot: plate labels and the legend */
+        const char *k = attr(n, "kind");
+        if (k != NULL && (strcmp(k, "plate") == 0 || strcmp(k, "legend") == 0))
+            continue;
         st = classify(&r, &nodes[n_nodes++], n);
+    }
     if (st != LSE_OK)
         goto done;
     if (n_nodes == 0) {

@@ -49,7 +49,12 @@ lse_viz_opts lse_viz_opts_default(void)
                       .max_rows = 40,
                       .min_weight = 0.01,
                       .layout = "dot",
-                      .title = NULL};
+                      .title = NULL,
+                      .plates = NULL,
+                      .n_plates = 0,
+                      .legend = 0,
+                      .theme = "screen",
+                      .dpi = 0};
     return o;
 }
 
@@ -80,19 +85,66 @@ static void setf(void *obj, const char *name, const char *fmt, ...)
     set(obj, name, buf);
 }
 
-static int plated(lse_graph *g, const lse_node *n);
+typedef struct strbuf {
+    char *s;
+    size_t len, cap;
+    int failed;
+} strbuf;
 
-/* Does the plate of @p rows hold observed data (a clamped variable that
- * is not a parameter)? Then it is labelled "N = rows", else "K = rows". */
-static int plate_observed(lse_graph *g, size_t rows)
+static void sb_add(strbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void sb_add(strbuf *b, const char *fmt, ...)
 {
-    for (size_t i = 0; i < lse_graph_n_nodes(g); i++) {
-        const lse_node *n = lse_graph_node(g, i);
-        if (lse_node_rows(n) == rows && lse_node_is_clamped(n) &&
-            !lse_node_is_param(n) && plated(g, n))
-            return 1;
+    if (b->failed)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        const int n = vsnprintf(b->s ? b->s + b->len : NULL,
+                                b->s ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->failed = 1;
+            return;
+        }
+        if (b->s != NULL && b->len + (size_t)n < b->cap) {
+            b->len += (size_t)n;
+            return;
+        }
+        const size_t cap = 2 * (b->cap + (size_t)n + 64);
+        char *s = realloc(b->s, cap);
+        if (s == NULL) {
+            b->failed = 1;
+            return;
+        }
+        b->s = s;
+        b->cap = cap;
     }
-    return 0;
+}
+
+static void escape(strbuf *b, const char *s)
+{
+    for (; s != NULL && *s; s++) {
+        switch (*s) {
+        case '<':
+            sb_add(b, "&lt;");
+            break;
+        case '>':
+            sb_add(b, "&gt;");
+            break;
+        case '&':
+            sb_add(b, "&amp;");
+            break;
+        case '"':
+            sb_add(b, "&quot;");
+            break;
+        case '\n':
+            sb_add(b, "<BR/>");
+            break;
+        default:
+            sb_add(b, "%c", *s);
+        }
+    }
 }
 
 /* Does @p n belong in a plate? Every variable with more than one row
@@ -131,35 +183,66 @@ static int plated(lse_graph *g, const lse_node *n)
     return 0;
 }
 
-static Agnode_t *variable(Agraph_t *G, Agraph_t **plates, size_t *plate_rows,
-                          size_t *n_plates, lse_graph *g, const lse_node *n,
-                          size_t order)
+/* The plates of a factor view: one cluster per label. */
+typedef struct plates {
+    Agraph_t **g;
+    char **label;
+    size_t n;
+    int clusters; /* the layout draws clusters (dot, fdp) */
+    const lse_viz_opts *o;
+    const char *font;
+} plates;
+
+/* The plate label of @p n into @p buf, or NULL: the caller's name, or
+ * "R rows" for an unnamed node that belongs in a plate. */
+static const char *plate_label(lse_graph *g, const plates *P, const lse_node *n,
+                               char *buf, size_t len)
+{
+    for (size_t i = 0; i < P->o->n_plates; i++)
+        if (P->o->plates[i].node != NULL &&
+            strcmp(P->o->plates[i].node, lse_node_name(n)) == 0)
+            return P->o->plates[i].label;
+    if (!plated(g, n))
+        return NULL;
+    snprintf(buf, len, "%zu rows", lse_node_rows(n));
+    return buf;
+}
+
+static Agnode_t *variable(Agraph_t *G, plates *P, lse_graph *g,
+                          const lse_node *n, size_t order)
 {
     const size_t rows = lse_node_rows(n);
     Agraph_t *where = G;
-    if (plated(g, n)) {
+    char buf[64];
+    const char *label = plate_label(g, P, n, buf, sizeof buf);
+    Agraph_t *plate = NULL;
+    int first = 0;
+    if (label != NULL && P->clusters) {
         size_t p = 0;
-        while (p < *n_plates && plate_rows[p] != rows)
+        while (p < P->n && strcmp(P->label[p], label) != 0)
             p++;
-        if (p == *n_plates) {
+        if (p == P->n) {
             char name[64];
-            snprintf(name, sizeof name, "cluster_plate_%zu", rows);
-            plates[p] = agsubg(G, name, 1);
-            if (plates[p] == NULL)
+            snprintf(name, sizeof name, "cluster_plate_%zu", p);
+            P->label[p] = strdup(label);
+            P->g[p] = agsubg(G, name, 1);
+            if (P->label[p] == NULL || P->g[p] == NULL)
                 return NULL;
-            plate_rows[p] = rows;
-            (*n_plates)++;
-            setf(plates[p], "label", "%s = %zu",
-                 plate_observed(g, rows) ? "N" : "K", rows);
-            set(plates[p], "style", "rounded");
-            set(plates[p], "labeljust", "r");
-            /* with rankdir=BT, "b" puts the label at the top, where dot
-             * reserves room for it ("t" overlaps the nodes) */
-            set(plates[p], "labelloc", "b");
-            set(plates[p], "kind", "plate");
-            setf(plates[p], "rows", "%zu", rows);
+            P->n++;
+            first = 1;
+            /* the label is a text node inside the plate, not the
+             * cluster's label: dot routes edges around nodes, while a
+             * cluster label is only room reserved at the plate's edge,
+             * which edges entering the plate cross */
+            set(P->g[p], "kind", "plate");
+            set(P->g[p], "label", ""); /* not the inherited title */
+            set(P->g[p], "plate", label);
+            setf(P->g[p], "rows", "%zu", rows);
+            set(P->g[p], "style", "rounded");
+            set(P->g[p], "margin", "10");
         }
-        where = plates[p];
+        plate = P->g[p];
+        where = plate;
     }
     Agnode_t *v = agnode(where, (char *)lse_node_name(n), 1);
     if (v == NULL)
@@ -170,12 +253,37 @@ static Agnode_t *variable(Agraph_t *G, Agraph_t **plates, size_t *plate_rows,
     setf(v, "rows", "%zu", rows);
     setf(v, "dim", "%zu", lse_node_dim(n));
     set(v, "observed", obs ? "true" : "false");
-    setf(v, "label", "%s\\n%zux%zu", lse_node_name(n), rows, lse_node_dim(n));
+    if (label != NULL && !P->clusters) /* no box: the plate in the label */
+        setf(v, "label", "%s\\n%zux%zu\\n[%s]", lse_node_name(n), rows,
+             lse_node_dim(n), label);
+    else
+        setf(v, "label", "%s\\n%zux%zu", lse_node_name(n), rows,
+             lse_node_dim(n));
+    if (label != NULL)
+        set(v, "plate", label);
     set(v, "shape", param ? "box" : "circle");
     set(v, "style", obs ? "filled" : (param ? "rounded" : "solid"));
     if (obs)
-        set(v, "fillcolor", "gray80");
+        set(v, "fillcolor", "gray85");
     set(v, "fontsize", "10");
+    if (first) {
+        char name[64];
+        snprintf(name, sizeof name, "plate:%zu", P->n - 1);
+        Agnode_t *l = agnode(plate, name, 1);
+        Agraph_t *same = agsubg(plate, name, 1);
+        if (l == NULL || same == NULL)
+            return NULL;
+        set(l, "kind", "plate");
+        set(l, "label", label);
+        set(l, "shape", "plaintext");
+        set(l, "fontsize", "10");
+        set(l, "margin", "0.02");
+        set(l, "width", "0");
+        set(l, "height", "0");
+        set(same, "rank", "same");
+        agsubnode(same, l, 1);
+        agsubnode(same, v, 1);
+    }
     return v;
 }
 
@@ -220,17 +328,80 @@ static Agnode_t *factor_node(Agraph_t *G, const char *name)
     return f;
 }
 
+/* "mask causal", "mask no self", both, or "mask 0x4" for other bits */
+static void mask_text(unsigned mask, char *buf, size_t len)
+{
+    const unsigned known = LSE_MASK_CAUSAL | LSE_MASK_NO_SELF;
+    snprintf(buf, len, "%s%s%s", (mask & LSE_MASK_CAUSAL) ? "causal" : "",
+             (mask & LSE_MASK_CAUSAL) && (mask & LSE_MASK_NO_SELF) ? ", " : "",
+             (mask & LSE_MASK_NO_SELF) ? "no self" : "");
+    if (mask & ~known) {
+        const size_t used = strlen(buf);
+        snprintf(buf + used, len - used, "%s0x%x", used ? ", " : "",
+                 mask & ~known);
+    }
+}
+
+/* Legend of the factor view: one sample per shape and line style the
+ * picture uses (kind=legend, which lse_viz_read_spec skips). */
+static void factor_legend(Agraph_t *G, const int used[4], int observed,
+                          int params, const char *font)
+{
+    strbuf b = {0};
+    sb_add(&b, "<TABLE BORDER=\"1\" COLOR=\"gray60\" CELLBORDER=\"0\" "
+               "CELLSPACING=\"0\" CELLPADDING=\"2\">"
+               "<TR><TD COLSPAN=\"2\"><B>Legend</B></TD></TR>");
+    sb_add(&b, "<TR><TD ALIGN=\"LEFT\">&#9675;</TD><TD ALIGN=\"LEFT\">"
+               "variable (name, rows x dim)%s</TD></TR>",
+           observed ? "; shaded: observed" : "");
+    if (params)
+        sb_add(&b, "<TR><TD ALIGN=\"LEFT\">&#9633;</TD><TD ALIGN=\"LEFT\">"
+                   "parameter</TD></TR>");
+    sb_add(&b, "<TR><TD ALIGN=\"LEFT\">&#9632;</TD><TD ALIGN=\"LEFT\">"
+               "energy term: similarity, &#946;, mask</TD></TR>");
+    static const char *const what[4] = {
+        "&#8212;&#8212;&#9656; parent &#8594; term",
+        "&#9473;&#9473;&#9656; term &#8594; child (bold)",
+        "- - -&#9656; context", "&#183;&#183;&#183;&#9656; parameter"};
+    for (size_t k = 0; k < 4; k++)
+        if (used[k])
+            sb_add(&b, "<TR><TD COLSPAN=\"2\" ALIGN=\"LEFT\">%s</TD></TR>",
+                   what[k]);
+    sb_add(&b, "<TR><TD ALIGN=\"LEFT\">&#9634;</TD><TD ALIGN=\"LEFT\">"
+               "plate: repeated over its index</TD></TR></TABLE>");
+    if (b.failed) {
+        free(b.s);
+        return;
+    }
+    Agnode_t *l = agnode(G, (char *)"legend", 1);
+    if (l != NULL) {
+        set(l, "kind", "legend");
+        agsafeset(l, (char *)"label", agstrdup_html(G, b.s), "");
+        set(l, "shape", "plaintext");
+        set(l, "fontsize", "9");
+        set(l, "fontname", font);
+    }
+    free(b.s);
+}
+
 /* The factor view; 0 when out of memory. */
-static int factor_graph(Agraph_t *G, lse_graph *g)
+static int factor_graph(Agraph_t *G, lse_graph *g, const lse_viz_opts *o,
+                        int clusters, const char *font)
 {
     const size_t nn = lse_graph_n_nodes(g);
-    Agraph_t **plates = calloc(nn + 1, sizeof *plates);
-    size_t *plate_rows = calloc(nn + 1, sizeof *plate_rows);
-    size_t n_plates = 0;
-    int ok = plates != NULL && plate_rows != NULL;
-    for (size_t i = 0; ok && i < nn; i++)
-        ok = variable(G, plates, plate_rows, &n_plates, g, lse_graph_node(g, i),
-                      i) != NULL;
+    plates P = {.g = calloc(nn + 1, sizeof *P.g),
+                .label = calloc(nn + 1, sizeof *P.label),
+                .clusters = clusters,
+                .o = o,
+                .font = font};
+    int ok = P.g != NULL && P.label != NULL;
+    int used[4] = {0, 0, 0, 0}, observed = 0, params = 0;
+    for (size_t i = 0; ok && i < nn; i++) {
+        const lse_node *n = lse_graph_node(g, i);
+        ok = variable(G, &P, g, n, i) != NULL;
+        observed |= lse_node_is_clamped(n);
+        params |= lse_node_is_param(n);
+    }
     for (size_t m = 0; ok && m < lse_graph_n_terms(g); m++) {
         const lse_term *t = lse_graph_term(g, m);
         Agnode_t *f = factor_node(G, lse_term_name(t));
@@ -238,11 +409,22 @@ static int factor_graph(Agraph_t *G, lse_graph *g)
             ok = 0;
             break;
         }
-        char desc[256];
+        char desc[256], extra[96] = "";
         lse_term_describe(t, desc, sizeof desc);
+        if (lse_term_kind_of(t) == LSE_TERM_LSE) {
+            char mk[48] = "";
+            mask_text(lse_term_mask(t), mk, sizeof mk);
+            snprintf(extra, sizeof extra, "\\n\u03b2 = %g%s%s",
+                     lse_term_beta(t), mk[0] ? ", mask: " : "", mk);
+            if (lse_term_reduce(t) == LSE_REDUCE_CHAIN) {
+                const size_t used_len = strlen(extra);
+                snprintf(extra + used_len, sizeof extra - used_len,
+                         ", chain");
+            }
+        }
         set(f, "kind", "factor");
         setf(f, "order", "%zu", nn + m);
-        setf(f, "label", "%s\\n%s", lse_term_name(t), desc);
+        setf(f, "label", "%s\\n%s%s", lse_term_name(t), desc, extra);
         set(f, "shape", "box");
         set(f, "style", lse_term_enabled(t) ? "filled" : "filled,dashed");
         set(f, "fillcolor", lse_term_enabled(t) ? "gray20" : "gray60");
@@ -282,6 +464,10 @@ static int factor_graph(Agraph_t *G, lse_graph *g)
             lse_term_reduce(t) == LSE_REDUCE_CHAIN ? "chain" : "rows");
         const lse_view c = lse_term_child(t), p = lse_term_parent(t),
                        x = lse_term_context(t);
+        used[0] = used[1] = 1;
+        used[2] |= x.node != NULL;
+        used[3] |= lse_term_n_param(t) > 0 || lse_term_chain_init(t) != NULL ||
+                   lse_term_chain_trans(t) != NULL;
         view_attrs(edge(G, agnode(G, (char *)lse_node_name(p.node), 0), f,
                         "parent", NULL),
                    p);
@@ -311,8 +497,12 @@ static int factor_graph(Agraph_t *G, lse_graph *g)
                      "dotted"),
                 "slot", "chain_trans");
     }
-    free(plates);
-    free(plate_rows);
+    if (ok && o->legend)
+        factor_legend(G, used, observed, params, font);
+    for (size_t p = 0; P.label != NULL && p < P.n; p++)
+        free(P.label[p]);
+    free(P.g);
+    free(P.label);
     return ok;
 }
 
@@ -336,6 +526,81 @@ static int is_parent(lse_graph *g, const lse_node *n)
     return 0;
 }
 
+/* The rows of @p n in the expanded view: a cluster labelled with the
+ * node's name and plate, rows left to right in order. @p dual: 0, or 1
+ * (parent side) / 2 (child side, names "x[3]'") of a node that is both. */
+static void expanded_rows(Agraph_t *G, const lse_node *n,
+                          const lse_viz_opts *o, size_t maxr, int dual,
+                          int child_side)
+{
+    char name[300];
+    const char *suffix = dual == 2 ? "'" : "";
+    snprintf(name, sizeof name, "cluster_%s%s", lse_node_name(n),
+             dual == 2 ? "_child" : "");
+    Agraph_t *c = agsubg(G, name, 1);
+    const size_t rows = lse_node_rows(n);
+    const char *index = NULL; /* the caller's plate label */
+    for (size_t k = 0; k < o->n_plates; k++)
+        if (strcmp(o->plates[k].node, lse_node_name(n)) == 0)
+            index = o->plates[k].label;
+    char what[200];
+    snprintf(what, sizeof what, "%s%s%s%s%s", lse_node_name(n),
+             dual == 1 ? " as parent" : (dual == 2 ? " as child" : ""),
+             index ? " (" : "", index ? index : "", index ? ")" : "");
+    if (rows > maxr)
+        setf(c, "label", "%s: first %zu of %zu rows", what, maxr, rows);
+    else
+        setf(c, "label", "%s", what);
+    set(c, "kind", "rows");
+    /* label on the side away from the weight edges: parents sit on top
+     * (their label above), children below (label underneath) */
+    set(c, "labelloc", child_side ? "b" : "t");
+    set(c, "fontsize", "10");
+    set(c, "style", lse_node_is_clamped(n) ? "filled" : "rounded");
+    if (lse_node_is_clamped(n))
+        set(c, "fillcolor", "gray92");
+    /* rows left to right in order: a same-rank subgraph whose invisible
+     * edges r -> r + 1 (role=order) fix the order */
+    snprintf(name, sizeof name, "rank_%s%s", lse_node_name(n),
+             dual == 2 ? "_child" : "");
+    Agraph_t *same = agsubg(c, name, 1);
+    set(same, "rank", "same");
+    Agnode_t *prev = NULL;
+    const size_t drawn = rows < maxr ? rows : maxr;
+    /* bounded size: smaller circles for many rows */
+    const double w = drawn > 40 ? fmax(0.12, 12.0 / (double)drawn) : 0.3;
+    for (size_t r = 0; r < drawn; r++) {
+        snprintf(name, sizeof name, "%s[%zu]%s", lse_node_name(n), r, suffix);
+        Agnode_t *v = agnode(same, name, 1);
+        if (v == NULL)
+            return;
+        if (prev != NULL) {
+            Agedge_t *e = agedge(G, prev, v, NULL, 1);
+            set(e, "style", "invis");
+            set(e, "role", "order");
+        }
+        prev = v;
+        setf(v, "width", "%.3f", w);
+        setf(v, "height", "%.3f", w);
+        set(v, "fontsize", w < 0.3 ? "5" : "8");
+        setf(v, "label", "%zu", r);
+        set(v, "shape", lse_node_is_param(n) ? "box" : "circle");
+        set(v, "fixedsize", "true");
+        set(v, "node", lse_node_name(n));
+        setf(v, "row", "%zu", r);
+    }
+}
+
+static int is_child(lse_graph *g, const lse_node *n)
+{
+    for (size_t m = 0; m < lse_graph_n_terms(g); m++) {
+        const lse_term *t = lse_graph_term(g, m);
+        if (lse_term_softmax(t) != NULL && lse_term_child(t).node == n)
+            return 1;
+    }
+    return 0;
+}
+
 /* Expanded view: one node per row (at most max_rows per variable) of
  * every variable that is a child or parent of an LSE term, one edge per
  * child-parent pair whose softmax weight reaches min_weight, drawn from
@@ -353,42 +618,31 @@ static void expanded_graph(Agraph_t *G, lse_graph *g, const lse_viz_opts *o)
         const lse_node *n = lse_graph_node(g, i);
         if (!in_softmax_term(g, n))
             continue;
-        snprintf(name, sizeof name, "cluster_%s", lse_node_name(n));
-        Agraph_t *c = agsubg(G, name, 1);
-        const size_t rows = lse_node_rows(n);
-        if (rows > maxr)
-            setf(c, "label", "%s (first %zu of %zu rows)", lse_node_name(n),
-                 maxr, rows);
-        else
-            setf(c, "label", "%s", lse_node_name(n));
-        set(c, "kind", "rows");
-        /* label on the side away from the weight edges: parents sit on
-         * top (their label above), children below (label underneath) */
-        set(c, "labelloc", is_parent(g, n) ? "t" : "b");
-        set(c, "fontsize", "10");
-        set(c, "style", lse_node_is_clamped(n) ? "filled" : "rounded");
-        if (lse_node_is_clamped(n))
-            set(c, "fillcolor", "gray92");
-        for (size_t r = 0; r < rows && r < maxr; r++) {
-            snprintf(name, sizeof name, "%s[%zu]", lse_node_name(n), r);
-            Agnode_t *v = agnode(c, name, 1);
-            setf(v, "label", "%zu", r);
-            set(v, "shape", lse_node_is_param(n) ? "box" : "circle");
-            set(v, "fontsize", "8");
-            set(v, "width", "0.3");
-            set(v, "height", "0.3");
-            set(v, "fixedsize", "true");
-            set(v, "node", lse_node_name(n));
-            setf(v, "row", "%zu", r);
-        }
+        /* a node that is both child and parent (self-attention) is drawn
+         * twice: its rows as parents above, as children below */
+        const int dual = is_parent(g, n) && is_child(g, n);
+        for (int side = 0; side <= dual; side++)
+            expanded_rows(G, n, o, maxr, dual ? side + 1 : 0,
+                          side == 1 || !is_parent(g, n));
     }
     size_t n_drawn = 0;
+    strbuf b = {0}; /* the legend: one colour per term, width = weight */
+    sb_add(&b, "<TABLE BORDER=\"1\" COLOR=\"gray60\" CELLBORDER=\"0\" "
+               "CELLSPACING=\"0\" CELLPADDING=\"2\"><TR><TD COLSPAN=\"2\">"
+               "<B>Softmax weight of child row i on parent row j</B></TD></TR>");
+    set(G, "nodesep", "0.08");
+    set(G, "ranksep", "1.2");
+    set(G, "size", "16,10"); /* at most 16 x 10 inches: scaled down */
     for (size_t m = 0; m < lse_graph_n_terms(g); m++) {
         const lse_term *t = lse_graph_term(g, m);
         const gsl_matrix *A = lse_term_softmax(t);
         if (A == NULL || !lse_term_enabled(t))
             continue;
         const char *hue = palette[n_drawn++ % 6];
+        sb_add(&b, "<TR><TD BGCOLOR=\"%s\" WIDTH=\"24\"> </TD>"
+                   "<TD ALIGN=\"LEFT\">term ", hue);
+        escape(&b, lse_term_name(t));
+        sb_add(&b, "</TD></TR>");
         const lse_view c = lse_term_child(t), p = lse_term_parent(t);
         for (size_t i = 0; i < c.count; i++) {
             if (c.first + i >= maxr)
@@ -402,12 +656,14 @@ static void expanded_graph(Agraph_t *G, lse_graph *g, const lse_viz_opts *o)
                 snprintf(name, sizeof name, "%s[%zu]", lse_node_name(p.node),
                          p.first + j);
                 Agnode_t *a = agnode(G, name, 0);
-                snprintf(name, sizeof name, "%s[%zu]", lse_node_name(c.node),
-                         c.first + i);
-                Agnode_t *b = agnode(G, name, 0);
-                if (a == NULL || b == NULL)
+                snprintf(name, sizeof name, "%s[%zu]%s", lse_node_name(c.node),
+                         c.first + i,
+                         is_parent(g, c.node) && is_child(g, c.node) ? "'"
+                                                                     : "");
+                Agnode_t *h = agnode(G, name, 0);
+                if (a == NULL || h == NULL)
                     continue;
-                Agedge_t *e = agedge(G, a, b, NULL, 1);
+                Agedge_t *e = agedge(G, a, h, NULL, 1);
                 set(e, "role", "weight");
                 set(e, "term", lse_term_name(t));
                 setf(e, "weight_value", "%.6g", w);
@@ -415,11 +671,26 @@ static void expanded_graph(Agraph_t *G, lse_graph *g, const lse_viz_opts *o)
                 setf(e, "color", "%s%02x", hue,
                      (unsigned)(40 + 215 * (w > 1 ? 1 : w)));
                 set(e, "arrowsize", "0.4");
-                if (a == b) /* a row attending to itself */
+                if (a == h) /* a row attending to itself */
                     set(e, "dir", "none");
             }
         }
     }
+    sb_add(&b, "<TR><TD COLSPAN=\"2\" ALIGN=\"LEFT\">width 0.3 + 3 w pt, "
+               "opacity w; w &lt; %g not drawn</TD></TR>"
+               "<TR><TD COLSPAN=\"2\" ALIGN=\"LEFT\">edges run parent row "
+               "&#8594; child row</TD></TR></TABLE>",
+           o->min_weight);
+    if (o->legend && n_drawn > 0 && !b.failed) {
+        Agnode_t *l = agnode(G, (char *)"legend", 1);
+        if (l != NULL) {
+            set(l, "kind", "legend");
+            agsafeset(l, (char *)"label", agstrdup_html(G, b.s), "");
+            set(l, "shape", "plaintext");
+            set(l, "fontsize", "9");
+        }
+    }
+    free(b.s);
 }
 
 static lse_status agraph_to_string(Agraph_t *G, char **out, lse_error *err,
@@ -458,21 +729,57 @@ lse_status lse_viz_to_dot(lse_graph *g, const lse_viz_opts *opts, char **out,
                              "the expanded view draws at most %zu rows per "
                              "node, not %zu",
                              (size_t)LSE_VIZ_MAX_EXPANDED_ROWS, o.max_rows);
+    const int print = o.theme != NULL && strcmp(o.theme, "print") == 0;
+    if (o.theme != NULL && !print && strcmp(o.theme, "screen") != 0)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "unknown theme '%s' (screen, print)", o.theme);
+    if (!(o.dpi >= 0 && o.dpi <= 1200))
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "dpi %g is outside [0, 1200] (0: the theme's)",
+                             o.dpi);
+    for (size_t i = 0; i < o.n_plates; i++)
+        if (o.plates == NULL || o.plates[i].node == NULL ||
+            lse_graph_find_node(g, o.plates[i].node) == NULL)
+            return lse_error_set(
+                err, LSE_EINVAL, fn, "plate %zu names no node of the graph (%s)",
+                i,
+                o.plates != NULL && o.plates[i].node ? o.plates[i].node
+                                                     : "NULL");
+    const char *layout = o.layout != NULL ? o.layout : "dot";
+    /* dot and fdp draw clusters; the others ignore them */
+    const int clusters = strcmp(layout, "dot") == 0 || strcmp(layout, "fdp") == 0;
+    const char *font = print ? "Times-Roman" : "Helvetica";
     gv_quiet();
     Agraph_t *G = agopen((char *)"lsegraph", Agdirected, NULL);
     if (G == NULL)
         return lse_error_set(err, LSE_ENOMEM, fn, "Graphviz: %s", gv_error());
-    set(G, "layout", o.layout != NULL ? o.layout : "dot");
+    agattr(G, AGRAPH, (char *)"fontname", (char *)font);
+    agattr(G, AGNODE, (char *)"fontname", (char *)font);
+    agattr(G, AGEDGE, (char *)"fontname", (char *)font);
+    if (print) {
+        agattr(G, AGNODE, (char *)"penwidth", (char *)"1.3");
+        agattr(G, AGEDGE, (char *)"penwidth", (char *)"1.3");
+    }
+    set(G, "layout", layout);
     set(G, "rankdir", "BT");
     set(G, "fontsize", "11");
     set(G, "view", o.expand ? "expanded" : "factor");
+    set(G, "theme", print ? "print" : "screen");
+    setf(G, "dpi", "%g", o.dpi > 0 ? o.dpi : (print ? 300.0 : 96.0));
+    if (!clusters || strcmp(layout, "fdp") == 0) {
+        /* spring and circular layouts: no overlapping nodes, room for
+         * edge labels */
+        set(G, "overlap", "false");
+        set(G, "sep", "+8");
+        set(G, "splines", "true");
+    }
     if (o.title != NULL) {
         set(G, "label", o.title);
         set(G, "labelloc", "t");
     }
     if (o.expand)
         expanded_graph(G, g, &o);
-    else if (!factor_graph(G, g)) {
+    else if (!factor_graph(G, g, &o, clusters, font)) {
         agclose(G);
         return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     }
@@ -584,68 +891,6 @@ static void colour(double t, char out[8])
     snprintf(out, 8, "#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
 }
 
-typedef struct strbuf {
-    char *s;
-    size_t len, cap;
-    int failed;
-} strbuf;
-
-static void sb_add(strbuf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void sb_add(strbuf *b, const char *fmt, ...)
-{
-    if (b->failed)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        const int n = vsnprintf(b->s ? b->s + b->len : NULL,
-                                b->s ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = 1;
-            return;
-        }
-        if (b->s != NULL && b->len + (size_t)n < b->cap) {
-            b->len += (size_t)n;
-            return;
-        }
-        const size_t cap = 2 * (b->cap + (size_t)n + 64);
-        char *s = realloc(b->s, cap);
-        if (s == NULL) {
-            b->failed = 1;
-            return;
-        }
-        b->s = s;
-        b->cap = cap;
-    }
-}
-
-static void escape(strbuf *b, const char *s)
-{
-    for (; s != NULL && *s; s++) {
-        switch (*s) {
-        case '<':
-            sb_add(b, "&lt;");
-            break;
-        case '>':
-            sb_add(b, "&gt;");
-            break;
-        case '&':
-            sb_add(b, "&amp;");
-            break;
-        case '"':
-            sb_add(b, "&quot;");
-            break;
-        case '\n':
-            sb_add(b, "<BR/>");
-            break;
-        default:
-            sb_add(b, "%c", *s);
-        }
-    }
-}
-
 lse_status lse_viz_matrix_to_dot(const gsl_matrix *m, const char *title,
                                  const char *row_label, const char *col_label,
                                  char **out, lse_error *err)
@@ -673,6 +918,14 @@ lse_status lse_viz_matrix_to_dot(const gsl_matrix *m, const char *title,
         hi = 1;
     }
     const double span = hi > lo ? hi - lo : 1.0;
+    size_t masked = 0;
+    for (size_t i = 0; i < m->size1; i++)
+        for (size_t j = 0; j < m->size2; j++)
+            masked += !isfinite(gsl_matrix_get(m, i, j));
+    /* scale labels to three significant digits of the range: 4.456e-26
+     * on a [0, 1] scale reads 0.00 */
+    const double mag = floor(log10(span));
+    const int decimals = mag >= 2 ? 0 : (int)(2 - mag);
     const unsigned cell = m->size2 > 60 ? 6 : (m->size2 > 16 ? 14 : 20);
     /* Three pieces, so that no text widens the matrix columns: the title
      * is the graph label, the matrix a table of FIXEDSIZE square cells,
@@ -718,9 +971,9 @@ lse_status lse_viz_matrix_to_dot(const gsl_matrix *m, const char *title,
     /* legend: the colour scale from min to max, then the axes */
     sb_add(&b,
            "  legend [label=<<TABLE BORDER=\"0\" CELLSPACING=\"0\" "
-           "CELLPADDING=\"1\"><TR><TD><FONT POINT-SIZE=\"9\">%.4g "
+           "CELLPADDING=\"1\"><TR><TD><FONT POINT-SIZE=\"9\">%.*f "
            "</FONT></TD>",
-           lo);
+           decimals > 12 ? 12 : decimals, lo + 0.0);
     for (int k = 0; k <= 10; k++) {
         char col[8];
         colour(k / 10.0, col);
@@ -729,7 +982,8 @@ lse_status lse_viz_matrix_to_dot(const gsl_matrix *m, const char *title,
                "FIXEDSIZE=\"TRUE\"></TD>",
                col);
     }
-    sb_add(&b, "<TD><FONT POINT-SIZE=\"9\"> %.4g</FONT></TD></TR>\n", hi);
+    sb_add(&b, "<TD><FONT POINT-SIZE=\"9\"> %.*f</FONT></TD></TR>\n",
+           decimals > 12 ? 12 : decimals, hi + 0.0);
     sb_add(&b, "<TR><TD COLSPAN=\"13\"><FONT POINT-SIZE=\"9\">");
     if (row_label != NULL) {
         sb_add(&b, "rows: ");
@@ -741,7 +995,9 @@ lse_status lse_viz_matrix_to_dot(const gsl_matrix *m, const char *title,
         escape(&b, col_label);
         sb_add(&b, "<BR/>");
     }
-    sb_add(&b, "grey = masked</FONT></TD></TR></TABLE>>];\n"
+    if (masked > 0)
+        sb_add(&b, "grey = masked (%zu cells)", masked);
+    sb_add(&b, "</FONT></TD></TR></TABLE>>];\n"
                "  m -> legend [style=invis];\n}\n");
     if (b.failed) {
         free(b.s);

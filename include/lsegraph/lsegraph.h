@@ -17,6 +17,7 @@
 #include <lsegraph/comm.h>
 #include <lsegraph/kmeans.h>
 #include <lsegraph/cov.h>
+#include <lsegraph/covmodel.h>
 #include <lsegraph/mstep.h>
 #include <lsegraph/models.h>
 #undef LSEGRAPH_INSIDE

@@ -1169,5 +1169,7 @@ int lsefit_gmm_main(int argc, char **argv)
         return query_main(argc - 1, argv + 1, 1);
     if (argc >= 2 && strcmp(argv[1], "sample") == 0)
         return sample_main(argc - 1, argv + 1);
+    if (lsefit_select_wanted(argc, argv))
+        return lsefit_select_main(argc, argv);
     return fit_main(argc, argv);
 }

@@ -1,0 +1,133 @@
+/* lsefit gmm --covariance all: mclust's BIC/ICL table (tools/lsefit_select.c)
+ * on Faithful, against the stored mclust values (tests/ref/mclust_ref.txt). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "lse_check.h"
+#include "lse_tmpdir.h"
+
+#define REF_FILE LSE_DATA_DIR "/../tests/ref/mclust_ref.txt"
+
+static char dir[64];
+
+static int run_cmd(const char *args, const char *out)
+{
+    const char *bin = getenv("LSEFIT");
+    ck_assert_msg(bin != NULL, "LSEFIT is not set");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' %s > '%s' 2>&1", bin, args, out);
+    const int st = system(cmd);
+    ck_assert(st != -1 && WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+static char *slurp(const char *path)
+{
+    char *text = NULL;
+    size_t len = 0;
+    lse_error err;
+    ck_assert_msg(lse_file_read(path, &text, &len, &err) == LSE_OK, "%s",
+                  err.message);
+    return text;
+}
+
+/* mclust's polished BIC for (faithful, model, K), NAN if absent */
+static double ref_bic(const char *model, size_t k)
+{
+    FILE *f = fopen(REF_FILE, "r");
+    ck_assert_ptr_nonnull(f);
+    static char line[65536];
+    double out = NAN;
+    while (fgets(line, sizeof line, f) != NULL) {
+        char set[32], name[8];
+        size_t kk, df;
+        double a, b, ll, bic;
+        if (sscanf(line, "%31s %7s %zu %zu %lf %lf %lf %lf", set, name, &kk,
+                   &df, &a, &b, &ll, &bic) == 8 &&
+            strcmp(set, "faithful") == 0 && strcmp(name, model) == 0 &&
+            kk == k)
+            out = bic;
+    }
+    fclose(f);
+    return out;
+}
+
+START_TEST(test_table_faithful)
+{
+    lse_tmpdir_make(dir, sizeof dir, "lsefit_select");
+    char out[128], csv[128], args[1024];
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    snprintf(csv, sizeof csv, "%s/table.csv", dir);
+    snprintf(args, sizeof args,
+             "gmm '%s/faithful.csv' -k 1:4 --covariance all -o '%s'",
+             LSE_DATA_DIR, csv);
+    ck_assert_int_eq(run_cmd(args, out), 0);
+    char *text = slurp(out);
+    ck_assert_msg(strstr(text, "Top 3 models by BIC: EEE,3 = -2314.296; "
+                               "EEE,4 = -2320.137") != NULL,
+                  "%s", text);
+    ck_assert_ptr_nonnull(strstr(text, "scikit-learn's bic() is minus this"));
+    ck_assert_ptr_nonnull(strstr(text, "ICL = BIC + 2 sum_i log max_k z_ik"));
+    free(text);
+    FILE *f = fopen(csv, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512];
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    ck_assert_str_eq(line, "model,K,loglik,n_params,BIC,ICL\n");
+    size_t rows = 0, equal = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        char name[8];
+        size_t k, np;
+        double ll, bic, icl;
+        ck_assert_int_eq(sscanf(line, "%7[^,],%zu,%lf,%zu,%lf,%lf", name, &k,
+                                &ll, &np, &bic, &icl),
+                         6);
+        lse_cov_model m;
+        lse_assert_ok(lse_cov_model_parse(name, &m));
+        ck_assert_uint_eq(np, lse_cov_model_n_params(m, k, 2));
+        ck_assert_double_eq_tol(bic, 2.0 * ll - (double)np * log(272.0),
+                                1e-9 * fabs(bic));
+        ck_assert(icl <= bic + 1e-9);
+        const double r = ref_bic(name, k);
+        ck_assert(isfinite(r));
+        /* never much below mclust's optimum for the same (model, K) */
+        ck_assert_msg(bic >= r - 10.0, "%s K=%zu: BIC %g, mclust %g", name,
+                      k, bic, r);
+        equal += fabs(bic - r) <= 1e-6 * fabs(r);
+        rows++;
+    }
+    fclose(f);
+    ck_assert_uint_eq(rows, 56);
+    ck_assert_uint_ge(equal, 40);
+    lse_tmpdir_remove(dir);
+}
+END_TEST
+
+START_TEST(test_bad_model)
+{
+    lse_tmpdir_make(dir, sizeof dir, "lsefit_select");
+    char out[128], args[1024];
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    snprintf(args, sizeof args, "gmm '%s/faithful.csv' --covariance EEX",
+             LSE_DATA_DIR);
+    ck_assert_int_eq(run_cmd(args, out), 2);
+    char *text = slurp(out);
+    ck_assert_msg(strstr(text, "--covariance 'EEX'") != NULL, "%s", text);
+    free(text);
+    lse_tmpdir_remove(dir);
+}
+END_TEST
+
+Suite *lse_test_suite(void)
+{
+    Suite *s = suite_create("lsefit_select");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_table_faithful);
+    tcase_add_test(tc, test_bad_model);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,506 @@
+/* lsefit gmm FILE -k A:B --covariance all|LIST: mclust's model selection,
+ * a BIC (and ICL) table over mclust's 14 covariance models and a range of
+ * K, with its top three (docs/lsefit.md, "Model tables"). Each fit is EM
+ * on the gaussian similarity with the model's M-step
+ * (lse_gaussian_config.model), started from the best of several short
+ * runs from k-means++ / Lloyd partitions (emEM). */
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_rng.h>
+
+#include "lsefit.h"
+
+#define N_MODELS 14
+
+typedef struct sel_args {
+    lsefit_data_opts data;
+    size_t kmin, kmax;
+    int models[N_MODELS + 1]; /* lse_cov_model flags */
+    size_t n_init, short_iter, max_iter;
+    double tol, reg_covar;
+    unsigned long seed;
+    const char *out;
+} sel_args;
+
+typedef struct em {
+    lse_gaussian_config cfg;
+    lse_sim_shape shape;
+    size_t rows[2], cols[2];
+    gsl_matrix *param[2];
+    gsl_matrix *mu, *s, *r;
+    const gsl_matrix *x;
+    double *acc;
+    void *work;
+    size_t n, d, k;
+} em;
+
+static void em_free(em *e)
+{
+    if (e->work != NULL)
+        lse_sim_gaussian->work_free(e->work);
+    gsl_matrix_free(e->param[0]);
+    gsl_matrix_free(e->param[1]);
+    gsl_matrix_free(e->mu);
+    gsl_matrix_free(e->s);
+    gsl_matrix_free(e->r);
+    free(e->acc);
+    memset(e, 0, sizeof *e);
+}
+
+static int em_new(em *e, const gsl_matrix *x, lse_cov_model m, size_t k)
+{
+    memset(e, 0, sizeof *e);
+    e->cfg = lse_cov_model_config(m);
+    e->x = x;
+    e->n = x->size1;
+    e->d = x->size2;
+    e->k = k;
+    e->rows[0] = k;
+    e->cols[0] = 1;
+    e->rows[1] = lse_cov_chol_rows(e->cfg.cov, k);
+    e->cols[1] = lse_cov_chol_cols(e->cfg.cov, e->d);
+    e->shape = (lse_sim_shape){.n_child = e->n,
+                               .block = e->n,
+                               .n_parent = k,
+                               .d_child = e->d,
+                               .d_parent = e->d,
+                               .n_param = 2,
+                               .param_rows = e->rows,
+                               .param_cols = e->cols};
+    e->param[0] = gsl_matrix_calloc(k, 1);
+    e->param[1] = gsl_matrix_calloc(e->rows[1], e->cols[1]);
+    e->mu = gsl_matrix_calloc(k, e->d);
+    e->s = gsl_matrix_alloc(e->n, k);
+    e->r = gsl_matrix_calloc(e->n, k);
+    e->acc = malloc(lse_sim_gaussian->stats_size(&e->shape, &e->cfg) *
+                    sizeof *e->acc);
+    if (e->param[0] == NULL || e->param[1] == NULL || e->mu == NULL ||
+        e->s == NULL || e->r == NULL || e->acc == NULL ||
+        lse_sim_gaussian->work_new(&e->shape, &e->cfg, &e->work) != LSE_OK) {
+        em_free(e);
+        return LSEFIT_FAIL;
+    }
+    lse_cov_chol_scaled_identity(e->cfg.cov, e->d, 1.0, e->param[1]);
+    return LSEFIT_OK;
+}
+
+static lse_sim_args em_args(const em *e)
+{
+    return (lse_sim_args){.child = e->x,
+                          .parent = e->mu,
+                          .param = (const gsl_matrix *const *)e->param,
+                          .config = &e->cfg,
+                          .work = e->work};
+}
+
+/* E-step: responsibilities; returns the log-likelihood (NaN on failure) */
+static double em_estep(em *e)
+{
+    const lse_sim_args a = em_args(e);
+    if (lse_sim_gaussian->prepare(&a) != LSE_OK ||
+        lse_sim_gaussian->eval(&a, e->s) != LSE_OK)
+        return NAN;
+    double ll = 0.0;
+    for (size_t i = 0; i < e->n; i++) {
+        double mx = -INFINITY;
+        for (size_t k = 0; k < e->k; k++)
+            mx = fmax(mx, gsl_matrix_get(e->s, i, k));
+        double t = 0.0;
+        for (size_t k = 0; k < e->k; k++)
+            t += exp(gsl_matrix_get(e->s, i, k) - mx);
+        const double l = mx + log(t);
+        ll += l;
+        for (size_t k = 0; k < e->k; k++)
+            gsl_matrix_set(e->r, i, k, exp(gsl_matrix_get(e->s, i, k) - l));
+    }
+    return ll;
+}
+
+static int em_mstep(em *e, double reg)
+{
+    const lse_sim_args a = em_args(e);
+    memset(e->acc, 0,
+           lse_sim_gaussian->stats_size(&e->shape, &e->cfg) * sizeof *e->acc);
+    if (lse_sim_gaussian->stats(&a, e->r, NULL, e->acc) != LSE_OK)
+        return LSEFIT_FAIL;
+    const lse_mstep_opts o = {.reg_covar = reg, .min_count = 1e-10};
+    char msg[256];
+    return lse_sim_gaussian->solve(&a, e->acc, e->mu, e->param, &o, NULL, msg,
+                                   sizeof msg) == LSE_OK
+               ? LSEFIT_OK
+               : LSEFIT_FAIL;
+}
+
+/* up to max_iter EM iterations from the current responsibilities;
+ * returns the log-likelihood (NaN: a singular fit) */
+static double em_run(em *e, double reg, size_t max_iter, double tol)
+{
+    double prev = NAN;
+    for (size_t it = 0; it < max_iter; it++) {
+        if (em_mstep(e, reg) != LSEFIT_OK)
+            return NAN;
+        const double ll = em_estep(e);
+        if (!isfinite(ll))
+            return NAN;
+        if (isfinite(prev) && fabs(ll - prev) <= tol * fabs(ll))
+            return ll;
+        prev = ll;
+    }
+    return prev;
+}
+
+/* one-hot responsibilities from a k-means++ / Lloyd partition */
+static int kmeans_start(em *e, gsl_rng *rng, size_t *labels, gsl_vector *ones)
+{
+    gsl_matrix *c = gsl_matrix_alloc(e->k, e->d);
+    gsl_vector *d2 = gsl_vector_alloc(e->n), *sums = gsl_vector_alloc(e->k);
+    int rc = LSEFIT_FAIL;
+    if (c != NULL && d2 != NULL && sums != NULL &&
+        lse_kmeans_seed(e->x, ones, rng, c, d2, 0, NULL, NULL) == LSE_OK &&
+        lse_kmeans_lloyd(e->x, ones, c, 1000, labels, sums, NULL, 0, NULL,
+                         NULL) == LSE_OK) {
+        gsl_matrix_set_zero(e->r);
+        for (size_t i = 0; i < e->n; i++)
+            gsl_matrix_set(e->r, i, labels[i], 1.0);
+        rc = LSEFIT_OK;
+    }
+    gsl_matrix_free(c);
+    gsl_vector_free(d2);
+    gsl_vector_free(sums);
+    return rc;
+}
+
+typedef struct cell {
+    double loglik, bic, icl;
+    size_t n_params;
+    int ok;
+} cell;
+
+/* emEM: n_init short runs from k-means partitions, the best one continued
+ * to convergence */
+static cell fit_one(const gsl_matrix *x, lse_cov_model m, size_t k,
+                    const sel_args *a)
+{
+    cell out = {.ok = 0};
+    em e, best;
+    if (em_new(&e, x, m, k) != LSEFIT_OK)
+        return out;
+    if (em_new(&best, x, m, k) != LSEFIT_OK) {
+        em_free(&e);
+        return out;
+    }
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    size_t *labels = calloc(x->size1, sizeof *labels);
+    gsl_vector *ones = gsl_vector_alloc(x->size1);
+    const size_t starts = k == 1 ? 1 : a->n_init;
+    gsl_matrix **keep = calloc(starts, sizeof *keep);
+    double *kll = calloc(starts, sizeof *kll);
+    if (rng != NULL && labels != NULL && ones != NULL && keep != NULL &&
+        kll != NULL) {
+        gsl_vector_set_all(ones, 1.0);
+        gsl_rng_set(rng, a->seed + 7919 * k + 104729 * (size_t)m);
+        for (size_t s = 0; s < starts; s++) {
+            kll[s] = -INFINITY;
+            if (kmeans_start(&e, rng, labels, ones) != LSEFIT_OK)
+                continue;
+            const double ll = em_run(&e, a->reg_covar, a->short_iter, a->tol);
+            if (isfinite(ll) && (keep[s] = gsl_matrix_alloc(x->size1, k)) !=
+                                    NULL) {
+                kll[s] = ll;
+                gsl_matrix_memcpy(keep[s], e.r);
+            }
+        }
+        /* the best short run to convergence; if it turns singular, the
+         * next best */
+        for (size_t tries = 0; tries < starts && !out.ok; tries++) {
+            size_t bs = starts;
+            for (size_t s = 0; s < starts; s++)
+                if (keep[s] != NULL && (bs == starts || kll[s] > kll[bs]))
+                    bs = s;
+            if (bs == starts)
+                break;
+            gsl_matrix_memcpy(best.r, keep[bs]);
+            gsl_matrix_free(keep[bs]);
+            keep[bs] = NULL;
+            const double ll = em_run(&best, a->reg_covar, a->max_iter, a->tol);
+            if (isfinite(ll)) {
+                out.ok = 1;
+                out.loglik = ll;
+                out.n_params = lse_cov_model_n_params(m, k, x->size2);
+                out.bic = lse_cov_model_bic(m, k, x->size2, x->size1, ll);
+                double c = 0.0; /* ICL: BIC + 2 sum_i log max_k z_ik */
+                for (size_t i = 0; i < x->size1; i++) {
+                    double mx = 0.0;
+                    for (size_t j = 0; j < k; j++)
+                        mx = fmax(mx, gsl_matrix_get(best.r, i, j));
+                    c += log(mx);
+                }
+                out.icl = out.bic + 2.0 * c;
+            }
+        }
+    }
+    for (size_t s = 0; keep != NULL && s < starts; s++)
+        gsl_matrix_free(keep[s]);
+    free(keep);
+    free(kll);
+    gsl_rng_free(rng);
+    free(labels);
+    gsl_vector_free(ones);
+    em_free(&e);
+    em_free(&best);
+    return out;
+}
+
+int lsefit_select_wanted(int argc, char **argv)
+{
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--covariance") == 0) {
+            const char *v = argv[i + 1];
+            lse_cov_type t;
+            return lse_cov_parse(v, &t) != LSE_OK; /* not one of the four */
+        }
+    return 0;
+}
+
+static int parse_models(const char *s, int *models)
+{
+    if (strcmp(s, "all") == 0) {
+        for (int m = 1; m <= N_MODELS; m++)
+            models[m] = 1;
+        return LSEFIT_OK;
+    }
+    char buf[256];
+    if (strlen(s) >= sizeof buf)
+        return LSEFIT_USAGE;
+    strcpy(buf, s);
+    for (char *tok = strtok(buf, ","); tok != NULL; tok = strtok(NULL, ",")) {
+        lse_cov_model m;
+        if (lse_cov_model_parse(tok, &m) != LSE_OK)
+            return LSEFIT_USAGE;
+        models[m] = 1;
+    }
+    return LSEFIT_OK;
+}
+
+static void help_select(FILE *f)
+{
+    fprintf(f,
+            "usage: lsefit gmm FILE --covariance all|MODEL[,MODEL...] "
+            "[-k A:B] [options]\n"
+            "mclust's model table: BIC and ICL for each covariance model "
+            "(EII VII EEI VEI EVI\nVVI EEE VEE EVE VVE EEV VEV EVV VVV; "
+            "full = VVV, diag = VVI, spherical = VII,\ntied = EEE) and each "
+            "K, and the top three by BIC.\n"
+            "  -k A:B                 components (default 1:9)\n"
+            "  --columns LIST, --ignore LIST   columns to use / skip\n"
+            "  --n-init N             short EM runs from k-means++ starts "
+            "(default 10)\n"
+            "  --short-iter N         iterations of each short run "
+            "(default 20)\n"
+            "  --max-iter N           iterations of the final run "
+            "(default 10000)\n"
+            "  --tol X                stop when |change of loglik| <= X "
+            "|loglik| (default 1e-10)\n"
+            "  --reg-covar X          added to the covariances "
+            "(default 0, as mclust)\n"
+            "  --seed S               (default 0)\n"
+            "  -o FILE                the table as CSV (model,K,loglik,"
+            "n_params,BIC,ICL)\n");
+}
+
+int lsefit_select_main(int argc, char **argv)
+{
+    const char *cmd = "gmm";
+    sel_args a = {.kmin = 1,
+                  .kmax = 9,
+                  .n_init = 10,
+                  .short_iter = 20,
+                  .max_iter = 10000,
+                  .tol = 1e-10,
+                  .reg_covar = 0.0,
+                  .seed = 0};
+    a.data.missing = LSE_MISSING_ERROR;
+    enum { O_COV = 256, O_COLS, O_IGN, O_NINIT, O_SHORT, O_MAXIT, O_TOL,
+           O_REG, O_SEED };
+    static const struct option opts[] = {
+        {"covariance", required_argument, NULL, O_COV},
+        {"columns", required_argument, NULL, O_COLS},
+        {"ignore", required_argument, NULL, O_IGN},
+        {"n-init", required_argument, NULL, O_NINIT},
+        {"short-iter", required_argument, NULL, O_SHORT},
+        {"max-iter", required_argument, NULL, O_MAXIT},
+        {"tol", required_argument, NULL, O_TOL},
+        {"reg-covar", required_argument, NULL, O_REG},
+        {"seed", required_argument, NULL, O_SEED},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    int c, rc = LSEFIT_OK;
+    optind = 1;
+    opterr = 0;
+    while (rc == LSEFIT_OK &&
+           (c = getopt_long(argc, argv, ":k:o:qh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'k':
+            rc = lsefit_opt_krange(cmd, optarg, &a.kmin, &a.kmax);
+            break;
+        case 'o':
+            a.out = optarg;
+            break;
+        case 'q':
+            lsefit_quiet = 1;
+            break;
+        case 'h':
+            help_select(stdout);
+            return LSEFIT_OK;
+        case O_COV:
+            if (parse_models(optarg, a.models) != LSEFIT_OK)
+                rc = lsefit_usage(cmd,
+                                  "--covariance '%s': expected all, full, "
+                                  "diag, spherical, tied or mclust's names "
+                                  "(EII,VII,...,VVV) separated by commas",
+                                  optarg);
+            break;
+        case O_COLS:
+            a.data.columns = optarg;
+            break;
+        case O_IGN:
+            a.data.ignore = optarg;
+            break;
+        case O_NINIT:
+            rc = lsefit_opt_size(cmd, "--n-init", optarg, 1, &a.n_init);
+            break;
+        case O_SHORT:
+            rc = lsefit_opt_size(cmd, "--short-iter", optarg, 1, &a.short_iter);
+            break;
+        case O_MAXIT:
+            rc = lsefit_opt_size(cmd, "--max-iter", optarg, 1, &a.max_iter);
+            break;
+        case O_TOL:
+            rc = lsefit_opt_double(cmd, "--tol", optarg, 0.0, 1, &a.tol);
+            break;
+        case O_REG:
+            rc = lsefit_opt_double(cmd, "--reg-covar", optarg, 0.0, 1,
+                                   &a.reg_covar);
+            break;
+        case O_SEED:
+            rc = lsefit_opt_seed(cmd, optarg, &a.seed);
+            break;
+        default:
+            rc = lsefit_usage(cmd,
+                              "%s: not an option of the model table "
+                              "(--covariance all); see lsefit gmm "
+                              "--covariance all --help",
+                              argv[optind - 1]);
+        }
+    }
+    if (rc != LSEFIT_OK)
+        return rc;
+    if (argc - optind != 1)
+        return lsefit_usage(cmd, "--covariance all: expected one data file");
+    a.data.path = argv[optind];
+    lsefit_data data = {0};
+    rc = lsefit_data_load(&a.data, &data);
+    if (rc != LSEFIT_OK)
+        return rc;
+    const size_t nk = a.kmax - a.kmin + 1;
+    cell *tab = calloc(nk * (N_MODELS + 1), sizeof *tab);
+    if (tab == NULL) {
+        lsefit_data_free(&data);
+        return lsefit_fail("out of memory");
+    }
+    const double t0 = lsefit_now();
+    for (int m = 1; m <= N_MODELS; m++)
+        if (a.models[m])
+            for (size_t k = a.kmin; k <= a.kmax; k++)
+                tab[(k - a.kmin) * (N_MODELS + 1) + (size_t)m] =
+                    fit_one(data.x, (lse_cov_model)m, k, &a);
+    const double secs = lsefit_now() - t0;
+
+    FILE *f = stdout;
+    const char *what[2] = {"BIC", "ICL"};
+    for (int w = 0; w < 2; w++) {
+        fprintf(f, "%s (mclust's sign: 2 loglik - n_params log n, larger is "
+                   "better;\n     scikit-learn's bic() is minus this, "
+                   "smaller is better)%s\n",
+                what[w],
+                w == 1 ? "\n     ICL = BIC + 2 sum_i log max_k z_ik" : "");
+        fprintf(f, "%3s", "K");
+        for (int m = 1; m <= N_MODELS; m++)
+            if (a.models[m])
+                fprintf(f, " %10s", lse_cov_model_name((lse_cov_model)m));
+        fprintf(f, "\n");
+        for (size_t k = a.kmin; k <= a.kmax; k++) {
+            fprintf(f, "%3zu", k);
+            for (int m = 1; m <= N_MODELS; m++) {
+                if (!a.models[m])
+                    continue;
+                const cell *c2 = &tab[(k - a.kmin) * (N_MODELS + 1) + (size_t)m];
+                if (c2->ok)
+                    fprintf(f, " %10.3f", w == 0 ? c2->bic : c2->icl);
+                else
+                    fprintf(f, " %10s", "NA");
+            }
+            fprintf(f, "\n");
+        }
+        /* top three */
+        fprintf(f, "Top 3 models by %s:", what[w]);
+        int used[3][2] = {{0}};
+        for (int r = 0; r < 3; r++) {
+            double best = -INFINITY;
+            int bm = 0;
+            size_t bk = 0;
+            for (int m = 1; m <= N_MODELS; m++)
+                for (size_t k = a.kmin; k <= a.kmax && a.models[m]; k++) {
+                    const cell *c2 =
+                        &tab[(k - a.kmin) * (N_MODELS + 1) + (size_t)m];
+                    const double v = w == 0 ? c2->bic : c2->icl;
+                    int taken = 0;
+                    for (int q = 0; q < r; q++)
+                        taken |= used[q][0] == m && used[q][1] == (int)k;
+                    if (c2->ok && !taken && v > best) {
+                        best = v;
+                        bm = m;
+                        bk = k;
+                    }
+                }
+            if (bm == 0)
+                break;
+            used[r][0] = bm;
+            used[r][1] = (int)bk;
+            fprintf(f, "%s %s,%zu = %.3f", r ? ";" : "",
+                    lse_cov_model_name((lse_cov_model)bm), bk, best);
+        }
+        fprintf(f, "\n\n");
+    }
+    fprintf(f, "%zu rows, d = %zu; %zu short runs of %zu iterations from "
+               "k-means++ starts, the best to |change| <= %g |loglik|; "
+               "%.2f s\n",
+            data.x->size1, data.x->size2, a.n_init, a.short_iter, a.tol, secs);
+    if (a.out != NULL) {
+        lsefit_buf b;
+        rc = lsefit_buf_open(&b);
+        if (rc == LSEFIT_OK) {
+            fprintf(b.f, "model,K,loglik,n_params,BIC,ICL\n");
+            for (int m = 1; m <= N_MODELS; m++)
+                for (size_t k = a.kmin; k <= a.kmax && a.models[m]; k++) {
+                    const cell *c2 =
+                        &tab[(k - a.kmin) * (N_MODELS + 1) + (size_t)m];
+                    if (c2->ok)
+                        fprintf(b.f, "%s,%zu,%.17g,%zu,%.17g,%.17g\n",
+                                lse_cov_model_name((lse_cov_model)m), k,
+                                c2->loglik, c2->n_params, c2->bic, c2->icl);
+                    else
+                        fprintf(b.f, "%s,%zu,NA,NA,NA,NA\n",
+                                lse_cov_model_name((lse_cov_model)m), k);
+                }
+            rc = lsefit_buf_write(&b, a.out);
+            lsefit_buf_free(&b);
+        }
+    }
+    free(tab);
+    lsefit_data_free(&data);
+    return rc;
+}

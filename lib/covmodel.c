@@ -3,7 +3,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include <lsegraph/lsegraph.h>
+#include <lsegraph/core.h>
 
 static const char *const names[] = {NULL,  "EII", "VII", "EEI", "VEI",
                                     "EVI", "VVI", "EEE", "VEE", "EVE",

@@ -1,7 +1,7 @@
 #ifndef LSEGRAPH_GRAPH_PRIVATE_H
 #define LSEGRAPH_GRAPH_PRIVATE_H
 
-#include <lsegraph/lsegraph.h>
+#include <lsegraph/core.h>
 
 /* Internal structures of the core; never installed. */
 

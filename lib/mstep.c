@@ -203,3 +203,55 @@ lse_status lse_term_scores(const lse_term *t, const gsl_matrix *child,
         sim->work_free(work);
     return st;
 }
+
+size_t lse_sim_param_index(const lse_sim_type *type, const char *name)
+{
+    if (type == NULL || name == NULL || type->param_names == NULL)
+        return (size_t)-1;
+    for (size_t k = 0; k < type->n_param; k++)
+        if (type->param_names[k] != NULL &&
+            strcmp(type->param_names[k], name) == 0)
+            return k;
+    return (size_t)-1;
+}
+
+lse_status lse_sim_params_bind(const lse_sim_type *type,
+                               const char *const *names, lse_node *const *nodes,
+                               size_t n, lse_node **out, lse_error *err)
+{
+    static const char fn[] = "lse_sim_params_bind";
+    if (type == NULL || out == NULL ||
+        (n > 0 && (names == NULL || nodes == NULL)))
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
+    for (size_t k = 0; k < type->n_param; k++)
+        out[k] = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const size_t k = lse_sim_param_index(type, names[i]);
+        if (k == (size_t)-1 || out[k] != NULL) {
+            char list[256] = "";
+            size_t len = 0;
+            for (size_t j = 0; j < type->n_param && len < sizeof list; j++) {
+                const int w = snprintf(list + len, sizeof list - len, "%s%s",
+                                       j > 0 ? ", " : "", type->param_names[j]);
+                len += w > 0 ? (size_t)w : 0;
+            }
+            return lse_error_set(err, LSE_EINVAL, fn,
+                                 "similarity '%s': %s parameter '%s' "
+                                 "(parameters: %s)",
+                                 type->name,
+                                 k == (size_t)-1 ? "no" : "repeated",
+                                 names[i] != NULL ? names[i] : "(null)",
+                                 type->n_param > 0 ? list : "none");
+        }
+        out[k] = nodes[i];
+    }
+    return LSE_OK;
+}
+
+lse_node *lse_term_param_named(const lse_term *t, const char *name)
+{
+    if (t == NULL || t->kind != LSE_TERM_LSE)
+        return NULL;
+    const size_t k = lse_sim_param_index(t->sim, name);
+    return k == (size_t)-1 ? NULL : t->param[k];
+}

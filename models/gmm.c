@@ -1787,7 +1787,11 @@ static lse_status m_chol_full(mfit *f, size_t b, size_t k, double n_k)
  * the covariance type as in the complete-data M-step, plus reg_covar.
  * resp: (N, K) explicit responsibilities, or NULL for the terms' softmax.
  */
-static lse_status m_mstep(mfit *f, const gsl_matrix *resp)
+/* Expected sufficient statistics of the current responsibilities (resp,
+ * or the pattern terms' kept softmax) into f->acc: counts (K), sums
+ * (K, d) and the lower triangles of the second moments (K, d, d) of the
+ * centered rows with the missing coordinates imputed. */
+static lse_status m_stats(mfit *f, const gsl_matrix *resp)
 {
     mgraph *mg = &f->mg;
     const size_t K = mg->k, d = mg->d;
@@ -1853,6 +1857,16 @@ static lse_status m_mstep(mfit *f, const gsl_matrix *resp)
                 }
         }
     }
+    return LSE_OK;
+}
+
+/* The M-step from the statistics of m_stats, then the re-seeding. */
+static lse_status m_solve(mfit *f)
+{
+    mgraph *mg = &f->mg;
+    const size_t K = mg->k, d = mg->d;
+    const lse_cov_type cov = mg->cov;
+    const double *n = f->acc, *s1 = f->acc + K, *s2 = f->acc + K + K * d;
     double total = 0.0;
     for (size_t k = 0; k < K; k++)
         total += n[k];
@@ -1936,6 +1950,12 @@ static lse_status m_mstep(mfit *f, const gsl_matrix *resp)
     gsl_matrix_memcpy(f->chol, f->new_chol);
     gsl_matrix_memcpy(f->logw, f->new_logw);
     return n_empty > 0 ? m_reseed(f) : LSE_OK;
+}
+
+static lse_status m_mstep(mfit *f, const gsl_matrix *resp)
+{
+    const lse_status st = m_stats(f, resp);
+    return st != LSE_OK ? st : m_solve(f);
 }
 
 /* One run: initialize, EM until converged or max_iter, final evaluation. */

@@ -247,6 +247,62 @@ START_TEST(test_rows_shape_errors)
 }
 END_TEST
 
+/* Parameters by name: index, bind, the term's node. */
+START_TEST(test_params_by_name)
+{
+    ck_assert_uint_eq(lse_sim_param_index(lse_sim_gaussian, "logw"), 0);
+    ck_assert_uint_eq(lse_sim_param_index(lse_sim_gaussian, "chol"), 1);
+    ck_assert_uint_eq(lse_sim_param_index(lse_sim_gaussian, "W"), (size_t)-1);
+    ck_assert_uint_eq(lse_sim_param_index(NULL, "W"), (size_t)-1);
+    lse_graph *g = lse_graph_new();
+    lse_node *x = NULL, *mu = NULL, *chol = NULL, *logw = NULL;
+    lse_assert_ok(lse_graph_add_node(g, "x", N, D, 0, &x));
+    lse_assert_ok(lse_graph_add_node(g, "mu", K, D, LSE_NODE_PARAM, &mu));
+    lse_assert_ok(
+        lse_graph_add_node(g, "chol", K, D * D, LSE_NODE_PARAM, &chol));
+    lse_assert_ok(lse_graph_add_node(g, "logw", K, 1, LSE_NODE_PARAM, &logw));
+    const char *names[2] = {"chol", "logw"};
+    lse_node *nodes[2] = {chol, logw}, *bound[2];
+    lse_error err;
+    lse_assert_ok(
+        lse_sim_params_bind(lse_sim_gaussian, names, nodes, 2, bound, &err));
+    ck_assert_ptr_eq(bound[0], logw);
+    ck_assert_ptr_eq(bound[1], chol);
+    /* an optional parameter left out */
+    lse_assert_ok(
+        lse_sim_params_bind(lse_sim_gaussian, names, nodes, 1, bound, &err));
+    ck_assert_ptr_null(bound[0]);
+    ck_assert_ptr_eq(bound[1], chol);
+    const char *bad[2] = {"chol", "W"};
+    lse_assert_status(
+        lse_sim_params_bind(lse_sim_gaussian, bad, nodes, 2, bound, &err),
+        LSE_EINVAL);
+    ck_assert_str_eq(err.message, "lse_sim_params_bind: similarity "
+                                  "'gaussian': no parameter 'W' "
+                                  "(parameters: logw, chol)");
+    const char *twice[2] = {"chol", "chol"};
+    lse_assert_status(
+        lse_sim_params_bind(lse_sim_gaussian, twice, nodes, 2, bound, &err),
+        LSE_EINVAL);
+    ck_assert(strstr(err.message, "repeated parameter 'chol'") != NULL);
+    /* a term made from the bound array finds its nodes by name */
+    lse_assert_ok(
+        lse_sim_params_bind(lse_sim_gaussian, names, nodes, 2, bound, &err));
+    lse_term_spec spec = lse_term_spec_default();
+    spec.child = lse_view_all(x);
+    spec.parent = lse_view_all(mu);
+    spec.sim = lse_sim_gaussian;
+    spec.param = bound;
+    lse_term *t = NULL;
+    lse_assert_ok(lse_graph_add_lse(g, "mix", &spec, &t));
+    ck_assert_ptr_eq(lse_term_param_named(t, "chol"), chol);
+    ck_assert_ptr_eq(lse_term_param_named(t, "logw"), logw);
+    ck_assert_ptr_null(lse_term_param_named(t, "W"));
+    ck_assert_ptr_null(lse_term_param_named(NULL, "W"));
+    lse_graph_free(g);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("mstep");
@@ -254,6 +310,7 @@ Suite *lse_test_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_defining_property);
     tcase_add_test(tc, test_rows_shape_errors);
+    tcase_add_test(tc, test_params_by_name);
     suite_add_tcase(s, tc);
     return s;
 }

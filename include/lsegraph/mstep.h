@@ -76,6 +76,27 @@ LSE_API lse_status lse_term_scores(const lse_term *t, const gsl_matrix *child,
                                    const gsl_matrix *const *param,
                                    gsl_matrix *scores, lse_error *err);
 
+/** @brief Index of the parameter called @p name in @p type->param_names,
+ *  or (size_t)-1 when the type has none of that name (or an argument is
+ *  NULL). */
+LSE_API size_t lse_sim_param_index(const lse_sim_type *type, const char *name);
+
+/**
+ * @brief Bind parameters by name instead of by position: @p out
+ * (type->n_param entries, caller-owned, for lse_term_spec.param) gets
+ * nodes[i] at the position of names[i], NULL elsewhere (an absent optional
+ * parameter). @return LSE_OK; LSE_EFAULT; LSE_EINVAL (an unknown or
+ * repeated name, naming it and the type's parameters in @p err).
+ */
+LSE_API lse_status lse_sim_params_bind(const lse_sim_type *type,
+                                       const char *const *names,
+                                       lse_node *const *nodes, size_t n,
+                                       lse_node **out, lse_error *err);
+
+/** @brief The parameter node the term binds under @p name (NULL when the
+ *  term's similarity has no such parameter or it is absent). */
+LSE_API lse_node *lse_term_param_named(const lse_term *t, const char *name);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,7 +6,7 @@
 #include <gsl/gsl_blas.h>
 #include <gsl/gsl_linalg.h>
 
-#include <lsegraph/lsegraph.h>
+#include <lsegraph/core.h>
 
 /* Bilinear similarity (docs/similarities.md, "bilinear").
  *

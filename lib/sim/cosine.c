@@ -4,7 +4,7 @@
 
 #include <gsl/gsl_blas.h>
 
-#include <lsegraph/lsegraph.h>
+#include <lsegraph/core.h>
 
 /* Cosine similarity (docs/similarities.md, "cosine").
  *

@@ -16,7 +16,7 @@
 #include <gsl/gsl_blas.h>
 #include <gsl/gsl_errno.h>
 
-#include <lsegraph/lsegraph.h>
+#include <lsegraph/core.h>
 
 static const lse_daam_config daam_default = {.axis = LSE_DAAM_FEATURES,
                                              .eps = 1e-5};

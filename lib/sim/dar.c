@@ -15,7 +15,7 @@
 #include <gsl/gsl_blas.h>
 #include <gsl/gsl_errno.h>
 
-#include <lsegraph/lsegraph.h>
+#include <lsegraph/core.h>
 
 static const lse_dar_config dar_default = {.lambda = 0.2,
                                            .alpha = 8.0,

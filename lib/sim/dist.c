@@ -6,7 +6,7 @@
 
 #include <gsl/gsl_blas.h>
 
-#include <lsegraph/lsegraph.h>
+#include <lsegraph/core.h>
 
 /* Distance-based similarities, the four scores of the IDW paper
  * (seed 004 eqs 1-4; docs/similarities.md, "neg-dist, gauss-kernel,

@@ -3,7 +3,7 @@
 
 #include <gsl/gsl_blas.h>
 
-#include <lsegraph/lsegraph.h>
+#include <lsegraph/core.h>
 
 /* Dot-product similarities (docs/similarities.md, "dot, scaled-dot").
  *

@@ -1,7 +1,7 @@
 #ifndef LSEGRAPH_GAUSS_PRIVATE_H
 #define LSEGRAPH_GAUSS_PRIVATE_H
 
-#include <lsegraph/lsegraph.h>
+#include <lsegraph/core.h>
 
 /*
  * Shared machinery of the Gaussian family (lib/sim/gauss_common.c):

@@ -4,7 +4,7 @@
 
 #include <gsl/gsl_blas.h>
 
-#include <lsegraph/lsegraph.h>
+#include <lsegraph/core.h>
 
 /* Nonlinear prediction similarity (docs/similarities.md, "nonlinear"), the
  * predictive-coding score of seed 001 section 7:

@@ -4,7 +4,7 @@
  * outlive every term that uses them. See docs/sim-dar-daam.md. */
 #include <stdio.h>
 
-#include <lsegraph/lsegraph.h>
+#include <lsegraph/core.h>
 
 static lse_status pair_config(const void *config, char *msg, size_t msg_len)
 {

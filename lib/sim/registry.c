@@ -1,6 +1,6 @@
 #include <string.h>
 
-#include <lsegraph/lsegraph.h>
+#include <lsegraph/core.h>
 
 /* The built-in similarity types, by their stable names. */
 

@@ -106,6 +106,61 @@ START_TEST(test_table_faithful)
 }
 END_TEST
 
+/* the final-run EM steps printed in the last line */
+static size_t final_steps(const char *text)
+{
+    const char *p = strstr(text, " in the final runs");
+    ck_assert_ptr_nonnull(p);
+    while (p > text && p[-1] != ' ')
+        p--;
+    return (size_t)strtoul(p, NULL, 10);
+}
+
+/* SQUAREM reaches the optimum plain EM reaches, in fewer EM steps */
+START_TEST(test_accel)
+{
+    lse_tmpdir_make(dir, sizeof dir, "lsefit_select");
+    char out[2][128], csv[2][128], args[1024];
+    const char *acc[2] = {"none", "squarem"};
+    size_t steps[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(out[i], sizeof out[i], "%s/out%d.txt", dir, i);
+        snprintf(csv[i], sizeof csv[i], "%s/t%d.csv", dir, i);
+        snprintf(args, sizeof args,
+                 "gmm '%s/iris.csv' --ignore species -k 1:5 --covariance all "
+                 "--accel %s -o '%s'",
+                 LSE_DATA_DIR, acc[i], csv[i]);
+        ck_assert_int_eq(run_cmd(args, out[i]), 0);
+        char *text = slurp(out[i]);
+        steps[i] = final_steps(text);
+        free(text);
+    }
+    ck_assert_msg(4 * steps[1] < 3 * steps[0], "steps none %zu, squarem %zu",
+                  steps[0], steps[1]);
+    FILE *f0 = fopen(csv[0], "r"), *f1 = fopen(csv[1], "r");
+    char l0[512], l1[512];
+    size_t rows = 0;
+    while (fgets(l0, sizeof l0, f0) != NULL) {
+        ck_assert_ptr_nonnull(fgets(l1, sizeof l1, f1));
+        if (rows++ == 0)
+            continue;
+        char n0[8], n1[8];
+        size_t k0, k1;
+        double a0, a1;
+        if (sscanf(l0, "%7[^,],%zu,%lf", n0, &k0, &a0) == 3) {
+            ck_assert_int_eq(sscanf(l1, "%7[^,],%zu,%lf", n1, &k1, &a1), 3);
+            ck_assert_msg(fabs(a0 - a1) <= 1e-6 * fabs(a0),
+                          "%s K=%zu: none %.10g, squarem %.10g", n0, k0, a0,
+                          a1);
+        }
+    }
+    ck_assert_uint_eq(rows, 1 + 14 * 5);
+    fclose(f0);
+    fclose(f1);
+    lse_tmpdir_remove(dir);
+}
+END_TEST
+
 START_TEST(test_bad_model)
 {
     lse_tmpdir_make(dir, sizeof dir, "lsefit_select");
@@ -127,6 +182,7 @@ Suite *lse_test_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_table_faithful);
+    tcase_add_test(tc, test_accel);
     tcase_add_test(tc, test_bad_model);
     suite_add_tcase(s, tc);
     return s;

@@ -21,6 +21,7 @@ typedef struct sel_args {
     int models[N_MODELS + 1]; /* lse_cov_model flags */
     size_t n_init, short_iter, max_iter;
     double tol, reg_covar;
+    int squarem; /* --accel squarem */
     unsigned long seed;
     const char *out;
 } sel_args;
@@ -124,7 +125,10 @@ static int em_mstep(em *e, double reg)
     const lse_sim_args a = em_args(e);
     memset(e->acc, 0,
            lse_sim_gaussian->stats_size(&e->shape, &e->cfg) * sizeof *e->acc);
-    if (lse_sim_gaussian->stats(&a, e->r, NULL, e->acc) != LSE_OK)
+    /* the statistics are taken about the current parameters: their cache
+     * must be theirs (SQUAREM and restarts set parameters directly) */
+    if (lse_sim_gaussian->prepare(&a) != LSE_OK ||
+        lse_sim_gaussian->stats(&a, e->r, NULL, e->acc) != LSE_OK)
         return LSEFIT_FAIL;
     const lse_mstep_opts o = {.reg_covar = reg, .min_count = 1e-10};
     char msg[256];
@@ -136,10 +140,14 @@ static int em_mstep(em *e, double reg)
 
 /* up to max_iter EM iterations from the current responsibilities;
  * returns the log-likelihood (NaN: a singular fit) */
+static size_t em_steps;    /* EM steps (M-steps), all runs */
+static size_t final_steps; /* those of the final runs */
+
 static double em_run(em *e, double reg, size_t max_iter, double tol)
 {
     double prev = NAN;
     for (size_t it = 0; it < max_iter; it++) {
+        em_steps++;
         if (em_mstep(e, reg) != LSEFIT_OK)
             return NAN;
         const double ll = em_estep(e);
@@ -150,6 +158,126 @@ static double em_run(em *e, double reg, size_t max_iter, double tol)
         prev = ll;
     }
     return prev;
+}
+
+/* the parameters (logw, means, chol) as one vector and back */
+static size_t em_size(const em *e)
+{
+    return e->k + e->k * e->d + e->rows[1] * e->cols[1];
+}
+
+static void em_get(const em *e, double *v)
+{
+    memcpy(v, e->param[0]->data, e->k * sizeof *v);
+    memcpy(v + e->k, e->mu->data, e->k * e->d * sizeof *v);
+    memcpy(v + e->k + e->k * e->d, e->param[1]->data,
+           e->rows[1] * e->cols[1] * sizeof *v);
+}
+
+static void em_put(em *e, const double *v)
+{
+    memcpy(e->param[0]->data, v, e->k * sizeof *v);
+    memcpy(e->mu->data, v + e->k, e->k * e->d * sizeof *v);
+    memcpy(e->param[1]->data, v + e->k + e->k * e->d,
+           e->rows[1] * e->cols[1] * sizeof *v);
+}
+
+/* SQUAREM (Varadhan & Roland 2008, scheme S3 with the monotone
+ * safeguard): from theta0, two EM steps theta1 = F(theta0), theta2 =
+ * F(theta1); r = theta1 - theta0, v = theta2 - 2 theta1 + theta0,
+ * alpha = -|r| / |v| (at most -1); theta' = theta0 - 2 alpha r + alpha^2 v,
+ * then one EM step from theta' (which also makes the covariances feasible
+ * for the constrained models). If that is not finite or its
+ * log-likelihood is below theta2's, theta2 is kept (plain EM) and the
+ * largest step allowed is halved, else doubled (up to unbounded). Stops
+ * like em_run on the change of the log-likelihood between cycles. On
+ * entry e->r holds the responsibilities of the current parameters. */
+static double em_squarem(em *e, double reg, size_t max_iter, double tol)
+{
+    const size_t np = em_size(e);
+    double *t0 = malloc(4 * np * sizeof *t0);
+    gsl_matrix *r2 = gsl_matrix_alloc(e->n, e->k);
+    if (t0 == NULL || r2 == NULL) {
+        free(t0);
+        gsl_matrix_free(r2);
+        return em_run(e, reg, max_iter, tol);
+    }
+    double *t1 = t0 + np, *t2 = t1 + np, *tp = t2 + np;
+    double prev = NAN, amax = INFINITY;
+    size_t steps = 1;
+    em_steps++;
+    if (em_mstep(e, reg) != LSEFIT_OK || !isfinite(em_estep(e)))
+        steps = max_iter + 1; /* singular: NaN below */
+    while (steps < max_iter) {
+        em_get(e, t0);
+        em_steps += 2;
+        steps += 2;
+        if (em_mstep(e, reg) != LSEFIT_OK || !isfinite(em_estep(e))) {
+            prev = NAN;
+            break;
+        }
+        em_get(e, t1);
+        if (em_mstep(e, reg) != LSEFIT_OK) {
+            prev = NAN;
+            break;
+        }
+        const double ll2 = em_estep(e);
+        if (!isfinite(ll2)) {
+            prev = NAN;
+            break;
+        }
+        em_get(e, t2);
+        gsl_matrix_memcpy(r2, e->r);
+        double rr = 0.0, vv = 0.0;
+        for (size_t i = 0; i < np; i++) {
+            const double r = t1[i] - t0[i], v = t2[i] - 2.0 * t1[i] + t0[i];
+            rr += r * r;
+            vv += v * v;
+        }
+        double ll = ll2;
+        if (vv > 0.0) {
+            double alpha = -sqrt(rr / vv);
+            if (alpha > -1.0)
+                alpha = -1.0;
+            if (-alpha > amax)
+                alpha = -amax;
+            for (size_t i = 0; i < np; i++) {
+                const double r = t1[i] - t0[i],
+                             v = t2[i] - 2.0 * t1[i] + t0[i];
+                tp[i] = t0[i] - 2.0 * alpha * r + alpha * alpha * v;
+            }
+            em_put(e, tp);
+            int ok = alpha < -1.0 && isfinite(em_estep(e));
+            double llp = NAN;
+            if (ok) {
+                em_steps++;
+                steps++;
+                ok = em_mstep(e, reg) == LSEFIT_OK;
+                if (ok)
+                    llp = em_estep(e);
+                ok = ok && isfinite(llp) && llp >= ll2;
+            }
+            if (ok) {
+                ll = llp;
+                amax = fmin(2.0 * amax, INFINITY);
+            } else {
+                em_put(e, t2);
+                gsl_matrix_memcpy(e->r, r2);
+                if (alpha < -1.0)
+                    amax = fmax(1.0, -alpha / 2.0);
+            }
+        }
+        if (isfinite(prev) && fabs(ll - prev) <= tol * fabs(ll)) {
+            prev = ll;
+            break;
+        }
+        prev = ll;
+    }
+    free(t0);
+    gsl_matrix_free(r2);
+    if (!isfinite(prev))
+        return NAN;
+    return em_estep(e);
 }
 
 /* one-hot responsibilities from a k-means++ / Lloyd partition */
@@ -223,9 +351,26 @@ static cell fit_one(const gsl_matrix *x, lse_cov_model m, size_t k,
             if (bs == starts)
                 break;
             gsl_matrix_memcpy(best.r, keep[bs]);
+            /* the responsibilities of the kept short run's parameters */
+            const size_t s0 = em_steps;
+            double ll =
+                a->squarem
+                    ? em_squarem(&best, a->reg_covar, a->max_iter, a->tol)
+                    : em_run(&best, a->reg_covar, a->max_iter, a->tol);
+            if (!isfinite(ll) && a->squarem) {
+                /* an extrapolation ran into a singular covariance (the
+                 * likelihood is unbounded there): plain EM from the same
+                 * start instead */
+                gsl_matrix_memcpy(best.r, keep[bs]);
+                gsl_matrix_set_zero(best.param[0]);
+                gsl_matrix_set_zero(best.mu);
+                lse_cov_chol_scaled_identity(best.cfg.cov, best.d, 1.0,
+                                             best.param[1]);
+                ll = em_run(&best, a->reg_covar, a->max_iter, a->tol);
+            }
+            final_steps += em_steps - s0;
             gsl_matrix_free(keep[bs]);
             keep[bs] = NULL;
-            const double ll = em_run(&best, a->reg_covar, a->max_iter, a->tol);
             if (isfinite(ll)) {
                 out.ok = 1;
                 out.loglik = ll;
@@ -306,6 +451,8 @@ static void help_select(FILE *f)
             "|loglik| (default 1e-10)\n"
             "  --reg-covar X          added to the covariances "
             "(default 0, as mclust)\n"
+            "  --accel none|squarem   acceleration of the final runs "
+            "(default squarem)\n"
             "  --seed S               (default 0)\n"
             "  -o FILE                the table as CSV (model,K,loglik,"
             "n_params,BIC,ICL)\n");
@@ -321,10 +468,11 @@ int lsefit_select_main(int argc, char **argv)
                   .max_iter = 10000,
                   .tol = 1e-10,
                   .reg_covar = 0.0,
+                  .squarem = 1,
                   .seed = 0};
     a.data.missing = LSE_MISSING_ERROR;
     enum { O_COV = 256, O_COLS, O_IGN, O_NINIT, O_SHORT, O_MAXIT, O_TOL,
-           O_REG, O_SEED };
+           O_REG, O_SEED, O_ACCEL };
     static const struct option opts[] = {
         {"covariance", required_argument, NULL, O_COV},
         {"columns", required_argument, NULL, O_COLS},
@@ -335,6 +483,7 @@ int lsefit_select_main(int argc, char **argv)
         {"tol", required_argument, NULL, O_TOL},
         {"reg-covar", required_argument, NULL, O_REG},
         {"seed", required_argument, NULL, O_SEED},
+        {"accel", required_argument, NULL, O_ACCEL},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     int c, rc = LSEFIT_OK;
@@ -387,6 +536,14 @@ int lsefit_select_main(int argc, char **argv)
             break;
         case O_SEED:
             rc = lsefit_opt_seed(cmd, optarg, &a.seed);
+            break;
+        case O_ACCEL:
+            if (strcmp(optarg, "none") == 0 || strcmp(optarg, "squarem") == 0)
+                a.squarem = strcmp(optarg, "squarem") == 0;
+            else
+                rc = lsefit_usage(cmd,
+                                  "--accel '%s': expected none or squarem",
+                                  optarg);
             break;
         default:
             rc = lsefit_usage(cmd,
@@ -476,9 +633,10 @@ int lsefit_select_main(int argc, char **argv)
         fprintf(f, "\n\n");
     }
     fprintf(f, "%zu rows, d = %zu; %zu short runs of %zu iterations from "
-               "k-means++ starts, the best to |change| <= %g |loglik|; "
-               "%.2f s\n",
-            data.x->size1, data.x->size2, a.n_init, a.short_iter, a.tol, secs);
+               "k-means++ starts, the best to |change| <= %g |loglik| "
+               "(--accel %s: %zu EM steps, %zu in the final runs); %.2f s\n",
+            data.x->size1, data.x->size2, a.n_init, a.short_iter, a.tol,
+            a.squarem ? "squarem" : "none", em_steps, final_steps, secs);
     if (a.out != NULL) {
         lsefit_buf b;
         rc = lsefit_buf_open(&b);

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <gsl/gsl_blas.h>
+#include <gsl/gsl_linalg.h>
 #include <gsl/gsl_rng.h>
 
 #include "lsefit.h"
@@ -22,6 +24,7 @@ typedef struct sel_args {
     size_t n_init, short_iter, max_iter;
     double tol, reg_covar;
     int squarem; /* --accel squarem */
+    int hc;      /* --init hc */
     unsigned long seed;
     const char *out;
 } sel_args;
@@ -310,7 +313,7 @@ typedef struct cell {
 /* emEM: n_init short runs from k-means partitions, the best one continued
  * to convergence */
 static cell fit_one(const gsl_matrix *x, lse_cov_model m, size_t k,
-                    const sel_args *a)
+                    const sel_args *a, const size_t *pairs)
 {
     cell out = {.ok = 0};
     em e, best;
@@ -332,6 +335,19 @@ static cell fit_one(const gsl_matrix *x, lse_cov_model m, size_t k,
         gsl_rng_set(rng, a->seed + 7919 * k + 104729 * (size_t)m);
         for (size_t s = 0; s < starts; s++) {
             kll[s] = -INFINITY;
+            if (pairs != NULL) {
+                /* --init hc: the one partition of the tree into k */
+                if (s > 0 || lse_hc_cut(x->size1, pairs, k, labels) != LSE_OK)
+                    continue;
+                gsl_matrix_set_zero(e.r);
+                for (size_t i = 0; i < x->size1; i++)
+                    gsl_matrix_set(e.r, i, labels[i], 1.0);
+                if ((keep[s] = gsl_matrix_alloc(x->size1, k)) != NULL) {
+                    kll[s] = 0.0;
+                    gsl_matrix_memcpy(keep[s], e.r);
+                }
+                continue;
+            }
             if (kmeans_start(&e, rng, labels, ones) != LSEFIT_OK)
                 continue;
             const double ll = em_run(&e, a->reg_covar, a->short_iter, a->tol);
@@ -410,6 +426,60 @@ int lsefit_select_wanted(int argc, char **argv)
     return 0;
 }
 
+/* --init hc: Ward / EII agglomeration (lse_hc_ward) of the whitened data
+ * (centred, times the inverse Cholesky factor of the sample covariance: the
+ * tree of mclust's hcUse = "SVD" up to a rotation, which Ward ignores) */
+static int hc_tree(const gsl_matrix *x, size_t **out)
+{
+    const size_t n = x->size1, d = x->size2;
+    gsl_matrix *z = gsl_matrix_alloc(n, d), *c = gsl_matrix_calloc(d, d);
+    size_t *pairs = malloc(2 * (n > 1 ? n - 1 : 1) * sizeof *pairs);
+    double *cost = malloc((n > 1 ? n - 1 : 1) * sizeof *cost);
+    int rc = LSEFIT_FAIL;
+    if (z != NULL && c != NULL && pairs != NULL && cost != NULL) {
+        gsl_matrix_memcpy(z, x);
+        for (size_t j = 0; j < d; j++) {
+            double m = 0.0;
+            for (size_t i = 0; i < n; i++)
+                m += gsl_matrix_get(z, i, j);
+            m /= (double)n;
+            for (size_t i = 0; i < n; i++)
+                *gsl_matrix_ptr(z, i, j) -= m;
+        }
+        for (size_t i = 0; i < n; i++)
+            for (size_t a = 0; a < d; a++)
+                for (size_t b = 0; b <= a; b++)
+                    *gsl_matrix_ptr(c, a, b) +=
+                        gsl_matrix_get(z, i, a) * gsl_matrix_get(z, i, b) /
+                        (double)n;
+        lse_error err;
+        if (gsl_linalg_cholesky_decomp1(c) == GSL_SUCCESS) {
+            /* z <- z L^-T */
+            gsl_blas_dtrsm(CblasRight, CblasLower, CblasTrans, CblasNonUnit,
+                           1.0, c, z);
+            if (lse_hc_ward(z, pairs, cost, &err) == LSE_OK)
+                rc = LSEFIT_OK;
+            else
+                lsefit_fail_lib(&err, NULL);
+        } else {
+            lsefit_fail("--init hc: the data's covariance is singular (a "
+                        "constant or collinear column); drop it with "
+                        "--ignore");
+        }
+    } else {
+        lsefit_fail("out of memory");
+    }
+    gsl_matrix_free(z);
+    gsl_matrix_free(c);
+    free(cost);
+    if (rc != LSEFIT_OK) {
+        free(pairs);
+        pairs = NULL;
+    }
+    *out = pairs;
+    return rc;
+}
+
 static int parse_models(const char *s, int *models)
 {
     if (strcmp(s, "all") == 0) {
@@ -453,6 +523,10 @@ static void help_select(FILE *f)
             "(default 0, as mclust)\n"
             "  --accel none|squarem   acceleration of the final runs "
             "(default squarem)\n"
+            "  --init kmeans|hc       emEM from k-means++ starts (default), "
+            "or one start\n"
+            "                         per K from a Ward/EII hierarchical "
+            "tree of the whitened data\n"
             "  --seed S               (default 0)\n"
             "  -o FILE                the table as CSV (model,K,loglik,"
             "n_params,BIC,ICL)\n");
@@ -472,7 +546,7 @@ int lsefit_select_main(int argc, char **argv)
                   .seed = 0};
     a.data.missing = LSE_MISSING_ERROR;
     enum { O_COV = 256, O_COLS, O_IGN, O_NINIT, O_SHORT, O_MAXIT, O_TOL,
-           O_REG, O_SEED, O_ACCEL };
+           O_REG, O_SEED, O_ACCEL, O_INIT };
     static const struct option opts[] = {
         {"covariance", required_argument, NULL, O_COV},
         {"columns", required_argument, NULL, O_COLS},
@@ -484,6 +558,7 @@ int lsefit_select_main(int argc, char **argv)
         {"reg-covar", required_argument, NULL, O_REG},
         {"seed", required_argument, NULL, O_SEED},
         {"accel", required_argument, NULL, O_ACCEL},
+        {"init", required_argument, NULL, O_INIT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     int c, rc = LSEFIT_OK;
@@ -537,6 +612,13 @@ int lsefit_select_main(int argc, char **argv)
         case O_SEED:
             rc = lsefit_opt_seed(cmd, optarg, &a.seed);
             break;
+        case O_INIT:
+            if (strcmp(optarg, "kmeans") == 0 || strcmp(optarg, "hc") == 0)
+                a.hc = strcmp(optarg, "hc") == 0;
+            else
+                rc = lsefit_usage(cmd, "--init '%s': expected kmeans or hc",
+                                  optarg);
+            break;
         case O_ACCEL:
             if (strcmp(optarg, "none") == 0 || strcmp(optarg, "squarem") == 0)
                 a.squarem = strcmp(optarg, "squarem") == 0;
@@ -569,11 +651,20 @@ int lsefit_select_main(int argc, char **argv)
         return lsefit_fail("out of memory");
     }
     const double t0 = lsefit_now();
+    size_t *pairs = NULL;
+    if (a.hc) {
+        rc = hc_tree(data.x, &pairs);
+        if (rc != LSEFIT_OK) {
+            free(tab);
+            lsefit_data_free(&data);
+            return rc;
+        }
+    }
     for (int m = 1; m <= N_MODELS; m++)
         if (a.models[m])
             for (size_t k = a.kmin; k <= a.kmax; k++)
                 tab[(k - a.kmin) * (N_MODELS + 1) + (size_t)m] =
-                    fit_one(data.x, (lse_cov_model)m, k, &a);
+                    fit_one(data.x, (lse_cov_model)m, k, &a, pairs);
     const double secs = lsefit_now() - t0;
 
     FILE *f = stdout;
@@ -632,10 +723,17 @@ int lsefit_select_main(int argc, char **argv)
         }
         fprintf(f, "\n\n");
     }
-    fprintf(f, "%zu rows, d = %zu; %zu short runs of %zu iterations from "
-               "k-means++ starts, the best to |change| <= %g |loglik| "
+    if (a.hc)
+        fprintf(f, "%zu rows, d = %zu; one start per K from the Ward/EII tree "
+                   "(--init hc), ",
+                data.x->size1, data.x->size2);
+    else
+        fprintf(f, "%zu rows, d = %zu; %zu short runs of %zu iterations from "
+                   "k-means++ starts, the best ",
+                data.x->size1, data.x->size2, a.n_init, a.short_iter);
+    fprintf(f, "to |change| <= %g |loglik| "
                "(--accel %s: %zu EM steps, %zu in the final runs); %.2f s\n",
-            data.x->size1, data.x->size2, a.n_init, a.short_iter, a.tol,
+            a.tol,
             a.squarem ? "squarem" : "none", em_steps, final_steps, secs);
     if (a.out != NULL) {
         lsefit_buf b;
@@ -659,6 +757,7 @@ int lsefit_select_main(int argc, char **argv)
         }
     }
     free(tab);
+    free(pairs);
     lsefit_data_free(&data);
     return rc;
 }

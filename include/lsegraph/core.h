@@ -24,6 +24,7 @@
 #include <lsegraph/kmeans.h>
 #include <lsegraph/cov.h>
 #include <lsegraph/covmodel.h>
+#include <lsegraph/hc.h>
 #include <lsegraph/mstep.h>
 #ifdef LSEGRAPH_CORE_SET_INSIDE
 #undef LSEGRAPH_INSIDE

@@ -88,10 +88,10 @@ static lse_status get_count(const lse_json *doc, const char *src,
     if (st != LSE_OK)
         return st;
     if (v < 1 || v > 1000000)
-        return lse_error_set(err, LSE_EPARSE, "lse_gmm_from_json",
-                             "%s: key '%s' is %lld: expected an integer in "
+        return lse_error_set(err, LSE_EPARSE, src,
+                             "key '%s' is %lld: expected an integer in "
                              "1..1000000",
-                             src, key, v);
+                             key, v);
     *out = (size_t)v;
     return LSE_OK;
 }
@@ -101,38 +101,38 @@ static lse_status read_header(const lse_json *doc, const char *src,
                               lse_cov_type *cov, size_t *k, size_t *d,
                               char ***names, lse_error *err)
 {
-    static const char fn[] = "lse_gmm_from_json";
     const char *s = NULL;
     lse_status st = lse_json_get_string(doc, "model", &s, err);
     if (st == LSE_OK && strcmp(s, "gmm") != 0)
-        return lse_error_set(err, LSE_EPARSE, fn,
-                             "%s: model is '%s', expected 'gmm'", src, s);
+        return lse_error_set(err, LSE_EPARSE, src,
+                             "model is '%s', expected 'gmm'", s);
     if (st == LSE_OK)
         st = lse_json_get_string(doc, "covariance_type", &s, err);
     if (st == LSE_OK && lse_gmm_cov_parse(s, cov) != LSE_OK)
-        return lse_error_set(err, LSE_EPARSE, fn,
-                             "%s: unknown covariance_type '%s' (expected "
+        return lse_error_set(err, LSE_EPARSE, src,
+                             "unknown covariance_type '%s' (expected "
                              "full, diag, spherical or tied)",
-                             src, s);
+                             s);
     if (st == LSE_OK)
         st = get_count(doc, src, "n_components", k, err);
     if (st == LSE_OK)
         st = get_count(doc, src, "n_features", d, err);
-    size_t n = 0;
-    if (st == LSE_OK)
+    size_t n = *d;
+    if (st == LSE_OK && names != NULL)
         st = lse_json_get_strings(doc, "feature_names", names, &n, err);
-    if (st == LSE_OK && n != *d) {
+    if (st == LSE_OK && names != NULL && n != *d) {
         free(*names);
         *names = NULL;
-        return lse_error_set(err, LSE_EPARSE, fn,
-                             "%s: key 'feature_names' has %zu names but "
+        return lse_error_set(err, LSE_EPARSE, src,
+                             "key 'feature_names' has %zu names but "
                              "n_features is %zu",
-                             src, n, *d);
+                             n, *d);
     }
     return st;
 }
 
-/* "src: key 'key': <setter's message without its function name>" */
+/* "src: key 'key': <setter's message without its function name>"
+ * (file messages name the file, as lse_json's getters do) */
 static lse_status setter_fail(lse_error *err, const char *src, const char *key)
 {
     if (err == NULL)
@@ -143,8 +143,7 @@ static lse_status setter_fail(lse_error *err, const char *src, const char *key)
     if (strncmp(m, "lse_", 4) == 0 && colon != NULL)
         m = colon + 2;
     snprintf(msg, sizeof msg, "%s", m);
-    return lse_error_set(err, err->status, "lse_gmm_from_json",
-                         "%s: key '%s': %s", src, key, msg);
+    return lse_error_set(err, err->status, src, "key '%s': %s", key, msg);
 }
 
 lse_status lse_gmm_from_json(const lse_json *doc, const char *source,
@@ -161,7 +160,8 @@ lse_status lse_gmm_from_json(const lse_json *doc, const char *source,
     gsl_vector *w = NULL;
     gsl_matrix *means = NULL, *covs = NULL;
     lse_gmm *m = NULL;
-    lse_status st = read_header(doc, src, &cov, &k, &d, &nm, err);
+    lse_status st =
+        read_header(doc, src, &cov, &k, &d, names != NULL ? &nm : NULL, err);
     if (st == LSE_OK)
         st = lse_json_get_vector(doc, "weights", k, &w, err);
     if (st == LSE_OK) {
@@ -169,9 +169,8 @@ lse_status lse_gmm_from_json(const lse_json *doc, const char *source,
         for (size_t i = 0; i < k; i++)
             sum += gsl_vector_get(w, i);
         if (fabs(sum - 1.0) > 1e-6)
-            st = lse_error_set(err, LSE_EPARSE, fn,
-                               "%s: key 'weights' sums to %.17g, not 1", src,
-                               sum);
+            st = lse_error_set(err, LSE_EPARSE, src,
+                               "key 'weights' sums to %.17g, not 1", sum);
     }
     if (st == LSE_OK)
         st = lse_json_get_matrix(doc, "means", k, d, &means, err);
@@ -196,8 +195,6 @@ lse_status lse_gmm_from_json(const lse_json *doc, const char *source,
     *out = m;
     if (names != NULL)
         *names = nm;
-    else
-        free(nm);
     return LSE_OK;
 }
 

@@ -130,7 +130,10 @@ static lse_status parse_gmm(const char *text, lse_error *err)
     lse_json *doc = NULL;
     lse_assert_ok(lse_json_parse(text, strlen(text), "t.json", &doc, err));
     lse_gmm *m = NULL;
-    const lse_status st = lse_gmm_from_json(doc, "t.json", &m, NULL, err);
+    char **nm = NULL;
+    const lse_status st = lse_gmm_from_json(doc, "t.json", &m, &nm, err);
+    ck_assert(st == LSE_OK ? nm != NULL : nm == NULL);
+    free(nm);
     ck_assert(st == LSE_OK ? m != NULL : m == NULL);
     lse_gmm_free(m);
     lse_json_free(doc);
@@ -146,9 +149,24 @@ START_TEST(test_bad_files)
                                  "\"weights\": [1], \"means\": [[0, 0]], "
                                  "\"covariances\": [[1, 2]]}",
                             &err));
+    /* without names, feature_names is not needed */
+    static const char nonames[] =
+        HEAD "\"n_components\": 1, \"n_features\": 1, \"weights\": [1], "
+             "\"means\": [[0]], \"covariances\": [[2]]}";
+    lse_json *doc = NULL;
+    lse_assert_ok(
+        lse_json_parse(nonames, strlen(nonames), "n.json", &doc, &err));
+    lse_gmm *m = NULL;
+    lse_assert_ok(lse_gmm_from_json(doc, "n.json", &m, NULL, &err));
+    ck_assert_double_eq_tol(gsl_matrix_get(lse_gmm_covariances(m), 0, 0), 2.0,
+                            1e-15);
+    lse_gmm_free(m);
+    char **nm = NULL;
+    lse_assert_status(lse_gmm_from_json(doc, "n.json", &m, &nm, &err),
+                      LSE_ENOTFOUND);
+    lse_json_free(doc);
     lse_assert_status(parse_gmm("{\"model\": \"slds\"}", &err), LSE_EPARSE);
-    ck_assert_str_eq(err.message, "lse_gmm_from_json: t.json: model is "
-                                  "'slds', expected 'gmm'");
+    ck_assert_str_eq(err.message, "t.json: model is 'slds', expected 'gmm'");
     lse_assert_status(
         parse_gmm("{\"model\": \"gmm\", \"covariance_type\": \"round\"}", &err),
         LSE_EPARSE);

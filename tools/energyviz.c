@@ -985,65 +985,10 @@ static const char *base_name(const char *path)
 static lse_graph *json_gmm(const options *o, char *title, size_t len)
 {
     lse_error err = {0};
-    const size_t K = json_size("n_components"), d = json_size("n_features");
-    const char *covname = NULL;
-    check(lse_json_get_string(S.json, "covariance_type", &covname, &err), &err,
-          "model");
-    lse_cov_type cov;
-    if (lse_gmm_cov_parse(covname, &cov) != LSE_OK)
-        die(1,
-            "model: covariance_type '%s' is not full, diag, spherical or "
-            "tied",
-            covname);
-    gsl_vector *w = NULL;
-    gsl_matrix *mu = NULL, *c = NULL;
-    lse_status st = lse_json_get_vector(S.json, "weights", K, &w, &err);
-    if (st == LSE_OK)
-        st = lse_json_get_matrix(S.json, "means", K, d, &mu, &err);
-    if (st == LSE_OK) {
-        switch (cov) {
-        case LSE_COV_FULL:
-            st = lse_json_get_stack(S.json, "covariances", K, d, d, &c, NULL,
-                                    &err);
-            break;
-        case LSE_COV_TIED:
-            st = lse_json_get_matrix(S.json, "covariances", d, d, &c, &err);
-            break;
-        case LSE_COV_DIAG:
-            st = lse_json_get_matrix(S.json, "covariances", K, d, &c, &err);
-            break;
-        case LSE_COV_SPHERICAL: {
-            gsl_vector *v = NULL;
-            st = lse_json_get_vector(S.json, "covariances", K, &v, &err);
-            if (st == LSE_OK) {
-                c = gsl_matrix_alloc(K, 1);
-                if (c == NULL)
-                    st = LSE_ENOMEM;
-                else
-                    for (size_t k = 0; k < K; k++)
-                        gsl_matrix_set(c, k, 0, gsl_vector_get(v, k));
-            }
-            gsl_vector_free(v);
-            break;
-        }
-        }
-    }
     lse_gmm *m = NULL;
-    if (st == LSE_OK)
-        st = lse_gmm_new(K, d, cov, &m);
-    if (st == LSE_OK)
-        st = lse_gmm_set_weights(m, w, &err);
-    if (st == LSE_OK)
-        st = lse_gmm_set_means(m, mu, &err);
-    if (st == LSE_OK)
-        st = lse_gmm_set_covariances(m, c, &err);
-    gsl_vector_free(w);
-    gsl_matrix_free(mu);
-    gsl_matrix_free(c);
-    if (st != LSE_OK) {
-        lse_gmm_free(m);
-        check(st, &err, "model");
-    }
+    check(lse_gmm_from_json(S.json, o->model, &m, NULL, &err), &err, "model");
+    const size_t K = lse_gmm_k(m), d = lse_gmm_dim(m);
+    const char *covname = lse_gmm_cov_name(lse_gmm_cov_type(m));
     gsl_matrix *x;
     if (o->data != NULL) {
         x = load_data(o->data, d);
@@ -1052,7 +997,7 @@ static lse_graph *json_gmm(const options *o, char *title, size_t len)
         x = matrix(n > 0 ? n : 1, d);
     }
     lse_graph *g = NULL;
-    st = lse_gmm_graph_new(m, x, &g, &err);
+    const lse_status st = lse_gmm_graph_new(m, x, &g, &err);
     lse_gmm_free(m);
     check(st, &err, "model");
     S.owned = g;

@@ -316,7 +316,10 @@ LSE_API lse_status lse_gmm_to_json(const lse_gmm *m, const char *const *names,
  * to 1 within 1e-6, covariances symmetric positive definite (as
  * lse_gmm_set_covariances). @p source (NULL: "<model>") names the document
  * in messages. OUT @p out (lse_gmm_free) and, when @p names is non-NULL,
- * the d feature names in one malloc'ed block (free(*names)).
+ * the d feature names in one malloc'ed block (free(*names)); with
+ * @p names NULL "feature_names" is not read (and may be absent).
+ * Messages name the document as lse_json's getters do ("source: key
+ * 'weights' sums to 0.9, not 1").
  * @return LSE_OK; LSE_EFAULT; LSE_ENOTFOUND / LSE_EPARSE (a key absent or
  * of the wrong type or shape: "source: key 'means' must be ..."); the
  * setters' status ("source: key 'covariances': ..."); LSE_ENOMEM.

@@ -541,8 +541,8 @@ lse_gmm_fit_opts lse_gmm_fit_opts_default(void)
     memset(&o, 0, sizeof o);
     o.init = LSE_GMM_INIT_KMEANSPP;
     o.n_init = 1;
-    o.max_iter = 100;
-    o.tol = 1e-3;
+    o.max_iter = 1000;
+    o.tol = 1e-9; /* relative: docs/lsefit.md, "Convergence" */
     o.reg_covar = 1e-6;
     o.lloyd_iter = 10;
     o.seed = 0;
@@ -1152,7 +1152,8 @@ static lse_status fit_work_new(const lse_gmm *m, const gsl_matrix *x,
         fw->best_mu == NULL || fw->best_logw == NULL || fw->best_chol == NULL)
         return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     lse_solver_opts so = lse_solver_opts_default();
-    so.tol_energy = o->tol * total; /* tol on the per-sample average */
+    so.tol_energy = 0.0; /* run_em tests |change| <= tol |energy| */
+    (void)total;
     so.mstep.reg_covar = o->reg_covar;
     st = lse_solver_set_opts(fw->solver, &so);
     if (st != LSE_OK)
@@ -1178,7 +1179,10 @@ static lse_status run_em(fit_ctx *c, const lse_gmm_fit_opts *o, fit_work *fw,
         if (o->progress != NULL)
             o->progress(c->run, it + 1, lse_solver_energy(s),
                         lse_solver_delta(s), o->progress_user);
-        if (lse_solver_test(s) == LSE_OK) {
+        const double dlt = lse_solver_delta(s);
+        if (lse_solver_test(s) == LSE_OK ||
+            (isfinite(dlt) &&
+             fabs(dlt) <= o->tol * fabs(lse_solver_energy(s)))) {
             *converged = 1;
             break;
         }

@@ -735,6 +735,7 @@ static lse_status m_mstep(mfit *f, const gsl_matrix *resp)
 static lse_status m_run(mfit *f, const lse_gmm *m, const lse_gmm_fit_opts *o,
                         double total, lse_gmm_fit_info *res)
 {
+    (void)total; /* the rule is relative: |change| <= tol |energy| */
     fit_ctx *c = f->c;
     c->iteration = 0;
     double e;
@@ -777,7 +778,7 @@ static lse_status m_run(mfit *f, const lse_gmm *m, const lse_gmm_fit_opts *o,
             return st;
         res->n_iter = it;
         prev = e;
-        if (isfinite(delta) && fabs(delta) <= o->tol * total) {
+        if (isfinite(delta) && fabs(delta) <= o->tol * fabs(e)) {
             res->converged = 1;
             break;
         }

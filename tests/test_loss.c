@@ -21,7 +21,7 @@ typedef struct lcase {
     double pos; /* > 0: parameter entries made positive (widths) */
 } lcase;
 
-static const lse_gaussian_config diag_cfg = {LSE_COV_DIAG};
+static const lse_gaussian_config diag_cfg = {.cov = LSE_COV_DIAG};
 
 static const lcase cases[] = {
     {"dot", &lse_sim_dot, NULL, 0, {0, 0}, {0, 0}, 0},

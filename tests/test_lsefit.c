@@ -319,7 +319,7 @@ START_TEST(test_help_version)
         "--tol",         "--reg-covar",     "--seed",      "--columns",
         "--ignore",      "--standardize",   "--weights",   "--missing",
         "--output",      "--labels",        "--proba",     "--select",
-        "--log-json",    "--quiet",         "default 100", "default 0.001",
+        "--log-json",    "--quiet",         "default 1000", "default 1e-09",
         "default 1e-06", "lower is better", "scikit-learn"};
     for (size_t i = 0; i < sizeof gmm_opts / sizeof gmm_opts[0]; i++)
         ck_assert_msg(strstr(out_text, gmm_opts[i]) != NULL, "no '%s'",

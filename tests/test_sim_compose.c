@@ -46,7 +46,7 @@ static void pair_grad(const gsl_vector *c, const gsl_vector *p,
 
 static const lse_sim_pair_fns pair_fns = {"dot-plus-square", pair_eval, pair_grad};
 static const lse_sim_pair_config pair_cfg = {&pair_fns, NULL};
-static const lse_gaussian_config diag_cfg = {LSE_COV_DIAG};
+static const lse_gaussian_config diag_cfg = {.cov = LSE_COV_DIAG};
 
 static gsl_matrix *mat(size_t r, size_t c, double a, double b)
 {

@@ -294,6 +294,9 @@ int lsefit_split_list(const char *s, char ***out, size_t *n);
 /* Commands                                                            */
 
 int lsefit_gmm_main(int argc, char **argv);
+/* lsefit_select.c: --covariance all or mclust's names (the model table) */
+int lsefit_select_wanted(int argc, char **argv);
+int lsefit_select_main(int argc, char **argv);
 int lsefit_slds_main(int argc, char **argv);
 
 #endif /* LSEFIT_H */

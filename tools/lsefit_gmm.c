@@ -49,8 +49,8 @@ static void help_fit(FILE *f)
         "  --n-init N              runs from different starts; the best\n"
         "                          log-likelihood is kept (default %zu)\n"
         "  --max-iter N            EM iterations per run (default %zu)\n"
-        "  --tol X                 stop when the mean log-likelihood per\n"
-        "                          sample changes by <= X (default %g)\n"
+        "  --tol X                 stop when the log-likelihood changes by\n"
+        "                          <= X |log-likelihood| (default %g)\n"
         "  --reg-covar X           added to covariance diagonals (default "
         "%g);\n"
         "                          needed to fit a constant column\n"
@@ -1262,5 +1262,7 @@ int lsefit_gmm_main(int argc, char **argv)
         return sample_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "plot") == 0) /* lsefit_plot.c */
         return lsefit_gmm_plot_main(argc - 1, argv + 1);
+    if (lsefit_select_wanted(argc, argv))
+        return lsefit_select_main(argc, argv);
     return fit_main(argc, argv);
 }

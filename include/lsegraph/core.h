@@ -24,6 +24,8 @@
 #include <lsegraph/comm.h>
 #include <lsegraph/kmeans.h>
 #include <lsegraph/cov.h>
+#include <lsegraph/covmodel.h>
+#include <lsegraph/hc.h>
 #include <lsegraph/mstep.h>
 #include <lsegraph/ode.h>
 #include <lsegraph/optim.h>

@@ -301,8 +301,22 @@ typedef enum lse_cov_type {
     LSE_COV_TIED = 3       /**< chol (1, d*d): one L for every component */
 } lse_cov_type;
 
+/** mclust's eigen-decomposition models Sigma_k = lambda_k D_k A_k D_k'
+ *  (Celeux & Govaert 1995): letters for volume, shape, orientation,
+ *  E(qual), V(ariable) or I(dentity). Names, counts: lsegraph/covmodel.h. */
+typedef enum lse_cov_model {
+    LSE_COV_MODEL_NONE = 0, /**< the plain M-step of lse_cov_type */
+    LSE_COV_EII, LSE_COV_VII, LSE_COV_EEI, LSE_COV_VEI, LSE_COV_EVI,
+    LSE_COV_VVI, LSE_COV_EEE, LSE_COV_VEE, LSE_COV_EVE, LSE_COV_VVE,
+    LSE_COV_EEV, LSE_COV_VEV, LSE_COV_EVV, LSE_COV_VVV
+} lse_cov_model;
+
 typedef struct lse_gaussian_config {
     lse_cov_type cov; /**< default LSE_COV_FULL */
+    /** gaussian only: NONE (default) or an mclust model whose constrained
+     *  M-step replaces cov's; cov must be its layout
+     *  (lse_cov_model_layout). VII, VVI, EEE, VVV run cov's own M-step. */
+    lse_cov_model model;
 } lse_gaussian_config;
 
 typedef enum lse_gate {

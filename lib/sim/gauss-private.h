@@ -32,6 +32,8 @@
  * nfac = K for full, 1 for tied (number of distinct factors). */
 typedef struct lse_gauss_work {
     lse_cov_type cov;
+    lse_cov_model model;          /* gaussian: mclust model or NONE */
+    struct lse_gauss_mclust *mcl; /* its M-step scratch (gauss_mclust.c) */
     size_t n_comp;   /* K = n_parent */
     size_t dim;      /* d = d_child */
     size_t dim_ctx;  /* d_context (lingauss), 0 for gaussian */
@@ -330,5 +332,22 @@ int lse_gauss_is_empty(double n_k, double min_count);
  * (may be NULL) as log(N_k / N) for N_k > 0. */
 void lse_gauss_finish_weights(const double *n, size_t n_comp, double min_count,
                               gsl_matrix *logw, lse_mstep_report *report);
+
+/* mclust's constrained M-steps (lib/sim/gauss_mclust.c). active: the
+ * work's model has its own M-step (not NONE, VII, VVI, EEE, VVV). check:
+ * the config's model is valid for this type and its cov is the model's
+ * layout. work_new/free: the scratch (w->mcl, NULL when not active).
+ * solve: from the counts n (K), the shifts s1 (K, d) and the shifted
+ * second moments s2 (the layout's: K d d, K d or K) write the constrained
+ * covariances into w->new_chol (empty components untouched). */
+int lse_gauss_mclust_active(const lse_gauss_work *w);
+lse_status lse_gauss_mclust_check(const char *name, const void *config,
+                                  char *msg, size_t msg_len);
+lse_status lse_gauss_mclust_work_new(lse_gauss_work *w);
+void lse_gauss_mclust_work_free(struct lse_gauss_mclust *m);
+lse_status lse_gauss_mclust_solve(lse_gauss_work *w, const char *name,
+                                  const double *n, const double *s1,
+                                  const double *s2, const lse_mstep_opts *o,
+                                  char *msg, size_t msg_len);
 
 #endif /* LSEGRAPH_GAUSS_PRIVATE_H */

@@ -75,6 +75,15 @@ lse_status lse_gauss_check_common(const char *name, const lse_sim_shape *shape,
                               "%s: unknown covariance type %d (expected "
                               "full, diag, spherical or tied)",
                               name, (int)cov);
+    if (config != NULL &&
+        ((const lse_gaussian_config *)config)->model != LSE_COV_MODEL_NONE &&
+        chol_index != 1)
+        return lse_gauss_fail(msg, msg_len, LSE_EINVAL,
+                              "%s: covariance models are for gaussian only",
+                              name);
+    const lse_status mst = lse_gauss_mclust_check(name, config, msg, msg_len);
+    if (mst != LSE_OK)
+        return mst;
     const size_t K = shape->n_parent, d = shape->d_child;
     if (K == 0)
         return lse_gauss_fail(msg, msg_len, LSE_EDIM,
@@ -155,6 +164,7 @@ void lse_gauss_work_free(void *work)
     gsl_matrix_free(w->sxx);
     gsl_matrix_free(w->delta);
     gsl_vector_free(w->rcond_work);
+    lse_gauss_mclust_work_free(w->mcl);
     free(w);
 }
 
@@ -179,6 +189,8 @@ lse_status lse_gauss_work_new(const lse_sim_shape *shape, const void *config,
     if (w == NULL)
         return LSE_ENOMEM;
     w->cov = cov;
+    w->model = config != NULL ? ((const lse_gaussian_config *)config)->model
+                              : LSE_COV_MODEL_NONE;
     w->n_comp = K;
     w->dim = d;
     w->dim_ctx = dc;
@@ -254,6 +266,8 @@ lse_status lse_gauss_work_new(const lse_sim_shape *shape, const void *config,
              (w->sxx = gsl_matrix_alloc(dc + 1, dc + 1)) != NULL &&
              (w->delta = gsl_matrix_alloc(d, dc + 1)) != NULL &&
              (w->rcond_work = gsl_vector_alloc(3 * (dc + 1))) != NULL;
+    if (ok)
+        ok = lse_gauss_mclust_work_new(w) == LSE_OK;
     if (!ok) {
         lse_gauss_work_free(w);
         return LSE_ENOMEM;
@@ -2018,6 +2032,13 @@ lse_status lse_gauss_chol_from_var(lse_gauss_work *w, const char *name,
 int lse_gauss_describe(const void *config, char *buf, size_t len)
 {
     const char *name = lse_cov_name(config_cov(config));
+    const char *model =
+        config != NULL
+            ? lse_cov_model_name(((const lse_gaussian_config *)config)->model)
+            : NULL;
+    if (model != NULL)
+        return snprintf(buf, len, "cov=%s model=%s",
+                        name != NULL ? name : "?", model);
     return snprintf(buf, len, "cov=%s", name != NULL ? name : "?");
 }
 

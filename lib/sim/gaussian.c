@@ -254,6 +254,19 @@ static lse_status solve(const lse_sim_args *a, const double *acc,
     if (rc != GSL_SUCCESS)
         return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc), "%s: %s",
                               NAME, gsl_strerror(rc));
+    if (lse_gauss_mclust_active(w)) {
+        /* mclust's constrained models: means here, covariances there */
+        for (size_t k = 0; k < K; k++)
+            if (!lse_gauss_is_empty(acc[k], o.min_count))
+                for (size_t j = 0; j < d; j++)
+                    *gsl_matrix_ptr(w->new_parent, k, j) +=
+                        acc1[k * d + j] / acc[k];
+        st = lse_gauss_mclust_solve(w, NAME, acc, acc1, acc2, &o, msg,
+                                    msg_len);
+        if (st != LSE_OK)
+            return st;
+        goto commit;
+    }
     if (cov == LSE_COV_TIED)
         for (size_t i = 0; i < d; i++)
             for (size_t j = 0; j < d; j++)
@@ -326,6 +339,7 @@ static lse_status solve(const lse_sim_args *a, const double *acc,
             return st;
     }
 
+commit:
     /* commit (the args' const pointers may alias the outputs) */
     rc = gsl_matrix_memcpy(parent, w->new_parent);
     if (rc == GSL_SUCCESS)

@@ -94,11 +94,13 @@ typedef struct lse_gmm_fit_opts {
     lse_gmm_init init;  /**< default LSE_GMM_INIT_KMEANSPP */
     size_t n_init;      /**< runs (>= 1); the best final log-likelihood is
                            kept (default 1) */
-    size_t max_iter;    /**< EM iterations per run (default 100; 0 = only
+    size_t max_iter;    /**< EM iterations per run (default 1000; 0 = only
                            initialize) */
-    double tol;         /**< converged when the per-sample average
-                           log-likelihood changes by at most tol between
-                           iterations (default 1e-3, scikit-learn's rule) */
+    double tol;         /**< converged when the log-likelihood changes by
+                           at most tol |log-likelihood| between iterations
+                           (relative; default 1e-9: the reported
+                           log-likelihoods are then within 1e-7 of the
+                           converged value on the bundled data) */
     double reg_covar;   /**< added to every covariance diagonal in the
                            M-step (default 1e-6) */
     size_t lloyd_iter;  /**< Lloyd iterations after k-means++ seeding

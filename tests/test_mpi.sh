@@ -226,5 +226,20 @@ failure 2 "cannot write '/dev/full'" \
 [ ! -e y.json ] && ! ls ./*.tmp.* >/dev/null 2>&1
 ok $? "... and no output file or temporary file is left"
 
+# values near the overflow threshold: --standardize divides by the largest
+# |value| before it sums, on every process as on one; without it a value
+# whose square overflows is refused by the process that holds it
+awk -F, 'NR == 1 {print; next} {printf "%.17g,%.17g\n", $1 * 1e306, $2 * 1e306}' \
+    "$DATA/faithful.csv" >huge.csv
+G4=(-k 2 --standardize -q --seed 1)
+"$LSEFIT" gmm huge.csv "${G4[@]}" -o huge1.json
+run 2 gmm huge.csv "${G4[@]}" --mpi -o huge_mpi.json
+ok $? "gmm: values near 1e308, standardized, 2 processes"
+same huge1.json huge_mpi.json "gmm: values near 1e308, standardized, equal"
+sed '250s/^\([^,]*\),.*/\1,1e200/' "$DATA/faithful.csv" >one.csv
+failure 2 "one.csv:250:2: value 1e+200 (column 'waiting') is too large" \
+    "a value too large for a covariance: every process reports it" \
+    gmm one.csv -k 2 --mpi -o x.json
+
 echo "1..$n"
 [ "$fails" = 0 ]

@@ -246,9 +246,10 @@ void lsefit_data_free(lsefit_data *data);
  *  unless @p reg_covar_given (NaN cells are skipped). */
 int lsefit_data_check_constant(const lsefit_data *data, int reg_covar_given);
 /** Refuse values whose squares or products overflow in a covariance
- *  (fits without --standardize); warn (unless -q) when the squares
- *  underflow (subnormal data). */
-int lsefit_data_check_scale(const lsefit_data *data);
+ *  summed over @p total_rows rows (every process's rows under --mpi; fits
+ *  without --standardize); warn (unless -q) when the squares underflow
+ *  (subnormal data). */
+int lsefit_data_check_scale(const lsefit_data *data, size_t total_rows);
 /** Need at least @p k rows (what = "components") or steps (what =
  *  "modes"). */
 int lsefit_data_check_rows(const lsefit_data *data, size_t n_needed, size_t k,

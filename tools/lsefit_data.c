@@ -603,10 +603,10 @@ static double column_max_abs(const gsl_matrix *x, size_t j, size_t *at)
     return m;
 }
 
-int lsefit_data_check_scale(const lsefit_data *data)
+int lsefit_data_check_scale(const lsefit_data *data, size_t total_rows)
 {
     const gsl_matrix *x = data->x;
-    const double n = (double)x->size1, d = (double)x->size2;
+    const double n = (double)total_rows, d = (double)x->size2;
     /* a covariance and k-means++ sum up to n * d squares of differences
      * of two values, each at most (2 max|x|)^2; 16 more for the products
      * of lagged values (SLDS) and for safety */
@@ -623,7 +623,7 @@ int lsefit_data_check_scale(const lsefit_data *data)
                 lse_table_name(data->table),
                 lse_table_line(data->table, data->rows[at]),
                 data->cols[j] + 1, gsl_matrix_get(x, at, j), data->names[j],
-                limit, x->size1, (int)floor(log10(m)));
+                limit, total_rows, (int)floor(log10(m)));
         if (m > 0.0 && m < sqrt(DBL_MIN))
             lsefit_note("warning: %s: column '%s' has no value larger than "
                         "%.3g in magnitude: its squares underflow, so the "

@@ -928,8 +928,9 @@ static int fit_main(int argc, char **argv)
     else if (rc == LSEFIT_OK && a.standardize)
         rc = mpi != NULL ? lsefit_mpi_standardize(mpi, &data)
                          : lsefit_data_standardize(&data);
-    else if (rc == LSEFIT_OK && mpi == NULL)
-        rc = lsefit_data_check_scale(&data);
+    else if (rc == LSEFIT_OK) /* every process checks its rows */
+        rc = lsefit_data_check_scale(
+            &data, mpi != NULL ? lsefit_mpi_total_rows(mpi) : data.x->size1);
     if (rc == LSEFIT_OK)
         rc = lsefit_progress_open(&prog, "gmm", a.log_json);
     if (rc == LSEFIT_OK) {

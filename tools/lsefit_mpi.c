@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <glob.h>
 #include <limits.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -820,34 +821,55 @@ int lsefit_mpi_standardize(lsefit_mpi *c, lsefit_data *data)
 {
     const gsl_matrix *x = data->x;
     const size_t d = x->size2, h = c->context_rows;
-    double *buf = calloc(3 * d, sizeof *buf); /* sum, count, squares */
+    /* max |value|, sum, count, squares per column */
+    double *buf = calloc(4 * d, sizeof *buf);
+    double *top = buf, *sum = buf + d, *cnt = buf + 2 * d, *sq = buf + 3 * d;
     gsl_vector *mean = gsl_vector_alloc(d), *scale = gsl_vector_alloc(d);
     int rc = buf == NULL || mean == NULL || scale == NULL
                  ? lsefit_fail("out of memory")
                  : LSEFIT_OK;
     for (size_t j = 0; rc == LSEFIT_OK && j < d; j++)
         for (size_t i = h; i < x->size1; i++) {
-            const double v = gsl_matrix_get(x, i, j);
-            if (!isnan(v)) {
-                buf[j] += v;
-                buf[d + j] += 1.0;
-            }
+            const double v = fabs(gsl_matrix_get(x, i, j));
+            if (!isnan(v) && v > top[j])
+                top[j] = v;
         }
     if (rc == LSEFIT_OK)
-        rc = coll_doubles(c, buf, 2 * d, MPI_SUM);
+        rc = coll_doubles(c, top, d, MPI_MAX);
+    /* as one process does (lsefit_data_standardize): the plain sums where
+     * they cannot overflow or underflow, so ordinary data give the same
+     * bits; else the values divided by the largest |value| first */
+    const double n_all = (double)lsefit_mpi_total_rows(c);
     for (size_t j = 0; rc == LSEFIT_OK && j < d; j++) {
-        const double m = buf[j] / buf[d + j];
-        gsl_vector_set(mean, j, m);
+        const double m = top[j];
+        const int plain = m == 0.0 ||
+                          (m >= 1e-150 && m <= 0.5 * sqrt(DBL_MAX / (4.0 * n_all)));
+        top[j] = plain ? 1.0 : m; /* the divisor */
         for (size_t i = h; i < x->size1; i++) {
             const double v = gsl_matrix_get(x, i, j);
-            if (!isnan(v))
-                buf[2 * d + j] += (v - m) * (v - m);
+            if (!isnan(v)) {
+                sum[j] += plain ? v : v / top[j];
+                cnt[j] += 1.0;
+            }
         }
     }
     if (rc == LSEFIT_OK)
-        rc = coll_doubles(c, buf + 2 * d, d, MPI_SUM);
+        rc = coll_doubles(c, sum, 2 * d, MPI_SUM);
     for (size_t j = 0; rc == LSEFIT_OK && j < d; j++) {
-        const double sd = sqrt(buf[2 * d + j] / buf[d + j]);
+        const double s = top[j], m = sum[j] / cnt[j];
+        gsl_vector_set(mean, j, s * m);
+        for (size_t i = h; i < x->size1; i++) {
+            const double v = gsl_matrix_get(x, i, j);
+            if (!isnan(v)) {
+                const double z = s == 1.0 ? v : v / s;
+                sq[j] += (z - m) * (z - m);
+            }
+        }
+    }
+    if (rc == LSEFIT_OK)
+        rc = coll_doubles(c, sq, d, MPI_SUM);
+    for (size_t j = 0; rc == LSEFIT_OK && j < d; j++) {
+        const double sd = top[j] * sqrt(sq[j] / cnt[j]);
         gsl_vector_set(scale, j, sd > 0.0 ? sd : 1.0);
     }
     if (rc == LSEFIT_OK)

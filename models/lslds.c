@@ -557,6 +557,31 @@ done:
     return st;
 }
 
+lse_status lse_lslds_scores(const lse_lslds_params *p, const size_t *seq,
+                            const lse_lslds_post *q, gsl_matrix *s,
+                            lse_error *err)
+{
+    static const char fn[] = "lse_lslds_scores";
+    if (p == NULL || q == NULL || s == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn,
+                             "params, q and s are required");
+    if (q->K != p->K || q->D != p->D)
+        return lse_error_set(err, LSE_EDIM, fn, "q and params disagree on K, D");
+    if (s->size1 != q->T || s->size2 != p->K)
+        return lse_error_set(err, LSE_EDIM, fn,
+                             "s is %zu x %zu, expected %zu x %zu", s->size1,
+                             s->size2, q->T, p->K);
+    if (!q->have_x)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "q(x) has not been computed (lse_lslds_update_x)");
+    const int rc = scores(p, seq, q, s);
+    if (rc != 0)
+        return lse_error_set(err, rc == -2 ? LSE_ENOMEM : LSE_ENUMERIC, fn,
+                             rc == -2 ? "out of memory"
+                                      : "a Q_k is not positive definite");
+    return LSE_OK;
+}
+
 lse_status lse_lslds_elbo(const lse_lslds_params *p, const gsl_matrix *y,
                           const unsigned char *observed, const size_t *seq,
                           const lse_lslds_post *q, double *elbo, lse_error *err)

@@ -91,21 +91,62 @@ START_TEST(test_cli)
                          "--variances"),
                      0);
     char *out = slurp("out");
-    ck_assert(strncmp(out, "row,p0,p1,mode,x0,x1,v0,v1\n", 27) == 0);
-    size_t same = 0, n = 0;
+    ck_assert(strncmp(out, "row,p0,p1,mode,viterbi,x0,x1,v0,v1\n", 35) == 0);
+    size_t same = 0, vsame = 0, n = 0;
     char *line = strchr(out, '\n') + 1;
     while (*line) {
-        size_t row, mode;
+        size_t row, mode, vit;
         double p0, p1;
-        ck_assert_int_eq(sscanf(line, "%zu,%lg,%lg,%zu", &row, &p0, &p1, &mode),
-                         4);
+        ck_assert_int_eq(sscanf(line, "%zu,%lg,%lg,%zu,%zu", &row, &p0, &p1,
+                                &mode, &vit),
+                         5);
+        ck_assert_uint_lt(vit, 2);
         same += mode == z[row - 1];
+        vsame += vit == z[row - 1];
         n++;
         line = strchr(line, '\n') + 1;
     }
     ck_assert_uint_eq(n, T);
     const double acc = (double)(same > T - same ? same : T - same) / (double)T;
     ck_assert_msg(acc > 0.9, "segmentation accuracy %g", acc);
+    /* the Viterbi path (same labels as the modes) agrees with the true
+     * modes about as well as the per-row argmax (which maximizes the
+     * expected number of right rows, so it may be slightly better) */
+    const double vacc = (double)(same > T - same ? vsame : T - vsame) / (double)T;
+    ck_assert_msg(vacc > 0.95 && vacc >= acc - 0.02,
+                  "Viterbi accuracy %g, argmax %g", vacc, acc);
+
+    /* help: the slds help lists the latent options; with --latent-dim
+     * the latent help is printed */
+    ck_assert_int_eq(run("slds --help"), 0);
+    out = slurp("out");
+    ck_assert(strstr(out, "Latent states (--latent-dim D") != NULL);
+    ck_assert(strstr(out, "--samples") != NULL);
+    ck_assert_int_eq(run("slds --latent-dim 2 --help"), 0);
+    out = slurp("out");
+    const char *usage = "Usage: lsefit slds SERIES.csv -k K --latent-dim D";
+    ck_assert(strncmp(out, usage, strlen(usage)) == 0);
+    ck_assert(strstr(out, "viterbi") != NULL || strstr(out, "Viterbi") != NULL);
+
+    /* a mixture: the viterbi column is the mode column */
+    ck_assert_int_eq(run("slds y.csv -k 2 --latent-dim 2 --max-iter 20 "
+                         "--missing marginalize -o mix.json"),
+                     0);
+    ck_assert_int_eq(run("slds segment mix.json y.csv --missing marginalize"),
+                     0);
+    out = slurp("out");
+    ck_assert(strncmp(out, "row,p0,p1,mode,viterbi,x0,x1\n", 29) == 0);
+    n = 0;
+    for (line = strchr(out, '\n') + 1; *line; line = strchr(line, '\n') + 1) {
+        size_t row, mode, vit;
+        double p0, p1;
+        ck_assert_int_eq(sscanf(line, "%zu,%lg,%lg,%zu,%zu", &row, &p0, &p1,
+                                &mode, &vit),
+                         5);
+        ck_assert_uint_eq(vit, mode);
+        n++;
+    }
+    ck_assert_uint_eq(n, T);
 
     /* score: the importance-sampled log p(y) is above the ELBO (within
      * its error) */

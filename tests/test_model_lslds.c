@@ -557,6 +557,77 @@ START_TEST(test_log_marginal)
 }
 END_TEST
 
+/* lse_lslds_scores: q(z) is p(z) prod_t exp(s(t, z_t)) normalized, so
+ * the marginals enumerated over all 2^T paths are q->w, and the Viterbi
+ * path of the scores is the most likely of those paths. */
+START_TEST(test_scores_viterbi)
+{
+    enum { T = 8 };
+    const size_t seq[T] = {0, 0, 0, 0, 0, 1, 1, 1};
+    for (int markov = 0; markov <= 1; markov++) {
+        lse_lslds_params *p = truth(3, markov);
+        gsl_matrix *y = gsl_matrix_alloc(T, 3), *s = gsl_matrix_alloc(T, 2);
+        lse_assert_ok(lse_lslds_simulate(p, 4, y, NULL, NULL, NULL));
+        lse_lslds_post *q = NULL;
+        lse_assert_ok(lse_lslds_post_new(T, 2, 2, &q, NULL));
+        lse_error err;
+        lse_assert_status(lse_lslds_scores(p, seq, q, s, &err), LSE_EINVAL);
+        lse_assert_ok(lse_lslds_update_x(p, y, NULL, seq, q, NULL, NULL));
+        lse_assert_ok(lse_lslds_update_z(p, seq, q, NULL));
+        lse_assert_ok(lse_lslds_update_x(p, y, NULL, seq, q, NULL, NULL));
+        lse_assert_ok(lse_lslds_update_z(p, seq, q, NULL));
+        lse_assert_ok(lse_lslds_scores(p, seq, q, s, NULL));
+        double marg[T][2] = {{0}}, tot = 0.0, best = -INFINITY;
+        size_t arg = 0;
+        for (size_t m = 0; m < (1u << T); m++) {
+            double lw = 0.0;
+            for (size_t t = 0; t < T; t++) {
+                const size_t k = (m >> t) & 1, j = (m >> (t - (t > 0))) & 1;
+                const int start = t == 0 || seq[t] != seq[t - 1];
+                lw += gsl_matrix_get(s, t, k) +
+                      log(start || !markov ? gsl_vector_get(p->init, k)
+                                           : gsl_matrix_get(p->trans, j, k));
+            }
+            if (lw > best) {
+                best = lw;
+                arg = m;
+            }
+            tot += exp(lw);
+            for (size_t t = 0; t < T; t++)
+                marg[t][(m >> t) & 1] += exp(lw);
+        }
+        for (size_t t = 0; t < T; t++)
+            for (size_t k = 0; k < 2; k++)
+                ck_assert_double_eq_tol(marg[t][k] / tot,
+                                        gsl_matrix_get(q->w, t, k), 1e-9);
+        if (markov) {
+            gsl_vector *lp0 = gsl_vector_alloc(2);
+            gsl_matrix *lT = gsl_matrix_alloc(2, 2);
+            for (size_t j = 0; j < 2; j++) {
+                gsl_vector_set(lp0, j, log(gsl_vector_get(p->init, j)));
+                for (size_t k = 0; k < 2; k++)
+                    gsl_matrix_set(lT, j, k, log(gsl_matrix_get(p->trans, j, k)));
+            }
+            const size_t starts[1] = {5};
+            size_t path[T];
+            lse_assert_ok(lse_chain_viterbi(s, lp0, lT, starts, 1, path, NULL));
+            for (size_t t = 0; t < T; t++)
+                ck_assert_uint_eq(path[t], (arg >> t) & 1);
+            gsl_vector_free(lp0);
+            gsl_matrix_free(lT);
+        }
+        gsl_matrix *bad = gsl_matrix_alloc(T, 3);
+        lse_assert_status(lse_lslds_scores(p, seq, q, bad, &err), LSE_EDIM);
+        lse_assert_status(lse_lslds_scores(p, seq, q, NULL, &err), LSE_EFAULT);
+        gsl_matrix_free(bad);
+        lse_lslds_post_free(q);
+        gsl_matrix_free(y);
+        gsl_matrix_free(s);
+        lse_lslds_params_free(p);
+    }
+}
+END_TEST
+
 START_TEST(test_errors)
 {
     lse_lslds_params *p = NULL;
@@ -598,6 +669,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_arhmm_limit);
     tcase_add_test(tc, test_file);
     tcase_add_test(tc, test_log_marginal);
+    tcase_add_test(tc, test_scores_viterbi);
     tcase_add_test(tc, test_errors);
     suite_add_tcase(s, tc);
     return s;

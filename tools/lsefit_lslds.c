@@ -25,7 +25,8 @@ static void help(FILE *f)
           "Switching linear dynamical system with latent states (structured\n"
           "variational EM; docs/models/slds.md). fit writes the model file\n"
           "(-o) and prints the ELBO; segment prints per row the mode\n"
-          "posteriors p0..p(K-1), the most likely mode and the smoothed latent\n"
+          "posteriors p0..p(K-1), the most likely mode, the Viterbi path of\n"
+          "q(z) (Markov; the mode for a mixture) and the smoothed latent\n"
           "means x0..x(D-1) (and variances v0.. with --variances); score prints\n"
           "the ELBO and an importance-sampled log p(y) with its standard error;\n"
           "simulate draws (z, x, y).\n"
@@ -306,10 +307,59 @@ static int load_and_infer(args *a, loaded *l)
     return rc;
 }
 
+/* The most likely mode path of q(z): Viterbi on the expected emission
+ * scores with the model's log initial and transition probabilities
+ * (Markov); the per-row argmax of q(z) for a mixture. */
+static int viterbi_path(const loaded *l, size_t *path)
+{
+    const size_t T = l->data.x->size1, K = l->p->K;
+    if (!l->p->markov) {
+        for (size_t t = 0; t < T; t++) {
+            path[t] = 0;
+            for (size_t k = 1; k < K; k++)
+                if (gsl_matrix_get(l->q->w, t, k) >
+                    gsl_matrix_get(l->q->w, t, path[t]))
+                    path[t] = k;
+        }
+        return LSEFIT_OK;
+    }
+    gsl_matrix *s = gsl_matrix_alloc(T, K), *logT = gsl_matrix_alloc(K, K);
+    gsl_vector *logp0 = gsl_vector_alloc(K);
+    size_t *starts = malloc(T * sizeof(size_t)), n_starts = 0;
+    lse_error err;
+    int rc = LSEFIT_OK;
+    if (!s || !logT || !logp0 || !starts)
+        rc = lsefit_fail("out of memory");
+    if (rc == LSEFIT_OK) {
+        for (size_t j = 0; j < K; j++) {
+            gsl_vector_set(logp0, j, log(gsl_vector_get(l->p->init, j)));
+            for (size_t k = 0; k < K; k++)
+                gsl_matrix_set(logT, j, k, log(gsl_matrix_get(l->p->trans, j, k)));
+        }
+        for (size_t t = 1; l->data.seq != NULL && t < T; t++)
+            if (l->data.seq[t] != l->data.seq[t - 1])
+                starts[n_starts++] = t;
+        if (lse_lslds_scores(l->p, l->data.seq, l->q, s, &err) != LSE_OK ||
+            lse_chain_viterbi(s, logp0, logT, starts, n_starts, path, &err) !=
+                LSE_OK)
+            rc = lsefit_fail_lib(&err, NULL);
+    }
+    gsl_matrix_free(s);
+    gsl_matrix_free(logT);
+    gsl_vector_free(logp0);
+    free(starts);
+    return rc;
+}
+
 static int segment_main(args *a)
 {
     loaded l;
     int rc = load_and_infer(a, &l);
+    size_t *vit = NULL;
+    if (rc == LSEFIT_OK) {
+        vit = malloc(l.data.x->size1 * sizeof(size_t));
+        rc = vit == NULL ? lsefit_fail("out of memory") : viterbi_path(&l, vit);
+    }
     lsefit_buf b = {0};
     if (rc == LSEFIT_OK)
         rc = lsefit_buf_open(&b);
@@ -318,7 +368,7 @@ static int segment_main(args *a)
         fprintf(b.f, "row");
         for (size_t k = 0; k < K; k++)
             fprintf(b.f, ",p%zu", k);
-        fprintf(b.f, ",mode");
+        fprintf(b.f, ",mode,viterbi");
         for (size_t i = 0; i < D; i++)
             fprintf(b.f, ",x%zu", i);
         for (size_t i = 0; a->variances && i < D; i++)
@@ -332,7 +382,7 @@ static int segment_main(args *a)
                 if (gsl_matrix_get(l.q->w, t, k) > gsl_matrix_get(l.q->w, t, best))
                     best = k;
             }
-            fprintf(b.f, ",%zu", best);
+            fprintf(b.f, ",%zu,%zu", best, vit[t]);
             for (size_t i = 0; i < D; i++)
                 fprintf(b.f, ",%.17g", gsl_matrix_get(l.q->mean, t, i));
             for (size_t i = 0; a->variances && i < D; i++)
@@ -344,6 +394,7 @@ static int segment_main(args *a)
             fprintf(stderr, "lsefit: ELBO %.6f\n", l.elbo);
     }
     lsefit_buf_free(&b);
+    free(vit);
     loaded_free(&l);
     return rc;
 }

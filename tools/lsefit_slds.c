@@ -99,6 +99,17 @@ static void help_fit(FILE *f)
         "scikit-learn's conventions: lower is better. Exit status: 0 ok,\n"
         "1 bad input or failed fit, 2 usage error.\n",
         d.n_init, d.max_iter, d.tol, d.reg_covar, d.seed, LSEFIT_DATA_HELP);
+    fputs("\n"
+          "Latent states (--latent-dim D; lsefit slds --latent-dim D --help):\n"
+          "  lsefit slds SERIES.csv -k K --latent-dim D -o MODEL.json fits\n"
+          "  y_t = C x_t + d + v_t with x_t switching linear dynamics, by\n"
+          "  structured variational EM (docs/models/slds.md). It accepts -k,\n"
+          "  --latent-dim, --markov, --n-init, --max-iter, --seed, --columns,\n"
+          "  --sequence, --missing error|drop|marginalize, -o, -q; segment\n"
+          "  (p0.., mode, viterbi, x0.., --variances), score (ELBO and\n"
+          "  importance-sampled log p(y), --samples N) and simulate (-n T)\n"
+          "  take a latent model file. The other options above do not apply.\n",
+          f);
 }
 
 static void help_segment(FILE *f)

@@ -89,6 +89,17 @@ LSE_API lse_status lse_lslds_update_x(const lse_lslds_params *p,
 LSE_API lse_status lse_lslds_update_z(const lse_lslds_params *p,
                                       const size_t *seq, lse_lslds_post *q,
                                       lse_error *err);
+/** @brief The emission scores @p s (T, K) that lse_lslds_update_z uses:
+ *  s(t, k) = E_q(x)[log N(x_t; A_k x_{t-1} + b_k, Q_k)], 0 at sequence
+ *  starts (@p seq as for the other calls, may be NULL). With the log
+ *  initial and transition probabilities they give the most likely mode
+ *  path of q(z) (lse_chain_viterbi). Needs q(x) (LSE_EINVAL otherwise);
+ *  LSE_EFAULT, LSE_EDIM, LSE_ENOMEM, LSE_ENUMERIC (a Q_k not positive
+ *  definite). */
+LSE_API lse_status lse_lslds_scores(const lse_lslds_params *p,
+                                    const size_t *seq,
+                                    const lse_lslds_post *q, gsl_matrix *s,
+                                    lse_error *err);
 /** @brief The evidence lower bound E_q[log p(y, x, z)] + H(q), exactly.
  *  Needs both factors (LSE_EINVAL otherwise). */
 LSE_API lse_status lse_lslds_elbo(const lse_lslds_params *p,

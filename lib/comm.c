@@ -4,6 +4,8 @@
 
 #include <lsegraph/comm.h>
 
+#include "size-private.h"
+
 /* Collectives over one reduction hook (include/lsegraph/comm.h). */
 
 lse_status lse_comm_init(lse_comm *c, lse_reduce_fn reduce, void *user,
@@ -25,6 +27,12 @@ lse_status lse_comm_init(lse_comm *c, lse_reduce_fn reduce, void *user,
     c->rank = rank;
     c->n_ranks = n_ranks;
     c->n_local = n_local;
+    if (lse_size_array_overflows(n_ranks, LSE_COMM_GATHER_MAX,
+                                 sizeof *c->tmp))
+        return lse_error_set(err, LSE_ENOMEM, fn,
+                             "%zu processes x %d gathered values exceed the "
+                             "address space",
+                             n_ranks, (int)LSE_COMM_GATHER_MAX);
     c->tmp = calloc(n_ranks * LSE_COMM_GATHER_MAX, sizeof *c->tmp);
     if (c->tmp == NULL)
         return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");

@@ -6,6 +6,8 @@
 
 #include <lsegraph/cov.h>
 
+#include "size-private.h"
+
 /* Covariance layouts (include/lsegraph/cov.h). */
 
 const char *lse_cov_name(lse_cov_type cov)
@@ -234,6 +236,13 @@ lse_status lse_cov_to_chol(lse_cov_type cov, size_t d, const gsl_matrix *covs,
                              lse_cov_name(cov), covs->size1, covs->size2, d,
                              chol != NULL ? chol->size1 : 0,
                              chol != NULL ? chol->size2 : 0);
+    if (lse_size_matrix_overflows(d, d) ||
+        lse_size_matrix_overflows(lse_cov_chol_rows(cov, k),
+                                  lse_cov_chol_cols(cov, d)))
+        return lse_error_set(err, LSE_ENOMEM, fn,
+                             "%s factors for %zu components of dimension "
+                             "%zu exceed the address space",
+                             lse_cov_name(cov), k, d);
     for (size_t i = 0; i < covs->size1; i++)
         for (size_t j = 0; j < covs->size2; j++)
             if (!isfinite(gsl_matrix_get(covs, i, j)))

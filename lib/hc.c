@@ -11,6 +11,8 @@
 
 #include <lsegraph/core.h>
 
+#include "size-private.h"
+
 lse_status lse_hc_ward(const gsl_matrix *x, size_t *pairs, double *cost,
                        lse_error *err)
 {
@@ -20,13 +22,16 @@ lse_status lse_hc_ward(const gsl_matrix *x, size_t *pairs, double *cost,
     const size_t n = x->size1, d = x->size2;
     if (n == 0)
         return lse_error_set(err, LSE_EDIM, fn, "no rows");
+    if (lse_size_matrix_overflows(n, n))
+        return lse_error_set(err, LSE_ENOMEM, fn,
+                             "%zu rows: the %zu x %zu distance matrix "
+                             "exceeds the address space",
+                             n, n, n);
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < d; j++)
             if (!isfinite(gsl_matrix_get(x, i, j)))
                 return lse_error_set(err, LSE_ENONFINITE, fn,
                                      "row %zu column %zu is not finite", i, j);
-    if (n > SIZE_MAX / n / sizeof(double))
-        return lse_error_set(err, LSE_ENOMEM, fn, "%zu rows: too many", n);
     double *dm = malloc(n * n * sizeof *dm);
     double *cnt = malloc(n * sizeof *cnt), *nnd = malloc(n * sizeof *nnd);
     size_t *nn = malloc(n * sizeof *nn);

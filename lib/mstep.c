@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "graph-private.h"
+#include "size-private.h"
 
 /* Term verbs for models that drive EM themselves (include/lsegraph/
  * mstep.h). */
@@ -120,6 +121,16 @@ lse_status lse_mstep_ws_new(const lse_term *t, unsigned flags,
         return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     ws->t = t;
     ws->n_acc = t->sim->stats_size(&t->shape, t->config);
+    size_t n_alloc;
+    if (lse_size_add(ws->n_acc, 1, &n_alloc) ||
+        lse_size_array_overflows(n_alloc, 1, sizeof *ws->xacc)) {
+        const size_t n_acc = ws->n_acc;
+        free(ws);
+        return lse_error_set(err, LSE_ENOMEM, fn,
+                             "term '%s': %zu statistics exceed the address "
+                             "space",
+                             t->name, n_acc);
+    }
     ws->acc = malloc((ws->n_acc + 1) * sizeof *ws->acc);
     ws->xacc = exact ? malloc((ws->n_acc + 1) * sizeof *ws->xacc) : NULL;
     ws->outs = calloc(t->sim->n_param + 1, sizeof *ws->outs);

@@ -129,6 +129,23 @@ START_TEST(test_checks)
 }
 END_TEST
 
+/* a d x d workspace that size_t cannot count: LSE_ENOMEM with a message,
+ * before any read of the (described, unallocated) covariances */
+START_TEST(test_to_chol_size_overflow)
+{
+    double one = 1.0;
+    const size_t d = (size_t)1 << 31; /* d * d * 8 = 2^65 */
+    const gsl_matrix covs = {.size1 = 1, .size2 = d, .tda = d, .data = &one,
+                             .block = NULL, .owner = 0};
+    lse_error err;
+    lse_assert_status(lse_cov_to_chol(LSE_COV_DIAG, d, &covs, NULL, &err),
+                      LSE_ENOMEM);
+    ck_assert_msg(strstr(err.message, "lse_cov_to_chol") != NULL &&
+                      strstr(err.message, "dimension 2147483648") != NULL,
+                  "%s", err.message);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("cov");
@@ -136,6 +153,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_names_shapes);
     tcase_add_test(tc, test_round_trip);
     tcase_add_test(tc, test_checks);
+    tcase_add_test(tc, test_to_chol_size_overflow);
     suite_add_tcase(s, tc);
     return s;
 }

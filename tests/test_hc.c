@@ -2,6 +2,7 @@
  * greedy merge computed from the clusters' members. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <gsl/gsl_rng.h>
 #include <gsl/gsl_randist.h>
@@ -114,11 +115,30 @@ START_TEST(test_ward_brute_force)
 }
 END_TEST
 
+/* n x n distances that size_t cannot count: LSE_ENOMEM with a message,
+ * before any allocation or any read of x (a described, unallocated
+ * matrix) */
+START_TEST(test_ward_size_overflow)
+{
+    double one = 1.0;
+    const gsl_matrix x = {.size1 = (size_t)1 << 31, .size2 = 1, .tda = 1,
+                          .data = &one, .block = NULL, .owner = 0};
+    size_t pairs[2];
+    double cost[1];
+    lse_error err;
+    lse_assert_status(lse_hc_ward(&x, pairs, cost, &err), LSE_ENOMEM);
+    ck_assert_msg(strstr(err.message, "lse_hc_ward") != NULL &&
+                      strstr(err.message, "2147483648 rows") != NULL,
+                  "%s", err.message);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("hc");
     TCase *tc = tcase_create("core");
     tcase_add_loop_test(tc, test_ward_brute_force, 0, 4);
+    tcase_add_test(tc, test_ward_size_overflow);
     suite_add_tcase(s, tc);
     return s;
 }

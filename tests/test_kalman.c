@@ -1,4 +1,6 @@
 #include <math.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -476,6 +478,34 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* T x D x D moments that size_t cannot count: LSE_ENOMEM with a message,
+ * before any allocation or any read of the (described, unallocated)
+ * observations */
+START_TEST(test_size_overflow)
+{
+    double one = 1.0;
+    const size_t T = SIZE_MAX / 64;
+    const gsl_matrix y = {.size1 = T, .size2 = 1, .tda = 1, .data = &one,
+                          .block = NULL, .owner = 0};
+    const gsl_matrix C = {.size1 = 1, .size2 = 2, .tda = 2, .data = &one,
+                          .block = NULL, .owner = 0};
+    const gsl_matrix sq = {.size1 = 1, .size2 = 4, .tda = 4, .data = &one,
+                           .block = NULL, .owner = 0};
+    const gsl_vector v = {.size = 2, .stride = 1, .data = &one, .block = NULL,
+                          .owner = 0};
+    const lse_kalman_model m = {.A = &sq, .Q = &sq, .C = &C, .R = &C,
+                                .m0 = &v, .P0 = &sq};
+    lse_error err;
+    lse_assert_status(lse_kalman_smooth(&m, &y, NULL, NULL, NULL, NULL, &err),
+                      LSE_ENOMEM);
+    char want[64];
+    snprintf(want, sizeof want, "T = %zu", T);
+    ck_assert_msg(strstr(err.message, "lse_kalman_smooth") != NULL &&
+                      strstr(err.message, want) != NULL,
+                  "%s", err.message);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("kalman");
@@ -485,6 +515,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_potentials);
     tcase_add_test(tc, test_linear_potential);
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_size_overflow);
     suite_add_tcase(s, tc);
     return s;
 }

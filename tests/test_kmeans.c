@@ -1,4 +1,6 @@
 #include <math.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -233,6 +235,25 @@ START_TEST(test_comm_hook)
 }
 END_TEST
 
+/* a gather scratch of n_ranks x LSE_COMM_GATHER_MAX doubles that size_t
+ * cannot count: LSE_ENOMEM with a message, before the hook is called */
+START_TEST(test_comm_size_overflow)
+{
+    lse_comm c;
+    lse_error err;
+    const size_t n_ranks = SIZE_MAX / 4;
+    const size_t calls = n_calls;
+    lse_assert_status(
+        lse_comm_init(&c, count_hook, NULL, 0, n_ranks, 5, "t", &err),
+        LSE_ENOMEM);
+    char want[64];
+    snprintf(want, sizeof want, "t: %zu processes", n_ranks);
+    ck_assert_msg(strstr(err.message, want) != NULL, "%s", err.message);
+    ck_assert_uint_eq(n_calls, calls);
+    lse_comm_free(&c);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("kmeans");
@@ -241,6 +262,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_seed_weights);
     tcase_add_test(tc, test_lloyd_monotone);
     tcase_add_test(tc, test_comm_hook);
+    tcase_add_test(tc, test_comm_size_overflow);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -444,6 +444,37 @@ START_TEST(test_graph_term)
 }
 END_TEST
 
+/* Workspace constructors can be called with any declared shape: one whose
+ * matrices of doubles cannot be addressed is LSE_ENOMEM, not a wrapped-around
+ * small allocation (the shapes below are only described, never allocated). */
+START_TEST(test_work_new_size_overflow)
+{
+    const size_t big = (size_t)1 << 31; /* big * big * 8 = 2^65 */
+    const size_t prow[] = {0}, pcol[] = {0};
+    const lse_sim_shape shapes[] = {
+        {.n_child = big, .block = 4, .n_parent = big, .d_child = 2,
+         .d_parent = 2, .d_context = 0, .n_param = 1,
+         .param_rows = prow, .param_cols = pcol},
+        {.n_child = 4, .block = 4, .n_parent = 2, .d_child = SIZE_MAX / 4,
+         .d_parent = SIZE_MAX / 4, .d_context = 0, .n_param = 1,
+         .param_rows = prow, .param_cols = pcol},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        void *work = &work;
+        lse_assert_status(lse_sim_daam->work_new(&shapes[i], NULL, &work),
+                          LSE_ENOMEM);
+        ck_assert_ptr_null(work);
+    }
+    /* the same construction succeeds at a small size */
+    lse_sim_shape ok = shapes[0];
+    ok.n_child = ok.block = ok.n_parent = 3;
+    ok.d_child = ok.d_parent = 2;
+    void *work = NULL;
+    lse_assert_ok(lse_sim_daam->work_new(&ok, NULL, &work));
+    lse_sim_daam->work_free(work);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("sim_daam");
@@ -455,6 +486,7 @@ Suite *lse_test_suite(void)
     tcase_add_loop_test(tc, test_gradients, 0, 4);
     tcase_add_test(tc, test_rows_couple_children);
     tcase_add_test(tc, test_check_errors);
+    tcase_add_test(tc, test_work_new_size_overflow);
     tcase_add_test(tc, test_kernel_errors);
     tcase_add_loop_test(tc, test_graph_term, 0, 2);
     suite_add_tcase(s, tc);

@@ -1181,6 +1181,40 @@ START_TEST(test_runtime_errors)
 }
 END_TEST
 
+/* Workspace constructors can be called with any declared shape: one whose
+ * matrices of doubles cannot be addressed is LSE_ENOMEM, not a wrapped-around
+ * small allocation (the shapes below are only described, never allocated). */
+START_TEST(test_work_new_size_overflow)
+{
+    const size_t big = (size_t)1 << 31; /* big * big * 8 = 2^65 */
+    const size_t prow[] = {0, 0, 0}, pcol[] = {0, 0, 0};
+    const lse_sim_shape shapes[] = {
+        {.n_child = 4, .block = 4, .n_parent = big, .d_child = big,
+         .d_parent = big, .d_context = 0, .n_param = 2,
+         .param_rows = prow, .param_cols = pcol},
+        {.n_child = big, .block = big, .n_parent = big, .d_child = 2,
+         .d_parent = 2, .d_context = 0, .n_param = 2,
+         .param_rows = prow, .param_cols = pcol},
+        {.n_child = SIZE_MAX / 2, .block = SIZE_MAX / 2, .n_parent = 2, .d_child = 2,
+         .d_parent = 2, .d_context = 0, .n_param = 2,
+         .param_rows = prow, .param_cols = pcol},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        void *work = &work;
+        lse_assert_status(lse_sim_gaussian->work_new(&shapes[i], NULL, &work),
+                          LSE_ENOMEM);
+        ck_assert_ptr_null(work);
+    }
+    /* the same construction succeeds at a small size */
+    lse_sim_shape ok = shapes[0];
+    ok.n_child = ok.block = ok.n_parent = 3;
+    ok.d_child = ok.d_parent = 2;
+    void *work = NULL;
+    lse_assert_ok(lse_sim_gaussian->work_new(&ok, NULL, &work));
+    lse_sim_gaussian->work_free(work);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("sim_gaussian");
@@ -1201,6 +1235,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_mstep_singular);
     tcase_add_test(tc, test_mstep_bad_input);
     tcase_add_test(tc, test_check_errors);
+    tcase_add_test(tc, test_work_new_size_overflow);
     tcase_add_test(tc, test_runtime_errors);
     suite_add_tcase(s, tc);
     return s;

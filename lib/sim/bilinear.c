@@ -7,6 +7,7 @@
 #include <gsl/gsl_linalg.h>
 
 #include <lsegraph/core.h>
+#include "sim-size-private.h"
 
 /* Bilinear similarity (docs/similarities.md, "bilinear").
  *
@@ -135,6 +136,15 @@ static lse_status bilinear_work_new(const lse_sim_shape *shape,
     if (shape->n_param != N_PARAM || shape->param_rows == NULL ||
         shape->param_cols == NULL)
         return LSE_EDIM;
+    if (LSE_SIZE_PAIRS_OVERFLOW(shape->block, shape->param_rows[0],
+                                shape->n_parent, shape->param_rows[0],
+                                shape->block, shape->d_parent, shape->block,
+                                shape->d_child, shape->n_parent,
+                                shape->d_parent, shape->d_parent,
+                                shape->d_parent, shape->d_child,
+                                shape->d_child, 3, shape->d_child, 3,
+                                shape->d_parent))
+        return LSE_ENOMEM;
     bilinear_work *w = calloc(1, sizeof *w);
     if (w == NULL)
         return LSE_ENOMEM;

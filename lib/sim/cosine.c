@@ -5,6 +5,7 @@
 #include <gsl/gsl_blas.h>
 
 #include <lsegraph/core.h>
+#include "sim-size-private.h"
 
 /* Cosine similarity (docs/similarities.md, "cosine").
  *
@@ -81,6 +82,8 @@ static lse_status cosine_work_new(const lse_sim_shape *shape,
     lse_gsl_quiet(); /* a constructor: GSL must not abort */
     if (shape->block == 0 || shape->n_parent == 0)
         return LSE_OK; /* nothing to compute */
+    if (LSE_SIZE_PAIRS_OVERFLOW(shape->block, shape->n_parent))
+        return LSE_ENOMEM;
     cosine_work *w = calloc(1, sizeof *w);
     if (w == NULL)
         return LSE_ENOMEM;

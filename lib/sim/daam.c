@@ -17,6 +17,7 @@
 #include <gsl/gsl_errno.h>
 
 #include <lsegraph/core.h>
+#include "sim-size-private.h"
 
 static const lse_daam_config daam_default = {.axis = LSE_DAAM_FEATURES,
                                              .eps = 1e-5};
@@ -129,6 +130,13 @@ static lse_status daam_work_new(const lse_sim_shape *shape, const void *config,
     if (shape == NULL || out == NULL)
         return LSE_EFAULT;
     *out = NULL;
+    {
+        const size_t r = shape->block > shape->n_child ? shape->block
+                                                       : shape->n_child;
+        if (LSE_SIZE_PAIRS_OVERFLOW(r, shape->d_child, r, shape->n_parent,
+                                    shape->n_parent, shape->d_child))
+            return LSE_ENOMEM;
+    }
     daam_work *w = calloc(1, sizeof *w);
     if (w == NULL)
         return LSE_ENOMEM;

@@ -16,6 +16,7 @@
 #include <gsl/gsl_errno.h>
 
 #include <lsegraph/core.h>
+#include "sim-size-private.h"
 
 static const lse_dar_config dar_default = {.lambda = 0.2,
                                            .alpha = 8.0,
@@ -230,6 +231,10 @@ static lse_status dar_work_new(const lse_sim_shape *shape, const void *config,
     if (shape == NULL || out == NULL)
         return LSE_EFAULT;
     *out = NULL;
+    if (LSE_SIZE_PAIRS_OVERFLOW(shape->block, shape->d_child,
+                                shape->n_parent, shape->d_child,
+                                shape->block, shape->n_parent))
+        return LSE_ENOMEM;
     dar_work *w = calloc(1, sizeof *w);
     if (w == NULL)
         return LSE_ENOMEM;

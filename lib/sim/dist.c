@@ -7,6 +7,7 @@
 #include <gsl/gsl_blas.h>
 
 #include <lsegraph/core.h>
+#include "sim-size-private.h"
 
 /* Distance-based similarities, the four scores of the IDW paper
  * (the IDW paper eqs 1-4; docs/similarities.md, "neg-dist, gauss-kernel,
@@ -137,8 +138,7 @@ static lse_status dist_work_new(const lse_sim_shape *shape, const void *config,
     w->block = b;
     w->n_parent = m;
     /* gsl_matrix_alloc does not check rows * cols * sizeof(double) */
-    if (b > SIZE_MAX / sizeof(double) / m || b > SIZE_MAX / sizeof(double) / d ||
-        m > SIZE_MAX / sizeof(double) / d) {
+    if (LSE_SIZE_PAIRS_OVERFLOW(b, m, b, d, m, d)) {
         dist_work_free(w);
         return LSE_ENOMEM;
     }

@@ -10,6 +10,7 @@
 #include <gsl/gsl_math.h>
 
 #include "gauss-private.h"
+#include "sim-size-private.h"
 #include "kernels-private.h"
 
 #if LSE_HAVE_AVX2_PATH
@@ -185,6 +186,12 @@ lse_status lse_gauss_work_new(const lse_sim_shape *shape, const void *config,
         block = 1;
     if (K == 0 || d == 0)
         return LSE_EDIM;
+    /* every matrix below is at most block x K x (d + 1), (K or block) x
+     * (d + 1)^2 (dc <= d is not assumed: the larger of the two counts) or
+     * block x (K rounded up to 8) doubles */
+    if (lse_size_shape_overflow(block, block, K, d > dc ? d : dc, 0) != NULL ||
+        LSE_SIZE_PAIRS_OVERFLOW(block, K + 8))
+        return LSE_ENOMEM;
     lse_gauss_work *w = calloc(1, sizeof *w);
     if (w == NULL)
         return LSE_ENOMEM;

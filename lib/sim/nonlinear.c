@@ -5,6 +5,7 @@
 #include <gsl/gsl_blas.h>
 
 #include <lsegraph/core.h>
+#include "sim-size-private.h"
 
 /* Nonlinear prediction similarity (docs/similarities.md, "nonlinear"), the
  * predictive-coding score of Tschantz section 7:
@@ -122,6 +123,8 @@ static lse_status nonlinear_work_new(const lse_sim_shape *shape,
     lse_gsl_quiet(); /* a constructor: GSL must not abort */
     if (shape->n_parent == 0 || shape->d_child == 0)
         return LSE_OK; /* nothing to compute */
+    if (LSE_SIZE_PAIRS_OVERFLOW(shape->n_parent, shape->d_child))
+        return LSE_ENOMEM;
     nonlinear_work *w = calloc(1, sizeof *w);
     if (w == NULL)
         return LSE_ENOMEM;

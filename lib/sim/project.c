@@ -6,6 +6,7 @@
 #include <gsl/gsl_blas.h>
 
 #include "graph-private.h"
+#include "sim-size-private.h"
 
 /* Projected similarity (docs/learning.md section 4):
  *
@@ -161,6 +162,13 @@ static lse_status project_work_new(const lse_sim_shape *shape,
     if (cfg->base == NULL || shape->n_param != N_PARAM ||
         shape->param_rows == NULL)
         return LSE_EFAULT;
+    {
+        const size_t nc = shape->n_child > shape->block ? shape->n_child
+                                                        : shape->block;
+        if (LSE_SIZE_PAIRS_OVERFLOW(nc, shape->param_rows[0],
+                                    shape->n_parent, shape->param_rows[1]))
+            return LSE_ENOMEM;
+    }
     project_work *w = calloc(1, sizeof *w);
     if (w == NULL)
         return LSE_ENOMEM;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "graph-private.h"
+#include "sim-size-private.h"
 
 /* Weighted sum of similarities (docs/learning.md section 4):
  *
@@ -155,6 +156,8 @@ static lse_status sum_work_new(const lse_sim_shape *shape, const void *config,
     const lse_sum_config *c = get_config(config);
     if (c->n == 0 || c->n > MAXT || shape->param_rows == NULL)
         return LSE_EDOM;
+    if (LSE_SIZE_PAIRS_OVERFLOW(shape->block, shape->n_parent))
+        return LSE_ENOMEM;
     sum_work *w = calloc(1, sizeof *w);
     if (w == NULL)
         return LSE_ENOMEM;

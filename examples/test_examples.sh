@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # examples/gmm_raw reaches lsefit's log-likelihood on Old Faithful (K = 2
 # and 3, full covariances): the raw graph + EM solver is the same core.
 set -u

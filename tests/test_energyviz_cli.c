@@ -922,7 +922,7 @@ START_TEST(test_bad_input)
 }
 END_TEST
 
-/* issue: "energyviz spec.dot -o spec.dot" replaced the spec with exit 0.
+/* Once: "energyviz spec.dot -o spec.dot" replaced the spec with exit 0.
  * An output that is the model or --data is refused before any work, a
  * read-only output is not replaced, a replaced file keeps its mode. */
 START_TEST(test_outputs)

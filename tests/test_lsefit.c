@@ -1456,7 +1456,7 @@ START_TEST(test_marginalize)
 END_TEST
 
 /* ------------------------------------------------------------------ */
-/* Input a user really has (issue 11, items 2, 4, 6, 7, 8)             */
+/* Input a user really has                                          */
 
 /* Two well separated clusters of n rows each, "x<sep>y" lines after the
  * header line @p header (NULL: none). */
@@ -1757,7 +1757,7 @@ static void assert_text(const char *path, const char *want)
     free(t);
 }
 
-/* issue: an output that is an input destroyed it with exit 0. Every
+/* Once: an output that is an input destroyed it with exit 0. Every
  * command refuses it before any work, with exit 2 and one line naming
  * both files and the way out; nothing is written. */
 START_TEST(test_output_is_input)
@@ -1845,7 +1845,7 @@ START_TEST(test_output_is_input)
 }
 END_TEST
 
-/* issue: with several outputs one failure left the others written (the
+/* Once: with several outputs one failure left the others written (the
  * model although the table to stdout failed). Every output is committed
  * only when all succeeded, stdout included. */
 START_TEST(test_outputs_all_or_none)
@@ -1888,7 +1888,7 @@ START_TEST(test_outputs_all_or_none)
 }
 END_TEST
 
-/* issue: SIGINT while writing left "p.csv.tmp.XXXXXX" behind. The signal
+/* Once: SIGINT while writing left "p.csv.tmp.XXXXXX" behind. The signal
  * arrives after every output was written to its temporary file (the test
  * hook LSEGRAPH_TEST_SIGNAL_BEFORE_COMMIT raises it there): lsefit dies
  * of it, no temporary file is left and the old files are untouched. */
@@ -1969,7 +1969,7 @@ START_TEST(test_outputs_signal)
 }
 END_TEST
 
-/* issue: a read-only target was silently replaced, and a replaced file
+/* Once: a read-only target was silently replaced, and a replaced file
  * lost its mode. */
 START_TEST(test_outputs_modes)
 {

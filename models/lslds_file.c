@@ -144,7 +144,7 @@ lse_status lse_lslds_from_json(const lse_json *doc, const char *source,
                              "%s: key 'model' is '%s', want 'slds-latent'", src,
                              model);
     int markov;
-    size_t K, D, N;
+    size_t K = 0, D = 0, N = 0;
     st = lse_json_get_bool(doc, "markov", &markov, err);
     if (st == LSE_OK)
         st = get_count(doc, src, "n_modes", MAX_COUNT, &K, err);

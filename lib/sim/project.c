@@ -253,7 +253,7 @@ static lse_status project_eval(const lse_sim_args *a, gsl_matrix *s)
 {
     lse_sim_args ba;
     gsl_matrix_view kcv;
-    project_work *w;
+    project_work *w = NULL;
     lse_status st = project_args(a, &ba, &kcv, &w);
     return st == LSE_OK ? w->base->eval(&ba, s) : st;
 }
@@ -263,7 +263,7 @@ static lse_status project_grad(const lse_sim_args *a, const gsl_matrix *g,
 {
     lse_sim_args ba;
     gsl_matrix_view kcv;
-    project_work *w;
+    project_work *w = NULL;
     lse_status st = project_args(a, &ba, &kcv, &w);
     if (st != LSE_OK)
         return st;

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lsefit.h"
+#include "lsefit_data.h"
 
 /* Split the comma-separated list @p s of option @p opt (NULL: not named in
  * messages). */

@@ -21,7 +21,7 @@
 #ifndef LSEFIT_MPI_H
 #define LSEFIT_MPI_H
 
-#include "lsefit.h"
+#include "lsefit_data.h"
 
 typedef struct lsefit_mpi lsefit_mpi;
 

@@ -19,7 +19,7 @@
 
 #include <lsegraph/lsegraph.h>
 
-#include "lsefit.h"
+#include "lsefit_data.h"
 #include "lsefit_plot.h"
 
 #define LSEPLOT_PI 3.14159265358979323846

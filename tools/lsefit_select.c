@@ -13,7 +13,8 @@
 #include <gsl/gsl_linalg.h>
 #include <gsl/gsl_rng.h>
 
-#include "lsefit.h"
+#include "lsefit_cmd.h"
+#include "lsefit_data.h"
 
 #define N_MODELS 14
 

@@ -1,0 +1,181 @@
+/* lsefit: the fit pipeline the models share (lsefit_fit.c); private to
+ * tools/lsefit*.c.
+ *
+ *   parse options -> declare the files -> [MPI begin] -> --init-file
+ *   -> load the data (or this process's share) -> check (columns of the
+ *   restart model, constant columns, rows) -> standardize or check the
+ *   scale -> fit every K of -k A:B -> select by BIC/AIC -> model JSON ->
+ *   read it back -> per-row outputs / summary -> commit [MPI end]
+ *
+ * A model plugs in with one lsefit_model table (lsefit_gmm.c gmm_model,
+ * lsefit_slds.c slds_model): its getopt table, its own options, its model
+ * file, and the steps that differ. Options every fit takes are parsed
+ * here (the LSEFIT_FIT_OPT_* codes); a model's own options take codes
+ * from LSEFIT_FIT_OPT_MODEL up and are handed to lsefit_model.option. */
+#ifndef LSEFIT_FIT_H
+#define LSEFIT_FIT_H
+
+#include <getopt.h>
+
+#include "lsefit_data.h"
+#include "lsefit_mpi.h"
+
+/* Option codes of every fit (a model's getopt table uses these for the
+ * options it shares; short options: -k, -o, -q, -v, -h). */
+enum {
+    LSEFIT_FIT_OPT_COV = 256,
+    LSEFIT_FIT_OPT_INIT,
+    LSEFIT_FIT_OPT_INIT_FILE,
+    LSEFIT_FIT_OPT_NINIT,
+    LSEFIT_FIT_OPT_MAXITER,
+    LSEFIT_FIT_OPT_TOL,
+    LSEFIT_FIT_OPT_REG,
+    LSEFIT_FIT_OPT_SEED,
+    LSEFIT_FIT_OPT_COLUMNS,
+    LSEFIT_FIT_OPT_IGNORE,
+    LSEFIT_FIT_OPT_STANDARDIZE,
+    LSEFIT_FIT_OPT_MISSING,
+    LSEFIT_FIT_OPT_SELECT,
+    LSEFIT_FIT_OPT_LOGJSON,
+    LSEFIT_FIT_OPT_MPI,
+    LSEFIT_FIT_OPT_SHARDS,
+    /* a model's own options: this code and up */
+    LSEFIT_FIT_OPT_MODEL = 320
+};
+
+/* A model file: the model, its feature names, its standardization. */
+typedef struct lsefit_model_file {
+    void *m;           /* lse_gmm *, lse_slds *, ... */
+    char **names;      /* (d) one malloc'ed block */
+    gsl_vector *mean;  /* (d) or NULL */
+    gsl_vector *scale; /* (d) or NULL */
+} lsefit_model_file;
+
+/* What one fit of K gave, in data units. */
+typedef struct lsefit_fit_result {
+    size_t k, n_params, n_iter;
+    size_t n_rows;    /* rows of the whole data set */
+    size_t n_seq;     /* sequences (series models) */
+    size_t n_steps;   /* fitted steps (series models) */
+    size_t n_missing; /* NaN cells marginalized */
+    double loglik, loglik_per, bic, aic; /* loglik_per: per sample/step */
+    int converged;
+} lsefit_fit_result;
+
+typedef struct lsefit_model lsefit_model;
+
+/* One fit command: the options every fit takes, then the run's state. */
+typedef struct lsefit_fit {
+    const lsefit_model *model;
+    lsefit_data_opts data;
+    size_t kmin, kmax;
+    int k_given, select_given;
+    const char *select; /* "bic" or "aic" */
+    lse_cov_type cov;
+    int cov_given;
+    const char *init; /* a method of model->inits, or a model file */
+    int init_file;    /* init is a model file (--init-file, --init PATH) */
+    size_t n_init, max_iter;
+    double tol, reg_covar;
+    unsigned long seed;
+    int reg_given, standardize;
+    const char *missing_name;
+    const char *output, *log_json;
+    int mpi;            /* --mpi */
+    const char *shards; /* --shards PATTERN */
+    void *own;          /* the model's own options and state */
+    /* the run */
+    lsefit_mpi *comm; /* NULL without --mpi */
+    lsefit_data d;
+    lsefit_model_file start; /* --init-file */
+    lsefit_progress prog;
+} lsefit_fit;
+
+/* Where lsefit_model.json_options adds its keys to the "options" object. */
+enum {
+    LSEFIT_JSON_AFTER_COVARIANCE,
+    LSEFIT_JSON_AFTER_REG_COVAR,
+    LSEFIT_JSON_AFTER_SEED
+};
+
+struct lsefit_model {
+    const char *name;       /* command, "model" of its files, progress */
+    const char *data_word;  /* "DATA.csv" in messages */
+    const char *data_role;  /* "the data" in messages */
+    const char *k_noun;     /* "components" */
+    const char *k_example;  /* "1:8" in the --select message */
+    const char *per_key;    /* "loglik_per_sample" in the model file */
+    const char *const *subcommands;
+    size_t n_subcommands;
+    const lsefit_init_name *inits; /* --init names */
+    const struct option *options;  /* the getopt_long table of the fit */
+    void (*help)(FILE *f);
+
+    /* the model file (lse_<model>_from_json, _dim, _free, _to_json) */
+    lse_status (*from_json)(const lse_json *doc, const char *path, void **m,
+                            char ***names, lse_error *err);
+    size_t (*dim)(const void *m);
+    void (*free)(void *m);
+    lse_status (*to_json)(const void *m, const char *const *names,
+                          lse_json *doc, lse_error *err);
+
+    /* options: defaults of the common fields and f->own; one of the
+     * model's own options (code >= LSEFIT_FIT_OPT_MODEL; argv for
+     * messages); checks under --mpi (before the operands are read);
+     * the end of parsing (after the common checks) */
+    void (*defaults)(lsefit_fit *f);
+    int (*option)(lsefit_fit *f, int c, const char *arg, char **argv);
+    int (*check_mpi)(const lsefit_fit *f);
+    int (*finish)(lsefit_fit *f);
+    /* the model's outputs besides -o and --log-json (declared between) */
+    size_t (*outputs)(const lsefit_fit *f, lsefit_path *out);
+    /* --init-file: check the restart model against the options and take
+     * its shape (K, covariance, ...) */
+    int (*restart)(lsefit_fit *f);
+
+    /* the run: lags of a series (context rows under --mpi); after the
+     * data are loaded (may be NULL); after the constant-column check (may
+     * be NULL); fit options (weights, progress, --mpi) */
+    size_t (*lags)(const lsefit_fit *f);
+    int (*loaded)(lsefit_fit *f);
+    int (*check)(lsefit_fit *f);
+    void (*prepare)(lsefit_fit *f);
+    /* a new model of k (not for --init-file); before its fit (may be
+     * NULL); the fit; its result */
+    int (*create)(lsefit_fit *f, size_t k, void **m);
+    int (*before_fit)(lsefit_fit *f, void *m);
+    lse_status (*fit)(lsefit_fit *f, void *m, lse_error *err);
+    lsefit_fit_result (*result)(const lsefit_fit *f, const void *m);
+    /* "options" keys of the model at the place @p where */
+    lse_status (*json_options)(const lsefit_fit *f, lse_json *o, int where,
+                               lse_error *err);
+    /* per-row outputs of the model read back; the summary without -o */
+    int (*write_rows)(lsefit_fit *f, const lsefit_model_file *back);
+    int (*summary)(const lsefit_fit *f, FILE *out,
+                   const lsefit_model_file *back, const lsefit_fit_result *r);
+};
+
+/** lsefit MODEL DATA.csv ...: the whole fit command of @p model; @p own
+ *  (the model's own options and state, zeroed) becomes f->own. */
+int lsefit_fit_main(const lsefit_model *model, void *own, int argc,
+                    char **argv);
+
+/** Build the model file @p doc (read from @p path) of @p model into @p f
+ *  (zeroed first; freed on failure): "model" checked, the model, its
+ *  names and standardization. */
+int lsefit_model_from_json(const lsefit_model *model, const lse_json *doc,
+                           const char *path, lsefit_model_file *f);
+/** The same from the file @p path. */
+int lsefit_model_read(const lsefit_model *model, const char *path,
+                      lsefit_model_file *f);
+void lsefit_model_file_free(const lsefit_model *model, lsefit_model_file *f);
+
+/** "%s: %zu data column%s but the model %s has n_features = %zu". */
+int lsefit_fail_columns(const char *data_path, size_t d,
+                        const char *model_path, size_t model_d);
+
+/** "  LABEL       x0 x1 ..." rows of the printed summaries. */
+void lsefit_print_row(FILE *f, const char *label, const double *x, size_t n,
+                      size_t stride);
+
+#endif /* LSEFIT_FIT_H */

@@ -55,6 +55,19 @@ int lsefit_data_option(const char *cmd, int c, const char *arg,
 /** The reader's options for @p o (delimiter, header, input limit). */
 lse_csv_opts lsefit_data_csv_opts(const lsefit_data_opts *o);
 
+/* Under --mpi each process holds a share of the rows: the checks and the
+ * standardization sum their column statistics over every process through
+ * this (lsefit_mpi.c); one process has none. */
+typedef enum lsefit_op { LSEFIT_OP_SUM, LSEFIT_OP_MIN, LSEFIT_OP_MAX } lsefit_op;
+typedef struct lsefit_share {
+    size_t first;      /* leading rows that belong to earlier processes */
+    size_t total_rows; /* rows of every process (without those) */
+    const char *name;  /* the data's name in messages */
+    /* buf[0..n) becomes its sum, min or max over the processes */
+    int (*reduce)(void *user, double *buf, size_t n, lsefit_op op);
+    void *user;
+} lsefit_share;
+
 typedef struct lsefit_data {
     lse_table *table;
     gsl_matrix *x;  /* (n, d) the selected numeric columns */
@@ -67,6 +80,7 @@ typedef struct lsefit_data {
     size_t *seq;        /* (n) sequence ids, or NULL */
     gsl_vector *mean;   /* (d) standardization, or NULL */
     gsl_vector *scale;  /* (d) */
+    const lsefit_share *share; /* --mpi, or NULL (borrowed) */
 } lsefit_data;
 
 /** Read the data set described by @p o into @p out (zeroed first). */
@@ -77,7 +91,8 @@ int lsefit_data_from_table(const lsefit_data_opts *o, lse_table *t,
                            lsefit_data *out);
 void lsefit_data_free(lsefit_data *data);
 /** Refuse a column without an observed value, and a constant column
- *  unless @p reg_covar_given (NaN cells are skipped). */
+ *  unless @p reg_covar_given (NaN cells are skipped; under --mpi over
+ *  every process's rows). */
 int lsefit_data_check_constant(const lsefit_data *data, int reg_covar_given);
 /** Refuse values whose squares or products overflow in a covariance
  *  summed over @p total_rows rows (every process's rows under --mpi; fits
@@ -89,8 +104,8 @@ int lsefit_data_check_scale(const lsefit_data *data, size_t total_rows);
 int lsefit_data_check_rows(const lsefit_data *data, size_t n_needed, size_t k,
                            const char *what);
 /** Compute the mean and scale (population standard deviation; 1 for a
- *  constant column) of the observed values of every column and
- *  standardize x in place (NaN stays NaN). */
+ *  constant column) of the observed values of every column (under --mpi
+ *  of every process's rows) and standardize x in place (NaN stays NaN). */
 int lsefit_data_standardize(lsefit_data *data);
 /** Standardize x with a model's @p mean and @p scale (copied). */
 int lsefit_data_apply_standardize(lsefit_data *data, const gsl_vector *mean,

@@ -290,9 +290,8 @@ static int load(lsefit_fit *f)
     if (rc == LSEFIT_OK && f->init_file && d->d != M->dim(f->start.m))
         rc = lsefit_fail_columns(f->data.path, d->d, f->init,
                                  M->dim(f->start.m));
-    if (rc == LSEFIT_OK)
-        rc = comm != NULL ? lsefit_mpi_check_constant(comm, d, f->reg_given)
-                          : lsefit_data_check_constant(d, f->reg_given);
+    if (rc == LSEFIT_OK) /* over every process's rows under --mpi */
+        rc = lsefit_data_check_constant(d, f->reg_given);
     if (rc == LSEFIT_OK && M->check != NULL)
         rc = M->check(f);
     if (rc != LSEFIT_OK)
@@ -300,8 +299,7 @@ static int load(lsefit_fit *f)
     if (f->start.mean != NULL)
         return lsefit_data_apply_standardize(d, f->start.mean, f->start.scale);
     if (f->standardize)
-        return comm != NULL ? lsefit_mpi_standardize(comm, d)
-                            : lsefit_data_standardize(d);
+        return lsefit_data_standardize(d);
     /* every process checks its rows */
     return lsefit_data_check_scale(
         d, comm != NULL ? lsefit_mpi_total_rows(comm) : d->x->size1);
@@ -606,4 +604,113 @@ int lsefit_fit_main(const lsefit_model *model, void *own, int argc,
     if (f.comm != NULL) /* commit on process 0 before the outcome is agreed */
         rc = lsefit_outputs_finish(rc);
     return lsefit_mpi_end(f.comm, rc);
+}
+
+/* ------------------------------------------------------------------ */
+/* Drawing from a model file                                           */
+
+static int draw_parse(const lsefit_draw *dr, int argc, char **argv,
+                      size_t *n, unsigned long *seed, const char **output,
+                      const char **labels, int *help)
+{
+    const struct option opts[] = {
+        {dr->count_long, required_argument, NULL, dr->count},
+        {"seed", required_argument, NULL, LSEFIT_FIT_OPT_SEED},
+        {"output", required_argument, NULL, 'o'},
+        {dr->labels_opt + 2, required_argument, NULL, LSEFIT_FIT_OPT_MODEL},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    const char shorts[] = {':', dr->count, ':', 'o', ':', 'q', 'h', '\0'};
+    const char count_opt[] = {'-', dr->count, '\0'};
+    int c, rc = LSEFIT_OK;
+    opterr = 0;
+    optind = 1;
+    while (rc == LSEFIT_OK &&
+           (c = getopt_long(argc, argv, shorts, opts, NULL)) != -1) {
+        if (c == dr->count)
+            rc = lsefit_opt_size(dr->cmd, count_opt, optarg, 1, n);
+        else if (c == LSEFIT_FIT_OPT_SEED)
+            rc = lsefit_opt_seed(dr->cmd, optarg, seed);
+        else if (c == 'o')
+            *output = optarg;
+        else if (c == LSEFIT_FIT_OPT_MODEL)
+            *labels = optarg;
+        else if (c == 'q')
+            lsefit_quiet = 1;
+        else if (c == 'h')
+            return *help = 1, LSEFIT_OK;
+        else
+            rc = lsefit_opt_bad(dr->cmd, c, argv, opts);
+    }
+    if (rc != LSEFIT_OK)
+        return rc;
+    if (argc - optind != 1)
+        return lsefit_usage(dr->cmd, "expected one MODEL.json");
+    if (*n == 0)
+        return lsefit_usage(dr->cmd, "missing -%c N (%s)", dr->count,
+                            dr->count_what);
+    const lsefit_path in[] = {{argv[optind], "the model"}};
+    const lsefit_path out[] = {{*output, "-o"}, {*labels, dr->labels_opt}};
+    return lsefit_plan(in, 1, out, 2);
+}
+
+/* The labels column of a draw. */
+static int draw_labels(const lsefit_draw *dr, const char *path,
+                       const size_t *labels, size_t n)
+{
+    lsefit_buf b;
+    int rc = lsefit_buf_open(&b);
+    if (rc == LSEFIT_OK) {
+        fprintf(b.f, "%s\n", dr->labels_column);
+        for (size_t i = 0; i < n; i++)
+            fprintf(b.f, "%zu\n", labels[i]);
+        rc = lsefit_buf_write(&b, path);
+    }
+    lsefit_buf_free(&b);
+    return rc;
+}
+
+int lsefit_draw_main(const lsefit_model *model, const lsefit_draw *dr,
+                     int argc, char **argv)
+{
+    const char *output = "-", *labels_path = NULL;
+    size_t n = 0;
+    unsigned long seed = 0;
+    int help = 0;
+    int rc = draw_parse(dr, argc, argv, &n, &seed, &output, &labels_path,
+                        &help);
+    if (help) {
+        dr->help(stdout);
+        return LSEFIT_OK;
+    }
+    lsefit_model_file g;
+    if (rc == LSEFIT_OK)
+        rc = lsefit_model_read(model, argv[optind], &g);
+    if (rc != LSEFIT_OK)
+        return rc;
+    lse_error err;
+    gsl_matrix *x = gsl_matrix_alloc(n, model->dim(g.m));
+    size_t *labels = malloc(n * sizeof *labels);
+    if (x == NULL || labels == NULL)
+        rc = lsefit_fail("out of memory");
+    else if (dr->draw(g.m, n, seed, x, labels, &err) != LSE_OK)
+        rc = lsefit_fail_lib(&err, NULL);
+    if (rc == LSEFIT_OK) {
+        lsefit_unstandardize(x, g.mean, g.scale);
+        char *text = NULL;
+        size_t len = 0;
+        if (lse_matrix_format_csv(x, (const char *const *)g.names, 17, &text,
+                                  &len, &err) != LSE_OK)
+            rc = lsefit_fail_lib(&err, NULL);
+        if (rc == LSEFIT_OK)
+            rc = lsefit_write(output, text, len);
+        free(text);
+    }
+    if (rc == LSEFIT_OK && labels_path != NULL)
+        rc = draw_labels(dr, labels_path, labels, n);
+    gsl_matrix_free(x);
+    free(labels);
+    lsefit_model_file_free(model, &g);
+    return rc;
 }

@@ -160,6 +160,25 @@ struct lsefit_model {
 int lsefit_fit_main(const lsefit_model *model, void *own, int argc,
                     char **argv);
 
+/* lsefit gmm sample, lsefit slds simulate: draw rows from a model file
+ * (CSV with the feature names, data units) and their labels. */
+typedef struct lsefit_draw {
+    const char *cmd;           /* "gmm sample" */
+    char count;                /* the short option of the count: 'n' */
+    const char *count_long;    /* its long name: "samples" */
+    const char *count_what;    /* "the number of samples" */
+    const char *labels_opt;    /* the labels' option: "--labels" */
+    const char *labels_column; /* their column: "component" */
+    void (*help)(FILE *f);
+    lse_status (*draw)(const void *m, size_t n, unsigned long seed,
+                       gsl_matrix *x, size_t *labels, lse_error *err);
+} lsefit_draw;
+
+/** lsefit MODEL SUBCOMMAND MODEL.json -n N [--seed S] [-o FILE]
+ *  [--LABELS FILE]. */
+int lsefit_draw_main(const lsefit_model *model, const lsefit_draw *dr,
+                     int argc, char **argv);
+
 /** Build the model file @p doc (read from @p path) of @p model into @p f
  *  (zeroed first; freed on failure): "model" checked, the model, its
  *  names and standardization. */

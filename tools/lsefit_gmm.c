@@ -446,7 +446,6 @@ enum {
     OPT_LABELS,
     OPT_PROBA,
     OPT_COV = LSEFIT_FIT_OPT_COV,
-    OPT_SEED = LSEFIT_FIT_OPT_SEED,
     OPT_COLUMNS = LSEFIT_FIT_OPT_COLUMNS,
     OPT_IGNORE = LSEFIT_FIT_OPT_IGNORE,
     OPT_MISSING = LSEFIT_FIT_OPT_MISSING
@@ -802,102 +801,23 @@ static int query_main(int argc, char **argv, int score)
 /* ------------------------------------------------------------------ */
 /* lsefit gmm sample MODEL.json -n N                                   */
 
-static const struct option sample_options[] = {
-    {"samples", required_argument, NULL, 'n'},
-    {"seed", required_argument, NULL, OPT_SEED},
-    {"output", required_argument, NULL, 'o'},
-    {"labels", required_argument, NULL, OPT_LABELS},
-    {"quiet", no_argument, NULL, 'q'},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0}};
-
-static int sample_main(int argc, char **argv)
+static lse_status gmm_draw(const void *m, size_t n, unsigned long seed,
+                           gsl_matrix *x, size_t *labels, lse_error *err)
 {
-    const char *cmd = "gmm sample";
-    const char *output = "-", *labels_path = NULL;
-    size_t n = 0;
-    unsigned long seed = 0;
-    int c, rc = LSEFIT_OK;
-    opterr = 0;
-    optind = 1;
-    while (rc == LSEFIT_OK && (c = getopt_long(argc, argv, ":n:o:qh",
-                                               sample_options, NULL)) != -1) {
-        switch (c) {
-        case 'n':
-            rc = lsefit_opt_size(cmd, "-n", optarg, 1, &n);
-            break;
-        case OPT_SEED:
-            rc = lsefit_opt_seed(cmd, optarg, &seed);
-            break;
-        case 'o':
-            output = optarg;
-            break;
-        case OPT_LABELS:
-            labels_path = optarg;
-            break;
-        case 'q':
-            lsefit_quiet = 1;
-            break;
-        case 'h':
-            help_sample(stdout);
-            return LSEFIT_OK;
-        default:
-            rc = lsefit_opt_bad(cmd, c, argv, sample_options);
-            break;
-        }
-    }
-    if (rc != LSEFIT_OK)
-        return rc;
-    if (argc - optind != 1)
-        return lsefit_usage(cmd, "expected one MODEL.json");
-    if (n == 0)
-        return lsefit_usage(cmd, "missing -n N (the number of samples)");
-    {
-        const lsefit_path in[] = {{argv[optind], "the model"}};
-        const lsefit_path out[] = {{output, "-o"}, {labels_path, "--labels"}};
-        rc = lsefit_plan(in, 1, out, 2);
-        if (rc != LSEFIT_OK)
-            return rc;
-    }
-    lsefit_model_file g;
-    rc = gmm_read(argv[optind], &g);
-    if (rc != LSEFIT_OK)
-        return rc;
-    lse_error err;
-    const size_t d = lse_gmm_dim(g.m);
-    gsl_matrix *x = gsl_matrix_alloc(n, d);
-    size_t *labels = malloc(n * sizeof *labels);
-    if (x == NULL || labels == NULL)
-        rc = lsefit_fail("out of memory");
-    else if (lse_gmm_sample(g.m, seed, x, labels, &err) != LSE_OK)
-        rc = lsefit_fail_lib(&err, NULL);
-    if (rc == LSEFIT_OK) {
-        lsefit_unstandardize(x, g.mean, g.scale);
-        char *text = NULL;
-        size_t len = 0;
-        if (lse_matrix_format_csv(x, (const char *const *)g.names, 17, &text,
-                                  &len, &err) != LSE_OK)
-            rc = lsefit_fail_lib(&err, NULL);
-        if (rc == LSEFIT_OK)
-            rc = lsefit_write(output, text, len);
-        free(text);
-    }
-    if (rc == LSEFIT_OK && labels_path != NULL) {
-        lsefit_buf b;
-        rc = lsefit_buf_open(&b);
-        if (rc == LSEFIT_OK) {
-            fputs("component\n", b.f);
-            for (size_t i = 0; i < n; i++)
-                fprintf(b.f, "%zu\n", labels[i]);
-            rc = lsefit_buf_write(&b, labels_path);
-        }
-        lsefit_buf_free(&b);
-    }
-    gsl_matrix_free(x);
-    free(labels);
-    lsefit_model_file_free(&gmm_model, &g);
-    return rc;
+    (void)n; /* the rows of x */
+    return lse_gmm_sample(m, seed, x, labels, err);
 }
+
+static const lsefit_draw gmm_sample = {
+    .cmd = "gmm sample",
+    .count = 'n',
+    .count_long = "samples",
+    .count_what = "the number of samples",
+    .labels_opt = "--labels",
+    .labels_column = "component",
+    .help = help_sample,
+    .draw = gmm_draw,
+};
 
 int lsefit_gmm_main(int argc, char **argv)
 {
@@ -906,7 +826,7 @@ int lsefit_gmm_main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "score") == 0)
         return query_main(argc - 1, argv + 1, 1);
     if (argc >= 2 && strcmp(argv[1], "sample") == 0)
-        return sample_main(argc - 1, argv + 1);
+        return lsefit_draw_main(&gmm_model, &gmm_sample, argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "plot") == 0) /* lsefit_plot.c */
         return lsefit_gmm_plot_main(argc - 1, argv + 1);
     if (lsefit_select_wanted(argc, argv))

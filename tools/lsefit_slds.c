@@ -478,7 +478,6 @@ enum {
     OPT_LABELS,
     OPT_PROBA,
     OPT_EXACT,
-    OPT_SEED = LSEFIT_FIT_OPT_SEED,
     OPT_COLUMNS = LSEFIT_FIT_OPT_COLUMNS,
     OPT_IGNORE = LSEFIT_FIT_OPT_IGNORE,
     OPT_MISSING = LSEFIT_FIT_OPT_MISSING
@@ -863,101 +862,22 @@ static int segment_main(int argc, char **argv)
 /* ------------------------------------------------------------------ */
 /* lsefit slds simulate MODEL.json -T N                                */
 
-static const struct option simulate_options[] = {
-    {"length", required_argument, NULL, 'T'},
-    {"seed", required_argument, NULL, OPT_SEED},
-    {"output", required_argument, NULL, 'o'},
-    {"modes", required_argument, NULL, OPT_MODES},
-    {"quiet", no_argument, NULL, 'q'},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0}};
-
-static int simulate_main(int argc, char **argv)
+static lse_status slds_draw(const void *m, size_t n, unsigned long seed,
+                            gsl_matrix *x, size_t *modes, lse_error *err)
 {
-    const char *cmd = "slds simulate";
-    const char *output = "-", *modes_path = NULL;
-    size_t T = 0;
-    unsigned long seed = 0;
-    int c, rc = LSEFIT_OK;
-    opterr = 0;
-    optind = 1;
-    while (rc == LSEFIT_OK && (c = getopt_long(argc, argv, ":T:o:qh",
-                                               simulate_options, NULL)) != -1) {
-        switch (c) {
-        case 'T':
-            rc = lsefit_opt_size(cmd, "-T", optarg, 1, &T);
-            break;
-        case OPT_SEED:
-            rc = lsefit_opt_seed(cmd, optarg, &seed);
-            break;
-        case 'o':
-            output = optarg;
-            break;
-        case OPT_MODES:
-            modes_path = optarg;
-            break;
-        case 'q':
-            lsefit_quiet = 1;
-            break;
-        case 'h':
-            help_simulate(stdout);
-            return LSEFIT_OK;
-        default:
-            rc = lsefit_opt_bad(cmd, c, argv, simulate_options);
-            break;
-        }
-    }
-    if (rc != LSEFIT_OK)
-        return rc;
-    if (argc - optind != 1)
-        return lsefit_usage(cmd, "expected one MODEL.json");
-    if (T == 0)
-        return lsefit_usage(cmd, "missing -T N (the length of the series)");
-    {
-        const lsefit_path in[] = {{argv[optind], "the model"}};
-        const lsefit_path out[] = {{output, "-o"}, {modes_path, "--modes"}};
-        rc = lsefit_plan(in, 1, out, 2);
-        if (rc != LSEFIT_OK)
-            return rc;
-    }
-    lsefit_model_file g;
-    rc = slds_read(argv[optind], &g);
-    if (rc != LSEFIT_OK)
-        return rc;
-    lse_error err;
-    gsl_matrix *x = gsl_matrix_alloc(T, lse_slds_dim(g.m));
-    size_t *modes = malloc(T * sizeof *modes);
-    if (x == NULL || modes == NULL)
-        rc = lsefit_fail("out of memory");
-    else if (lse_slds_simulate(g.m, T, seed, x, modes, &err) != LSE_OK)
-        rc = lsefit_fail_lib(&err, NULL);
-    if (rc == LSEFIT_OK) {
-        lsefit_unstandardize(x, g.mean, g.scale);
-        char *text = NULL;
-        size_t len = 0;
-        if (lse_matrix_format_csv(x, (const char *const *)g.names, 17, &text,
-                                  &len, &err) != LSE_OK)
-            rc = lsefit_fail_lib(&err, NULL);
-        if (rc == LSEFIT_OK)
-            rc = lsefit_write(output, text, len);
-        free(text);
-    }
-    if (rc == LSEFIT_OK && modes_path != NULL) {
-        lsefit_buf b;
-        rc = lsefit_buf_open(&b);
-        if (rc == LSEFIT_OK) {
-            fputs("mode\n", b.f);
-            for (size_t i = 0; i < T; i++)
-                fprintf(b.f, "%zu\n", modes[i]);
-            rc = lsefit_buf_write(&b, modes_path);
-        }
-        lsefit_buf_free(&b);
-    }
-    gsl_matrix_free(x);
-    free(modes);
-    lsefit_model_file_free(&slds_model, &g);
-    return rc;
+    return lse_slds_simulate(m, n, seed, x, modes, err);
 }
+
+static const lsefit_draw slds_simulate = {
+    .cmd = "slds simulate",
+    .count = 'T',
+    .count_long = "length",
+    .count_what = "the length of the series",
+    .labels_opt = "--modes",
+    .labels_column = "mode",
+    .help = help_simulate,
+    .draw = slds_draw,
+};
 
 int lsefit_slds_main(int argc, char **argv)
 {
@@ -966,7 +886,8 @@ int lsefit_slds_main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "segment") == 0)
         return segment_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "simulate") == 0)
-        return simulate_main(argc - 1, argv + 1);
+        return lsefit_draw_main(&slds_model, &slds_simulate, argc - 1,
+                                argv + 1);
     if (argc >= 2 && strcmp(argv[1], "plot") == 0) /* lsefit_plot.c */
         return lsefit_slds_plot_main(argc - 1, argv + 1);
     return fit_main(argc, argv);

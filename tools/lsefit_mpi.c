@@ -574,14 +574,104 @@ static size_t tail_bytes(size_t lags, size_t d)
            lags * d * sizeof(double);
 }
 
+/* The sequence key of data row i (0 without --sequence). */
+static uint64_t row_key(const lsefit_data *data, size_t i, int use_seq,
+                        size_t sc)
+{
+    return use_seq ? fnv1a(lse_table_cell(data->table, data->rows[i], sc),
+                           14695981039346656037ULL)
+                   : 0;
+}
+
+/* This process's record (tail_bytes): its counts and its last rows. */
+static void pack_tail(const lsefit_data *data, size_t lags, int use_seq,
+                      size_t sc, unsigned char *mine)
+{
+    const size_t n = data->x->size1, d = data->d;
+    tail_head h = {n, data->n_table, n < lags ? n : lags};
+    memcpy(mine, &h, sizeof h);
+    uint64_t *rows = (uint64_t *)(void *)(mine + sizeof h);
+    uint64_t *keys = rows + lags;
+    double *vals = (double *)(void *)(keys + lags);
+    for (size_t q = 0; q < h.n_tail; q++) {
+        const size_t i = n - h.n_tail + q;
+        rows[q] = data->rows[i];
+        keys[q] = row_key(data, i, use_seq, sc);
+        for (size_t j = 0; j < d; j++)
+            vals[q * d + j] = gsl_matrix_get(data->x, i, j);
+    }
+}
+
+/* The m context rows of every process's records (all), nearest first in
+ * src_q/src_i, then this process's rows. */
+typedef struct context_src {
+    const unsigned char *all;
+    size_t rec, lags;
+    const uint64_t *t0; /* global table row of each process's first row */
+    const size_t *src_q, *src_i;
+    size_t m, me;
+} context_src;
+
+/* x, trow and (with --sequence) seq of the m + n rows: the context rows
+ * oldest first, then this process's rows; sequence ids break where the
+ * key changes or a row was dropped, as the serial reader's do
+ * (lsefit_data.c make_sequences). */
+static int join_context(const context_src *cs, const lsefit_data *data,
+                        int use_seq, size_t sc, gsl_matrix **x_out,
+                        size_t **trow_out, size_t **seq_out)
+{
+    const size_t m = cs->m, n = data->x->size1, d = data->d, lags = cs->lags;
+    gsl_matrix *x = gsl_matrix_alloc(m + n, d);
+    size_t *trow = malloc((m + n) * sizeof *trow);
+    uint64_t *gkey = malloc((m + n) * sizeof *gkey);
+    uint64_t *grow = malloc((m + n) * sizeof *grow);
+    size_t *seq = use_seq ? malloc((m + n) * sizeof *seq) : NULL;
+    *x_out = x;
+    *trow_out = trow;
+    *seq_out = seq;
+    const int rc = (x == NULL || trow == NULL || gkey == NULL ||
+                    grow == NULL || (use_seq && seq == NULL))
+                       ? lsefit_fail("out of memory")
+                       : LSEFIT_OK;
+    for (size_t k = 0; rc == LSEFIT_OK && k < m; k++) { /* oldest first */
+        const size_t q = cs->src_q[m - 1 - k], i = cs->src_i[m - 1 - k];
+        const unsigned char *r = cs->all + q * cs->rec;
+        const uint64_t *rr =
+            (const uint64_t *)(const void *)(r + sizeof(tail_head));
+        const uint64_t *rk = rr + lags;
+        const double *rv = (const double *)(const void *)(rk + lags);
+        for (size_t j = 0; j < d; j++)
+            gsl_matrix_set(x, k, j, rv[i * d + j]);
+        grow[k] = cs->t0[q] + rr[i];
+        gkey[k] = rk[i];
+        trow[k] = SIZE_MAX; /* not a row of this process's table */
+    }
+    if (rc == LSEFIT_OK) {
+        gsl_matrix_view own = gsl_matrix_submatrix(x, m, 0, n, d);
+        gsl_matrix_memcpy(&own.matrix, data->x);
+    }
+    for (size_t i = 0; rc == LSEFIT_OK && i < n; i++) {
+        trow[m + i] = data->rows[i];
+        grow[m + i] = cs->t0[cs->me] + data->rows[i];
+        gkey[m + i] = row_key(data, i, use_seq, sc);
+    }
+    for (size_t i = 0, id = 0; rc == LSEFIT_OK && use_seq && i < m + n; i++) {
+        if (i > 0 && (gkey[i] != gkey[i - 1] || grow[i] != grow[i - 1] + 1))
+            id++;
+        seq[i] = id;
+    }
+    free(gkey);
+    free(grow);
+    return rc;
+}
+
 /* Prepend the last L rows before this share (from the processes before,
  * nearest first) to x and, with --sequence, give them sequence ids that
- * break where the key changes or a row was dropped, as the serial reader
- * does (lsefit_data.c make_sequences). */
+ * break where the key changes or a row was dropped (join_context). */
 static int add_context(lsefit_mpi *c, const lsefit_data_opts *o, size_t lags,
                        lsefit_data *data)
 {
-    const size_t n = data->x->size1, d = data->d, P = (size_t)c->size;
+    const size_t d = data->d, P = (size_t)c->size;
     const size_t rec = tail_bytes(lags, d);
     size_t sc = 0;
     const int use_seq = o->sequence != NULL;
@@ -595,21 +685,7 @@ static int add_context(lsefit_mpi *c, const lsefit_data_opts *o, size_t lags,
         free(all);
         return lsefit_fail("out of memory");
     }
-    tail_head h = {n, data->n_table, n < lags ? n : lags};
-    memcpy(mine, &h, sizeof h);
-    uint64_t *rows = (uint64_t *)(void *)(mine + sizeof h);
-    uint64_t *keys = rows + lags;
-    double *vals = (double *)(void *)(keys + lags);
-    for (size_t q = 0; q < h.n_tail; q++) {
-        const size_t i = n - h.n_tail + q;
-        rows[q] = data->rows[i];
-        keys[q] = use_seq
-                      ? fnv1a(lse_table_cell(data->table, data->rows[i], sc),
-                              14695981039346656037ULL)
-                      : 0;
-        for (size_t j = 0; j < d; j++)
-            vals[q * d + j] = gsl_matrix_get(data->x, i, j);
-    }
+    pack_tail(data, lags, use_seq, sc, mine);
     int rc = coll_gather(c, mine, all, rec);
     free(mine);
     /* the global table row of each process's first table row */
@@ -639,54 +715,9 @@ static int add_context(lsefit_mpi *c, const lsefit_data_opts *o, size_t lags,
     }
     gsl_matrix *x = NULL;
     size_t *seq = NULL, *trow = NULL;
-    if (rc == LSEFIT_OK && m > 0) {
-        x = gsl_matrix_alloc(m + n, d);
-        trow = malloc((m + n) * sizeof *trow);
-        uint64_t *gkey = malloc((m + n) * sizeof *gkey);
-        uint64_t *grow = malloc((m + n) * sizeof *grow);
-        if (use_seq)
-            seq = malloc((m + n) * sizeof *seq);
-        if (x == NULL || trow == NULL || gkey == NULL || grow == NULL ||
-            (use_seq && seq == NULL)) {
-            rc = lsefit_fail("out of memory");
-        } else {
-            for (size_t k = 0; k < m; k++) { /* oldest first */
-                const size_t q = src_q[m - 1 - k], i = src_i[m - 1 - k];
-                const unsigned char *r = all + q * rec;
-                const uint64_t *rr =
-                    (const uint64_t *)(const void *)(r + sizeof h);
-                const uint64_t *rk = rr + lags;
-                const double *rv = (const double *)(const void *)(rk + lags);
-                for (size_t j = 0; j < d; j++)
-                    gsl_matrix_set(x, k, j, rv[i * d + j]);
-                grow[k] = t0[q] + rr[i];
-                gkey[k] = rk[i];
-                trow[k] = SIZE_MAX; /* not a row of this process's table */
-            }
-            gsl_matrix_view own = gsl_matrix_submatrix(x, m, 0, n, d);
-            gsl_matrix_memcpy(&own.matrix, data->x);
-            for (size_t i = 0; i < n; i++) {
-                trow[m + i] = data->rows[i];
-                grow[m + i] = t0[me] + data->rows[i];
-                gkey[m + i] =
-                    use_seq
-                        ? fnv1a(lse_table_cell(data->table, data->rows[i], sc),
-                                14695981039346656037ULL)
-                        : 0;
-            }
-            if (use_seq) {
-                size_t id = 0;
-                for (size_t i = 0; i < m + n; i++) {
-                    if (i > 0 &&
-                        (gkey[i] != gkey[i - 1] || grow[i] != grow[i - 1] + 1))
-                        id++;
-                    seq[i] = id;
-                }
-            }
-        }
-        free(gkey);
-        free(grow);
-    }
+    const context_src cs = {all, rec, lags, t0, src_q, src_i, m, me};
+    if (rc == LSEFIT_OK && m > 0)
+        rc = join_context(&cs, data, use_seq, sc, &x, &trow, &seq);
     free(src_q);
     free(src_i);
     free(t0);

@@ -55,6 +55,26 @@ int lsefit_model_read(const lsefit_model *model, const char *path,
     return rc;
 }
 
+int lsefit_model_data(const lsefit_model *model, const char *model_path,
+                      lsefit_data_opts *dopt, lsefit_model_file *g,
+                      lsefit_data *data)
+{
+    memset(data, 0, sizeof *data);
+    int rc = lsefit_model_read(model, model_path, g);
+    if (rc != LSEFIT_OK)
+        return rc;
+    const size_t d = model->dim(g->m);
+    dopt->model_names = (const char *const *)g->names;
+    dopt->n_model_names = d;
+    dopt->model_path = model_path;
+    rc = lsefit_data_load(dopt, data);
+    if (rc == LSEFIT_OK && data->d != d)
+        rc = lsefit_fail_columns(dopt->path, data->d, model_path, d);
+    if (rc == LSEFIT_OK && g->mean != NULL)
+        rc = lsefit_data_apply_standardize(data, g->mean, g->scale);
+    return rc;
+}
+
 int lsefit_fail_columns(const char *data_path, size_t d,
                         const char *model_path, size_t model_d)
 {

@@ -43,6 +43,56 @@ enum {
     LSEFIT_FIT_OPT_MODEL = 320
 };
 
+/* The getopt_long entries of every fit, in three runs that keep the order
+ * of the options in the tables (a model's own options go between them):
+ *   {"components"/"n-modes", ..., 'k'}, [model's], LSEFIT_FIT_OPTIONS_MODEL,
+ *   [model's], LSEFIT_FIT_OPTIONS_RUN, [model's], LSEFIT_FIT_OPTIONS_END */
+#define LSEFIT_FIT_OPTIONS_MODEL                                               \
+    {"covariance", required_argument, NULL, LSEFIT_FIT_OPT_COV},               \
+        {"init", required_argument, NULL, LSEFIT_FIT_OPT_INIT},                \
+        {"init-file", required_argument, NULL, LSEFIT_FIT_OPT_INIT_FILE},      \
+        {"n-init", required_argument, NULL, LSEFIT_FIT_OPT_NINIT},             \
+        {"max-iter", required_argument, NULL, LSEFIT_FIT_OPT_MAXITER},         \
+        {"tol", required_argument, NULL, LSEFIT_FIT_OPT_TOL},                  \
+        {"reg-covar", required_argument, NULL, LSEFIT_FIT_OPT_REG},            \
+        {"seed", required_argument, NULL, LSEFIT_FIT_OPT_SEED},                \
+        {"columns", required_argument, NULL, LSEFIT_FIT_OPT_COLUMNS},          \
+        {"ignore", required_argument, NULL, LSEFIT_FIT_OPT_IGNORE},            \
+        {"standardize", no_argument, NULL, LSEFIT_FIT_OPT_STANDARDIZE}
+#define LSEFIT_FIT_OPTIONS_RUN                                                 \
+    {"select", required_argument, NULL, LSEFIT_FIT_OPT_SELECT},                \
+        {"log-json", required_argument, NULL, LSEFIT_FIT_OPT_LOGJSON},         \
+        {"mpi", no_argument, NULL, LSEFIT_FIT_OPT_MPI},                        \
+        {"shards", required_argument, NULL, LSEFIT_FIT_OPT_SHARDS}
+#define LSEFIT_FIT_OPTIONS_END                                                 \
+    LSEFIT_DATA_LONG_OPTIONS, {"quiet", no_argument, NULL, 'q'},               \
+        {"verbose", no_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'}, \
+    {                                                                          \
+        NULL, 0, NULL, 0                                                       \
+    }
+
+/* The model-file functions of an lsefit_model table for the library model
+ * lse_NAME (lse_NAME_from_json, _dim, _free, _to_json): NAME_from_json,
+ * NAME_dim, NAME_free, NAME_to_json. */
+#define LSEFIT_MODEL_FILE_FUNCTIONS(NAME)                                      \
+    static lse_status NAME##_from_json(const lse_json *doc, const char *path,  \
+                                       void **m, char ***names,                \
+                                       lse_error *err)                         \
+    {                                                                          \
+        lse_##NAME *model = NULL;                                              \
+        const lse_status st =                                                  \
+            lse_##NAME##_from_json(doc, path, &model, names, err);             \
+        *m = model;                                                            \
+        return st;                                                             \
+    }                                                                          \
+    static size_t NAME##_dim(const void *m) { return lse_##NAME##_dim(m); }    \
+    static void NAME##_free(void *m) { lse_##NAME##_free(m); }                 \
+    static lse_status NAME##_to_json(const void *m, const char *const *names,  \
+                                     lse_json *doc, lse_error *err)            \
+    {                                                                          \
+        return lse_##NAME##_to_json(m, names, doc, err);                       \
+    }
+
 /* A model file: the model, its feature names, its standardization. */
 typedef struct lsefit_model_file {
     void *m;           /* lse_gmm *, lse_slds *, ... */
@@ -188,6 +238,14 @@ int lsefit_model_from_json(const lsefit_model *model, const lse_json *doc,
 int lsefit_model_read(const lsefit_model *model, const char *path,
                       lsefit_model_file *f);
 void lsefit_model_file_free(const lsefit_model *model, lsefit_model_file *f);
+
+/** predict, score, segment: the model file @p model_path (into @p g), then
+ *  the data of @p dopt (into @p data) with the model's columns, checked
+ *  against it and standardized as it was. The caller frees both, also on
+ *  failure. */
+int lsefit_model_data(const lsefit_model *model, const char *model_path,
+                      lsefit_data_opts *dopt, lsefit_model_file *g,
+                      lsefit_data *data);
 
 /** "%s: %zu data column%s but the model %s has n_features = %zu". */
 int lsefit_fail_columns(const char *data_path, size_t d,

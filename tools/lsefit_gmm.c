@@ -164,31 +164,7 @@ static void help_sample(FILE *f)
 /* ------------------------------------------------------------------ */
 /* Model files                                                         */
 
-static lse_status gmm_from_json(const lse_json *doc, const char *path,
-                                void **m, char ***names, lse_error *err)
-{
-    lse_gmm *g = NULL;
-    const lse_status st = lse_gmm_from_json(doc, path, &g, names, err);
-    *m = g;
-    return st;
-}
-
-static size_t gmm_dim(const void *m) { return lse_gmm_dim(m); }
-
-static void gmm_free(void *m) { lse_gmm_free(m); }
-
-static lse_status gmm_to_json(const void *m, const char *const *names,
-                              lse_json *doc, lse_error *err)
-{
-    return lse_gmm_to_json(m, names, doc, err);
-}
-
-static const lsefit_model gmm_model;
-
-static int gmm_read(const char *path, lsefit_model_file *f)
-{
-    return lsefit_model_read(&gmm_model, path, f);
-}
+LSEFIT_MODEL_FILE_FUNCTIONS(gmm)
 
 /* ------------------------------------------------------------------ */
 /* Fitting                                                             */
@@ -264,7 +240,6 @@ static lse_status gmm_json_options(const lsefit_fit *f, lse_json *o, int where,
                                 err);
 }
 
-/* ------------------------------------------------------------------ */
 /* ------------------------------------------------------------------ */
 /* Printing                                                            */
 
@@ -453,31 +428,14 @@ enum {
 
 static const struct option fit_options[] = {
     {"components", required_argument, NULL, 'k'},
-    {"covariance", required_argument, NULL, LSEFIT_FIT_OPT_COV},
-    {"init", required_argument, NULL, LSEFIT_FIT_OPT_INIT},
-    {"init-file", required_argument, NULL, LSEFIT_FIT_OPT_INIT_FILE},
-    {"n-init", required_argument, NULL, LSEFIT_FIT_OPT_NINIT},
-    {"max-iter", required_argument, NULL, LSEFIT_FIT_OPT_MAXITER},
-    {"tol", required_argument, NULL, LSEFIT_FIT_OPT_TOL},
-    {"reg-covar", required_argument, NULL, LSEFIT_FIT_OPT_REG},
-    {"seed", required_argument, NULL, LSEFIT_FIT_OPT_SEED},
-    {"columns", required_argument, NULL, LSEFIT_FIT_OPT_COLUMNS},
-    {"ignore", required_argument, NULL, LSEFIT_FIT_OPT_IGNORE},
-    {"standardize", no_argument, NULL, LSEFIT_FIT_OPT_STANDARDIZE},
+    LSEFIT_FIT_OPTIONS_MODEL,
     {"weights", required_argument, NULL, OPT_WEIGHTS},
     {"missing", required_argument, NULL, LSEFIT_FIT_OPT_MISSING},
     {"output", required_argument, NULL, 'o'},
     {"labels", required_argument, NULL, OPT_LABELS},
     {"proba", required_argument, NULL, OPT_PROBA},
-    {"select", required_argument, NULL, LSEFIT_FIT_OPT_SELECT},
-    {"log-json", required_argument, NULL, LSEFIT_FIT_OPT_LOGJSON},
-    {"mpi", no_argument, NULL, LSEFIT_FIT_OPT_MPI},
-    {"shards", required_argument, NULL, LSEFIT_FIT_OPT_SHARDS},
-    LSEFIT_DATA_LONG_OPTIONS,
-    {"quiet", no_argument, NULL, 'q'},
-    {"verbose", no_argument, NULL, 'v'},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0}};
+    LSEFIT_FIT_OPTIONS_RUN,
+    LSEFIT_FIT_OPTIONS_END};
 
 /* --init names: scikit-learn's GaussianMixture init_params spellings
  * where they mean the same algorithm. "kmeans" is scikit-learn's default:
@@ -678,7 +636,6 @@ static int fit_main(int argc, char **argv)
 }
 
 /* ------------------------------------------------------------------ */
-/* ------------------------------------------------------------------ */
 /* lsefit gmm predict|score MODEL.json DATA.csv                        */
 
 static const struct option query_options[] = {
@@ -754,18 +711,7 @@ static int query_main(int argc, char **argv, int score)
     lsefit_data data = {0};
     gsl_vector *ll = NULL;
     lse_error err;
-    rc = gmm_read(model_path, &g);
-    if (rc != LSEFIT_OK)
-        return rc;
-    const size_t d = lse_gmm_dim(g.m);
-    dopt.model_names = (const char *const *)g.names;
-    dopt.n_model_names = d;
-    dopt.model_path = model_path;
-    rc = lsefit_data_load(&dopt, &data);
-    if (rc == LSEFIT_OK && data.d != d)
-        rc = lsefit_fail_columns(dopt.path, data.d, model_path, d);
-    if (rc == LSEFIT_OK && g.mean != NULL)
-        rc = lsefit_data_apply_standardize(&data, g.mean, g.scale);
+    rc = lsefit_model_data(&gmm_model, model_path, &dopt, &g, &data);
     if (rc == LSEFIT_OK && !score)
         rc = predict_outputs(g.m, &data, missing, output, proba);
     if (rc == LSEFIT_OK && score) {

@@ -160,31 +160,7 @@ static void help_simulate(FILE *f)
 /* ------------------------------------------------------------------ */
 /* Model files                                                         */
 
-static lse_status slds_from_json(const lse_json *doc, const char *path,
-                                 void **m, char ***names, lse_error *err)
-{
-    lse_slds *s = NULL;
-    const lse_status st = lse_slds_from_json(doc, path, &s, names, err);
-    *m = s;
-    return st;
-}
-
-static size_t slds_dim(const void *m) { return lse_slds_dim(m); }
-
-static void slds_free(void *m) { lse_slds_free(m); }
-
-static lse_status slds_to_json(const void *m, const char *const *names,
-                               lse_json *doc, lse_error *err)
-{
-    return lse_slds_to_json(m, names, doc, err);
-}
-
-static const lsefit_model slds_model;
-
-static int slds_read(const char *path, lsefit_model_file *f)
-{
-    return lsefit_model_read(&slds_model, path, f);
-}
+LSEFIT_MODEL_FILE_FUNCTIONS(slds)
 
 /* Mixture weights, or the stationary distribution of a Markov chain. */
 static int mode_weights(const lse_slds *m, gsl_vector *w)
@@ -488,33 +464,16 @@ static const struct option fit_options[] = {
     {"markov", no_argument, NULL, OPT_MARKOV},
     {"lags", required_argument, NULL, OPT_LAGS},
     {"sequence", required_argument, NULL, OPT_SEQUENCE},
-    {"covariance", required_argument, NULL, LSEFIT_FIT_OPT_COV},
-    {"init", required_argument, NULL, LSEFIT_FIT_OPT_INIT},
-    {"init-file", required_argument, NULL, LSEFIT_FIT_OPT_INIT_FILE},
-    {"n-init", required_argument, NULL, LSEFIT_FIT_OPT_NINIT},
-    {"max-iter", required_argument, NULL, LSEFIT_FIT_OPT_MAXITER},
-    {"tol", required_argument, NULL, LSEFIT_FIT_OPT_TOL},
-    {"reg-covar", required_argument, NULL, LSEFIT_FIT_OPT_REG},
-    {"seed", required_argument, NULL, LSEFIT_FIT_OPT_SEED},
-    {"columns", required_argument, NULL, LSEFIT_FIT_OPT_COLUMNS},
-    {"ignore", required_argument, NULL, LSEFIT_FIT_OPT_IGNORE},
-    {"standardize", no_argument, NULL, LSEFIT_FIT_OPT_STANDARDIZE},
+    LSEFIT_FIT_OPTIONS_MODEL,
     {"weights", required_argument, NULL, OPT_WEIGHTS},
     {"missing", required_argument, NULL, LSEFIT_FIT_OPT_MISSING},
     {"output", required_argument, NULL, 'o'},
     {"modes", required_argument, NULL, OPT_MODES},
     {"labels", required_argument, NULL, OPT_LABELS},
     {"proba", required_argument, NULL, OPT_PROBA},
-    {"select", required_argument, NULL, LSEFIT_FIT_OPT_SELECT},
-    {"log-json", required_argument, NULL, LSEFIT_FIT_OPT_LOGJSON},
-    {"mpi", no_argument, NULL, LSEFIT_FIT_OPT_MPI},
-    {"shards", required_argument, NULL, LSEFIT_FIT_OPT_SHARDS},
+    LSEFIT_FIT_OPTIONS_RUN,
     {"exact-sums", no_argument, NULL, OPT_EXACT},
-    LSEFIT_DATA_LONG_OPTIONS,
-    {"quiet", no_argument, NULL, 'q'},
-    {"verbose", no_argument, NULL, 'v'},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0}};
+    LSEFIT_FIT_OPTIONS_END};
 
 /* --init names. The k-means++ start always runs Lloyd iterations until no
  * assignment changes (at most 100): it is a k-means clustering, so
@@ -831,18 +790,7 @@ static int segment_main(int argc, char **argv)
     }
     lsefit_model_file g;
     lsefit_data data = {0};
-    rc = slds_read(model_path, &g);
-    if (rc != LSEFIT_OK)
-        return rc;
-    const size_t d = lse_slds_dim(g.m);
-    dopt.model_names = (const char *const *)g.names;
-    dopt.n_model_names = d;
-    dopt.model_path = model_path;
-    rc = lsefit_data_load(&dopt, &data);
-    if (rc == LSEFIT_OK && data.d != d)
-        rc = lsefit_fail_columns(dopt.path, data.d, model_path, d);
-    if (rc == LSEFIT_OK && g.mean != NULL)
-        rc = lsefit_data_apply_standardize(&data, g.mean, g.scale);
+    rc = lsefit_model_data(&slds_model, model_path, &dopt, &g, &data);
     if (rc == LSEFIT_OK)
         rc = check_steps(g.m, &data, 1);
     if (rc == LSEFIT_OK) {

@@ -226,8 +226,8 @@ int lsefit_opt_bad(const char *cmd, int c, char *const *argv,
                    const struct option *opts)
 {
     const char *arg = argv[optind - 1];
-    if (c == ':') {
-        if (optopt != 0)
+    if (c == ':') { /* a long option's optopt is its code, not a letter */
+        if (optopt > 0 && optopt < 128 && strncmp(arg, "--", 2) != 0)
             return lsefit_usage(cmd, "option -%c needs a value", optopt);
         return lsefit_usage(cmd, "option '%s' needs a value", arg);
     }

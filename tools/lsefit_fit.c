@@ -627,6 +627,49 @@ int lsefit_fit_main(const lsefit_model *model, void *own, int argc,
 }
 
 /* ------------------------------------------------------------------ */
+/* Queries of a model file                                             */
+
+int lsefit_query_parse(const lsefit_query *q, int argc, char **argv,
+                       lsefit_data_opts *dopt, const char **model_path,
+                       const char **output, int *help)
+{
+    *output = "-";
+    *help = 0;
+    int c, rc = LSEFIT_OK;
+    opterr = 0;
+    optind = 1;
+    while (rc == LSEFIT_OK &&
+           (c = getopt_long(argc, argv, ":o:qh", q->options, NULL)) != -1) {
+        if (lsefit_data_option(q->cmd, c, optarg, dopt, &rc))
+            continue;
+        if (c >= LSEFIT_FIT_OPT_MODEL)
+            rc = q->option(q->user, c, optarg, dopt);
+        else if (c == LSEFIT_FIT_OPT_COLUMNS)
+            dopt->columns = optarg;
+        else if (c == LSEFIT_FIT_OPT_IGNORE)
+            dopt->ignore = optarg;
+        else if (c == LSEFIT_FIT_OPT_MISSING)
+            rc = lsefit_opt_missing(q->cmd, optarg, &dopt->missing);
+        else if (c == 'o')
+            *output = optarg;
+        else if (c == 'q')
+            lsefit_quiet = 1;
+        else if (c == 'h')
+            return *help = 1, LSEFIT_OK;
+        else
+            rc = lsefit_opt_bad(q->cmd, c, argv, q->options);
+    }
+    if (rc != LSEFIT_OK)
+        return rc;
+    if (argc - optind != 2)
+        return lsefit_usage(q->cmd, "expected MODEL.json and %s",
+                            q->data_word);
+    *model_path = argv[optind];
+    dopt->path = argv[optind + 1];
+    return LSEFIT_OK;
+}
+
+/* ------------------------------------------------------------------ */
 /* Drawing from a model file                                           */
 
 static int draw_parse(const lsefit_draw *dr, int argc, char **argv,

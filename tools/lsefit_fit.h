@@ -71,6 +71,16 @@ enum {
         NULL, 0, NULL, 0                                                       \
     }
 
+/* The numbers every fit takes, from the model's default fit options @p o
+ * into f (FROM) and back into the options of the run (TO): the fields
+ * n_init, max_iter, tol, reg_covar and seed of both. */
+#define LSEFIT_FIT_FROM_OPTS(f, o)                                             \
+    ((f)->n_init = (o).n_init, (f)->max_iter = (o).max_iter,                   \
+     (f)->tol = (o).tol, (f)->reg_covar = (o).reg_covar, (f)->seed = (o).seed)
+#define LSEFIT_FIT_TO_OPTS(f, o)                                               \
+    ((o).n_init = (f)->n_init, (o).max_iter = (f)->max_iter,                   \
+     (o).tol = (f)->tol, (o).reg_covar = (f)->reg_covar, (o).seed = (f)->seed)
+
 /* The model-file functions of an lsefit_model table for the library model
  * lse_NAME (lse_NAME_from_json, _dim, _free, _to_json): NAME_from_json,
  * NAME_dim, NAME_free, NAME_to_json. */
@@ -92,6 +102,22 @@ enum {
     {                                                                          \
         return lse_##NAME##_to_json(m, names, doc, err);                       \
     }
+
+/* The steps every model defines, by name: NAME_defaults, NAME_option,
+ * NAME_check_mpi, NAME_finish, NAME_outputs, NAME_restart, NAME_prepare,
+ * NAME_create, NAME_fit, NAME_result, NAME_json_options, NAME_write_rows,
+ * NAME_summary, and the model-file functions of
+ * LSEFIT_MODEL_FILE_FUNCTIONS(NAME); for the designated initializer of
+ * an lsefit_model (the optional steps are named there). */
+#define LSEFIT_MODEL_STEPS(NAME)                                               \
+    .from_json = NAME##_from_json, .dim = NAME##_dim, .free = NAME##_free,     \
+    .to_json = NAME##_to_json, .defaults = NAME##_defaults,                    \
+    .option = NAME##_option, .check_mpi = NAME##_check_mpi,                    \
+    .finish = NAME##_finish, .outputs = NAME##_outputs,                        \
+    .restart = NAME##_restart, .prepare = NAME##_prepare,                      \
+    .create = NAME##_create, .fit = NAME##_fit, .result = NAME##_result,       \
+    .json_options = NAME##_json_options, .write_rows = NAME##_write_rows,      \
+    .summary = NAME##_summary
 
 /* A model file: the model, its feature names, its standardization. */
 typedef struct lsefit_model_file {
@@ -228,6 +254,25 @@ typedef struct lsefit_draw {
  *  [--LABELS FILE]. */
 int lsefit_draw_main(const lsefit_model *model, const lsefit_draw *dr,
                      int argc, char **argv);
+
+/* lsefit gmm predict|score, lsefit slds segment: MODEL.json DATA.csv and
+ * the options of reading the data (--columns, --ignore, --missing, -o,
+ * -q, -h and LSEFIT_DATA_LONG_OPTIONS, with the LSEFIT_FIT_OPT_* codes);
+ * the command's own options (codes >= LSEFIT_FIT_OPT_MODEL) go to
+ * option(user, c, arg, dopt). */
+typedef struct lsefit_query {
+    const char *cmd;               /* "gmm predict" */
+    const struct option *options;  /* its getopt_long table */
+    const char *data_word;         /* "DATA.csv" */
+    int (*option)(void *user, int c, const char *arg, lsefit_data_opts *dopt);
+    void *user;
+} lsefit_query;
+
+/** Parse a query's command line: *help when -h was given (nothing else
+ *  done); else dopt->path, *model_path and *output ("-" by default). */
+int lsefit_query_parse(const lsefit_query *q, int argc, char **argv,
+                       lsefit_data_opts *dopt, const char **model_path,
+                       const char **output, int *help);
 
 /** Build the model file @p doc (read from @p path) of @p model into @p f
  *  (zeroed first; freed on failure): "model" checked, the model, its

@@ -454,11 +454,7 @@ static void gmm_defaults(lsefit_fit *f)
 {
     gmm_own *g = f->own;
     g->opts = lse_gmm_fit_opts_default();
-    f->n_init = g->opts.n_init;
-    f->max_iter = g->opts.max_iter;
-    f->tol = g->opts.tol;
-    f->reg_covar = g->opts.reg_covar;
-    f->seed = g->opts.seed;
+    LSEFIT_FIT_FROM_OPTS(f, g->opts);
 }
 
 static int gmm_option(lsefit_fit *f, int c, const char *arg, char **argv)
@@ -554,11 +550,7 @@ static int gmm_check(lsefit_fit *f)
 static void gmm_prepare(lsefit_fit *f)
 {
     gmm_own *g = f->own;
-    g->opts.n_init = f->n_init;
-    g->opts.max_iter = f->max_iter;
-    g->opts.tol = f->tol;
-    g->opts.reg_covar = f->reg_covar;
-    g->opts.seed = f->seed;
+    LSEFIT_FIT_TO_OPTS(f, g->opts);
     g->opts.sample_weight = f->d.weight;
     g->opts.progress = progress_cb;
     g->opts.progress_user = &f->prog;
@@ -608,32 +600,10 @@ static const lsefit_model gmm_model = {
     .inits = gmm_inits,
     .options = fit_options,
     .help = help_fit,
-    .from_json = gmm_from_json,
-    .dim = gmm_dim,
-    .free = gmm_free,
-    .to_json = gmm_to_json,
-    .defaults = gmm_defaults,
-    .option = gmm_option,
-    .check_mpi = gmm_check_mpi,
-    .finish = gmm_finish,
-    .outputs = gmm_outputs,
-    .restart = gmm_restart,
+    LSEFIT_MODEL_STEPS(gmm),
     .check = gmm_check,
-    .prepare = gmm_prepare,
-    .create = gmm_create,
-    .fit = gmm_fit,
-    .result = gmm_result,
-    .json_options = gmm_json_options,
-    .write_rows = gmm_write_rows,
-    .summary = gmm_summary,
 };
 
-static int fit_main(int argc, char **argv)
-{
-    gmm_own own;
-    memset(&own, 0, sizeof own);
-    return lsefit_fit_main(&gmm_model, &own, argc, argv);
-}
 
 /* ------------------------------------------------------------------ */
 /* lsefit gmm predict|score MODEL.json DATA.csv                        */
@@ -649,56 +619,45 @@ static const struct option query_options[] = {
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
+/* --proba FILE: predict only. */
+typedef struct query_own {
+    int score;
+    const char *proba;
+} query_own;
+
+static int query_option(void *user, int c, const char *arg,
+                        lsefit_data_opts *dopt)
+{
+    query_own *q = user;
+    (void)dopt;
+    (void)c; /* OPT_PROBA, the only one of query_options */
+    q->proba = arg;
+    if (q->score)
+        return lsefit_usage("gmm score", "unknown option '--proba'");
+    return LSEFIT_OK;
+}
+
 static int query_main(int argc, char **argv, int score)
 {
     const char *cmd = score ? "gmm score" : "gmm predict";
     lsefit_data_opts dopt = {0};
-    const char *output = "-", *proba = NULL;
-    int c, rc = LSEFIT_OK;
-    opterr = 0;
-    optind = 1;
-    while (rc == LSEFIT_OK &&
-           (c = getopt_long(argc, argv, ":o:qh", query_options, NULL)) != -1) {
-        if (lsefit_data_option(cmd, c, optarg, &dopt, &rc))
-            continue;
-        switch (c) {
-        case OPT_COLUMNS:
-            dopt.columns = optarg;
-            break;
-        case OPT_IGNORE:
-            dopt.ignore = optarg;
-            break;
-        case OPT_MISSING:
-            rc = lsefit_opt_missing(cmd, optarg, &dopt.missing);
-            break;
-        case 'o':
-            output = optarg;
-            break;
-        case OPT_PROBA:
-            if (score)
-                rc = lsefit_usage(cmd, "unknown option '--proba'");
-            proba = optarg;
-            break;
-        case 'q':
-            lsefit_quiet = 1;
-            break;
-        case 'h':
-            help_predict(stdout, score ? "score" : "predict");
-            return LSEFIT_OK;
-        default:
-            rc = lsefit_opt_bad(cmd, c, argv, query_options);
-            break;
-        }
+    const char *output = "-", *model_path = NULL;
+    query_own own = {score, NULL};
+    const lsefit_query q = {cmd, query_options, "DATA.csv", query_option,
+                            &own};
+    int help = 0;
+    int rc =
+        lsefit_query_parse(&q, argc, argv, &dopt, &model_path, &output, &help);
+    if (help) {
+        help_predict(stdout, score ? "score" : "predict");
+        return LSEFIT_OK;
     }
+    const char *proba = own.proba;
     if (rc != LSEFIT_OK)
         return rc;
-    if (argc - optind != 2)
-        return lsefit_usage(cmd, "expected MODEL.json and DATA.csv");
     const lse_gmm_missing missing = dopt.missing == LSE_MISSING_KEEP
                                         ? LSE_GMM_MISSING_MARGINALIZE
                                         : LSE_GMM_MISSING_ERROR;
-    const char *model_path = argv[optind];
-    dopt.path = argv[optind + 1];
     {
         const lsefit_path in[] = {{model_path, "the model"},
                                   {dopt.path, "the data"}};
@@ -777,5 +736,7 @@ int lsefit_gmm_main(int argc, char **argv)
         return lsefit_gmm_plot_main(argc - 1, argv + 1);
     if (lsefit_select_wanted(argc, argv))
         return lsefit_select_main(argc, argv);
-    return fit_main(argc, argv);
+    gmm_own own; /* lsefit gmm DATA.csv ...: a fit */
+    memset(&own, 0, sizeof own);
+    return lsefit_fit_main(&gmm_model, &own, argc, argv);
 }

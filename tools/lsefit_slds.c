@@ -490,11 +490,7 @@ static void slds_defaults(lsefit_fit *f)
     s->opts = lse_slds_opts_default();
     s->cfg = lse_slds_config_default();
     f->cov = s->cfg.cov;
-    f->n_init = s->opts.n_init;
-    f->max_iter = s->opts.max_iter;
-    f->tol = s->opts.tol;
-    f->reg_covar = s->opts.reg_covar;
-    f->seed = s->opts.seed;
+    LSEFIT_FIT_FROM_OPTS(f, s->opts);
 }
 
 static int slds_option(lsefit_fit *f, int c, const char *arg, char **argv)
@@ -621,11 +617,7 @@ static int slds_loaded(lsefit_fit *f)
 static void slds_prepare(lsefit_fit *f)
 {
     slds_own *s = f->own;
-    s->opts.n_init = f->n_init;
-    s->opts.max_iter = f->max_iter;
-    s->opts.tol = f->tol;
-    s->opts.reg_covar = f->reg_covar;
-    s->opts.seed = f->seed;
+    LSEFIT_FIT_TO_OPTS(f, s->opts);
     s->opts.progress = progress_cb;
     s->opts.user = &f->prog;
     lsefit_mpi_slds_opts(f->comm, &s->opts);
@@ -688,34 +680,12 @@ static const lsefit_model slds_model = {
     .inits = slds_inits,
     .options = fit_options,
     .help = help_fit,
-    .from_json = slds_from_json,
-    .dim = slds_dim,
-    .free = slds_free,
-    .to_json = slds_to_json,
-    .defaults = slds_defaults,
-    .option = slds_option,
-    .check_mpi = slds_check_mpi,
-    .finish = slds_finish,
-    .outputs = slds_outputs,
-    .restart = slds_restart,
+    LSEFIT_MODEL_STEPS(slds),
     .lags = slds_lags,
     .loaded = slds_loaded,
-    .prepare = slds_prepare,
-    .create = slds_create,
     .before_fit = slds_before_fit,
-    .fit = slds_fit,
-    .result = slds_result,
-    .json_options = slds_json_options,
-    .write_rows = slds_write_rows,
-    .summary = slds_summary,
 };
 
-static int fit_main(int argc, char **argv)
-{
-    slds_own own;
-    memset(&own, 0, sizeof own);
-    return lsefit_fit_main(&slds_model, &own, argc, argv);
-}
 
 /* ------------------------------------------------------------------ */
 /* lsefit slds segment MODEL.json SERIES.csv                           */
@@ -731,55 +701,36 @@ static const struct option segment_options[] = {
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
+/* --sequence COLUMN. */
+static int segment_option(void *user, int c, const char *arg,
+                          lsefit_data_opts *dopt)
+{
+    (void)user;
+    (void)c; /* OPT_SEQUENCE, the only one of segment_options */
+    dopt->sequence = arg;
+    return LSEFIT_OK;
+}
+
 static int segment_main(int argc, char **argv)
 {
     const char *cmd = "slds segment";
     lsefit_data_opts dopt = {0};
-    const char *output = "-";
-    int c, rc = LSEFIT_OK;
-    opterr = 0;
-    optind = 1;
-    while (rc == LSEFIT_OK && (c = getopt_long(argc, argv, ":o:qh",
-                                               segment_options, NULL)) != -1) {
-        if (lsefit_data_option(cmd, c, optarg, &dopt, &rc))
-            continue;
-        switch (c) {
-        case OPT_COLUMNS:
-            dopt.columns = optarg;
-            break;
-        case OPT_IGNORE:
-            dopt.ignore = optarg;
-            break;
-        case OPT_SEQUENCE:
-            dopt.sequence = optarg;
-            break;
-        case OPT_MISSING:
-            rc = lsefit_opt_missing(cmd, optarg, &dopt.missing);
-            break;
-        case 'o':
-            output = optarg;
-            break;
-        case 'q':
-            lsefit_quiet = 1;
-            break;
-        case 'h':
-            help_segment(stdout);
-            return LSEFIT_OK;
-        default:
-            rc = lsefit_opt_bad(cmd, c, argv, segment_options);
-            break;
-        }
+    const char *output = "-", *model_path = NULL;
+    const lsefit_query q = {cmd, segment_options, "SERIES.csv",
+                            segment_option, NULL};
+    int help = 0;
+    int rc =
+        lsefit_query_parse(&q, argc, argv, &dopt, &model_path, &output, &help);
+    if (help) {
+        help_segment(stdout);
+        return LSEFIT_OK;
     }
     if (rc != LSEFIT_OK)
         return rc;
-    if (argc - optind != 2)
-        return lsefit_usage(cmd, "expected MODEL.json and SERIES.csv");
     if (dopt.missing == LSE_MISSING_KEEP)
         return lsefit_fail("--missing marginalize is not supported: the SLDS "
                            "library cannot use rows with missing values; use "
                            "--missing drop");
-    const char *model_path = argv[optind];
-    dopt.path = argv[optind + 1];
     {
         const lsefit_path in[] = {{model_path, "the model"},
                                   {dopt.path, "the series"}};
@@ -838,5 +789,7 @@ int lsefit_slds_main(int argc, char **argv)
                                 argv + 1);
     if (argc >= 2 && strcmp(argv[1], "plot") == 0) /* lsefit_plot.c */
         return lsefit_slds_plot_main(argc - 1, argv + 1);
-    return fit_main(argc, argv);
+    slds_own own; /* lsefit slds SERIES.csv ...: a fit */
+    memset(&own, 0, sizeof own);
+    return lsefit_fit_main(&slds_model, &own, argc, argv);
 }

@@ -1,5 +1,5 @@
 /* lsefit --mpi: data-parallel fitting over MPI (docs/mpi.md). Private to
- * tools/lsefit*.c, like lsefit.h.
+ * tools/lsefit*.c, like lsefit_common.h.
  *
  * Every process reads only its share of the rows (a byte range of the CSV
  * file split at line starts, or one file per process with --shards), the

@@ -110,6 +110,12 @@ static void spell_nonfinite(char *msg)
     }
 }
 
+void lse_message_spell(char *msg)
+{
+    if (msg != NULL)
+        spell_nonfinite(msg);
+}
+
 void lse_set_log_handler(lse_log_fn fn, void *user)
 {
     log_fn = fn;

@@ -1190,6 +1190,11 @@ START_TEST(test_bad_input)
                  "unknown option '--bogus'");
     assert_error(RUN("gmm", two, "-k", "1", "-x"), 2, "unknown option -x");
     assert_error(RUN("gmm", two, "-k"), 2, "option -k needs a value");
+    /* a long option's value missing: its name, not its option code */
+    assert_error(RUN("gmm", two, "-k", "1", "--tol"), 2,
+                 "option '--tol' needs a value");
+    assert_error(RUN("slds", "segment", "--sequence"), 2,
+                 "option '--sequence' needs a value");
     assert_error(RUN("gmm", two), 2, "missing -k K");
     assert_error(RUN("gmm", "-k", "2"), 2, "missing the data file");
     assert_error(RUN("gmm", two, "-k", "1", "--covariance", "round"), 2,

@@ -142,6 +142,18 @@ START_TEST(test_nonfinite_spelling)
 }
 END_TEST
 
+/* The same spelling for a tool's own message, in place. */
+START_TEST(test_message_spell)
+{
+    char msg[128];
+    snprintf(msg, sizeof msg, "x=%g (%g) [%g], %g; '%s' info nanny -nan:",
+             INFINITY, -INFINITY, NAN, -INFINITY, "inf");
+    lse_message_spell(msg);
+    ck_assert_str_eq(msg, "x=Inf (-Inf) [NaN], -Inf; 'inf' info nanny NaN:");
+    lse_message_spell(NULL); /* no-op */
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("status");
@@ -152,6 +164,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_gsl_quiet_keeps_user_handler);
     tcase_add_test(tc, test_log_hook);
     tcase_add_test(tc, test_nonfinite_spelling);
+    tcase_add_test(tc, test_message_spell);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,6 +1,8 @@
 /* Helpers shared by lsefit and energyviz (cliutil.h). */
 #include "cliutil.h"
 
+#include <lsegraph/lsegraph.h>
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -114,20 +116,6 @@ void cli_clean_message(char *msg)
         }
         memmove(c, rest, strlen(rest) + 1);
     }
-    /* the words of lib/status.c's spelling, with the same boundaries */
-    static const char *const from[] = {"-nan", "-inf", "nan", "inf"};
-    static const char *const to[] = {"NaN", "-Inf", "NaN", "Inf"};
-    for (char *p = msg; *p != '\0'; p++) {
-        if (p == msg || strchr(" =([,", p[-1]) == NULL)
-            continue;
-        for (size_t w = 0; w < sizeof from / sizeof from[0]; w++) {
-            const size_t n = strlen(from[w]), m = strlen(to[w]);
-            if (strncmp(p, from[w], n) != 0 ||
-                (p[n] != '\0' && strchr(" ,;:)]", p[n]) == NULL))
-                continue;
-            memcpy(p, to[w], m);
-            memmove(p + m, p + n, strlen(p + n) + 1);
-            break;
-        }
-    }
+    /* the spelling of the library's own messages */
+    lse_message_spell(msg);
 }

@@ -1334,6 +1334,63 @@ static const char *plate_text_of(const char *name)
 
 /* The heat map of --matrix: drawn with PLplot (svg, png, pdf) when built
  * with it; otherwise, and for dot output, the DOT table it returns. */
+#ifdef LSE_HAVE_PLOTS
+/* --matrix with a picture format: the heat map of @p part (the first rows
+ * and columns of @p M) with axes named by the model's plates. */
+static void matrix_plot(lse_term *t, const options *o,
+                        const gsl_matrix *part_m, const gsl_matrix *M,
+                        const char *title, const char *what, const char *col,
+                        const char *row_name, int flat, const char *format)
+{
+    const size_t rows = part_m->size1, cols = part_m->size2;
+    /* a long series (many more rows than columns) runs left to right */
+    const int transpose = rows > 24 && rows > 3 * cols;
+    char ptitle[700], rowax[200], colax[200];
+    snprintf(ptitle, sizeof ptitle, "%s%s%s of '%s'%s%s", title,
+             title[0] ? "\n" : "", what, o->matrix,
+             flat ? " (constant: all 1)" : "",
+             rows < M->size1 || cols < M->size2 ? " (truncated)" : "");
+    /* axes named by the model's plates: "K = 2 modes (parent b)" */
+    const char *cn = lse_node_name(lse_term_child(t).node);
+    const char *ci = plate_text_of(cn), *pi = plate_text_of(col);
+    if (ci != NULL)
+        snprintf(rowax, sizeof rowax, "%s (child %s)%s", ci, cn,
+                 rows < M->size1 ? ", first rows" : "");
+    else
+        snprintf(rowax, sizeof rowax, "%s row (child)%s", cn,
+                 rows < M->size1 ? ", first rows" : "");
+    if (row_name != NULL)
+        snprintf(rowax, sizeof rowax, "%s", row_name);
+    if (strcmp(col, "features") == 0 || row_name != NULL)
+        snprintf(colax, sizeof colax, "%s", col);
+    else if (pi != NULL)
+        snprintf(colax, sizeof colax, "%s (parent %s)", pi, col);
+    else
+        snprintf(colax, sizeof colax, "%s row (parent)", col);
+    plot_heatmap h = {.m = part_m,
+                      .title = ptitle,
+                      .row_label = rowax,
+                      .col_label = colax,
+                      .value_label = what,
+                      .transpose = transpose};
+    const int print = o->theme != NULL && strcmp(o->theme, "print") == 0;
+    plot_page page = {.serif = print,
+                      .format = format,
+                      .path = o->output,
+                      .width_in = transpose ? 9 : 6.5,
+                      .height_in = transpose ? 4 : 5.5,
+                      .dpi = o->dpi > 0 ? o->dpi
+                                        : (o->theme != NULL &&
+                                                   strcmp(o->theme,
+                                                          "print") == 0
+                                               ? 300
+                                               : 96)};
+    char perr[300];
+    if (plot_heatmap_draw(&h, &page, perr, sizeof perr) != 0)
+        die(1, "--matrix: %s", perr);
+}
+#endif
+
 static char *matrix_dot(lse_graph *g, const options *o, const char *title,
                         const char *format)
 {
@@ -1428,51 +1485,8 @@ static char *matrix_dot(lse_graph *g, const options *o, const char *title,
              lse_node_name(lse_term_child(t).node), rows - 1, M->size1);
 #ifdef LSE_HAVE_PLOTS
     if (strcmp(format, "dot") != 0) {
-        /* a long series (many more rows than columns) runs left to right */
-        const int transpose = rows > 24 && rows > 3 * cols;
-        char ptitle[700], rowax[200], colax[200];
-        snprintf(ptitle, sizeof ptitle, "%s%s%s of '%s'%s%s", title,
-                 title[0] ? "\n" : "", what, o->matrix,
-                 flat ? " (constant: all 1)" : "",
-                 rows < M->size1 || cols < M->size2 ? " (truncated)" : "");
-        /* axes named by the model's plates: "K = 2 modes (parent b)" */
-        const char *cn = lse_node_name(lse_term_child(t).node);
-        const char *ci = plate_text_of(cn), *pi = plate_text_of(col);
-        if (ci != NULL)
-            snprintf(rowax, sizeof rowax, "%s (child %s)%s", ci, cn,
-                     rows < M->size1 ? ", first rows" : "");
-        else
-            snprintf(rowax, sizeof rowax, "%s row (child)%s", cn,
-                     rows < M->size1 ? ", first rows" : "");
-        if (row_name != NULL)
-            snprintf(rowax, sizeof rowax, "%s", row_name);
-        if (strcmp(col, "features") == 0 || row_name != NULL)
-            snprintf(colax, sizeof colax, "%s", col);
-        else if (pi != NULL)
-            snprintf(colax, sizeof colax, "%s (parent %s)", pi, col);
-        else
-            snprintf(colax, sizeof colax, "%s row (parent)", col);
-        plot_heatmap h = {.m = &part.matrix,
-                          .title = ptitle,
-                          .row_label = rowax,
-                          .col_label = colax,
-                          .value_label = what,
-                          .transpose = transpose};
-        const int print = o->theme != NULL && strcmp(o->theme, "print") == 0;
-        plot_page page = {.serif = print,
-                          .format = format,
-                          .path = o->output,
-                          .width_in = transpose ? 9 : 6.5,
-                          .height_in = transpose ? 4 : 5.5,
-                          .dpi = o->dpi > 0 ? o->dpi
-                                            : (o->theme != NULL &&
-                                                       strcmp(o->theme,
-                                                              "print") == 0
-                                                   ? 300
-                                                   : 96)};
-        char perr[300];
-        if (plot_heatmap_draw(&h, &page, perr, sizeof perr) != 0)
-            die(1, "--matrix: %s", perr);
+        matrix_plot(t, o, &part.matrix, M, title, what, col, row_name, flat,
+                    format);
         return NULL;
     }
 #else
@@ -1528,6 +1542,62 @@ static void check_paths(const options *o)
     }
 }
 
+/* MODEL is not a built-in model: a fitted model JSON or a .dot spec
+ * (unknown names get the list of built-in models). */
+static lse_graph *load_model_file(options *o, char *title, size_t len)
+{
+    lse_graph *g = NULL;
+    if (o->n_given > 0)
+        die(EXIT_USAGE, "option %s is for built-in models; '%s' is not one",
+            o->given[0], o->model);
+    FILE *f = fopen(o->model, "rb");
+    if (f == NULL) {
+        if (has_ext(o->model, "json") || has_ext(o->model, "dot") ||
+            has_ext(o->model, "gv"))
+            die(1, "cannot open '%s': %s", o->model, strerror(errno));
+        char names[300] = "";
+        const char *list[N_MODELS];
+        for (size_t i = 0; i < N_MODELS; i++) {
+            const size_t used = strlen(names);
+            snprintf(names + used, sizeof names - used, "%s%s",
+                     i ? ", " : "", models[i].name);
+            list[i] = models[i].name;
+        }
+        const char *near = cli_suggest(o->model, list, N_MODELS);
+        if (near != NULL)
+            die(EXIT_USAGE, "unknown model '%s'; did you mean %s? "
+                            "(built-in: %s; or a fitted model .json, or "
+                            "a .dot spec)",
+                o->model, near, names);
+        die(EXIT_USAGE,
+            "unknown model '%s' (built-in: %s; or a fitted model .json, "
+            "or a .dot spec)",
+            o->model, names);
+    }
+    int c;
+    while ((c = fgetc(f)) != EOF && isspace(c))
+        ;
+    fclose(f);
+    const int json =
+        has_ext(o->model, "json") ||
+        (!has_ext(o->model, "dot") && !has_ext(o->model, "gv") && c == '{');
+    if (json) {
+        g = load_json(o, title, len);
+    } else {
+        if (o->data != NULL)
+            die(EXIT_USAGE, "--data goes with a fitted model JSON, not a "
+                            "spec");
+        lse_error err = {0};
+        check(lse_viz_read_spec(o->model, NULL, &S.owned, &err), &err,
+              "spec");
+        g = S.owned;
+        snprintf(title, len, "%s", base_name(o->model));
+    }
+    if (o->expand && json && o->data == NULL)
+        die(EXIT_USAGE, "--expand on a fitted model needs --data FILE.csv");
+    return g;
+}
+
 int main(int argc, char **argv)
 {
     options o;
@@ -1574,54 +1644,7 @@ int main(int argc, char **argv)
         model_defaults(def->name, &o.mo);
         g = def->build(&o.mo, title, sizeof title);
     } else {
-        if (o.n_given > 0)
-            die(EXIT_USAGE, "option %s is for built-in models; '%s' is not one",
-                o.given[0], o.model);
-        FILE *f = fopen(o.model, "rb");
-        if (f == NULL) {
-            if (has_ext(o.model, "json") || has_ext(o.model, "dot") ||
-                has_ext(o.model, "gv"))
-                die(1, "cannot open '%s': %s", o.model, strerror(errno));
-            char names[300] = "";
-            const char *list[N_MODELS];
-            for (size_t i = 0; i < N_MODELS; i++) {
-                const size_t used = strlen(names);
-                snprintf(names + used, sizeof names - used, "%s%s",
-                         i ? ", " : "", models[i].name);
-                list[i] = models[i].name;
-            }
-            const char *near = cli_suggest(o.model, list, N_MODELS);
-            if (near != NULL)
-                die(EXIT_USAGE, "unknown model '%s'; did you mean %s? "
-                                "(built-in: %s; or a fitted model .json, or "
-                                "a .dot spec)",
-                    o.model, near, names);
-            die(EXIT_USAGE,
-                "unknown model '%s' (built-in: %s; or a fitted model .json, "
-                "or a .dot spec)",
-                o.model, names);
-        }
-        int c;
-        while ((c = fgetc(f)) != EOF && isspace(c))
-            ;
-        fclose(f);
-        const int json =
-            has_ext(o.model, "json") ||
-            (!has_ext(o.model, "dot") && !has_ext(o.model, "gv") && c == '{');
-        if (json) {
-            g = load_json(&o, title, sizeof title);
-        } else {
-            if (o.data != NULL)
-                die(EXIT_USAGE, "--data goes with a fitted model JSON, not a "
-                                "spec");
-            lse_error err = {0};
-            check(lse_viz_read_spec(o.model, NULL, &S.owned, &err), &err,
-                  "spec");
-            g = S.owned;
-            snprintf(title, sizeof title, "%s", base_name(o.model));
-        }
-        if (o.expand && json && o.data == NULL)
-            die(EXIT_USAGE, "--expand on a fitted model needs --data FILE.csv");
+        g = load_model_file(&o, title, sizeof title);
     }
     if (o.title != NULL)
         snprintf(title, sizeof title, "%s", o.title);

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lsefit.h"
+#include "lsefit_data.h"
 
 /* Split the comma-separated list @p s of option @p opt (NULL: not named in
  * messages). */
@@ -546,33 +546,64 @@ int lsefit_data_from_table(const lsefit_data_opts *o, lse_table *t,
     return rc;
 }
 
+/* buf[0..n) reduced over every process (nothing to do for one). */
+static int share_reduce(const lsefit_data *data, double *buf, size_t n,
+                        lsefit_op op)
+{
+    const lsefit_share *sh = data->share;
+    return sh != NULL ? sh->reduce(sh->user, buf, n, op) : LSEFIT_OK;
+}
+
+/* The rows of this process (after the context rows of a share). */
+static size_t share_first(const lsefit_data *data)
+{
+    return data->share != NULL ? data->share->first : 0;
+}
+
+static const char *share_name(const lsefit_data *data)
+{
+    return data->share != NULL ? data->share->name
+                               : lse_table_name(data->table);
+}
+
 int lsefit_data_check_constant(const lsefit_data *data, int reg_covar_given)
 {
     const gsl_matrix *x = data->x;
-    for (size_t j = 0; j < x->size2; j++) {
-        size_t i = 0;
-        while (i < x->size1 && isnan(gsl_matrix_get(x, i, j)))
-            i++;
-        if (i == x->size1)
-            return lsefit_fail("%s: column '%s' has no observed value",
-                               lse_table_name(data->table), data->names[j]);
-        if (reg_covar_given)
-            continue;
-        const double first = gsl_matrix_get(x, i, j);
-        for (i++; i < x->size1; i++) {
+    const size_t d = x->size2, h = share_first(data);
+    /* [count (d)] summed; [min (d), -max (d)] minimized */
+    double *buf = malloc(3 * d * sizeof *buf);
+    if (buf == NULL)
+        return lsefit_fail("out of memory");
+    for (size_t j = 0; j < d; j++) {
+        buf[j] = 0.0;
+        buf[d + j] = INFINITY;
+        buf[2 * d + j] = INFINITY;
+        for (size_t i = h; i < x->size1; i++) {
             const double v = gsl_matrix_get(x, i, j);
-            if (!isnan(v) && v != first)
-                break;
+            if (isnan(v))
+                continue;
+            buf[j] += 1.0;
+            buf[d + j] = fmin(buf[d + j], v);
+            buf[2 * d + j] = fmin(buf[2 * d + j], -v);
         }
-        if (i == x->size1)
-            return lsefit_fail(
+    }
+    int rc = share_reduce(data, buf, d, LSEFIT_OP_SUM);
+    if (rc == LSEFIT_OK)
+        rc = share_reduce(data, buf + d, 2 * d, LSEFIT_OP_MIN);
+    for (size_t j = 0; rc == LSEFIT_OK && j < d; j++) {
+        if (buf[j] == 0.0)
+            rc = lsefit_fail("%s: column '%s' has no observed value",
+                             share_name(data), data->names[j]);
+        else if (!reg_covar_given && buf[d + j] == -buf[2 * d + j])
+            rc = lsefit_fail(
                 "%s: column '%s' is constant (every value is %.17g): its "
                 "variance is 0 and the covariance is singular; pass "
                 "--reg-covar X (e.g. 1e-3) to fit anyway, or leave the column "
                 "out with --ignore",
-                lse_table_name(data->table), data->names[j], first);
+                share_name(data), data->names[j], buf[d + j]);
     }
-    return LSEFIT_OK;
+    free(buf);
+    return rc;
 }
 
 int lsefit_data_check_rows(const lsefit_data *data, size_t n_needed, size_t k,
@@ -659,55 +690,92 @@ static void apply(gsl_matrix *x, const gsl_vector *mean,
         }
 }
 
-/* Mean and population standard deviation of the observed values of
- * column j. The plain sums are kept where they cannot overflow or
- * underflow (so results stay bit for bit what they were); otherwise the
- * values are first divided by the largest |value|. */
-static void column_moments(const gsl_matrix *x, size_t j, double *mean_out,
-                           double *sd_out)
+/* The largest |value| (top) and the number (cnt) of the observed values
+ * of each column of this process's rows. */
+static void column_tops(const gsl_matrix *x, size_t h, double *top,
+                        double *cnt)
 {
-    size_t at = 0;
-    const double m = column_max_abs(x, j, &at);
-    double n = 0.0;
-    for (size_t i = 0; i < x->size1; i++)
-        n += !isnan(gsl_matrix_get(x, i, j));
-    const int plain =
-        m == 0.0 || (m >= 1e-150 && m <= 0.5 * sqrt(DBL_MAX / (4.0 * n)));
-    const double s = plain ? 1.0 : m;
-    double mean = 0.0;
-    for (size_t i = 0; i < x->size1; i++) {
-        const double v = gsl_matrix_get(x, i, j);
-        if (!isnan(v))
-            mean += plain ? v : v / s;
-    }
-    mean /= n;
-    double ss = 0.0;
-    for (size_t i = 0; i < x->size1; i++) {
-        const double v = gsl_matrix_get(x, i, j);
-        if (!isnan(v)) {
-            const double z = plain ? v : v / s;
-            ss += (z - mean) * (z - mean);
+    for (size_t j = 0; j < x->size2; j++) {
+        top[j] = 0.0;
+        cnt[j] = 0.0;
+        for (size_t i = h; i < x->size1; i++) {
+            const double v = gsl_matrix_get(x, i, j);
+            if (fabs(v) > top[j]) /* NaN compares false */
+                top[j] = fabs(v);
+            cnt[j] += !isnan(v);
         }
     }
-    *mean_out = s * mean;
-    *sd_out = s * sqrt(ss / n);
+}
+
+/* Mean and population standard deviation of the observed values of every
+ * column (of every process's rows). The plain sums are kept where they
+ * cannot overflow or underflow (so results stay bit for bit what they
+ * were); otherwise the values are first divided by the largest |value|.
+ * buf: 4 d doubles. */
+static int column_moments(const lsefit_data *data, double *buf)
+{
+    const gsl_matrix *x = data->x;
+    const size_t d = x->size2, h = share_first(data);
+    double *top = buf, *sum = buf + d, *cnt = buf + 2 * d, *sq = buf + 3 * d;
+    column_tops(x, h, top, cnt);
+    int rc = share_reduce(data, top, d, LSEFIT_OP_MAX);
+    for (size_t j = 0; rc == LSEFIT_OK && j < d; j++) {
+        /* under --mpi there is no missing value: every row counts */
+        const double n = data->share != NULL
+                             ? (double)data->share->total_rows
+                             : cnt[j];
+        const double m = top[j];
+        const int plain =
+            m == 0.0 || (m >= 1e-150 && m <= 0.5 * sqrt(DBL_MAX / (4.0 * n)));
+        top[j] = plain ? 1.0 : m; /* the divisor */
+        sum[j] = 0.0;
+        cnt[j] = 0.0;
+        for (size_t i = h; i < x->size1; i++) {
+            const double v = gsl_matrix_get(x, i, j);
+            if (!isnan(v)) {
+                sum[j] += plain ? v : v / top[j];
+                cnt[j] += 1.0;
+            }
+        }
+    }
+    if (rc == LSEFIT_OK)
+        rc = share_reduce(data, sum, 2 * d, LSEFIT_OP_SUM);
+    for (size_t j = 0; rc == LSEFIT_OK && j < d; j++) {
+        const double s = top[j], m = sum[j] / cnt[j];
+        sq[j] = 0.0;
+        for (size_t i = h; i < x->size1; i++) {
+            const double v = gsl_matrix_get(x, i, j);
+            if (!isnan(v)) {
+                const double z = s == 1.0 ? v : v / s;
+                sq[j] += (z - m) * (z - m);
+            }
+        }
+    }
+    if (rc == LSEFIT_OK)
+        rc = share_reduce(data, sq, d, LSEFIT_OP_SUM);
+    return rc;
 }
 
 int lsefit_data_standardize(lsefit_data *data)
 {
-    const int rc = alloc_standardize(data);
-    if (rc != LSEFIT_OK)
-        return rc;
-    const gsl_matrix *x = data->x;
-    for (size_t j = 0; j < x->size2; j++) { /* over the observed values */
-        double mean, sd;
-        column_moments(x, j, &mean, &sd);
-        gsl_vector_set(data->mean, j, mean);
+    const size_t d = data->x->size2;
+    double *buf = malloc(4 * d * sizeof *buf);
+    int rc = buf == NULL ? lsefit_fail("out of memory") : LSEFIT_OK;
+    if (rc == LSEFIT_OK)
+        rc = column_moments(data, buf);
+    if (rc == LSEFIT_OK)
+        rc = alloc_standardize(data);
+    for (size_t j = 0; rc == LSEFIT_OK && j < d; j++) {
+        const double s = buf[j], m = buf[d + j] / buf[2 * d + j];
+        gsl_vector_set(data->mean, j, s * m);
         /* scikit-learn's StandardScaler keeps a constant column as is */
+        const double sd = s * sqrt(buf[3 * d + j] / buf[2 * d + j]);
         gsl_vector_set(data->scale, j, sd > 0.0 ? sd : 1.0);
     }
-    apply(data->x, data->mean, data->scale);
-    return LSEFIT_OK;
+    if (rc == LSEFIT_OK)
+        apply(data->x, data->mean, data->scale);
+    free(buf);
+    return rc;
 }
 
 int lsefit_data_apply_standardize(lsefit_data *data, const gsl_vector *mean,

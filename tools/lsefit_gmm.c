@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lsefit.h"
-#include "lsefit_mpi.h"
+#include "lsefit_cmd.h"
+#include "lsefit_fit.h"
 #include "lsefit_plot.h"
 
 /* ------------------------------------------------------------------ */
@@ -164,83 +164,16 @@ static void help_sample(FILE *f)
 /* ------------------------------------------------------------------ */
 /* Model files                                                         */
 
-/* A model with its feature names and standardization. */
-typedef struct gmm_file {
-    lse_gmm *m;
-    char **names;      /* (d) one malloc'ed block */
-    gsl_vector *mean;  /* (d) or NULL */
-    gsl_vector *scale; /* (d) or NULL */
-} gmm_file;
-
-static void gmm_file_free(gmm_file *f)
-{
-    lse_gmm_free(f->m);
-    free(f->names);
-    gsl_vector_free(f->mean);
-    gsl_vector_free(f->scale);
-    memset(f, 0, sizeof *f);
-}
-
-/* Build the model described by @p doc (read from @p path). */
-static int gmm_from_json(const lse_json *doc, const char *path, gmm_file *f)
-{
-    memset(f, 0, sizeof *f);
-    lse_error err;
-    int rc = lsefit_json_check_model(doc, path, "gmm");
-    if (rc == LSEFIT_OK &&
-        lse_gmm_from_json(doc, path, &f->m, &f->names, &err) != LSE_OK)
-        rc = lsefit_fail_lib(&err, NULL);
-    if (rc == LSEFIT_OK)
-        rc = lsefit_json_get_standardize(doc, path, lse_gmm_dim(f->m),
-                                         &f->mean, &f->scale);
-    if (rc != LSEFIT_OK)
-        gmm_file_free(f);
-    return rc;
-}
-
-static int gmm_read(const char *path, gmm_file *f)
-{
-    lse_error err;
-    lse_json *doc = NULL;
-    memset(f, 0, sizeof *f);
-    if (lse_json_load(path, &doc, &err) != LSE_OK)
-        return lsefit_fail_lib(&err, NULL);
-    const int rc = gmm_from_json(doc, path, f);
-    lse_json_free(doc);
-    return rc;
-}
+LSEFIT_MODEL_FILE_FUNCTIONS(gmm)
 
 /* ------------------------------------------------------------------ */
 /* Fitting                                                             */
 
-typedef struct fit_args {
-    lsefit_data_opts data;
-    size_t kmin, kmax;
-    int k_given;
-    const char *select; /* "bic" or "aic" */
-    lse_cov_type cov;
-    int cov_given;
-    const char *init; /* "kmeans++", "kmeans", "random" or a model file */
-    int init_file;    /* init is a model file (--init-file, --init PATH) */
+/* The options of lsefit gmm besides those of every fit (f->own). */
+typedef struct gmm_own {
     lse_gmm_fit_opts opts;
-    int reg_given;
-    int standardize;
-    const char *missing_name;
-    const char *output, *labels, *proba, *log_json;
-    int mpi;            /* --mpi */
-    const char *shards; /* --shards PATTERN */
-} fit_args;
-
-/* What one fit of K components gave, in data units. */
-typedef struct fit_result {
-    size_t k;
-    size_t n_rows; /* rows of the whole data set */
-    size_t n_params;
-    double loglik, loglik_per_sample, bic, aic;
-    size_t n_iter;
-    int converged;
-    size_t n_missing; /* NaN cells marginalized */
-} fit_result;
+    const char *labels, *proba;
+} gmm_own;
 
 static void progress_cb(size_t run, size_t iter, double energy, double change,
                         void *user)
@@ -261,10 +194,12 @@ static double total_log_jacobian(const lsefit_data *data)
     return s;
 }
 
-static fit_result result_of(const lse_gmm *m, const lsefit_data *data)
+static lsefit_fit_result gmm_result(const lsefit_fit *f, const void *model)
 {
+    const lse_gmm *m = model;
+    const lsefit_data *data = &f->d;
     const lse_gmm_fit_info *info = lse_gmm_info(m);
-    fit_result r;
+    lsefit_fit_result r = {0};
     r.k = lse_gmm_k(m);
     r.n_params = lse_gmm_n_params(m);
     r.n_iter = info->n_iter;
@@ -281,140 +216,32 @@ static fit_result result_of(const lse_gmm *m, const lsefit_data *data)
             : total_log_jacobian(data);
     if (logj == 0.0) {
         r.loglik = info->loglik;
-        r.loglik_per_sample = info->loglik_per_sample;
+        r.loglik_per = info->loglik_per_sample;
         r.bic = info->bic;
         r.aic = info->aic;
     } else { /* the density of x = mean + scale z is p(z) / prod(scale) */
         const double p = (double)r.n_params;
         r.loglik = info->loglik - logj;
-        r.loglik_per_sample = r.loglik / info->n_eff;
+        r.loglik_per = r.loglik / info->n_eff;
         r.bic = -2.0 * r.loglik + p * log(info->n_eff);
         r.aic = -2.0 * r.loglik + 2.0 * p;
     }
     return r;
 }
 
-static lse_status set_strings_opt(lse_json *o, const char *key,
-                                  const char *list, lse_error *err)
+/* "lloyd_iter" after "reg_covar" in the "options" of the model file. */
+static lse_status gmm_json_options(const lsefit_fit *f, lse_json *o, int where,
+                                   lse_error *err)
 {
-    char **items = NULL;
-    size_t n = 0;
-    if (lsefit_split_list(list, &items, &n) != LSEFIT_OK)
-        return lse_error_set(err, LSE_ENOMEM, "lsefit", "out of memory");
-    const lse_status st =
-        lse_json_set_strings(o, key, (const char *const *)items, n, err);
-    free(items);
-    return st;
-}
-
-/* The "options" object: everything needed to redo the fit. */
-static lse_json *options_json(const fit_args *a, const lsefit_data *data,
-                              size_t k, lse_error *err)
-{
-    lse_json *o = lse_json_new_object();
-    if (o == NULL) {
-        lse_error_set(err, LSE_ENOMEM, "lsefit", "out of memory");
-        return NULL;
-    }
-    const lse_gmm_fit_opts *f = &a->opts;
-    lse_status st = lse_json_set_string(o, "data", a->data.path, err);
-    if (st == LSE_OK)
-        st = lse_json_set_strings(o, "columns", data->names, data->d, err);
-    if (st == LSE_OK && a->data.ignore != NULL)
-        st = set_strings_opt(o, "ignore", a->data.ignore, err);
-    if (st == LSE_OK && a->data.weights != NULL)
-        st = lse_json_set_string(o, "weights", a->data.weights, err);
-    if (st == LSE_OK)
-        st = lse_json_set_string(o, "missing", a->missing_name, err);
-    if (st == LSE_OK)
-        st = lse_json_set_bool(o, "standardize", data->mean != NULL, err);
-    if (st == LSE_OK)
-        st =
-            lse_json_set_string(o, "covariance", lse_gmm_cov_name(a->cov), err);
-    if (st == LSE_OK)
-        st = lse_json_set_integer(o, "k", (long long)k, err);
-    if (st == LSE_OK && a->kmin != a->kmax) {
-        char range[64];
-        snprintf(range, sizeof range, "%zu:%zu", a->kmin, a->kmax);
-        st = lse_json_set_string(o, "k_range", range, err);
-        if (st == LSE_OK)
-            st = lse_json_set_string(o, "select", a->select, err);
-    }
-    if (st == LSE_OK)
-        st = lse_json_set_string(o, "init", a->init, err);
-    if (st == LSE_OK)
-        st = lse_json_set_integer(o, "n_init", (long long)f->n_init, err);
-    if (st == LSE_OK)
-        st = lse_json_set_integer(o, "max_iter", (long long)f->max_iter, err);
-    if (st == LSE_OK)
-        st = lse_json_set_number(o, "tol", f->tol, err);
-    if (st == LSE_OK)
-        st = lse_json_set_number(o, "reg_covar", f->reg_covar, err);
-    if (st == LSE_OK)
-        st = lse_json_set_integer(o, "lloyd_iter", (long long)f->lloyd_iter,
-                                  err);
-    if (st == LSE_OK)
-        st = lse_json_set_integer(o, "seed", (long long)f->seed, err);
-    if (st != LSE_OK) {
-        lse_json_free(o);
-        return NULL;
-    }
-    return o;
-}
-
-/* The model file: keys in a fixed order, then "standardize". */
-static int gmm_to_json(const lse_gmm *m, const fit_result *r, const fit_args *a,
-                       const lsefit_data *data, lse_json **out)
-{
-    lse_error err;
-    *out = NULL;
-    lse_json *doc = lse_json_new_object();
-    if (doc == NULL)
-        return lsefit_fail("out of memory");
-    lse_json *opt = NULL;
-    lse_status st = lse_gmm_to_json(m, data->names, doc, &err);
-    if (st == LSE_OK)
-        st = lse_json_set_number(doc, "loglik", r->loglik, &err);
-    if (st == LSE_OK)
-        st = lse_json_set_number(doc, "loglik_per_sample", r->loglik_per_sample,
-                                 &err);
-    if (st == LSE_OK)
-        st = lse_json_set_integer(doc, "n_iter", (long long)r->n_iter, &err);
-    if (st == LSE_OK)
-        st = lse_json_set_bool(doc, "converged", r->converged, &err);
-    if (st == LSE_OK)
-        st = lse_json_set_number(doc, "bic", r->bic, &err);
-    if (st == LSE_OK)
-        st = lse_json_set_number(doc, "aic", r->aic, &err);
-    if (st == LSE_OK) {
-        opt = options_json(a, data, r->k, &err);
-        st = opt == NULL ? err.status : LSE_OK;
-    }
-    if (st == LSE_OK)
-        st = lse_json_set_object(doc, "options", opt, &err);
-    lse_json_free(opt);
-    int rc = st == LSE_OK ? LSEFIT_OK : lsefit_fail_lib(&err, NULL);
-    if (rc == LSEFIT_OK)
-        rc = lsefit_json_set_standardize(doc, data->mean, data->scale);
-    if (rc != LSEFIT_OK) {
-        lse_json_free(doc);
-        return rc;
-    }
-    *out = doc;
-    return LSEFIT_OK;
+    const gmm_own *g = f->own;
+    if (where != LSEFIT_JSON_AFTER_REG_COVAR)
+        return LSE_OK;
+    return lse_json_set_integer(o, "lloyd_iter", (long long)g->opts.lloyd_iter,
+                                err);
 }
 
 /* ------------------------------------------------------------------ */
 /* Printing                                                            */
-
-static void print_row(FILE *f, const char *label, const double *x, size_t n,
-                      size_t stride)
-{
-    fprintf(f, "  %-11s", label);
-    for (size_t j = 0; j < n; j++)
-        fprintf(f, " %12.6g", x[j * stride]);
-    fputc('\n', f);
-}
 
 /* Sigma in data units: S Sigma_z S with S = diag(scale). */
 static void to_data_units(gsl_matrix *s, const gsl_vector *scale)
@@ -426,7 +253,8 @@ static void to_data_units(gsl_matrix *s, const gsl_vector *scale)
                                gsl_vector_get(scale, j));
 }
 
-static int print_summary(FILE *f, const gmm_file *g, const fit_result *r,
+static int print_summary(FILE *f, const lsefit_model_file *g,
+                         const lsefit_fit_result *r,
                          const lsefit_data *data, const char *path, double tol)
 {
     const lse_gmm *m = g->m;
@@ -453,7 +281,7 @@ static int print_summary(FILE *f, const gmm_file *g, const fit_result *r,
                               "units)"
                             : "");
     fprintf(f, "log-likelihood %.10g (per sample %.10g)\n", r->loglik,
-            r->loglik_per_sample);
+            r->loglik_per);
     fprintf(f, "BIC %.10g  AIC %.10g  (%zu parameters; lower is better)\n",
             r->bic, r->aic, r->n_params);
     fprintf(f, "EM: %zu iteration%s, %s (tol %g)\n", r->n_iter,
@@ -470,16 +298,16 @@ static int print_summary(FILE *f, const gmm_file *g, const fit_result *r,
                                                  gsl_vector_get(g->scale, j) * z
                                            : z);
         }
-        print_row(f, "mean", mu->data, d, 1);
+        lsefit_print_row(f, "mean", mu->data, d, 1);
         if (cov == LSE_COV_TIED && c > 0)
             continue;
         lse_gmm_get_covariance(m, c, s);
         to_data_units(s, g->scale);
         if (cov == LSE_COV_DIAG || cov == LSE_COV_SPHERICAL) {
-            print_row(f, "variances", s->data, d, s->tda + 1);
+            lsefit_print_row(f, "variances", s->data, d, s->tda + 1);
         } else {
             for (size_t i = 0; i < d; i++)
-                print_row(f,
+                lsefit_print_row(f,
                           i > 0                 ? ""
                           : cov == LSE_COV_TIED ? "covariance*"
                                                 : "covariance",
@@ -585,55 +413,29 @@ static int predict_outputs(const lse_gmm *m, const lsefit_data *data,
 /* ------------------------------------------------------------------ */
 /* lsefit gmm DATA.csv                                                 */
 
+/* Options of lsefit gmm (and of predict, score, sample) that not every
+ * fit takes; a new option of the gmm fit goes into fit_options and
+ * gmm_option (or, when every model's fit takes it, into lsefit_fit.c). */
 enum {
-    OPT_COV = 256,
-    OPT_INIT,
-    OPT_NINIT,
-    OPT_MAXITER,
-    OPT_TOL,
-    OPT_REG,
-    OPT_SEED,
-    OPT_COLUMNS,
-    OPT_IGNORE,
-    OPT_STANDARDIZE,
-    OPT_WEIGHTS,
-    OPT_MISSING,
+    OPT_WEIGHTS = LSEFIT_FIT_OPT_MODEL,
     OPT_LABELS,
     OPT_PROBA,
-    OPT_SELECT,
-    OPT_LOGJSON,
-    OPT_MPI,
-    OPT_SHARDS,
-    OPT_INIT_FILE
+    OPT_COV = LSEFIT_FIT_OPT_COV,
+    OPT_COLUMNS = LSEFIT_FIT_OPT_COLUMNS,
+    OPT_IGNORE = LSEFIT_FIT_OPT_IGNORE,
+    OPT_MISSING = LSEFIT_FIT_OPT_MISSING
 };
 
 static const struct option fit_options[] = {
     {"components", required_argument, NULL, 'k'},
-    {"covariance", required_argument, NULL, OPT_COV},
-    {"init", required_argument, NULL, OPT_INIT},
-    {"init-file", required_argument, NULL, OPT_INIT_FILE},
-    {"n-init", required_argument, NULL, OPT_NINIT},
-    {"max-iter", required_argument, NULL, OPT_MAXITER},
-    {"tol", required_argument, NULL, OPT_TOL},
-    {"reg-covar", required_argument, NULL, OPT_REG},
-    {"seed", required_argument, NULL, OPT_SEED},
-    {"columns", required_argument, NULL, OPT_COLUMNS},
-    {"ignore", required_argument, NULL, OPT_IGNORE},
-    {"standardize", no_argument, NULL, OPT_STANDARDIZE},
+    LSEFIT_FIT_OPTIONS_MODEL,
     {"weights", required_argument, NULL, OPT_WEIGHTS},
-    {"missing", required_argument, NULL, OPT_MISSING},
+    {"missing", required_argument, NULL, LSEFIT_FIT_OPT_MISSING},
     {"output", required_argument, NULL, 'o'},
     {"labels", required_argument, NULL, OPT_LABELS},
     {"proba", required_argument, NULL, OPT_PROBA},
-    {"select", required_argument, NULL, OPT_SELECT},
-    {"log-json", required_argument, NULL, OPT_LOGJSON},
-    {"mpi", no_argument, NULL, OPT_MPI},
-    {"shards", required_argument, NULL, OPT_SHARDS},
-    LSEFIT_DATA_LONG_OPTIONS,
-    {"quiet", no_argument, NULL, 'q'},
-    {"verbose", no_argument, NULL, 'v'},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0}};
+    LSEFIT_FIT_OPTIONS_RUN,
+    LSEFIT_FIT_OPTIONS_END};
 
 /* --init names: scikit-learn's GaussianMixture init_params spellings
  * where they mean the same algorithm. "kmeans" is scikit-learn's default:
@@ -648,387 +450,160 @@ static const lsefit_init_name gmm_inits[] = {{"kmeans++", "kmeans++"},
                                              {"random", "random"},
                                              {NULL, NULL}};
 
-static int parse_fit(int argc, char **argv, fit_args *a, int *help)
+static void gmm_defaults(lsefit_fit *f)
 {
-    static const char *cmd = "gmm";
-    memset(a, 0, sizeof *a);
-    a->opts = lse_gmm_fit_opts_default();
-    a->init = "kmeans++";
-    a->select = "bic";
-    a->missing_name = "error";
-    a->data.missing = LSE_MISSING_ERROR;
-    *help = 0;
-    int select_given = 0, init_given = 0;
-    int c, rc = LSEFIT_OK;
-    opterr = 0;
-    optind = 1;
-    while (rc == LSEFIT_OK &&
-           (c = getopt_long(argc, argv, ":k:o:qvh", fit_options, NULL)) != -1) {
-        if (lsefit_data_option(cmd, c, optarg, &a->data, &rc))
-            continue;
-        switch (c) {
-        case 'k':
-            rc = lsefit_opt_krange(cmd, optarg, &a->kmin, &a->kmax);
-            a->k_given = 1;
-            break;
-        case OPT_COV:
-            if (lse_gmm_cov_parse(optarg, &a->cov) != LSE_OK)
-                rc = lsefit_usage(cmd,
-                                  "--covariance '%s': expected full, diag, "
-                                  "spherical or tied",
-                                  optarg);
-            a->cov_given = 1;
-            break;
-        case OPT_INIT:
-        case OPT_INIT_FILE:
-            if (init_given)
-                rc = lsefit_usage(cmd, "give one --init or --init-file");
-            init_given = 1;
-            a->init = optarg;
-            a->init_file = c == OPT_INIT_FILE;
-            if (rc == LSEFIT_OK && c == OPT_INIT) {
-                const char *method = NULL;
-                rc = lsefit_opt_init(cmd, optarg, gmm_inits, &method);
-                a->init = method != NULL ? method : optarg;
-                a->init_file = method == NULL;
-            }
-            break;
-        case OPT_NINIT:
-            rc = lsefit_opt_size(cmd, "--n-init", optarg, 1, &a->opts.n_init);
-            break;
-        case OPT_MAXITER:
-            rc = lsefit_opt_size(cmd, "--max-iter", optarg, 0,
-                                 &a->opts.max_iter);
-            break;
-        case OPT_TOL:
-            rc = lsefit_opt_double(cmd, "--tol", optarg, 0.0, 1, &a->opts.tol);
-            break;
-        case OPT_REG:
-            rc = lsefit_opt_double(cmd, "--reg-covar", optarg, 0.0, 1,
-                                   &a->opts.reg_covar);
-            a->reg_given = 1;
-            break;
-        case OPT_SEED:
-            rc = lsefit_opt_seed(cmd, optarg, &a->opts.seed);
-            break;
-        case OPT_COLUMNS:
-            a->data.columns = optarg;
-            break;
-        case OPT_IGNORE:
-            a->data.ignore = optarg;
-            break;
-        case OPT_STANDARDIZE:
-            a->standardize = 1;
-            break;
-        case OPT_WEIGHTS:
-            a->data.weights = optarg;
-            break;
-        case OPT_MISSING:
-            rc = lsefit_opt_missing(cmd, optarg, &a->data.missing);
-            a->missing_name = a->data.missing == LSE_MISSING_DROP ? "drop"
-                              : a->data.missing == LSE_MISSING_KEEP
-                                  ? "marginalize"
-                                  : "error";
-            break;
-        case 'o':
-            a->output = optarg;
-            break;
-        case OPT_LABELS:
-            a->labels = optarg;
-            break;
-        case OPT_PROBA:
-            a->proba = optarg;
-            break;
-        case OPT_SELECT:
-            if (strcmp(optarg, "bic") != 0 && strcmp(optarg, "aic") != 0)
-                rc = lsefit_usage(cmd, "--select '%s': expected bic or aic",
-                                  optarg);
-            a->select = optarg;
-            select_given = 1;
-            break;
-        case OPT_LOGJSON:
-            a->log_json = optarg;
-            break;
-        case OPT_MPI:
-            a->mpi = 1;
-            break;
-        case OPT_SHARDS:
-            a->shards = optarg;
-            break;
-        case 'q':
-            lsefit_quiet = 1;
-            break;
-        case 'v':
-            lsefit_verbose = 1;
-            break;
-        case 'h':
-            *help = 1;
-            return LSEFIT_OK;
-        default:
-            rc = lsefit_opt_bad(cmd, c, argv, fit_options);
-            break;
-        }
+    gmm_own *g = f->own;
+    g->opts = lse_gmm_fit_opts_default();
+    LSEFIT_FIT_FROM_OPTS(f, g->opts);
+}
+
+static int gmm_option(lsefit_fit *f, int c, const char *arg, char **argv)
+{
+    gmm_own *g = f->own;
+    (void)argv;
+    switch (c) {
+    case OPT_WEIGHTS:
+        f->data.weights = arg;
+        break;
+    case OPT_LABELS:
+        g->labels = arg;
+        break;
+    case OPT_PROBA:
+        g->proba = arg;
+        break;
+    default:
+        return lsefit_opt_bad("gmm", c, argv, fit_options);
     }
-    if (rc != LSEFIT_OK)
-        return rc;
-    if (a->shards != NULL && !a->mpi)
-        return lsefit_usage(cmd, "--shards needs --mpi");
-    if (a->shards != NULL && optind < argc)
-        return lsefit_usage(cmd, "give DATA.csv or --shards, not both");
-    if (a->mpi && (a->labels != NULL || a->proba != NULL))
-        return lsefit_usage(cmd, "--labels and --proba are not written with "
-                                 "--mpi (each process holds only its rows); "
-                                 "run 'lsefit gmm predict' on the model");
-    if (a->mpi && a->data.missing == LSE_MISSING_KEEP)
-        return lsefit_usage(cmd, "--missing marginalize is not supported with "
-                                 "--mpi; use --missing drop");
-    if (a->shards == NULL && optind >= argc)
-        return lsefit_usage(cmd, "missing the data file DATA.csv");
-    if (optind + 1 < argc) {
-        static const char *const subs[] = {"predict", "score", "sample"};
-        return lsefit_bad_operand(cmd, argv[optind], argv[optind + 1], subs,
-                                  3);
-    }
-    if (a->shards == NULL) {
-        const int rc_op = lsefit_bad_operand(cmd, argv[optind], NULL, NULL, 0);
-        if (rc_op != LSEFIT_OK)
-            return rc_op;
-    }
-    a->data.path = a->shards != NULL ? a->shards : argv[optind];
-    const int from_file = a->init_file;
-    if (!a->k_given && !from_file)
-        return lsefit_usage(cmd, "missing -k K (the number of components)");
-    if (select_given && a->kmin == a->kmax && a->k_given)
-        return lsefit_usage(cmd, "--select needs a range of K such as -k 1:8");
-    if (from_file && a->kmin != a->kmax)
-        return lsefit_usage(cmd, "--init-file FILE fixes K: a range of K "
-                                 "cannot be used with it");
-    if (a->labels != NULL && a->proba != NULL &&
-        strcmp(a->labels, a->proba) == 0)
-        return lsefit_usage(cmd, "--labels and --proba name the same file");
-    if (a->data.missing == LSE_MISSING_KEEP)
-        a->opts.missing = LSE_GMM_MISSING_MARGINALIZE;
-    a->opts.init = from_file                      ? LSE_GMM_INIT_GIVEN
-                   : strcmp(a->init, "random") == 0 ? LSE_GMM_INIT_RANDOM
-                                                    : LSE_GMM_INIT_KMEANSPP;
-    if (!from_file && strcmp(a->init, "kmeans") == 0)
-        a->opts.lloyd_iter = KMEANS_LLOYD_ITER;
     return LSEFIT_OK;
 }
 
-/* --init FILE: take K, covariance type and standardization from it. */
-static int setup_init_file(fit_args *a, gmm_file *init)
+static int gmm_check_mpi(const lsefit_fit *f)
 {
-    int rc = gmm_read(a->init, init);
-    if (rc != LSEFIT_OK)
-        return rc;
-    const size_t k = lse_gmm_k(init->m);
-    const lse_cov_type cov = lse_gmm_cov_type(init->m);
-    if (a->k_given && a->kmin != k)
+    const gmm_own *g = f->own;
+    if (f->mpi && (g->labels != NULL || g->proba != NULL))
+        return lsefit_usage("gmm", "--labels and --proba are not written with "
+                                   "--mpi (each process holds only its rows); "
+                                   "run 'lsefit gmm predict' on the model");
+    if (f->mpi && f->data.missing == LSE_MISSING_KEEP)
+        return lsefit_usage("gmm", "--missing marginalize is not supported "
+                                   "with --mpi; use --missing drop");
+    return LSEFIT_OK;
+}
+
+static int gmm_finish(lsefit_fit *f)
+{
+    gmm_own *g = f->own;
+    if (g->labels != NULL && g->proba != NULL &&
+        strcmp(g->labels, g->proba) == 0)
+        return lsefit_usage("gmm", "--labels and --proba name the same file");
+    if (f->data.missing == LSE_MISSING_KEEP)
+        g->opts.missing = LSE_GMM_MISSING_MARGINALIZE;
+    g->opts.init = f->init_file                      ? LSE_GMM_INIT_GIVEN
+                   : strcmp(f->init, "random") == 0 ? LSE_GMM_INIT_RANDOM
+                                                    : LSE_GMM_INIT_KMEANSPP;
+    if (!f->init_file && strcmp(f->init, "kmeans") == 0)
+        g->opts.lloyd_iter = KMEANS_LLOYD_ITER;
+    return LSEFIT_OK;
+}
+
+static size_t gmm_outputs(const lsefit_fit *f, lsefit_path *out)
+{
+    const gmm_own *g = f->own;
+    out[0] = (lsefit_path){g->labels, "--labels"};
+    out[1] = (lsefit_path){g->proba, "--proba"};
+    return 2;
+}
+
+/* --init FILE: take K and the covariance type from it. */
+static int gmm_restart(lsefit_fit *f)
+{
+    const lse_gmm *m = f->start.m;
+    const size_t k = lse_gmm_k(m);
+    const lse_cov_type cov = lse_gmm_cov_type(m);
+    if (f->k_given && f->kmin != k)
         return lsefit_fail("--init %s: the model has n_components = %zu but "
                            "-k is %zu",
-                           a->init, k, a->kmin);
-    if (a->cov_given && a->cov != cov)
+                           f->init, k, f->kmin);
+    if (f->cov_given && f->cov != cov)
         return lsefit_fail("--init %s: the model has covariance_type '%s' but "
                            "--covariance is '%s'",
-                           a->init, lse_gmm_cov_name(cov),
-                           lse_gmm_cov_name(a->cov));
-    if (a->standardize && init->mean == NULL)
+                           f->init, lse_gmm_cov_name(cov),
+                           lse_gmm_cov_name(f->cov));
+    if (f->standardize && f->start.mean == NULL)
         return lsefit_fail("--init %s: the model was not fit with "
                            "--standardize, so it cannot restart a "
                            "standardized fit",
-                           a->init);
-    a->kmin = a->kmax = k;
-    a->cov = cov;
-    a->data.model_names = (const char *const *)init->names;
-    a->data.n_model_names = lse_gmm_dim(init->m);
-    a->data.model_path = a->init;
+                           f->init);
+    f->kmin = f->kmax = k;
+    f->cov = cov;
     return LSEFIT_OK;
 }
 
-static void print_table(FILE *f, const fit_result *res, size_t n, size_t best,
-                        const char *select)
+/* At least one row per component. */
+static int gmm_check(lsefit_fit *f)
 {
-    fprintf(f, "%4s %7s %16s %16s %16s %6s %9s\n", "K", "params", "loglik",
-            "BIC", "AIC", "iter", "converged");
-    for (size_t i = 0; i < n; i++)
-        fprintf(f, "%4zu %7zu %16.8g %16.8g %16.8g %6zu %9s%s\n", res[i].k,
-                res[i].n_params, res[i].loglik, res[i].bic, res[i].aic,
-                res[i].n_iter, res[i].converged ? "yes" : "no",
-                i == best ? "  <- best" : "");
-    fprintf(f, "best K = %zu by %s (lower is better)\n", res[best].k,
-            strcmp(select, "aic") == 0 ? "AIC" : "BIC");
+    return lsefit_data_check_rows(
+        &f->d, f->comm != NULL ? lsefit_mpi_total_rows(f->comm) : f->d.x->size1,
+        f->kmax, "components");
 }
 
-/* The files of a fit, declared before any work (lsefit_plan). */
-static int fit_plan(const fit_args *a)
+static void gmm_prepare(lsefit_fit *f)
 {
-    const lsefit_path in[] = {
-        {a->shards != NULL ? NULL : a->data.path, "the data"},
-        {a->init_file ? a->init : NULL, "--init"}};
-    const lsefit_path out[] = {{a->output, "-o"},
-                               {a->labels, "--labels"},
-                               {a->proba, "--proba"},
-                               {a->log_json, "--log-json"}};
-    int rc =
-        a->shards != NULL ? lsefit_plan_glob(a->shards, "--shards") : LSEFIT_OK;
-    if (rc == LSEFIT_OK)
-        rc = lsefit_plan(in, 2, out, 4);
-    return rc;
+    gmm_own *g = f->own;
+    LSEFIT_FIT_TO_OPTS(f, g->opts);
+    g->opts.sample_weight = f->d.weight;
+    g->opts.progress = progress_cb;
+    g->opts.progress_user = &f->prog;
+    lsefit_mpi_gmm_opts(f->comm, &g->opts);
 }
 
-static int fit_main(int argc, char **argv)
+static int gmm_create(lsefit_fit *f, size_t k, void **m)
 {
-    fit_args a;
-    int help = 0;
-    int rc = parse_fit(argc, argv, &a, &help);
-    if (help) {
-        help_fit(stdout);
-        return LSEFIT_OK;
-    }
-    if (rc == LSEFIT_OK)
-        rc = fit_plan(&a);
-    if (rc != LSEFIT_OK)
-        return rc;
-    const int from_file = a.opts.init == LSE_GMM_INIT_GIVEN;
-    gmm_file init = {0};
-    lsefit_data data = {0};
-    lsefit_progress prog = {0};
-    fit_result *res = NULL;
-    lse_gmm **models = NULL;
-    lse_json *doc = NULL, *back_doc = NULL;
-    char *text = NULL;
-    gmm_file back = {0};
-    size_t n_k = 0, best = 0;
-    lse_error err;
-    lsefit_mpi *mpi = NULL;
-
-    if (a.mpi && lsefit_mpi_begin(&mpi) != LSEFIT_OK)
-        return LSEFIT_FAIL;
-    if (from_file)
-        rc = setup_init_file(&a, &init);
-    if (rc == LSEFIT_OK)
-        rc = mpi != NULL
-                 ? lsefit_mpi_data_load(mpi, &a.data, a.shards, 0, &data)
-                 : lsefit_data_load(&a.data, &data);
-    if (rc == LSEFIT_OK && from_file && data.d != lse_gmm_dim(init.m))
-        rc = lsefit_fail("%s: %zu data column%s but the model %s has "
-                         "n_features = %zu",
-                         a.data.path, data.d, data.d == 1 ? "" : "s", a.init,
-                         lse_gmm_dim(init.m));
-    if (rc == LSEFIT_OK)
-        rc = mpi != NULL ? lsefit_mpi_check_constant(mpi, &data, a.reg_given)
-                         : lsefit_data_check_constant(&data, a.reg_given);
-    if (rc == LSEFIT_OK)
-        rc = lsefit_data_check_rows(
-            &data, mpi != NULL ? lsefit_mpi_total_rows(mpi) : data.x->size1,
-            a.kmax, "components");
-    if (rc == LSEFIT_OK && init.mean != NULL)
-        rc = lsefit_data_apply_standardize(&data, init.mean, init.scale);
-    else if (rc == LSEFIT_OK && a.standardize)
-        rc = mpi != NULL ? lsefit_mpi_standardize(mpi, &data)
-                         : lsefit_data_standardize(&data);
-    else if (rc == LSEFIT_OK) /* every process checks its rows */
-        rc = lsefit_data_check_scale(
-            &data, mpi != NULL ? lsefit_mpi_total_rows(mpi) : data.x->size1);
-    if (rc == LSEFIT_OK)
-        rc = lsefit_progress_open(&prog, "gmm", a.log_json);
-    if (rc == LSEFIT_OK) {
-        n_k = a.kmax - a.kmin + 1;
-        res = calloc(n_k, sizeof *res);
-        models = calloc(n_k, sizeof *models);
-        if (res == NULL || models == NULL)
-            rc = lsefit_fail("out of memory");
-    }
-    a.opts.sample_weight = data.weight;
-    a.opts.progress = progress_cb;
-    a.opts.progress_user = &prog;
-    lsefit_mpi_gmm_opts(mpi, &a.opts);
-    for (size_t i = 0; rc == LSEFIT_OK && i < n_k; i++) {
-        const size_t k = a.kmin + i;
-        if (from_file) {
-            models[i] = init.m;
-            init.m = NULL;
-        } else if (lse_gmm_new(k, data.d, a.cov, &models[i]) != LSE_OK) {
-            rc = lsefit_fail("out of memory");
-            break;
-        }
-        lsefit_progress_start(&prog, k, from_file ? 1 : a.opts.n_init);
-        if (lse_gmm_fit(models[i], data.x, &a.opts, &err) != LSE_OK) {
-            const char *hint = NULL;
-            if (err.status == LSE_ENUMERIC)
-                hint = " (try a larger --reg-covar)";
-            rc = lsefit_fail("%s: K = %zu: %s%s", a.data.path, k,
-                             lsefit_strip(&err), hint ? hint : "");
-            break;
-        }
-        res[i] = result_of(models[i], &data);
-        const double crit_i =
-            strcmp(a.select, "aic") == 0 ? res[i].aic : res[i].bic;
-        const double crit_b =
-            strcmp(a.select, "aic") == 0 ? res[best].aic : res[best].bic;
-        if (i > 0 && crit_i < crit_b)
-            best = i;
-    }
-    {
-        const int rc_log = lsefit_progress_close(
-            &prog, lsefit_mpi_is_root(mpi) ? a.log_json : NULL);
-        if (rc == LSEFIT_OK)
-            rc = rc_log;
-    }
-    if (!lsefit_mpi_is_root(mpi)) /* process 0 writes every output */
-        goto done;
-    if (rc == LSEFIT_OK && n_k > 1) {
-        FILE *tf =
-            (a.output != NULL && strcmp(a.output, "-") == 0) ? stderr : stdout;
-        print_table(tf, res, n_k, best, a.select);
-        if (a.output == NULL)
-            fputc('\n', tf);
-    }
-    /* write the model, read it back, and compute every output from it */
-    if (rc == LSEFIT_OK)
-        rc = gmm_to_json(models[best], &res[best], &a, &data, &doc);
-    if (rc == LSEFIT_OK && lse_json_to_string(doc, &text, &err) != LSE_OK)
-        rc = lsefit_fail_lib(&err, NULL);
-    if (rc == LSEFIT_OK &&
-        lse_json_parse(text, strlen(text), a.output ? a.output : "<model>",
-                       &back_doc, &err) != LSE_OK)
-        rc = lsefit_fail_lib(&err, NULL);
-    if (rc == LSEFIT_OK)
-        rc = gmm_from_json(back_doc, a.output ? a.output : "<model>", &back);
-    if (rc == LSEFIT_OK)
-        rc = predict_outputs(back.m, &data, a.opts.missing, a.labels, a.proba);
-    if (rc == LSEFIT_OK && a.output != NULL) {
-        rc = lsefit_write(a.output, text, strlen(text));
-        if (rc == LSEFIT_OK && strcmp(a.output, "-") != 0)
-            lsefit_note("wrote %s: K = %zu, loglik %.10g, BIC %.10g, %s "
-                        "after %zu iterations",
-                        a.output, res[best].k, res[best].loglik, res[best].bic,
-                        res[best].converged ? "converged" : "NOT converged",
-                        res[best].n_iter);
-    } else if (rc == LSEFIT_OK) {
-        rc = print_summary(stdout, &back, &res[best], &data, a.data.path,
-                           a.opts.tol);
-    }
-    if (rc == LSEFIT_OK && !res[best].converged)
-        lsefit_note("warning: EM did not converge in %zu iterations (raise "
-                    "--max-iter or --tol)",
-                    a.opts.max_iter);
-done:
-    for (size_t i = 0; models != NULL && i < n_k; i++)
-        lse_gmm_free(models[i]);
-    free(models);
-    free(res);
-    free(text);
-    lse_json_free(doc);
-    lse_json_free(back_doc);
-    gmm_file_free(&back);
-    gmm_file_free(&init);
-    lsefit_data_free(&data);
-    if (mpi != NULL) /* commit on process 0 before the outcome is agreed */
-        rc = lsefit_outputs_finish(rc);
-    return lsefit_mpi_end(mpi, rc);
+    lse_gmm *g = NULL;
+    if (lse_gmm_new(k, f->d.d, f->cov, &g) != LSE_OK)
+        return lsefit_fail("out of memory");
+    *m = g;
+    return LSEFIT_OK;
 }
+
+static lse_status gmm_fit(lsefit_fit *f, void *m, lse_error *err)
+{
+    const gmm_own *g = f->own;
+    return lse_gmm_fit(m, f->d.x, &g->opts, err);
+}
+
+static int gmm_write_rows(lsefit_fit *f, const lsefit_model_file *back)
+{
+    const gmm_own *g = f->own;
+    return predict_outputs(back->m, &f->d, g->opts.missing, g->labels,
+                           g->proba);
+}
+
+static int gmm_summary(const lsefit_fit *f, FILE *out,
+                       const lsefit_model_file *back,
+                       const lsefit_fit_result *r)
+{
+    return print_summary(out, back, r, &f->d, f->data.path, f->tol);
+}
+
+static const char *const gmm_subcommands[] = {"predict", "score", "sample"};
+
+static const lsefit_model gmm_model = {
+    .name = "gmm",
+    .data_word = "DATA.csv",
+    .data_role = "the data",
+    .k_noun = "components",
+    .k_example = "1:8",
+    .per_key = "loglik_per_sample",
+    .subcommands = gmm_subcommands,
+    .n_subcommands = 3,
+    .inits = gmm_inits,
+    .options = fit_options,
+    .help = help_fit,
+    LSEFIT_MODEL_STEPS(gmm),
+    .check = gmm_check,
+};
+
 
 /* ------------------------------------------------------------------ */
 /* lsefit gmm predict|score MODEL.json DATA.csv                        */
@@ -1044,56 +619,45 @@ static const struct option query_options[] = {
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
+/* --proba FILE: predict only. */
+typedef struct query_own {
+    int score;
+    const char *proba;
+} query_own;
+
+static int query_option(void *user, int c, const char *arg,
+                        lsefit_data_opts *dopt)
+{
+    query_own *q = user;
+    (void)dopt;
+    (void)c; /* OPT_PROBA, the only one of query_options */
+    q->proba = arg;
+    if (q->score)
+        return lsefit_usage("gmm score", "unknown option '--proba'");
+    return LSEFIT_OK;
+}
+
 static int query_main(int argc, char **argv, int score)
 {
     const char *cmd = score ? "gmm score" : "gmm predict";
     lsefit_data_opts dopt = {0};
-    const char *output = "-", *proba = NULL;
-    int c, rc = LSEFIT_OK;
-    opterr = 0;
-    optind = 1;
-    while (rc == LSEFIT_OK &&
-           (c = getopt_long(argc, argv, ":o:qh", query_options, NULL)) != -1) {
-        if (lsefit_data_option(cmd, c, optarg, &dopt, &rc))
-            continue;
-        switch (c) {
-        case OPT_COLUMNS:
-            dopt.columns = optarg;
-            break;
-        case OPT_IGNORE:
-            dopt.ignore = optarg;
-            break;
-        case OPT_MISSING:
-            rc = lsefit_opt_missing(cmd, optarg, &dopt.missing);
-            break;
-        case 'o':
-            output = optarg;
-            break;
-        case OPT_PROBA:
-            if (score)
-                rc = lsefit_usage(cmd, "unknown option '--proba'");
-            proba = optarg;
-            break;
-        case 'q':
-            lsefit_quiet = 1;
-            break;
-        case 'h':
-            help_predict(stdout, score ? "score" : "predict");
-            return LSEFIT_OK;
-        default:
-            rc = lsefit_opt_bad(cmd, c, argv, query_options);
-            break;
-        }
+    const char *output = "-", *model_path = NULL;
+    query_own own = {score, NULL};
+    const lsefit_query q = {cmd, query_options, "DATA.csv", query_option,
+                            &own};
+    int help = 0;
+    int rc =
+        lsefit_query_parse(&q, argc, argv, &dopt, &model_path, &output, &help);
+    if (help) {
+        help_predict(stdout, score ? "score" : "predict");
+        return LSEFIT_OK;
     }
+    const char *proba = own.proba;
     if (rc != LSEFIT_OK)
         return rc;
-    if (argc - optind != 2)
-        return lsefit_usage(cmd, "expected MODEL.json and DATA.csv");
     const lse_gmm_missing missing = dopt.missing == LSE_MISSING_KEEP
                                         ? LSE_GMM_MISSING_MARGINALIZE
                                         : LSE_GMM_MISSING_ERROR;
-    const char *model_path = argv[optind];
-    dopt.path = argv[optind + 1];
     {
         const lsefit_path in[] = {{model_path, "the model"},
                                   {dopt.path, "the data"}};
@@ -1102,25 +666,11 @@ static int query_main(int argc, char **argv, int score)
         if (rc != LSEFIT_OK)
             return rc;
     }
-    gmm_file g;
+    lsefit_model_file g;
     lsefit_data data = {0};
     gsl_vector *ll = NULL;
     lse_error err;
-    rc = gmm_read(model_path, &g);
-    if (rc != LSEFIT_OK)
-        return rc;
-    const size_t d = lse_gmm_dim(g.m);
-    dopt.model_names = (const char *const *)g.names;
-    dopt.n_model_names = d;
-    dopt.model_path = model_path;
-    rc = lsefit_data_load(&dopt, &data);
-    if (rc == LSEFIT_OK && data.d != d)
-        rc = lsefit_fail("%s: %zu data column%s but the model %s has "
-                         "n_features = %zu",
-                         dopt.path, data.d, data.d == 1 ? "" : "s", model_path,
-                         d);
-    if (rc == LSEFIT_OK && g.mean != NULL)
-        rc = lsefit_data_apply_standardize(&data, g.mean, g.scale);
+    rc = lsefit_model_data(&gmm_model, model_path, &dopt, &g, &data);
     if (rc == LSEFIT_OK && !score)
         rc = predict_outputs(g.m, &data, missing, output, proba);
     if (rc == LSEFIT_OK && score) {
@@ -1149,109 +699,30 @@ static int query_main(int argc, char **argv, int score)
     }
     gsl_vector_free(ll);
     lsefit_data_free(&data);
-    gmm_file_free(&g);
+    lsefit_model_file_free(&gmm_model, &g);
     return rc;
 }
 
 /* ------------------------------------------------------------------ */
 /* lsefit gmm sample MODEL.json -n N                                   */
 
-static const struct option sample_options[] = {
-    {"samples", required_argument, NULL, 'n'},
-    {"seed", required_argument, NULL, OPT_SEED},
-    {"output", required_argument, NULL, 'o'},
-    {"labels", required_argument, NULL, OPT_LABELS},
-    {"quiet", no_argument, NULL, 'q'},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0}};
-
-static int sample_main(int argc, char **argv)
+static lse_status gmm_draw(const void *m, size_t n, unsigned long seed,
+                           gsl_matrix *x, size_t *labels, lse_error *err)
 {
-    const char *cmd = "gmm sample";
-    const char *output = "-", *labels_path = NULL;
-    size_t n = 0;
-    unsigned long seed = 0;
-    int c, rc = LSEFIT_OK;
-    opterr = 0;
-    optind = 1;
-    while (rc == LSEFIT_OK && (c = getopt_long(argc, argv, ":n:o:qh",
-                                               sample_options, NULL)) != -1) {
-        switch (c) {
-        case 'n':
-            rc = lsefit_opt_size(cmd, "-n", optarg, 1, &n);
-            break;
-        case OPT_SEED:
-            rc = lsefit_opt_seed(cmd, optarg, &seed);
-            break;
-        case 'o':
-            output = optarg;
-            break;
-        case OPT_LABELS:
-            labels_path = optarg;
-            break;
-        case 'q':
-            lsefit_quiet = 1;
-            break;
-        case 'h':
-            help_sample(stdout);
-            return LSEFIT_OK;
-        default:
-            rc = lsefit_opt_bad(cmd, c, argv, sample_options);
-            break;
-        }
-    }
-    if (rc != LSEFIT_OK)
-        return rc;
-    if (argc - optind != 1)
-        return lsefit_usage(cmd, "expected one MODEL.json");
-    if (n == 0)
-        return lsefit_usage(cmd, "missing -n N (the number of samples)");
-    {
-        const lsefit_path in[] = {{argv[optind], "the model"}};
-        const lsefit_path out[] = {{output, "-o"}, {labels_path, "--labels"}};
-        rc = lsefit_plan(in, 1, out, 2);
-        if (rc != LSEFIT_OK)
-            return rc;
-    }
-    gmm_file g;
-    rc = gmm_read(argv[optind], &g);
-    if (rc != LSEFIT_OK)
-        return rc;
-    lse_error err;
-    const size_t d = lse_gmm_dim(g.m);
-    gsl_matrix *x = gsl_matrix_alloc(n, d);
-    size_t *labels = malloc(n * sizeof *labels);
-    if (x == NULL || labels == NULL)
-        rc = lsefit_fail("out of memory");
-    else if (lse_gmm_sample(g.m, seed, x, labels, &err) != LSE_OK)
-        rc = lsefit_fail_lib(&err, NULL);
-    if (rc == LSEFIT_OK) {
-        lsefit_unstandardize(x, g.mean, g.scale);
-        char *text = NULL;
-        size_t len = 0;
-        if (lse_matrix_format_csv(x, (const char *const *)g.names, 17, &text,
-                                  &len, &err) != LSE_OK)
-            rc = lsefit_fail_lib(&err, NULL);
-        if (rc == LSEFIT_OK)
-            rc = lsefit_write(output, text, len);
-        free(text);
-    }
-    if (rc == LSEFIT_OK && labels_path != NULL) {
-        lsefit_buf b;
-        rc = lsefit_buf_open(&b);
-        if (rc == LSEFIT_OK) {
-            fputs("component\n", b.f);
-            for (size_t i = 0; i < n; i++)
-                fprintf(b.f, "%zu\n", labels[i]);
-            rc = lsefit_buf_write(&b, labels_path);
-        }
-        lsefit_buf_free(&b);
-    }
-    gsl_matrix_free(x);
-    free(labels);
-    gmm_file_free(&g);
-    return rc;
+    (void)n; /* the rows of x */
+    return lse_gmm_sample(m, seed, x, labels, err);
 }
+
+static const lsefit_draw gmm_sample = {
+    .cmd = "gmm sample",
+    .count = 'n',
+    .count_long = "samples",
+    .count_what = "the number of samples",
+    .labels_opt = "--labels",
+    .labels_column = "component",
+    .help = help_sample,
+    .draw = gmm_draw,
+};
 
 int lsefit_gmm_main(int argc, char **argv)
 {
@@ -1260,10 +731,12 @@ int lsefit_gmm_main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "score") == 0)
         return query_main(argc - 1, argv + 1, 1);
     if (argc >= 2 && strcmp(argv[1], "sample") == 0)
-        return sample_main(argc - 1, argv + 1);
+        return lsefit_draw_main(&gmm_model, &gmm_sample, argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "plot") == 0) /* lsefit_plot.c */
         return lsefit_gmm_plot_main(argc - 1, argv + 1);
     if (lsefit_select_wanted(argc, argv))
         return lsefit_select_main(argc, argv);
-    return fit_main(argc, argv);
+    gmm_own own; /* lsefit gmm DATA.csv ...: a fit */
+    memset(&own, 0, sizeof own);
+    return lsefit_fit_main(&gmm_model, &own, argc, argv);
 }

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lsefit.h"
+#include "lsefit_data.h"
 
 int lsefit_lslds_wanted(int argc, char **argv);
 int lsefit_lslds_main(int argc, char **argv);

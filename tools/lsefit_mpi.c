@@ -41,6 +41,7 @@ struct lsefit_mpi {
                   the same bits on every process */
     int stats; /* LSEFIT_MPI_STATS=1 (or --verbose): reduction summary */
     size_t context_rows, n_total;
+    lsefit_share share; /* the loaded data's view of the processes */
     char *name;       /* the data's name in messages */
     long line_offset; /* local -> file line numbers in messages */
     size_t n_reduce, n_doubles, max_doubles;
@@ -368,38 +369,46 @@ static int line_start(FILE *f, const char *path, off_t size, off_t a,
     return LSEFIT_OK;
 }
 
-/* The first line that is not blank or a comment: the header or the first
- * data row. *line NULL when there is none. */
-static int first_row(FILE *f, const char *path, char **line)
+/* The head of the file as the library's CSV reader sees it (lib/io.c,
+ * the reader of one process): heads of growing length, cut at a line end,
+ * are parsed until one holds a data row. *opts gets the header choice and
+ * the delimiter the reader detected; *head (NUL-terminated) the bytes
+ * before the line of the first data row (header, comments, blank lines),
+ * *head_lines their lines. */
+static int read_head(FILE *f, const char *path, off_t size, lse_csv_opts *opts,
+                     char **head, long *head_lines)
 {
-    *line = NULL;
-    if (fseeko(f, 0, SEEK_SET) != 0)
-        return lsefit_fail("cannot read '%s': %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t cap = 0;
-    ssize_t got;
-    int first = 1;
-    while ((got = getline(&buf, &cap, f)) >= 0) {
-        char *s = buf;
-        if (first && (unsigned char)s[0] == 0xEF &&
-            (unsigned char)s[1] == 0xBB && (unsigned char)s[2] == 0xBF)
-            s += 3; /* byte order mark */
-        first = 0;
-        size_t n = strlen(s);
-        while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r'))
-            s[--n] = '\0';
-        if (s[0] == '#')
+    *head = NULL;
+    lse_table *t = NULL;
+    lse_error err;
+    int rc = LSEFIT_OK;
+    size_t len = 0;
+    for (off_t want = 65536; rc == LSEFIT_OK && t == NULL; want *= 2) {
+        const off_t n = want < size ? want : size;
+        free(*head);
+        rc = read_bytes(f, path, 0, n, head);
+        len = (size_t)n;
+        while (rc == LSEFIT_OK && n < size && len > 0 && (*head)[len - 1] != '\n')
+            len--; /* a whole last line */
+        if (rc != LSEFIT_OK || (n < size && len == 0))
             continue;
-        if (strspn(s, " \t") == n)
-            continue;
-        *line = strdup(s);
-        free(buf);
-        return *line != NULL ? LSEFIT_OK : lsefit_fail("out of memory");
+        if (lse_table_parse(*head, len, path, opts, &t, &err) != LSE_OK &&
+            n == size) /* the whole file: its error is the reader's */
+            rc = lsefit_fail_lib(&err, NULL);
     }
-    const int bad = ferror(f);
-    free(buf);
-    if (bad)
-        return lsefit_fail("cannot read '%s': %s", path, strerror(errno));
+    if (rc != LSEFIT_OK) {
+        free(*head);
+        *head = NULL;
+        return rc;
+    }
+    opts->header = lse_table_has_header(t);
+    opts->delimiter = lse_table_delimiter(t);
+    *head_lines = (long)lse_table_line(t, 0) - 1;
+    lse_table_free(t);
+    size_t end = 0; /* the start of the line of the first data row */
+    for (long l = 0; l < *head_lines && end < len; end++)
+        l += (*head)[end] == '\n';
+    (*head)[end] = '\0';
     return LSEFIT_OK;
 }
 
@@ -436,10 +445,11 @@ static int load_range(lsefit_mpi *c, const lsefit_data_opts *o,
     b = size;
     if (rc == LSEFIT_OK && c->rank + 1 < c->size)
         rc = line_start(f, path, size, nominal(size, c->rank + 1, c->size), &b);
+    /* the header and the delimiter as the reader of one process sees them */
+    lse_csv_opts copts = lsefit_data_csv_opts(o);
+    long head_lines = 0;
     if (rc == LSEFIT_OK)
-        rc = first_row(f, path, &head);
-    if (rc == LSEFIT_OK && head == NULL)
-        rc = lsefit_fail("%s: no data rows", path);
+        rc = read_head(f, path, size, &copts, &head, &head_lines);
     if (rc == LSEFIT_OK)
         rc = read_bytes(f, path, a, b, &own);
     fclose(f);
@@ -459,44 +469,21 @@ static int load_range(lsefit_mpi *c, const lsefit_data_opts *o,
     for (int q = 0; rc == LSEFIT_OK && q < c->rank; q++)
         first_line += (long)all[q];
     free(all);
-    /* the header and the delimiter, from the first row as the serial
-     * reader sees it: parsed twice, it is a header when one row remains */
-    lse_csv_opts copts = lsefit_data_csv_opts(o);
     lse_error err;
-    if (rc == LSEFIT_OK) {
-        const size_t hl = strlen(head);
-        char *twice = malloc(2 * hl + 3);
-        if (twice == NULL) {
-            rc = lsefit_fail("out of memory");
-        } else {
-            snprintf(twice, 2 * hl + 3, "%s\n%s\n", head, head);
-            lse_table *h = NULL;
-            if (lse_table_parse(twice, 2 * hl + 2, path, &copts, &h, &err) !=
-                LSE_OK) {
-                rc = lsefit_fail_lib(&err, NULL);
-            } else {
-                copts.header = lse_table_has_header(h);
-                copts.delimiter = lse_table_delimiter(h);
-            }
-            lse_table_free(h);
-            free(twice);
-        }
-    }
-    /* this share's text: the header line, then its own lines; messages
-     * get the lines of the whole file */
+    /* this share's text: the head of the file (the header line), then
+     * its own lines; messages get the lines of the whole file */
     size_t len = (size_t)(b - a);
     if (rc == LSEFIT_OK) {
         if (c->rank > 0 && copts.header == 1) {
             const size_t hl = strlen(head);
-            text = malloc(hl + 1 + len + 1);
+            text = malloc(hl + len + 1);
             if (text == NULL) {
                 rc = lsefit_fail("out of memory");
             } else {
                 memcpy(text, head, hl);
-                text[hl] = '\n';
-                memcpy(text + hl + 1, own, len + 1);
-                len += hl + 1;
-                c->line_offset = first_line - 2;
+                memcpy(text + hl, own, len + 1);
+                len += hl;
+                c->line_offset = first_line - 1 - head_lines;
             }
         } else {
             text = own;
@@ -587,14 +574,104 @@ static size_t tail_bytes(size_t lags, size_t d)
            lags * d * sizeof(double);
 }
 
+/* The sequence key of data row i (0 without --sequence). */
+static uint64_t row_key(const lsefit_data *data, size_t i, int use_seq,
+                        size_t sc)
+{
+    return use_seq ? fnv1a(lse_table_cell(data->table, data->rows[i], sc),
+                           14695981039346656037ULL)
+                   : 0;
+}
+
+/* This process's record (tail_bytes): its counts and its last rows. */
+static void pack_tail(const lsefit_data *data, size_t lags, int use_seq,
+                      size_t sc, unsigned char *mine)
+{
+    const size_t n = data->x->size1, d = data->d;
+    tail_head h = {n, data->n_table, n < lags ? n : lags};
+    memcpy(mine, &h, sizeof h);
+    uint64_t *rows = (uint64_t *)(void *)(mine + sizeof h);
+    uint64_t *keys = rows + lags;
+    double *vals = (double *)(void *)(keys + lags);
+    for (size_t q = 0; q < h.n_tail; q++) {
+        const size_t i = n - h.n_tail + q;
+        rows[q] = data->rows[i];
+        keys[q] = row_key(data, i, use_seq, sc);
+        for (size_t j = 0; j < d; j++)
+            vals[q * d + j] = gsl_matrix_get(data->x, i, j);
+    }
+}
+
+/* The m context rows of every process's records (all), nearest first in
+ * src_q/src_i, then this process's rows. */
+typedef struct context_src {
+    const unsigned char *all;
+    size_t rec, lags;
+    const uint64_t *t0; /* global table row of each process's first row */
+    const size_t *src_q, *src_i;
+    size_t m, me;
+} context_src;
+
+/* x, trow and (with --sequence) seq of the m + n rows: the context rows
+ * oldest first, then this process's rows; sequence ids break where the
+ * key changes or a row was dropped, as the serial reader's do
+ * (lsefit_data.c make_sequences). */
+static int join_context(const context_src *cs, const lsefit_data *data,
+                        int use_seq, size_t sc, gsl_matrix **x_out,
+                        size_t **trow_out, size_t **seq_out)
+{
+    const size_t m = cs->m, n = data->x->size1, d = data->d, lags = cs->lags;
+    gsl_matrix *x = gsl_matrix_alloc(m + n, d);
+    size_t *trow = malloc((m + n) * sizeof *trow);
+    uint64_t *gkey = malloc((m + n) * sizeof *gkey);
+    uint64_t *grow = malloc((m + n) * sizeof *grow);
+    size_t *seq = use_seq ? malloc((m + n) * sizeof *seq) : NULL;
+    *x_out = x;
+    *trow_out = trow;
+    *seq_out = seq;
+    const int rc = (x == NULL || trow == NULL || gkey == NULL ||
+                    grow == NULL || (use_seq && seq == NULL))
+                       ? lsefit_fail("out of memory")
+                       : LSEFIT_OK;
+    for (size_t k = 0; rc == LSEFIT_OK && k < m; k++) { /* oldest first */
+        const size_t q = cs->src_q[m - 1 - k], i = cs->src_i[m - 1 - k];
+        const unsigned char *r = cs->all + q * cs->rec;
+        const uint64_t *rr =
+            (const uint64_t *)(const void *)(r + sizeof(tail_head));
+        const uint64_t *rk = rr + lags;
+        const double *rv = (const double *)(const void *)(rk + lags);
+        for (size_t j = 0; j < d; j++)
+            gsl_matrix_set(x, k, j, rv[i * d + j]);
+        grow[k] = cs->t0[q] + rr[i];
+        gkey[k] = rk[i];
+        trow[k] = SIZE_MAX; /* not a row of this process's table */
+    }
+    if (rc == LSEFIT_OK) {
+        gsl_matrix_view own = gsl_matrix_submatrix(x, m, 0, n, d);
+        gsl_matrix_memcpy(&own.matrix, data->x);
+    }
+    for (size_t i = 0; rc == LSEFIT_OK && i < n; i++) {
+        trow[m + i] = data->rows[i];
+        grow[m + i] = cs->t0[cs->me] + data->rows[i];
+        gkey[m + i] = row_key(data, i, use_seq, sc);
+    }
+    for (size_t i = 0, id = 0; rc == LSEFIT_OK && use_seq && i < m + n; i++) {
+        if (i > 0 && (gkey[i] != gkey[i - 1] || grow[i] != grow[i - 1] + 1))
+            id++;
+        seq[i] = id;
+    }
+    free(gkey);
+    free(grow);
+    return rc;
+}
+
 /* Prepend the last L rows before this share (from the processes before,
  * nearest first) to x and, with --sequence, give them sequence ids that
- * break where the key changes or a row was dropped, as the serial reader
- * does (lsefit_data.c make_sequences). */
+ * break where the key changes or a row was dropped (join_context). */
 static int add_context(lsefit_mpi *c, const lsefit_data_opts *o, size_t lags,
                        lsefit_data *data)
 {
-    const size_t n = data->x->size1, d = data->d, P = (size_t)c->size;
+    const size_t d = data->d, P = (size_t)c->size;
     const size_t rec = tail_bytes(lags, d);
     size_t sc = 0;
     const int use_seq = o->sequence != NULL;
@@ -608,21 +685,7 @@ static int add_context(lsefit_mpi *c, const lsefit_data_opts *o, size_t lags,
         free(all);
         return lsefit_fail("out of memory");
     }
-    tail_head h = {n, data->n_table, n < lags ? n : lags};
-    memcpy(mine, &h, sizeof h);
-    uint64_t *rows = (uint64_t *)(void *)(mine + sizeof h);
-    uint64_t *keys = rows + lags;
-    double *vals = (double *)(void *)(keys + lags);
-    for (size_t q = 0; q < h.n_tail; q++) {
-        const size_t i = n - h.n_tail + q;
-        rows[q] = data->rows[i];
-        keys[q] = use_seq
-                      ? fnv1a(lse_table_cell(data->table, data->rows[i], sc),
-                              14695981039346656037ULL)
-                      : 0;
-        for (size_t j = 0; j < d; j++)
-            vals[q * d + j] = gsl_matrix_get(data->x, i, j);
-    }
+    pack_tail(data, lags, use_seq, sc, mine);
     int rc = coll_gather(c, mine, all, rec);
     free(mine);
     /* the global table row of each process's first table row */
@@ -652,54 +715,9 @@ static int add_context(lsefit_mpi *c, const lsefit_data_opts *o, size_t lags,
     }
     gsl_matrix *x = NULL;
     size_t *seq = NULL, *trow = NULL;
-    if (rc == LSEFIT_OK && m > 0) {
-        x = gsl_matrix_alloc(m + n, d);
-        trow = malloc((m + n) * sizeof *trow);
-        uint64_t *gkey = malloc((m + n) * sizeof *gkey);
-        uint64_t *grow = malloc((m + n) * sizeof *grow);
-        if (use_seq)
-            seq = malloc((m + n) * sizeof *seq);
-        if (x == NULL || trow == NULL || gkey == NULL || grow == NULL ||
-            (use_seq && seq == NULL)) {
-            rc = lsefit_fail("out of memory");
-        } else {
-            for (size_t k = 0; k < m; k++) { /* oldest first */
-                const size_t q = src_q[m - 1 - k], i = src_i[m - 1 - k];
-                const unsigned char *r = all + q * rec;
-                const uint64_t *rr =
-                    (const uint64_t *)(const void *)(r + sizeof h);
-                const uint64_t *rk = rr + lags;
-                const double *rv = (const double *)(const void *)(rk + lags);
-                for (size_t j = 0; j < d; j++)
-                    gsl_matrix_set(x, k, j, rv[i * d + j]);
-                grow[k] = t0[q] + rr[i];
-                gkey[k] = rk[i];
-                trow[k] = SIZE_MAX; /* not a row of this process's table */
-            }
-            gsl_matrix_view own = gsl_matrix_submatrix(x, m, 0, n, d);
-            gsl_matrix_memcpy(&own.matrix, data->x);
-            for (size_t i = 0; i < n; i++) {
-                trow[m + i] = data->rows[i];
-                grow[m + i] = t0[me] + data->rows[i];
-                gkey[m + i] =
-                    use_seq
-                        ? fnv1a(lse_table_cell(data->table, data->rows[i], sc),
-                                14695981039346656037ULL)
-                        : 0;
-            }
-            if (use_seq) {
-                size_t id = 0;
-                for (size_t i = 0; i < m + n; i++) {
-                    if (i > 0 &&
-                        (gkey[i] != gkey[i - 1] || grow[i] != grow[i - 1] + 1))
-                        id++;
-                    seq[i] = id;
-                }
-            }
-        }
-        free(gkey);
-        free(grow);
-    }
+    const context_src cs = {all, rec, lags, t0, src_q, src_i, m, me};
+    if (rc == LSEFIT_OK && m > 0)
+        rc = join_context(&cs, data, use_seq, sc, &x, &trow, &seq);
     free(src_q);
     free(src_i);
     free(t0);
@@ -742,6 +760,16 @@ static int check_columns(lsefit_mpi *c, const lsefit_data *data)
     return rc;
 }
 
+/* The data's reduction (lsefit_share): the checks and the
+ * standardization of lsefit_data.c over every process. */
+static int share_reduce(void *user, double *buf, size_t n, lsefit_op op)
+{
+    return coll_doubles(user, buf, n,
+                        op == LSEFIT_OP_SUM   ? MPI_SUM
+                        : op == LSEFIT_OP_MIN ? MPI_MIN
+                                              : MPI_MAX);
+}
+
 int lsefit_mpi_data_load(lsefit_mpi *c, const lsefit_data_opts *o,
                          const char *shards, size_t lags, lsefit_data *out)
 {
@@ -758,6 +786,9 @@ int lsefit_mpi_data_load(lsefit_mpi *c, const lsefit_data_opts *o,
         c->n_total = (size_t)n;
     if (rc == LSEFIT_OK && lags > 0)
         rc = add_context(c, o, lags, out);
+    c->share = (lsefit_share){c->context_rows, c->n_total, c->name,
+                              share_reduce, c};
+    out->share = &c->share;
     if (rc != LSEFIT_OK)
         lsefit_data_free(out);
     c->t_loaded = MPI_Wtime();
@@ -765,7 +796,7 @@ int lsefit_mpi_data_load(lsefit_mpi *c, const lsefit_data_opts *o,
 }
 
 /* ------------------------------------------------------------------ */
-/* Checks and standardization over every process                      */
+/* Sums over every process                                             */
 
 int lsefit_mpi_sum_size(lsefit_mpi *c, size_t *v)
 {
@@ -773,110 +804,6 @@ int lsefit_mpi_sum_size(lsefit_mpi *c, size_t *v)
     const int rc = coll_doubles(c, &x, 1, MPI_SUM);
     if (rc == LSEFIT_OK)
         *v = (size_t)x;
-    return rc;
-}
-
-int lsefit_mpi_check_constant(lsefit_mpi *c, const lsefit_data *data,
-                              int reg_covar_given)
-{
-    const gsl_matrix *x = data->x;
-    const size_t d = x->size2, h = c->context_rows;
-    /* [count (d)] summed; [min (d), -max (d)] minimized */
-    double *buf = malloc(3 * d * sizeof *buf);
-    if (buf == NULL)
-        return lsefit_fail("out of memory");
-    for (size_t j = 0; j < d; j++) {
-        buf[j] = 0.0;
-        buf[d + j] = INFINITY;
-        buf[2 * d + j] = INFINITY;
-        for (size_t i = h; i < x->size1; i++) {
-            const double v = gsl_matrix_get(x, i, j);
-            if (isnan(v))
-                continue;
-            buf[j] += 1.0;
-            buf[d + j] = fmin(buf[d + j], v);
-            buf[2 * d + j] = fmin(buf[2 * d + j], -v);
-        }
-    }
-    int rc = coll_doubles(c, buf, d, MPI_SUM);
-    if (rc == LSEFIT_OK)
-        rc = coll_doubles(c, buf + d, 2 * d, MPI_MIN);
-    for (size_t j = 0; rc == LSEFIT_OK && j < d; j++) {
-        if (buf[j] == 0.0)
-            rc = lsefit_fail("%s: column '%s' has no observed value", c->name,
-                             data->names[j]);
-        else if (!reg_covar_given && buf[d + j] == -buf[2 * d + j])
-            rc = lsefit_fail(
-                "%s: column '%s' is constant (every value is %.17g): its "
-                "variance is 0 and the covariance is singular; pass "
-                "--reg-covar X (e.g. 1e-3) to fit anyway, or leave the column "
-                "out with --ignore",
-                c->name, data->names[j], buf[d + j]);
-    }
-    free(buf);
-    return rc;
-}
-
-int lsefit_mpi_standardize(lsefit_mpi *c, lsefit_data *data)
-{
-    const gsl_matrix *x = data->x;
-    const size_t d = x->size2, h = c->context_rows;
-    /* max |value|, sum, count, squares per column */
-    double *buf = calloc(4 * d, sizeof *buf);
-    double *top = buf, *sum = buf + d, *cnt = buf + 2 * d, *sq = buf + 3 * d;
-    gsl_vector *mean = gsl_vector_alloc(d), *scale = gsl_vector_alloc(d);
-    int rc = buf == NULL || mean == NULL || scale == NULL
-                 ? lsefit_fail("out of memory")
-                 : LSEFIT_OK;
-    for (size_t j = 0; rc == LSEFIT_OK && j < d; j++)
-        for (size_t i = h; i < x->size1; i++) {
-            const double v = fabs(gsl_matrix_get(x, i, j));
-            if (!isnan(v) && v > top[j])
-                top[j] = v;
-        }
-    if (rc == LSEFIT_OK)
-        rc = coll_doubles(c, top, d, MPI_MAX);
-    /* as one process does (lsefit_data_standardize): the plain sums where
-     * they cannot overflow or underflow, so ordinary data give the same
-     * bits; else the values divided by the largest |value| first */
-    const double n_all = (double)lsefit_mpi_total_rows(c);
-    for (size_t j = 0; rc == LSEFIT_OK && j < d; j++) {
-        const double m = top[j];
-        const int plain = m == 0.0 ||
-                          (m >= 1e-150 && m <= 0.5 * sqrt(DBL_MAX / (4.0 * n_all)));
-        top[j] = plain ? 1.0 : m; /* the divisor */
-        for (size_t i = h; i < x->size1; i++) {
-            const double v = gsl_matrix_get(x, i, j);
-            if (!isnan(v)) {
-                sum[j] += plain ? v : v / top[j];
-                cnt[j] += 1.0;
-            }
-        }
-    }
-    if (rc == LSEFIT_OK)
-        rc = coll_doubles(c, sum, 2 * d, MPI_SUM);
-    for (size_t j = 0; rc == LSEFIT_OK && j < d; j++) {
-        const double s = top[j], m = sum[j] / cnt[j];
-        gsl_vector_set(mean, j, s * m);
-        for (size_t i = h; i < x->size1; i++) {
-            const double v = gsl_matrix_get(x, i, j);
-            if (!isnan(v)) {
-                const double z = s == 1.0 ? v : v / s;
-                sq[j] += (z - m) * (z - m);
-            }
-        }
-    }
-    if (rc == LSEFIT_OK)
-        rc = coll_doubles(c, sq, d, MPI_SUM);
-    for (size_t j = 0; rc == LSEFIT_OK && j < d; j++) {
-        const double sd = top[j] * sqrt(sq[j] / cnt[j]);
-        gsl_vector_set(scale, j, sd > 0.0 ? sd : 1.0);
-    }
-    if (rc == LSEFIT_OK)
-        rc = lsefit_data_apply_standardize(data, mean, scale);
-    free(buf);
-    gsl_vector_free(mean);
-    gsl_vector_free(scale);
     return rc;
 }
 
@@ -918,19 +845,6 @@ int lsefit_mpi_sum_size(lsefit_mpi *mpi, size_t *v)
     (void)mpi;
     (void)v;
     return LSEFIT_OK;
-}
-
-int lsefit_mpi_check_constant(lsefit_mpi *mpi, const lsefit_data *data,
-                              int reg_covar_given)
-{
-    (void)mpi;
-    return lsefit_data_check_constant(data, reg_covar_given);
-}
-
-int lsefit_mpi_standardize(lsefit_mpi *mpi, lsefit_data *data)
-{
-    (void)mpi;
-    return lsefit_data_standardize(data);
 }
 
 #endif /* LSEFIT_HAVE_MPI */

@@ -1,5 +1,5 @@
 /* lsefit --mpi: data-parallel fitting over MPI (docs/mpi.md). Private to
- * tools/lsefit*.c, like lsefit.h.
+ * tools/lsefit*.c, like lsefit_common.h.
  *
  * Every process reads only its share of the rows (a byte range of the CSV
  * file split at line starts, or one file per process with --shards), the
@@ -21,7 +21,7 @@
 #ifndef LSEFIT_MPI_H
 #define LSEFIT_MPI_H
 
-#include "lsefit.h"
+#include "lsefit_data.h"
 
 typedef struct lsefit_mpi lsefit_mpi;
 
@@ -54,7 +54,9 @@ int lsefit_mpi_active(void);
  *  process. For a series (@p lags > 0) the last @p lags rows before the
  *  share are prepended as context rows (lsefit_mpi_context_rows), with
  *  sequence ids that continue across the boundary. Every process must get
- *  at least one row and the same columns. */
+ *  at least one row and the same columns. The data's share (out->share)
+ *  makes lsefit_data_check_constant and lsefit_data_standardize work on
+ *  every process's rows. */
 int lsefit_mpi_data_load(lsefit_mpi *mpi, const lsefit_data_opts *o,
                          const char *shards, size_t lags, lsefit_data *out);
 /** Leading rows of the loaded data that belong to earlier processes. */
@@ -65,12 +67,6 @@ size_t lsefit_mpi_total_rows(const lsefit_mpi *mpi);
 /** *v = its sum over the processes (a collective; LSEFIT_FAIL when a
  *  process failed). */
 int lsefit_mpi_sum_size(lsefit_mpi *mpi, size_t *v);
-
-/** lsefit_data_check_constant over every process's rows. */
-int lsefit_mpi_check_constant(lsefit_mpi *mpi, const lsefit_data *data,
-                              int reg_covar_given);
-/** lsefit_data_standardize with the mean and scale of the whole data set. */
-int lsefit_mpi_standardize(lsefit_mpi *mpi, lsefit_data *data);
 
 /** The reduction hook of the library (lse_reduce_fn): buf[0..n) becomes
  *  its sum over the processes; user is the lsefit_mpi. LSE_EIO when a

@@ -19,7 +19,7 @@
 
 #include <lsegraph/lsegraph.h>
 
-#include "lsefit.h"
+#include "lsefit_data.h"
 #include "lsefit_plot.h"
 
 #define LSEPLOT_PI 3.14159265358979323846
@@ -833,6 +833,56 @@ static int slds_load(const char *path, lse_slds **out, char ***names,
     return rc;
 }
 
+/* Bands of the mode path (in the mode colours, lightened) from y0 to y1
+ * behind the series: one band per run of steps in the same mode. */
+static void mode_bands(const size_t *rows, const size_t *path, size_t n_steps,
+                       double y0, double y1)
+{
+    for (size_t s = 0; s < n_steps;) {
+        size_t e = s;
+        while (e + 1 < n_steps && path[e + 1] == path[s] &&
+               rows[e + 1] == rows[e] + 1)
+            e++;
+        int rgb[3];
+        plot_class_colour(path[s], rgb);
+        /* a light tint of the mode colour */
+        plscol0a(7, 255 - (255 - rgb[0]) / 3, 255 - (255 - rgb[1]) / 3,
+                 255 - (255 - rgb[2]) / 3, 1.0);
+        plcol0(7);
+        PLFLT bx[4] = {(double)rows[s] - 0.5, (double)rows[e] + 0.5,
+                       (double)rows[e] + 0.5, (double)rows[s] - 0.5};
+        PLFLT by[4] = {y0, y0, y1, y1};
+        plfill(4, bx, by);
+        s = e + 1;
+    }
+}
+
+/* The legend of the mode probabilities: one entry per mode (8 at most). */
+static void mode_legend(size_t K)
+{
+    PLINT opt[8], tcol[8], lcol[8], lsty[8];
+    PLFLT lw[8];
+    const char *text[8];
+    char nm[8][24];
+    const size_t nk = K < 8 ? K : 8;
+    for (size_t k = 0; k < nk; k++) {
+        snprintf(nm[k], sizeof nm[k], "mode %zu", k + 1);
+        opt[k] = PL_LEGEND_LINE;
+        tcol[k] = 1;
+        lcol[k] = (PLINT)(8 + k);
+        lsty[k] = 1;
+        lw[k] = 3;
+        text[k] = nm[k];
+    }
+    PLFLT lwid, lhei;
+    plschr(0, 0.75);
+    pllegend(&lwid, &lhei, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX,
+             PL_POSITION_RIGHT | PL_POSITION_INSIDE | PL_POSITION_TOP, 0.01,
+             0.03, 0.05, 0, 1, 1, 0, 1, (PLINT)nk, opt, 1.0, 1.0, 1.5,
+             1.0, tcol, text, NULL, NULL, NULL, NULL, lcol, lsty, lw, NULL,
+             NULL, NULL, NULL);
+}
+
 static int slds_draw(const plot_args *a, const lse_slds *m, char **names,
                      const lsefit_data *data, const gsl_vector *mean,
                      const gsl_vector *scale)
@@ -899,23 +949,7 @@ static int slds_draw(const plot_args *a, const lse_slds *m, char **names,
     /* top: the series over coloured bands of the mode path */
     plvpor(0.09, 0.95, 0.42, 0.92);
     plwind(-0.5, (double)T - 0.5, lo - pad, hi + pad);
-    for (size_t s = 0; s < n_steps;) {
-        size_t e = s;
-        while (e + 1 < n_steps && path[e + 1] == path[s] &&
-               rows[e + 1] == rows[e] + 1)
-            e++;
-        int rgb[3];
-        plot_class_colour(path[s], rgb);
-        /* a light tint of the mode colour */
-        plscol0a(7, 255 - (255 - rgb[0]) / 3, 255 - (255 - rgb[1]) / 3,
-                 255 - (255 - rgb[2]) / 3, 1.0);
-        plcol0(7);
-        PLFLT bx[4] = {(double)rows[s] - 0.5, (double)rows[e] + 0.5,
-                       (double)rows[e] + 0.5, (double)rows[s] - 0.5};
-        PLFLT by[4] = {lo - pad, lo - pad, hi + pad, hi + pad};
-        plfill(4, bx, by);
-        s = e + 1;
-    }
+    mode_bands(rows, path, n_steps, lo - pad, hi + pad);
     plcol0(1);
     plline((PLINT)T, t, y);
     plbox("bcst", 0, 0, "bcnstv", 0, 0);
@@ -946,28 +980,7 @@ static int slds_draw(const plot_args *a, const lse_slds *m, char **names,
     plcol0(1);
     plbox("bcnst", 0, 0, "bcnstv", 0.5, 0);
     pllab("time step (row)", "p(mode)", "");
-    /* legend: one entry per mode */
-    PLINT opt[8], tcol[8], lcol[8], lsty[8];
-    PLFLT lw[8];
-    const char *text[8];
-    char nm[8][24];
-    const size_t nk = K < 8 ? K : 8;
-    for (size_t k = 0; k < nk; k++) {
-        snprintf(nm[k], sizeof nm[k], "mode %zu", k + 1);
-        opt[k] = PL_LEGEND_LINE;
-        tcol[k] = 1;
-        lcol[k] = (PLINT)(8 + k);
-        lsty[k] = 1;
-        lw[k] = 3;
-        text[k] = nm[k];
-    }
-    PLFLT lwid, lhei;
-    plschr(0, 0.75);
-    pllegend(&lwid, &lhei, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX,
-             PL_POSITION_RIGHT | PL_POSITION_INSIDE | PL_POSITION_TOP, 0.01,
-             0.03, 0.05, 0, 1, 1, 0, 1, (PLINT)nk, opt, 1.0, 1.0, 1.5,
-             1.0, tcol, text, NULL, NULL, NULL, NULL, lcol, lsty, lw, NULL,
-             NULL, NULL, NULL);
+    mode_legend(K);
     plschr(0, 1.0);
     free(t);
     free(y);

@@ -13,7 +13,8 @@
 #include <gsl/gsl_linalg.h>
 #include <gsl/gsl_rng.h>
 
-#include "lsefit.h"
+#include "lsefit_cmd.h"
+#include "lsefit_data.h"
 
 #define N_MODELS 14
 
@@ -532,7 +533,8 @@ static void help_select(FILE *f)
             "n_params,BIC,ICL)\n");
 }
 
-int lsefit_select_main(int argc, char **argv)
+/* The options of the model table; *help when --help was answered. */
+static int select_parse(int argc, char **argv, sel_args *out, int *help)
 {
     const char *cmd = "gmm";
     sel_args a = {.kmin = 1,
@@ -578,6 +580,7 @@ int lsefit_select_main(int argc, char **argv)
             break;
         case 'h':
             help_select(stdout);
+            *help = 1;
             return LSEFIT_OK;
         case O_COV:
             if (parse_models(optarg, a.models) != LSEFIT_OK)
@@ -640,34 +643,14 @@ int lsefit_select_main(int argc, char **argv)
     if (argc - optind != 1)
         return lsefit_usage(cmd, "--covariance all: expected one data file");
     a.data.path = argv[optind];
-    lsefit_data data = {0};
-    rc = lsefit_data_load(&a.data, &data);
-    if (rc != LSEFIT_OK)
-        return rc;
-    const size_t nk = a.kmax - a.kmin + 1;
-    cell *tab = calloc(nk * (N_MODELS + 1), sizeof *tab);
-    if (tab == NULL) {
-        lsefit_data_free(&data);
-        return lsefit_fail("out of memory");
-    }
-    const double t0 = lsefit_now();
-    size_t *pairs = NULL;
-    if (a.hc) {
-        rc = hc_tree(data.x, &pairs);
-        if (rc != LSEFIT_OK) {
-            free(tab);
-            lsefit_data_free(&data);
-            return rc;
-        }
-    }
-    for (int m = 1; m <= N_MODELS; m++)
-        if (a.models[m])
-            for (size_t k = a.kmin; k <= a.kmax; k++)
-                tab[(k - a.kmin) * (N_MODELS + 1) + (size_t)m] =
-                    fit_one(data.x, (lse_cov_model)m, k, &a, pairs);
-    const double secs = lsefit_now() - t0;
+    *out = a;
+    return LSEFIT_OK;
+}
 
-    FILE *f = stdout;
+/* The BIC and ICL tables over K and the models, each with its top 3. */
+static void print_criteria(FILE *f, const sel_args *sa, const cell *tab)
+{
+    const sel_args a = *sa;
     const char *what[2] = {"BIC", "ICL"};
     for (int w = 0; w < 2; w++) {
         fprintf(f, "%s (mclust's sign: 2 loglik - n_params log n, larger is "
@@ -723,6 +706,44 @@ int lsefit_select_main(int argc, char **argv)
         }
         fprintf(f, "\n\n");
     }
+}
+
+int lsefit_select_main(int argc, char **argv)
+{
+    sel_args a;
+    int help = 0;
+    int rc = select_parse(argc, argv, &a, &help);
+    if (help || rc != LSEFIT_OK)
+        return rc;
+    lsefit_data data = {0};
+    rc = lsefit_data_load(&a.data, &data);
+    if (rc != LSEFIT_OK)
+        return rc;
+    const size_t nk = a.kmax - a.kmin + 1;
+    cell *tab = calloc(nk * (N_MODELS + 1), sizeof *tab);
+    if (tab == NULL) {
+        lsefit_data_free(&data);
+        return lsefit_fail("out of memory");
+    }
+    const double t0 = lsefit_now();
+    size_t *pairs = NULL;
+    if (a.hc) {
+        rc = hc_tree(data.x, &pairs);
+        if (rc != LSEFIT_OK) {
+            free(tab);
+            lsefit_data_free(&data);
+            return rc;
+        }
+    }
+    for (int m = 1; m <= N_MODELS; m++)
+        if (a.models[m])
+            for (size_t k = a.kmin; k <= a.kmax; k++)
+                tab[(k - a.kmin) * (N_MODELS + 1) + (size_t)m] =
+                    fit_one(data.x, (lse_cov_model)m, k, &a, pairs);
+    const double secs = lsefit_now() - t0;
+
+    FILE *f = stdout;
+    print_criteria(f, &a, tab);
     if (a.hc)
         fprintf(f, "%zu rows, d = %zu; one start per K from the Ward/EII tree "
                    "(--init hc), ",

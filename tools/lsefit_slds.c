@@ -11,8 +11,8 @@
 
 #include <gsl/gsl_linalg.h>
 
-#include "lsefit.h"
-#include "lsefit_mpi.h"
+#include "lsefit_cmd.h"
+#include "lsefit_fit.h"
 #include "lsefit_plot.h"
 
 /* ------------------------------------------------------------------ */
@@ -160,50 +160,7 @@ static void help_simulate(FILE *f)
 /* ------------------------------------------------------------------ */
 /* Model files                                                         */
 
-typedef struct slds_file {
-    lse_slds *m;
-    char **names;      /* (d) one block */
-    gsl_vector *mean;  /* (d) or NULL */
-    gsl_vector *scale; /* (d) */
-} slds_file;
-
-static void slds_file_free(slds_file *f)
-{
-    lse_slds_free(f->m);
-    free(f->names);
-    gsl_vector_free(f->mean);
-    gsl_vector_free(f->scale);
-    memset(f, 0, sizeof *f);
-}
-
-/* The model (lse_slds_from_json) and the standardization of a file. */
-static int slds_from_json(const lse_json *doc, const char *path, slds_file *f)
-{
-    memset(f, 0, sizeof *f);
-    lse_error err;
-    int rc = lsefit_json_check_model(doc, path, "slds");
-    if (rc == LSEFIT_OK &&
-        lse_slds_from_json(doc, path, &f->m, &f->names, &err) != LSE_OK)
-        rc = lsefit_fail_lib(&err, NULL);
-    if (rc == LSEFIT_OK)
-        rc = lsefit_json_get_standardize(doc, path, lse_slds_dim(f->m),
-                                         &f->mean, &f->scale);
-    if (rc != LSEFIT_OK)
-        slds_file_free(f);
-    return rc;
-}
-
-static int slds_read(const char *path, slds_file *f)
-{
-    lse_error err;
-    lse_json *doc = NULL;
-    memset(f, 0, sizeof *f);
-    if (lse_json_load(path, &doc, &err) != LSE_OK)
-        return lsefit_fail_lib(&err, NULL);
-    const int rc = slds_from_json(doc, path, f);
-    lse_json_free(doc);
-    return rc;
-}
+LSEFIT_MODEL_FILE_FUNCTIONS(slds)
 
 /* Mixture weights, or the stationary distribution of a Markov chain. */
 static int mode_weights(const lse_slds *m, gsl_vector *w)
@@ -233,30 +190,15 @@ static int mode_weights(const lse_slds *m, gsl_vector *w)
 /* ------------------------------------------------------------------ */
 /* Fitting                                                             */
 
-typedef struct fit_args {
-    lsefit_data_opts data;
-    size_t kmin, kmax;
-    int k_given;
-    const char *select;
+/* The options of lsefit slds besides those of every fit (f->own), and
+ * the rows and sequences of the whole series (for the summary). */
+typedef struct slds_own {
     lse_slds_config cfg;
-    int cov_given, lags_given, markov_given;
-    const char *init; /* "kmeans++", "random" or a model file */
-    int init_file;    /* init is a model file (--init-file, --init PATH) */
     lse_slds_opts opts;
-    int reg_given;
-    int standardize;
-    const char *missing_name;
-    const char *output, *modes, *log_json;
-    int mpi;            /* --mpi */
-    const char *shards; /* --shards PATTERN */
-} fit_args;
-
-typedef struct fit_result {
-    size_t k, n_params, n_steps, n_iter;
-    size_t n_rows, n_seq; /* of the whole series (print_summary) */
-    double loglik, loglik_per_step, bic, aic;
-    int converged;
-} fit_result;
+    int lags_given, markov_given;
+    const char *modes;
+    size_t n_rows, n_seq;
+} slds_own;
 
 static int progress_cb(size_t run, size_t iter, double loglik, double delta,
                        void *user)
@@ -265,155 +207,52 @@ static int progress_cb(size_t run, size_t iter, double loglik, double delta,
     return 0;
 }
 
-static fit_result result_of(const lse_slds *m, const gsl_vector *scale)
+static lsefit_fit_result slds_result(const lsefit_fit *f, const void *model)
 {
-    fit_result r;
+    const lse_slds *m = model;
+    const slds_own *s = f->own;
+    lsefit_fit_result r = {0};
     r.k = lse_slds_n_modes(m);
     r.n_params = lse_slds_n_params(m);
     r.n_steps = lse_slds_n_fit_steps(m);
     r.n_iter = lse_slds_n_iter(m);
     r.converged = lse_slds_converged(m);
-    const double logj = lsefit_log_jacobian(scale);
+    r.n_rows = s->n_rows;
+    r.n_seq = s->n_seq;
+    const double logj = lsefit_log_jacobian(f->d.scale);
     if (logj == 0.0) {
         r.loglik = lse_slds_loglik(m);
-        r.loglik_per_step = lse_slds_loglik_per_step(m);
+        r.loglik_per = lse_slds_loglik_per_step(m);
         r.bic = lse_slds_bic(m);
         r.aic = lse_slds_aic(m);
     } else {
         const double n = (double)r.n_steps, p = (double)r.n_params;
         r.loglik = lse_slds_loglik(m) - n * logj;
-        r.loglik_per_step = r.loglik / n;
+        r.loglik_per = r.loglik / n;
         r.bic = -2.0 * r.loglik + p * log(n);
         r.aic = -2.0 * r.loglik + 2.0 * p;
     }
     return r;
 }
 
-static lse_json *options_json(const fit_args *a, const lsefit_data *data,
-                              size_t k, lse_error *err)
+/* "lags" after "covariance", "exact_sums" (when set) after "seed". */
+static lse_status slds_json_options(const lsefit_fit *f, lse_json *o,
+                                    int where, lse_error *err)
 {
-    lse_json *o = lse_json_new_object();
-    if (o == NULL) {
-        lse_error_set(err, LSE_ENOMEM, "lsefit", "out of memory");
-        return NULL;
-    }
-    const lse_slds_opts *f = &a->opts;
-    lse_status st = lse_json_set_string(o, "data", a->data.path, err);
-    if (st == LSE_OK)
-        st = lse_json_set_strings(o, "columns", data->names, data->d, err);
-    if (st == LSE_OK && a->data.ignore != NULL) {
-        char **items = NULL;
-        size_t n = 0;
-        if (lsefit_split_list(a->data.ignore, &items, &n) != LSEFIT_OK)
-            st = lse_error_set(err, LSE_ENOMEM, "lsefit", "out of memory");
-        else
-            st = lse_json_set_strings(o, "ignore", (const char *const *)items,
-                                      n, err);
-        free(items);
-    }
-    if (st == LSE_OK && a->data.sequence != NULL)
-        st = lse_json_set_string(o, "sequence", a->data.sequence, err);
-    if (st == LSE_OK)
-        st = lse_json_set_string(o, "missing", a->missing_name, err);
-    if (st == LSE_OK)
-        st = lse_json_set_bool(o, "standardize", data->mean != NULL, err);
-    if (st == LSE_OK)
-        st = lse_json_set_string(o, "covariance", lse_gmm_cov_name(a->cfg.cov),
-                                 err);
-    if (st == LSE_OK)
-        st = lse_json_set_integer(o, "lags", (long long)a->cfg.lags, err);
-    if (st == LSE_OK)
-        st = lse_json_set_integer(o, "k", (long long)k, err);
-    if (st == LSE_OK && a->kmin != a->kmax) {
-        char range[64];
-        snprintf(range, sizeof range, "%zu:%zu", a->kmin, a->kmax);
-        st = lse_json_set_string(o, "k_range", range, err);
-        if (st == LSE_OK)
-            st = lse_json_set_string(o, "select", a->select, err);
-    }
-    if (st == LSE_OK)
-        st = lse_json_set_string(o, "init", a->init, err);
-    if (st == LSE_OK)
-        st = lse_json_set_integer(o, "n_init", (long long)f->n_init, err);
-    if (st == LSE_OK)
-        st = lse_json_set_integer(o, "max_iter", (long long)f->max_iter, err);
-    if (st == LSE_OK)
-        st = lse_json_set_number(o, "tol", f->tol, err);
-    if (st == LSE_OK)
-        st = lse_json_set_number(o, "reg_covar", f->reg_covar, err);
-    if (st == LSE_OK)
-        st = lse_json_set_integer(o, "seed", (long long)f->seed, err);
-    if (st == LSE_OK && f->exact_sums)
-        st = lse_json_set_bool(o, "exact_sums", 1, err);
-    if (st != LSE_OK) {
-        lse_json_free(o);
-        return NULL;
-    }
-    return o;
-}
-
-/* The fit summary keys after the parameters (data units). */
-static lse_status summary_json(lse_json *doc, const fit_result *r,
-                               lse_error *err)
-{
-    lse_status st = lse_json_set_number(doc, "loglik", r->loglik, err);
-    if (st == LSE_OK)
-        st = lse_json_set_number(doc, "loglik_per_step", r->loglik_per_step,
-                                 err);
-    if (st == LSE_OK)
-        st = lse_json_set_integer(doc, "n_iter", (long long)r->n_iter, err);
-    if (st == LSE_OK)
-        st = lse_json_set_bool(doc, "converged", r->converged, err);
-    if (st == LSE_OK)
-        st = lse_json_set_number(doc, "bic", r->bic, err);
-    return st == LSE_OK ? lse_json_set_number(doc, "aic", r->aic, err) : st;
-}
-
-static int slds_to_json(const lse_slds *m, const fit_result *r,
-                        const fit_args *a, const lsefit_data *data,
-                        lse_json **out)
-{
-    *out = NULL;
-    lse_error err;
-    lse_json *doc = lse_json_new_object();
-    lse_json *opt = NULL;
-    if (doc == NULL)
-        return lsefit_fail("out of memory");
-    lse_status st = lse_slds_to_json(m, data->names, doc, &err);
-    if (st == LSE_OK)
-        st = summary_json(doc, r, &err);
-    if (st == LSE_OK) {
-        opt = options_json(a, data, lse_slds_n_modes(m), &err);
-        st = opt == NULL ? err.status : LSE_OK;
-    }
-    if (st == LSE_OK)
-        st = lse_json_set_object(doc, "options", opt, &err);
-    int rc = st == LSE_OK ? LSEFIT_OK : lsefit_fail_lib(&err, NULL);
-    if (rc == LSEFIT_OK)
-        rc = lsefit_json_set_standardize(doc, data->mean, data->scale);
-    lse_json_free(opt);
-    if (rc != LSEFIT_OK) {
-        lse_json_free(doc);
-        return rc;
-    }
-    *out = doc;
-    return LSEFIT_OK;
+    const slds_own *s = f->own;
+    if (where == LSEFIT_JSON_AFTER_COVARIANCE)
+        return lse_json_set_integer(o, "lags", (long long)s->cfg.lags, err);
+    if (where == LSEFIT_JSON_AFTER_SEED && s->opts.exact_sums)
+        return lse_json_set_bool(o, "exact_sums", 1, err);
+    return LSE_OK;
 }
 
 /* ------------------------------------------------------------------ */
 /* Printing (in data units: x = mean + S z gives A_x = S A S^-1,       */
 /* b_x = mean + S b - sum_j A_x^j mean, Sigma_x = S Sigma S)           */
 
-static void print_row(FILE *f, const char *label, const double *x, size_t n,
-                      size_t stride)
-{
-    fprintf(f, "  %-11s", label);
-    for (size_t j = 0; j < n; j++)
-        fprintf(f, " %12.6g", x[j * stride]);
-    fputc('\n', f);
-}
-
-static int print_summary(FILE *f, const slds_file *g, const fit_result *r,
+static int print_summary(FILE *f, const lsefit_model_file *g,
+                         const lsefit_fit_result *r,
                          const lsefit_data *data, const char *path, double tol)
 {
     const lse_slds *m = g->m;
@@ -447,7 +286,7 @@ static int print_summary(FILE *f, const slds_file *g, const fit_result *r,
                               "units)"
                             : "");
     fprintf(f, "log-likelihood %.10g (per step %.10g)\n", r->loglik,
-            r->loglik_per_step);
+            r->loglik_per);
     fprintf(f, "BIC %.10g  AIC %.10g  (%zu parameters; lower is better)\n",
             r->bic, r->aic, r->n_params);
     fprintf(f, "EM: %zu iteration%s, %s (tol %g)\n", r->n_iter,
@@ -460,10 +299,10 @@ static int print_summary(FILE *f, const slds_file *g, const fit_result *r,
         for (size_t i = 0; i < k; i++) {
             char label[32];
             snprintf(label, sizeof label, "from %zu", i);
-            print_row(f, label, gsl_matrix_const_ptr(p, i, 0), k, 1);
+            lsefit_print_row(f, label, gsl_matrix_const_ptr(p, i, 0), k, 1);
         }
-        print_row(f, "initial", p0->data, k, p0->stride);
-        print_row(f, "stationary", w->data, k, w->stride);
+        lsefit_print_row(f, "initial", p0->data, k, p0->stride);
+        lsefit_print_row(f, "stationary", w->data, k, w->stride);
         fprintf(f, "expected duration of each mode (steps):\n");
         fprintf(f, "  %-11s", "");
         for (size_t i = 0; i < k; i++) {
@@ -499,11 +338,11 @@ static int print_summary(FILE *f, const slds_file *g, const fit_result *r,
                 markov ? "stationary probability" : "weight",
                 gsl_vector_get(w, i));
         for (size_t r1 = 0; r1 < d; r1++)
-            print_row(f, r1 == 0 ? (l > 1 ? "A (lag 1..)" : "A") : "",
+            lsefit_print_row(f, r1 == 0 ? (l > 1 ? "A (lag 1..)" : "A") : "",
                       gsl_matrix_const_ptr(a, r1, 0), d * l, 1);
-        print_row(f, "b", b->data, d, b->stride);
+        lsefit_print_row(f, "b", b->data, d, b->stride);
         for (size_t r1 = 0; r1 < d; r1++)
-            print_row(f, r1 == 0 ? "covariance" : "",
+            lsefit_print_row(f, r1 == 0 ? "covariance" : "",
                       gsl_matrix_const_ptr(c, r1, 0), d, 1);
     }
 done:
@@ -587,311 +426,6 @@ static int write_modes(const char *path, const lse_slds *m,
     return rc;
 }
 
-/* ------------------------------------------------------------------ */
-/* lsefit slds SERIES.csv                                              */
-
-enum {
-    OPT_COV = 256,
-    OPT_INIT,
-    OPT_NINIT,
-    OPT_MAXITER,
-    OPT_TOL,
-    OPT_REG,
-    OPT_SEED,
-    OPT_COLUMNS,
-    OPT_IGNORE,
-    OPT_STANDARDIZE,
-    OPT_WEIGHTS,
-    OPT_MISSING,
-    OPT_MODES,
-    OPT_SELECT,
-    OPT_LOGJSON,
-    OPT_MARKOV,
-    OPT_LAGS,
-    OPT_SEQUENCE,
-    OPT_LABELS,
-    OPT_PROBA,
-    OPT_MPI,
-    OPT_SHARDS,
-    OPT_EXACT,
-    OPT_INIT_FILE
-};
-
-static const struct option fit_options[] = {
-    {"n-modes", required_argument, NULL, 'k'},
-    {"markov", no_argument, NULL, OPT_MARKOV},
-    {"lags", required_argument, NULL, OPT_LAGS},
-    {"sequence", required_argument, NULL, OPT_SEQUENCE},
-    {"covariance", required_argument, NULL, OPT_COV},
-    {"init", required_argument, NULL, OPT_INIT},
-    {"init-file", required_argument, NULL, OPT_INIT_FILE},
-    {"n-init", required_argument, NULL, OPT_NINIT},
-    {"max-iter", required_argument, NULL, OPT_MAXITER},
-    {"tol", required_argument, NULL, OPT_TOL},
-    {"reg-covar", required_argument, NULL, OPT_REG},
-    {"seed", required_argument, NULL, OPT_SEED},
-    {"columns", required_argument, NULL, OPT_COLUMNS},
-    {"ignore", required_argument, NULL, OPT_IGNORE},
-    {"standardize", no_argument, NULL, OPT_STANDARDIZE},
-    {"weights", required_argument, NULL, OPT_WEIGHTS},
-    {"missing", required_argument, NULL, OPT_MISSING},
-    {"output", required_argument, NULL, 'o'},
-    {"modes", required_argument, NULL, OPT_MODES},
-    {"labels", required_argument, NULL, OPT_LABELS},
-    {"proba", required_argument, NULL, OPT_PROBA},
-    {"select", required_argument, NULL, OPT_SELECT},
-    {"log-json", required_argument, NULL, OPT_LOGJSON},
-    {"mpi", no_argument, NULL, OPT_MPI},
-    {"shards", required_argument, NULL, OPT_SHARDS},
-    {"exact-sums", no_argument, NULL, OPT_EXACT},
-    LSEFIT_DATA_LONG_OPTIONS,
-    {"quiet", no_argument, NULL, 'q'},
-    {"verbose", no_argument, NULL, 'v'},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0}};
-
-/* --init names. The k-means++ start always runs Lloyd iterations until no
- * assignment changes (at most 100): it is a k-means clustering, so
- * scikit-learn's "kmeans" and "k-means++" name it too. */
-static const lsefit_init_name slds_inits[] = {{"kmeans++", "kmeans++"},
-                                              {"k-means++", "kmeans++"},
-                                              {"kmeans", "kmeans++"},
-                                              {"random", "random"},
-                                              {NULL, NULL}};
-
-static int parse_fit(int argc, char **argv, fit_args *a, int *help)
-{
-    static const char *cmd = "slds";
-    memset(a, 0, sizeof *a);
-    a->opts = lse_slds_opts_default();
-    a->cfg = lse_slds_config_default();
-    a->init = "kmeans++";
-    a->select = "bic";
-    a->missing_name = "error";
-    *help = 0;
-    int select_given = 0, init_given = 0;
-    int c, rc = LSEFIT_OK;
-    opterr = 0;
-    optind = 1;
-    while (rc == LSEFIT_OK &&
-           (c = getopt_long(argc, argv, ":k:o:qvh", fit_options, NULL)) != -1) {
-        if (lsefit_data_option(cmd, c, optarg, &a->data, &rc))
-            continue;
-        switch (c) {
-        case 'k':
-            rc = lsefit_opt_krange(cmd, optarg, &a->kmin, &a->kmax);
-            a->k_given = 1;
-            break;
-        case OPT_MARKOV:
-            a->cfg.markov = 1;
-            a->markov_given = 1;
-            break;
-        case OPT_LAGS:
-            rc = lsefit_opt_size(cmd, "--lags", optarg, 1, &a->cfg.lags);
-            a->lags_given = 1;
-            break;
-        case OPT_SEQUENCE:
-            a->data.sequence = optarg;
-            break;
-        case OPT_COV:
-            if (lse_gmm_cov_parse(optarg, &a->cfg.cov) != LSE_OK)
-                rc = lsefit_usage(cmd,
-                                  "--covariance '%s': expected full, diag, "
-                                  "spherical or tied",
-                                  optarg);
-            a->cov_given = 1;
-            break;
-        case OPT_INIT:
-        case OPT_INIT_FILE:
-            if (init_given)
-                rc = lsefit_usage(cmd, "give one --init or --init-file");
-            init_given = 1;
-            a->init = optarg;
-            a->init_file = c == OPT_INIT_FILE;
-            if (rc == LSEFIT_OK && c == OPT_INIT) {
-                const char *method = NULL;
-                rc = lsefit_opt_init(cmd, optarg, slds_inits, &method);
-                a->init = method != NULL ? method : optarg;
-                a->init_file = method == NULL;
-            }
-            break;
-        case OPT_NINIT:
-            rc = lsefit_opt_size(cmd, "--n-init", optarg, 1, &a->opts.n_init);
-            break;
-        case OPT_MAXITER:
-            rc = lsefit_opt_size(cmd, "--max-iter", optarg, 0,
-                                 &a->opts.max_iter);
-            break;
-        case OPT_TOL:
-            rc = lsefit_opt_double(cmd, "--tol", optarg, 0.0, 1, &a->opts.tol);
-            break;
-        case OPT_REG:
-            rc = lsefit_opt_double(cmd, "--reg-covar", optarg, 0.0, 1,
-                                   &a->opts.reg_covar);
-            a->reg_given = 1;
-            break;
-        case OPT_SEED:
-            rc = lsefit_opt_seed(cmd, optarg, &a->opts.seed);
-            break;
-        case OPT_COLUMNS:
-            a->data.columns = optarg;
-            break;
-        case OPT_IGNORE:
-            a->data.ignore = optarg;
-            break;
-        case OPT_STANDARDIZE:
-            a->standardize = 1;
-            break;
-        case OPT_WEIGHTS:
-            rc = lsefit_usage(cmd, "--weights is not supported by slds "
-                                   "(lse_slds_fit takes no sample weights)");
-            break;
-        case OPT_LABELS:
-        case OPT_PROBA:
-            rc = lsefit_usage(cmd,
-                              "'%s' is a gmm option; slds writes mode "
-                              "posteriors with --modes FILE",
-                              argv[optind - 1]);
-            break;
-        case OPT_MISSING:
-            rc = lsefit_opt_missing(cmd, optarg, &a->data.missing);
-            a->missing_name = a->data.missing == LSE_MISSING_DROP ? "drop"
-                              : a->data.missing == LSE_MISSING_KEEP
-                                  ? "marginalize"
-                                  : "error";
-            break;
-        case 'o':
-            a->output = optarg;
-            break;
-        case OPT_MODES:
-            a->modes = optarg;
-            break;
-        case OPT_SELECT:
-            if (strcmp(optarg, "bic") != 0 && strcmp(optarg, "aic") != 0)
-                rc = lsefit_usage(cmd, "--select '%s': expected bic or aic",
-                                  optarg);
-            a->select = optarg;
-            select_given = 1;
-            break;
-        case OPT_LOGJSON:
-            a->log_json = optarg;
-            break;
-        case OPT_MPI:
-            a->mpi = 1;
-            break;
-        case OPT_EXACT:
-            a->opts.exact_sums = 1;
-            break;
-        case OPT_SHARDS:
-            a->shards = optarg;
-            break;
-        case 'q':
-            lsefit_quiet = 1;
-            break;
-        case 'v':
-            lsefit_verbose = 1;
-            break;
-        case 'h':
-            *help = 1;
-            return LSEFIT_OK;
-        default:
-            rc = lsefit_opt_bad(cmd, c, argv, fit_options);
-            break;
-        }
-    }
-    if (rc != LSEFIT_OK)
-        return rc;
-    if (a->shards != NULL && !a->mpi)
-        return lsefit_usage(cmd, "--shards needs --mpi");
-    if (a->shards != NULL && optind < argc)
-        return lsefit_usage(cmd, "give SERIES.csv or --shards, not both");
-    if (a->mpi && a->modes != NULL)
-        return lsefit_usage(cmd, "--modes is not written with --mpi (each "
-                                 "process holds only its rows); run 'lsefit "
-                                 "slds segment' on the model");
-    if (a->shards == NULL && optind >= argc)
-        return lsefit_usage(cmd, "missing the series file SERIES.csv");
-    if (optind + 1 < argc) {
-        static const char *const subs[] = {"segment", "simulate"};
-        return lsefit_bad_operand(cmd, argv[optind], argv[optind + 1], subs,
-                                  2);
-    }
-    if (a->shards == NULL) {
-        const int rc_op = lsefit_bad_operand(cmd, argv[optind], NULL, NULL, 0);
-        if (rc_op != LSEFIT_OK)
-            return rc_op;
-    }
-    a->data.path = a->shards != NULL ? a->shards : argv[optind];
-    const int from_file = a->init_file;
-    if (!a->k_given && !from_file)
-        return lsefit_usage(cmd, "missing -k K (the number of modes)");
-    if (select_given && a->kmin == a->kmax && a->k_given)
-        return lsefit_usage(cmd, "--select needs a range of K such as -k 1:4");
-    if (from_file && a->kmin != a->kmax)
-        return lsefit_usage(cmd, "--init-file FILE fixes K: a range of K "
-                                 "cannot be used with it");
-    if (a->data.missing == LSE_MISSING_KEEP)
-        return lsefit_fail("--missing marginalize is not supported: the SLDS "
-                           "library (lse_slds_fit) cannot fit rows with "
-                           "missing values; use --missing drop");
-    a->opts.init = from_file                      ? LSE_SLDS_INIT_GIVEN
-                   : strcmp(a->init, "random") == 0 ? LSE_SLDS_INIT_RANDOM
-                                                    : LSE_SLDS_INIT_KMEANSPP;
-    return LSEFIT_OK;
-}
-
-static int setup_init_file(fit_args *a, slds_file *init)
-{
-    int rc = slds_read(a->init, init);
-    if (rc != LSEFIT_OK)
-        return rc;
-    const lse_slds *m = init->m;
-    const size_t k = lse_slds_n_modes(m);
-    if (a->k_given && a->kmin != k)
-        return lsefit_fail("--init %s: the model has n_modes = %zu but -k is "
-                           "%zu",
-                           a->init, k, a->kmin);
-    if (a->markov_given && !lse_slds_is_markov(m))
-        return lsefit_fail("--init %s: the model is a mixture, not --markov",
-                           a->init);
-    if (a->lags_given && a->cfg.lags != lse_slds_lags(m))
-        return lsefit_fail("--init %s: the model has %zu lags but --lags is "
-                           "%zu",
-                           a->init, lse_slds_lags(m), a->cfg.lags);
-    if (a->cov_given && a->cfg.cov != lse_slds_cov_type(m))
-        return lsefit_fail("--init %s: the model has '%s' covariances but "
-                           "--covariance is '%s'",
-                           a->init, lse_gmm_cov_name(lse_slds_cov_type(m)),
-                           lse_gmm_cov_name(a->cfg.cov));
-    if (a->standardize && init->mean == NULL)
-        return lsefit_fail("--init %s: the model was not fit with "
-                           "--standardize, so it cannot restart a "
-                           "standardized fit",
-                           a->init);
-    a->kmin = a->kmax = k;
-    a->cfg.markov = lse_slds_is_markov(m);
-    a->cfg.lags = lse_slds_lags(m);
-    a->cfg.cov = lse_slds_cov_type(m);
-    a->data.model_names = (const char *const *)init->names;
-    a->data.n_model_names = lse_slds_dim(m);
-    a->data.model_path = a->init;
-    return LSEFIT_OK;
-}
-
-static void print_table(FILE *f, const fit_result *res, size_t n, size_t best,
-                        const char *select)
-{
-    fprintf(f, "%4s %7s %16s %16s %16s %6s %9s\n", "K", "params", "loglik",
-            "BIC", "AIC", "iter", "converged");
-    for (size_t i = 0; i < n; i++)
-        fprintf(f, "%4zu %7zu %16.8g %16.8g %16.8g %6zu %9s%s\n", res[i].k,
-                res[i].n_params, res[i].loglik, res[i].bic, res[i].aic,
-                res[i].n_iter, res[i].converged ? "yes" : "no",
-                i == best ? "  <- best" : "");
-    fprintf(f, "best K = %zu by %s (lower is better)\n", res[best].k,
-            strcmp(select, "aic") == 0 ? "AIC" : "BIC");
-}
-
 /* Steps of the series for a model of this shape: at least K. */
 static int check_steps(const lse_slds *m, const lsefit_data *data, size_t k)
 {
@@ -905,190 +439,253 @@ static int check_steps(const lse_slds *m, const lsefit_data *data, size_t k)
     return lsefit_data_check_rows(data, n_steps, k, "modes");
 }
 
-/* The files of a fit, declared before any work (lsefit_plan). */
-static int fit_plan(const fit_args *a)
+/* ------------------------------------------------------------------ */
+/* lsefit slds SERIES.csv                                              */
+
+/* Options of lsefit slds (and of segment, simulate) that not every fit
+ * takes; a new option of the slds fit goes into fit_options and
+ * slds_option (or, when every model's fit takes it, into lsefit_fit.c). */
+enum {
+    OPT_WEIGHTS = LSEFIT_FIT_OPT_MODEL,
+    OPT_MODES,
+    OPT_MARKOV,
+    OPT_LAGS,
+    OPT_SEQUENCE,
+    OPT_LABELS,
+    OPT_PROBA,
+    OPT_EXACT,
+    OPT_COLUMNS = LSEFIT_FIT_OPT_COLUMNS,
+    OPT_IGNORE = LSEFIT_FIT_OPT_IGNORE,
+    OPT_MISSING = LSEFIT_FIT_OPT_MISSING
+};
+
+static const struct option fit_options[] = {
+    {"n-modes", required_argument, NULL, 'k'},
+    {"markov", no_argument, NULL, OPT_MARKOV},
+    {"lags", required_argument, NULL, OPT_LAGS},
+    {"sequence", required_argument, NULL, OPT_SEQUENCE},
+    LSEFIT_FIT_OPTIONS_MODEL,
+    {"weights", required_argument, NULL, OPT_WEIGHTS},
+    {"missing", required_argument, NULL, LSEFIT_FIT_OPT_MISSING},
+    {"output", required_argument, NULL, 'o'},
+    {"modes", required_argument, NULL, OPT_MODES},
+    {"labels", required_argument, NULL, OPT_LABELS},
+    {"proba", required_argument, NULL, OPT_PROBA},
+    LSEFIT_FIT_OPTIONS_RUN,
+    {"exact-sums", no_argument, NULL, OPT_EXACT},
+    LSEFIT_FIT_OPTIONS_END};
+
+/* --init names. The k-means++ start always runs Lloyd iterations until no
+ * assignment changes (at most 100): it is a k-means clustering, so
+ * scikit-learn's "kmeans" and "k-means++" name it too. */
+static const lsefit_init_name slds_inits[] = {{"kmeans++", "kmeans++"},
+                                              {"k-means++", "kmeans++"},
+                                              {"kmeans", "kmeans++"},
+                                              {"random", "random"},
+                                              {NULL, NULL}};
+
+static void slds_defaults(lsefit_fit *f)
 {
-    const lsefit_path in[] = {
-        {a->shards != NULL ? NULL : a->data.path, "the series"},
-        {a->init_file ? a->init : NULL, "--init"}};
-    const lsefit_path out[] = {
-        {a->output, "-o"}, {a->modes, "--modes"}, {a->log_json, "--log-json"}};
-    int rc =
-        a->shards != NULL ? lsefit_plan_glob(a->shards, "--shards") : LSEFIT_OK;
-    if (rc == LSEFIT_OK)
-        rc = lsefit_plan(in, 2, out, 3);
-    return rc;
+    slds_own *s = f->own;
+    s->opts = lse_slds_opts_default();
+    s->cfg = lse_slds_config_default();
+    f->cov = s->cfg.cov;
+    LSEFIT_FIT_FROM_OPTS(f, s->opts);
 }
 
-static int fit_main(int argc, char **argv)
+static int slds_option(lsefit_fit *f, int c, const char *arg, char **argv)
 {
-    fit_args a;
-    int help = 0;
-    int rc = parse_fit(argc, argv, &a, &help);
-    if (help) {
-        help_fit(stdout);
+    slds_own *s = f->own;
+    switch (c) {
+    case OPT_MARKOV:
+        s->cfg.markov = 1;
+        s->markov_given = 1;
         return LSEFIT_OK;
+    case OPT_LAGS:
+        s->lags_given = 1;
+        return lsefit_opt_size("slds", "--lags", arg, 1, &s->cfg.lags);
+    case OPT_SEQUENCE:
+        f->data.sequence = arg;
+        return LSEFIT_OK;
+    case OPT_WEIGHTS:
+        return lsefit_usage("slds", "--weights is not supported by slds "
+                                    "(lse_slds_fit takes no sample weights)");
+    case OPT_LABELS:
+    case OPT_PROBA:
+        return lsefit_usage("slds",
+                            "'%s' is a gmm option; slds writes mode "
+                            "posteriors with --modes FILE",
+                            argv[optind - 1]);
+    case OPT_MODES:
+        s->modes = arg;
+        return LSEFIT_OK;
+    case OPT_EXACT:
+        s->opts.exact_sums = 1;
+        return LSEFIT_OK;
+    default:
+        return lsefit_opt_bad("slds", c, argv, fit_options);
     }
-    if (rc == LSEFIT_OK)
-        rc = fit_plan(&a);
-    if (rc != LSEFIT_OK)
-        return rc;
-    const int from_file = a.opts.init == LSE_SLDS_INIT_GIVEN;
-    slds_file init = {0}, back = {0};
-    lsefit_data data = {0};
-    lsefit_progress prog = {0};
-    fit_result *res = NULL;
-    lse_slds **models = NULL;
-    lse_json *doc = NULL, *back_doc = NULL;
-    char *text = NULL;
-    size_t n_k = 0, best = 0;
-    lse_error err;
-    lsefit_mpi *mpi = NULL;
-    size_t n_rows = 0, n_seq = 0;
-
-    if (a.mpi && lsefit_mpi_begin(&mpi) != LSEFIT_OK)
-        return LSEFIT_FAIL;
-    if (from_file)
-        rc = setup_init_file(&a, &init);
-    if (rc == LSEFIT_OK)
-        rc = mpi != NULL ? lsefit_mpi_data_load(mpi, &a.data, a.shards,
-                                                a.cfg.lags, &data)
-                         : lsefit_data_load(&a.data, &data);
-    if (rc == LSEFIT_OK) { /* rows and sequences for the summary */
-        const size_t h = lsefit_mpi_context_rows(mpi);
-        n_rows = mpi != NULL ? lsefit_mpi_total_rows(mpi) : data.x->size1;
-        n_seq = lsefit_mpi_is_root(mpi) ? 1 : 0;
-        for (size_t i = h > 0 ? h : 1; data.seq != NULL && i < data.x->size1;
-             i++)
-            n_seq += data.seq[i] != data.seq[i - 1];
-        if (mpi != NULL)
-            rc = lsefit_mpi_sum_size(mpi, &n_seq);
-    }
-    if (rc == LSEFIT_OK && from_file && data.d != lse_slds_dim(init.m))
-        rc = lsefit_fail("%s: %zu data column%s but the model %s has "
-                         "n_features = %zu",
-                         a.data.path, data.d, data.d == 1 ? "" : "s", a.init,
-                         lse_slds_dim(init.m));
-    if (rc == LSEFIT_OK)
-        rc = mpi != NULL ? lsefit_mpi_check_constant(mpi, &data, a.reg_given)
-                         : lsefit_data_check_constant(&data, a.reg_given);
-    if (rc == LSEFIT_OK && init.mean != NULL)
-        rc = lsefit_data_apply_standardize(&data, init.mean, init.scale);
-    else if (rc == LSEFIT_OK && a.standardize)
-        rc = mpi != NULL ? lsefit_mpi_standardize(mpi, &data)
-                         : lsefit_data_standardize(&data);
-    else if (rc == LSEFIT_OK) /* every process checks its rows */
-        rc = lsefit_data_check_scale(
-            &data, mpi != NULL ? lsefit_mpi_total_rows(mpi) : data.x->size1);
-    if (rc == LSEFIT_OK)
-        rc = lsefit_progress_open(&prog, "slds", a.log_json);
-    if (rc == LSEFIT_OK) {
-        n_k = a.kmax - a.kmin + 1;
-        res = calloc(n_k, sizeof *res);
-        models = calloc(n_k, sizeof *models);
-        if (res == NULL || models == NULL)
-            rc = lsefit_fail("out of memory");
-    }
-    a.opts.progress = progress_cb;
-    a.opts.user = &prog;
-    lsefit_mpi_slds_opts(mpi, &a.opts);
-    for (size_t i = 0; rc == LSEFIT_OK && i < n_k; i++) {
-        const size_t k = a.kmin + i;
-        if (from_file) {
-            models[i] = init.m;
-            init.m = NULL;
-        } else {
-            lse_slds_config cfg = a.cfg;
-            cfg.n_modes = k;
-            cfg.dim = data.d;
-            if (lse_slds_new(&cfg, &models[i], &err) != LSE_OK) {
-                rc = lsefit_fail_lib(&err, NULL);
-                break;
-            }
-        }
-        /* --mpi: the library counts the steps of every process */
-        rc = mpi != NULL ? LSEFIT_OK : check_steps(models[i], &data, a.kmax);
-        if (rc != LSEFIT_OK)
-            break;
-        lsefit_progress_start(&prog, k, from_file ? 1 : a.opts.n_init);
-        if (lse_slds_fit(models[i], data.x, data.seq, &a.opts, &err) !=
-            LSE_OK) {
-            const char *hint = NULL;
-            if (err.status == LSE_ENUMERIC)
-                hint = " (try a larger --reg-covar)";
-            rc = lsefit_fail("%s: K = %zu: %s%s", a.data.path, k,
-                             lsefit_strip(&err), hint ? hint : "");
-            break;
-        }
-        res[i] = result_of(models[i], data.scale);
-        res[i].n_rows = n_rows;
-        res[i].n_seq = n_seq;
-        const int aic = strcmp(a.select, "aic") == 0;
-        if (i > 0 &&
-            (aic ? res[i].aic < res[best].aic : res[i].bic < res[best].bic))
-            best = i;
-    }
-    {
-        const int rc_log = lsefit_progress_close(
-            &prog, lsefit_mpi_is_root(mpi) ? a.log_json : NULL);
-        if (rc == LSEFIT_OK)
-            rc = rc_log;
-    }
-    if (!lsefit_mpi_is_root(mpi)) /* process 0 writes every output */
-        goto done;
-    if (rc == LSEFIT_OK && n_k > 1) {
-        FILE *tf =
-            (a.output != NULL && strcmp(a.output, "-") == 0) ? stderr : stdout;
-        print_table(tf, res, n_k, best, a.select);
-        if (a.output == NULL)
-            fputc('\n', tf);
-    }
-    if (rc == LSEFIT_OK)
-        rc = slds_to_json(models[best], &res[best], &a, &data, &doc);
-    if (rc == LSEFIT_OK && lse_json_to_string(doc, &text, &err) != LSE_OK)
-        rc = lsefit_fail_lib(&err, NULL);
-    if (rc == LSEFIT_OK &&
-        lse_json_parse(text, strlen(text), a.output ? a.output : "<model>",
-                       &back_doc, &err) != LSE_OK)
-        rc = lsefit_fail_lib(&err, NULL);
-    if (rc == LSEFIT_OK)
-        rc = slds_from_json(back_doc, a.output ? a.output : "<model>", &back);
-    if (rc == LSEFIT_OK && a.modes != NULL) {
-        double ll = 0.0;
-        size_t n_steps = 0;
-        rc = write_modes(a.modes, back.m, &data, &ll, &n_steps);
-    }
-    if (rc == LSEFIT_OK && a.output != NULL) {
-        rc = lsefit_write(a.output, text, strlen(text));
-        if (rc == LSEFIT_OK && strcmp(a.output, "-") != 0)
-            lsefit_note("wrote %s: K = %zu, loglik %.10g, BIC %.10g, %s "
-                        "after %zu iterations",
-                        a.output, res[best].k, res[best].loglik, res[best].bic,
-                        res[best].converged ? "converged" : "NOT converged",
-                        res[best].n_iter);
-    } else if (rc == LSEFIT_OK) {
-        rc = print_summary(stdout, &back, &res[best], &data, a.data.path,
-                           a.opts.tol);
-    }
-    if (rc == LSEFIT_OK && !res[best].converged)
-        lsefit_note("warning: EM did not converge in %zu iterations (raise "
-                    "--max-iter or --tol)",
-                    a.opts.max_iter);
-done:
-    for (size_t i = 0; models != NULL && i < n_k; i++)
-        lse_slds_free(models[i]);
-    free(models);
-    free(res);
-    free(text);
-    lse_json_free(doc);
-    lse_json_free(back_doc);
-    slds_file_free(&back);
-    slds_file_free(&init);
-    lsefit_data_free(&data);
-    if (mpi != NULL) /* commit on process 0 before the outcome is agreed */
-        rc = lsefit_outputs_finish(rc);
-    return lsefit_mpi_end(mpi, rc);
 }
+
+static int slds_check_mpi(const lsefit_fit *f)
+{
+    const slds_own *s = f->own;
+    if (f->mpi && s->modes != NULL)
+        return lsefit_usage("slds", "--modes is not written with --mpi (each "
+                                    "process holds only its rows); run "
+                                    "'lsefit slds segment' on the model");
+    return LSEFIT_OK;
+}
+
+static int slds_finish(lsefit_fit *f)
+{
+    slds_own *s = f->own;
+    if (f->data.missing == LSE_MISSING_KEEP)
+        return lsefit_fail("--missing marginalize is not supported: the SLDS "
+                           "library (lse_slds_fit) cannot fit rows with "
+                           "missing values; use --missing drop");
+    s->cfg.cov = f->cov;
+    s->opts.init = f->init_file                      ? LSE_SLDS_INIT_GIVEN
+                   : strcmp(f->init, "random") == 0 ? LSE_SLDS_INIT_RANDOM
+                                                    : LSE_SLDS_INIT_KMEANSPP;
+    return LSEFIT_OK;
+}
+
+static size_t slds_outputs(const lsefit_fit *f, lsefit_path *out)
+{
+    const slds_own *s = f->own;
+    out[0] = (lsefit_path){s->modes, "--modes"};
+    return 1;
+}
+
+/* --init FILE: take K, switching, lags and covariance type from it. */
+static int slds_restart(lsefit_fit *f)
+{
+    slds_own *s = f->own;
+    const lse_slds *m = f->start.m;
+    const size_t k = lse_slds_n_modes(m);
+    if (f->k_given && f->kmin != k)
+        return lsefit_fail("--init %s: the model has n_modes = %zu but -k is "
+                           "%zu",
+                           f->init, k, f->kmin);
+    if (s->markov_given && !lse_slds_is_markov(m))
+        return lsefit_fail("--init %s: the model is a mixture, not --markov",
+                           f->init);
+    if (s->lags_given && s->cfg.lags != lse_slds_lags(m))
+        return lsefit_fail("--init %s: the model has %zu lags but --lags is "
+                           "%zu",
+                           f->init, lse_slds_lags(m), s->cfg.lags);
+    if (f->cov_given && s->cfg.cov != lse_slds_cov_type(m))
+        return lsefit_fail("--init %s: the model has '%s' covariances but "
+                           "--covariance is '%s'",
+                           f->init, lse_gmm_cov_name(lse_slds_cov_type(m)),
+                           lse_gmm_cov_name(s->cfg.cov));
+    if (f->standardize && f->start.mean == NULL)
+        return lsefit_fail("--init %s: the model was not fit with "
+                           "--standardize, so it cannot restart a "
+                           "standardized fit",
+                           f->init);
+    f->kmin = f->kmax = k;
+    s->cfg.markov = lse_slds_is_markov(m);
+    s->cfg.lags = lse_slds_lags(m);
+    s->cfg.cov = f->cov = lse_slds_cov_type(m);
+    return LSEFIT_OK;
+}
+
+static size_t slds_lags(const lsefit_fit *f)
+{
+    const slds_own *s = f->own;
+    return s->cfg.lags;
+}
+
+/* The rows and sequences of the whole series, for the summary. */
+static int slds_loaded(lsefit_fit *f)
+{
+    slds_own *s = f->own;
+    const lsefit_data *data = &f->d;
+    const size_t h = lsefit_mpi_context_rows(f->comm);
+    s->n_rows = f->comm != NULL ? lsefit_mpi_total_rows(f->comm)
+                                : data->x->size1;
+    s->n_seq = lsefit_mpi_is_root(f->comm) ? 1 : 0;
+    for (size_t i = h > 0 ? h : 1; data->seq != NULL && i < data->x->size1;
+         i++)
+        s->n_seq += data->seq[i] != data->seq[i - 1];
+    return f->comm != NULL ? lsefit_mpi_sum_size(f->comm, &s->n_seq)
+                           : LSEFIT_OK;
+}
+
+static void slds_prepare(lsefit_fit *f)
+{
+    slds_own *s = f->own;
+    LSEFIT_FIT_TO_OPTS(f, s->opts);
+    s->opts.progress = progress_cb;
+    s->opts.user = &f->prog;
+    lsefit_mpi_slds_opts(f->comm, &s->opts);
+}
+
+static int slds_create(lsefit_fit *f, size_t k, void **m)
+{
+    const slds_own *s = f->own;
+    lse_slds_config cfg = s->cfg;
+    cfg.n_modes = k;
+    cfg.dim = f->d.d;
+    lse_slds *model = NULL;
+    lse_error err;
+    if (lse_slds_new(&cfg, &model, &err) != LSE_OK)
+        return lsefit_fail_lib(&err, NULL);
+    *m = model;
+    return LSEFIT_OK;
+}
+
+/* --mpi: the library counts the steps of every process */
+static int slds_before_fit(lsefit_fit *f, void *m)
+{
+    return f->comm != NULL ? LSEFIT_OK : check_steps(m, &f->d, f->kmax);
+}
+
+static lse_status slds_fit(lsefit_fit *f, void *m, lse_error *err)
+{
+    const slds_own *s = f->own;
+    return lse_slds_fit(m, f->d.x, f->d.seq, &s->opts, err);
+}
+
+static int slds_write_rows(lsefit_fit *f, const lsefit_model_file *back)
+{
+    const slds_own *s = f->own;
+    if (s->modes == NULL)
+        return LSEFIT_OK;
+    double ll = 0.0;
+    size_t n_steps = 0;
+    return write_modes(s->modes, back->m, &f->d, &ll, &n_steps);
+}
+
+static int slds_summary(const lsefit_fit *f, FILE *out,
+                        const lsefit_model_file *back,
+                        const lsefit_fit_result *r)
+{
+    return print_summary(out, back, r, &f->d, f->data.path, f->tol);
+}
+
+static const char *const slds_subcommands[] = {"segment", "simulate"};
+
+static const lsefit_model slds_model = {
+    .name = "slds",
+    .data_word = "SERIES.csv",
+    .data_role = "the series",
+    .k_noun = "modes",
+    .k_example = "1:4",
+    .per_key = "loglik_per_step",
+    .subcommands = slds_subcommands,
+    .n_subcommands = 2,
+    .inits = slds_inits,
+    .options = fit_options,
+    .help = help_fit,
+    LSEFIT_MODEL_STEPS(slds),
+    .lags = slds_lags,
+    .loaded = slds_loaded,
+    .before_fit = slds_before_fit,
+};
+
 
 /* ------------------------------------------------------------------ */
 /* lsefit slds segment MODEL.json SERIES.csv                           */
@@ -1104,55 +701,36 @@ static const struct option segment_options[] = {
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
+/* --sequence COLUMN. */
+static int segment_option(void *user, int c, const char *arg,
+                          lsefit_data_opts *dopt)
+{
+    (void)user;
+    (void)c; /* OPT_SEQUENCE, the only one of segment_options */
+    dopt->sequence = arg;
+    return LSEFIT_OK;
+}
+
 static int segment_main(int argc, char **argv)
 {
     const char *cmd = "slds segment";
     lsefit_data_opts dopt = {0};
-    const char *output = "-";
-    int c, rc = LSEFIT_OK;
-    opterr = 0;
-    optind = 1;
-    while (rc == LSEFIT_OK && (c = getopt_long(argc, argv, ":o:qh",
-                                               segment_options, NULL)) != -1) {
-        if (lsefit_data_option(cmd, c, optarg, &dopt, &rc))
-            continue;
-        switch (c) {
-        case OPT_COLUMNS:
-            dopt.columns = optarg;
-            break;
-        case OPT_IGNORE:
-            dopt.ignore = optarg;
-            break;
-        case OPT_SEQUENCE:
-            dopt.sequence = optarg;
-            break;
-        case OPT_MISSING:
-            rc = lsefit_opt_missing(cmd, optarg, &dopt.missing);
-            break;
-        case 'o':
-            output = optarg;
-            break;
-        case 'q':
-            lsefit_quiet = 1;
-            break;
-        case 'h':
-            help_segment(stdout);
-            return LSEFIT_OK;
-        default:
-            rc = lsefit_opt_bad(cmd, c, argv, segment_options);
-            break;
-        }
+    const char *output = "-", *model_path = NULL;
+    const lsefit_query q = {cmd, segment_options, "SERIES.csv",
+                            segment_option, NULL};
+    int help = 0;
+    int rc =
+        lsefit_query_parse(&q, argc, argv, &dopt, &model_path, &output, &help);
+    if (help) {
+        help_segment(stdout);
+        return LSEFIT_OK;
     }
     if (rc != LSEFIT_OK)
         return rc;
-    if (argc - optind != 2)
-        return lsefit_usage(cmd, "expected MODEL.json and SERIES.csv");
     if (dopt.missing == LSE_MISSING_KEEP)
         return lsefit_fail("--missing marginalize is not supported: the SLDS "
                            "library cannot use rows with missing values; use "
                            "--missing drop");
-    const char *model_path = argv[optind];
-    dopt.path = argv[optind + 1];
     {
         const lsefit_path in[] = {{model_path, "the model"},
                                   {dopt.path, "the series"}};
@@ -1161,23 +739,9 @@ static int segment_main(int argc, char **argv)
         if (rc != LSEFIT_OK)
             return rc;
     }
-    slds_file g;
+    lsefit_model_file g;
     lsefit_data data = {0};
-    rc = slds_read(model_path, &g);
-    if (rc != LSEFIT_OK)
-        return rc;
-    const size_t d = lse_slds_dim(g.m);
-    dopt.model_names = (const char *const *)g.names;
-    dopt.n_model_names = d;
-    dopt.model_path = model_path;
-    rc = lsefit_data_load(&dopt, &data);
-    if (rc == LSEFIT_OK && data.d != d)
-        rc = lsefit_fail("%s: %zu data column%s but the model %s has "
-                         "n_features = %zu",
-                         dopt.path, data.d, data.d == 1 ? "" : "s", model_path,
-                         d);
-    if (rc == LSEFIT_OK && g.mean != NULL)
-        rc = lsefit_data_apply_standardize(&data, g.mean, g.scale);
+    rc = lsefit_model_data(&slds_model, model_path, &dopt, &g, &data);
     if (rc == LSEFIT_OK)
         rc = check_steps(g.m, &data, 1);
     if (rc == LSEFIT_OK) {
@@ -1190,111 +754,29 @@ static int segment_main(int argc, char **argv)
                         n_steps, ll, ll / (double)n_steps);
     }
     lsefit_data_free(&data);
-    slds_file_free(&g);
+    lsefit_model_file_free(&slds_model, &g);
     return rc;
 }
 
 /* ------------------------------------------------------------------ */
 /* lsefit slds simulate MODEL.json -T N                                */
 
-static const struct option simulate_options[] = {
-    {"length", required_argument, NULL, 'T'},
-    {"seed", required_argument, NULL, OPT_SEED},
-    {"output", required_argument, NULL, 'o'},
-    {"modes", required_argument, NULL, OPT_MODES},
-    {"quiet", no_argument, NULL, 'q'},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0}};
-
-static int simulate_main(int argc, char **argv)
+static lse_status slds_draw(const void *m, size_t n, unsigned long seed,
+                            gsl_matrix *x, size_t *modes, lse_error *err)
 {
-    const char *cmd = "slds simulate";
-    const char *output = "-", *modes_path = NULL;
-    size_t T = 0;
-    unsigned long seed = 0;
-    int c, rc = LSEFIT_OK;
-    opterr = 0;
-    optind = 1;
-    while (rc == LSEFIT_OK && (c = getopt_long(argc, argv, ":T:o:qh",
-                                               simulate_options, NULL)) != -1) {
-        switch (c) {
-        case 'T':
-            rc = lsefit_opt_size(cmd, "-T", optarg, 1, &T);
-            break;
-        case OPT_SEED:
-            rc = lsefit_opt_seed(cmd, optarg, &seed);
-            break;
-        case 'o':
-            output = optarg;
-            break;
-        case OPT_MODES:
-            modes_path = optarg;
-            break;
-        case 'q':
-            lsefit_quiet = 1;
-            break;
-        case 'h':
-            help_simulate(stdout);
-            return LSEFIT_OK;
-        default:
-            rc = lsefit_opt_bad(cmd, c, argv, simulate_options);
-            break;
-        }
-    }
-    if (rc != LSEFIT_OK)
-        return rc;
-    if (argc - optind != 1)
-        return lsefit_usage(cmd, "expected one MODEL.json");
-    if (T == 0)
-        return lsefit_usage(cmd, "missing -T N (the length of the series)");
-    {
-        const lsefit_path in[] = {{argv[optind], "the model"}};
-        const lsefit_path out[] = {{output, "-o"}, {modes_path, "--modes"}};
-        rc = lsefit_plan(in, 1, out, 2);
-        if (rc != LSEFIT_OK)
-            return rc;
-    }
-    slds_file g;
-    rc = slds_read(argv[optind], &g);
-    if (rc != LSEFIT_OK)
-        return rc;
-    lse_error err;
-    gsl_matrix *x = gsl_matrix_alloc(T, lse_slds_dim(g.m));
-    size_t *modes = malloc(T * sizeof *modes);
-    if (x == NULL || modes == NULL)
-        rc = lsefit_fail("out of memory");
-    else if (lse_slds_simulate(g.m, T, seed, x, modes, &err) != LSE_OK)
-        rc = lsefit_fail_lib(&err, NULL);
-    if (rc == LSEFIT_OK) {
-        lsefit_unstandardize(x, g.mean, g.scale);
-        char *text = NULL;
-        size_t len = 0;
-        if (lse_matrix_format_csv(x, (const char *const *)g.names, 17, &text,
-                                  &len, &err) != LSE_OK)
-            rc = lsefit_fail_lib(&err, NULL);
-        if (rc == LSEFIT_OK)
-            rc = lsefit_write(output, text, len);
-        free(text);
-    }
-    if (rc == LSEFIT_OK && modes_path != NULL) {
-        lsefit_buf b;
-        rc = lsefit_buf_open(&b);
-        if (rc == LSEFIT_OK) {
-            fputs("mode\n", b.f);
-            for (size_t i = 0; i < T; i++)
-                fprintf(b.f, "%zu\n", modes[i]);
-            rc = lsefit_buf_write(&b, modes_path);
-        }
-        lsefit_buf_free(&b);
-    }
-    gsl_matrix_free(x);
-    free(modes);
-    slds_file_free(&g);
-    return rc;
+    return lse_slds_simulate(m, n, seed, x, modes, err);
 }
 
-int lsefit_lslds_wanted(int argc, char **argv); /* tools/lsefit_lslds.c */
-int lsefit_lslds_main(int argc, char **argv);
+static const lsefit_draw slds_simulate = {
+    .cmd = "slds simulate",
+    .count = 'T',
+    .count_long = "length",
+    .count_what = "the length of the series",
+    .labels_opt = "--modes",
+    .labels_column = "mode",
+    .help = help_simulate,
+    .draw = slds_draw,
+};
 
 int lsefit_slds_main(int argc, char **argv)
 {
@@ -1303,8 +785,11 @@ int lsefit_slds_main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "segment") == 0)
         return segment_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "simulate") == 0)
-        return simulate_main(argc - 1, argv + 1);
+        return lsefit_draw_main(&slds_model, &slds_simulate, argc - 1,
+                                argv + 1);
     if (argc >= 2 && strcmp(argv[1], "plot") == 0) /* lsefit_plot.c */
         return lsefit_slds_plot_main(argc - 1, argv + 1);
-    return fit_main(argc, argv);
+    slds_own own; /* lsefit slds SERIES.csv ...: a fit */
+    memset(&own, 0, sizeof own);
+    return lsefit_fit_main(&slds_model, &own, argc, argv);
 }

@@ -177,16 +177,10 @@ static void row_label_fn(PLINT axis, PLFLT value, PLCHAR_NC_VECTOR label,
              axis == PL_Y_AXIS ? top - value : value);
 }
 
-int plot_heatmap_draw(const plot_heatmap *h, const plot_page *page, char *err,
-                      size_t len)
+/* The colour range of the finite cells and the number of the others. */
+static size_t heatmap_range(const gsl_matrix *m, double *lo_out,
+                            double *hi_out)
 {
-    const gsl_matrix *m = h->m;
-    if (m == NULL || m->size1 == 0 || m->size2 == 0) {
-        snprintf(err, len, "empty matrix");
-        return -1;
-    }
-    const size_t nx = h->transpose ? m->size1 : m->size2;
-    const size_t ny = h->transpose ? m->size2 : m->size1;
     double lo = INFINITY, hi = -INFINITY;
     size_t masked = 0;
     for (size_t i = 0; i < m->size1; i++)
@@ -206,6 +200,111 @@ int plot_heatmap_draw(const plot_heatmap *h, const plot_page *page, char *err,
         lo -= 0.5;
         hi += 0.5;
     }
+    *lo_out = lo;
+    *hi_out = hi;
+    return masked;
+}
+
+/* Grey under the masked cells. */
+static void heatmap_masked(const plot_heatmap *h, size_t ny)
+{
+    const gsl_matrix *m = h->m;
+    plcol0(2);
+    for (size_t i = 0; i < m->size1; i++)
+        for (size_t j = 0; j < m->size2; j++) {
+            if (isfinite(gsl_matrix_get(m, i, j)))
+                continue;
+            const double x = (double)(h->transpose ? i : j);
+            const double y = (double)(h->transpose ? j : ny - 1 - i);
+            PLFLT px[4] = {x - 0.5, x + 0.5, x + 0.5, x - 0.5};
+            PLFLT py[4] = {y - 0.5, y - 0.5, y + 0.5, y + 0.5};
+            plfill(4, px, py);
+        }
+}
+
+/* Small maps: the value in each cell, white on the dark half of the
+ * scale. */
+static void heatmap_values(const plot_heatmap *h, size_t nx, size_t ny,
+                           double lo, double hi)
+{
+    const gsl_matrix *m = h->m;
+    if (nx * ny > 144)
+        return;
+    plschr(0, nx * ny <= 36 ? 0.9 : 0.65);
+    for (size_t i = 0; i < m->size1; i++)
+        for (size_t j = 0; j < m->size2; j++) {
+            const double v = gsl_matrix_get(m, i, j);
+            if (!isfinite(v))
+                continue;
+            char txt[32];
+            snprintf(txt, sizeof txt, "%.2f", v);
+            plcol0((v - lo) / (hi - lo) < 0.6 ? 0 : 1);
+            plptex((double)(h->transpose ? i : j),
+                   (double)(h->transpose ? j : ny - 1 - i) - 0.1, 1, 0, 0.5,
+                   txt);
+        }
+}
+
+/* Axes, labels and the title (up to two lines: "\n" breaks it). */
+static void heatmap_axes(const plot_heatmap *h, const plot_page *page,
+                         size_t nx, size_t ny)
+{
+    plcol0(1);
+    plschr(0, 0.9);
+    /* integer ticks: at most about 12 labels per axis */
+    const double xt = nice_step(nx), yt = nice_step(ny);
+    /* matrix rows count down the y axis (row 0 on top) */
+    PLFLT top = (double)ny - 1;
+    plslabelfunc(h->transpose ? NULL : row_label_fn, &top);
+    plbox("bcnt", xt, 0, h->transpose ? "bcntv" : "bcntvo", yt, 0);
+    plslabelfunc(NULL, NULL);
+    const char *xl = h->transpose ? h->row_label : h->col_label;
+    const char *yl = h->transpose ? h->col_label : h->row_label;
+    pllab(xl ? xl : "", yl ? yl : "", "");
+    if (h->title != NULL) {
+        char t[512];
+        snprintf(t, sizeof t, "%s", h->title);
+        char *nl = strchr(t, '\n');
+        if (nl != NULL) {
+            *nl = '\0';
+            title_line(t, 2.6, page->width_in);
+            title_line(nl + 1, 1.2, page->width_in);
+        } else
+            title_line(t, 1.5, page->width_in);
+    }
+}
+
+/* The colour bar from lo to hi, right of the map. */
+static void heatmap_colorbar(const plot_heatmap *h, double lo, double hi)
+{
+    PLFLT cw, ch;
+    const PLINT label_opts[1] = {PL_COLORBAR_LABEL_RIGHT};
+    const char *labels[1] = {h->value_label ? h->value_label : "value"};
+    const char *axis_opts[1] = {"bcvtm"};
+    const PLFLT ticks[1] = {0};
+    const PLINT sub[1] = {0};
+    const PLINT n_values[1] = {2};
+    const PLFLT vals[2] = {lo, hi};
+    const PLFLT *values[1] = {vals};
+    plcolorbar(&cw, &ch, PL_COLORBAR_IMAGE,
+               PL_POSITION_RIGHT | PL_POSITION_OUTSIDE | PL_POSITION_VIEWPORT,
+               0.03, 0, 0.035, 0.9, 0, 1, 1, 0, 0, 0, 0, 1, label_opts,
+               labels, 1, axis_opts, ticks, sub, n_values,
+               (PLFLT_MATRIX)values);
+}
+
+int plot_heatmap_draw(const plot_heatmap *h, const plot_page *page, char *err,
+                      size_t len)
+{
+    const gsl_matrix *m = h->m;
+    if (m == NULL || m->size1 == 0 || m->size2 == 0) {
+        snprintf(err, len, "empty matrix");
+        return -1;
+    }
+    const size_t nx = h->transpose ? m->size1 : m->size2;
+    const size_t ny = h->transpose ? m->size2 : m->size1;
+    double lo, hi;
+    const size_t masked = heatmap_range(m, &lo, &hi);
     PLFLT **z = NULL;
     plAlloc2dGrid(&z, (PLINT)nx, (PLINT)ny);
     PLFLT *xg = malloc((nx + 1) * sizeof *xg), *yg = malloc((ny + 1) * sizeof *yg);
@@ -240,79 +339,16 @@ int plot_heatmap_draw(const plot_heatmap *h, const plot_page *page, char *err,
     pladv(0);
     plvpor(0.10, 0.80, masked ? 0.17 : 0.13, 0.86);
     plwind(-0.5, (double)nx - 0.5, -0.5, (double)ny - 0.5);
-    if (masked > 0) { /* grey under the masked cells */
-        plcol0(2);
-        for (size_t i = 0; i < m->size1; i++)
-            for (size_t j = 0; j < m->size2; j++) {
-                if (isfinite(gsl_matrix_get(m, i, j)))
-                    continue;
-                const double x = (double)(h->transpose ? i : j);
-                const double y = (double)(h->transpose ? j : ny - 1 - i);
-                PLFLT px[4] = {x - 0.5, x + 0.5, x + 0.5, x - 0.5};
-                PLFLT py[4] = {y - 0.5, y - 0.5, y + 0.5, y + 0.5};
-                plfill(4, px, py);
-            }
-    }
+    if (masked > 0)
+        heatmap_masked(h, ny);
     PLcGrid cg = {xg, yg, NULL, (PLINT)nx + 1, (PLINT)ny + 1, 0};
     plimagefr((PLFLT_MATRIX)z, (PLINT)nx, (PLINT)ny, -0.5, (double)nx - 0.5,
               -0.5, (double)ny - 0.5, lo, hi, lo, hi, pltr1, &cg);
-    /* small maps: the value in each cell, white on the dark half of the
-     * scale */
-    if (nx * ny <= 144) {
-        plschr(0, nx * ny <= 36 ? 0.9 : 0.65);
-        for (size_t i = 0; i < m->size1; i++)
-            for (size_t j = 0; j < m->size2; j++) {
-                const double v = gsl_matrix_get(m, i, j);
-                if (!isfinite(v))
-                    continue;
-                char txt[32];
-                snprintf(txt, sizeof txt, "%.2f", v);
-                plcol0((v - lo) / (hi - lo) < 0.6 ? 0 : 1);
-                plptex((double)(h->transpose ? i : j),
-                       (double)(h->transpose ? j : ny - 1 - i) - 0.1, 1, 0,
-                       0.5, txt);
-            }
-    }
-    plcol0(1);
-    plschr(0, 0.9);
-    /* integer ticks: at most about 12 labels per axis */
-    const double xt = nice_step(nx), yt = nice_step(ny);
-    /* matrix rows count down the y axis (row 0 on top) */
-    PLFLT top = (double)ny - 1;
-    plslabelfunc(h->transpose ? NULL : row_label_fn, &top);
-    plbox("bcnt", xt, 0, h->transpose ? "bcntv" : "bcntvo", yt, 0);
-    plslabelfunc(NULL, NULL);
-    const char *xl = h->transpose ? h->row_label : h->col_label;
-    const char *yl = h->transpose ? h->col_label : h->row_label;
-    pllab(xl ? xl : "", yl ? yl : "", "");
-    if (h->title != NULL) {
-        /* a title of up to two lines ("\n" breaks it) */
-        char t[512];
-        snprintf(t, sizeof t, "%s", h->title);
-        char *nl = strchr(t, '\n');
-        if (nl != NULL) {
-            *nl = '\0';
-            title_line(t, 2.6, page->width_in);
-            title_line(nl + 1, 1.2, page->width_in);
-        } else
-            title_line(t, 1.5, page->width_in);
-    }
+    heatmap_values(h, nx, ny, lo, hi);
+    heatmap_axes(h, page, nx, ny);
     if (masked > 0)
         plmtex("b", 4.6, 0.0, 0.0, "grey: masked pairs");
-    PLFLT cw, ch;
-    const PLINT label_opts[1] = {PL_COLORBAR_LABEL_RIGHT};
-    const char *labels[1] = {h->value_label ? h->value_label : "value"};
-    const char *axis_opts[1] = {"bcvtm"};
-    const PLFLT ticks[1] = {0};
-    const PLINT sub[1] = {0};
-    const PLINT n_values[1] = {2};
-    const PLFLT vals[2] = {lo, hi};
-    const PLFLT *values[1] = {vals};
-    plcolorbar(&cw, &ch, PL_COLORBAR_IMAGE,
-               PL_POSITION_RIGHT | PL_POSITION_OUTSIDE | PL_POSITION_VIEWPORT,
-               0.03, 0, 0.035, 0.9, 0, 1, 1, 0, 0, 0, 0, 1, label_opts,
-               labels, 1, axis_opts, ticks, sub, n_values,
-               (PLFLT_MATRIX)values);
+    heatmap_colorbar(h, lo, hi);
     plFree2dGrid(z, (PLINT)nx, (PLINT)ny);
     free(xg);
     free(yg);

@@ -62,6 +62,15 @@ LSE_API lse_status lse_error_set(lse_error *err, lse_status status,
                                  const char *func, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/** @brief Spell the non-finite numbers of a message (in place) as the
+ *  library's messages and the CSV writer do (docs/io.md): the words inf,
+ *  -inf, nan and -nan that printf wrote become Inf, -Inf and NaN. Only a
+ *  whole word is rewritten: after a space or one of "=([," and before the
+ *  end, a space or one of ",;:)]", so quoted input ('inf') and words that
+ *  contain them (info) stay. For tools that print their own messages;
+ *  NULL is a no-op. */
+LSE_API void lse_message_spell(char *msg);
+
 /** @brief Log levels for the logging hook. */
 typedef enum lse_log_level {
     LSE_LOG_DEBUG = 0,

@@ -298,11 +298,15 @@ START_TEST(test_help_version)
                   out_text);
     ASSERT_OK(RUN("--help"));
     ck_assert_ptr_nonnull(strstr(out_text, "Usage: lsefit COMMAND"));
+    /* the plot subcommands are listed by the command and its parent */
+    ck_assert_ptr_nonnull(strstr(out_text, "gmm plot MODEL.json"));
+    ck_assert_ptr_nonnull(strstr(out_text, "slds plot MODEL.json"));
     ck_assert_ptr_nonnull(strstr(out_text, "lower is better"));
     const char *cmds[][2] = {{"gmm", NULL},       {"gmm", "predict"},
                              {"gmm", "score"},    {"gmm", "sample"},
-                             {"slds", NULL},      {"slds", "segment"},
-                             {"slds", "simulate"}};
+                             {"gmm", "plot"},     {"slds", NULL},
+                             {"slds", "segment"}, {"slds", "simulate"},
+                             {"slds", "plot"}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (cmds[i][1] == NULL)
             ASSERT_OK(RUN(cmds[i][0], "--help"));
@@ -320,14 +324,16 @@ START_TEST(test_help_version)
         "--ignore",      "--standardize",   "--weights",   "--missing",
         "--output",      "--labels",        "--proba",     "--select",
         "--log-json",    "--quiet",         "default 1000", "default 1e-09",
-        "default 1e-06", "lower is better", "scikit-learn"};
+        "default 1e-06", "lower is better", "scikit-learn",
+        "lsefit gmm plot MODEL.json", "lsefit gmm plot --help"};
     for (size_t i = 0; i < sizeof gmm_opts / sizeof gmm_opts[0]; i++)
         ck_assert_msg(strstr(out_text, gmm_opts[i]) != NULL, "no '%s'",
                       gmm_opts[i]);
     ASSERT_OK(RUN("slds", "--help"));
     const char *slds_opts[] = {"--markov",   "--lags",     "--sequence",
                                "--modes",    "--log-json", "lower is better",
-                               "default 500"};
+                               "default 500", "lsefit slds plot MODEL.json",
+                               "lsefit slds plot --help"};
     for (size_t i = 0; i < sizeof slds_opts / sizeof slds_opts[0]; i++)
         ck_assert_msg(strstr(out_text, slds_opts[i]) != NULL, "no '%s'",
                       slds_opts[i]);

@@ -21,11 +21,15 @@
 static void help_fit(FILE *f)
 {
     const lse_slds_opts d = lse_slds_opts_default();
+    fputs("Usage: lsefit slds SERIES.csv -k K [options]\n"
+          "       lsefit slds segment MODEL.json SERIES.csv [options]\n"
+          "       lsefit slds simulate MODEL.json -T N [--seed S] [options]\n"
+          "       lsefit slds plot MODEL.json SERIES.csv -o FIG.svg|png|pdf\n"
+          "         (segmentation and mode probabilities: 'lsefit slds plot "
+          "--help')\n",
+          f);
     fprintf(
         f,
-        "Usage: lsefit slds SERIES.csv -k K [options]\n"
-        "       lsefit slds segment MODEL.json SERIES.csv [options]\n"
-        "       lsefit slds simulate MODEL.json -T N [--seed S] [options]\n"
         "\n"
         "Fit switching linear dynamics to the rows of SERIES.csv (in time\n"
         "order; \"-\" reads standard input): K linear-Gaussian modes\n"

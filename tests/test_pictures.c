@@ -713,6 +713,35 @@ START_TEST(test_expanded_order)
     }
     ck_assert_ptr_nonnull(agnode(G, (char *)"legend", 0));
     agclose(G);
+    /* every built-in with a softmax: the rows of every node in order (the
+     * order edges alone did not keep them: 0 25 26 27 2 3 ...) */
+    size_t models = 0;
+    for (size_t b = 0; b < N_BUILTINS; b++) {
+        char args[256];
+        snprintf(args, sizeof args, "%s --expand", builtins[b]);
+        G = laid_out(args, "dot");
+        size_t checked = 0;
+        for (Agnode_t *n = agfstnode(G); n != NULL; n = agnxtnode(G, n)) {
+            const char *row = agget(n, (char *)"row");
+            if (row == NULL || *row == '\0' || strcmp(row, "0") == 0)
+                continue;
+            /* row r sits right of row r - 1 of the same copy */
+            char prev[300];
+            const char *name = agnameof(n), *br = strrchr(name, '[');
+            ck_assert_ptr_nonnull(br);
+            snprintf(prev, sizeof prev, "%.*s[%ld]%s", (int)(br - name), name,
+                     strtol(row, NULL, 10) - 1, strchr(br, ']') + 1);
+            Agnode_t *p = agnode(G, prev, 0);
+            ck_assert_msg(p != NULL, "%s: no %s", builtins[b], prev);
+            ck_assert_msg(node_box(p).x0 < node_box(n).x0,
+                          "%s --expand: %s is not left of %s", builtins[b],
+                          prev, name);
+            checked++;
+        }
+        models += checked >= 4; /* layernorm has no softmax: no rows */
+        agclose(G);
+    }
+    ck_assert_uint_ge(models, N_BUILTINS - 1);
     /* the SLDS's parent rows are its modes, and say so */
     ck_assert_int_eq(run("slds --expand -o se.dot"), 0);
     char *dot = read_file("se.dot", NULL);
@@ -882,6 +911,20 @@ static size_t centre_colours(image im)
 /* Heat maps are PLplot raster images a reader can use: a bounded page,
  * a filled plot area, both ends of the viridis colour bar, grey cells
  * exactly when pairs are masked, long series left to right. */
+static size_t count_in(image im, double x0, double x1, double y0, double y1,
+                       int r, int g, int b, int tol)
+{
+    size_t n = 0;
+    for (unsigned y = (unsigned)(y0 * im.h); y < (unsigned)(y1 * im.h); y++)
+        for (unsigned x = (unsigned)(x0 * im.w); x < (unsigned)(x1 * im.w);
+             x++) {
+            const unsigned char *p = im.rgb + 3 * ((size_t)y * im.w + x);
+            n += abs(p[0] - r) <= tol && abs(p[1] - g) <= tol &&
+                 abs(p[2] - b) <= tol;
+        }
+    return n;
+}
+
 START_TEST(test_heatmaps)
 {
     make_dir();
@@ -906,6 +949,18 @@ START_TEST(test_heatmaps)
     im = read_png("c.png");
     const size_t grey = count_colour(im, 160, 160, 160, 2);
     ck_assert_uint_gt(grey, (size_t)im.w * im.h / 10);
+    /* 36 cells wide enough for their values: black or white digits */
+    const size_t digits = count_in(im, 0.12, 0.78, 0.18, 0.82, 0, 0, 0, 40) +
+                          count_in(im, 0.12, 0.78, 0.18, 0.82, 255, 255, 255, 40);
+    ck_assert_uint_gt(digits, 500);
+    free(im.rgb);
+    /* 40 x 3 cells are too narrow for "0.00": no digits run together
+     * (viridis has neither black nor white) */
+    ck_assert_int_eq(run("gmm --matrix mixture -o n.png"), 0);
+    im = read_png("n.png");
+    ck_assert_uint_lt(count_in(im, 0.12, 0.78, 0.18, 0.82, 0, 0, 0, 40) +
+                          count_in(im, 0.12, 0.78, 0.18, 0.82, 255, 255, 255, 40),
+                      20);
     free(im.rgb);
     /* a long series (272 x 2 responsibilities) runs left to right */
     ck_assert_int_eq(run("gmm --matrix mixture --max-rows 272 -o g.png"), 0);
@@ -935,19 +990,6 @@ END_TEST
 
 /* Pixels of colour r, g, b (within tol) in the box x0..x1, y0..y1 given
  * as fractions of the picture. */
-static size_t count_in(image im, double x0, double x1, double y0, double y1,
-                       int r, int g, int b, int tol)
-{
-    size_t n = 0;
-    for (unsigned y = (unsigned)(y0 * im.h); y < (unsigned)(y1 * im.h); y++)
-        for (unsigned x = (unsigned)(x0 * im.w); x < (unsigned)(x1 * im.w);
-             x++) {
-            const unsigned char *p = im.rgb + 3 * ((size_t)y * im.w + x);
-            n += abs(p[0] - r) <= tol && abs(p[1] - g) <= tol &&
-                 abs(p[2] - b) <= tol;
-        }
-    return n;
-}
 
 /* The Okabe-Ito class colours of tools/plot.c. */
 static const int okabe[4][3] = {

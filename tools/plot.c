@@ -257,9 +257,15 @@ int plot_heatmap_draw(const plot_heatmap *h, const plot_page *page, char *err,
     plimagefr((PLFLT_MATRIX)z, (PLINT)nx, (PLINT)ny, -0.5, (double)nx - 0.5,
               -0.5, (double)ny - 0.5, lo, hi, lo, hi, pltr1, &cg);
     /* small maps: the value in each cell, white on the dark half of the
-     * scale */
-    if (nx * ny <= 144) {
-        plschr(0, nx * ny <= 36 ? 0.9 : 0.65);
+     * scale, when "0.00" fits the cell (40 x 2 cells are too narrow:
+     * the numbers would run into each other) */
+    PLFLT sx0, sx1, sy0, sy1, def_ht, ht;
+    plschr(0, nx * ny <= 36 ? 0.9 : 0.65);
+    plgspa(&sx0, &sx1, &sy0, &sy1); /* the page in mm */
+    plgchr(&def_ht, &ht);           /* character height in mm */
+    const double cell_w = (sx1 - sx0) * 0.70 / (double)nx,
+                 cell_h = (sy1 - sy0) * 0.73 / (double)ny;
+    if (nx * ny <= 144 && 4 * 0.75 * ht < 0.9 * cell_w && 1.4 * ht < cell_h) {
         for (size_t i = 0; i < m->size1; i++)
             for (size_t j = 0; j < m->size2; j++) {
                 const double v = gsl_matrix_get(m, i, j);

@@ -655,6 +655,10 @@ static void expanded_graph(Agraph_t *G, lse_graph *g, const lse_viz_opts *o)
     const size_t maxr = o->max_rows ? o->max_rows : 40;
     char name[300];
     set(G, "rankdir", "TB");
+    /* dot's final crossing minimization over the whole graph reorders
+     * rows inside clusters against their order edges (0 25 26 27 2 ...);
+     * without it the rows stay in order */
+    set(G, "remincross", "false");
     for (size_t i = 0; i < lse_graph_n_nodes(g); i++) {
         const lse_node *n = lse_graph_node(g, i);
         if (!in_softmax_term(g, n))

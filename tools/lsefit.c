@@ -583,6 +583,7 @@ static void usage_main(FILE *f)
         "  slds SERIES.csv -k K [options]    fit switching linear dynamics\n"
         "  slds segment MODEL.json SERIES.csv  mode posteriors per step\n"
         "  slds simulate MODEL.json -T N     simulate a series\n"
+        "  slds summary MODEL.json SERIES.csv  parameters, standard errors\n"
         "  slds plot MODEL.json SERIES.csv -o FIG  segmentation plot\n"
         "\n"
         "Global options (before or after the command):\n"

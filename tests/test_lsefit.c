@@ -298,11 +298,16 @@ START_TEST(test_help_version)
                   out_text);
     ASSERT_OK(RUN("--help"));
     ck_assert_ptr_nonnull(strstr(out_text, "Usage: lsefit COMMAND"));
+    /* the plot subcommands are listed by the command and its parent */
+    ck_assert_ptr_nonnull(strstr(out_text, "gmm plot MODEL.json"));
+    ck_assert_ptr_nonnull(strstr(out_text, "slds plot MODEL.json"));
     ck_assert_ptr_nonnull(strstr(out_text, "lower is better"));
     const char *cmds[][2] = {{"gmm", NULL},       {"gmm", "predict"},
                              {"gmm", "score"},    {"gmm", "sample"},
-                             {"slds", NULL},      {"slds", "segment"},
-                             {"slds", "simulate"}};
+                             {"gmm", "plot"},     {"slds", NULL},
+                             {"slds", "segment"}, {"slds", "simulate"},
+                             {"slds", "summary"},
+                             {"slds", "plot"}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (cmds[i][1] == NULL)
             ASSERT_OK(RUN(cmds[i][0], "--help"));
@@ -320,17 +325,90 @@ START_TEST(test_help_version)
         "--ignore",      "--standardize",   "--weights",   "--missing",
         "--output",      "--labels",        "--proba",     "--select",
         "--log-json",    "--quiet",         "default 1000", "default 1e-09",
-        "default 1e-06", "lower is better", "scikit-learn"};
+        "default 1e-06", "lower is better", "scikit-learn",
+        "lsefit gmm plot MODEL.json", "lsefit gmm plot --help"};
     for (size_t i = 0; i < sizeof gmm_opts / sizeof gmm_opts[0]; i++)
         ck_assert_msg(strstr(out_text, gmm_opts[i]) != NULL, "no '%s'",
                       gmm_opts[i]);
     ASSERT_OK(RUN("slds", "--help"));
     const char *slds_opts[] = {"--markov",   "--lags",     "--sequence",
                                "--modes",    "--log-json", "lower is better",
-                               "default 500"};
+                               "default 500", "lsefit slds plot MODEL.json",
+                               "lsefit slds plot --help"};
     for (size_t i = 0; i < sizeof slds_opts / sizeof slds_opts[0]; i++)
         ck_assert_msg(strstr(out_text, slds_opts[i]) != NULL, "no '%s'",
                       slds_opts[i]);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* slds segment --filtered and slds summary (statsmodels' quantities;   */
+/* the values themselves: tests/test_statsmodels.c)                    */
+
+START_TEST(test_slds_filtered_summary)
+{
+    const char *gdp = data("gdp_growth.csv"), *model = tmp("gdp.json");
+    ASSERT_OK(RUN("slds", gdp, "--columns", "growth_pct", "-k", "2",
+                  "--markov", "--seed", "1", "-q", "-o", model));
+    ASSERT_OK(RUN("slds", "segment", model, gdp, "--filtered"));
+    ck_assert_msg(strncmp(out_text, "p0,p1,mode,viterbi,f0,f1\n", 25) == 0,
+                  "%.60s", out_text);
+    /* row 0 is conditioned on: empty; every step's f0 + f1 = 1; the last
+     * step's filtered probability is its smoothed one; some step differs */
+    const char *line = strchr(out_text, '\n') + 1;
+    ck_assert(strncmp(line, ",,,,,\n", 6) == 0);
+    size_t steps = 0;
+    double gap = 0, last_p = NAN, last_f = NAN;
+    for (line = strchr(line, '\n') + 1; *line; line = strchr(line, '\n') + 1) {
+        double p0, p1, f0, f1;
+        int mode, vit;
+        ck_assert_int_eq(sscanf(line, "%lf,%lf,%d,%d,%lf,%lf", &p0, &p1, &mode,
+                                &vit, &f0, &f1),
+                         6);
+        ck_assert_double_eq_tol(f0 + f1, 1.0, 1e-12);
+        gap = fmax(gap, fabs(f0 - p0));
+        last_p = p0;
+        last_f = f0;
+        steps++;
+    }
+    ck_assert_uint_eq(steps, 201);
+    ck_assert_double_gt(gap, 0.1);
+    ck_assert_double_eq_tol(last_f, last_p, 1e-12);
+    /* the summary: statsmodels' parameter names, z = estimate / std_err */
+    ASSERT_OK(RUN("slds", "summary", model, gdp));
+    ck_assert_msg(strncmp(out_text, "parameter,estimate,std_err,z\n", 29) == 0,
+                  "%.60s", out_text);
+    static const char *const names[] = {"p[0->0]",  "p[1->0]",  "const[0]",
+                                        "const[1]", "ar.L1[0]", "ar.L1[1]",
+                                        "sigma2[0]", "sigma2[1]"};
+    line = strchr(out_text, '\n') + 1;
+    for (size_t i = 0; i < 8; i++) {
+        char name[32];
+        double est, se, z;
+        ck_assert_int_eq(sscanf(line, "%31[^,],%lf,%lf,%lf", name, &est, &se,
+                                &z),
+                         4);
+        ck_assert_str_eq(name, names[i]);
+        ck_assert_double_gt(se, 0.0);
+        ck_assert_double_lt(se, 0.5);
+        ck_assert_double_eq_tol(z, est / se, 1e-9 * fabs(z));
+        line = strchr(line, '\n') + 1;
+    }
+    ck_assert_str_eq(line, "");
+    ck_assert_ptr_nonnull(strstr(err_text, "log-likelihood"));
+    /* refused: --filtered with summary, a standardized model, d = 2 */
+    assert_error(RUN("slds", "summary", model, gdp, "--filtered"), 2,
+                 "--filtered");
+    const char *std = tmp("std.json");
+    ASSERT_OK(RUN("slds", gdp, "--columns", "growth_pct", "-k", "2",
+                  "--markov", "--standardize", "-q", "-o", std));
+    assert_error(RUN("slds", "summary", std, gdp), 1, "--standardize");
+    const char *two = tmp("two.json");
+    ASSERT_OK(RUN("slds", gdp, "--columns", "realgdp,growth_pct", "-k", "2",
+                  "-q", "-o", two));
+    assert_error(RUN("slds", "summary", two, gdp), 1, "n_features = 1");
+    ASSERT_OK(RUN("slds", "summary", "--help"));
+    ck_assert_ptr_nonnull(strstr(out_text, "statsmodels"));
 }
 END_TEST
 
@@ -2013,6 +2091,7 @@ Suite *lse_test_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_help_version);
+    tcase_add_test(tc, test_slds_filtered_summary);
     tcase_add_test(tc, test_faithful_k2);
     tcase_add_test(tc, test_standardize);
     tcase_add_test(tc, test_iris_k3);

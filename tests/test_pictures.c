@@ -275,6 +275,319 @@ START_TEST(test_no_edge_through_labels)
 }
 END_TEST
 
+/* SVG as Graphviz writes it ------------------------------------------- */
+
+/* One text element (its box in SVG user units, from the anchor, the font
+ * size and Helvetica's advance widths, which are wider than Times') or one
+ * edge drawing (the spline sampled along each cubic piece, or an arrow
+ * head's corners), with the title of the group that holds it. */
+typedef struct svg_item {
+    int group;
+    char title[160];
+    char text[160];
+    rect box;     /* text */
+    double *pt;   /* edge: x0, y0, x1, y1, ... */
+    size_t n_pt;
+} svg_item;
+
+typedef struct svg_doc {
+    svg_item *text, *edge;
+    size_t n_text, n_edge;
+} svg_doc;
+
+/* Helvetica's advance width of character @p c, in em. */
+static double char_em(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return 0.556;
+    if (strchr(" ft!,.:;|/", c) != NULL && c != '\0')
+        return 0.278;
+    if (strchr("ijl'", c) != NULL && c != '\0')
+        return 0.222;
+    if (strchr("r()[]-", c) != NULL && c != '\0')
+        return 0.333;
+    if (c == 'm' || c == 'M' || c == 'W')
+        return 0.833;
+    if (c == 'w')
+        return 0.722;
+    if (c == 'I')
+        return 0.278;
+    if (c >= 'A' && c <= 'Z')
+        return 0.667;
+    if (c >= 'a' && c <= 'z')
+        return 0.556;
+    return 0.6; /* symbols, = + <, non-ASCII letters */
+}
+
+/* The text between > and </text>, with entities and UTF-8 sequences
+ * counted as one character: its width in em. */
+static double text_em(const char *s, const char *end, char *copy, size_t len)
+{
+    double em = 0;
+    size_t k = 0;
+    while (s < end) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '&') {
+            const char *semi = memchr(s, ';', (size_t)(end - s));
+            if (semi != NULL) {
+                if (strncmp(s, "&#45;", 5) == 0)
+                    c = '-';
+                else if (strncmp(s, "&#160;", 6) == 0)
+                    c = ' ';
+                else
+                    c = '=';
+                s = semi + 1;
+            } else
+                s++;
+        } else if (c >= 0x80) { /* one UTF-8 character */
+            s++;
+            while (s < end && ((unsigned char)*s & 0xC0) == 0x80)
+                s++;
+            c = 0x80;
+        } else
+            s++;
+        em += char_em(c);
+        if (k + 1 < len)
+            copy[k++] = (char)(c < 0x80 ? c : '?');
+    }
+    copy[k] = '\0';
+    return em;
+}
+
+static double attr_num(const char *tag, const char *name)
+{
+    const char *p = strstr(tag, name);
+    ck_assert_msg(p != NULL, "no %s in %.80s", name, tag);
+    return strtod(p + strlen(name), NULL);
+}
+
+static void add_point(svg_item *it, double x, double y)
+{
+    double *more = realloc(it->pt, (it->n_pt + 1) * 2 * sizeof *more);
+    ck_assert_ptr_nonnull(more);
+    it->pt = more;
+    it->pt[2 * it->n_pt] = x;
+    it->pt[2 * it->n_pt + 1] = y;
+    it->n_pt++;
+}
+
+/* Parse the text elements and edge drawings of a Graphviz SVG. */
+static svg_doc svg_parse(const char *svg)
+{
+    svg_doc d = {0};
+    size_t cap_t = 0, cap_e = 0;
+    int group = -1, edge = 0;
+    char title[160] = "";
+    for (const char *line = svg; *line != '\0';) {
+        const char *eol = strchr(line, '\n');
+        if (eol == NULL)
+            eol = line + strlen(line);
+        if (strncmp(line, "<g id=", 6) == 0) {
+            group++;
+            edge = strstr(line, "class=\"edge\"") != NULL &&
+                   strstr(line, "class=\"edge\"") < eol;
+            title[0] = '\0';
+        } else if (strncmp(line, "<title>", 7) == 0) {
+            const char *e = strstr(line, "</title>");
+            const size_t n = e != NULL && e < eol ? (size_t)(e - line - 7) : 0;
+            snprintf(title, sizeof title, "%.*s", (int)n, line + 7);
+        } else if (strncmp(line, "<text ", 6) == 0) {
+            const char *gt = strchr(line, '>'), *e = strstr(line, "</text>");
+            ck_assert(gt != NULL && e != NULL && e < eol);
+            if (d.n_text == cap_t) {
+                cap_t = cap_t ? 2 * cap_t : 32;
+                d.text = realloc(d.text, cap_t * sizeof *d.text);
+                ck_assert_ptr_nonnull(d.text);
+            }
+            svg_item *it = &d.text[d.n_text++];
+            memset(it, 0, sizeof *it);
+            it->group = group;
+            snprintf(it->title, sizeof it->title, "%s", title);
+            const double fs = attr_num(line, "font-size=\"");
+            const double x = attr_num(line, " x=\""), y = attr_num(line, " y=\"");
+            const double w = fs * text_em(gt + 1, e, it->text, sizeof it->text);
+            const double x0 = strstr(line, "anchor=\"middle\"") ? x - w / 2
+                              : strstr(line, "anchor=\"end\"")  ? x - w
+                                                                : x;
+            it->box = (rect){x0, y - 0.75 * fs, x0 + w, y + 0.2 * fs};
+        } else if (edge && (strncmp(line, "<path ", 6) == 0 ||
+                            strncmp(line, "<polygon ", 9) == 0)) {
+            if (d.n_edge == cap_e) {
+                cap_e = cap_e ? 2 * cap_e : 32;
+                d.edge = realloc(d.edge, cap_e * sizeof *d.edge);
+                ck_assert_ptr_nonnull(d.edge);
+            }
+            svg_item *it = &d.edge[d.n_edge++];
+            memset(it, 0, sizeof *it);
+            it->group = group;
+            snprintf(it->title, sizeof it->title, "%s", title);
+            const int path = line[1] == 'p' && line[2] == 'a';
+            const char *p = strstr(line, path ? " d=\"M" : " points=\"");
+            ck_assert(p != NULL && p < eol);
+            p += path ? 5 : 9;
+            double c[4][2];
+            size_t n = 0;
+            while (p < eol && *p != '"') {
+                while (*p == ' ' || *p == 'C')
+                    p++;
+                char *q;
+                const double x = strtod(p, &q);
+                if (q == p || *q != ',')
+                    break;
+                const double y = strtod(q + 1, &q);
+                p = q;
+                if (!path) { /* polygon corners and side midpoints */
+                    if (it->n_pt > 0)
+                        add_point(it, (x + it->pt[2 * it->n_pt - 2]) / 2,
+                                  (y + it->pt[2 * it->n_pt - 1]) / 2);
+                    add_point(it, x, y);
+                    continue;
+                }
+                c[n][0] = x;
+                c[n][1] = y;
+                if (++n == 4) { /* a cubic piece, sampled */
+                    for (int k = 0; k <= 20; k++) {
+                        const double t = k / 20.0, u = 1 - t;
+                        double b[2];
+                        for (int j = 0; j < 2; j++)
+                            b[j] = u * u * u * c[0][j] +
+                                   3 * u * u * t * c[1][j] +
+                                   3 * u * t * t * c[2][j] +
+                                   t * t * t * c[3][j];
+                        add_point(it, b[0], b[1]);
+                    }
+                    c[0][0] = c[3][0];
+                    c[0][1] = c[3][1];
+                    n = 1;
+                }
+            }
+        }
+        line = *eol ? eol + 1 : eol;
+    }
+    return d;
+}
+
+static void svg_free(svg_doc *d)
+{
+    for (size_t i = 0; i < d->n_edge; i++)
+        free(d->edge[i].pt);
+    free(d->edge);
+    free(d->text);
+}
+
+/* The first text element that an edge passes through or that overlaps a
+ * text of another group (1 unit of slack), described into @p why; 0 when
+ * there is none. */
+static int svg_overlap(const svg_doc *d, char *why, size_t len)
+{
+    for (size_t i = 0; i < d->n_text; i++) {
+        const svg_item *t = &d->text[i];
+        for (size_t e = 0; e < d->n_edge; e++)
+            for (size_t k = 0; k < d->edge[e].n_pt; k++)
+                if (inside(t->box, d->edge[e].pt[2 * k],
+                           d->edge[e].pt[2 * k + 1], 1.0)) {
+                    snprintf(why, len, "edge %s crosses the text '%s' of %s",
+                             d->edge[e].title, t->text, t->title);
+                    return 1;
+                }
+        for (size_t j = i + 1; j < d->n_text; j++) {
+            const rect a = t->box, b = d->text[j].box;
+            if (d->text[j].group != t->group && a.x0 + 1 < b.x1 - 1 &&
+                b.x0 + 1 < a.x1 - 1 && a.y0 + 1 < b.y1 - 1 &&
+                b.y0 + 1 < a.y1 - 1) {
+                snprintf(why, len, "the text '%s' of %s overlaps '%s' of %s",
+                         t->text, t->title, d->text[j].text,
+                         d->text[j].title);
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* The checker itself: an edge drawn through a label, and two labels on
+ * top of each other, are found; the same drawing with the label moved
+ * aside passes. */
+START_TEST(test_svg_checker)
+{
+    static const char *const through =
+        "<g id=\"node1\" class=\"node\">\n<title>plate:0</title>\n"
+        "<text text-anchor=\"middle\" x=\"50\" y=\"-20\" font-family=\"H\" "
+        "font-size=\"10.00\">N = 6 tokens</text>\n</g>\n"
+        "<g id=\"edge1\" class=\"edge\">\n<title>a&#45;&gt;b</title>\n"
+        "<path fill=\"none\" stroke=\"black\" d=\"M50,0C50,-10 50,-30 "
+        "50,-40\"/>\n<polygon fill=\"black\" stroke=\"black\" "
+        "points=\"47,-40 50,-50 53,-40 47,-40\"/>\n</g>\n";
+    char why[1024] = "";
+    svg_doc d = svg_parse(through);
+    ck_assert_uint_eq(d.n_text, 1);
+    ck_assert_uint_eq(d.n_edge, 2);
+    ck_assert_int_eq(svg_overlap(&d, why, sizeof why), 1);
+    ck_assert_ptr_nonnull(strstr(why, "N = 6 tokens"));
+    /* about 60 units wide (12 characters at 10 units) */
+    ck_assert_double_gt(d.text[0].box.x1 - d.text[0].box.x0, 45);
+    ck_assert_double_lt(d.text[0].box.x1 - d.text[0].box.x0, 70);
+    svg_free(&d);
+    char *aside = strdup(through);
+    ck_assert_ptr_nonnull(aside);
+    char *x = strstr(aside, "x=\"50\"");
+    memcpy(x, "x=\"99\"", 6); /* the label beside the edge */
+    d = svg_parse(aside);
+    ck_assert_int_eq(svg_overlap(&d, why, sizeof why), 0);
+    svg_free(&d);
+    free(aside);
+    static const char *const stacked =
+        "<g id=\"node1\" class=\"node\">\n<title>a</title>\n"
+        "<text text-anchor=\"start\" x=\"0\" y=\"0\" font-family=\"H\" "
+        "font-size=\"10.00\">first</text>\n</g>\n"
+        "<g id=\"node2\" class=\"node\">\n<title>b</title>\n"
+        "<text text-anchor=\"start\" x=\"10\" y=\"3\" font-family=\"H\" "
+        "font-size=\"10.00\">second</text>\n</g>\n";
+    d = svg_parse(stacked);
+    ck_assert_int_eq(svg_overlap(&d, why, sizeof why), 1);
+    ck_assert_ptr_nonnull(strstr(why, "overlaps"));
+    svg_free(&d);
+}
+END_TEST
+
+/* The SVG of every built-in, with both layouts that draw plates, of the
+ * print theme, the expanded view and the composite spec: no edge passes
+ * through a text (factor label, plate label, edge label, legend, title)
+ * and no two texts of different elements overlap. */
+static const char *const svg_cases[] = {
+    "--theme print", "--layout fdp", "--layout fdp --theme print"};
+START_TEST(test_svg_text_clear)
+{
+    make_dir();
+    char cmd[1024], why[1024];
+    const size_t nb = N_BUILTINS;
+    for (size_t v = 0; v < 1 + sizeof svg_cases / sizeof *svg_cases; v++) {
+        const size_t b = (size_t)_i;
+        if (b > nb && v > 1)
+            break;
+        if (b < nb)
+            snprintf(cmd, sizeof cmd, "%s %s -o t.svg", builtins[b],
+                     v ? svg_cases[v - 1] : "");
+        else if (b == nb)
+            snprintf(cmd, sizeof cmd, "'%s/models/composite.dot' %s -o t.svg",
+                     LSE_SOURCE_DIR, v ? svg_cases[v - 1] : "");
+        else /* the expanded views are laid out by dot only */
+            snprintf(cmd, sizeof cmd, "%s --expand %s -o t.svg",
+                     b == nb + 1 ? "self-attention --causal" : "gmm -n 24",
+                     v == 1 ? "--theme print" : "");
+        ck_assert_msg(run(cmd) == 0, "%s: %s", cmd, err_text);
+        char *svg = read_file("t.svg", NULL);
+        svg_doc d = svg_parse(svg);
+        ck_assert_msg(d.n_text >= 3 && d.n_edge >= 2, "%s: %zu texts, %zu "
+                      "edge drawings", cmd, d.n_text, d.n_edge);
+        ck_assert_msg(!svg_overlap(&d, why, sizeof why), "%s: %s", cmd, why);
+        svg_free(&d);
+        free(svg);
+    }
+    remove_dir();
+}
+END_TEST
+
 /* Factor labels show beta and the mask. */
 START_TEST(test_factor_labels)
 {
@@ -312,28 +625,70 @@ START_TEST(test_factor_labels)
 }
 END_TEST
 
-/* Spring and circular layouts: no two nodes overlap; plates, which they
- * do not draw, are named in the node labels. */
+/* A spec whose nodes have one row each: no plates. */
+static const char flat_spec[] =
+    "digraph flat {\n"
+    "  q [rows=1, dim=4, observed=true];\n  k [rows=1, dim=4];\n"
+    "  m [kind=param, rows=1, dim=4];\n"
+    "  attend [kind=factor, sim=dot];\n"
+    "  k -> attend [role=parent];\n  attend -> q [role=child];\n"
+    "  recall [kind=factor, sim=dot, beta=4];\n"
+    "  m -> recall [role=parent];\n  recall -> k [role=child];\n}\n";
+
+/* Every layout energyviz accepts either draws the picture or is refused:
+ * dot and fdp draw plates; neato and circo, which draw no clusters, are
+ * refused (exit 2, naming the option and the layouts that work) for a
+ * graph with plates and draw one without. No two nodes overlap and no
+ * edge crosses a text. */
 START_TEST(test_layouts)
 {
     static const char *const layouts[] = {"neato", "fdp", "circo"};
+    const char *l = layouts[_i];
+    const int drawn = strcmp(l, "fdp") == 0;
     make_dir();
-    char args[128];
-    snprintf(args, sizeof args, "slot-attention --layout %s", layouts[_i]);
-    Agraph_t *G = laid_out(args, layouts[_i]);
+    char args[512], why[1024];
+    for (size_t b = 0; b < N_BUILTINS && !drawn; b++) {
+        snprintf(args, sizeof args, "%s --layout %s -o r.svg", builtins[b], l);
+        ck_assert_msg(run(args) == 2, "%s: accepted", args);
+        ck_assert_msg(strstr(err_text, "--layout") != NULL &&
+                          strstr(err_text, l) != NULL &&
+                          strstr(err_text, "draws no plates") != NULL &&
+                          strstr(err_text, "use dot or fdp") != NULL &&
+                          strchr(err_text, '\n') == err_text + strlen(err_text) - 1,
+                      "%s: %s", args, err_text);
+    }
+    char spec[256];
+    snprintf(spec, sizeof spec, "%s/flat.dot", dir);
+    FILE *f = fopen(spec, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(flat_spec, f);
+    fclose(f);
+    snprintf(args, sizeof args, "%s --layout %s", drawn ? "slot-attention" : "flat.dot", l);
+    Agraph_t *G = laid_out(args, l);
     for (Agnode_t *a = agfstnode(G); a != NULL; a = agnxtnode(G, a))
         for (Agnode_t *b = agnxtnode(G, a); b != NULL; b = agnxtnode(G, b)) {
             const rect p = node_box(a), q = node_box(b);
             const int overlap = p.x0 < q.x1 - 1 && q.x0 < p.x1 - 1 &&
                                 p.y0 < q.y1 - 1 && q.y0 < p.y1 - 1;
-            ck_assert_msg(!overlap, "%s: %s overlaps %s", layouts[_i],
-                          agnameof(a), agnameof(b));
+            ck_assert_msg(!overlap, "%s: %s overlaps %s", l, agnameof(a),
+                          agnameof(b));
         }
-    if (strcmp(layouts[_i], "fdp") != 0)
-        ck_assert_ptr_nonnull(strstr(
-            agget(agnode(G, (char *)"tokens", 0), (char *)"label"),
-            "N = 16 tokens"));
+    size_t clusters = 0;
+    for (Agraph_t *c = agfstsubg(G); c != NULL; c = agnxtsubg(c))
+        clusters += strncmp(agnameof(c), "cluster", 7) == 0;
+    ck_assert_uint_eq(clusters, drawn ? 2 : 0); /* tokens, slots */
     agclose(G);
+    /* the picture as drawn */
+    snprintf(args, sizeof args, "%s --layout %s -o r.svg",
+             drawn ? "slot-attention" : "flat.dot", l);
+    ck_assert_msg(run(args) == 0, "%s: %s", args, err_text);
+    char *svg = read_file("r.svg", NULL);
+    ck_assert_uint_eq(strstr(svg, "class=\"cluster\"") != NULL, drawn);
+    svg_doc d = svg_parse(svg);
+    ck_assert_uint_ge(d.n_edge, 4);
+    ck_assert_msg(!svg_overlap(&d, why, sizeof why), "%s: %s", args, why);
+    svg_free(&d);
+    free(svg);
     remove_dir();
 }
 END_TEST
@@ -358,6 +713,35 @@ START_TEST(test_expanded_order)
     }
     ck_assert_ptr_nonnull(agnode(G, (char *)"legend", 0));
     agclose(G);
+    /* every built-in with a softmax: the rows of every node in order (the
+     * order edges alone did not keep them: 0 25 26 27 2 3 ...) */
+    size_t models = 0;
+    for (size_t b = 0; b < N_BUILTINS; b++) {
+        char args[256];
+        snprintf(args, sizeof args, "%s --expand", builtins[b]);
+        G = laid_out(args, "dot");
+        size_t checked = 0;
+        for (Agnode_t *n = agfstnode(G); n != NULL; n = agnxtnode(G, n)) {
+            const char *row = agget(n, (char *)"row");
+            if (row == NULL || *row == '\0' || strcmp(row, "0") == 0)
+                continue;
+            /* row r sits right of row r - 1 of the same copy */
+            char prev[300];
+            const char *name = agnameof(n), *br = strrchr(name, '[');
+            ck_assert_ptr_nonnull(br);
+            snprintf(prev, sizeof prev, "%.*s[%ld]%s", (int)(br - name), name,
+                     strtol(row, NULL, 10) - 1, strchr(br, ']') + 1);
+            Agnode_t *p = agnode(G, prev, 0);
+            ck_assert_msg(p != NULL, "%s: no %s", builtins[b], prev);
+            ck_assert_msg(node_box(p).x0 < node_box(n).x0,
+                          "%s --expand: %s is not left of %s", builtins[b],
+                          prev, name);
+            checked++;
+        }
+        models += checked >= 4; /* layernorm has no softmax: no rows */
+        agclose(G);
+    }
+    ck_assert_uint_ge(models, N_BUILTINS - 1);
     /* the SLDS's parent rows are its modes, and say so */
     ck_assert_int_eq(run("slds --expand -o se.dot"), 0);
     char *dot = read_file("se.dot", NULL);
@@ -527,6 +911,20 @@ static size_t centre_colours(image im)
 /* Heat maps are PLplot raster images a reader can use: a bounded page,
  * a filled plot area, both ends of the viridis colour bar, grey cells
  * exactly when pairs are masked, long series left to right. */
+static size_t count_in(image im, double x0, double x1, double y0, double y1,
+                       int r, int g, int b, int tol)
+{
+    size_t n = 0;
+    for (unsigned y = (unsigned)(y0 * im.h); y < (unsigned)(y1 * im.h); y++)
+        for (unsigned x = (unsigned)(x0 * im.w); x < (unsigned)(x1 * im.w);
+             x++) {
+            const unsigned char *p = im.rgb + 3 * ((size_t)y * im.w + x);
+            n += abs(p[0] - r) <= tol && abs(p[1] - g) <= tol &&
+                 abs(p[2] - b) <= tol;
+        }
+    return n;
+}
+
 START_TEST(test_heatmaps)
 {
     make_dir();
@@ -551,6 +949,18 @@ START_TEST(test_heatmaps)
     im = read_png("c.png");
     const size_t grey = count_colour(im, 160, 160, 160, 2);
     ck_assert_uint_gt(grey, (size_t)im.w * im.h / 10);
+    /* 36 cells wide enough for their values: black or white digits */
+    const size_t digits = count_in(im, 0.12, 0.78, 0.18, 0.82, 0, 0, 0, 40) +
+                          count_in(im, 0.12, 0.78, 0.18, 0.82, 255, 255, 255, 40);
+    ck_assert_uint_gt(digits, 500);
+    free(im.rgb);
+    /* 40 x 3 cells are too narrow for "0.00": no digits run together
+     * (viridis has neither black nor white) */
+    ck_assert_int_eq(run("gmm --matrix mixture -o n.png"), 0);
+    im = read_png("n.png");
+    ck_assert_uint_lt(count_in(im, 0.12, 0.78, 0.18, 0.82, 0, 0, 0, 40) +
+                          count_in(im, 0.12, 0.78, 0.18, 0.82, 255, 255, 255, 40),
+                      20);
     free(im.rgb);
     /* a long series (272 x 2 responsibilities) runs left to right */
     ck_assert_int_eq(run("gmm --matrix mixture --max-rows 272 -o g.png"), 0);
@@ -580,19 +990,6 @@ END_TEST
 
 /* Pixels of colour r, g, b (within tol) in the box x0..x1, y0..y1 given
  * as fractions of the picture. */
-static size_t count_in(image im, double x0, double x1, double y0, double y1,
-                       int r, int g, int b, int tol)
-{
-    size_t n = 0;
-    for (unsigned y = (unsigned)(y0 * im.h); y < (unsigned)(y1 * im.h); y++)
-        for (unsigned x = (unsigned)(x0 * im.w); x < (unsigned)(x1 * im.w);
-             x++) {
-            const unsigned char *p = im.rgb + 3 * ((size_t)y * im.w + x);
-            n += abs(p[0] - r) <= tol && abs(p[1] - g) <= tol &&
-                 abs(p[2] - b) <= tol;
-        }
-    return n;
-}
 
 /* The Okabe-Ito class colours of tools/plot.c. */
 static const int okabe[4][3] = {
@@ -889,6 +1286,8 @@ Suite *lse_test_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_plate_names, 0, (int)N_PLATES);
     tcase_add_loop_test(tc, test_no_edge_through_labels, 0, (int)N_BUILTINS);
+    tcase_add_test(tc, test_svg_checker);
+    tcase_add_loop_test(tc, test_svg_text_clear, 0, (int)N_BUILTINS + 3);
     tcase_add_test(tc, test_factor_labels);
     tcase_add_loop_test(tc, test_layouts, 0, 3);
     tcase_add_test(tc, test_expanded_order);

@@ -141,6 +141,25 @@ START_TEST(test_expanded_and_render)
     o.expand = 0;
     o.layout = "nolayout";
     lse_assert_status(lse_viz_to_dot(g, &o, &dot, &err), LSE_EINVAL);
+    /* neato and circo draw no plates: refused for a graph that has any,
+     * and for DOT text with a cluster */
+    o.layout = "neato";
+    lse_assert_status(lse_viz_to_dot(g, &o, &dot, &err), LSE_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.message, "draws no plates"));
+    ck_assert_ptr_nonnull(strstr(err.message, "use dot or fdp"));
+    o.expand = 1;
+    lse_assert_status(lse_viz_to_dot(g, &o, &dot, &err), LSE_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.message, "expanded view"));
+    o.expand = 0;
+    snprintf(path, sizeof path, "%s/c.svg", dir);
+    lse_assert_status(
+        lse_viz_render_dot("digraph { subgraph cluster_a { a } a -> b }",
+                           "circo", "svg", path, &err),
+        LSE_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.message, "cluster_a"));
+    lse_assert_ok(lse_viz_render_dot("digraph { a -> b }", "circo", "svg",
+                                     path, &err));
+    unlink(path);
     lse_assert_status(lse_viz_render_dot("digraph {", "dot", "svg", path, &err),
                       LSE_EPARSE);
     snprintf(path, sizeof path, "%s/no/such/dir/g.svg", dir);

@@ -175,6 +175,8 @@ static void check(lse_status st, const lse_error *err, const char *what)
                           ? cli_strip_function(err->message)
                           : lse_strerror(st);
     if (strcmp(what, "render") == 0) {
+        if (strncmp(msg, "layout '", 8) == 0 && strstr(msg, "draws no") != NULL)
+            die(EXIT_USAGE, "--%s", msg); /* neato, circo: plates */
         if (strstr(msg, "cannot write") != NULL ||
             strstr(msg, "cannot open") != NULL ||
             strstr(msg, "cannot rename") != NULL)
@@ -784,10 +786,11 @@ static void help(void)
         "Options:\n"
         "  -o, --output FILE   output file; the format follows its extension\n"
         "  --format FMT        svg, png, pdf or dot (overrides the extension)\n"
-        "  --layout ENGINE     dot (default) or fdp draw plates as boxes; "
-        "neato and\n"
-        "                      circo draw none, so plated nodes name their "
-        "plate\n"
+        "  --layout ENGINE     dot (default) or fdp (spring layout) draw "
+        "plates as\n"
+        "                      boxes; neato and circo draw no plates, so "
+        "they are\n"
+        "                      refused for a graph that has any\n"
         "  --expand            draw every row as a node; child-parent edges "
         "get width\n"
         "                      and colour from the term's softmax "
@@ -1617,6 +1620,10 @@ int main(int argc, char **argv)
     if (o.layout != NULL && strcmp(o.layout, "dot") != 0 && o.expand)
         die(EXIT_USAGE, "--expand is laid out by dot only (rows in order, "
                         "parents above children); drop --layout %s",
+            o.layout);
+    if (o.layout != NULL && strcmp(o.layout, "dot") != 0 && o.matrix != NULL)
+        die(EXIT_USAGE, "--matrix draws a heat map, which has no graph "
+                        "layout; drop --layout %s",
             o.layout);
     if (o.what != NULL && o.matrix == NULL)
         die(EXIT_USAGE, "--what needs --matrix TERM");

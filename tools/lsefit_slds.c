@@ -21,11 +21,17 @@
 static void help_fit(FILE *f)
 {
     const lse_slds_opts d = lse_slds_opts_default();
+    fputs("Usage: lsefit slds SERIES.csv -k K [options]\n"
+          "       lsefit slds segment MODEL.json SERIES.csv [options]\n"
+          "       lsefit slds simulate MODEL.json -T N [--seed S] [options]\n"
+          "       lsefit slds summary MODEL.json SERIES.csv [options]\n"
+          "         (parameters with standard errors, d = 1)\n"
+          "       lsefit slds plot MODEL.json SERIES.csv -o FIG.svg|png|pdf\n"
+          "         (segmentation and mode probabilities: 'lsefit slds plot "
+          "--help')\n",
+          f);
     fprintf(
         f,
-        "Usage: lsefit slds SERIES.csv -k K [options]\n"
-        "       lsefit slds segment MODEL.json SERIES.csv [options]\n"
-        "       lsefit slds simulate MODEL.json -T N [--seed S] [options]\n"
         "\n"
         "Fit switching linear dynamics to the rows of SERIES.csv (in time\n"
         "order; \"-\" reads standard input): K linear-Gaussian modes\n"
@@ -132,9 +138,34 @@ static void help_segment(FILE *f)
         "  --missing POLICY    error (default) or drop\n"
         "  --delimiter C, --header, --no-header, --max-input-size SIZE\n"
         "                      how SERIES.csv is read, as for the fit\n"
+        "  --filtered          also the filtered probabilities f0..f(K-1):\n"
+        "                      Markov, p(mode | rows up to this step), as\n"
+        "                      statsmodels' filtered_marginal_probabilities\n"
         "  -o, --output FILE   write here instead of stdout\n"
         "  -q, --quiet         no summary on stderr, no warnings\n"
         "  -h, --help          this help\n",
+        f);
+}
+
+static void help_summary(FILE *f)
+{
+    fputs(
+        "Usage: lsefit slds summary MODEL.json SERIES.csv [options]\n"
+        "\n"
+        "Print the parameters of a univariate model (n_features = 1) with\n"
+        "standard errors from the numerical Hessian of the exact\n"
+        "log-likelihood of SERIES.csv (central differences):\n"
+        "std_err = sqrt(diag((-H)^-1)), as statsmodels' MarkovRegression\n"
+        "reports by default. CSV columns parameter, estimate, std_err, z;\n"
+        "parameters in statsmodels' order and names: p[i->j] = P(j | i)\n"
+        "for j < K-1 (Markov; p0 held fixed) or pi[k] for k < K-1\n"
+        "(mixture), const[k] (b), ar.Ll[k] (A's lag-l coefficient),\n"
+        "sigma2[k] (one sigma2 when tied). Fit to convergence first (the\n"
+        "Hessian must be negative definite).\n"
+        "\n"
+        "Options: --columns, --ignore, --sequence, --missing, --delimiter,\n"
+        "  --header, --no-header, --max-input-size, -o, -q, -h as for\n"
+        "  'lsefit slds segment'.\n",
         f);
 }
 
@@ -359,6 +390,9 @@ done:
 /* The modes table: one line per data row of the table, empty cells for */
 /* rows that are not steps.                                             */
 
+/* segment --filtered: also the filtered probabilities f0..f(K-1) */
+static int modes_filtered;
+
 static int write_modes(const char *path, const lse_slds *m,
                        const lsefit_data *data, double *loglik,
                        size_t *n_steps_out)
@@ -370,7 +404,7 @@ static int write_modes(const char *path, const lse_slds *m,
     size_t *steps = malloc(T * sizeof *steps);
     size_t *mode = malloc(T * sizeof *mode);
     size_t *path_v = malloc(T * sizeof *path_v);
-    gsl_matrix *post = NULL;
+    gsl_matrix *post = NULL, *filt = NULL;
     lsefit_buf b = {0};
     int rc = (steps == NULL || mode == NULL || path_v == NULL)
                  ? lsefit_fail("out of memory")
@@ -381,9 +415,14 @@ static int write_modes(const char *path, const lse_slds *m,
                          lsefit_strip(&err));
     if (rc == LSEFIT_OK) {
         post = gsl_matrix_alloc(n_steps, k);
-        if (post == NULL)
+        if (modes_filtered)
+            filt = gsl_matrix_alloc(n_steps, k);
+        if (post == NULL || (modes_filtered && filt == NULL))
             rc = lsefit_fail("out of memory");
     }
+    if (rc == LSEFIT_OK && modes_filtered &&
+        lse_slds_filtered(m, data->x, data->seq, filt, &err) != LSE_OK)
+        rc = lsefit_fail_lib(&err, NULL);
     if (rc == LSEFIT_OK &&
         (lse_slds_posteriors(m, data->x, data->seq, post, &err) != LSE_OK ||
          lse_slds_most_likely(m, data->x, data->seq, mode, &err) != LSE_OK ||
@@ -396,7 +435,10 @@ static int write_modes(const char *path, const lse_slds *m,
     if (rc == LSEFIT_OK) {
         for (size_t j = 0; j < k; j++)
             fprintf(b.f, "p%zu,", j);
-        fputs(markov ? "mode,viterbi\n" : "mode\n", b.f);
+        fputs(markov ? "mode,viterbi" : "mode", b.f);
+        for (size_t j = 0; filt != NULL && j < k; j++)
+            fprintf(b.f, ",f%zu", j);
+        fputc('\n', b.f);
         size_t s = 0;
         for (size_t i = 0; i < data->n_table; i++) {
             const int is_step = s < n_steps && data->rows[steps[s]] == i;
@@ -409,10 +451,15 @@ static int write_modes(const char *path, const lse_slds *m,
                 fprintf(b.f, "%zu", mode[s]);
                 if (markov)
                     fprintf(b.f, ",%zu", path_v[s]);
-                s++;
             } else if (markov) {
                 fputc(',', b.f);
             }
+            for (size_t j = 0; filt != NULL && j < k; j++) {
+                fputc(',', b.f);
+                if (is_step)
+                    lsefit_csv_number(b.f, gsl_matrix_get(filt, s, j));
+            }
+            s += is_step;
             fputc('\n', b.f);
         }
         rc = lsefit_buf_write(&b, path);
@@ -420,6 +467,7 @@ static int write_modes(const char *path, const lse_slds *m,
     *n_steps_out = n_steps;
     lsefit_buf_free(&b);
     gsl_matrix_free(post);
+    gsl_matrix_free(filt);
     free(steps);
     free(mode);
     free(path_v);
@@ -696,33 +744,96 @@ static const struct option segment_options[] = {
     {"sequence", required_argument, NULL, OPT_SEQUENCE},
     {"missing", required_argument, NULL, OPT_MISSING},
     {"output", required_argument, NULL, 'o'},
+    {"filtered", no_argument, NULL, OPT_PROBA},
     LSEFIT_DATA_LONG_OPTIONS,
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
-/* --sequence COLUMN. */
+/* --sequence COLUMN; --filtered (segment only). */
 static int segment_option(void *user, int c, const char *arg,
                           lsefit_data_opts *dopt)
 {
-    (void)user;
-    (void)c; /* OPT_SEQUENCE, the only one of segment_options */
-    dopt->sequence = arg;
+    const int summary = *(const int *)user;
+    if (c == OPT_SEQUENCE) {
+        dopt->sequence = arg;
+        return LSEFIT_OK;
+    }
+    /* OPT_PROBA: --filtered */
+    if (summary)
+        return lsefit_usage("slds summary",
+                            "option '--filtered' belongs to 'lsefit slds "
+                            "segment'; summary prints the parameters");
+    modes_filtered = 1;
     return LSEFIT_OK;
+}
+
+/* lsefit slds summary MODEL.json SERIES.csv: the parameters with
+ * standard errors from the numerical Hessian of the log-likelihood (as
+ * statsmodels' MarkovRegression summary), CSV on -o / stdout. */
+static int write_summary(const char *path, const lse_slds *m,
+                         const lsefit_data *data, double *loglik)
+{
+    lse_error err;
+    const size_t n = lse_slds_n_stderr(m);
+    if (n == 0)
+        return lsefit_fail("standard errors are computed for univariate "
+                           "series (n_features = 1); the model has %zu",
+                           lse_slds_dim(m));
+    if (data->scale != NULL)
+        return lsefit_fail("the model was fitted with --standardize: its "
+                           "parameters are on the standardized scale; refit "
+                           "without --standardize for standard errors");
+    gsl_vector *est = gsl_vector_alloc(n), *se = gsl_vector_alloc(n);
+    char(*names)[32] = malloc(n * sizeof *names);
+    lsefit_buf b = {0};
+    int rc = est == NULL || se == NULL || names == NULL
+                 ? lsefit_fail("out of memory")
+                 : LSEFIT_OK;
+    if (rc == LSEFIT_OK &&
+        (lse_slds_score(m, data->x, data->seq, loglik, &err) != LSE_OK ||
+         lse_slds_stderr(m, data->x, data->seq, est, se, names, &err) !=
+             LSE_OK))
+        rc = lsefit_fail_lib(&err, NULL);
+    if (rc == LSEFIT_OK)
+        rc = lsefit_buf_open(&b);
+    if (rc == LSEFIT_OK) {
+        fputs("parameter,estimate,std_err,z\n", b.f);
+        for (size_t i = 0; i < n; i++) {
+            fprintf(b.f, "%s,", names[i]);
+            lsefit_csv_number(b.f, gsl_vector_get(est, i));
+            fputc(',', b.f);
+            lsefit_csv_number(b.f, gsl_vector_get(se, i));
+            fputc(',', b.f);
+            lsefit_csv_number(b.f, gsl_vector_get(est, i) /
+                                       gsl_vector_get(se, i));
+            fputc('\n', b.f);
+        }
+        rc = lsefit_buf_write(&b, path);
+    }
+    lsefit_buf_free(&b);
+    gsl_vector_free(est);
+    gsl_vector_free(se);
+    free(names);
+    return rc;
 }
 
 static int segment_main(int argc, char **argv)
 {
-    const char *cmd = "slds segment";
+    const int summary = strcmp(argv[0], "summary") == 0;
+    const char *cmd = summary ? "slds summary" : "slds segment";
     lsefit_data_opts dopt = {0};
     const char *output = "-", *model_path = NULL;
     const lsefit_query q = {cmd, segment_options, "SERIES.csv",
-                            segment_option, NULL};
+                            segment_option, (void *)&summary};
     int help = 0;
     int rc =
         lsefit_query_parse(&q, argc, argv, &dopt, &model_path, &output, &help);
     if (help) {
-        help_segment(stdout);
+        if (summary)
+            help_summary(stdout);
+        else
+            help_segment(stdout);
         return LSEFIT_OK;
     }
     if (rc != LSEFIT_OK)
@@ -747,7 +858,11 @@ static int segment_main(int argc, char **argv)
     if (rc == LSEFIT_OK) {
         double ll = 0.0;
         size_t n_steps = 0;
-        rc = write_modes(output, g.m, &data, &ll, &n_steps);
+        if (summary) {
+            rc = write_summary(output, g.m, &data, &ll);
+            lse_slds_steps(g.m, data.x->size1, data.seq, NULL, &n_steps, NULL);
+        } else
+            rc = write_modes(output, g.m, &data, &ll, &n_steps);
         ll -= (double)n_steps * lsefit_log_jacobian(data.scale);
         if (rc == LSEFIT_OK)
             lsefit_note("%zu steps: log-likelihood %.17g, per step %.17g",
@@ -782,7 +897,8 @@ int lsefit_slds_main(int argc, char **argv)
 {
     if (lsefit_lslds_wanted(argc, argv))
         return lsefit_lslds_main(argc, argv);
-    if (argc >= 2 && strcmp(argv[1], "segment") == 0)
+    if (argc >= 2 && (strcmp(argv[1], "segment") == 0 ||
+                      strcmp(argv[1], "summary") == 0))
         return segment_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "simulate") == 0)
         return lsefit_draw_main(&slds_model, &slds_simulate, argc - 1,

@@ -230,7 +230,17 @@ static void heatmap_values(const plot_heatmap *h, size_t nx, size_t ny,
     const gsl_matrix *m = h->m;
     if (nx * ny > 144)
         return;
+    /* the value in each cell, white on the dark half of the scale, only
+     * when "0.00" fits the cell (40 x 2 cells are too narrow: the numbers
+     * would run into each other) */
+    PLFLT sx0, sx1, sy0, sy1, def_ht, ht;
     plschr(0, nx * ny <= 36 ? 0.9 : 0.65);
+    plgspa(&sx0, &sx1, &sy0, &sy1); /* the page in mm */
+    plgchr(&def_ht, &ht);           /* character height in mm */
+    const double cell_w = (sx1 - sx0) * 0.70 / (double)nx,
+                 cell_h = (sy1 - sy0) * 0.73 / (double)ny;
+    if (!(4 * 0.75 * ht < 0.9 * cell_w && 1.4 * ht < cell_h))
+        return;
     for (size_t i = 0; i < m->size1; i++)
         for (size_t j = 0; j < m->size2; j++) {
             const double v = gsl_matrix_get(m, i, j);

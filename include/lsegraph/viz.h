@@ -55,9 +55,11 @@ typedef struct lse_viz_opts {
                             most LSE_VIZ_MAX_EXPANDED_ROWS) */
     double min_weight;   /**< expanded: lighter edges are omitted (0.01) */
     const char *layout;  /**< "dot" (default), "fdp" (both draw plates as
-                            boxes), "neato", "circo", "twopi", "sfdp"
-                            (these draw no clusters: a plated node gets
-                            its plate label as a third line; overlap=false) */
+                            boxes; fdp writes row ranges into the factor's
+                            label, not on the edge), "neato", "circo",
+                            "twopi", "sfdp" (these draw no clusters, so
+                            they are refused, LSE_EINVAL, for a graph with
+                            plates and for the expanded view; overlap=false) */
     const char *title;   /**< graph label, or NULL */
     const lse_viz_plate *plates; /**< the model's index names (may be NULL);
                                     nodes not listed are grouped by rows */
@@ -93,7 +95,9 @@ LSE_API lse_status lse_viz_render(lse_graph *g, const lse_viz_opts *opts,
                                   const char *format, const char *path,
                                   lse_error *err);
 
-/** @brief Render DOT text with @p layout to @p path in @p format. */
+/** @brief Render DOT text with @p layout to @p path in @p format; a
+ *  layout other than dot and fdp refuses DOT text with a cluster
+ *  (LSE_EINVAL), since it would draw the cluster across other nodes. */
 LSE_API lse_status lse_viz_render_dot(const char *dot, const char *layout,
                                       const char *format, const char *path,
                                       lse_error *err);

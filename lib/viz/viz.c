@@ -189,6 +189,9 @@ typedef struct plates {
     char **label;
     size_t n;
     int clusters; /* the layout draws clusters (dot, fdp) */
+    int edge_labels; /* dot places edge labels beside the edge; the spring
+                        layouts put them on it, so the row ranges go into
+                        the factor's label instead */
     const lse_viz_opts *o;
     const char *font;
 } plates;
@@ -206,6 +209,32 @@ static const char *plate_label(lse_graph *g, const plates *P, const lse_node *n,
         return NULL;
     snprintf(buf, len, "%zu rows", lse_node_rows(n));
     return buf;
+}
+
+/* The number of distinct plates of @p g's factor view (at most a few
+ * hundred labels are compared), the first one's label into @p first. */
+static size_t count_plates(lse_graph *g, const lse_viz_opts *o, char *first,
+                           size_t len)
+{
+    const plates P = {.o = o};
+    size_t n = 0;
+    first[0] = '\0';
+    for (size_t i = 0; i < lse_graph_n_nodes(g); i++) {
+        char buf[64];
+        const char *l = plate_label(g, &P, lse_graph_node(g, i), buf, sizeof buf);
+        if (l == NULL)
+            continue;
+        int seen = 0;
+        for (size_t k = 0; k < i && !seen; k++) {
+            char kb[64];
+            const char *lk = plate_label(g, &P, lse_graph_node(g, k), kb,
+                                         sizeof kb);
+            seen = lk != NULL && strcmp(lk, l) == 0;
+        }
+        if (!seen && n++ == 0)
+            snprintf(first, len, "%s", l);
+    }
+    return n;
 }
 
 static Agnode_t *variable(Agraph_t *G, plates *P, lse_graph *g,
@@ -253,12 +282,7 @@ static Agnode_t *variable(Agraph_t *G, plates *P, lse_graph *g,
     setf(v, "rows", "%zu", rows);
     setf(v, "dim", "%zu", lse_node_dim(n));
     set(v, "observed", obs ? "true" : "false");
-    if (label != NULL && !P->clusters) /* no box: the plate in the label */
-        setf(v, "label", "%s\\n%zux%zu\\n[%s]", lse_node_name(n), rows,
-             lse_node_dim(n), label);
-    else
-        setf(v, "label", "%s\\n%zux%zu", lse_node_name(n), rows,
-             lse_node_dim(n));
+    setf(v, "label", "%s\\n%zux%zu", lse_node_name(n), rows, lse_node_dim(n));
     if (label != NULL)
         set(v, "plate", label);
     set(v, "shape", param ? "box" : "circle");
@@ -287,13 +311,24 @@ static Agnode_t *variable(Agraph_t *G, plates *P, lse_graph *g,
     return v;
 }
 
-static void view_attrs(Agedge_t *e, lse_view v)
+/* The rows a term reads from a node: attributes first and count, and the
+ * range "[first:end)" as the edge label (dot) or, when @p ranges is not
+ * NULL (spring layouts, which draw edge labels across the edge), as a line
+ * "role x[first:end)" appended to @p ranges for the factor's label. */
+static void view_attrs(Agedge_t *e, lse_view v, const char *role,
+                       char *ranges, size_t len)
 {
     if (v.first != 0 || v.count != lse_node_rows(v.node)) {
         setf(e, "first", "%zu", v.first);
         setf(e, "count", "%zu", v.count);
-        setf(e, "label", "[%zu:%zu)", v.first, v.first + v.count);
-        set(e, "fontsize", "8");
+        if (ranges == NULL) {
+            setf(e, "label", "[%zu:%zu)", v.first, v.first + v.count);
+            set(e, "fontsize", "8");
+        } else {
+            const size_t used = strlen(ranges);
+            snprintf(ranges + used, len - used, "\\n%s %s[%zu:%zu)", role,
+                     lse_node_name(v.node), v.first, v.first + v.count);
+        }
     }
 }
 
@@ -386,12 +421,13 @@ static void factor_legend(Agraph_t *G, const int used[4], int observed,
 
 /* The factor view; 0 when out of memory. */
 static int factor_graph(Agraph_t *G, lse_graph *g, const lse_viz_opts *o,
-                        int clusters, const char *font)
+                        int clusters, int edge_labels, const char *font)
 {
     const size_t nn = lse_graph_n_nodes(g);
     plates P = {.g = calloc(nn + 1, sizeof *P.g),
                 .label = calloc(nn + 1, sizeof *P.label),
                 .clusters = clusters,
+                .edge_labels = edge_labels,
                 .o = o,
                 .font = font};
     int ok = P.g != NULL && P.label != NULL;
@@ -409,7 +445,8 @@ static int factor_graph(Agraph_t *G, lse_graph *g, const lse_viz_opts *o,
             ok = 0;
             break;
         }
-        char desc[256], extra[96] = "";
+        char desc[256], extra[96] = "", ranges[512] = "";
+        char *rg = P.edge_labels ? NULL : ranges;
         lse_term_describe(t, desc, sizeof desc);
         if (lse_term_kind_of(t) == LSE_TERM_LSE) {
             char mk[48] = "";
@@ -424,7 +461,6 @@ static int factor_graph(Agraph_t *G, lse_graph *g, const lse_viz_opts *o,
         }
         set(f, "kind", "factor");
         setf(f, "order", "%zu", nn + m);
-        setf(f, "label", "%s\\n%s%s", lse_term_name(t), desc, extra);
         set(f, "shape", "box");
         set(f, "style", lse_term_enabled(t) ? "filled" : "filled,dashed");
         set(f, "fillcolor", lse_term_enabled(t) ? "gray20" : "gray60");
@@ -446,8 +482,12 @@ static int factor_graph(Agraph_t *G, lse_graph *g, const lse_viz_opts *o,
                 Agedge_t *e = edge(G, src, f, "view", NULL);
                 set(e, "dir", "none");
                 setf(e, "index", "%zu", i);
-                view_attrs(e, v);
+                char role[32];
+                snprintf(role, sizeof role, "view %zu", i);
+                view_attrs(e, v, role, rg, sizeof ranges);
             }
+            setf(f, "label", "%s\\n%s%s%s", lse_term_name(t), desc, extra,
+                 ranges);
             continue;
         }
         const lse_sim_type *sim = lse_term_sim(t);
@@ -470,14 +510,15 @@ static int factor_graph(Agraph_t *G, lse_graph *g, const lse_viz_opts *o,
                    lse_term_chain_trans(t) != NULL;
         view_attrs(edge(G, agnode(G, (char *)lse_node_name(p.node), 0), f,
                         "parent", NULL),
-                   p);
+                   p, "parent", rg, sizeof ranges);
         view_attrs(edge(G, f, agnode(G, (char *)lse_node_name(c.node), 0),
                         "child", "bold"),
-                   c);
+                   c, "child", rg, sizeof ranges);
         if (x.node != NULL)
             view_attrs(edge(G, agnode(G, (char *)lse_node_name(x.node), 0), f,
                             "context", "dashed"),
-                       x);
+                       x, "context", rg, sizeof ranges);
+        setf(f, "label", "%s\\n%s%s%s", lse_term_name(t), desc, extra, ranges);
         for (size_t k = 0; k < lse_term_n_param(t); k++) {
             const lse_node *pn = lse_term_param(t, k);
             if (pn == NULL)
@@ -614,6 +655,10 @@ static void expanded_graph(Agraph_t *G, lse_graph *g, const lse_viz_opts *o)
     const size_t maxr = o->max_rows ? o->max_rows : 40;
     char name[300];
     set(G, "rankdir", "TB");
+    /* dot's final crossing minimization over the whole graph reorders
+     * rows inside clusters against their order edges (0 25 26 27 2 ...);
+     * without it the rows stay in order */
+    set(G, "remincross", "false");
     for (size_t i = 0; i < lse_graph_n_nodes(g); i++) {
         const lse_node *n = lse_graph_node(g, i);
         if (!in_softmax_term(g, n))
@@ -746,8 +791,25 @@ lse_status lse_viz_to_dot(lse_graph *g, const lse_viz_opts *opts, char **out,
                 o.plates != NULL && o.plates[i].node ? o.plates[i].node
                                                      : "NULL");
     const char *layout = o.layout != NULL ? o.layout : "dot";
-    /* dot and fdp draw clusters; the others ignore them */
+    /* dot and fdp draw clusters; the others ignore them (or draw each
+     * as the bounding box of its nodes, across other nodes), so a
+     * picture with plates is refused rather than drawn without them */
     const int clusters = strcmp(layout, "dot") == 0 || strcmp(layout, "fdp") == 0;
+    if (!clusters) {
+        char first[64] = "";
+        const size_t np = o.expand ? 0 : count_plates(g, &o, first, sizeof first);
+        if (o.expand)
+            return lse_error_set(err, LSE_EINVAL, fn,
+                                 "layout '%s' draws no clusters, which hold "
+                                 "the rows of the expanded view; use dot",
+                                 layout);
+        if (np > 0)
+            return lse_error_set(err, LSE_EINVAL, fn,
+                                 "layout '%s' draws no plates (Graphviz "
+                                 "clusters) and this graph has %zu (%s%s); "
+                                 "use dot or fdp",
+                                 layout, np, first, np > 1 ? ", ..." : "");
+    }
     const char *font = print ? "Times-Roman" : "Helvetica";
     gv_quiet();
     Agraph_t *G = agopen((char *)"lsegraph", Agdirected, NULL);
@@ -779,7 +841,8 @@ lse_status lse_viz_to_dot(lse_graph *g, const lse_viz_opts *opts, char **out,
     }
     if (o.expand)
         expanded_graph(G, g, &o);
-    else if (!factor_graph(G, g, &o, clusters, font)) {
+    else if (!factor_graph(G, g, &o, clusters, strcmp(layout, "dot") == 0,
+                              font)) {
         agclose(G);
         return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     }
@@ -826,6 +889,17 @@ lse_status lse_viz_render_dot(const char *dot, const char *layout,
         agclose(more);
     if (G == NULL)
         return lse_error_set(err, LSE_EPARSE, fn, "Graphviz: %s", gv_error());
+    if (strcmp(layout, "dot") != 0 && strcmp(layout, "fdp") != 0)
+        for (Agraph_t *c = agfstsubg(G); c != NULL; c = agnxtsubg(c))
+            if (strncmp(agnameof(c), "cluster", 7) == 0) {
+                const lse_status cs = lse_error_set(
+                    err, LSE_EINVAL, fn,
+                    "layout '%s' draws no clusters and the graph has one "
+                    "(%s); use dot or fdp",
+                    layout, agnameof(c));
+                agclose(G);
+                return cs;
+            }
     GVC_t *gvc = shared_context();
     lse_status st = LSE_OK;
     char *data = NULL;

@@ -270,6 +270,35 @@ LSE_API lse_status lse_slds_posteriors(const lse_slds *m, const gsl_matrix *x,
 LSE_API lse_status lse_slds_viterbi(const lse_slds *m, const gsl_matrix *x,
                                     const size_t *seq, size_t *path,
                                     lse_error *err);
+/** @brief Filtered mode probabilities (n_steps, K): Markov, p(k_t | x up
+ *  to step t) by the forward pass in log space, restarted from p0 at
+ *  every sequence (statsmodels' filtered_marginal_probabilities); mixture,
+ *  the responsibilities (the modes are independent). The last step of a
+ *  sequence equals its smoothed marginal. LSE_EDIM when @p filt has the
+ *  wrong shape; LSE_ENOTSUP for latent states (models/slds_infer.c). */
+LSE_API lse_status lse_slds_filtered(const lse_slds *m, const gsl_matrix *x,
+                                     const size_t *seq, gsl_matrix *filt,
+                                     lse_error *err);
+/** @brief Number of parameters lse_slds_stderr reports (0 unless d = 1). */
+LSE_API size_t lse_slds_n_stderr(const lse_slds *m);
+/** @brief Standard errors of a univariate SLDS (d = 1) from the numerical
+ *  Hessian of the exact log-likelihood lse_slds_score at the current
+ *  parameters (central differences, steps 1e-4 of each parameter's size):
+ *  se = sqrt(diag((-H)^-1)), as statsmodels' MarkovRegression reports by
+ *  default (cov_type "approx"). The parameters, in its order and names:
+ *  Markov p[i->j] = P(j | i) for j < K-1 and every i (the last column is
+ *  1 - the others; p0 is held fixed), mixture pi[k] for k < K-1; const[k]
+ *  (b_k); ar.Ll[k] (A_k's lag-l coefficient, statsmodels' exog column xl
+ *  when the lags are the regressors); sigma2[k] (one "sigma2" when tied).
+ *  @p est and @p se have lse_slds_n_stderr(m) entries; @p names (may be
+ *  NULL) as many. @return LSE_OK; LSE_EFAULT; LSE_EDIM; LSE_ENOTSUP (d >
+ *  1 or latent states); LSE_EDOM (a probability within 4 steps of 0);
+ *  LSE_ENUMERIC (-H not positive definite: not at a maximum); the
+ *  status of lse_slds_score. */
+LSE_API lse_status lse_slds_stderr(const lse_slds *m, const gsl_matrix *x,
+                                   const size_t *seq, gsl_vector *est,
+                                   gsl_vector *se, char (*names)[32],
+                                   lse_error *err);
 /** @brief argmax_k of lse_slds_posteriors per step (n_steps entries). */
 LSE_API lse_status lse_slds_most_likely(const lse_slds *m, const gsl_matrix *x,
                                         const size_t *seq, size_t *modes,

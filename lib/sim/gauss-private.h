@@ -3,6 +3,8 @@
 
 #include <lsegraph/core.h>
 
+#include "kernels-private.h" /* LSE_HAVE_AVX2_PATH, LSE_TARGET_* */
+
 /*
  * Shared machinery of the Gaussian family (lib/sim/gauss_common.c):
  * lse_sim_gaussian (lib/sim/gaussian.c) and lse_sim_lingauss
@@ -332,6 +334,45 @@ int lse_gauss_is_empty(double n_k, double min_count);
  * (may be NULL) as log(N_k / N) for N_k > 0. */
 void lse_gauss_finish_weights(const double *n, size_t n_comp, double min_count,
                               gsl_matrix *logw, lse_mstep_report *report);
+
+/* Vectorized kernels of lse_sim_gaussian (lib/sim/gauss_simd.c).
+ * v_rows: the monomials V of the quadratic path for the block x into
+ * w->vblk; v_rows_fma: V of nr rows of x (tda xt) into vd (tda vt) for the
+ * FMA kernels. qeval: S (b, K) rows [i, i + 4 or 6) = V Q; qstats: the
+ * statistics (nv, kp) += V' rho of 4 rows, on tiles of 8 components.
+ * eval_diag_rows / stats_diag_rows: the fused loops of the diagonal and
+ * spherical covariances (stats: for component k, weighted responsibilities
+ * rho, ADD the shifted first and second moments to s1, s2). */
+void lse_gauss_v_rows(const lse_gauss_work *w, const gsl_matrix *x);
+void lse_gauss_eval_diag_rows(const lse_gauss_work *w, const gsl_matrix *x,
+                              gsl_matrix *s);
+void lse_gauss_stats_diag_rows(const gsl_matrix *x, const double *mu,
+                               const double *rho, int sph, double *s1,
+                               double *s2, int avx2);
+#if LSE_HAVE_AVX2_PATH
+void lse_gauss_v_rows_fma(const lse_gauss_work *w, const double *x, size_t xt,
+                          size_t nr, double *vd, size_t vt);
+LSE_TARGET_AVX2_FMA
+void lse_gauss_qeval4_avx2(const double *v, size_t vt, size_t nv,
+                           const double *q, size_t kp, size_t K, double *s,
+                           size_t st);
+LSE_TARGET_AVX2_FMA
+void lse_gauss_qeval6_avx2(const double *v, size_t vt, size_t nv,
+                           const double *q, size_t kp, size_t K, double *s,
+                           size_t st);
+LSE_TARGET_AVX512
+void lse_gauss_qeval6_avx512(const double *v, size_t vt, size_t nv,
+                             const double *q, size_t kp, size_t K, double *s,
+                             size_t st);
+LSE_TARGET_AVX2_FMA
+void lse_gauss_qstats4_avx2(const double *v, size_t vt, size_t nv,
+                            const double *rho, size_t rt, double *acc,
+                            size_t kp);
+LSE_TARGET_AVX512
+void lse_gauss_qstats4_avx512(const double *v, size_t vt, size_t nv,
+                              const double *rho, size_t rt, double *acc,
+                              size_t kp);
+#endif
 
 /* mclust's constrained M-steps (lib/sim/gauss_mclust.c). active: the
  * work's model has its own M-step (not NONE, VII, VVI, EEE, VVV). check:

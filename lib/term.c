@@ -32,15 +32,12 @@ lse_term_spec lse_term_spec_default(void)
 
 static void par_free(lse_term *t);
 
-void lse_term_free(lse_term *t)
+/* The LSE part of a term (lse_term_free frees the rest). */
+static void lse_kind_free(lse_term *t)
 {
-    if (t == NULL)
-        return;
     par_free(t);
     if (t->work != NULL && t->sim != NULL && t->sim->work_free != NULL)
         t->sim->work_free(t->work);
-    free(t->config_owned);
-    free(t->name);
     free(t->param);
     free(t->param_rows);
     free(t->param_cols);
@@ -54,71 +51,9 @@ void lse_term_free(lse_term *t)
     gsl_matrix_free(t->g);
     gsl_vector_free(t->row_lse);
     lse_chain_free(t->chain);
-    free(t->views);
-    free(t->value_views);
-    free(t->grad_views);
-    free(t->values);
-    free(t->grads);
-    free(t);
 }
 
-lse_status lse_check_view(lse_graph *g, const lse_view *v, const char *what,
-                          const char *fn, const char *term)
-{
-    if (v->node == NULL)
-        return lse_graph_fail(g, LSE_EFAULT, fn,
-                              "term '%s': %s view has no node", term, what);
-    if (v->node->graph != g)
-        return lse_graph_fail(
-            g, LSE_EINVAL, fn,
-            "term '%s': %s node '%s' belongs to another graph", term, what,
-            v->node->name);
-    const size_t rows = v->node->value->size1;
-    if (v->count == 0 || v->first >= rows || v->count > rows - v->first)
-        return lse_graph_fail(g, LSE_ERANGE, fn,
-                              "term '%s': %s view rows [%zu, %zu) outside node "
-                              "'%s' of %zu rows",
-                              term, what, v->first, v->first + v->count,
-                              v->node->name, rows);
-    return LSE_OK;
-}
-
-lse_status lse_graph_add_term_slot(lse_graph *g, const char *name,
-                                   const char *fn, lse_term **out)
-{
-    if (name == NULL)
-        return lse_graph_fail(g, LSE_EFAULT, fn, "NULL term name");
-    if (name[0] == '\0')
-        return lse_graph_fail(g, LSE_EINVAL, fn, "empty term name");
-    if (lse_graph_find_term(g, name) != NULL ||
-        lse_graph_find_node(g, name) != NULL)
-        return lse_graph_fail(g, LSE_EEXIST, fn, "name '%s' exists", name);
-    if (g->n_terms == g->cap_terms) {
-        size_t cap = 8, bytes;
-        if ((g->cap_terms && lse_size_mul(g->cap_terms, 2, &cap)) ||
-            lse_size_mul(cap, sizeof *g->terms, &bytes))
-            return lse_graph_fail(g, LSE_ENOMEM, fn, "too many terms");
-        lse_term **terms = realloc(g->terms, bytes);
-        if (terms == NULL)
-            return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
-        g->terms = terms;
-        g->cap_terms = cap;
-    }
-    lse_term *t = calloc(1, sizeof *t);
-    if (t == NULL)
-        return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
-    const size_t len = strlen(name) + 1;
-    t->name = malloc(len);
-    if (t->name == NULL) {
-        free(t);
-        return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
-    }
-    memcpy(t->name, name, len);
-    t->graph = g;
-    t->enabled = 1;
-    *out = t;
-    return LSE_OK;
-}
+static const lse_term_ops lse_ops = {lse_term_eval, lse_kind_free};
 
 static int is_allowed(const lse_term *t, size_t i, size_t j)
 {
@@ -170,7 +105,7 @@ lse_status lse_graph_add_lse(lse_graph *g, const char *name,
                               name != NULL ? name : "?");
     const lse_sim_type *sim = spec->sim;
     lse_term *t = NULL;
-    lse_status st = lse_graph_add_term_slot(g, name, fn, &t);
+    lse_status st = lse_graph_add_term_slot(g, name, fn, &lse_ops, &t);
     if (st != LSE_OK)
         return st;
     t->kind = LSE_TERM_LSE;

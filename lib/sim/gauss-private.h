@@ -6,7 +6,9 @@
 #include "kernels-private.h" /* LSE_HAVE_AVX2_PATH, LSE_TARGET_* */
 
 /*
- * Shared machinery of the Gaussian family (lib/sim/gauss_common.c):
+ * Shared machinery of the Gaussian family (lib/sim/gauss_common.c; its
+ * vectorized kernels in gauss_simd.c, the M-step helpers from
+ * lse_gauss_s2_size on in gauss_mstep.c):
  * lse_sim_gaussian (lib/sim/gaussian.c) and lse_sim_lingauss
  * (lib/sim/lingauss.c). Both score a residual r_ik (the data minus the
  * component's prediction) with
@@ -291,6 +293,8 @@ void lse_gauss_grad_logw(lse_gauss_work *w, const gsl_matrix *g,
 lse_status lse_gauss_check_args(const lse_gauss_work *w, const lse_sim_args *a,
                                 const gsl_matrix *bk);
 
+/* M-step helpers (lib/sim/gauss_mstep.c) --------------------------- */
+
 /* Statistics layout shared by both types: N (K), then the type's own
  * blocks, then the second-moment block: K * s2 doubles (s2 = d*d, d or 1)
  * or one pooled d*d block for tied. */
@@ -324,7 +328,7 @@ lse_status lse_gauss_fail(char *msg, size_t msg_len, lse_status st,
                           const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* describe(): "cov=full". */
+/* describe(): "cov=full" (gauss_common.c). */
 int lse_gauss_describe(const void *config, char *buf, size_t len);
 
 /* Emptiness rule of the M-step: component with count n_k is left alone. */

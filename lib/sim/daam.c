@@ -495,6 +495,55 @@ static lse_status daam_grad(const lse_sim_args *a, const gsl_matrix *g,
     return LSE_OK;
 }
 
+lse_status lse_daam_density(const lse_daam_config *cfg, const gsl_matrix *x,
+                            const gsl_matrix *delta, const gsl_matrix *c,
+                            const gsl_matrix *a, gsl_matrix *da,
+                            lse_error *err)
+{
+    static const char fn[] = "lse_daam_density";
+    if (x == NULL || delta == NULL || c == NULL || a == NULL || da == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL matrix");
+    const size_t n = x->size1, d = x->size2, H = delta->size1;
+    if (delta->size2 != d || c->size1 != H || c->size2 != 1 ||
+        a->size1 != n || a->size2 != H || da->size1 != n || da->size2 != d)
+        return lse_error_set(err, LSE_EDIM, fn,
+                             "x %zux%zu, delta %zux%zu, c %zux%zu, a %zux%zu, "
+                             "da %zux%zu: expected delta (H, d), c (H, 1), "
+                             "a (N, H), da (N, d)",
+                             n, d, delta->size1, delta->size2, c->size1,
+                             c->size2, a->size1, a->size2, da->size1,
+                             da->size2);
+    const lse_daam_config *cf = daam_config(cfg);
+    /* the mean and variance (plus eps) of each entry's row or column */
+    const int by_row = cf->axis == LSE_DAAM_FEATURES;
+    const size_t n_stat = by_row ? n : d, len = by_row ? d : n;
+    for (size_t u = 0; u < n_stat; u++) {
+        double mean = 0, var = 0;
+        for (size_t q = 0; q < len; q++)
+            mean += (by_row ? gsl_matrix_get(x, u, q) : gsl_matrix_get(x, q, u)) /
+                    (double)len;
+        for (size_t q = 0; q < len; q++)
+            var += pow((by_row ? gsl_matrix_get(x, u, q)
+                               : gsl_matrix_get(x, q, u)) -
+                           mean,
+                       2) /
+                   (double)len;
+        for (size_t q = 0; q < len; q++) {
+            const size_t i = by_row ? u : q, j = by_row ? q : u;
+            double s = 0;
+            for (size_t h = 0; h < H; h++) {
+                const double ch = gsl_matrix_get(c, h, 0);
+                const double y = (gsl_matrix_get(x, i, j) - mean -
+                                  gsl_matrix_get(delta, h, j)) /
+                                 sqrt(var + cf->eps);
+                s += gsl_matrix_get(a, i, h) * exp(-y * y / (2 * ch * ch));
+            }
+            gsl_matrix_set(da, i, j, s);
+        }
+    }
+    return LSE_OK;
+}
+
 static int daam_describe(const void *config, char *buf, size_t len)
 {
     const lse_daam_config *cfg = daam_config(config);

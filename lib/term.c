@@ -89,36 +89,15 @@ static lse_status check_shape_sizes(lse_term *t)
                           what);
 }
 
-lse_status lse_graph_add_lse(lse_graph *g, const char *name,
-                             const lse_term_spec *spec, lse_term **out)
-{
-    static const char fn[] = "lse_graph_add_lse";
-    if (out != NULL)
-        *out = NULL;
-    if (g == NULL)
-        return LSE_EFAULT;
-    g->errmsg[0] = '\0';
-    if (spec == NULL)
-        return lse_graph_fail(g, LSE_EFAULT, fn, "NULL spec");
-    if (spec->sim == NULL)
-        return lse_graph_fail(g, LSE_EFAULT, fn, "term '%s': NULL similarity",
-                              name != NULL ? name : "?");
-    const lse_sim_type *sim = spec->sim;
-    lse_term *t = NULL;
-    lse_status st = lse_graph_add_term_slot(g, name, fn, &lse_ops, &t);
-    if (st != LSE_OK)
-        return st;
-    t->kind = LSE_TERM_LSE;
-    t->sim = sim;
-    t->child = spec->child;
-    t->parent = spec->parent;
-    t->context = spec->context;
-    t->beta = spec->beta;
-    t->mask = spec->mask;
-    t->reduce = spec->reduce;
-    t->keep = spec->keep_matrices || spec->reduce == LSE_REDUCE_CHAIN;
+/* The stages of lse_graph_add_lse, in order; each names the failure on g
+ * (function fn, term name) and returns its status. */
 
-    st = lse_check_view(g, &t->child, "child", fn, name);
+/* The views, beta and the fixed masks of spec, copied into t. */
+static lse_status check_views(lse_graph *g, lse_term *t, const char *fn,
+                              const char *name)
+{
+    const lse_sim_type *sim = t->sim;
+    lse_status st = lse_check_view(g, &t->child, "child", fn, name);
     if (st == LSE_OK)
         st = lse_check_view(g, &t->parent, "parent", fn, name);
     if (st == LSE_OK && t->context.node != NULL) {
@@ -141,10 +120,17 @@ lse_status lse_graph_add_lse(lse_graph *g, const char *name,
         (t->mask & ~(unsigned)(LSE_MASK_CAUSAL | LSE_MASK_NO_SELF)) != 0)
         st = lse_graph_fail(g, LSE_EINVAL, fn, "term '%s': unknown mask 0x%x",
                             name, t->mask);
-    if (st != LSE_OK)
-        goto fail;
+    return st;
+}
 
-    const size_t nc = t->child.count, np = t->parent.count, K = sim->n_param;
+/* The parameter arrays and the parameter nodes of spec (optional ones may
+ * be absent). */
+static lse_status bind_params(lse_graph *g, lse_term *t,
+                              const lse_term_spec *spec, const char *fn,
+                              const char *name)
+{
+    const lse_sim_type *sim = t->sim;
+    const size_t nc = t->child.count, K = sim->n_param;
     t->param = calloc(K + 1, sizeof *t->param);
     t->param_rows = calloc(K + 1, sizeof *t->param_rows);
     t->param_cols = calloc(K + 1, sizeof *t->param_cols);
@@ -154,44 +140,42 @@ lse_status lse_graph_add_lse(lse_graph *g, const char *name,
     t->row_lse = gsl_vector_alloc(nc);
     if (t->param == NULL || t->param_rows == NULL || t->param_cols == NULL ||
         t->param_values == NULL || t->param_grads == NULL ||
-        t->param_gv == NULL || t->row_lse == NULL) {
-        st = lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
-        goto fail;
-    }
+        t->param_gv == NULL || t->row_lse == NULL)
+        return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
     for (size_t k = 0; k < K; k++) {
         lse_node *p = spec->param != NULL ? spec->param[k] : NULL;
         const char *pname =
             sim->param_names != NULL ? sim->param_names[k] : "?";
         if (p == NULL) {
-            if (!(sim->optional_params & (1u << k))) {
-                st = lse_graph_fail(g, LSE_EFAULT, fn,
-                                    "term '%s': %s needs parameter '%s'", name,
-                                    sim->name, pname);
-                goto fail;
-            }
+            if (!(sim->optional_params & (1u << k)))
+                return lse_graph_fail(g, LSE_EFAULT, fn,
+                                      "term '%s': %s needs parameter '%s'",
+                                      name, sim->name, pname);
             continue;
         }
-        if (p->graph != g) {
-            st = lse_graph_fail(g, LSE_EINVAL, fn,
-                                "term '%s': parameter '%s' is a node of "
-                                "another graph",
-                                name, pname);
-            goto fail;
-        }
+        if (p->graph != g)
+            return lse_graph_fail(g, LSE_EINVAL, fn,
+                                  "term '%s': parameter '%s' is a node of "
+                                  "another graph",
+                                  name, pname);
         t->param[k] = p;
         t->param_rows[k] = p->value->size1;
         t->param_cols[k] = p->value->size2;
     }
+    return LSE_OK;
+}
 
-    /* config: copy (or borrow a pairwise-style config of size 0) */
+/* The config: a copy (or a borrowed pairwise-style config of size 0). */
+static lse_status copy_config(lse_graph *g, lse_term *t,
+                              const lse_term_spec *spec, const char *fn)
+{
+    const lse_sim_type *sim = t->sim;
     const void *config =
         spec->config != NULL ? spec->config : sim->config_default;
     if (sim->config_size > 0) {
         t->config_owned = malloc(sim->config_size);
-        if (t->config_owned == NULL) {
-            st = lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
-            goto fail;
-        }
+        if (t->config_owned == NULL)
+            return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
         if (config != NULL) {
             memcpy(t->config_owned, config, sim->config_size);
             t->config = t->config_owned;
@@ -199,8 +183,16 @@ lse_status lse_graph_add_lse(lse_graph *g, const char *name,
     } else {
         t->config = config;
     }
-    config = t->config;
+    return LSE_OK;
+}
 
+/* The block size and the shape, checked by the similarity and against the
+ * address space. */
+static lse_status make_shape(lse_graph *g, lse_term *t, const char *fn,
+                             const char *name)
+{
+    const lse_sim_type *sim = t->sim;
+    const size_t nc = t->child.count, np = t->parent.count;
     size_t block = g->block_rows ? g->block_rows : DEFAULT_BLOCK;
     if ((sim->flags & LSE_SIM_WHOLE_CHILDREN) || block > nc)
         block = nc;
@@ -215,117 +207,155 @@ lse_status lse_graph_add_lse(lse_graph *g, const char *name,
                                .d_context = t->context.node != NULL
                                                 ? t->context.node->value->size2
                                                 : 0,
-                               .n_param = K,
+                               .n_param = sim->n_param,
                                .param_rows = t->param_rows,
                                .param_cols = t->param_cols};
     if (sim->check != NULL) {
         char msg[512] = "";
-        st = sim->check(&t->shape, config, msg, sizeof msg);
+        const lse_status st = sim->check(&t->shape, t->config, msg, sizeof msg);
         if (st != LSE_OK) {
             lse_graph_fail(g, st, fn, "term '%s': %s", name,
                            msg[0] ? msg : lse_strerror(st));
-            goto fail;
+            return st;
         }
     }
-    st = check_shape_sizes(t);
-    if (st != LSE_OK)
-        goto fail;
+    return check_shape_sizes(t);
+}
+
+/* The user mask and row weights of spec, the kept S and softmax, the
+ * similarity's workspace and the per-thread scratch. */
+static lse_status make_buffers(lse_graph *g, lse_term *t,
+                               const lse_term_spec *spec, const char *fn,
+                               const char *name)
+{
+    const lse_sim_type *sim = t->sim;
+    const size_t nc = t->child.count, np = t->parent.count;
+    lse_status st;
     if (spec->user_mask != NULL) {
-        if (spec->user_mask->size1 != nc || spec->user_mask->size2 != np) {
-            st = lse_graph_fail(
+        if (spec->user_mask->size1 != nc || spec->user_mask->size2 != np)
+            return lse_graph_fail(
                 g, LSE_EDIM, fn, "term '%s': mask is %zux%zu, expected %zux%zu",
                 name, spec->user_mask->size1, spec->user_mask->size2, nc, np);
-            goto fail;
-        }
         t->user_mask = gsl_matrix_alloc(nc, np);
-        if (t->user_mask == NULL) {
-            st = lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
-            goto fail;
-        }
+        if (t->user_mask == NULL)
+            return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
         gsl_matrix_memcpy(t->user_mask, spec->user_mask);
     }
     t->has_mask = t->mask != 0 || t->user_mask != NULL;
     if (spec->row_weight != NULL) {
         st = lse_term_set_row_weight(t, spec->row_weight);
         if (st != LSE_OK)
-            goto fail;
+            return st;
     }
     if (t->keep) { /* streaming terms use per-thread blocks (par_new) */
         t->s = gsl_matrix_alloc(nc, np);
         t->a = gsl_matrix_alloc(nc, np);
-        if (t->s == NULL || t->a == NULL) {
-            st = lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
-            goto fail;
-        }
+        if (t->s == NULL || t->a == NULL)
+            return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
     }
     if (sim->work_new != NULL) {
         st = sim->work_new(&t->shape, t->config, &t->work);
         if (st != LSE_OK) {
             lse_graph_fail(g, st, fn, "term '%s': %s workspace: %s", name,
                            sim->name, lse_strerror(st));
-            goto fail;
+            return st;
         }
     }
     st = par_new(t);
-    if (st != LSE_OK) {
+    if (st != LSE_OK)
         lse_graph_fail(g, st, fn, "term '%s': %s workspace: %s", name,
                        sim->name, lse_strerror(st));
-        goto fail;
-    }
-    if (t->reduce == LSE_REDUCE_CHAIN) {
-        if (spec->chain_init == NULL || spec->chain_trans == NULL) {
-            st = lse_graph_fail(g, LSE_EFAULT, fn,
-                                "term '%s': chain reduction needs chain_init "
-                                "and chain_trans nodes",
-                                name);
-            goto fail;
-        }
-        if (spec->chain_init->graph != g || spec->chain_trans->graph != g) {
-            st =
-                lse_graph_fail(g, LSE_EINVAL, fn,
-                               "term '%s': chain nodes of another graph", name);
-            goto fail;
-        }
-        if (spec->chain_init->value->size1 != 1 ||
-            spec->chain_init->value->size2 != np ||
-            spec->chain_trans->value->size1 != np ||
-            spec->chain_trans->value->size2 != np) {
-            st = lse_graph_fail(g, LSE_EDIM, fn,
-                                "term '%s': chain_init must be 1x%zu and "
-                                "chain_trans %zux%zu",
-                                name, np, np, np);
-            goto fail;
-        }
-        if (t->beta != 1.0 || t->has_mask || t->row_weight != NULL) {
-            st = lse_graph_fail(g, LSE_EINVAL, fn,
-                                "term '%s': chain reduction takes beta = 1, no "
-                                "masks and no row weights",
-                                name);
-            goto fail;
-        }
-        t->chain_init = spec->chain_init;
-        t->chain_trans = spec->chain_trans;
-        st = lse_chain_new(t, spec->chain_starts, spec->n_chain_starts,
-                           &t->chain);
-        if (st != LSE_OK) {
-            if (g->errmsg[0] == '\0')
-                lse_graph_fail(g, st, fn, "term '%s': %s", name,
-                               lse_strerror(st));
-            goto fail;
-        }
-    } else if (t->reduce != LSE_REDUCE_ROWS) {
-        st =
-            lse_graph_fail(g, LSE_EINVAL, fn, "term '%s': unknown reduction %d",
-                           name, (int)t->reduce);
-        goto fail;
+    return st;
+}
+
+/* The reduction: rows, or a chain over spec's init/trans nodes. */
+static lse_status make_reduction(lse_graph *g, lse_term *t,
+                                 const lse_term_spec *spec, const char *fn,
+                                 const char *name)
+{
+    const size_t np = t->parent.count;
+    if (t->reduce == LSE_REDUCE_ROWS)
+        return LSE_OK;
+    if (t->reduce != LSE_REDUCE_CHAIN)
+        return lse_graph_fail(g, LSE_EINVAL, fn,
+                              "term '%s': unknown reduction %d", name,
+                              (int)t->reduce);
+    if (spec->chain_init == NULL || spec->chain_trans == NULL)
+        return lse_graph_fail(g, LSE_EFAULT, fn,
+                              "term '%s': chain reduction needs chain_init "
+                              "and chain_trans nodes",
+                              name);
+    if (spec->chain_init->graph != g || spec->chain_trans->graph != g)
+        return lse_graph_fail(g, LSE_EINVAL, fn,
+                              "term '%s': chain nodes of another graph", name);
+    if (spec->chain_init->value->size1 != 1 ||
+        spec->chain_init->value->size2 != np ||
+        spec->chain_trans->value->size1 != np ||
+        spec->chain_trans->value->size2 != np)
+        return lse_graph_fail(g, LSE_EDIM, fn,
+                              "term '%s': chain_init must be 1x%zu and "
+                              "chain_trans %zux%zu",
+                              name, np, np, np);
+    if (t->beta != 1.0 || t->has_mask || t->row_weight != NULL)
+        return lse_graph_fail(g, LSE_EINVAL, fn,
+                              "term '%s': chain reduction takes beta = 1, no "
+                              "masks and no row weights",
+                              name);
+    t->chain_init = spec->chain_init;
+    t->chain_trans = spec->chain_trans;
+    const lse_status st = lse_chain_new(t, spec->chain_starts,
+                                        spec->n_chain_starts, &t->chain);
+    if (st != LSE_OK && g->errmsg[0] == '\0')
+        lse_graph_fail(g, st, fn, "term '%s': %s", name, lse_strerror(st));
+    return st;
+}
+
+lse_status lse_graph_add_lse(lse_graph *g, const char *name,
+                             const lse_term_spec *spec, lse_term **out)
+{
+    static const char fn[] = "lse_graph_add_lse";
+    if (out != NULL)
+        *out = NULL;
+    if (g == NULL)
+        return LSE_EFAULT;
+    g->errmsg[0] = '\0';
+    if (spec == NULL)
+        return lse_graph_fail(g, LSE_EFAULT, fn, "NULL spec");
+    if (spec->sim == NULL)
+        return lse_graph_fail(g, LSE_EFAULT, fn, "term '%s': NULL similarity",
+                              name != NULL ? name : "?");
+    lse_term *t = NULL;
+    lse_status st = lse_graph_add_term_slot(g, name, fn, &lse_ops, &t);
+    if (st != LSE_OK)
+        return st;
+    t->kind = LSE_TERM_LSE;
+    t->sim = spec->sim;
+    t->child = spec->child;
+    t->parent = spec->parent;
+    t->context = spec->context;
+    t->beta = spec->beta;
+    t->mask = spec->mask;
+    t->reduce = spec->reduce;
+    t->keep = spec->keep_matrices || spec->reduce == LSE_REDUCE_CHAIN;
+    st = check_views(g, t, fn, name);
+    if (st == LSE_OK)
+        st = bind_params(g, t, spec, fn, name);
+    if (st == LSE_OK)
+        st = copy_config(g, t, spec, fn);
+    if (st == LSE_OK)
+        st = make_shape(g, t, fn, name);
+    if (st == LSE_OK)
+        st = make_buffers(g, t, spec, fn, name);
+    if (st == LSE_OK)
+        st = make_reduction(g, t, spec, fn, name);
+    if (st != LSE_OK) {
+        lse_term_free(t);
+        return st;
     }
     g->terms[g->n_terms++] = t;
     if (out != NULL)
         *out = t;
     return LSE_OK;
-fail:
-    lse_term_free(t);
-    return st;
 }
 
 /* Chunks and threads ---------------------------------------------------- *

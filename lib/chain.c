@@ -136,8 +136,8 @@ static void chain_probs(lse_chain *c, const gsl_matrix *u, const gsl_matrix *V)
 /* Scaled forward pass over rows [s0, s1) of S from the initial
  * probabilities p0: emissions em, normalized alpha, scales; returns the
  * sequence's log-likelihood sum_t (log c_t + max S_t). */
-static double chain_forward(lse_chain *c, const gsl_matrix *S,
-                            const double *p0, size_t s0, size_t s1)
+static double chain_forward(lse_chain *c, const gsl_matrix *S, const double *p0,
+                            size_t s0, size_t s1)
 {
     const size_t K = c->K, ta = c->alpha->tda, ts = S->tda;
     const size_t tt = c->trans->tda;

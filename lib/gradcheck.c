@@ -90,11 +90,11 @@ static gsl_matrix *zeros_like(const gsl_matrix *m)
 
 /* The copies, gradients and scratch of one lse_sim_check_gradient. */
 typedef struct check_bufs {
-    size_t *rows, *cols;    /* (np + 1) parameter shapes */
-    gsl_matrix **pv, **pg;  /* (np + 1) parameter copies, their gradients */
-    gsl_matrix *c, *p, *x;  /* copies of child, parent, context */
+    size_t *rows, *cols;   /* (np + 1) parameter shapes */
+    gsl_matrix **pv, **pg; /* (np + 1) parameter copies, their gradients */
+    gsl_matrix *c, *p, *x; /* copies of child, parent, context */
     gsl_matrix *gc, *gp, *gx;
-    gsl_matrix *s, *g;      /* S and the weights G (child x parent) */
+    gsl_matrix *s, *g; /* S and the weights G (child x parent) */
 } check_bufs;
 
 /* LSE_OK, or LSE_ENOMEM with whatever was made in b (bufs_free frees it). */
@@ -163,15 +163,18 @@ static void bufs_free(check_bufs *b, size_t np)
  * caller). */
 static lse_status check_all(const lse_sim_type *type, const void *config,
                             check_bufs *b, void **work, double h, double floor,
-                            lse_gradcheck *res, const char *fn,
-                            lse_error *err)
+                            lse_gradcheck *res, const char *fn, lse_error *err)
 {
     const size_t np = type->n_param;
-    const lse_sim_shape shape = {
-        .n_child = b->c->size1, .block = b->c->size1, .n_parent = b->p->size1,
-        .d_child = b->c->size2, .d_parent = b->p->size2,
-        .d_context = b->x != NULL ? b->x->size2 : 0,
-        .n_param = np, .param_rows = b->rows, .param_cols = b->cols};
+    const lse_sim_shape shape = {.n_child = b->c->size1,
+                                 .block = b->c->size1,
+                                 .n_parent = b->p->size1,
+                                 .d_child = b->c->size2,
+                                 .d_parent = b->p->size2,
+                                 .d_context = b->x != NULL ? b->x->size2 : 0,
+                                 .n_param = np,
+                                 .param_rows = b->rows,
+                                 .param_cols = b->cols};
     char msg[256] = "";
     lse_status st;
     if (type->check != NULL) {
@@ -186,19 +189,22 @@ static lse_status check_all(const lse_sim_type *type, const void *config,
         if (st != LSE_OK)
             return st;
     }
-    sim_probe probe = {
-        .type = type,
-        .args = {.child = b->c, .parent = b->p, .context = b->x,
-                 .child_offset = 0,
-                 .param = (const gsl_matrix *const *)b->pv, .config = config,
-                 .work = *work},
-        .s = b->s, .g = b->g};
+    sim_probe probe = {.type = type,
+                       .args = {.child = b->c,
+                                .parent = b->p,
+                                .context = b->x,
+                                .child_offset = 0,
+                                .param = (const gsl_matrix *const *)b->pv,
+                                .config = config,
+                                .work = *work},
+                       .s = b->s,
+                       .g = b->g};
     double e0;
     st = probe_energy(&probe, &e0);
     if (st != LSE_OK)
         return st;
-    const lse_sim_grads out = {.child = b->gc, .parent = b->gp,
-                               .context = b->gx, .param = b->pg};
+    const lse_sim_grads out = {
+        .child = b->gc, .parent = b->gp, .context = b->gx, .param = b->pg};
     st = type->grad(&probe.args, b->g, &out);
     if (st != LSE_OK)
         return st;

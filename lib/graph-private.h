@@ -88,7 +88,6 @@ lse_status lse_graph_fail(lse_graph *g, lse_status status, const char *func,
                           const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-
 /* Evaluation of an LSE term (lib/term.c). want_grad: also accumulate
  * gradients into the node grads. */
 lse_status lse_term_eval(lse_term *t, int want_grad);

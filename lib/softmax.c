@@ -54,8 +54,7 @@ int lse_softmax_find_bad(const gsl_matrix *s, const lse_softmax_isa *isa,
                          size_t *row, size_t *col)
 {
 #if LSE_HAVE_AVX2_PATH
-    const int any =
-        isa->avx2 ? block_has_bad_avx2(s) : block_has_bad_plain(s);
+    const int any = isa->avx2 ? block_has_bad_avx2(s) : block_has_bad_plain(s);
 #else
     const int any = block_has_bad_plain(s);
     (void)isa;
@@ -307,8 +306,8 @@ LSE_KERNEL void softmax_narrow_body(const gsl_matrix *s, gsl_matrix *a,
 }
 
 LSE_TARGET_AVX2_FMA
-static void softmax_narrow_fma(const gsl_matrix *s, gsl_matrix *a,
-                               double beta, double *lse, double *m)
+static void softmax_narrow_fma(const gsl_matrix *s, gsl_matrix *a, double beta,
+                               double *lse, double *m)
 {
     switch ((s->size2 + 3) / 4) {
     case 1:
@@ -334,8 +333,7 @@ static void softmax_narrow_fma(const gsl_matrix *s, gsl_matrix *a,
 LSE_TARGET_AVX512
 LSE_KERNEL void softmax8_rows(const gsl_matrix *s, gsl_matrix *a, double beta,
                               double *lse, double *m, size_t r0,
-                              const size_t nr, const size_t nvec,
-                              __mmask8 tail)
+                              const size_t nr, const size_t nvec, __mmask8 tail)
 {
     const size_t st = s->tda, at = a->tda;
     const __m512d ninf = _mm512_set1_pd(-INFINITY);
@@ -346,8 +344,7 @@ LSE_KERNEL void softmax8_rows(const gsl_matrix *s, gsl_matrix *a, double beta,
         const double *sr = s->data + (r0 + i) * st;
         if (nvec == 2)
             v[i][0] = _mm512_loadu_pd(sr);
-        v[i][nvec - 1] =
-            _mm512_mask_loadu_pd(ninf, tail, sr + 8 * (nvec - 1));
+        v[i][nvec - 1] = _mm512_mask_loadu_pd(ninf, tail, sr + 8 * (nvec - 1));
         const __m512d mx =
             nvec == 2 ? _mm512_max_pd(v[i][1], v[i][0]) : v[i][0];
         mr[i] = _mm512_reduce_max_pd(mx);
@@ -397,8 +394,7 @@ LSE_KERNEL void softmax_narrow8_body(const gsl_matrix *s, gsl_matrix *a,
             _mm512_storeu_pd(ar, _mm512_mul_pd(_mm512_loadu_pd(ar), inv));
         double *al = ar + 8 * (nvec - 1);
         _mm512_mask_storeu_pd(
-            al, tail,
-            _mm512_mul_pd(_mm512_maskz_loadu_pd(tail, al), inv));
+            al, tail, _mm512_mul_pd(_mm512_maskz_loadu_pd(tail, al), inv));
     }
     /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0 */
     for (r = 0; r < b; r++)

@@ -303,8 +303,8 @@ static lse_status make_reduction(lse_graph *g, lse_term *t,
                               name);
     t->chain_init = spec->chain_init;
     t->chain_trans = spec->chain_trans;
-    const lse_status st = lse_chain_new(t, spec->chain_starts,
-                                        spec->n_chain_starts, &t->chain);
+    const lse_status st =
+        lse_chain_new(t, spec->chain_starts, spec->n_chain_starts, &t->chain);
     if (st != LSE_OK && g->errmsg[0] == '\0')
         lse_graph_fail(g, st, fn, "term '%s': %s", name, lse_strerror(st));
     return st;

@@ -168,13 +168,13 @@ START_TEST(test_eval_is_paper_gate)
 }
 END_TEST
 
-
 /* lse_daam_density: with every head's weight on one head h, DA_ij is that
  * head's gate g_ihj, so sum_j log DA_ij is the similarity's score S_ih;
  * with weights a, DA is the a-weighted sum of the one-head maps. */
 START_TEST(test_density_export)
 {
-    gsl_matrix *x = make(N, D, 0.4, 1.0, 0.2), *delta = make(H, D, 1.7, 0.3, 0.0);
+    gsl_matrix *x = make(N, D, 0.4, 1.0, 0.2),
+               *delta = make(H, D, 1.7, 0.3, 0.0);
     gsl_matrix *c = widths(), *s = gsl_matrix_alloc(N, H);
     gsl_matrix *one = gsl_matrix_calloc(N, H), *a = gsl_matrix_alloc(N, H);
     gsl_matrix *da = gsl_matrix_alloc(N, D), *sum = gsl_matrix_calloc(N, D);

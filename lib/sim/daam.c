@@ -497,15 +497,14 @@ static lse_status daam_grad(const lse_sim_args *a, const gsl_matrix *g,
 
 lse_status lse_daam_density(const lse_daam_config *cfg, const gsl_matrix *x,
                             const gsl_matrix *delta, const gsl_matrix *c,
-                            const gsl_matrix *a, gsl_matrix *da,
-                            lse_error *err)
+                            const gsl_matrix *a, gsl_matrix *da, lse_error *err)
 {
     static const char fn[] = "lse_daam_density";
     if (x == NULL || delta == NULL || c == NULL || a == NULL || da == NULL)
         return lse_error_set(err, LSE_EFAULT, fn, "NULL matrix");
     const size_t n = x->size1, d = x->size2, H = delta->size1;
-    if (delta->size2 != d || c->size1 != H || c->size2 != 1 ||
-        a->size1 != n || a->size2 != H || da->size1 != n || da->size2 != d)
+    if (delta->size2 != d || c->size1 != H || c->size2 != 1 || a->size1 != n ||
+        a->size2 != H || da->size1 != n || da->size2 != d)
         return lse_error_set(err, LSE_EDIM, fn,
                              "x %zux%zu, delta %zux%zu, c %zux%zu, a %zux%zu, "
                              "da %zux%zu: expected delta (H, d), c (H, 1), "
@@ -520,8 +519,9 @@ lse_status lse_daam_density(const lse_daam_config *cfg, const gsl_matrix *x,
     for (size_t u = 0; u < n_stat; u++) {
         double mean = 0, var = 0;
         for (size_t q = 0; q < len; q++)
-            mean += (by_row ? gsl_matrix_get(x, u, q) : gsl_matrix_get(x, q, u)) /
-                    (double)len;
+            mean +=
+                (by_row ? gsl_matrix_get(x, u, q) : gsl_matrix_get(x, q, u)) /
+                (double)len;
         for (size_t q = 0; q < len; q++)
             var += pow((by_row ? gsl_matrix_get(x, u, q)
                                : gsl_matrix_get(x, q, u)) -

@@ -664,16 +664,16 @@ static lse_status fast_eval(lse_gauss_work *w, const gsl_matrix *x,
             const size_t i0 = i + 6 <= b ? i : b - 6;
             const double *vg = v + i0 * vt;
             if (!whole) {
-                lse_gauss_v_rows_fma(w, gsl_matrix_const_ptr(x, i0, 0), x->tda, 6, v,
-                              vt);
+                lse_gauss_v_rows_fma(w, gsl_matrix_const_ptr(x, i0, 0), x->tda,
+                                     6, v, vt);
                 vg = v;
             }
             if (w->fma == 2)
-                lse_gauss_qeval6_avx512(vg, vt, nv, q, kp, K, gsl_matrix_ptr(s, i0, 0),
-                              s->tda);
+                lse_gauss_qeval6_avx512(vg, vt, nv, q, kp, K,
+                                        gsl_matrix_ptr(s, i0, 0), s->tda);
             else
-                lse_gauss_qeval6_avx2(vg, vt, nv, q, kp, K, gsl_matrix_ptr(s, i0, 0),
-                            s->tda);
+                lse_gauss_qeval6_avx2(vg, vt, nv, q, kp, K,
+                                      gsl_matrix_ptr(s, i0, 0), s->tda);
         }
         return LSE_OK;
     }
@@ -683,8 +683,8 @@ static lse_status fast_eval(lse_gauss_work *w, const gsl_matrix *x,
         const size_t vt = w->vblk->tda, kp = w->qcoef->tda;
         for (size_t i = 0; i < b; i += 4) {
             const size_t i0 = i + 4 <= b ? i : b - 4;
-            lse_gauss_qeval4_avx2(v + i0 * vt, vt, nv, q, kp, K, gsl_matrix_ptr(s, i0, 0),
-                        s->tda);
+            lse_gauss_qeval4_avx2(v + i0 * vt, vt, nv, q, kp, K,
+                                  gsl_matrix_ptr(s, i0, 0), s->tda);
         }
         return LSE_OK;
     }
@@ -744,20 +744,21 @@ static lse_status fast_stats(lse_gauss_work *w, const gsl_matrix *x,
         for (; i + 4 <= b; i += 4) {
             const double *vg = v + i * vt;
             if (!whole) {
-                lse_gauss_v_rows_fma(w, gsl_matrix_const_ptr(x, i, 0), x->tda, 4, v,
-                              vt);
+                lse_gauss_v_rows_fma(w, gsl_matrix_const_ptr(x, i, 0), x->tda,
+                                     4, v, vt);
                 vg = v;
             }
             if (w->fma == 2)
-                lse_gauss_qstats4_avx512(vg, vt, nv, rho + i * rt, rt, macc, kp);
+                lse_gauss_qstats4_avx512(vg, vt, nv, rho + i * rt, rt, macc,
+                                         kp);
             else
                 lse_gauss_qstats4_avx2(vg, vt, nv, rho + i * rt, rt, macc, kp);
         }
         for (; i < b; i++) { /* the last rows one by one */
             const double *vg = v + i * vt;
             if (!whole) {
-                lse_gauss_v_rows_fma(w, gsl_matrix_const_ptr(x, i, 0), x->tda, 1, v,
-                              vt);
+                lse_gauss_v_rows_fma(w, gsl_matrix_const_ptr(x, i, 0), x->tda,
+                                     1, v, vt);
                 vg = v;
             }
             for (size_t p = 0; p < nv; p++) {

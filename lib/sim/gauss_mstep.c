@@ -11,7 +11,8 @@
  * constrained models (gaussian.c, lingauss.c, gauss_mclust.c): options,
  * row weights, a covariance or variances to the chol parameter with the
  * ridge reg_covar, empty components, mixture weights; and the error
- * formatter of every Gaussian-family file. Derivations: docs/sim-gaussian.md. */
+ * formatter of every Gaussian-family file. Derivations: docs/sim-gaussian.md.
+ */
 
 /* M-step defaults when the caller passes no options (as
  * lse_mstep_opts_default). */

@@ -65,8 +65,8 @@ static void fast_rows_avx2(const lse_gauss_work *w, const gsl_matrix *x)
 }
 
 LSE_TARGET_AVX2_FMA
-static void fast_rows_fma2(const lse_gauss_work *w, const double *x,
-                           size_t xt, size_t nr, double *vd, size_t vt)
+static void fast_rows_fma2(const lse_gauss_work *w, const double *x, size_t xt,
+                           size_t nr, double *vd, size_t vt)
 {
     fast_rows_body(w, x, xt, nr, vd, vt);
 }
@@ -299,10 +299,10 @@ void lse_gauss_qeval6_avx512(const double *v, size_t vt, size_t nv,
         }
         /* columns k0 .. K - 1 of this tile are real */
         const size_t nk = K - k0 < 16 ? K - k0 : 16;
-        const __mmask8 m0 =
-            (__mmask8)(nk >= 8 ? 0xFFu : (1u << nk) - 1u);
-        const __mmask8 m1 =
-            (__mmask8)(nk >= 16 ? 0xFFu : nk > 8 ? (1u << (nk - 8)) - 1u : 0u);
+        const __mmask8 m0 = (__mmask8)(nk >= 8 ? 0xFFu : (1u << nk) - 1u);
+        const __mmask8 m1 = (__mmask8)(nk >= 16 ? 0xFFu
+                                       : nk > 8 ? (1u << (nk - 8)) - 1u
+                                                : 0u);
         double *o = s + k0;
         _mm512_mask_storeu_pd(o, m0, a00);
         _mm512_mask_storeu_pd(o + 8, m1, a01);

@@ -298,21 +298,11 @@ static lse_status prepare_factor(lse_gauss_work *w, const gsl_matrix *chol,
 
 static void fast_coefficients(lse_gauss_work *w, const gsl_matrix *parent);
 
-lse_status lse_gauss_prepare(lse_gauss_work *w, const gsl_matrix *logw,
-                             const gsl_matrix *chol, const gsl_matrix *parent)
+/* log pi_k = logw_k - logsumexp(logw) into logpi (0 without logw);
+ * -INFINITY (log 0) is legal. */
+static lse_status prepare_weights(lse_gauss_work *w, const gsl_matrix *logw)
 {
-    if (w == NULL || chol == NULL)
-        return LSE_EFAULT;
-    w->prepared = 0;
-    w->has_offsets = 0;
-    w->fast = 0;
-    w->gen++; /* whatever follows, the E-step cache is stale */
-    const size_t K = w->n_comp, d = w->dim;
-    if (chol->size1 != lse_cov_chol_rows(w->cov, K) ||
-        chol->size2 != lse_cov_chol_cols(w->cov, d))
-        return LSE_EDIM;
-
-    /* log pi_k = logw_k - logsumexp(logw); -INFINITY (log 0) is legal */
+    const size_t K = w->n_comp;
     if (logw != NULL) {
         if (logw->size1 != K || logw->size2 != 1)
             return LSE_EDIM;
@@ -329,7 +319,14 @@ lse_status lse_gauss_prepare(lse_gauss_work *w, const gsl_matrix *logw,
     } else {
         gsl_vector_set_zero(w->logpi);
     }
+    return LSE_OK;
+}
 
+/* Per component: the inverse factor (inv, minv) and the constant
+ * log pi_k - 1/2 (d log 2 pi + log det Sigma_k) into cnst. */
+static lse_status prepare_factors(lse_gauss_work *w, const gsl_matrix *chol)
+{
+    const size_t K = w->n_comp, d = w->dim;
     const double log2pi_d = (double)d * log(2.0 * M_PI);
     double logdet = 0.0; /* log det Sigma_k = 2 sum_j log |L_jj| */
     for (size_t k = 0; k < K; k++) {
@@ -374,60 +371,97 @@ lse_status lse_gauss_prepare(lse_gauss_work *w, const gsl_matrix *logw,
         gsl_vector_set(w->cnst, k,
                        gsl_vector_get(w->logpi, k) - 0.5 * (log2pi_d + logdet));
     }
+    return LSE_OK;
+}
 
-    /* wide kernels: center c = mean of the means, off_k = (mu_k - c) L^-T */
-    if (parent != NULL && w->off != NULL) {
-        if (parent->size1 != K || parent->size2 != d)
-            return LSE_EDIM;
-        for (size_t k = 0; k < K; k++)
-            for (size_t j = 0; j < d; j++)
-                if (!isfinite(gsl_matrix_get(parent, k, j)))
-                    return LSE_ENONFINITE;
-        lse_gauss_mean_of_means(parent, w->center->data);
-        for (size_t k = 0; k < K; k++) {
-            const size_t f = w->cov == LSE_COV_TIED ? 0 : k;
-            double *o = gsl_matrix_ptr(w->off, k, 0);
-            for (size_t j = 0; j < d; j++)
-                o[j] = 0.0;
-            for (size_t i = 0; i < d; i++) {
-                const double m =
-                    gsl_matrix_get(parent, k, i) - gsl_vector_get(w->center, i);
-                const double *mi = gsl_matrix_const_ptr(w->minv, i, f * d);
-                for (size_t j = i; j < d; j++) /* block is upper */
-                    o[j] += m * mi[j];
-            }
+/* The wide kernels (full/tied): center c = mean of the means,
+ * off_k = (mu_k - c) L^-T, and the quadratic path when it is accurate. */
+static lse_status prepare_wide(lse_gauss_work *w, const gsl_matrix *chol,
+                               const gsl_matrix *parent)
+{
+    const size_t K = w->n_comp, d = w->dim;
+    if (parent->size1 != K || parent->size2 != d)
+        return LSE_EDIM;
+    for (size_t k = 0; k < K; k++)
+        for (size_t j = 0; j < d; j++)
+            if (!isfinite(gsl_matrix_get(parent, k, j)))
+                return LSE_ENONFINITE;
+    lse_gauss_mean_of_means(parent, w->center->data);
+    for (size_t k = 0; k < K; k++) {
+        const size_t f = w->cov == LSE_COV_TIED ? 0 : k;
+        double *o = gsl_matrix_ptr(w->off, k, 0);
+        for (size_t j = 0; j < d; j++)
+            o[j] = 0.0;
+        for (size_t i = 0; i < d; i++) {
+            const double m =
+                gsl_matrix_get(parent, k, i) - gsl_vector_get(w->center, i);
+            const double *mi = gsl_matrix_const_ptr(w->minv, i, f * d);
+            for (size_t j = i; j < d; j++) /* block is upper */
+                o[j] += m * mi[j];
         }
-        w->has_offsets = 1;
-        w->fast = lse_gauss_fast_path(w, parent, chol, w->dd->data);
-        if (w->fast)
-            fast_coefficients(w, parent);
     }
-    /* diag/spherical: parameters transposed for the fused loops */
-    if (parent != NULL && w->mut != NULL) {
-        if (parent->size1 != K || parent->size2 != d)
-            return LSE_EDIM;
-        for (size_t k = 0; k < K; k++)
-            for (size_t j = 0; j < d; j++) {
-                const double v = gsl_matrix_get(parent, k, j);
-                if (!isfinite(v))
-                    return LSE_ENONFINITE;
-                gsl_matrix_set(w->mut, j, k, v);
-            }
-        for (size_t k = 0; k < K; k++) {
-            if (w->cov == LSE_COV_DIAG) {
-                for (size_t j = 0; j < d; j++)
-                    gsl_matrix_set(w->invt, j, k, gsl_matrix_get(w->inv, k, j));
-            } else {
-                const double v = gsl_matrix_get(w->inv, k, 0);
-                gsl_matrix_set(w->invt, 0, k, v * v);
-            }
+    w->has_offsets = 1;
+    w->fast = lse_gauss_fast_path(w, parent, chol, w->dd->data);
+    if (w->fast)
+        fast_coefficients(w, parent);
+    return LSE_OK;
+}
+
+/* diag/spherical: parameters transposed for the fused loops, and the
+ * quadratic path when it is accurate. */
+static lse_status prepare_fused(lse_gauss_work *w, const gsl_matrix *chol,
+                                const gsl_matrix *parent)
+{
+    const size_t K = w->n_comp, d = w->dim;
+    if (parent->size1 != K || parent->size2 != d)
+        return LSE_EDIM;
+    for (size_t k = 0; k < K; k++)
+        for (size_t j = 0; j < d; j++) {
+            const double v = gsl_matrix_get(parent, k, j);
+            if (!isfinite(v))
+                return LSE_ENONFINITE;
+            gsl_matrix_set(w->mut, j, k, v);
         }
-        lse_gauss_mean_of_means(parent, w->center->data);
-        w->has_offsets = 1;
-        w->fast = lse_gauss_fast_path(w, parent, chol, w->dd->data);
-        if (w->fast)
-            fast_coefficients(w, parent);
+    for (size_t k = 0; k < K; k++) {
+        if (w->cov == LSE_COV_DIAG) {
+            for (size_t j = 0; j < d; j++)
+                gsl_matrix_set(w->invt, j, k, gsl_matrix_get(w->inv, k, j));
+        } else {
+            const double v = gsl_matrix_get(w->inv, k, 0);
+            gsl_matrix_set(w->invt, 0, k, v * v);
+        }
     }
+    lse_gauss_mean_of_means(parent, w->center->data);
+    w->has_offsets = 1;
+    w->fast = lse_gauss_fast_path(w, parent, chol, w->dd->data);
+    if (w->fast)
+        fast_coefficients(w, parent);
+    return LSE_OK;
+}
+
+lse_status lse_gauss_prepare(lse_gauss_work *w, const gsl_matrix *logw,
+                             const gsl_matrix *chol, const gsl_matrix *parent)
+{
+    if (w == NULL || chol == NULL)
+        return LSE_EFAULT;
+    w->prepared = 0;
+    w->has_offsets = 0;
+    w->fast = 0;
+    w->gen++; /* whatever follows, the E-step cache is stale */
+    const size_t K = w->n_comp, d = w->dim;
+    if (chol->size1 != lse_cov_chol_rows(w->cov, K) ||
+        chol->size2 != lse_cov_chol_cols(w->cov, d))
+        return LSE_EDIM;
+
+    lse_status st = prepare_weights(w, logw);
+    if (st == LSE_OK)
+        st = prepare_factors(w, chol);
+    if (st == LSE_OK && parent != NULL && w->off != NULL)
+        st = prepare_wide(w, chol, parent);
+    if (st == LSE_OK && parent != NULL && w->mut != NULL)
+        st = prepare_fused(w, chol, parent);
+    if (st != LSE_OK)
+        return st;
     w->prepared = 1;
     return LSE_OK;
 }
@@ -699,6 +733,87 @@ static lse_status fast_eval(lse_gauss_work *w, const gsl_matrix *x,
     return lse_status_from_gsl(rc);
 }
 
+#if LSE_HAVE_AVX2_PATH
+/* fast_stats with the AVX2 + FMA (or AVX-512) tiles of V' R. */
+static lse_status fast_stats_fma(lse_gauss_work *w, const gsl_matrix *x,
+                                 const gsl_matrix *resp,
+                                 const gsl_vector *weight, double *acc)
+{
+    const size_t b = x->size1, d = w->dim, K = w->n_comp, nv = w->nv;
+    const int tied = w->cov == LSE_COV_TIED;
+    const size_t kp = w->rbuf->tda;
+    /* rho: R itself when it has no weights and whole tiles, else R
+     * times the row weights, zero-padded, in rbuf */
+    const double *rho = w->rbuf->data;
+    size_t rt = kp;
+    if (weight == NULL && K == kp) {
+        rho = resp->data;
+        rt = resp->tda;
+    } else {
+        for (size_t i = 0; i < b; i++) {
+            const double wi = weight != NULL ? gsl_vector_get(weight, i) : 1.0;
+            const double *ri = gsl_matrix_const_ptr(resp, i, 0);
+            double *o = gsl_matrix_ptr(w->rbuf, i, 0);
+            for (size_t k = 0; k < K; k++)
+                o[k] = ri[k] * wi;
+            for (size_t k = K; k < kp; k++)
+                o[k] = 0.0;
+        }
+    }
+    double *macc = w->qacc->data; /* (nv, kp) */
+    memset(macc, 0, nv * kp * sizeof *macc);
+    /* V as fast_eval made it: full/tied the whole block (kept by eval
+     * for this block, else made now), diag/spherical 4 rows at a time
+     * at the head of vblk */
+    const int whole = w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED;
+    double *v = w->vblk->data;
+    const size_t vt = whole ? w->vblk->tda : nv;
+    if (whole && !cache_holds(w, x)) {
+        w->zrows = 0;
+        lse_gauss_v_rows_fma(w, x->data, x->tda, b, v, vt);
+        cache_store(w, x);
+    }
+    size_t i = 0;
+    for (; i + 4 <= b; i += 4) {
+        const double *vg = v + i * vt;
+        if (!whole) {
+            lse_gauss_v_rows_fma(w, gsl_matrix_const_ptr(x, i, 0), x->tda, 4, v,
+                                 vt);
+            vg = v;
+        }
+        if (w->fma == 2)
+            lse_gauss_qstats4_avx512(vg, vt, nv, rho + i * rt, rt, macc, kp);
+        else
+            lse_gauss_qstats4_avx2(vg, vt, nv, rho + i * rt, rt, macc, kp);
+    }
+    for (; i < b; i++) { /* the last rows one by one */
+        const double *vg = v + i * vt;
+        if (!whole) {
+            lse_gauss_v_rows_fma(w, gsl_matrix_const_ptr(x, i, 0), x->tda, 1, v,
+                                 vt);
+            vg = v;
+        }
+        for (size_t p = 0; p < nv; p++) {
+            const double vp = vg[p];
+            for (size_t k = 0; k < K; k++)
+                macc[p * kp + k] += vp * rho[i * rt + k];
+        }
+    }
+    const size_t nh = tied ? 1 + d : nv;
+    /* rows < nh per component; tied: the rest pooled over k */
+    for (size_t p = 0; p < nh; p++)
+        for (size_t k = 0; k < K; k++)
+            acc[p * K + k] += macc[p * kp + k];
+    for (size_t p = nh; p < nv; p++) {
+        double sum = 0.0;
+        for (size_t k = 0; k < K; k++)
+            sum += macc[p * kp + k];
+        acc[nh * K + (p - nh)] += sum;
+    }
+    return LSE_OK;
+}
+#endif
+
 static lse_status fast_stats(lse_gauss_work *w, const gsl_matrix *x,
                              const gsl_matrix *resp, const gsl_vector *weight,
                              double *acc)
@@ -707,79 +822,8 @@ static lse_status fast_stats(lse_gauss_work *w, const gsl_matrix *x,
     const int tied = w->cov == LSE_COV_TIED;
     const size_t kp = w->rbuf->tda;
 #if LSE_HAVE_AVX2_PATH
-    if (w->fma) {
-        /* rho: R itself when it has no weights and whole tiles, else R
-         * times the row weights, zero-padded, in rbuf */
-        const double *rho = w->rbuf->data;
-        size_t rt = kp;
-        if (weight == NULL && K == kp) {
-            rho = resp->data;
-            rt = resp->tda;
-        } else {
-            for (size_t i = 0; i < b; i++) {
-                const double wi =
-                    weight != NULL ? gsl_vector_get(weight, i) : 1.0;
-                const double *ri = gsl_matrix_const_ptr(resp, i, 0);
-                double *o = gsl_matrix_ptr(w->rbuf, i, 0);
-                for (size_t k = 0; k < K; k++)
-                    o[k] = ri[k] * wi;
-                for (size_t k = K; k < kp; k++)
-                    o[k] = 0.0;
-            }
-        }
-        double *macc = w->qacc->data; /* (nv, kp) */
-        memset(macc, 0, nv * kp * sizeof *macc);
-        /* V as fast_eval made it: full/tied the whole block (kept by eval
-         * for this block, else made now), diag/spherical 4 rows at a time
-         * at the head of vblk */
-        const int whole = w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED;
-        double *v = w->vblk->data;
-        const size_t vt = whole ? w->vblk->tda : nv;
-        if (whole && !cache_holds(w, x)) {
-            w->zrows = 0;
-            lse_gauss_v_rows_fma(w, x->data, x->tda, b, v, vt);
-            cache_store(w, x);
-        }
-        size_t i = 0;
-        for (; i + 4 <= b; i += 4) {
-            const double *vg = v + i * vt;
-            if (!whole) {
-                lse_gauss_v_rows_fma(w, gsl_matrix_const_ptr(x, i, 0), x->tda,
-                                     4, v, vt);
-                vg = v;
-            }
-            if (w->fma == 2)
-                lse_gauss_qstats4_avx512(vg, vt, nv, rho + i * rt, rt, macc,
-                                         kp);
-            else
-                lse_gauss_qstats4_avx2(vg, vt, nv, rho + i * rt, rt, macc, kp);
-        }
-        for (; i < b; i++) { /* the last rows one by one */
-            const double *vg = v + i * vt;
-            if (!whole) {
-                lse_gauss_v_rows_fma(w, gsl_matrix_const_ptr(x, i, 0), x->tda,
-                                     1, v, vt);
-                vg = v;
-            }
-            for (size_t p = 0; p < nv; p++) {
-                const double vp = vg[p];
-                for (size_t k = 0; k < K; k++)
-                    macc[p * kp + k] += vp * rho[i * rt + k];
-            }
-        }
-        const size_t nh = tied ? 1 + d : nv;
-        /* rows < nh per component; tied: the rest pooled over k */
-        for (size_t p = 0; p < nh; p++)
-            for (size_t k = 0; k < K; k++)
-                acc[p * K + k] += macc[p * kp + k];
-        for (size_t p = nh; p < nv; p++) {
-            double sum = 0.0;
-            for (size_t k = 0; k < K; k++)
-                sum += macc[p * kp + k];
-            acc[nh * K + (p - nh)] += sum;
-        }
-        return LSE_OK;
-    }
+    if (w->fma)
+        return fast_stats_fma(w, x, resp, weight, acc);
 #endif
     if (!cache_holds(w, x))
         fast_block(w, x);

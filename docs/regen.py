@@ -34,7 +34,7 @@ tables a program prints in Markdown. The page's text names the command.
 The commands of one page run in order, in one fresh temporary directory
 that links every top-level entry of the source tree (data/, models/, ...)
 and "build" to the build directory, with the build's tools/ and
-models/demos/ first on PATH, LC_ALL=C and TZ=UTC. Files a command writes
+examples/ first on PATH, LC_ALL=C and TZ=UTC. Files a command writes
 stay in the temporary directory.
 
 Without --check the pages are rewritten in place (after merging changes to
@@ -122,7 +122,7 @@ class Runner:
         os.symlink(build, os.path.join(self.tmp, "build"))
         env = dict(os.environ)
         env["PATH"] = os.pathsep.join([os.path.join(build, "tools"),
-                                       os.path.join(build, "models", "demos"),
+                                       os.path.join(build, "examples"),
                                        env.get("PATH", "/usr/bin:/bin")])
         env["LC_ALL"] = "C"
         env["TZ"] = "UTC"

@@ -111,14 +111,12 @@ lse_status lse_chain_new(lse_term *t, const size_t *starts, size_t n_starts,
 const gsl_matrix *lse_chain_xi(const lse_chain *c) { return c->xi; }
 const gsl_matrix *lse_chain_init_post(const lse_chain *c) { return c->post0; }
 
-lse_status lse_chain_eval(lse_term *t, int want_grad, double *energy)
+/* Normalized log initial (logp0) and transition (logT) probabilities of
+ * the logits u (1, K) and V (K, K), and the transitions exp(logT) into
+ * trans. */
+static void chain_probs(lse_chain *c, const gsl_matrix *u, const gsl_matrix *V)
 {
-    lse_chain *c = t->chain;
     const size_t K = c->K;
-    double *tmp = c->tmp;
-    const gsl_matrix *S = t->s, *u = t->chain_init->value,
-                     *V = t->chain_trans->value;
-    /* normalized log initial and transition probabilities */
     const double lz0 = lse_logsumexp(gsl_matrix_const_ptr(u, 0, 0), K, 1, 1.0);
     for (size_t k = 0; k < K; k++)
         gsl_vector_set(c->logp0, k, gsl_matrix_get(u, 0, k) - lz0);
@@ -128,6 +126,128 @@ lse_status lse_chain_eval(lse_term *t, int want_grad, double *energy)
         for (size_t k = 0; k < K; k++)
             gsl_matrix_set(c->logT, j, k, gsl_matrix_get(V, j, k) - lz);
     }
+    double *tr = c->trans->data;
+    const size_t tt = c->trans->tda;
+    for (size_t j = 0; j < K; j++)
+        for (size_t k = 0; k < K; k++)
+            tr[j * tt + k] = exp(gsl_matrix_get(c->logT, j, k));
+}
+
+/* Scaled forward pass over rows [s0, s1) of S from the initial
+ * probabilities p0: emissions em, normalized alpha, scales; returns the
+ * sequence's log-likelihood sum_t (log c_t + max S_t). */
+static double chain_forward(lse_chain *c, const gsl_matrix *S, const double *p0,
+                            size_t s0, size_t s1)
+{
+    const size_t K = c->K, ta = c->alpha->tda, ts = S->tda;
+    const size_t tt = c->trans->tda;
+    double *al = c->alpha->data, *em = c->em->data;
+    const double *tr = c->trans->data;
+    double ll = 0.0;
+    for (size_t i = s0; i < s1; i++) {
+        const double *si = S->data + i * ts;
+        double m = -INFINITY;
+        for (size_t k = 0; k < K; k++)
+            m = si[k] > m ? si[k] : m;
+        double *ei = em + i * ta, *ai = al + i * ta;
+        for (size_t k = 0; k < K; k++)
+            ei[k] = exp(si[k] - m);
+        if (i == s0) {
+            for (size_t k = 0; k < K; k++)
+                ai[k] = p0[k] * ei[k];
+        } else {
+            const double *ap = al + (i - 1) * ta;
+            for (size_t k = 0; k < K; k++) {
+                double v = 0.0;
+                for (size_t j = 0; j < K; j++)
+                    v += ap[j] * tr[j * tt + k];
+                ai[k] = v * ei[k];
+            }
+        }
+        double sum = 0.0;
+        for (size_t k = 0; k < K; k++)
+            sum += ai[k];
+        gsl_vector_set(c->scale, i, sum);
+        const double inv = 1.0 / sum;
+        for (size_t k = 0; k < K; k++)
+            ai[k] *= inv;
+        ll += log(sum) + m;
+    }
+    return ll;
+}
+
+/* Backward pass over rows [s0, s1), adding the expected transitions into
+ * xi; then the posteriors of those rows into post (tda tp). */
+static void chain_backward(lse_chain *c, double *post, size_t tp, size_t s0,
+                           size_t s1)
+{
+    const size_t K = c->K, ta = c->alpha->tda, tt = c->trans->tda;
+    const size_t tx = c->xi->tda;
+    const double *al = c->alpha->data, *em = c->em->data, *tr = c->trans->data;
+    double *be = c->beta->data, *xi = c->xi->data;
+    double *bl = be + (s1 - 1) * ta;
+    for (size_t k = 0; k < K; k++)
+        bl[k] = 1.0;
+    for (size_t i = s1 - 1; i > s0; i--) {
+        const double *ei = em + i * ta, *bi = be + i * ta;
+        const double *ap = al + (i - 1) * ta;
+        double *bp = be + (i - 1) * ta;
+        const double inv = 1.0 / gsl_vector_get(c->scale, i);
+        for (size_t j = 0; j < K; j++) {
+            double v = 0.0;
+            for (size_t k = 0; k < K; k++) {
+                const double w = tr[j * tt + k] * ei[k] * bi[k] * inv;
+                v += w;
+                xi[j * tx + k] += ap[j] * w;
+            }
+            bp[j] = v;
+        }
+    }
+    /* gamma_t = alpha_t beta_t sums to 1 only in exact arithmetic (the
+     * scaled products drift by a few ulps per step): renormalize each
+     * row, so every posterior is in [0, 1] (x / s <= 1 for 0 <= x <= s
+     * in rounded division) and each row sums to 1 within rounding */
+    for (size_t i = s0; i < s1; i++) {
+        double *pi = post + i * tp, sum = 0.0;
+        for (size_t k = 0; k < K; k++) {
+            pi[k] = al[i * ta + k] * be[i * ta + k];
+            sum += pi[k];
+        }
+        const double inv = 1.0 / sum;
+        for (size_t k = 0; k < K; k++) {
+            const double p = pi[k] * inv;
+            pi[k] = p < 1.0 ? p : 1.0;
+        }
+    }
+}
+
+/* dE/d(init logits) and dE/d(transition logits) into the free nodes'
+ * grads, from the posteriors of the sequence starts and xi. */
+static void chain_grads(lse_term *t, const lse_chain *c)
+{
+    const size_t K = c->K;
+    if (!(t->chain_init->flags & LSE_NODE_CLAMPED))
+        for (size_t k = 0; k < K; k++)
+            *gsl_matrix_ptr(t->chain_init->grad, 0, k) -=
+                gsl_matrix_get(c->post0, 0, k) -
+                (double)c->n_seq * exp(gsl_vector_get(c->logp0, k));
+    if (!(t->chain_trans->flags & LSE_NODE_CLAMPED))
+        for (size_t j = 0; j < K; j++) {
+            double row = 0.0;
+            for (size_t k = 0; k < K; k++)
+                row += gsl_matrix_get(c->xi, j, k);
+            for (size_t k = 0; k < K; k++)
+                *gsl_matrix_ptr(t->chain_trans->grad, j, k) -=
+                    gsl_matrix_get(c->xi, j, k) -
+                    row * exp(gsl_matrix_get(c->logT, j, k));
+        }
+}
+
+lse_status lse_chain_eval(lse_term *t, int want_grad, double *energy)
+{
+    lse_chain *c = t->chain;
+    const size_t K = c->K;
+    chain_probs(c, t->chain_init->value, t->chain_trans->value);
     gsl_matrix_set_zero(c->xi);
     gsl_matrix_set_zero(c->post0);
     /* Forward-backward in scaled probability space (Rabiner): emissions
@@ -135,113 +255,28 @@ lse_status lse_chain_eval(lse_term *t, int want_grad, double *energy)
      * c_t, log-likelihood sum_t (log c_t + max S_t). Every quantity stays
      * O(1), so posteriors keep full precision over long sequences, and a
      * step costs K exponentials instead of 3 K^2 + K (and 2K logs). */
-    double *p0 = tmp; /* K */
-    double total = 0.0;
-    const size_t ta = c->alpha->tda, ts = S->tda;
-    double *al = c->alpha->data, *be = c->beta->data, *em = c->em->data;
-    double *tr = c->trans->data;
-    const size_t tt = c->trans->tda;
-    for (size_t j = 0; j < K; j++)
-        for (size_t k = 0; k < K; k++)
-            tr[j * tt + k] = exp(gsl_matrix_get(c->logT, j, k));
-    double *xi = c->xi->data, *post = t->a->data;
-    const size_t tx = c->xi->tda, tp = t->a->tda;
+    double *p0 = c->tmp; /* K */
     for (size_t k = 0; k < K; k++)
         p0[k] = exp(gsl_vector_get(c->logp0, k));
+    double *post = t->a->data;
+    const size_t tp = t->a->tda;
+    double total = 0.0;
     for (size_t q = 0; q < c->n_seq; q++) {
         const size_t s0 = c->starts[q], s1 = c->starts[q + 1];
-        double ll = 0.0;
-        for (size_t i = s0; i < s1; i++) {
-            const double *si = S->data + i * ts;
-            double m = -INFINITY;
-            for (size_t k = 0; k < K; k++)
-                m = si[k] > m ? si[k] : m;
-            double *ei = em + i * ta, *ai = al + i * ta;
-            for (size_t k = 0; k < K; k++)
-                ei[k] = exp(si[k] - m);
-            if (i == s0) {
-                for (size_t k = 0; k < K; k++)
-                    ai[k] = p0[k] * ei[k];
-            } else {
-                const double *ap = al + (i - 1) * ta;
-                for (size_t k = 0; k < K; k++) {
-                    double v = 0.0;
-                    for (size_t j = 0; j < K; j++)
-                        v += ap[j] * tr[j * tt + k];
-                    ai[k] = v * ei[k];
-                }
-            }
-            double sum = 0.0;
-            for (size_t k = 0; k < K; k++)
-                sum += ai[k];
-            gsl_vector_set(c->scale, i, sum);
-            const double inv = 1.0 / sum;
-            for (size_t k = 0; k < K; k++)
-                ai[k] *= inv;
-            ll += log(sum) + m;
-        }
+        const double ll = chain_forward(c, t->s, p0, s0, s1);
         if (!isfinite(ll))
             return lse_graph_fail(t->graph, LSE_ENONFINITE, "lse_graph_energy",
                                   "term '%s': chain log-likelihood of sequence "
                                   "%zu is %g",
                                   t->name, q, ll);
         total += ll;
-        /* backward, posteriors, expected transitions */
-        double *bl = be + (s1 - 1) * ta;
-        for (size_t k = 0; k < K; k++)
-            bl[k] = 1.0;
-        for (size_t i = s1 - 1; i > s0; i--) {
-            const double *ei = em + i * ta, *bi = be + i * ta;
-            const double *ap = al + (i - 1) * ta;
-            double *bp = be + (i - 1) * ta;
-            const double inv = 1.0 / gsl_vector_get(c->scale, i);
-            for (size_t j = 0; j < K; j++) {
-                double v = 0.0;
-                for (size_t k = 0; k < K; k++) {
-                    const double w = tr[j * tt + k] * ei[k] * bi[k] * inv;
-                    v += w;
-                    xi[j * tx + k] += ap[j] * w;
-                }
-                bp[j] = v;
-            }
-        }
-        /* gamma_t = alpha_t beta_t sums to 1 only in exact arithmetic (the
-         * scaled products drift by a few ulps per step): renormalize each
-         * row, so every posterior is in [0, 1] (x / s <= 1 for 0 <= x <= s
-         * in rounded division) and each row sums to 1 within rounding */
-        for (size_t i = s0; i < s1; i++) {
-            double *pi = post + i * tp, sum = 0.0;
-            for (size_t k = 0; k < K; k++) {
-                pi[k] = al[i * ta + k] * be[i * ta + k];
-                sum += pi[k];
-            }
-            const double inv = 1.0 / sum;
-            for (size_t k = 0; k < K; k++) {
-                const double p = pi[k] * inv;
-                pi[k] = p < 1.0 ? p : 1.0;
-            }
-        }
+        chain_backward(c, post, tp, s0, s1);
         for (size_t k = 0; k < K; k++)
             *gsl_matrix_ptr(c->post0, 0, k) += post[s0 * tp + k];
     }
     *energy = -total;
-    if (want_grad) {
-        if (!(t->chain_init->flags & LSE_NODE_CLAMPED))
-            for (size_t k = 0; k < K; k++)
-                *gsl_matrix_ptr(t->chain_init->grad, 0, k) -=
-                    gsl_matrix_get(c->post0, 0, k) -
-                    (double)c->n_seq * exp(gsl_vector_get(c->logp0, k));
-        if (!(t->chain_trans->flags & LSE_NODE_CLAMPED))
-            for (size_t j = 0; j < K; j++) {
-                double row = 0.0;
-                for (size_t k = 0; k < K; k++)
-                    row += gsl_matrix_get(c->xi, j, k);
-                for (size_t k = 0; k < K; k++)
-                    *gsl_matrix_ptr(t->chain_trans->grad, j, k) -=
-                        gsl_matrix_get(c->xi, j, k) -
-                        row * exp(gsl_matrix_get(c->logT, j, k));
-            }
-    }
+    if (want_grad)
+        chain_grads(t, c);
     return LSE_OK;
 }
 

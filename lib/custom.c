@@ -7,6 +7,20 @@
 
 /* Custom terms: an energy and a gradient callback over views. */
 
+static lse_status custom_eval(lse_term *t, int want_grad);
+
+/* The custom part of a term (lse_term_free frees the rest). */
+static void custom_free(lse_term *t)
+{
+    free(t->views);
+    free(t->value_views);
+    free(t->grad_views);
+    free(t->values);
+    free(t->grads);
+}
+
+static const lse_term_ops custom_ops = {custom_eval, custom_free};
+
 lse_status lse_graph_add_custom(lse_graph *g, const char *name,
                                 const lse_custom_type *type,
                                 const void *config, const lse_view *views,
@@ -25,7 +39,7 @@ lse_status lse_graph_add_custom(lse_graph *g, const char *name,
         return lse_graph_fail(g, LSE_EFAULT, fn, "term '%s': no views",
                               name != NULL ? name : "?");
     lse_term *t = NULL;
-    lse_status st = lse_graph_add_term_slot(g, name, fn, &t);
+    lse_status st = lse_graph_add_term_slot(g, name, fn, &custom_ops, &t);
     if (st != LSE_OK)
         return st;
     t->kind = LSE_TERM_CUSTOM;
@@ -83,7 +97,7 @@ fail:
     return st;
 }
 
-lse_status lse_custom_eval(lse_term *t, int want_grad)
+static lse_status custom_eval(lse_term *t, int want_grad)
 {
     for (size_t i = 0; i < t->n_view; i++) {
         t->value_views[i] = lse_view_value(&t->views[i]);

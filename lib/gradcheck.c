@@ -88,6 +88,142 @@ static gsl_matrix *zeros_like(const gsl_matrix *m)
     return m == NULL ? NULL : gsl_matrix_calloc(m->size1, m->size2);
 }
 
+/* The copies, gradients and scratch of one lse_sim_check_gradient. */
+typedef struct check_bufs {
+    size_t *rows, *cols;   /* (np + 1) parameter shapes */
+    gsl_matrix **pv, **pg; /* (np + 1) parameter copies, their gradients */
+    gsl_matrix *c, *p, *x; /* copies of child, parent, context */
+    gsl_matrix *gc, *gp, *gx;
+    gsl_matrix *s, *g; /* S and the weights G (child x parent) */
+} check_bufs;
+
+/* LSE_OK, or LSE_ENOMEM with whatever was made in b (bufs_free frees it). */
+static lse_status bufs_new(check_bufs *b, const gsl_matrix *child,
+                           const gsl_matrix *parent, const gsl_matrix *context,
+                           const gsl_matrix *const *param, size_t np)
+{
+    b->rows = calloc(np + 1, sizeof *b->rows);
+    b->cols = calloc(np + 1, sizeof *b->cols);
+    b->pv = calloc(np + 1, sizeof *b->pv);
+    b->pg = calloc(np + 1, sizeof *b->pg);
+    b->c = dup(child);
+    b->p = dup(parent);
+    b->x = dup(context);
+    b->gc = zeros_like(child);
+    b->gp = zeros_like(parent);
+    b->gx = zeros_like(context);
+    b->s = gsl_matrix_alloc(child->size1, parent->size1);
+    b->g = gsl_matrix_alloc(child->size1, parent->size1);
+    if (b->rows == NULL || b->cols == NULL || b->pv == NULL || b->pg == NULL ||
+        b->c == NULL || b->p == NULL || b->gc == NULL || b->gp == NULL ||
+        b->s == NULL || b->g == NULL ||
+        (context != NULL && (b->x == NULL || b->gx == NULL)))
+        return LSE_ENOMEM;
+    for (size_t k = 0; k < np; k++) {
+        const gsl_matrix *v = param != NULL ? param[k] : NULL;
+        if (v == NULL)
+            continue;
+        b->rows[k] = v->size1;
+        b->cols[k] = v->size2;
+        b->pv[k] = dup(v);
+        b->pg[k] = zeros_like(v);
+        if (b->pv[k] == NULL || b->pg[k] == NULL)
+            return LSE_ENOMEM;
+    }
+    /* a fixed, high-entropy weight pattern */
+    for (size_t i = 0; i < b->g->size1; i++)
+        for (size_t j = 0; j < b->g->size2; j++)
+            gsl_matrix_set(b->g, i, j,
+                           0.3 + sin(1.7 * (double)i + 2.3 * (double)j));
+    return LSE_OK;
+}
+
+static void bufs_free(check_bufs *b, size_t np)
+{
+    for (size_t k = 0; b->pv != NULL && b->pg != NULL && k < np; k++) {
+        gsl_matrix_free(b->pv[k]);
+        gsl_matrix_free(b->pg[k]);
+    }
+    free(b->rows);
+    free(b->cols);
+    free(b->pv);
+    free(b->pg);
+    gsl_matrix_free(b->c);
+    gsl_matrix_free(b->p);
+    gsl_matrix_free(b->x);
+    gsl_matrix_free(b->gc);
+    gsl_matrix_free(b->gp);
+    gsl_matrix_free(b->gx);
+    gsl_matrix_free(b->s);
+    gsl_matrix_free(b->g);
+}
+
+/* The type's check, its eval and grad at the copies, then every gradient
+ * against central differences. work: the workspace made (freed by the
+ * caller). */
+static lse_status check_all(const lse_sim_type *type, const void *config,
+                            check_bufs *b, void **work, double h, double floor,
+                            lse_gradcheck *res, const char *fn, lse_error *err)
+{
+    const size_t np = type->n_param;
+    const lse_sim_shape shape = {.n_child = b->c->size1,
+                                 .block = b->c->size1,
+                                 .n_parent = b->p->size1,
+                                 .d_child = b->c->size2,
+                                 .d_parent = b->p->size2,
+                                 .d_context = b->x != NULL ? b->x->size2 : 0,
+                                 .n_param = np,
+                                 .param_rows = b->rows,
+                                 .param_cols = b->cols};
+    char msg[256] = "";
+    lse_status st;
+    if (type->check != NULL) {
+        st = type->check(&shape, config, msg, sizeof msg);
+        if (st != LSE_OK) {
+            lse_error_set(err, st, fn, "%s", msg);
+            return st;
+        }
+    }
+    if (type->work_new != NULL) {
+        st = type->work_new(&shape, config, work);
+        if (st != LSE_OK)
+            return st;
+    }
+    sim_probe probe = {.type = type,
+                       .args = {.child = b->c,
+                                .parent = b->p,
+                                .context = b->x,
+                                .child_offset = 0,
+                                .param = (const gsl_matrix *const *)b->pv,
+                                .config = config,
+                                .work = *work},
+                       .s = b->s,
+                       .g = b->g};
+    double e0;
+    st = probe_energy(&probe, &e0);
+    if (st != LSE_OK)
+        return st;
+    const lse_sim_grads out = {
+        .child = b->gc, .parent = b->gp, .context = b->gx, .param = b->pg};
+    st = type->grad(&probe.args, b->g, &out);
+    if (st != LSE_OK)
+        return st;
+    st = check_matrix(&probe, b->c, b->gc, h, floor, "child", res);
+    if (st == LSE_OK)
+        st = check_matrix(&probe, b->p, b->gp, h, floor, "parent", res);
+    if (st == LSE_OK && b->x != NULL)
+        st = check_matrix(&probe, b->x, b->gx, h, floor, "context", res);
+    for (size_t k = 0; st == LSE_OK && k < np; k++) {
+        if (b->pv[k] == NULL)
+            continue;
+        char what[64];
+        snprintf(what, sizeof what, "param %s",
+                 type->param_names != NULL ? type->param_names[k] : "?");
+        st = check_matrix(&probe, b->pv[k], b->pg[k], h, floor, what, res);
+    }
+    return st;
+}
+
 lse_status lse_sim_check_gradient(const lse_sim_type *type, const void *config,
                                   const gsl_matrix *child,
                                   const gsl_matrix *parent,
@@ -120,85 +256,11 @@ lse_status lse_sim_check_gradient(const lse_sim_type *type, const void *config,
                              "%zu child x %zu parent rows, dimension %zu: %s "
                              "doubles exceed the address space",
                              child->size1, parent->size1, dmax, too_big);
-
-    lse_status st = LSE_ENOMEM;
-    size_t *rows = calloc(np + 1, sizeof *rows);
-    size_t *cols = calloc(np + 1, sizeof *cols);
-    gsl_matrix **pv = calloc(np + 1, sizeof *pv);
-    gsl_matrix **pg = calloc(np + 1, sizeof *pg);
-    gsl_matrix *c = dup(child), *p = dup(parent), *x = dup(context);
-    gsl_matrix *gc = zeros_like(child), *gp = zeros_like(parent);
-    gsl_matrix *gx = zeros_like(context);
-    gsl_matrix *s = gsl_matrix_alloc(child->size1, parent->size1);
-    gsl_matrix *g = gsl_matrix_alloc(child->size1, parent->size1);
+    check_bufs b = {0};
     void *work = NULL;
-    if (rows == NULL || cols == NULL || pv == NULL || pg == NULL ||
-        c == NULL || p == NULL || gc == NULL || gp == NULL || s == NULL ||
-        g == NULL || (context != NULL && (x == NULL || gx == NULL)))
-        goto done;
-    for (size_t k = 0; k < np; k++) {
-        const gsl_matrix *v = param != NULL ? param[k] : NULL;
-        if (v == NULL)
-            continue;
-        rows[k] = v->size1;
-        cols[k] = v->size2;
-        pv[k] = dup(v);
-        pg[k] = zeros_like(v);
-        if (pv[k] == NULL || pg[k] == NULL)
-            goto done;
-    }
-    /* a fixed, high-entropy weight pattern */
-    for (size_t i = 0; i < g->size1; i++)
-        for (size_t j = 0; j < g->size2; j++)
-            gsl_matrix_set(g, i, j, 0.3 + sin(1.7 * (double)i + 2.3 * (double)j));
-
-    const lse_sim_shape shape = {
-        .n_child = child->size1, .block = child->size1, .n_parent = parent->size1,
-        .d_child = child->size2, .d_parent = parent->size2,
-        .d_context = context != NULL ? context->size2 : 0,
-        .n_param = np, .param_rows = rows, .param_cols = cols};
-    char msg[256] = "";
-    if (type->check != NULL) {
-        st = type->check(&shape, config, msg, sizeof msg);
-        if (st != LSE_OK) {
-            lse_error_set(err, st, fn, "%s", msg);
-            goto done;
-        }
-    }
-    if (type->work_new != NULL) {
-        st = type->work_new(&shape, config, &work);
-        if (st != LSE_OK)
-            goto done;
-    }
-    sim_probe probe = {
-        .type = type,
-        .args = {.child = c, .parent = p, .context = x, .child_offset = 0,
-                 .param = (const gsl_matrix *const *)pv, .config = config,
-                 .work = work},
-        .s = s, .g = g};
-    double e0;
-    st = probe_energy(&probe, &e0);
-    if (st != LSE_OK)
-        goto done;
-    const lse_sim_grads out = {.child = gc, .parent = gp, .context = gx,
-                               .param = pg};
-    st = type->grad(&probe.args, g, &out);
-    if (st != LSE_OK)
-        goto done;
-    st = check_matrix(&probe, c, gc, h, floor, "child", res);
+    lse_status st = bufs_new(&b, child, parent, context, param, np);
     if (st == LSE_OK)
-        st = check_matrix(&probe, p, gp, h, floor, "parent", res);
-    if (st == LSE_OK && x != NULL)
-        st = check_matrix(&probe, x, gx, h, floor, "context", res);
-    for (size_t k = 0; st == LSE_OK && k < np; k++) {
-        if (pv[k] == NULL)
-            continue;
-        char what[64];
-        snprintf(what, sizeof what, "param %s",
-                 type->param_names != NULL ? type->param_names[k] : "?");
-        st = check_matrix(&probe, pv[k], pg[k], h, floor, what, res);
-    }
-done:
+        st = check_all(type, config, &b, &work, h, floor, res, fn, err);
     if (st == LSE_ENOMEM)
         lse_error_set(err, st, fn, "out of memory");
     else if (st != LSE_OK && err != NULL && err->status != st)
@@ -206,21 +268,6 @@ done:
                       lse_strerror(st));
     if (work != NULL && type->work_free != NULL)
         type->work_free(work);
-    for (size_t k = 0; pv != NULL && pg != NULL && k < np; k++) {
-        gsl_matrix_free(pv[k]);
-        gsl_matrix_free(pg[k]);
-    }
-    free(rows);
-    free(cols);
-    free(pv);
-    free(pg);
-    gsl_matrix_free(c);
-    gsl_matrix_free(p);
-    gsl_matrix_free(x);
-    gsl_matrix_free(gc);
-    gsl_matrix_free(gp);
-    gsl_matrix_free(gx);
-    gsl_matrix_free(s);
-    gsl_matrix_free(g);
+    bufs_free(&b, np);
     return st;
 }

@@ -15,10 +15,21 @@ struct lse_node {
 
 typedef struct lse_chain lse_chain; /* lib/chain.c */
 
+/* What a kind of term (LSE terms: lib/term.c, custom terms: lib/custom.c)
+ * gives the graph, which evaluates and frees every term through these and
+ * so depends on no kind. eval: the term's energy into t->energy (want_grad:
+ * also add its gradients into the node grads); free_kind: the kind's own
+ * fields (lse_term_free frees the name, the config and the term). */
+typedef struct lse_term_ops {
+    lse_status (*eval)(lse_term *t, int want_grad);
+    void (*free_kind)(lse_term *t);
+} lse_term_ops;
+
 struct lse_term {
     lse_graph *graph;
     char *name;
     lse_term_kind kind;
+    const lse_term_ops *ops; /* set by lse_graph_add_term_slot */
     int enabled;
     double energy;
     const void *config; /* = config_owned, or borrowed if config_size 0 */
@@ -77,18 +88,20 @@ lse_status lse_graph_fail(lse_graph *g, lse_status status, const char *func,
                           const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-
-/* Term evaluation (lib/term.c). want_grad: also accumulate gradients into
- * the node grads. */
+/* Evaluation of an LSE term (lib/term.c). want_grad: also accumulate
+ * gradients into the node grads. */
 lse_status lse_term_eval(lse_term *t, int want_grad);
-void lse_term_free(lse_term *t);
-lse_status lse_custom_eval(lse_term *t, int want_grad);
 
-/* Shared by LSE and custom terms (lib/term.c). */
+/* Shared by every kind of term (lib/graph.c): a view checked against its
+ * graph; a new term named name, registered with its kind's ops (not yet
+ * added to g->terms: the kind does that once the term is complete, or
+ * lse_term_free it on failure). */
 lse_status lse_check_view(lse_graph *g, const lse_view *v, const char *what,
                           const char *fn, const char *term);
 lse_status lse_graph_add_term_slot(lse_graph *g, const char *name,
-                                   const char *fn, lse_term **out);
+                                   const char *fn, const lse_term_ops *ops,
+                                   lse_term **out);
+void lse_term_free(lse_term *t);
 
 /* Chain reduction (lib/chain.c). */
 lse_status lse_chain_new(lse_term *t, const size_t *starts, size_t n_starts,

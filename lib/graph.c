@@ -8,7 +8,9 @@
 #include "threads-private.h"
 
 /* The graph: a container of nodes and terms, and the sum of their energies.
- * The energy/gradient of each term lives in lib/term.c and lib/custom.c. */
+ * The energy/gradient of each kind of term lives in its own file (LSE
+ * terms lib/term.c, custom terms lib/custom.c), which registers the term
+ * here with its lse_term_ops; the graph calls them only through those. */
 
 static char *copy_string(const char *s)
 {
@@ -157,6 +159,79 @@ lse_term *lse_graph_find_term(const lse_graph *g, const char *name)
     return NULL;
 }
 
+/* Terms ---------------------------------------------------------------- */
+
+void lse_term_free(lse_term *t)
+{
+    if (t == NULL)
+        return;
+    if (t->ops != NULL && t->ops->free_kind != NULL)
+        t->ops->free_kind(t);
+    free(t->config_owned);
+    free(t->name);
+    free(t);
+}
+
+lse_status lse_check_view(lse_graph *g, const lse_view *v, const char *what,
+                          const char *fn, const char *term)
+{
+    if (v->node == NULL)
+        return lse_graph_fail(g, LSE_EFAULT, fn,
+                              "term '%s': %s view has no node", term, what);
+    if (v->node->graph != g)
+        return lse_graph_fail(
+            g, LSE_EINVAL, fn,
+            "term '%s': %s node '%s' belongs to another graph", term, what,
+            v->node->name);
+    const size_t rows = v->node->value->size1;
+    if (v->count == 0 || v->first >= rows || v->count > rows - v->first)
+        return lse_graph_fail(g, LSE_ERANGE, fn,
+                              "term '%s': %s view rows [%zu, %zu) outside node "
+                              "'%s' of %zu rows",
+                              term, what, v->first, v->first + v->count,
+                              v->node->name, rows);
+    return LSE_OK;
+}
+
+lse_status lse_graph_add_term_slot(lse_graph *g, const char *name,
+                                   const char *fn, const lse_term_ops *ops,
+                                   lse_term **out)
+{
+    if (name == NULL)
+        return lse_graph_fail(g, LSE_EFAULT, fn, "NULL term name");
+    if (name[0] == '\0')
+        return lse_graph_fail(g, LSE_EINVAL, fn, "empty term name");
+    if (lse_graph_find_term(g, name) != NULL ||
+        lse_graph_find_node(g, name) != NULL)
+        return lse_graph_fail(g, LSE_EEXIST, fn, "name '%s' exists", name);
+    if (g->n_terms == g->cap_terms) {
+        size_t cap = 8, bytes;
+        if ((g->cap_terms && lse_size_mul(g->cap_terms, 2, &cap)) ||
+            lse_size_mul(cap, sizeof *g->terms, &bytes))
+            return lse_graph_fail(g, LSE_ENOMEM, fn, "too many terms");
+        lse_term **terms = realloc(g->terms, bytes);
+        if (terms == NULL)
+            return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
+        g->terms = terms;
+        g->cap_terms = cap;
+    }
+    lse_term *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
+    const size_t len = strlen(name) + 1;
+    t->name = malloc(len);
+    if (t->name == NULL) {
+        free(t);
+        return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
+    }
+    memcpy(t->name, name, len);
+    t->graph = g;
+    t->ops = ops;
+    t->enabled = 1;
+    *out = t;
+    return LSE_OK;
+}
+
 /* Any NaN or infinity among x[0, n): x - x is 0 for finite x and NaN
  * otherwise; eight independent sums so that the loop vectorizes. */
 LSE_KERNEL int span_nonfinite(const double *x, size_t n)
@@ -269,8 +344,7 @@ static lse_status evaluate(lse_graph *g, int want_grad, double *energy,
         lse_term *t = g->terms[m];
         if (!t->enabled)
             continue;
-        st = t->kind == LSE_TERM_LSE ? lse_term_eval(t, want_grad)
-                                     : lse_custom_eval(t, want_grad);
+        st = t->ops->eval(t, want_grad);
         if (st != LSE_OK) {
             if (g->errmsg[0] == '\0')
                 lse_graph_fail(g, st, fn, "term '%s': %s", t->name,

@@ -10,6 +10,7 @@
 #include "exactsum-private.h"
 #include "kernels-private.h"
 #include "size-private.h"
+#include "softmax-private.h"
 #include "threads-private.h"
 
 /* LSE terms: E = -sum_c w_c (1/beta) log sum_{p allowed} exp(beta S_cp),
@@ -31,15 +32,12 @@ lse_term_spec lse_term_spec_default(void)
 
 static void par_free(lse_term *t);
 
-void lse_term_free(lse_term *t)
+/* The LSE part of a term (lse_term_free frees the rest). */
+static void lse_kind_free(lse_term *t)
 {
-    if (t == NULL)
-        return;
     par_free(t);
     if (t->work != NULL && t->sim != NULL && t->sim->work_free != NULL)
         t->sim->work_free(t->work);
-    free(t->config_owned);
-    free(t->name);
     free(t->param);
     free(t->param_rows);
     free(t->param_cols);
@@ -53,71 +51,9 @@ void lse_term_free(lse_term *t)
     gsl_matrix_free(t->g);
     gsl_vector_free(t->row_lse);
     lse_chain_free(t->chain);
-    free(t->views);
-    free(t->value_views);
-    free(t->grad_views);
-    free(t->values);
-    free(t->grads);
-    free(t);
 }
 
-lse_status lse_check_view(lse_graph *g, const lse_view *v, const char *what,
-                          const char *fn, const char *term)
-{
-    if (v->node == NULL)
-        return lse_graph_fail(g, LSE_EFAULT, fn,
-                              "term '%s': %s view has no node", term, what);
-    if (v->node->graph != g)
-        return lse_graph_fail(
-            g, LSE_EINVAL, fn,
-            "term '%s': %s node '%s' belongs to another graph", term, what,
-            v->node->name);
-    const size_t rows = v->node->value->size1;
-    if (v->count == 0 || v->first >= rows || v->count > rows - v->first)
-        return lse_graph_fail(g, LSE_ERANGE, fn,
-                              "term '%s': %s view rows [%zu, %zu) outside node "
-                              "'%s' of %zu rows",
-                              term, what, v->first, v->first + v->count,
-                              v->node->name, rows);
-    return LSE_OK;
-}
-
-lse_status lse_graph_add_term_slot(lse_graph *g, const char *name,
-                                   const char *fn, lse_term **out)
-{
-    if (name == NULL)
-        return lse_graph_fail(g, LSE_EFAULT, fn, "NULL term name");
-    if (name[0] == '\0')
-        return lse_graph_fail(g, LSE_EINVAL, fn, "empty term name");
-    if (lse_graph_find_term(g, name) != NULL ||
-        lse_graph_find_node(g, name) != NULL)
-        return lse_graph_fail(g, LSE_EEXIST, fn, "name '%s' exists", name);
-    if (g->n_terms == g->cap_terms) {
-        size_t cap = 8, bytes;
-        if ((g->cap_terms && lse_size_mul(g->cap_terms, 2, &cap)) ||
-            lse_size_mul(cap, sizeof *g->terms, &bytes))
-            return lse_graph_fail(g, LSE_ENOMEM, fn, "too many terms");
-        lse_term **terms = realloc(g->terms, bytes);
-        if (terms == NULL)
-            return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
-        g->terms = terms;
-        g->cap_terms = cap;
-    }
-    lse_term *t = calloc(1, sizeof *t);
-    if (t == NULL)
-        return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
-    const size_t len = strlen(name) + 1;
-    t->name = malloc(len);
-    if (t->name == NULL) {
-        free(t);
-        return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
-    }
-    memcpy(t->name, name, len);
-    t->graph = g;
-    t->enabled = 1;
-    *out = t;
-    return LSE_OK;
-}
+static const lse_term_ops lse_ops = {lse_term_eval, lse_kind_free};
 
 static int is_allowed(const lse_term *t, size_t i, size_t j)
 {
@@ -153,36 +89,15 @@ static lse_status check_shape_sizes(lse_term *t)
                           what);
 }
 
-lse_status lse_graph_add_lse(lse_graph *g, const char *name,
-                             const lse_term_spec *spec, lse_term **out)
-{
-    static const char fn[] = "lse_graph_add_lse";
-    if (out != NULL)
-        *out = NULL;
-    if (g == NULL)
-        return LSE_EFAULT;
-    g->errmsg[0] = '\0';
-    if (spec == NULL)
-        return lse_graph_fail(g, LSE_EFAULT, fn, "NULL spec");
-    if (spec->sim == NULL)
-        return lse_graph_fail(g, LSE_EFAULT, fn, "term '%s': NULL similarity",
-                              name != NULL ? name : "?");
-    const lse_sim_type *sim = spec->sim;
-    lse_term *t = NULL;
-    lse_status st = lse_graph_add_term_slot(g, name, fn, &t);
-    if (st != LSE_OK)
-        return st;
-    t->kind = LSE_TERM_LSE;
-    t->sim = sim;
-    t->child = spec->child;
-    t->parent = spec->parent;
-    t->context = spec->context;
-    t->beta = spec->beta;
-    t->mask = spec->mask;
-    t->reduce = spec->reduce;
-    t->keep = spec->keep_matrices || spec->reduce == LSE_REDUCE_CHAIN;
+/* The stages of lse_graph_add_lse, in order; each names the failure on g
+ * (function fn, term name) and returns its status. */
 
-    st = lse_check_view(g, &t->child, "child", fn, name);
+/* The views, beta and the fixed masks of spec, copied into t. */
+static lse_status check_views(lse_graph *g, lse_term *t, const char *fn,
+                              const char *name)
+{
+    const lse_sim_type *sim = t->sim;
+    lse_status st = lse_check_view(g, &t->child, "child", fn, name);
     if (st == LSE_OK)
         st = lse_check_view(g, &t->parent, "parent", fn, name);
     if (st == LSE_OK && t->context.node != NULL) {
@@ -205,10 +120,17 @@ lse_status lse_graph_add_lse(lse_graph *g, const char *name,
         (t->mask & ~(unsigned)(LSE_MASK_CAUSAL | LSE_MASK_NO_SELF)) != 0)
         st = lse_graph_fail(g, LSE_EINVAL, fn, "term '%s': unknown mask 0x%x",
                             name, t->mask);
-    if (st != LSE_OK)
-        goto fail;
+    return st;
+}
 
-    const size_t nc = t->child.count, np = t->parent.count, K = sim->n_param;
+/* The parameter arrays and the parameter nodes of spec (optional ones may
+ * be absent). */
+static lse_status bind_params(lse_graph *g, lse_term *t,
+                              const lse_term_spec *spec, const char *fn,
+                              const char *name)
+{
+    const lse_sim_type *sim = t->sim;
+    const size_t nc = t->child.count, K = sim->n_param;
     t->param = calloc(K + 1, sizeof *t->param);
     t->param_rows = calloc(K + 1, sizeof *t->param_rows);
     t->param_cols = calloc(K + 1, sizeof *t->param_cols);
@@ -218,44 +140,42 @@ lse_status lse_graph_add_lse(lse_graph *g, const char *name,
     t->row_lse = gsl_vector_alloc(nc);
     if (t->param == NULL || t->param_rows == NULL || t->param_cols == NULL ||
         t->param_values == NULL || t->param_grads == NULL ||
-        t->param_gv == NULL || t->row_lse == NULL) {
-        st = lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
-        goto fail;
-    }
+        t->param_gv == NULL || t->row_lse == NULL)
+        return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
     for (size_t k = 0; k < K; k++) {
         lse_node *p = spec->param != NULL ? spec->param[k] : NULL;
         const char *pname =
             sim->param_names != NULL ? sim->param_names[k] : "?";
         if (p == NULL) {
-            if (!(sim->optional_params & (1u << k))) {
-                st = lse_graph_fail(g, LSE_EFAULT, fn,
-                                    "term '%s': %s needs parameter '%s'", name,
-                                    sim->name, pname);
-                goto fail;
-            }
+            if (!(sim->optional_params & (1u << k)))
+                return lse_graph_fail(g, LSE_EFAULT, fn,
+                                      "term '%s': %s needs parameter '%s'",
+                                      name, sim->name, pname);
             continue;
         }
-        if (p->graph != g) {
-            st = lse_graph_fail(g, LSE_EINVAL, fn,
-                                "term '%s': parameter '%s' is a node of "
-                                "another graph",
-                                name, pname);
-            goto fail;
-        }
+        if (p->graph != g)
+            return lse_graph_fail(g, LSE_EINVAL, fn,
+                                  "term '%s': parameter '%s' is a node of "
+                                  "another graph",
+                                  name, pname);
         t->param[k] = p;
         t->param_rows[k] = p->value->size1;
         t->param_cols[k] = p->value->size2;
     }
+    return LSE_OK;
+}
 
-    /* config: copy (or borrow a pairwise-style config of size 0) */
+/* The config: a copy (or a borrowed pairwise-style config of size 0). */
+static lse_status copy_config(lse_graph *g, lse_term *t,
+                              const lse_term_spec *spec, const char *fn)
+{
+    const lse_sim_type *sim = t->sim;
     const void *config =
         spec->config != NULL ? spec->config : sim->config_default;
     if (sim->config_size > 0) {
         t->config_owned = malloc(sim->config_size);
-        if (t->config_owned == NULL) {
-            st = lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
-            goto fail;
-        }
+        if (t->config_owned == NULL)
+            return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
         if (config != NULL) {
             memcpy(t->config_owned, config, sim->config_size);
             t->config = t->config_owned;
@@ -263,8 +183,16 @@ lse_status lse_graph_add_lse(lse_graph *g, const char *name,
     } else {
         t->config = config;
     }
-    config = t->config;
+    return LSE_OK;
+}
 
+/* The block size and the shape, checked by the similarity and against the
+ * address space. */
+static lse_status make_shape(lse_graph *g, lse_term *t, const char *fn,
+                             const char *name)
+{
+    const lse_sim_type *sim = t->sim;
+    const size_t nc = t->child.count, np = t->parent.count;
     size_t block = g->block_rows ? g->block_rows : DEFAULT_BLOCK;
     if ((sim->flags & LSE_SIM_WHOLE_CHILDREN) || block > nc)
         block = nc;
@@ -279,117 +207,155 @@ lse_status lse_graph_add_lse(lse_graph *g, const char *name,
                                .d_context = t->context.node != NULL
                                                 ? t->context.node->value->size2
                                                 : 0,
-                               .n_param = K,
+                               .n_param = sim->n_param,
                                .param_rows = t->param_rows,
                                .param_cols = t->param_cols};
     if (sim->check != NULL) {
         char msg[512] = "";
-        st = sim->check(&t->shape, config, msg, sizeof msg);
+        const lse_status st = sim->check(&t->shape, t->config, msg, sizeof msg);
         if (st != LSE_OK) {
             lse_graph_fail(g, st, fn, "term '%s': %s", name,
                            msg[0] ? msg : lse_strerror(st));
-            goto fail;
+            return st;
         }
     }
-    st = check_shape_sizes(t);
-    if (st != LSE_OK)
-        goto fail;
+    return check_shape_sizes(t);
+}
+
+/* The user mask and row weights of spec, the kept S and softmax, the
+ * similarity's workspace and the per-thread scratch. */
+static lse_status make_buffers(lse_graph *g, lse_term *t,
+                               const lse_term_spec *spec, const char *fn,
+                               const char *name)
+{
+    const lse_sim_type *sim = t->sim;
+    const size_t nc = t->child.count, np = t->parent.count;
+    lse_status st;
     if (spec->user_mask != NULL) {
-        if (spec->user_mask->size1 != nc || spec->user_mask->size2 != np) {
-            st = lse_graph_fail(
+        if (spec->user_mask->size1 != nc || spec->user_mask->size2 != np)
+            return lse_graph_fail(
                 g, LSE_EDIM, fn, "term '%s': mask is %zux%zu, expected %zux%zu",
                 name, spec->user_mask->size1, spec->user_mask->size2, nc, np);
-            goto fail;
-        }
         t->user_mask = gsl_matrix_alloc(nc, np);
-        if (t->user_mask == NULL) {
-            st = lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
-            goto fail;
-        }
+        if (t->user_mask == NULL)
+            return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
         gsl_matrix_memcpy(t->user_mask, spec->user_mask);
     }
     t->has_mask = t->mask != 0 || t->user_mask != NULL;
     if (spec->row_weight != NULL) {
         st = lse_term_set_row_weight(t, spec->row_weight);
         if (st != LSE_OK)
-            goto fail;
+            return st;
     }
     if (t->keep) { /* streaming terms use per-thread blocks (par_new) */
         t->s = gsl_matrix_alloc(nc, np);
         t->a = gsl_matrix_alloc(nc, np);
-        if (t->s == NULL || t->a == NULL) {
-            st = lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
-            goto fail;
-        }
+        if (t->s == NULL || t->a == NULL)
+            return lse_graph_fail(g, LSE_ENOMEM, fn, "out of memory");
     }
     if (sim->work_new != NULL) {
         st = sim->work_new(&t->shape, t->config, &t->work);
         if (st != LSE_OK) {
             lse_graph_fail(g, st, fn, "term '%s': %s workspace: %s", name,
                            sim->name, lse_strerror(st));
-            goto fail;
+            return st;
         }
     }
     st = par_new(t);
-    if (st != LSE_OK) {
+    if (st != LSE_OK)
         lse_graph_fail(g, st, fn, "term '%s': %s workspace: %s", name,
                        sim->name, lse_strerror(st));
-        goto fail;
-    }
-    if (t->reduce == LSE_REDUCE_CHAIN) {
-        if (spec->chain_init == NULL || spec->chain_trans == NULL) {
-            st = lse_graph_fail(g, LSE_EFAULT, fn,
-                                "term '%s': chain reduction needs chain_init "
-                                "and chain_trans nodes",
-                                name);
-            goto fail;
-        }
-        if (spec->chain_init->graph != g || spec->chain_trans->graph != g) {
-            st =
-                lse_graph_fail(g, LSE_EINVAL, fn,
-                               "term '%s': chain nodes of another graph", name);
-            goto fail;
-        }
-        if (spec->chain_init->value->size1 != 1 ||
-            spec->chain_init->value->size2 != np ||
-            spec->chain_trans->value->size1 != np ||
-            spec->chain_trans->value->size2 != np) {
-            st = lse_graph_fail(g, LSE_EDIM, fn,
-                                "term '%s': chain_init must be 1x%zu and "
-                                "chain_trans %zux%zu",
-                                name, np, np, np);
-            goto fail;
-        }
-        if (t->beta != 1.0 || t->has_mask || t->row_weight != NULL) {
-            st = lse_graph_fail(g, LSE_EINVAL, fn,
-                                "term '%s': chain reduction takes beta = 1, no "
-                                "masks and no row weights",
-                                name);
-            goto fail;
-        }
-        t->chain_init = spec->chain_init;
-        t->chain_trans = spec->chain_trans;
-        st = lse_chain_new(t, spec->chain_starts, spec->n_chain_starts,
-                           &t->chain);
-        if (st != LSE_OK) {
-            if (g->errmsg[0] == '\0')
-                lse_graph_fail(g, st, fn, "term '%s': %s", name,
-                               lse_strerror(st));
-            goto fail;
-        }
-    } else if (t->reduce != LSE_REDUCE_ROWS) {
-        st =
-            lse_graph_fail(g, LSE_EINVAL, fn, "term '%s': unknown reduction %d",
-                           name, (int)t->reduce);
-        goto fail;
+    return st;
+}
+
+/* The reduction: rows, or a chain over spec's init/trans nodes. */
+static lse_status make_reduction(lse_graph *g, lse_term *t,
+                                 const lse_term_spec *spec, const char *fn,
+                                 const char *name)
+{
+    const size_t np = t->parent.count;
+    if (t->reduce == LSE_REDUCE_ROWS)
+        return LSE_OK;
+    if (t->reduce != LSE_REDUCE_CHAIN)
+        return lse_graph_fail(g, LSE_EINVAL, fn,
+                              "term '%s': unknown reduction %d", name,
+                              (int)t->reduce);
+    if (spec->chain_init == NULL || spec->chain_trans == NULL)
+        return lse_graph_fail(g, LSE_EFAULT, fn,
+                              "term '%s': chain reduction needs chain_init "
+                              "and chain_trans nodes",
+                              name);
+    if (spec->chain_init->graph != g || spec->chain_trans->graph != g)
+        return lse_graph_fail(g, LSE_EINVAL, fn,
+                              "term '%s': chain nodes of another graph", name);
+    if (spec->chain_init->value->size1 != 1 ||
+        spec->chain_init->value->size2 != np ||
+        spec->chain_trans->value->size1 != np ||
+        spec->chain_trans->value->size2 != np)
+        return lse_graph_fail(g, LSE_EDIM, fn,
+                              "term '%s': chain_init must be 1x%zu and "
+                              "chain_trans %zux%zu",
+                              name, np, np, np);
+    if (t->beta != 1.0 || t->has_mask || t->row_weight != NULL)
+        return lse_graph_fail(g, LSE_EINVAL, fn,
+                              "term '%s': chain reduction takes beta = 1, no "
+                              "masks and no row weights",
+                              name);
+    t->chain_init = spec->chain_init;
+    t->chain_trans = spec->chain_trans;
+    const lse_status st =
+        lse_chain_new(t, spec->chain_starts, spec->n_chain_starts, &t->chain);
+    if (st != LSE_OK && g->errmsg[0] == '\0')
+        lse_graph_fail(g, st, fn, "term '%s': %s", name, lse_strerror(st));
+    return st;
+}
+
+lse_status lse_graph_add_lse(lse_graph *g, const char *name,
+                             const lse_term_spec *spec, lse_term **out)
+{
+    static const char fn[] = "lse_graph_add_lse";
+    if (out != NULL)
+        *out = NULL;
+    if (g == NULL)
+        return LSE_EFAULT;
+    g->errmsg[0] = '\0';
+    if (spec == NULL)
+        return lse_graph_fail(g, LSE_EFAULT, fn, "NULL spec");
+    if (spec->sim == NULL)
+        return lse_graph_fail(g, LSE_EFAULT, fn, "term '%s': NULL similarity",
+                              name != NULL ? name : "?");
+    lse_term *t = NULL;
+    lse_status st = lse_graph_add_term_slot(g, name, fn, &lse_ops, &t);
+    if (st != LSE_OK)
+        return st;
+    t->kind = LSE_TERM_LSE;
+    t->sim = spec->sim;
+    t->child = spec->child;
+    t->parent = spec->parent;
+    t->context = spec->context;
+    t->beta = spec->beta;
+    t->mask = spec->mask;
+    t->reduce = spec->reduce;
+    t->keep = spec->keep_matrices || spec->reduce == LSE_REDUCE_CHAIN;
+    st = check_views(g, t, fn, name);
+    if (st == LSE_OK)
+        st = bind_params(g, t, spec, fn, name);
+    if (st == LSE_OK)
+        st = copy_config(g, t, spec, fn);
+    if (st == LSE_OK)
+        st = make_shape(g, t, fn, name);
+    if (st == LSE_OK)
+        st = make_buffers(g, t, spec, fn, name);
+    if (st == LSE_OK)
+        st = make_reduction(g, t, spec, fn, name);
+    if (st != LSE_OK) {
+        lse_term_free(t);
+        return st;
     }
     g->terms[g->n_terms++] = t;
     if (out != NULL)
         *out = t;
     return LSE_OK;
-fail:
-    lse_term_free(t);
-    return st;
 }
 
 /* Chunks and threads ---------------------------------------------------- *
@@ -436,9 +402,7 @@ typedef struct lse_term_par {
     term_chunk *chunk;
     thread_slot *slot;
     int private_grads; /* parent/param gradients go to chunk buffers */
-    int avx2;          /* vectorized softmax path */
-    int fma;           /* AVX2 + FMA softmax of narrow rows */
-    int avx512;        /* AVX-512 softmax of narrow rows */
+    lse_softmax_isa isa; /* softmax copies this machine runs */
     double *sink;      /* statistics sink of lse_term_set_stats_sink */
     size_t sink_stride;
 } lse_term_par;
@@ -482,9 +446,7 @@ static lse_status par_new(lse_term *t)
     if (p == NULL)
         return LSE_ENOMEM;
     t->par = p;
-    p->avx2 = lse_cpu_avx2();
-    p->fma = lse_cpu_avx2_fma();
-    p->avx512 = lse_cpu_avx512();
+    p->isa = lse_softmax_isa_detect();
     /* doubles of private gradient per chunk */
     size_t priv = 0, bytes = 0; /* node sizes: each fits, their sum may not */
     if (free_node(t->parent.node))
@@ -676,432 +638,6 @@ static void apply_mask(const lse_term *t, gsl_matrix *s, size_t i0)
     }
 }
 
-/* Any NaN or +INFINITY among n doubles: -INFINITY (a masked pair) is
- * legal. On the bit patterns, so that the loop vectorizes: exponent all
- * ones and not -INFINITY. */
-LSE_KERNEL int row_has_bad(const double *x, size_t n)
-{
-    uint64_t bad = 0;
-    for (size_t j = 0; j < n; j++) {
-        uint64_t b;
-        memcpy(&b, &x[j], sizeof b);
-        const uint64_t expo = b & UINT64_C(0x7FF0000000000000);
-        bad |= (expo == UINT64_C(0x7FF0000000000000)) &
-               (b != UINT64_C(0xFFF0000000000000));
-    }
-    return bad != 0;
-}
-
-static int block_has_bad_plain(const gsl_matrix *s)
-{
-    if (s->tda == s->size2) /* contiguous rows: one loop */
-        return row_has_bad(s->data, s->size1 * s->size2);
-    int bad = 0;
-    for (size_t r = 0; r < s->size1; r++)
-        bad |= row_has_bad(s->data + r * s->tda, s->size2);
-    return bad;
-}
-
-#if LSE_HAVE_AVX2_PATH
-LSE_TARGET_AVX2
-static int block_has_bad_avx2(const gsl_matrix *s)
-{
-    if (s->tda == s->size2) /* contiguous rows: one loop */
-        return row_has_bad(s->data, s->size1 * s->size2);
-    int bad = 0;
-    for (size_t r = 0; r < s->size1; r++)
-        bad |= row_has_bad(s->data + r * s->tda, s->size2);
-    return bad;
-}
-#endif
-
-/* First NaN or +INFINITY of S: 1 and its place, else 0. */
-static int find_bad(const lse_term *t, const gsl_matrix *s, size_t *row,
-                    size_t *col)
-{
-#if LSE_HAVE_AVX2_PATH
-    const int any =
-        t->par->avx2 ? block_has_bad_avx2(s) : block_has_bad_plain(s);
-#else
-    const int any = block_has_bad_plain(s);
-    (void)t;
-#endif
-    if (!any)
-        return 0;
-    for (size_t r = 0; r < s->size1; r++)
-        for (size_t j = 0; j < s->size2; j++) {
-            const double v = gsl_matrix_get(s, r, j);
-            if (isnan(v) || v == INFINITY) {
-                *row = r;
-                *col = j;
-                return 1;
-            }
-        }
-    return 0;
-}
-
-/* Softmax of row s (n entries, no NaN or +INFINITY) into a (may alias s);
- * returns (1/beta) log sum_j exp(beta s_j). A row of -INFINITY (fully
- * masked) gives a = 0 and -INFINITY. One exp per entry and no temporary:
- * a holds the exponentials, then their normalized values. fast selects
- * lse_exp_nonpos (vectorized) over libm's exp. */
-LSE_KERNEL double row_softmax(const double *s, double *a, size_t n, double beta,
-                              int fast)
-{
-    /* four running maxima: one chain of max would wait on its latency */
-    double m0 = -INFINITY, m1 = -INFINITY, m2 = -INFINITY, m3 = -INFINITY;
-    size_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-        m0 = s[j] > m0 ? s[j] : m0;
-        m1 = s[j + 1] > m1 ? s[j + 1] : m1;
-        m2 = s[j + 2] > m2 ? s[j + 2] : m2;
-        m3 = s[j + 3] > m3 ? s[j + 3] : m3;
-    }
-    for (; j < n; j++)
-        m0 = s[j] > m0 ? s[j] : m0;
-    m0 = m1 > m0 ? m1 : m0;
-    m2 = m3 > m2 ? m3 : m2;
-    const double m = m2 > m0 ? m2 : m0;
-    if (m == -INFINITY) {
-        for (size_t q = 0; q < n; q++)
-            a[q] = 0.0;
-        return -INFINITY;
-    }
-    if (fast) {
-        for (size_t q = 0; q < n; q++)
-            a[q] = lse_exp_nonpos(beta * (s[q] - m));
-    } else {
-        for (size_t q = 0; q < n; q++)
-            a[q] = exp(beta * (s[q] - m));
-    }
-    /* four partial sums in a fixed order */
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-    j = 0;
-    for (; j + 4 <= n; j += 4) {
-        s0 += a[j];
-        s1 += a[j + 1];
-        s2 += a[j + 2];
-        s3 += a[j + 3];
-    }
-    for (; j < n; j++)
-        s0 += a[j];
-    const double sum = (s0 + s1) + (s2 + s3);
-    const double inv = 1.0 / sum;
-    for (size_t q = 0; q < n; q++)
-        a[q] *= inv;
-    return m + log(sum) / beta;
-}
-
-/* Rows of at most this many entries are done a block at a time. */
-#define NARROW_ROWS 16
-
-/* Softmax of every row of a block of narrow rows (n <= NARROW_ROWS, e.g.
- * mixture components): the row maxima first, then one pass of
- * exponentials over the whole block and one of logarithms over its rows,
- * loops long enough to vectorize where a row of 3 entries is not.
- * m: scratch of b doubles. Same results as row_softmax except for the
- * summation order of rows of 4 or more entries. */
-LSE_KERNEL void softmax_block(const gsl_matrix *s, gsl_matrix *a, double beta,
-                              double *lse, double *m, const int fast)
-{
-    const size_t b = s->size1, n = s->size2, st = s->tda, at = a->tda;
-    for (size_t r = 0; r < b; r++) {
-        const double *sr = s->data + r * st;
-        double mx = -INFINITY;
-        for (size_t j = 0; j < n; j++)
-            mx = sr[j] > mx ? sr[j] : mx;
-        m[r] = mx;
-        double *ar = a->data + r * at;
-        /* a fully masked row keeps -INFINITY (exp gives 0) */
-        const double sh = mx == -INFINITY ? 0.0 : mx;
-        for (size_t j = 0; j < n; j++)
-            ar[j] = beta * (sr[j] - sh);
-    }
-    /* one loop over the block when its rows are contiguous */
-    const size_t nr = at == n ? 1 : b, len = at == n ? b * n : n;
-    for (size_t r = 0; r < nr; r++) {
-        double *ar = a->data + r * at;
-        if (fast)
-            for (size_t j = 0; j < len; j++)
-                ar[j] = lse_exp_nonpos(ar[j]);
-        else
-            for (size_t j = 0; j < len; j++)
-                ar[j] = exp(ar[j]);
-    }
-    for (size_t r = 0; r < b; r++) {
-        double *ar = a->data + r * at;
-        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-        size_t j = 0;
-        for (; j + 4 <= n; j += 4) {
-            s0 += ar[j];
-            s1 += ar[j + 1];
-            s2 += ar[j + 2];
-            s3 += ar[j + 3];
-        }
-        for (; j < n; j++)
-            s0 += ar[j];
-        const double sum = (s0 + s1) + (s2 + s3);
-        const double inv = sum > 0.0 ? 1.0 / sum : 0.0; /* masked: 0 */
-        for (size_t q = 0; q < n; q++)
-            ar[q] *= inv;
-        lse[r] = sum > 0.0 ? sum : 1.0; /* the log pass reads it */
-    }
-    /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0 */
-    if (fast)
-        for (size_t r = 0; r < b; r++)
-            lse[r] = m[r] + lse_log_pos(lse[r]) / beta;
-    else
-        for (size_t r = 0; r < b; r++)
-            lse[r] = m[r] + log(lse[r]) / beta;
-}
-
-static void softmax_rows_plain(const gsl_matrix *s, gsl_matrix *a, double beta,
-                               double *lse, double *m)
-{
-    if (s->size2 <= NARROW_ROWS) {
-        softmax_block(s, a, beta, lse, m, 0);
-        return;
-    }
-    for (size_t r = 0; r < s->size1; r++)
-        lse[r] = row_softmax(s->data + r * s->tda, a->data + r * a->tda,
-                             s->size2, beta, 0);
-}
-
-#if LSE_HAVE_AVX2_PATH
-LSE_TARGET_AVX2
-static void softmax_rows_avx2(const gsl_matrix *s, gsl_matrix *a, double beta,
-                              double *lse, double *m)
-{
-    if (s->size2 <= NARROW_ROWS) {
-        softmax_block(s, a, beta, lse, m, 1);
-        return;
-    }
-    for (size_t r = 0; r < s->size1; r++)
-        lse[r] = row_softmax(s->data + r * s->tda, a->data + r * a->tda,
-                             s->size2, beta, 1);
-}
-#endif
-
-#if LSE_HAVE_AVX2_PATH
-/* Rows [r0, r0 + nr) of softmax_narrow_body, nr rows at once so that the
- * dependency chains of different rows overlap: unnormalized exponentials
- * to a, their sums to lse, the maxima to m. */
-LSE_TARGET_AVX2_FMA
-LSE_KERNEL void softmax4_rows(const gsl_matrix *s, gsl_matrix *a, double beta,
-                              double *lse, double *m, size_t r0,
-                              const size_t nr, const size_t nvec, __m256i tail)
-{
-    const size_t st = s->tda, at = a->tda;
-    const __m256d tailpd = _mm256_castsi256_pd(tail);
-    const __m256d ninf = _mm256_set1_pd(-INFINITY);
-    const __m256d vbeta = _mm256_set1_pd(beta);
-    __m256d v[4][4], sum[4];
-    double mr[4];
-    for (size_t i = 0; i < nr; i++) {
-        const double *sr = s->data + (r0 + i) * st;
-        for (size_t q = 0; q + 1 < nvec; q++)
-            v[i][q] = _mm256_loadu_pd(sr + 4 * q);
-        v[i][nvec - 1] = _mm256_blendv_pd(
-            ninf, _mm256_maskload_pd(sr + 4 * (nvec - 1), tail), tailpd);
-        __m256d mx = v[i][0];
-        for (size_t q = 1; q < nvec; q++)
-            mx = _mm256_max_pd(v[i][q], mx);
-        mx = _mm256_max_pd(mx, _mm256_permute2f128_pd(mx, mx, 1));
-        mx = _mm256_max_pd(mx, _mm256_permute_pd(mx, 5));
-        mr[i] = _mm256_cvtsd_f64(mx);
-    }
-    for (size_t i = 0; i < nr; i++) {
-        m[r0 + i] = mr[i];
-        /* a fully masked row keeps -INFINITY (exp gives 0) */
-        const __m256d sh = _mm256_set1_pd(mr[i] == -INFINITY ? 0.0 : mr[i]);
-        sum[i] = _mm256_setzero_pd();
-        for (size_t q = 0; q < nvec; q++) {
-            v[i][q] = lse_exp_nonpos4(
-                _mm256_mul_pd(vbeta, _mm256_sub_pd(v[i][q], sh)));
-            sum[i] = _mm256_add_pd(sum[i], v[i][q]);
-        }
-    }
-    for (size_t i = 0; i < nr; i++) {
-        double *ar = a->data + (r0 + i) * at; /* may alias the row of s */
-        for (size_t q = 0; q + 1 < nvec; q++)
-            _mm256_storeu_pd(ar + 4 * q, v[i][q]);
-        _mm256_maskstore_pd(ar + 4 * (nvec - 1), tail, v[i][nvec - 1]);
-        const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(sum[i]),
-                                      _mm256_extractf128_pd(sum[i], 1));
-        const double tot =
-            _mm_cvtsd_f64(_mm_add_sd(s2, _mm_unpackhi_pd(s2, s2)));
-        /* a masked row has sum 0 and exponentials 0: 1 scales it to 0 */
-        lse[r0 + i] = tot > 0.0 ? tot : 1.0;
-    }
-}
-
-/* Softmax of the rows of a block of narrow rows (n <= NARROW_ROWS) with
- * AVX2 and FMA: a row in nvec = ceil(n / 4) vectors (the last one masked),
- * four rows at a time: maximum, exponentials (lse_exp_nonpos4), sum; then
- * a second pass over the block (in L1) scales the rows, so that the
- * divisions of different rows overlap, and one log per row as
- * softmax_block. Same results as softmax_block up to the rounding of the
- * fused exponential and the order of the row sum (lane-wise over the
- * vectors, then across lanes). */
-LSE_TARGET_AVX2_FMA
-LSE_KERNEL void softmax_narrow_body(const gsl_matrix *s, gsl_matrix *a,
-                                    double beta, double *lse, double *m,
-                                    const size_t nvec)
-{
-    const size_t b = s->size1, n = s->size2, at = a->tda;
-    const size_t rem = n - (nvec - 1) * 4; /* 1 to 4 entries in the last */
-    static const int64_t mtab[8] = {-1, -1, -1, -1, 0, 0, 0, 0};
-    const __m256i tail = _mm256_loadu_si256((const __m256i *)(mtab + 4 - rem));
-    size_t r = 0;
-    for (; r + 4 <= b; r += 4)
-        softmax4_rows(s, a, beta, lse, m, r, 4, nvec, tail);
-    for (; r < b; r++)
-        softmax4_rows(s, a, beta, lse, m, r, 1, nvec, tail);
-    for (r = 0; r < b; r++) {
-        double *ar = a->data + r * at;
-        const __m256d inv = _mm256_set1_pd(1.0 / lse[r]);
-        for (size_t q = 0; q + 1 < nvec; q++)
-            _mm256_storeu_pd(ar + 4 * q,
-                             _mm256_mul_pd(_mm256_loadu_pd(ar + 4 * q), inv));
-        _mm256_maskstore_pd(
-            ar + 4 * (nvec - 1), tail,
-            _mm256_mul_pd(_mm256_maskload_pd(ar + 4 * (nvec - 1), tail), inv));
-    }
-    /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0 */
-    for (r = 0; r < b; r++)
-        lse[r] = m[r] + lse_log_pos(lse[r]) / beta;
-}
-
-LSE_TARGET_AVX2_FMA
-static void softmax_narrow_fma(const gsl_matrix *s, gsl_matrix *a,
-                               double beta, double *lse, double *m)
-{
-    switch ((s->size2 + 3) / 4) {
-    case 1:
-        softmax_narrow_body(s, a, beta, lse, m, 1);
-        break;
-    case 2:
-        softmax_narrow_body(s, a, beta, lse, m, 2);
-        break;
-    case 3:
-        softmax_narrow_body(s, a, beta, lse, m, 3);
-        break;
-    default:
-        softmax_narrow_body(s, a, beta, lse, m, 4);
-        break;
-    }
-}
-#endif
-
-#if LSE_HAVE_AVX2_PATH
-/* Rows [r0, r0 + nr) of softmax_narrow8_body: nr rows at once, so that
- * the dependency chains of different rows (maximum, exponentials, sum)
- * overlap. Unnormalized exponentials to a, their sums to lse. */
-LSE_TARGET_AVX512
-LSE_KERNEL void softmax8_rows(const gsl_matrix *s, gsl_matrix *a, double beta,
-                              double *lse, double *m, size_t r0,
-                              const size_t nr, const size_t nvec,
-                              __mmask8 tail)
-{
-    const size_t st = s->tda, at = a->tda;
-    const __m512d ninf = _mm512_set1_pd(-INFINITY);
-    const __m512d vbeta = _mm512_set1_pd(beta);
-    __m512d v[4][2], sum[4];
-    double mr[4];
-    for (size_t i = 0; i < nr; i++) {
-        const double *sr = s->data + (r0 + i) * st;
-        if (nvec == 2)
-            v[i][0] = _mm512_loadu_pd(sr);
-        v[i][nvec - 1] =
-            _mm512_mask_loadu_pd(ninf, tail, sr + 8 * (nvec - 1));
-        const __m512d mx =
-            nvec == 2 ? _mm512_max_pd(v[i][1], v[i][0]) : v[i][0];
-        mr[i] = _mm512_reduce_max_pd(mx);
-    }
-    for (size_t i = 0; i < nr; i++) {
-        m[r0 + i] = mr[i];
-        /* a fully masked row keeps -INFINITY (exp gives 0) */
-        const __m512d sh = _mm512_set1_pd(mr[i] == -INFINITY ? 0.0 : mr[i]);
-        sum[i] = _mm512_setzero_pd();
-        for (size_t q = 0; q < nvec; q++) {
-            v[i][q] = lse_exp_nonpos8(
-                _mm512_mul_pd(vbeta, _mm512_sub_pd(v[i][q], sh)));
-            sum[i] = _mm512_add_pd(sum[i], v[i][q]);
-        }
-    }
-    for (size_t i = 0; i < nr; i++) {
-        double *ar = a->data + (r0 + i) * at; /* may alias the row of s */
-        if (nvec == 2)
-            _mm512_storeu_pd(ar, v[i][0]);
-        _mm512_mask_storeu_pd(ar + 8 * (nvec - 1), tail, v[i][nvec - 1]);
-        const double tot = _mm512_reduce_add_pd(sum[i]);
-        /* a masked row has sum 0 and exponentials 0: 1 scales it to 0 */
-        lse[r0 + i] = tot > 0.0 ? tot : 1.0;
-    }
-}
-
-/* softmax_narrow_body with AVX-512F: a row in nvec = ceil(n / 8) vectors
- * of 8 (the last one masked), four rows at a time; the row sum is
- * _mm512_reduce_add_pd of the lane-wise sum. */
-LSE_TARGET_AVX512
-LSE_KERNEL void softmax_narrow8_body(const gsl_matrix *s, gsl_matrix *a,
-                                     double beta, double *lse, double *m,
-                                     const size_t nvec)
-{
-    const size_t b = s->size1, n = s->size2, at = a->tda;
-    const size_t rem = n - (nvec - 1) * 8; /* 1 to 8 entries in the last */
-    const __mmask8 tail = (__mmask8)((1u << rem) - 1u);
-    size_t r = 0;
-    for (; r + 4 <= b; r += 4)
-        softmax8_rows(s, a, beta, lse, m, r, 4, nvec, tail);
-    for (; r < b; r++)
-        softmax8_rows(s, a, beta, lse, m, r, 1, nvec, tail);
-    for (r = 0; r < b; r++) {
-        double *ar = a->data + r * at;
-        const __m512d inv = _mm512_set1_pd(1.0 / lse[r]);
-        if (nvec == 2)
-            _mm512_storeu_pd(ar, _mm512_mul_pd(_mm512_loadu_pd(ar), inv));
-        double *al = ar + 8 * (nvec - 1);
-        _mm512_mask_storeu_pd(
-            al, tail,
-            _mm512_mul_pd(_mm512_maskz_loadu_pd(tail, al), inv));
-    }
-    /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0 */
-    for (r = 0; r < b; r++)
-        lse[r] = m[r] + lse_log_pos(lse[r]) / beta;
-}
-
-LSE_TARGET_AVX512
-static void softmax_narrow_avx512(const gsl_matrix *s, gsl_matrix *a,
-                                  double beta, double *lse, double *m)
-{
-    if (s->size2 <= 8)
-        softmax_narrow8_body(s, a, beta, lse, m, 1);
-    else
-        softmax_narrow8_body(s, a, beta, lse, m, 2);
-}
-#endif
-
-static void softmax_rows(const lse_term *t, const gsl_matrix *s, gsl_matrix *a,
-                         double *lse, double *m)
-{
-#if LSE_HAVE_AVX2_PATH
-    if (t->par->avx512 && s->size2 <= NARROW_ROWS && s->size2 > 0) {
-        softmax_narrow_avx512(s, a, t->beta, lse, m);
-        return;
-    }
-    if (t->par->fma && s->size2 <= NARROW_ROWS && s->size2 > 0) {
-        softmax_narrow_fma(s, a, t->beta, lse, m);
-        return;
-    }
-    if (t->par->avx2) {
-        softmax_rows_avx2(s, a, t->beta, lse, m);
-        return;
-    }
-#endif
-    softmax_rows_plain(s, a, t->beta, lse, m);
-}
-
 static int chunk_fail(term_chunk *ch, lse_status st, int what)
 {
     ch->st = st;
@@ -1151,7 +687,7 @@ static void run_chunk(lse_term *t, term_chunk *ch, thread_slot *sl,
             if (t->has_mask)
                 apply_mask(t, &sv.matrix, i0);
             size_t r, j;
-            if (find_bad(t, &sv.matrix, &r, &j)) {
+            if (lse_softmax_find_bad(&sv.matrix, &t->par->isa, &r, &j)) {
                 chunk_fail(ch, LSE_ENONFINITE, FAIL_CHECK);
                 ch->row = i0 + r;
                 ch->col = j;
@@ -1161,7 +697,8 @@ static void run_chunk(lse_term *t, term_chunk *ch, thread_slot *sl,
         }
         if (flags & LSE_RUN_SOFTMAX) {
             double *lse = gsl_vector_ptr(t->row_lse, i0);
-            softmax_rows(t, &sv.matrix, &av.matrix, lse, sl->rowmax);
+            lse_softmax_rows(&sv.matrix, &av.matrix, t->beta, lse, sl->rowmax,
+                             &t->par->isa);
             const double *w = t->row_weight != NULL
                                   ? gsl_vector_ptr(t->row_weight, i0)
                                   : NULL;

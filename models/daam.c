@@ -9,6 +9,8 @@
 
 #include <lsegraph/lsegraph.h>
 
+#include "util.h"
+
 /* Multi-head Density Adaptive Attention (docs/models/daam.md).
  *
  *   graph  x (N, d) clamped, delta (H, d) param, c (H, 1) param,
@@ -50,12 +52,10 @@ static lse_status fail(lse_daam *m, lse_status st, const char *fn,
 {
     if (m == NULL)
         return st;
-    char buf[400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    lse_util_vfail(m->errmsg, sizeof m->errmsg, st, fn, fmt, ap);
     va_end(ap);
-    snprintf(m->errmsg, sizeof m->errmsg, "%s: %s", fn, buf);
     return st;
 }
 
@@ -63,21 +63,6 @@ static lse_status graph_fail(lse_daam *m, lse_status st, const char *fn)
 {
     const char *msg = lse_graph_errmsg(m->g);
     return fail(m, st, fn, "%s", msg[0] != '\0' ? msg : lse_strerror(st));
-}
-
-static lse_status set_err(lse_error *err, lse_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static lse_status set_err(lse_error *err, lse_status st, const char *fmt, ...)
-{
-    if (err == NULL)
-        return st;
-    err->status = st;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
-    va_end(ap);
-    return st;
 }
 
 void lse_daam_free(lse_daam *m)
@@ -97,15 +82,6 @@ void lse_daam_free(lse_daam *m)
     free(m);
 }
 
-static int finite_matrix(const gsl_matrix *x)
-{
-    for (size_t i = 0; i < x->size1; i++)
-        for (size_t j = 0; j < x->size2; j++)
-            if (!isfinite(gsl_matrix_get(x, i, j)))
-                return 0;
-    return 1;
-}
-
 lse_status lse_daam_new(size_t n_head, size_t dim, lse_daam_axis axis,
                         double eps, const gsl_matrix *x, lse_daam **out,
                         lse_error *err)
@@ -113,26 +89,29 @@ lse_status lse_daam_new(size_t n_head, size_t dim, lse_daam_axis axis,
     static const char fn[] = "lse_daam_new";
     lse_gsl_quiet();
     if (out == NULL || x == NULL)
-        return set_err(err, LSE_EFAULT, "%s: NULL %s", fn,
-                       out == NULL ? "out" : "data");
+        return lse_util_set_error(err, LSE_EFAULT, "%s: NULL %s", fn,
+                                  out == NULL ? "out" : "data");
     *out = NULL;
     if (n_head == 0 || dim == 0)
-        return set_err(err, LSE_EINVAL,
-                       "%s: n_head = %zu, dim = %zu: both must be > 0", fn,
-                       n_head, dim);
+        return lse_util_set_error(
+            err, LSE_EINVAL, "%s: n_head = %zu, dim = %zu: both must be > 0",
+            fn, n_head, dim);
     if (x->size2 != dim || x->size1 == 0)
-        return set_err(err, LSE_EDIM, "%s: data is %zux%zu, expected N x %zu",
-                       fn, x->size1, x->size2, dim);
+        return lse_util_set_error(err, LSE_EDIM,
+                                  "%s: data is %zux%zu, expected N x %zu", fn,
+                                  x->size1, x->size2, dim);
     if (axis != LSE_DAAM_FEATURES && axis != LSE_DAAM_ROWS)
-        return set_err(err, LSE_EINVAL, "%s: unknown axis %d", fn, (int)axis);
+        return lse_util_set_error(err, LSE_EINVAL, "%s: unknown axis %d", fn,
+                                  (int)axis);
     if (!(eps > 0.0) || !isfinite(eps))
-        return set_err(err, LSE_EDOM, "%s: eps = %g, must be finite and > 0",
-                       fn, eps);
-    if (!finite_matrix(x))
-        return set_err(err, LSE_ENONFINITE, "%s: data holds NaN or inf", fn);
+        return lse_util_set_error(
+            err, LSE_EDOM, "%s: eps = %g, must be finite and > 0", fn, eps);
+    if (lse_util_find_nonfinite(x, NULL, NULL))
+        return lse_util_set_error(err, LSE_ENONFINITE,
+                                  "%s: data holds NaN or inf", fn);
     lse_daam *m = calloc(1, sizeof *m);
     if (m == NULL)
-        return set_err(err, LSE_ENOMEM, "%s: out of memory", fn);
+        return lse_util_set_error(err, LSE_ENOMEM, "%s: out of memory", fn);
     const size_t n = x->size1;
     m->n = n;
     m->d = dim;
@@ -154,7 +133,7 @@ lse_status lse_daam_new(size_t n_head, size_t dim, lse_daam_axis axis,
         m->acc == NULL || m->gm == NULL || m->gd == NULL || m->gc == NULL ||
         m->d0 == NULL || m->c0 == NULL) {
         lse_daam_free(m);
-        return set_err(err, LSE_ENOMEM, "%s: out of memory", fn);
+        return lse_util_set_error(err, LSE_ENOMEM, "%s: out of memory", fn);
     }
     lse_status st =
         lse_graph_add_node(m->g, "x", n, dim, LSE_NODE_CLAMPED, &m->x);
@@ -178,7 +157,7 @@ lse_status lse_daam_new(size_t n_head, size_t dim, lse_daam_axis axis,
         st = lse_graph_add_lse(m->g, "daam", &spec, &m->term);
     }
     if (st != LSE_OK) {
-        set_err(err, st, "%s: %s", fn, lse_graph_errmsg(m->g));
+        lse_util_set_error(err, st, "%s: %s", fn, lse_graph_errmsg(m->g));
         lse_daam_free(m);
         return st;
     }

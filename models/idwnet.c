@@ -10,6 +10,8 @@
 
 #include <lsegraph/lsegraph.h>
 
+#include "util.h"
+
 /* IDW prototype classifier (the IDW paper sections 2-3; docs/models/idwnet.md).
  *
  *   graph  q (B, d) clamped, keys (P, d) param,
@@ -54,12 +56,10 @@ static lse_status fail(lse_idwnet *m, lse_status st, const char *fn,
 {
     if (m == NULL)
         return st;
-    char buf[400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    lse_util_vfail(m->errmsg, sizeof m->errmsg, st, fn, fmt, ap);
     va_end(ap);
-    snprintf(m->errmsg, sizeof m->errmsg, "%s: %s", fn, buf);
     return st;
 }
 
@@ -68,21 +68,6 @@ static lse_status graph_fail(lse_idwnet *m, lse_status st, const char *fn)
 {
     const char *msg = lse_graph_errmsg(m->p.g);
     return fail(m, st, fn, "%s", msg[0] != '\0' ? msg : lse_strerror(st));
-}
-
-static lse_status set_err(lse_error *err, lse_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static lse_status set_err(lse_error *err, lse_status st, const char *fmt, ...)
-{
-    if (err == NULL)
-        return st;
-    err->status = st;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
-    va_end(ap);
-    return st;
 }
 
 static void parts_free(parts *p)
@@ -152,22 +137,24 @@ lse_status lse_idwnet_new(size_t n_proto, size_t dim, size_t n_class,
     static const char fn[] = "lse_idwnet_new";
     lse_gsl_quiet();
     if (out == NULL || score == NULL)
-        return set_err(err, LSE_EFAULT, "%s: NULL %s", fn,
-                       out == NULL ? "out" : "score");
+        return lse_util_set_error(err, LSE_EFAULT, "%s: NULL %s", fn,
+                                  out == NULL ? "out" : "score");
     *out = NULL;
     if (n_proto == 0 || dim == 0 || n_class == 0 || batch == 0)
-        return set_err(err, LSE_EINVAL,
-                       "%s: n_proto = %zu, dim = %zu, n_class = %zu, batch = "
-                       "%zu: all must be > 0",
-                       fn, n_proto, dim, n_class, batch);
+        return lse_util_set_error(
+            err, LSE_EINVAL,
+            "%s: n_proto = %zu, dim = %zu, n_class = %zu, batch = "
+            "%zu: all must be > 0",
+            fn, n_proto, dim, n_class, batch);
     if (score->n_param != 0)
-        return set_err(err, LSE_EINVAL,
-                       "%s: score '%s' takes %zu parameter nodes; only "
-                       "parameter-free scores are supported",
-                       fn, score->name, score->n_param);
+        return lse_util_set_error(
+            err, LSE_EINVAL,
+            "%s: score '%s' takes %zu parameter nodes; only "
+            "parameter-free scores are supported",
+            fn, score->name, score->n_param);
     lse_idwnet *m = calloc(1, sizeof *m);
     if (m == NULL)
-        return set_err(err, LSE_ENOMEM, "%s: out of memory", fn);
+        return lse_util_set_error(err, LSE_ENOMEM, "%s: out of memory", fn);
     m->score = score;
     m->n_proto = n_proto;
     m->dim = dim;
@@ -186,7 +173,8 @@ lse_status lse_idwnet_new(size_t n_proto, size_t dim, size_t n_class,
     char msg[512];
     const lse_status st = parts_new(m, n_proto, &m->p, msg, sizeof msg);
     if (st != LSE_OK) {
-        set_err(err, st, "%s: %s", fn, msg[0] != '\0' ? msg : lse_strerror(st));
+        lse_util_set_error(err, st, "%s: %s", fn,
+                           msg[0] != '\0' ? msg : lse_strerror(st));
         lse_idwnet_free(m);
         return st;
     }
@@ -194,7 +182,7 @@ lse_status lse_idwnet_new(size_t n_proto, size_t dim, size_t n_class,
     return LSE_OK;
 nomem:
     lse_idwnet_free(m);
-    return set_err(err, LSE_ENOMEM, "%s: out of memory", fn);
+    return lse_util_set_error(err, LSE_ENOMEM, "%s: out of memory", fn);
 }
 
 const char *lse_idwnet_errmsg(const lse_idwnet *m)

@@ -9,6 +9,8 @@
 
 #include <lsegraph/lsegraph.h>
 
+#include "util.h"
+
 /* Hierarchical predictive coding (Tschantz section 7), built only through
  * the public graph API (docs/models/predcoding.md):
  *
@@ -37,21 +39,6 @@ struct lse_predcoding {
     double gd_step;      /* its last accepted step, reused as the next start */
     size_t estep_steps;  /* inference iterations per EM E-step */
 };
-
-static lse_status set_err(lse_error *err, lse_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static lse_status set_err(lse_error *err, lse_status st, const char *fmt, ...)
-{
-    if (err == NULL)
-        return st;
-    err->status = st;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
-    va_end(ap);
-    return st;
-}
 
 lse_predcoding_opts lse_predcoding_opts_default(void)
 {
@@ -93,57 +80,52 @@ void lse_predcoding_free(lse_predcoding *m)
     free(m);
 }
 
-static int matrix_finite(const gsl_matrix *x)
-{
-    for (size_t i = 0; i < x->size1; i++)
-        for (size_t j = 0; j < x->size2; j++)
-            if (!isfinite(gsl_matrix_get(x, i, j)))
-                return 0;
-    return 1;
-}
-
 static lse_status check_opts(const gsl_matrix *x, size_t n_layers,
                              const size_t *dims, const lse_predcoding_opts *o,
                              lse_error *err)
 {
     static const char fn[] = "lse_predcoding_new";
     if (n_layers == 0)
-        return set_err(err, LSE_EINVAL, "%s: n_layers is 0", fn);
+        return lse_util_set_error(err, LSE_EINVAL, "%s: n_layers is 0", fn);
     if (x->size1 == 0 || x->size2 == 0)
-        return set_err(err, LSE_EINVAL, "%s: data is %zux%zu", fn, x->size1,
-                       x->size2);
-    if (!matrix_finite(x))
-        return set_err(err, LSE_ENONFINITE, "%s: data holds NaN or inf", fn);
+        return lse_util_set_error(err, LSE_EINVAL, "%s: data is %zux%zu", fn,
+                                  x->size1, x->size2);
+    if (lse_util_find_nonfinite(x, NULL, NULL))
+        return lse_util_set_error(err, LSE_ENONFINITE,
+                                  "%s: data holds NaN or inf", fn);
     if (o->layout != LSE_PC_PER_SAMPLE && o->layout != LSE_PC_MIXTURE)
-        return set_err(err, LSE_EINVAL, "%s: unknown layout %d", fn,
-                       (int)o->layout);
+        return lse_util_set_error(err, LSE_EINVAL, "%s: unknown layout %d", fn,
+                                  (int)o->layout);
     if (o->layout == LSE_PC_MIXTURE && o->rows == NULL)
-        return set_err(err, LSE_EFAULT,
-                       "%s: the mixture layout needs opts.rows (K_l)", fn);
+        return lse_util_set_error(
+            err, LSE_EFAULT, "%s: the mixture layout needs opts.rows (K_l)",
+            fn);
     for (size_t l = 0; l < n_layers; l++) {
         if (dims[l] == 0)
-            return set_err(err, LSE_EINVAL, "%s: layer %zu has dimension 0", fn,
-                           l + 1);
+            return lse_util_set_error(
+                err, LSE_EINVAL, "%s: layer %zu has dimension 0", fn, l + 1);
         if (o->layout == LSE_PC_MIXTURE && o->rows[l] == 0)
-            return set_err(err, LSE_EINVAL, "%s: layer %zu has 0 rows (K_%zu)",
-                           fn, l + 1, l + 1);
+            return lse_util_set_error(err, LSE_EINVAL,
+                                      "%s: layer %zu has 0 rows (K_%zu)", fn,
+                                      l + 1, l + 1);
         if (o->act != NULL && ((int)o->act[l] < (int)LSE_ACT_IDENTITY ||
                                (int)o->act[l] > (int)LSE_ACT_RELU))
-            return set_err(err, LSE_EINVAL,
-                           "%s: layer %zu: unknown activation %d", fn, l + 1,
-                           (int)o->act[l]);
+            return lse_util_set_error(err, LSE_EINVAL,
+                                      "%s: layer %zu: unknown activation %d",
+                                      fn, l + 1, (int)o->act[l]);
     }
     if (!isfinite(o->prior) || o->prior < 0.0)
-        return set_err(err, LSE_EDOM, "%s: prior = %g, must be finite and >= 0",
-                       fn, o->prior);
+        return lse_util_set_error(err, LSE_EDOM,
+                                  "%s: prior = %g, must be finite and >= 0", fn,
+                                  o->prior);
     if (!isfinite(o->weight_decay) || o->weight_decay < 0.0)
-        return set_err(err, LSE_EDOM,
-                       "%s: weight_decay = %g, must be finite and >= 0", fn,
-                       o->weight_decay);
+        return lse_util_set_error(
+            err, LSE_EDOM, "%s: weight_decay = %g, must be finite and >= 0", fn,
+            o->weight_decay);
     if (!isfinite(o->init_sd) || !(o->init_sd > 0.0))
-        return set_err(err, LSE_EDOM,
-                       "%s: init_sd = %g, must be finite and > 0", fn,
-                       o->init_sd);
+        return lse_util_set_error(err, LSE_EDOM,
+                                  "%s: init_sd = %g, must be finite and > 0",
+                                  fn, o->init_sd);
     return LSE_OK;
 }
 
@@ -228,10 +210,10 @@ lse_status lse_predcoding_new(const gsl_matrix *x, size_t n_layers,
     static const char fn[] = "lse_predcoding_new";
     lse_gsl_quiet();
     if (out == NULL)
-        return set_err(err, LSE_EFAULT, "%s: NULL out", fn);
+        return lse_util_set_error(err, LSE_EFAULT, "%s: NULL out", fn);
     *out = NULL;
     if (x == NULL || dims == NULL)
-        return set_err(err, LSE_EFAULT, "%s: NULL data or dims", fn);
+        return lse_util_set_error(err, LSE_EFAULT, "%s: NULL data or dims", fn);
     const lse_predcoding_opts o =
         opts != NULL ? *opts : lse_predcoding_opts_default();
     lse_status st = check_opts(x, n_layers, dims, &o, err);
@@ -240,7 +222,7 @@ lse_status lse_predcoding_new(const gsl_matrix *x, size_t n_layers,
     const size_t L = n_layers;
     lse_predcoding *m = calloc(1, sizeof *m);
     if (m == NULL)
-        return set_err(err, LSE_ENOMEM, "%s: out of memory", fn);
+        return lse_util_set_error(err, LSE_ENOMEM, "%s: out of memory", fn);
     m->n_layers = L;
     m->layout = o.layout;
     m->dims = calloc(L + 1, sizeof *m->dims);
@@ -271,7 +253,8 @@ lse_status lse_predcoding_new(const gsl_matrix *x, size_t n_layers,
     st = build(m, x, &o);
     if (st != LSE_OK) {
         const char *msg = lse_graph_errmsg(m->g);
-        set_err(err, st, "%s: %s", fn, msg[0] != '\0' ? msg : lse_strerror(st));
+        lse_util_set_error(err, st, "%s: %s", fn,
+                           msg[0] != '\0' ? msg : lse_strerror(st));
         lse_predcoding_free(m);
         return st;
     }
@@ -279,7 +262,7 @@ lse_status lse_predcoding_new(const gsl_matrix *x, size_t n_layers,
     return LSE_OK;
 nomem:
     lse_predcoding_free(m);
-    return set_err(err, LSE_ENOMEM, "%s: out of memory", fn);
+    return lse_util_set_error(err, LSE_ENOMEM, "%s: out of memory", fn);
 }
 
 lse_graph *lse_predcoding_graph(const lse_predcoding *m)

@@ -105,7 +105,8 @@ lse_status slds_lingauss_mstep(const lse_slds *m, sgraph *sg,
                                const gsl_matrix *resp, const lse_mstep_opts *mo,
                                par_ctx *pc, const char *what, const char *fn,
                                lse_error *err);
-/* Initial parameters in the graph's nodes by o->init. */
+/* Initial parameters in the graph's nodes by o->init, from the model's
+ * parameters already loaded there (slds_load_params). */
 lse_status slds_initialize(const lse_slds *m, sgraph *sg,
                            const lse_slds_opts *o, const lse_mstep_opts *mo,
                            gsl_rng *rng, par_ctx *pc, const char *fn,

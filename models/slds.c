@@ -565,8 +565,9 @@ static lse_status fit_run(fit_state *f, const lse_slds *m, const gsl_matrix *x,
     par_ctx *pc = &f->pc;
     if (sg->latent) /* every run starts from the observations */
         gsl_matrix_memcpy(lse_node_value(sg->x), x);
-    lse_status rs =
-        slds_initialize(m, sg, f->o, &f->so.mstep, f->rng, pc, fn, err);
+    lse_status rs = slds_load_params(m, sg, fn, err);
+    if (rs == LSE_OK)
+        rs = slds_initialize(m, sg, f->o, &f->so.mstep, f->rng, pc, fn, err);
     /* latent states: the noise covariances stay at their initial
      * values (jointly with the states their MAP is degenerate: a
      * noiseless state path and Sigma -> 0 send the energy to -inf) */

@@ -192,15 +192,16 @@ static lse_status standardize_columns(gsl_matrix *f, par_ctx *pc,
     return st;
 }
 
-/* Initial parameters in the graph's nodes by opts->init. */
+/* Initial parameters in the graph's nodes by opts->init (the caller has
+ * loaded the model's parameters into them: the given start). */
 lse_status slds_initialize(const lse_slds *m, sgraph *sg,
                            const lse_slds_opts *o, const lse_mstep_opts *mo,
                            gsl_rng *rng, par_ctx *pc, const char *fn,
                            lse_error *err)
 {
-    lse_status st = slds_load_params(m, sg, fn, err);
-    if (st != LSE_OK || o->init == LSE_SLDS_INIT_GIVEN)
-        return st;
+    if (o->init == LSE_SLDS_INIT_GIVEN)
+        return LSE_OK;
+    lse_status st = LSE_OK;
     const size_t n = sg->lay.n_steps, K = m->K, d = m->d;
     gsl_matrix *resp = gsl_matrix_alloc(n, K);
     if (resp == NULL)

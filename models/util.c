@@ -1,8 +1,31 @@
 #include <math.h>
+#include <stdio.h>
 
 #include "util.h"
 
 /* Private helpers of the models: input checks. */
+
+lse_status lse_util_set_error(lse_error *err, lse_status st, const char *fmt,
+                              ...)
+{
+    if (err == NULL)
+        return st;
+    err->status = st;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+lse_status lse_util_vfail(char *errmsg, size_t len, lse_status st,
+                          const char *fn, const char *fmt, va_list ap)
+{
+    char buf[400];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    snprintf(errmsg, len, "%s: %s", fn, buf);
+    return st;
+}
 
 int lse_util_find_nonfinite(const gsl_matrix *x, size_t *row, size_t *col)
 {

@@ -6,10 +6,25 @@
  * Built only on the public API, like the models themselves.
  */
 
+#include <stdarg.h>
+
 #include <gsl/gsl_matrix.h>
 #include <gsl/gsl_rng.h>
 #include <gsl/gsl_vector.h>
 #include <lsegraph/lsegraph.h>
+
+/* The models' error channel (docs/architecture.md): st with the
+ * printf-style message in err (may be NULL), written as given (callers
+ * name the function themselves); returns st. */
+lse_status lse_util_set_error(lse_error *err, lse_status st, const char *fmt,
+                              ...) __attribute__((format(printf, 3, 4)));
+
+/* The per-model message buffer of the older models (lse_<model>_errmsg):
+ * "fn: message" into errmsg (len bytes, the message cut at 400 bytes);
+ * returns st. */
+lse_status lse_util_vfail(char *errmsg, size_t len, lse_status st,
+                          const char *fn, const char *fmt, va_list ap)
+    __attribute__((format(printf, 5, 0)));
 
 /* 1 and the position of the first NaN or infinity of x (row-major order),
  * else 0. row/col may be NULL. */

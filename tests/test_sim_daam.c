@@ -168,6 +168,68 @@ START_TEST(test_eval_is_paper_gate)
 }
 END_TEST
 
+/* lse_daam_density: with every head's weight on one head h, DA_ij is that
+ * head's gate g_ihj, so sum_j log DA_ij is the similarity's score S_ih;
+ * with weights a, DA is the a-weighted sum of the one-head maps. */
+START_TEST(test_density_export)
+{
+    gsl_matrix *x = make(N, D, 0.4, 1.0, 0.2),
+               *delta = make(H, D, 1.7, 0.3, 0.0);
+    gsl_matrix *c = widths(), *s = gsl_matrix_alloc(N, H);
+    gsl_matrix *one = gsl_matrix_calloc(N, H), *a = gsl_matrix_alloc(N, H);
+    gsl_matrix *da = gsl_matrix_alloc(N, D), *sum = gsl_matrix_calloc(N, D);
+    for (size_t i = 0; i < N; i++)
+        for (size_t h = 0; h < H; h++)
+            gsl_matrix_set(a, i, h, (1.0 + (double)((i + 2 * h) % 3)) / 6.0);
+    for (int axis = 0; axis < 2; axis++) {
+        const lse_daam_config cfg = cfg_axis((lse_daam_axis)axis);
+        lse_assert_ok(run_eval(&cfg, x, delta, c, s));
+        gsl_matrix_set_zero(sum);
+        for (size_t h = 0; h < H; h++) {
+            gsl_matrix_set_zero(one);
+            for (size_t i = 0; i < N; i++)
+                gsl_matrix_set(one, i, h, 1.0);
+            lse_assert_ok(lse_daam_density(&cfg, x, delta, c, one, da, NULL));
+            for (size_t i = 0; i < N; i++) {
+                double lg = 0.0;
+                for (size_t j = 0; j < D; j++) {
+                    lg += log(gsl_matrix_get(da, i, j));
+                    *gsl_matrix_ptr(sum, i, j) +=
+                        gsl_matrix_get(a, i, h) * gsl_matrix_get(da, i, j);
+                }
+                ck_assert_double_eq_tol(lg, gsl_matrix_get(s, i, h),
+                                        1e-12 * (1.0 + fabs(lg)));
+            }
+        }
+        lse_assert_ok(lse_daam_density(&cfg, x, delta, c, a, da, NULL));
+        for (size_t i = 0; i < N; i++)
+            for (size_t j = 0; j < D; j++)
+                ck_assert_double_eq_tol(gsl_matrix_get(da, i, j),
+                                        gsl_matrix_get(sum, i, j), 1e-15);
+    }
+    /* NULL config = the defaults (features axis) */
+    gsl_matrix *da0 = gsl_matrix_alloc(N, D);
+    const lse_daam_config f = cfg_axis(LSE_DAAM_FEATURES);
+    lse_assert_ok(lse_daam_density(&f, x, delta, c, a, da, NULL));
+    lse_assert_ok(lse_daam_density(NULL, x, delta, c, a, da0, NULL));
+    ck_assert(gsl_matrix_equal(da, da0));
+    /* errors */
+    lse_error err;
+    ck_assert_int_eq(lse_daam_density(NULL, x, delta, c, NULL, da, &err),
+                     LSE_EFAULT);
+    ck_assert_int_eq(lse_daam_density(NULL, x, delta, c, a, s, &err), LSE_EDIM);
+    ck_assert_ptr_nonnull(strstr(err.message, "da (N, d)"));
+    gsl_matrix_free(da0);
+    gsl_matrix_free(x);
+    gsl_matrix_free(delta);
+    gsl_matrix_free(c);
+    gsl_matrix_free(s);
+    gsl_matrix_free(one);
+    gsl_matrix_free(a);
+    gsl_matrix_free(da);
+    gsl_matrix_free(sum);
+}
+END_TEST
 /* A child that sits exactly at m + delta_h has S = 0 (the gate is 1). */
 START_TEST(test_gate_is_one_at_centre)
 {
@@ -483,6 +545,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_type_and_defaults);
     tcase_add_loop_test(tc, test_eval_is_paper_gate, 0, 2);
     tcase_add_test(tc, test_gate_is_one_at_centre);
+    tcase_add_test(tc, test_density_export);
     tcase_add_loop_test(tc, test_gradients, 0, 4);
     tcase_add_test(tc, test_rows_couple_children);
     tcase_add_test(tc, test_check_errors);

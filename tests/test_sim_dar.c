@@ -230,6 +230,65 @@ START_TEST(test_eval_matches_reference)
 }
 END_TEST
 
+/* lse_dar_resonance(_matrix): the scalar reference, and the similarity's
+ * own scores S = c.p / sqrt(d) + lambda r; NULL config = the defaults. */
+START_TEST(test_resonance_export)
+{
+    gsl_matrix *c = make(NC, D, 0.0, 1.0), *p = make(NP, D, 2.9, 1.3);
+    gsl_matrix *r = gsl_matrix_alloc(NC, NP), *s = gsl_matrix_alloc(NC, NP);
+    gsl_vector_view zero = gsl_matrix_row(c, 2);
+    gsl_vector_set_zero(&zero.vector); /* the norm floor */
+    const lse_gate gates[] = {LSE_GATE_SIGMOID, LSE_GATE_TANH, LSE_GATE_LINEAR};
+    for (size_t k = 0; k < 3; k++) {
+        for (unsigned steps = 0; steps <= 3; steps += 3) {
+            lse_dar_config cfg = config_default();
+            cfg.gate = gates[k];
+            cfg.alpha = 1.6;
+            cfg.rho = 0.2;
+            cfg.lambda = 0.7;
+            cfg.steps = steps;
+            cfg.beta = steps > 0 ? 0.45 : 0.0;
+            lse_assert_ok(lse_dar_resonance_matrix(&cfg, c, p, r, NULL));
+            lse_assert_ok(run(&cfg, c, p, s, NULL, NULL, NULL));
+            for (size_t i = 0; i < NC; i++)
+                for (size_t j = 0; j < NP; j++) {
+                    const double cs = ref_cos(c, i, p, j, cfg.eps);
+                    ck_assert_double_eq_tol(gsl_matrix_get(r, i, j),
+                                            ref_r(&cfg, cs), 1e-15);
+                    ck_assert_double_eq_tol(lse_dar_resonance(&cfg, cs),
+                                            ref_r(&cfg, cs), 1e-15);
+                    ck_assert_double_eq_tol(gsl_matrix_get(s, i, j),
+                                            ref_dot(c, i, p, j) +
+                                                cfg.lambda *
+                                                    gsl_matrix_get(r, i, j),
+                                            1e-14);
+                }
+        }
+    }
+    const lse_dar_config d = config_default();
+    ck_assert_double_eq_tol(lse_dar_resonance(NULL, 0.3), ref_r(&d, 0.3),
+                            1e-15);
+    lse_assert_ok(lse_dar_resonance_matrix(NULL, c, p, r, NULL));
+    ck_assert_double_eq_tol(gsl_matrix_get(r, 1, 4),
+                            ref_r(&d, ref_cos(c, 1, p, 4, d.eps)), 1e-15);
+    /* errors */
+    lse_error err;
+    ck_assert_int_eq(lse_dar_resonance_matrix(NULL, NULL, p, r, &err),
+                     LSE_EFAULT);
+    gsl_matrix *bad = gsl_matrix_alloc(NP, NC);
+    ck_assert_int_eq(lse_dar_resonance_matrix(NULL, c, p, bad, &err), LSE_EDIM);
+    ck_assert_ptr_nonnull(strstr(err.message, "expected 5x6"));
+    gsl_matrix *p3 = make(NP, 3, 1.0, 1.0);
+    ck_assert_int_eq(lse_dar_resonance_matrix(NULL, c, p3, r, &err), LSE_EDIM);
+    gsl_matrix_free(p3);
+    gsl_matrix_free(bad);
+    gsl_matrix_free(r);
+    gsl_matrix_free(s);
+    gsl_matrix_free(c);
+    gsl_matrix_free(p);
+}
+END_TEST
+
 /* One unrolled step from r = 0 is the static gate, whatever beta. */
 START_TEST(test_one_step_is_static)
 {
@@ -832,6 +891,7 @@ Suite *lse_test_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_type_and_defaults);
     tcase_add_test(tc, test_eval_matches_reference);
+    tcase_add_test(tc, test_resonance_export);
     tcase_add_test(tc, test_one_step_is_static);
     tcase_add_test(tc, test_a1_lambda_zero_is_scaled_dot);
     tcase_add_test(tc, test_a1_equals_lse_sim_scaled_dot);

@@ -1200,120 +1200,49 @@ static gsl_matrix_view view_rows(lse_view v)
                                 lse_node_dim(v.node));
 }
 
-static double dar_gate(lse_gate gate, double a)
-{
-    switch (gate) {
-    case LSE_GATE_SIGMOID:
-        return a >= 0 ? 1 / (1 + exp(-a)) : exp(a) / (1 + exp(a));
-    case LSE_GATE_TANH:
-        return 0.5 * (1 + tanh(a));
-    case LSE_GATE_LINEAR: {
-        const double y = a + 0.5;
-        return y <= 0 ? 0 : (y >= 1 ? 1 : y);
-    }
-    }
-    return 0;
-}
-
-/* DAR resonance r_ij from the formula (docs/sim-dar-daam.md 1.1):
- * cos_ij with the norm floor eps, then the static gate or T_u unrolled
- * steps. Masked pairs are -inf (drawn grey). */
+/* DAR resonance r_ij (lse_dar_resonance_matrix, docs/sim-dar-daam.md
+ * 1.1) of the term's children and parents. Masked pairs are -inf (drawn
+ * grey). */
 static gsl_matrix *resonance(lse_term *t)
 {
-    const lse_dar_config *cfg = lse_term_config(t);
-    if (cfg == NULL)
-        cfg = lse_sim_dar->config_default;
     const lse_view cv = lse_term_child(t), pv = lse_term_parent(t);
     gsl_matrix_view C = view_rows(cv), P = view_rows(pv);
     gsl_matrix *r = matrix(cv.count, pv.count);
-    for (size_t i = 0; i < cv.count; i++) {
-        gsl_vector_const_view c = gsl_matrix_const_row(&C.matrix, i);
-        const double nc = fmax(gsl_blas_dnrm2(&c.vector), cfg->eps);
-        for (size_t j = 0; j < pv.count; j++) {
-            if (!lse_term_allowed(t, i, j)) {
+    lse_error err;
+    if (lse_dar_resonance_matrix(lse_term_config(t), &C.matrix, &P.matrix, r,
+                                 &err) != LSE_OK)
+        die(1, "--what resonance: %s", err.message);
+    for (size_t i = 0; i < cv.count; i++)
+        for (size_t j = 0; j < pv.count; j++)
+            if (!lse_term_allowed(t, i, j))
                 gsl_matrix_set(r, i, j, -INFINITY);
-                continue;
-            }
-            gsl_vector_const_view p = gsl_matrix_const_row(&P.matrix, j);
-            const double np = fmax(gsl_blas_dnrm2(&p.vector), cfg->eps);
-            double dot = 0;
-            gsl_blas_ddot(&c.vector, &p.vector, &dot);
-            const double cosv = dot / (nc * np);
-            double res = 0;
-            if (cfg->steps == 0)
-                res = dar_gate(cfg->gate, cfg->alpha * (cosv - cfg->rho));
-            else
-                for (unsigned s = 0; s < cfg->steps; s++)
-                    res = dar_gate(cfg->gate,
-                                   cfg->alpha *
-                                       (cosv + cfg->beta * res - cfg->rho));
-            gsl_matrix_set(r, i, j, res);
-        }
-    }
     return r;
 }
 
 /* DAAM importance factors (the DAAM paper; docs/sim-dar-daam.md 2.3): the
- * density attention of row i on feature j, DA_ij = sum_h A_ih g_ihj with
- * the heads' Gaussian gates g_ihj = exp(-y_ihj^2 / (2 c_h^2)) and the
- * term's softmax A over heads, then IF = (DA - min DA) / (max DA - min DA)
- * over the whole map (all 1 when max = min, as lse_daam_importance; the
- * title says so). lse_daam_importance is the per-feature version: the
- * column means of DA, normalized the same way. */
+ * density attention DA (lse_daam_density, with the term's softmax over
+ * the heads), then IF = (DA - min DA) / (max DA - min DA) over the whole
+ * map (all 1 when max = min, as lse_daam_importance; the title says so).
+ * lse_daam_importance is the per-feature version: the column means of DA,
+ * normalized the same way. */
 static gsl_matrix *importance(lse_term *t, int *flat)
 {
-    const lse_daam_config *cfg = lse_term_config(t);
-    if (cfg == NULL)
-        cfg = lse_sim_daam->config_default;
     const lse_view cv = lse_term_child(t), pv = lse_term_parent(t);
     gsl_matrix_view X = view_rows(cv), D = view_rows(pv);
     const gsl_matrix *c = lse_node_value(lse_term_param(t, 0));
-    const gsl_matrix *A = lse_term_softmax(t);
-    const size_t n = cv.count, d = X.matrix.size2, H = pv.count;
-    gsl_matrix *m = matrix(n, d), *v = matrix(n, d), *da = matrix(n, d);
-    /* mean and variance, broadcast to (n, d) along the axis */
-    if (cfg->axis == LSE_DAAM_FEATURES) {
-        for (size_t i = 0; i < n; i++) {
-            double mean = 0, var = 0;
-            for (size_t j = 0; j < d; j++)
-                mean += gsl_matrix_get(&X.matrix, i, j) / (double)d;
-            for (size_t j = 0; j < d; j++)
-                var +=
-                    pow(gsl_matrix_get(&X.matrix, i, j) - mean, 2) / (double)d;
-            for (size_t j = 0; j < d; j++) {
-                gsl_matrix_set(m, i, j, mean);
-                gsl_matrix_set(v, i, j, var + cfg->eps);
-            }
-        }
-    } else {
-        for (size_t j = 0; j < d; j++) {
-            double mean = 0, var = 0;
-            for (size_t i = 0; i < n; i++)
-                mean += gsl_matrix_get(&X.matrix, i, j) / (double)n;
-            for (size_t i = 0; i < n; i++)
-                var +=
-                    pow(gsl_matrix_get(&X.matrix, i, j) - mean, 2) / (double)n;
-            for (size_t i = 0; i < n; i++) {
-                gsl_matrix_set(m, i, j, mean);
-                gsl_matrix_set(v, i, j, var + cfg->eps);
-            }
-        }
-    }
+    const size_t n = cv.count, d = X.matrix.size2;
+    if (lse_term_softmax(t) == NULL)
+        return NULL; /* a streaming term: the caller says so */
+    gsl_matrix *da = matrix(n, d);
+    lse_error err;
+    if (lse_daam_density(lse_term_config(t), &X.matrix, &D.matrix, c,
+                         lse_term_softmax(t), da, &err) != LSE_OK)
+        die(1, "--what importance: %s", err.message);
     double lo = INFINITY, hi = -INFINITY;
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < d; j++) {
-            double s = 0;
-            for (size_t h = 0; h < H; h++) {
-                const double ch = gsl_matrix_get(c, h, 0);
-                const double y =
-                    (gsl_matrix_get(&X.matrix, i, j) - gsl_matrix_get(m, i, j) -
-                     gsl_matrix_get(&D.matrix, h, j)) /
-                    sqrt(gsl_matrix_get(v, i, j));
-                s += gsl_matrix_get(A, i, h) * exp(-y * y / (2 * ch * ch));
-            }
-            gsl_matrix_set(da, i, j, s);
-            lo = fmin(lo, s);
-            hi = fmax(hi, s);
+            lo = fmin(lo, gsl_matrix_get(da, i, j));
+            hi = fmax(hi, gsl_matrix_get(da, i, j));
         }
     *flat = !(hi > lo);
     for (size_t i = 0; i < n; i++)

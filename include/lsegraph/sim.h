@@ -335,6 +335,27 @@ typedef struct lse_dar_config {
     double eps;     /**< norm floor for the cosine (default 1e-12) */
 } lse_dar_config;
 
+/**
+ * @brief DAR's resonance r(cos) for one cosine under @p cfg (NULL: the
+ * defaults): gate(alpha (cos - rho)) for the static gate, else T_u = steps
+ * unrolled steps r <- gate(alpha (cos + beta r - rho)) from r = 0
+ * (docs/sim-dar-daam.md 1.1). The same function the similarity scores with:
+ * S = c.p / sqrt(d) + lambda r.
+ */
+LSE_API double lse_dar_resonance(const lse_dar_config *cfg, double cosv);
+
+/**
+ * @brief DAR's resonance of every child/parent pair: @p r (n_c, n_p)
+ * r_ij = lse_dar_resonance(cfg, cos_ij) with
+ * cos_ij = c_i.p_j / (max(|c_i|, eps) max(|p_j|, eps)). Masks are the
+ * caller's (energyviz draws masked pairs with lse_term_allowed).
+ * @return LSE_OK; LSE_EFAULT; LSE_EDIM (columns differ, r not n_c x n_p).
+ */
+LSE_API lse_status lse_dar_resonance_matrix(const lse_dar_config *cfg,
+                                            const gsl_matrix *child,
+                                            const gsl_matrix *parent,
+                                            gsl_matrix *r, lse_error *err);
+
 typedef struct lse_dist_config {
     double p;   /**< power (inv-dist, idw; default 2) */
     double eps; /**< > 0 (inv-dist, idw; default 1e-3) */
@@ -351,6 +372,26 @@ typedef struct lse_daam_config {
     lse_daam_axis axis; /**< default LSE_DAAM_FEATURES */
     double eps;         /**< variance floor (default 1e-5) */
 } lse_daam_config;
+
+/**
+ * @brief DAAM's density attention of each entry (the DAAM paper;
+ * docs/sim-dar-daam.md 2.3): @p da (N, d)
+ * DA_ij = sum_h A_ih g_ihj, the heads' Gaussian gates
+ * g_ihj = exp(-y_ihj^2 / (2 c_h^2)), y_ihj = (x_ij - m - delta_hj) /
+ * sqrt(v + eps) with m, v the mean and population variance along
+ * @p cfg's axis (NULL: the defaults), weighted by @p a (N, H), the term's
+ * softmax over the heads. Min-max scaled over the map it gives the
+ * importance factors energyviz draws; lse_daam_importance averages it over
+ * the rows.
+ * @param x (N, d) the children; @param delta (H, d) the heads (parents);
+ * @param c (H, 1) the widths.
+ * @return LSE_OK; LSE_EFAULT; LSE_EDIM.
+ */
+LSE_API lse_status lse_daam_density(const lse_daam_config *cfg,
+                                    const gsl_matrix *x,
+                                    const gsl_matrix *delta,
+                                    const gsl_matrix *c, const gsl_matrix *a,
+                                    gsl_matrix *da, lse_error *err);
 
 /* ------------------------------------------------------------------ */
 /* Checking a similarity: for users who write their own.               */

@@ -355,6 +355,69 @@ static lse_status daam_eval(const lse_sim_args *a, gsl_matrix *s)
     return daam_scores(a, cfg, w, &v, s);
 }
 
+/* The children's gradient into gx from B, E = B' Z and the scores of
+ * daam_grad: dE/dx through the residuals, the mean and the variance of
+ * the chosen axis (docs/sim-dar-daam.md 2.5). */
+static lse_status add_child_grad(daam_work *w, const gsl_matrix *g,
+                                 daam_views *vw, const gsl_matrix *delta,
+                                 int rows, gsl_matrix *gx)
+{
+    const size_t b = g->size1, nh = g->size2, d = w->d;
+    const gsl_matrix *sm = &vw->sm.matrix, *bm = &vw->bm.matrix;
+    const gsl_matrix *z = &vw->z.matrix, *em = &vw->em.matrix;
+    gsl_matrix *dm = &vw->dm.matrix;
+    /* D = diag(rowsum B) Z - B Delta */
+    const int rc =
+        gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, -1.0, bm, delta, 0.0, dm);
+    if (rc != GSL_SUCCESS)
+        return lse_status_from_gsl(rc);
+    for (size_t i = 0; i < b; i++)
+        for (size_t k = 0; k < d; k++)
+            *gsl_matrix_ptr(dm, i, k) += w->rs[i] * gsl_matrix_get(z, i, k);
+    if (!rows) {
+        /* centre each row of D over the features; variance term
+         * -(2 / (d V_i)) (sum_h G_ih S_ih) z_i */
+        for (size_t i = 0; i < b; i++) {
+            double mean = 0.0, gs = 0.0;
+            for (size_t k = 0; k < d; k++)
+                mean += gsl_matrix_get(dm, i, k);
+            mean /= (double)d;
+            for (size_t h = 0; h < nh; h++)
+                gs += gsl_matrix_get(g, i, h) * gsl_matrix_get(sm, i, h);
+            const double f = 2.0 * gs / ((double)d * w->var[i]);
+            for (size_t k = 0; k < d; k++)
+                *gsl_matrix_ptr(gx, i, k) += gsl_matrix_get(dm, i, k) - mean -
+                                             f * gsl_matrix_get(z, i, k);
+        }
+    } else {
+        /* centre each column of D over the rows; variance term
+         * -(2/n) z_lk w_k / V_k^2 with
+         * w_k = 1/2 sum_ih B_ih (z_ik - delta_hk)^2 */
+        const double nb = (double)b;
+        for (size_t k = 0; k < d; k++) {
+            double mean = 0.0, wk = 0.0;
+            for (size_t i = 0; i < b; i++) {
+                const double zik = gsl_matrix_get(z, i, k);
+                mean += gsl_matrix_get(dm, i, k);
+                wk += w->rs[i] * zik * zik;
+            }
+            mean /= nb;
+            for (size_t h = 0; h < nh; h++) {
+                const double dhk = gsl_matrix_get(delta, h, k);
+                wk += dhk * (w->cs[h] * dhk - 2.0 * gsl_matrix_get(em, h, k));
+            }
+            wk *= 0.5;
+            const double vk = w->var[k];
+            const double f = 2.0 * wk / (nb * vk * vk);
+            for (size_t i = 0; i < b; i++)
+                *gsl_matrix_ptr(gx, i, k) +=
+                    (gsl_matrix_get(dm, i, k) - mean) / vk -
+                    f * gsl_matrix_get(z, i, k);
+        }
+    }
+    return LSE_OK;
+}
+
 static lse_status daam_grad(const lse_sim_args *a, const gsl_matrix *g,
                             const lse_sim_grads *out)
 {
@@ -428,58 +491,9 @@ static lse_status daam_grad(const lse_sim_args *a, const gsl_matrix *g,
         return lse_status_from_gsl(rc);
 
     if (out->child != NULL) {
-        gsl_matrix *dm = &v.dm.matrix;
-        /* D = diag(rowsum B) Z - B Delta */
-        rc = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, -1.0, bm, delta, 0.0,
-                            dm);
-        if (rc != GSL_SUCCESS)
-            return lse_status_from_gsl(rc);
-        for (size_t i = 0; i < b; i++)
-            for (size_t k = 0; k < d; k++)
-                *gsl_matrix_ptr(dm, i, k) += w->rs[i] * gsl_matrix_get(z, i, k);
-        if (!rows) {
-            /* centre each row of D over the features; variance term
-             * -(2 / (d V_i)) (sum_h G_ih S_ih) z_i */
-            for (size_t i = 0; i < b; i++) {
-                double mean = 0.0, gs = 0.0;
-                for (size_t k = 0; k < d; k++)
-                    mean += gsl_matrix_get(dm, i, k);
-                mean /= (double)d;
-                for (size_t h = 0; h < nh; h++)
-                    gs += gsl_matrix_get(g, i, h) * gsl_matrix_get(sm, i, h);
-                const double f = 2.0 * gs / ((double)d * w->var[i]);
-                for (size_t k = 0; k < d; k++)
-                    *gsl_matrix_ptr(out->child, i, k) +=
-                        gsl_matrix_get(dm, i, k) - mean -
-                        f * gsl_matrix_get(z, i, k);
-            }
-        } else {
-            /* centre each column of D over the rows; variance term
-             * -(2/n) z_lk w_k / V_k^2 with
-             * w_k = 1/2 sum_ih B_ih (z_ik - delta_hk)^2 */
-            const double nb = (double)b;
-            for (size_t k = 0; k < d; k++) {
-                double mean = 0.0, wk = 0.0;
-                for (size_t i = 0; i < b; i++) {
-                    const double zik = gsl_matrix_get(z, i, k);
-                    mean += gsl_matrix_get(dm, i, k);
-                    wk += w->rs[i] * zik * zik;
-                }
-                mean /= nb;
-                for (size_t h = 0; h < nh; h++) {
-                    const double dhk = gsl_matrix_get(delta, h, k);
-                    wk +=
-                        dhk * (w->cs[h] * dhk - 2.0 * gsl_matrix_get(em, h, k));
-                }
-                wk *= 0.5;
-                const double vk = w->var[k];
-                const double f = 2.0 * wk / (nb * vk * vk);
-                for (size_t i = 0; i < b; i++)
-                    *gsl_matrix_ptr(out->child, i, k) +=
-                        (gsl_matrix_get(dm, i, k) - mean) / vk -
-                        f * gsl_matrix_get(z, i, k);
-            }
-        }
+        st = add_child_grad(w, g, &v, delta, rows, out->child);
+        if (st != LSE_OK)
+            return st;
     }
     if (out->parent != NULL) {
         /* dE/ddelta_hk += -(E_hk - colsum(B)_h delta_hk) [/ V_k for ROWS] */
@@ -490,6 +504,55 @@ static lse_status daam_grad(const lse_sim_args *a, const gsl_matrix *g,
                 *gsl_matrix_ptr(out->parent, h, k) +=
                     rows ? -t / w->var[k] : -t;
             }
+        }
+    }
+    return LSE_OK;
+}
+
+lse_status lse_daam_density(const lse_daam_config *cfg, const gsl_matrix *x,
+                            const gsl_matrix *delta, const gsl_matrix *c,
+                            const gsl_matrix *a, gsl_matrix *da, lse_error *err)
+{
+    static const char fn[] = "lse_daam_density";
+    if (x == NULL || delta == NULL || c == NULL || a == NULL || da == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL matrix");
+    const size_t n = x->size1, d = x->size2, H = delta->size1;
+    if (delta->size2 != d || c->size1 != H || c->size2 != 1 || a->size1 != n ||
+        a->size2 != H || da->size1 != n || da->size2 != d)
+        return lse_error_set(err, LSE_EDIM, fn,
+                             "x %zux%zu, delta %zux%zu, c %zux%zu, a %zux%zu, "
+                             "da %zux%zu: expected delta (H, d), c (H, 1), "
+                             "a (N, H), da (N, d)",
+                             n, d, delta->size1, delta->size2, c->size1,
+                             c->size2, a->size1, a->size2, da->size1,
+                             da->size2);
+    const lse_daam_config *cf = daam_config(cfg);
+    /* the mean and variance (plus eps) of each entry's row or column */
+    const int by_row = cf->axis == LSE_DAAM_FEATURES;
+    const size_t n_stat = by_row ? n : d, len = by_row ? d : n;
+    for (size_t u = 0; u < n_stat; u++) {
+        double mean = 0, var = 0;
+        for (size_t q = 0; q < len; q++)
+            mean +=
+                (by_row ? gsl_matrix_get(x, u, q) : gsl_matrix_get(x, q, u)) /
+                (double)len;
+        for (size_t q = 0; q < len; q++)
+            var += pow((by_row ? gsl_matrix_get(x, u, q)
+                               : gsl_matrix_get(x, q, u)) -
+                           mean,
+                       2) /
+                   (double)len;
+        for (size_t q = 0; q < len; q++) {
+            const size_t i = by_row ? u : q, j = by_row ? q : u;
+            double s = 0;
+            for (size_t h = 0; h < H; h++) {
+                const double ch = gsl_matrix_get(c, h, 0);
+                const double y = (gsl_matrix_get(x, i, j) - mean -
+                                  gsl_matrix_get(delta, h, j)) /
+                                 sqrt(var + cf->eps);
+                s += gsl_matrix_get(a, i, h) * exp(-y * y / (2 * ch * ch));
+            }
+            gsl_matrix_set(da, i, j, s);
         }
     }
     return LSE_OK;

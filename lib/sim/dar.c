@@ -135,6 +135,44 @@ static double resonance(const lse_dar_config *cfg, double cosv, double *drdcos)
     return r;
 }
 
+double lse_dar_resonance(const lse_dar_config *cfg, double cosv)
+{
+    double drdcos;
+    return resonance(dar_config(cfg), cosv, &drdcos);
+}
+
+lse_status lse_dar_resonance_matrix(const lse_dar_config *cfg,
+                                    const gsl_matrix *child,
+                                    const gsl_matrix *parent, gsl_matrix *r,
+                                    lse_error *err)
+{
+    static const char fn[] = "lse_dar_resonance_matrix";
+    if (child == NULL || parent == NULL || r == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL matrix");
+    if (child->size2 != parent->size2)
+        return lse_error_set(err, LSE_EDIM, fn,
+                             "children have %zu columns, parents %zu",
+                             child->size2, parent->size2);
+    if (r->size1 != child->size1 || r->size2 != parent->size1)
+        return lse_error_set(err, LSE_EDIM, fn,
+                             "r is %zux%zu, expected %zux%zu (children x "
+                             "parents)",
+                             r->size1, r->size2, child->size1, parent->size1);
+    const lse_dar_config *c = dar_config(cfg);
+    for (size_t i = 0; i < child->size1; i++) {
+        gsl_vector_const_view ci = gsl_matrix_const_row(child, i);
+        const double nc = fmax(gsl_blas_dnrm2(&ci.vector), c->eps);
+        for (size_t j = 0; j < parent->size1; j++) {
+            gsl_vector_const_view pj = gsl_matrix_const_row(parent, j);
+            const double np = fmax(gsl_blas_dnrm2(&pj.vector), c->eps);
+            double dot = 0.0;
+            gsl_blas_ddot(&ci.vector, &pj.vector, &dot);
+            gsl_matrix_set(r, i, j, lse_dar_resonance(c, dot / (nc * np)));
+        }
+    }
+    return LSE_OK;
+}
+
 static lse_status dar_check(const lse_sim_shape *shape, const void *config,
                             char *msg, size_t msg_len)
 {

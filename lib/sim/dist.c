@@ -7,6 +7,7 @@
 #include <gsl/gsl_blas.h>
 
 #include <lsegraph/core.h>
+#include "sim-check-private.h"
 #include "sim-size-private.h"
 
 /* Distance-based similarities, the four scores of the IDW paper
@@ -72,21 +73,9 @@ static lse_status check_any(dist_kind kind, const lse_sim_shape *shape,
 {
     const char *name = kind_names[kind];
     const lse_dist_config *cfg = get_config(config);
-    if (shape->d_child != shape->d_parent) {
-        snprintf(msg, msg_len,
-                 "%s: d_child = %zu, d_parent = %zu: must be equal", name,
-                 shape->d_child, shape->d_parent);
-        return LSE_EDIM;
-    }
-    if (shape->d_child == 0) {
-        snprintf(msg, msg_len, "%s: vectors have dimension 0", name);
-        return LSE_EDIM;
-    }
-    if (shape->d_context != 0) {
-        snprintf(msg, msg_len, "%s: takes no context (d_context = %zu)", name,
-                 shape->d_context);
-        return LSE_EDIM;
-    }
+    const lse_status st = lse_sim_check_vectors(name, shape, msg, msg_len);
+    if (st != LSE_OK)
+        return st;
     if (kind == KIND_GAUSS && (!(cfg->s > 0.0) || !isfinite(cfg->s))) {
         snprintf(msg, msg_len, "%s: s = %g, must be finite and > 0", name,
                  cfg->s);

@@ -4,6 +4,7 @@
 #include <gsl/gsl_blas.h>
 
 #include <lsegraph/core.h>
+#include "sim-check-private.h"
 
 /* Dot-product similarities (docs/similarities.md, "dot, scaled-dot").
  *
@@ -20,32 +21,11 @@ static double dot_scale(const gsl_matrix *child, int scaled)
     return scaled ? 1.0 / sqrt((double)child->size2) : 1.0;
 }
 
-static lse_status check_common(const char *name, const lse_sim_shape *shape,
-                               char *msg, size_t msg_len)
-{
-    if (shape->d_child != shape->d_parent) {
-        snprintf(msg, msg_len,
-                 "%s: d_child = %zu, d_parent = %zu: must be equal", name,
-                 shape->d_child, shape->d_parent);
-        return LSE_EDIM;
-    }
-    if (shape->d_child == 0) {
-        snprintf(msg, msg_len, "%s: vectors have dimension 0", name);
-        return LSE_EDIM;
-    }
-    if (shape->d_context != 0) {
-        snprintf(msg, msg_len, "%s: takes no context (d_context = %zu)", name,
-                 shape->d_context);
-        return LSE_EDIM;
-    }
-    return LSE_OK;
-}
-
 static lse_status dot_check(const lse_sim_shape *shape, const void *config,
                             char *msg, size_t msg_len)
 {
     (void)config;
-    return check_common("dot", shape, msg, msg_len);
+    return lse_sim_check_vectors("dot", shape, msg, msg_len);
 }
 
 static lse_status scaled_dot_check(const lse_sim_shape *shape,
@@ -53,7 +33,7 @@ static lse_status scaled_dot_check(const lse_sim_shape *shape,
                                    size_t msg_len)
 {
     (void)config;
-    return check_common("scaled-dot", shape, msg, msg_len);
+    return lse_sim_check_vectors("scaled-dot", shape, msg, msg_len);
 }
 
 static lse_status args_ok(const lse_sim_args *a)

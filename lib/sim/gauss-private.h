@@ -3,8 +3,12 @@
 
 #include <lsegraph/core.h>
 
+#include "kernels-private.h" /* LSE_HAVE_AVX2_PATH, LSE_TARGET_* */
+
 /*
- * Shared machinery of the Gaussian family (lib/sim/gauss_common.c):
+ * Shared machinery of the Gaussian family (lib/sim/gauss_common.c; its
+ * vectorized kernels in gauss_simd.c, the M-step helpers from
+ * lse_gauss_s2_size on in gauss_mstep.c):
  * lse_sim_gaussian (lib/sim/gaussian.c) and lse_sim_lingauss
  * (lib/sim/lingauss.c). Both score a residual r_ik (the data minus the
  * component's prediction) with
@@ -289,6 +293,8 @@ void lse_gauss_grad_logw(lse_gauss_work *w, const gsl_matrix *g,
 lse_status lse_gauss_check_args(const lse_gauss_work *w, const lse_sim_args *a,
                                 const gsl_matrix *bk);
 
+/* M-step helpers (lib/sim/gauss_mstep.c) --------------------------- */
+
 /* Statistics layout shared by both types: N (K), then the type's own
  * blocks, then the second-moment block: K * s2 doubles (s2 = d*d, d or 1)
  * or one pooled d*d block for tied. */
@@ -322,7 +328,7 @@ lse_status lse_gauss_fail(char *msg, size_t msg_len, lse_status st,
                           const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* describe(): "cov=full". */
+/* describe(): "cov=full" (gauss_common.c). */
 int lse_gauss_describe(const void *config, char *buf, size_t len);
 
 /* Emptiness rule of the M-step: component with count n_k is left alone. */
@@ -332,6 +338,45 @@ int lse_gauss_is_empty(double n_k, double min_count);
  * (may be NULL) as log(N_k / N) for N_k > 0. */
 void lse_gauss_finish_weights(const double *n, size_t n_comp, double min_count,
                               gsl_matrix *logw, lse_mstep_report *report);
+
+/* Vectorized kernels of lse_sim_gaussian (lib/sim/gauss_simd.c).
+ * v_rows: the monomials V of the quadratic path for the block x into
+ * w->vblk; v_rows_fma: V of nr rows of x (tda xt) into vd (tda vt) for the
+ * FMA kernels. qeval: S (b, K) rows [i, i + 4 or 6) = V Q; qstats: the
+ * statistics (nv, kp) += V' rho of 4 rows, on tiles of 8 components.
+ * eval_diag_rows / stats_diag_rows: the fused loops of the diagonal and
+ * spherical covariances (stats: for component k, weighted responsibilities
+ * rho, ADD the shifted first and second moments to s1, s2). */
+void lse_gauss_v_rows(const lse_gauss_work *w, const gsl_matrix *x);
+void lse_gauss_eval_diag_rows(const lse_gauss_work *w, const gsl_matrix *x,
+                              gsl_matrix *s);
+void lse_gauss_stats_diag_rows(const gsl_matrix *x, const double *mu,
+                               const double *rho, int sph, double *s1,
+                               double *s2, int avx2);
+#if LSE_HAVE_AVX2_PATH
+void lse_gauss_v_rows_fma(const lse_gauss_work *w, const double *x, size_t xt,
+                          size_t nr, double *vd, size_t vt);
+LSE_TARGET_AVX2_FMA
+void lse_gauss_qeval4_avx2(const double *v, size_t vt, size_t nv,
+                           const double *q, size_t kp, size_t K, double *s,
+                           size_t st);
+LSE_TARGET_AVX2_FMA
+void lse_gauss_qeval6_avx2(const double *v, size_t vt, size_t nv,
+                           const double *q, size_t kp, size_t K, double *s,
+                           size_t st);
+LSE_TARGET_AVX512
+void lse_gauss_qeval6_avx512(const double *v, size_t vt, size_t nv,
+                             const double *q, size_t kp, size_t K, double *s,
+                             size_t st);
+LSE_TARGET_AVX2_FMA
+void lse_gauss_qstats4_avx2(const double *v, size_t vt, size_t nv,
+                            const double *rho, size_t rt, double *acc,
+                            size_t kp);
+LSE_TARGET_AVX512
+void lse_gauss_qstats4_avx512(const double *v, size_t vt, size_t nv,
+                              const double *rho, size_t rt, double *acc,
+                              size_t kp);
+#endif
 
 /* mclust's constrained M-steps (lib/sim/gauss_mclust.c). active: the
  * work's model has its own M-step (not NONE, VII, VVI, EEE, VVV). check:

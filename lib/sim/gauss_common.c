@@ -13,20 +13,11 @@
 #include "sim-size-private.h"
 #include "kernels-private.h"
 
-#if LSE_HAVE_AVX2_PATH
-#include <immintrin.h> /* only inside LSE_TARGET_AVX2_FMA functions */
-#endif
-
 /* Shared code of the Gaussian family: factor cache, residual scoring,
  * gradients through the residuals and the covariance part of the M-step.
  * Derivations: docs/sim-gaussian.md. */
 
 static const lse_gaussian_config default_config = {.cov = LSE_COV_FULL};
-
-/* M-step defaults when the caller passes no options (as
- * lse_mstep_opts_default). */
-#define DEFAULT_REG_COVAR 1e-6
-#define DEFAULT_MIN_COUNT 1e-10
 
 static size_t group_width(const lse_gauss_work *w);
 
@@ -35,18 +26,6 @@ static lse_cov_type config_cov(const void *config)
     const lse_gaussian_config *c =
         config != NULL ? (const lse_gaussian_config *)config : &default_config;
     return c->cov;
-}
-
-lse_status lse_gauss_fail(char *msg, size_t msg_len, lse_status st,
-                          const char *fmt, ...)
-{
-    if (msg != NULL && msg_len > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, msg_len, fmt, ap);
-        va_end(ap);
-    }
-    return st;
 }
 
 static const char *chol_expect(lse_cov_type cov)
@@ -319,21 +298,11 @@ static lse_status prepare_factor(lse_gauss_work *w, const gsl_matrix *chol,
 
 static void fast_coefficients(lse_gauss_work *w, const gsl_matrix *parent);
 
-lse_status lse_gauss_prepare(lse_gauss_work *w, const gsl_matrix *logw,
-                             const gsl_matrix *chol, const gsl_matrix *parent)
+/* log pi_k = logw_k - logsumexp(logw) into logpi (0 without logw);
+ * -INFINITY (log 0) is legal. */
+static lse_status prepare_weights(lse_gauss_work *w, const gsl_matrix *logw)
 {
-    if (w == NULL || chol == NULL)
-        return LSE_EFAULT;
-    w->prepared = 0;
-    w->has_offsets = 0;
-    w->fast = 0;
-    w->gen++; /* whatever follows, the E-step cache is stale */
-    const size_t K = w->n_comp, d = w->dim;
-    if (chol->size1 != lse_cov_chol_rows(w->cov, K) ||
-        chol->size2 != lse_cov_chol_cols(w->cov, d))
-        return LSE_EDIM;
-
-    /* log pi_k = logw_k - logsumexp(logw); -INFINITY (log 0) is legal */
+    const size_t K = w->n_comp;
     if (logw != NULL) {
         if (logw->size1 != K || logw->size2 != 1)
             return LSE_EDIM;
@@ -350,7 +319,14 @@ lse_status lse_gauss_prepare(lse_gauss_work *w, const gsl_matrix *logw,
     } else {
         gsl_vector_set_zero(w->logpi);
     }
+    return LSE_OK;
+}
 
+/* Per component: the inverse factor (inv, minv) and the constant
+ * log pi_k - 1/2 (d log 2 pi + log det Sigma_k) into cnst. */
+static lse_status prepare_factors(lse_gauss_work *w, const gsl_matrix *chol)
+{
+    const size_t K = w->n_comp, d = w->dim;
     const double log2pi_d = (double)d * log(2.0 * M_PI);
     double logdet = 0.0; /* log det Sigma_k = 2 sum_j log |L_jj| */
     for (size_t k = 0; k < K; k++) {
@@ -395,60 +371,97 @@ lse_status lse_gauss_prepare(lse_gauss_work *w, const gsl_matrix *logw,
         gsl_vector_set(w->cnst, k,
                        gsl_vector_get(w->logpi, k) - 0.5 * (log2pi_d + logdet));
     }
+    return LSE_OK;
+}
 
-    /* wide kernels: center c = mean of the means, off_k = (mu_k - c) L^-T */
-    if (parent != NULL && w->off != NULL) {
-        if (parent->size1 != K || parent->size2 != d)
-            return LSE_EDIM;
-        for (size_t k = 0; k < K; k++)
-            for (size_t j = 0; j < d; j++)
-                if (!isfinite(gsl_matrix_get(parent, k, j)))
-                    return LSE_ENONFINITE;
-        lse_gauss_mean_of_means(parent, w->center->data);
-        for (size_t k = 0; k < K; k++) {
-            const size_t f = w->cov == LSE_COV_TIED ? 0 : k;
-            double *o = gsl_matrix_ptr(w->off, k, 0);
-            for (size_t j = 0; j < d; j++)
-                o[j] = 0.0;
-            for (size_t i = 0; i < d; i++) {
-                const double m =
-                    gsl_matrix_get(parent, k, i) - gsl_vector_get(w->center, i);
-                const double *mi = gsl_matrix_const_ptr(w->minv, i, f * d);
-                for (size_t j = i; j < d; j++) /* block is upper */
-                    o[j] += m * mi[j];
-            }
+/* The wide kernels (full/tied): center c = mean of the means,
+ * off_k = (mu_k - c) L^-T, and the quadratic path when it is accurate. */
+static lse_status prepare_wide(lse_gauss_work *w, const gsl_matrix *chol,
+                               const gsl_matrix *parent)
+{
+    const size_t K = w->n_comp, d = w->dim;
+    if (parent->size1 != K || parent->size2 != d)
+        return LSE_EDIM;
+    for (size_t k = 0; k < K; k++)
+        for (size_t j = 0; j < d; j++)
+            if (!isfinite(gsl_matrix_get(parent, k, j)))
+                return LSE_ENONFINITE;
+    lse_gauss_mean_of_means(parent, w->center->data);
+    for (size_t k = 0; k < K; k++) {
+        const size_t f = w->cov == LSE_COV_TIED ? 0 : k;
+        double *o = gsl_matrix_ptr(w->off, k, 0);
+        for (size_t j = 0; j < d; j++)
+            o[j] = 0.0;
+        for (size_t i = 0; i < d; i++) {
+            const double m =
+                gsl_matrix_get(parent, k, i) - gsl_vector_get(w->center, i);
+            const double *mi = gsl_matrix_const_ptr(w->minv, i, f * d);
+            for (size_t j = i; j < d; j++) /* block is upper */
+                o[j] += m * mi[j];
         }
-        w->has_offsets = 1;
-        w->fast = lse_gauss_fast_path(w, parent, chol, w->dd->data);
-        if (w->fast)
-            fast_coefficients(w, parent);
     }
-    /* diag/spherical: parameters transposed for the fused loops */
-    if (parent != NULL && w->mut != NULL) {
-        if (parent->size1 != K || parent->size2 != d)
-            return LSE_EDIM;
-        for (size_t k = 0; k < K; k++)
-            for (size_t j = 0; j < d; j++) {
-                const double v = gsl_matrix_get(parent, k, j);
-                if (!isfinite(v))
-                    return LSE_ENONFINITE;
-                gsl_matrix_set(w->mut, j, k, v);
-            }
-        for (size_t k = 0; k < K; k++) {
-            if (w->cov == LSE_COV_DIAG) {
-                for (size_t j = 0; j < d; j++)
-                    gsl_matrix_set(w->invt, j, k, gsl_matrix_get(w->inv, k, j));
-            } else {
-                const double v = gsl_matrix_get(w->inv, k, 0);
-                gsl_matrix_set(w->invt, 0, k, v * v);
-            }
+    w->has_offsets = 1;
+    w->fast = lse_gauss_fast_path(w, parent, chol, w->dd->data);
+    if (w->fast)
+        fast_coefficients(w, parent);
+    return LSE_OK;
+}
+
+/* diag/spherical: parameters transposed for the fused loops, and the
+ * quadratic path when it is accurate. */
+static lse_status prepare_fused(lse_gauss_work *w, const gsl_matrix *chol,
+                                const gsl_matrix *parent)
+{
+    const size_t K = w->n_comp, d = w->dim;
+    if (parent->size1 != K || parent->size2 != d)
+        return LSE_EDIM;
+    for (size_t k = 0; k < K; k++)
+        for (size_t j = 0; j < d; j++) {
+            const double v = gsl_matrix_get(parent, k, j);
+            if (!isfinite(v))
+                return LSE_ENONFINITE;
+            gsl_matrix_set(w->mut, j, k, v);
         }
-        lse_gauss_mean_of_means(parent, w->center->data);
-        w->has_offsets = 1;
-        w->fast = lse_gauss_fast_path(w, parent, chol, w->dd->data);
-        if (w->fast)
-            fast_coefficients(w, parent);
+    for (size_t k = 0; k < K; k++) {
+        if (w->cov == LSE_COV_DIAG) {
+            for (size_t j = 0; j < d; j++)
+                gsl_matrix_set(w->invt, j, k, gsl_matrix_get(w->inv, k, j));
+        } else {
+            const double v = gsl_matrix_get(w->inv, k, 0);
+            gsl_matrix_set(w->invt, 0, k, v * v);
+        }
     }
+    lse_gauss_mean_of_means(parent, w->center->data);
+    w->has_offsets = 1;
+    w->fast = lse_gauss_fast_path(w, parent, chol, w->dd->data);
+    if (w->fast)
+        fast_coefficients(w, parent);
+    return LSE_OK;
+}
+
+lse_status lse_gauss_prepare(lse_gauss_work *w, const gsl_matrix *logw,
+                             const gsl_matrix *chol, const gsl_matrix *parent)
+{
+    if (w == NULL || chol == NULL)
+        return LSE_EFAULT;
+    w->prepared = 0;
+    w->has_offsets = 0;
+    w->fast = 0;
+    w->gen++; /* whatever follows, the E-step cache is stale */
+    const size_t K = w->n_comp, d = w->dim;
+    if (chol->size1 != lse_cov_chol_rows(w->cov, K) ||
+        chol->size2 != lse_cov_chol_cols(w->cov, d))
+        return LSE_EDIM;
+
+    lse_status st = prepare_weights(w, logw);
+    if (st == LSE_OK)
+        st = prepare_factors(w, chol);
+    if (st == LSE_OK && parent != NULL && w->off != NULL)
+        st = prepare_wide(w, chol, parent);
+    if (st == LSE_OK && parent != NULL && w->mut != NULL)
+        st = prepare_fused(w, chol, parent);
+    if (st != LSE_OK)
+        return st;
     w->prepared = 1;
     return LSE_OK;
 }
@@ -651,423 +664,13 @@ static void fast_coefficients(lse_gauss_work *w, const gsl_matrix *parent)
     }
 }
 
-/* V rows of the b rows x (tda xt) into vd (tda vt):
- *   full/tied [1, y', vech(y y')'] in the order (0,0) (0,1) .. (0,d-1)
- *   (1,1) ..; diag [1, y', (y.^2)']; spherical [1, y', |y|^2]. */
-LSE_KERNEL void fast_rows_body(const lse_gauss_work *w, const double *x,
-                               size_t xt, size_t b, double *vd, size_t vt)
-{
-    const size_t d = w->dim;
-    const double *restrict c = w->center->data;
-    const lse_cov_type cov = w->cov;
-    for (size_t i = 0; i < b; i++) {
-        const double *restrict xi = x + i * xt;
-        double *restrict v = vd + i * vt;
-        double *restrict y = v + 1;
-        v[0] = 1.0;
-        for (size_t j = 0; j < d; j++)
-            y[j] = xi[j] - c[j];
-        double *restrict p = y + d;
-        if (cov == LSE_COV_DIAG) {
-            for (size_t j = 0; j < d; j++)
-                p[j] = y[j] * y[j];
-        } else if (cov == LSE_COV_SPHERICAL) {
-            p[0] = lse_gauss_sq_norm(y, d);
-        } else {
-            for (size_t a = 0; a < d; a++) {
-                const double ya = y[a];
-                const size_t n = d - a;
-                const double *restrict yb = y + a;
-                for (size_t q = 0; q < n; q++)
-                    p[q] = ya * yb[q];
-                p += n;
-            }
-        }
-    }
-}
-
-static void fast_rows_plain(const lse_gauss_work *w, const gsl_matrix *x)
-{
-    fast_rows_body(w, x->data, x->tda, x->size1, w->vblk->data, w->vblk->tda);
-}
-
-#if LSE_HAVE_AVX2_PATH
-LSE_TARGET_AVX2
-static void fast_rows_avx2(const lse_gauss_work *w, const gsl_matrix *x)
-{
-    fast_rows_body(w, x->data, x->tda, x->size1, w->vblk->data, w->vblk->tda);
-}
-
-LSE_TARGET_AVX2_FMA
-static void fast_rows_fma2(const lse_gauss_work *w, const double *x,
-                           size_t xt, size_t nr, double *vd, size_t vt)
-{
-    fast_rows_body(w, x, xt, nr, vd, vt);
-}
-
-/* fast_rows_body with AVX-512F masked vectors of 8 (the short rows of
- * vech(y y') would leave scalar tails): the same products, same bits. */
-LSE_TARGET_AVX512
-static void fast_rows_avx512(const lse_gauss_work *w, const double *x,
-                             size_t xt, size_t nr, double *vd, size_t vt)
-{
-    const size_t d = w->dim;
-    const double *c = w->center->data;
-    const lse_cov_type cov = w->cov;
-    for (size_t i = 0; i < nr; i++) {
-        const double *xi = x + i * xt;
-        double *v = vd + i * vt;
-        double *y = v + 1, *p = y + d;
-        v[0] = 1.0;
-        for (size_t j = 0; j < d; j += 8) {
-            const __mmask8 m =
-                (__mmask8)(d - j >= 8 ? 0xFFu : (1u << (d - j)) - 1u);
-            const __m512d yj = _mm512_sub_pd(_mm512_maskz_loadu_pd(m, xi + j),
-                                             _mm512_maskz_loadu_pd(m, c + j));
-            _mm512_mask_storeu_pd(y + j, m, yj);
-            if (cov == LSE_COV_DIAG)
-                _mm512_mask_storeu_pd(p + j, m, _mm512_mul_pd(yj, yj));
-        }
-        if (cov == LSE_COV_DIAG)
-            continue;
-        if (cov == LSE_COV_SPHERICAL) {
-            p[0] = lse_gauss_sq_norm(y, d);
-            continue;
-        }
-        for (size_t a = 0; a < d; a++) {
-            const __m512d ya = _mm512_set1_pd(y[a]);
-            const size_t n = d - a;
-            const double *yb = y + a;
-            for (size_t q = 0; q < n; q += 8) {
-                const __mmask8 m =
-                    (__mmask8)(n - q >= 8 ? 0xFFu : (1u << (n - q)) - 1u);
-                _mm512_mask_storeu_pd(
-                    p + q, m,
-                    _mm512_mul_pd(ya, _mm512_maskz_loadu_pd(m, yb + q)));
-            }
-            p += n;
-        }
-    }
-}
-
-/* V of the nr rows of x (tda xt) into vd (tda vt) for the FMA kernels */
-static void fast_rows_fma(const lse_gauss_work *w, const double *x, size_t xt,
-                          size_t nr, double *vd, size_t vt)
-{
-    if (w->fma == 2)
-        fast_rows_avx512(w, x, xt, nr, vd, vt);
-    else
-        fast_rows_fma2(w, x, xt, nr, vd, vt);
-}
-#endif
-
 /* V of the block x into vblk, remembered for stats. */
 static void fast_block(lse_gauss_work *w, const gsl_matrix *x)
 {
     w->zrows = 0;
-#if LSE_HAVE_AVX2_PATH
-    if (w->avx2)
-        fast_rows_avx2(w, x);
-    else
-#endif
-        fast_rows_plain(w, x);
+    lse_gauss_v_rows(w, x);
     cache_store(w, x);
 }
-
-#if LSE_HAVE_AVX2_PATH
-/* AVX2 + FMA kernels of the quadratic path, on 4 rows x 8 components at a
- * time with the running sums in registers. OpenBLAS's dgemm runs these
- * narrow shapes (K = 16 columns) at about 20 GFLOP/s on this project's
- * machine, these at about 30 (docs/performance.md). Rows: V (b, nv) with
- * tda vt; Q (nv, kp) and the statistics (nv, kp) zero-padded to whole
- * tiles of 8 components. */
-
-/* S (b, K) rows [i, i + 4) = V Q, for every tile of components. */
-LSE_TARGET_AVX2_FMA
-static void qeval4_avx2(const double *v, size_t vt, size_t nv, const double *q,
-                        size_t kp, size_t K, double *s, size_t st)
-{
-    const double *v0 = v, *v1 = v0 + vt, *v2 = v1 + vt, *v3 = v2 + vt;
-    for (size_t k0 = 0; k0 < kp; k0 += 8) {
-        __m256d a00 = _mm256_setzero_pd(), a01 = a00, a10 = a00, a11 = a00;
-        __m256d a20 = a00, a21 = a00, a30 = a00, a31 = a00;
-        const double *qp = q + k0;
-        for (size_t p = 0; p < nv; p++, qp += kp) {
-            const __m256d q0 = _mm256_loadu_pd(qp);
-            const __m256d q1 = _mm256_loadu_pd(qp + 4);
-            __m256d u = _mm256_broadcast_sd(v0 + p);
-            a00 = _mm256_fmadd_pd(u, q0, a00);
-            a01 = _mm256_fmadd_pd(u, q1, a01);
-            u = _mm256_broadcast_sd(v1 + p);
-            a10 = _mm256_fmadd_pd(u, q0, a10);
-            a11 = _mm256_fmadd_pd(u, q1, a11);
-            u = _mm256_broadcast_sd(v2 + p);
-            a20 = _mm256_fmadd_pd(u, q0, a20);
-            a21 = _mm256_fmadd_pd(u, q1, a21);
-            u = _mm256_broadcast_sd(v3 + p);
-            a30 = _mm256_fmadd_pd(u, q0, a30);
-            a31 = _mm256_fmadd_pd(u, q1, a31);
-        }
-        double tile[4][8];
-        _mm256_storeu_pd(tile[0], a00);
-        _mm256_storeu_pd(tile[0] + 4, a01);
-        _mm256_storeu_pd(tile[1], a10);
-        _mm256_storeu_pd(tile[1] + 4, a11);
-        _mm256_storeu_pd(tile[2], a20);
-        _mm256_storeu_pd(tile[2] + 4, a21);
-        _mm256_storeu_pd(tile[3], a30);
-        _mm256_storeu_pd(tile[3] + 4, a31);
-        const size_t nk = K - k0 < 8 ? K - k0 : 8;
-        for (size_t r = 0; r < 4; r++)
-            memcpy(s + r * st + k0, tile[r], nk * sizeof(double));
-    }
-}
-
-/* S (b, K) rows [i, i + 6) = V Q (V rows contiguous, tda vt): 6 rows x 8
- * components, 12 running sums in registers, so that two FMAs per cycle
- * never wait on each other's latency. Every entry is the same chain of
- * fused multiply-adds over p as in qeval4_avx2 (same bits). */
-LSE_TARGET_AVX2_FMA
-static void qeval6_avx2(const double *v, size_t vt, size_t nv, const double *q,
-                        size_t kp, size_t K, double *s, size_t st)
-{
-    const double *v0 = v, *v1 = v0 + vt, *v2 = v1 + vt, *v3 = v2 + vt;
-    const double *v4 = v3 + vt, *v5 = v4 + vt;
-    for (size_t k0 = 0; k0 < kp; k0 += 8) {
-        __m256d a00 = _mm256_setzero_pd(), a01 = a00, a10 = a00, a11 = a00;
-        __m256d a20 = a00, a21 = a00, a30 = a00, a31 = a00;
-        __m256d a40 = a00, a41 = a00, a50 = a00, a51 = a00;
-        const double *qp = q + k0;
-        for (size_t p = 0; p < nv; p++, qp += kp) {
-            const __m256d q0 = _mm256_loadu_pd(qp);
-            const __m256d q1 = _mm256_loadu_pd(qp + 4);
-            __m256d u = _mm256_broadcast_sd(v0 + p);
-            a00 = _mm256_fmadd_pd(u, q0, a00);
-            a01 = _mm256_fmadd_pd(u, q1, a01);
-            u = _mm256_broadcast_sd(v1 + p);
-            a10 = _mm256_fmadd_pd(u, q0, a10);
-            a11 = _mm256_fmadd_pd(u, q1, a11);
-            u = _mm256_broadcast_sd(v2 + p);
-            a20 = _mm256_fmadd_pd(u, q0, a20);
-            a21 = _mm256_fmadd_pd(u, q1, a21);
-            u = _mm256_broadcast_sd(v3 + p);
-            a30 = _mm256_fmadd_pd(u, q0, a30);
-            a31 = _mm256_fmadd_pd(u, q1, a31);
-            u = _mm256_broadcast_sd(v4 + p);
-            a40 = _mm256_fmadd_pd(u, q0, a40);
-            a41 = _mm256_fmadd_pd(u, q1, a41);
-            u = _mm256_broadcast_sd(v5 + p);
-            a50 = _mm256_fmadd_pd(u, q0, a50);
-            a51 = _mm256_fmadd_pd(u, q1, a51);
-        }
-        if (k0 + 8 <= K) {
-            double *o = s + k0;
-            _mm256_storeu_pd(o, a00);
-            _mm256_storeu_pd(o + 4, a01);
-            _mm256_storeu_pd(o + st, a10);
-            _mm256_storeu_pd(o + st + 4, a11);
-            _mm256_storeu_pd(o + 2 * st, a20);
-            _mm256_storeu_pd(o + 2 * st + 4, a21);
-            _mm256_storeu_pd(o + 3 * st, a30);
-            _mm256_storeu_pd(o + 3 * st + 4, a31);
-            _mm256_storeu_pd(o + 4 * st, a40);
-            _mm256_storeu_pd(o + 4 * st + 4, a41);
-            _mm256_storeu_pd(o + 5 * st, a50);
-            _mm256_storeu_pd(o + 5 * st + 4, a51);
-            continue;
-        }
-        double tile[6][8];
-        _mm256_storeu_pd(tile[0], a00);
-        _mm256_storeu_pd(tile[0] + 4, a01);
-        _mm256_storeu_pd(tile[1], a10);
-        _mm256_storeu_pd(tile[1] + 4, a11);
-        _mm256_storeu_pd(tile[2], a20);
-        _mm256_storeu_pd(tile[2] + 4, a21);
-        _mm256_storeu_pd(tile[3], a30);
-        _mm256_storeu_pd(tile[3] + 4, a31);
-        _mm256_storeu_pd(tile[4], a40);
-        _mm256_storeu_pd(tile[4] + 4, a41);
-        _mm256_storeu_pd(tile[5], a50);
-        _mm256_storeu_pd(tile[5] + 4, a51);
-        const size_t nk = K - k0;
-        for (size_t r = 0; r < 6; r++)
-            memcpy(s + r * st + k0, tile[r], nk * sizeof(double));
-    }
-}
-
-/* qeval6_avx2 with AVX-512F: tiles of 16 components (12 running sums of
- * 8), a last tile of 8 when kp is not a multiple of 16. Every entry is the
- * same chain of fused multiply-adds (same bits as qeval6_avx2). */
-LSE_TARGET_AVX512
-static void qeval6_avx512(const double *v, size_t vt, size_t nv,
-                          const double *q, size_t kp, size_t K, double *s,
-                          size_t st)
-{
-    const double *v0 = v, *v1 = v0 + vt, *v2 = v1 + vt, *v3 = v2 + vt;
-    const double *v4 = v3 + vt, *v5 = v4 + vt;
-    size_t k0 = 0;
-    for (; k0 + 16 <= kp; k0 += 16) {
-        __m512d a00 = _mm512_setzero_pd(), a01 = a00, a10 = a00, a11 = a00;
-        __m512d a20 = a00, a21 = a00, a30 = a00, a31 = a00;
-        __m512d a40 = a00, a41 = a00, a50 = a00, a51 = a00;
-        const double *qp = q + k0;
-        for (size_t p = 0; p < nv; p++, qp += kp) {
-            const __m512d q0 = _mm512_loadu_pd(qp);
-            const __m512d q1 = _mm512_loadu_pd(qp + 8);
-            __m512d u = _mm512_set1_pd(v0[p]);
-            a00 = _mm512_fmadd_pd(u, q0, a00);
-            a01 = _mm512_fmadd_pd(u, q1, a01);
-            u = _mm512_set1_pd(v1[p]);
-            a10 = _mm512_fmadd_pd(u, q0, a10);
-            a11 = _mm512_fmadd_pd(u, q1, a11);
-            u = _mm512_set1_pd(v2[p]);
-            a20 = _mm512_fmadd_pd(u, q0, a20);
-            a21 = _mm512_fmadd_pd(u, q1, a21);
-            u = _mm512_set1_pd(v3[p]);
-            a30 = _mm512_fmadd_pd(u, q0, a30);
-            a31 = _mm512_fmadd_pd(u, q1, a31);
-            u = _mm512_set1_pd(v4[p]);
-            a40 = _mm512_fmadd_pd(u, q0, a40);
-            a41 = _mm512_fmadd_pd(u, q1, a41);
-            u = _mm512_set1_pd(v5[p]);
-            a50 = _mm512_fmadd_pd(u, q0, a50);
-            a51 = _mm512_fmadd_pd(u, q1, a51);
-        }
-        /* columns k0 .. K - 1 of this tile are real */
-        const size_t nk = K - k0 < 16 ? K - k0 : 16;
-        const __mmask8 m0 =
-            (__mmask8)(nk >= 8 ? 0xFFu : (1u << nk) - 1u);
-        const __mmask8 m1 =
-            (__mmask8)(nk >= 16 ? 0xFFu : nk > 8 ? (1u << (nk - 8)) - 1u : 0u);
-        double *o = s + k0;
-        _mm512_mask_storeu_pd(o, m0, a00);
-        _mm512_mask_storeu_pd(o + 8, m1, a01);
-        _mm512_mask_storeu_pd(o + st, m0, a10);
-        _mm512_mask_storeu_pd(o + st + 8, m1, a11);
-        _mm512_mask_storeu_pd(o + 2 * st, m0, a20);
-        _mm512_mask_storeu_pd(o + 2 * st + 8, m1, a21);
-        _mm512_mask_storeu_pd(o + 3 * st, m0, a30);
-        _mm512_mask_storeu_pd(o + 3 * st + 8, m1, a31);
-        _mm512_mask_storeu_pd(o + 4 * st, m0, a40);
-        _mm512_mask_storeu_pd(o + 4 * st + 8, m1, a41);
-        _mm512_mask_storeu_pd(o + 5 * st, m0, a50);
-        _mm512_mask_storeu_pd(o + 5 * st + 8, m1, a51);
-    }
-    if (k0 < kp) { /* a last tile of 8 */
-        __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
-        __m512d a4 = a0, a5 = a0;
-        const double *qp = q + k0;
-        for (size_t p = 0; p < nv; p++, qp += kp) {
-            const __m512d q0 = _mm512_loadu_pd(qp);
-            a0 = _mm512_fmadd_pd(_mm512_set1_pd(v0[p]), q0, a0);
-            a1 = _mm512_fmadd_pd(_mm512_set1_pd(v1[p]), q0, a1);
-            a2 = _mm512_fmadd_pd(_mm512_set1_pd(v2[p]), q0, a2);
-            a3 = _mm512_fmadd_pd(_mm512_set1_pd(v3[p]), q0, a3);
-            a4 = _mm512_fmadd_pd(_mm512_set1_pd(v4[p]), q0, a4);
-            a5 = _mm512_fmadd_pd(_mm512_set1_pd(v5[p]), q0, a5);
-        }
-        const __mmask8 m0 = (__mmask8)((1u << (K - k0)) - 1u);
-        double *o = s + k0;
-        _mm512_mask_storeu_pd(o, m0, a0);
-        _mm512_mask_storeu_pd(o + st, m0, a1);
-        _mm512_mask_storeu_pd(o + 2 * st, m0, a2);
-        _mm512_mask_storeu_pd(o + 3 * st, m0, a3);
-        _mm512_mask_storeu_pd(o + 4 * st, m0, a4);
-        _mm512_mask_storeu_pd(o + 5 * st, m0, a5);
-    }
-}
-
-/* acc (nv, kp) += V' rho for 4 rows (rho (4, kp), tda rt), AVX-512F:
- * tiles of 16 components, a last tile of 8; the same chain of fused
- * multiply-adds per entry as qstats4_avx2 (same bits). */
-LSE_TARGET_AVX512
-static void qstats4_avx512(const double *v, size_t vt, size_t nv,
-                           const double *rho, size_t rt, double *acc,
-                           size_t kp)
-{
-    const double *v0 = v, *v1 = v0 + vt, *v2 = v1 + vt, *v3 = v2 + vt;
-    size_t k0 = 0;
-    for (; k0 + 16 <= kp; k0 += 16) {
-        const double *r = rho + k0;
-        const __m512d r00 = _mm512_loadu_pd(r), r01 = _mm512_loadu_pd(r + 8);
-        const __m512d r10 = _mm512_loadu_pd(r + rt);
-        const __m512d r11 = _mm512_loadu_pd(r + rt + 8);
-        const __m512d r20 = _mm512_loadu_pd(r + 2 * rt);
-        const __m512d r21 = _mm512_loadu_pd(r + 2 * rt + 8);
-        const __m512d r30 = _mm512_loadu_pd(r + 3 * rt);
-        const __m512d r31 = _mm512_loadu_pd(r + 3 * rt + 8);
-        double *m = acc + k0;
-        for (size_t p = 0; p < nv; p++, m += kp) {
-            __m512d m0 = _mm512_loadu_pd(m), m1 = _mm512_loadu_pd(m + 8);
-            __m512d u = _mm512_set1_pd(v0[p]);
-            m0 = _mm512_fmadd_pd(u, r00, m0);
-            m1 = _mm512_fmadd_pd(u, r01, m1);
-            u = _mm512_set1_pd(v1[p]);
-            m0 = _mm512_fmadd_pd(u, r10, m0);
-            m1 = _mm512_fmadd_pd(u, r11, m1);
-            u = _mm512_set1_pd(v2[p]);
-            m0 = _mm512_fmadd_pd(u, r20, m0);
-            m1 = _mm512_fmadd_pd(u, r21, m1);
-            u = _mm512_set1_pd(v3[p]);
-            m0 = _mm512_fmadd_pd(u, r30, m0);
-            m1 = _mm512_fmadd_pd(u, r31, m1);
-            _mm512_storeu_pd(m, m0);
-            _mm512_storeu_pd(m + 8, m1);
-        }
-    }
-    if (k0 < kp) { /* a last tile of 8 */
-        const double *r = rho + k0;
-        const __m512d r0 = _mm512_loadu_pd(r), r1 = _mm512_loadu_pd(r + rt);
-        const __m512d r2 = _mm512_loadu_pd(r + 2 * rt);
-        const __m512d r3 = _mm512_loadu_pd(r + 3 * rt);
-        double *m = acc + k0;
-        for (size_t p = 0; p < nv; p++, m += kp) {
-            __m512d m0 = _mm512_loadu_pd(m);
-            m0 = _mm512_fmadd_pd(_mm512_set1_pd(v0[p]), r0, m0);
-            m0 = _mm512_fmadd_pd(_mm512_set1_pd(v1[p]), r1, m0);
-            m0 = _mm512_fmadd_pd(_mm512_set1_pd(v2[p]), r2, m0);
-            m0 = _mm512_fmadd_pd(_mm512_set1_pd(v3[p]), r3, m0);
-            _mm512_storeu_pd(m, m0);
-        }
-    }
-}
-
-/* acc (nv, kp) += V' rho for 4 rows (rho (4, kp), tda rt). */
-LSE_TARGET_AVX2_FMA
-static void qstats4_avx2(const double *v, size_t vt, size_t nv,
-                         const double *rho, size_t rt, double *acc, size_t kp)
-{
-    const double *v0 = v, *v1 = v0 + vt, *v2 = v1 + vt, *v3 = v2 + vt;
-    for (size_t k0 = 0; k0 < kp; k0 += 8) {
-        const double *r = rho + k0;
-        const __m256d r00 = _mm256_loadu_pd(r), r01 = _mm256_loadu_pd(r + 4);
-        const __m256d r10 = _mm256_loadu_pd(r + rt);
-        const __m256d r11 = _mm256_loadu_pd(r + rt + 4);
-        const __m256d r20 = _mm256_loadu_pd(r + 2 * rt);
-        const __m256d r21 = _mm256_loadu_pd(r + 2 * rt + 4);
-        const __m256d r30 = _mm256_loadu_pd(r + 3 * rt);
-        const __m256d r31 = _mm256_loadu_pd(r + 3 * rt + 4);
-        double *m = acc + k0;
-        for (size_t p = 0; p < nv; p++, m += kp) {
-            __m256d m0 = _mm256_loadu_pd(m), m1 = _mm256_loadu_pd(m + 4);
-            __m256d u = _mm256_broadcast_sd(v0 + p);
-            m0 = _mm256_fmadd_pd(u, r00, m0);
-            m1 = _mm256_fmadd_pd(u, r01, m1);
-            u = _mm256_broadcast_sd(v1 + p);
-            m0 = _mm256_fmadd_pd(u, r10, m0);
-            m1 = _mm256_fmadd_pd(u, r11, m1);
-            u = _mm256_broadcast_sd(v2 + p);
-            m0 = _mm256_fmadd_pd(u, r20, m0);
-            m1 = _mm256_fmadd_pd(u, r21, m1);
-            u = _mm256_broadcast_sd(v3 + p);
-            m0 = _mm256_fmadd_pd(u, r30, m0);
-            m1 = _mm256_fmadd_pd(u, r31, m1);
-            _mm256_storeu_pd(m, m0);
-            _mm256_storeu_pd(m + 4, m1);
-        }
-    }
-}
-#endif
 
 static lse_status fast_eval(lse_gauss_work *w, const gsl_matrix *x,
                             gsl_matrix *s)
@@ -1086,7 +689,7 @@ static lse_status fast_eval(lse_gauss_work *w, const gsl_matrix *x,
         const double *q = w->qcoef->data;
         const size_t kp = w->qcoef->tda;
         if (whole) {
-            fast_rows_fma(w, x->data, x->tda, b, v, vt);
+            lse_gauss_v_rows_fma(w, x->data, x->tda, b, v, vt);
             cache_store(w, x);
         }
         for (size_t i = 0; i < b; i += 6) {
@@ -1095,16 +698,16 @@ static lse_status fast_eval(lse_gauss_work *w, const gsl_matrix *x,
             const size_t i0 = i + 6 <= b ? i : b - 6;
             const double *vg = v + i0 * vt;
             if (!whole) {
-                fast_rows_fma(w, gsl_matrix_const_ptr(x, i0, 0), x->tda, 6, v,
-                              vt);
+                lse_gauss_v_rows_fma(w, gsl_matrix_const_ptr(x, i0, 0), x->tda,
+                                     6, v, vt);
                 vg = v;
             }
             if (w->fma == 2)
-                qeval6_avx512(vg, vt, nv, q, kp, K, gsl_matrix_ptr(s, i0, 0),
-                              s->tda);
+                lse_gauss_qeval6_avx512(vg, vt, nv, q, kp, K,
+                                        gsl_matrix_ptr(s, i0, 0), s->tda);
             else
-                qeval6_avx2(vg, vt, nv, q, kp, K, gsl_matrix_ptr(s, i0, 0),
-                            s->tda);
+                lse_gauss_qeval6_avx2(vg, vt, nv, q, kp, K,
+                                      gsl_matrix_ptr(s, i0, 0), s->tda);
         }
         return LSE_OK;
     }
@@ -1114,8 +717,8 @@ static lse_status fast_eval(lse_gauss_work *w, const gsl_matrix *x,
         const size_t vt = w->vblk->tda, kp = w->qcoef->tda;
         for (size_t i = 0; i < b; i += 4) {
             const size_t i0 = i + 4 <= b ? i : b - 4;
-            qeval4_avx2(v + i0 * vt, vt, nv, q, kp, K, gsl_matrix_ptr(s, i0, 0),
-                        s->tda);
+            lse_gauss_qeval4_avx2(v + i0 * vt, vt, nv, q, kp, K,
+                                  gsl_matrix_ptr(s, i0, 0), s->tda);
         }
         return LSE_OK;
     }
@@ -1130,6 +733,87 @@ static lse_status fast_eval(lse_gauss_work *w, const gsl_matrix *x,
     return lse_status_from_gsl(rc);
 }
 
+#if LSE_HAVE_AVX2_PATH
+/* fast_stats with the AVX2 + FMA (or AVX-512) tiles of V' R. */
+static lse_status fast_stats_fma(lse_gauss_work *w, const gsl_matrix *x,
+                                 const gsl_matrix *resp,
+                                 const gsl_vector *weight, double *acc)
+{
+    const size_t b = x->size1, d = w->dim, K = w->n_comp, nv = w->nv;
+    const int tied = w->cov == LSE_COV_TIED;
+    const size_t kp = w->rbuf->tda;
+    /* rho: R itself when it has no weights and whole tiles, else R
+     * times the row weights, zero-padded, in rbuf */
+    const double *rho = w->rbuf->data;
+    size_t rt = kp;
+    if (weight == NULL && K == kp) {
+        rho = resp->data;
+        rt = resp->tda;
+    } else {
+        for (size_t i = 0; i < b; i++) {
+            const double wi = weight != NULL ? gsl_vector_get(weight, i) : 1.0;
+            const double *ri = gsl_matrix_const_ptr(resp, i, 0);
+            double *o = gsl_matrix_ptr(w->rbuf, i, 0);
+            for (size_t k = 0; k < K; k++)
+                o[k] = ri[k] * wi;
+            for (size_t k = K; k < kp; k++)
+                o[k] = 0.0;
+        }
+    }
+    double *macc = w->qacc->data; /* (nv, kp) */
+    memset(macc, 0, nv * kp * sizeof *macc);
+    /* V as fast_eval made it: full/tied the whole block (kept by eval
+     * for this block, else made now), diag/spherical 4 rows at a time
+     * at the head of vblk */
+    const int whole = w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED;
+    double *v = w->vblk->data;
+    const size_t vt = whole ? w->vblk->tda : nv;
+    if (whole && !cache_holds(w, x)) {
+        w->zrows = 0;
+        lse_gauss_v_rows_fma(w, x->data, x->tda, b, v, vt);
+        cache_store(w, x);
+    }
+    size_t i = 0;
+    for (; i + 4 <= b; i += 4) {
+        const double *vg = v + i * vt;
+        if (!whole) {
+            lse_gauss_v_rows_fma(w, gsl_matrix_const_ptr(x, i, 0), x->tda, 4, v,
+                                 vt);
+            vg = v;
+        }
+        if (w->fma == 2)
+            lse_gauss_qstats4_avx512(vg, vt, nv, rho + i * rt, rt, macc, kp);
+        else
+            lse_gauss_qstats4_avx2(vg, vt, nv, rho + i * rt, rt, macc, kp);
+    }
+    for (; i < b; i++) { /* the last rows one by one */
+        const double *vg = v + i * vt;
+        if (!whole) {
+            lse_gauss_v_rows_fma(w, gsl_matrix_const_ptr(x, i, 0), x->tda, 1, v,
+                                 vt);
+            vg = v;
+        }
+        for (size_t p = 0; p < nv; p++) {
+            const double vp = vg[p];
+            for (size_t k = 0; k < K; k++)
+                macc[p * kp + k] += vp * rho[i * rt + k];
+        }
+    }
+    const size_t nh = tied ? 1 + d : nv;
+    /* rows < nh per component; tied: the rest pooled over k */
+    for (size_t p = 0; p < nh; p++)
+        for (size_t k = 0; k < K; k++)
+            acc[p * K + k] += macc[p * kp + k];
+    for (size_t p = nh; p < nv; p++) {
+        double sum = 0.0;
+        for (size_t k = 0; k < K; k++)
+            sum += macc[p * kp + k];
+        acc[nh * K + (p - nh)] += sum;
+    }
+    return LSE_OK;
+}
+#endif
+
 static lse_status fast_stats(lse_gauss_work *w, const gsl_matrix *x,
                              const gsl_matrix *resp, const gsl_vector *weight,
                              double *acc)
@@ -1138,78 +822,8 @@ static lse_status fast_stats(lse_gauss_work *w, const gsl_matrix *x,
     const int tied = w->cov == LSE_COV_TIED;
     const size_t kp = w->rbuf->tda;
 #if LSE_HAVE_AVX2_PATH
-    if (w->fma) {
-        /* rho: R itself when it has no weights and whole tiles, else R
-         * times the row weights, zero-padded, in rbuf */
-        const double *rho = w->rbuf->data;
-        size_t rt = kp;
-        if (weight == NULL && K == kp) {
-            rho = resp->data;
-            rt = resp->tda;
-        } else {
-            for (size_t i = 0; i < b; i++) {
-                const double wi =
-                    weight != NULL ? gsl_vector_get(weight, i) : 1.0;
-                const double *ri = gsl_matrix_const_ptr(resp, i, 0);
-                double *o = gsl_matrix_ptr(w->rbuf, i, 0);
-                for (size_t k = 0; k < K; k++)
-                    o[k] = ri[k] * wi;
-                for (size_t k = K; k < kp; k++)
-                    o[k] = 0.0;
-            }
-        }
-        double *macc = w->qacc->data; /* (nv, kp) */
-        memset(macc, 0, nv * kp * sizeof *macc);
-        /* V as fast_eval made it: full/tied the whole block (kept by eval
-         * for this block, else made now), diag/spherical 4 rows at a time
-         * at the head of vblk */
-        const int whole = w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED;
-        double *v = w->vblk->data;
-        const size_t vt = whole ? w->vblk->tda : nv;
-        if (whole && !cache_holds(w, x)) {
-            w->zrows = 0;
-            fast_rows_fma(w, x->data, x->tda, b, v, vt);
-            cache_store(w, x);
-        }
-        size_t i = 0;
-        for (; i + 4 <= b; i += 4) {
-            const double *vg = v + i * vt;
-            if (!whole) {
-                fast_rows_fma(w, gsl_matrix_const_ptr(x, i, 0), x->tda, 4, v,
-                              vt);
-                vg = v;
-            }
-            if (w->fma == 2)
-                qstats4_avx512(vg, vt, nv, rho + i * rt, rt, macc, kp);
-            else
-                qstats4_avx2(vg, vt, nv, rho + i * rt, rt, macc, kp);
-        }
-        for (; i < b; i++) { /* the last rows one by one */
-            const double *vg = v + i * vt;
-            if (!whole) {
-                fast_rows_fma(w, gsl_matrix_const_ptr(x, i, 0), x->tda, 1, v,
-                              vt);
-                vg = v;
-            }
-            for (size_t p = 0; p < nv; p++) {
-                const double vp = vg[p];
-                for (size_t k = 0; k < K; k++)
-                    macc[p * kp + k] += vp * rho[i * rt + k];
-            }
-        }
-        const size_t nh = tied ? 1 + d : nv;
-        /* rows < nh per component; tied: the rest pooled over k */
-        for (size_t p = 0; p < nh; p++)
-            for (size_t k = 0; k < K; k++)
-                acc[p * K + k] += macc[p * kp + k];
-        for (size_t p = nh; p < nv; p++) {
-            double sum = 0.0;
-            for (size_t k = 0; k < K; k++)
-                sum += macc[p * kp + k];
-            acc[nh * K + (p - nh)] += sum;
-        }
-        return LSE_OK;
-    }
+    if (w->fma)
+        return fast_stats_fma(w, x, resp, weight, acc);
 #endif
     if (!cache_holds(w, x))
         fast_block(w, x);
@@ -1520,142 +1134,14 @@ void lse_gauss_wide_moments(lse_gauss_work *w, const gsl_matrix *parent,
 /* ------------------------------------------------------------------ */
 /* Diagonal and spherical gaussian: fused loops.                       */
 
-/* S_ik = c_k - 1/2 sum_j ((x_ij - mu_kj) / l_kj)^2 with the running sums
- * in the row of S, so the inner loop runs along k over contiguous
- * (transposed) parameters and vectorizes. */
-LSE_KERNEL void eval_diag_body(const lse_gauss_work *w, const gsl_matrix *x,
-                               gsl_matrix *s)
-{
-    const size_t b = x->size1, d = w->dim, K = w->n_comp;
-    const int sph = w->cov == LSE_COV_SPHERICAL;
-    const double *cn = w->cnst->data;
-    const double *mt = w->mut->data, *it = w->invt->data;
-    const size_t mtda = w->mut->tda, itda = w->invt->tda;
-    for (size_t i = 0; i < b; i++) {
-        const double *xi = gsl_matrix_const_ptr(x, i, 0);
-        double *restrict si = gsl_matrix_ptr(s, i, 0);
-        for (size_t k = 0; k < K; k++)
-            si[k] = 0.0;
-        for (size_t j = 0; j < d; j++) {
-            const double xj = xi[j];
-            const double *restrict mj = mt + j * mtda;
-            if (sph) {
-                for (size_t k = 0; k < K; k++) {
-                    const double t = xj - mj[k];
-                    si[k] += t * t;
-                }
-            } else {
-                const double *restrict ij = it + j * itda;
-                for (size_t k = 0; k < K; k++) {
-                    const double t = (xj - mj[k]) * ij[k];
-                    si[k] += t * t;
-                }
-            }
-        }
-        if (sph)
-            for (size_t k = 0; k < K; k++)
-                si[k] = cn[k] - 0.5 * (it[k] * si[k]);
-        else
-            for (size_t k = 0; k < K; k++)
-                si[k] = cn[k] - 0.5 * si[k];
-    }
-}
-
-static void eval_diag_plain(const lse_gauss_work *w, const gsl_matrix *x,
-                            gsl_matrix *s)
-{
-    eval_diag_body(w, x, s);
-}
-
-#if LSE_HAVE_AVX2_PATH
-LSE_TARGET_AVX2
-static void eval_diag_avx2(const lse_gauss_work *w, const gsl_matrix *x,
-                           gsl_matrix *s)
-{
-    eval_diag_body(w, x, s);
-}
-#endif
-
 lse_status lse_gauss_eval_diag(lse_gauss_work *w, const gsl_matrix *x,
                                gsl_matrix *s)
 {
     if (w->fast)
         return fast_eval(w, x, s);
-#if LSE_HAVE_AVX2_PATH
-    if (w->avx2) {
-        eval_diag_avx2(w, x, s);
-        return LSE_OK;
-    }
-#endif
-    eval_diag_plain(w, x, s);
+    lse_gauss_eval_diag_rows(w, x, s);
     return LSE_OK;
 }
-
-/* Tile width of the statistics loop: 8 running sums of each moment stay in
- * registers across the rows of a block. */
-#define DIAG_TILE 8
-
-/* For component k with rho (b) the weighted responsibilities: ADD
- * sum_i rho_i (x_ij - mu_j) to s1 (d) and sum_i rho_i (x_ij - mu_j)^2 to
- * s2 (d) (spherical: the sum over j to s2[0]). */
-LSE_KERNEL void stats_diag_body(const gsl_matrix *x, const double *mu,
-                                const double *rho, int sph, double *s1,
-                                double *s2)
-{
-    const size_t b = x->size1, d = x->size2, tda = x->tda;
-    const double *xd = x->data;
-    size_t j0 = 0;
-    for (; j0 + DIAG_TILE <= d; j0 += DIAG_TILE) {
-        double a1[DIAG_TILE] = {0.0}, a2[DIAG_TILE] = {0.0};
-        for (size_t i = 0; i < b; i++) {
-            const double r = rho[i];
-            const double *xi = xd + i * tda + j0;
-            for (size_t q = 0; q < DIAG_TILE; q++) {
-                const double t = xi[q] - mu[j0 + q];
-                const double rt = r * t;
-                a1[q] += rt;
-                a2[q] += rt * t;
-            }
-        }
-        for (size_t q = 0; q < DIAG_TILE; q++) {
-            s1[j0 + q] += a1[q];
-            if (!sph)
-                s2[j0 + q] += a2[q];
-        }
-        if (sph) {
-            double v = 0.0;
-            for (size_t q = 0; q < DIAG_TILE; q++)
-                v += a2[q];
-            s2[0] += v;
-        }
-    }
-    for (; j0 < d; j0++) {
-        double a1 = 0.0, a2 = 0.0;
-        for (size_t i = 0; i < b; i++) {
-            const double t = xd[i * tda + j0] - mu[j0];
-            const double rt = rho[i] * t;
-            a1 += rt;
-            a2 += rt * t;
-        }
-        s1[j0] += a1;
-        s2[sph ? 0 : j0] += a2;
-    }
-}
-
-static void stats_diag_plain(const gsl_matrix *x, const double *mu,
-                             const double *rho, int sph, double *s1, double *s2)
-{
-    stats_diag_body(x, mu, rho, sph, s1, s2);
-}
-
-#if LSE_HAVE_AVX2_PATH
-LSE_TARGET_AVX2
-static void stats_diag_avx2(const gsl_matrix *x, const double *mu,
-                            const double *rho, int sph, double *s1, double *s2)
-{
-    stats_diag_body(x, mu, rho, sph, s1, s2);
-}
-#endif
 
 lse_status lse_gauss_stats_diag(lse_gauss_work *w, const gsl_matrix *x,
                                 const gsl_matrix *mu, const gsl_matrix *resp,
@@ -1671,13 +1157,7 @@ lse_status lse_gauss_stats_diag(lse_gauss_work *w, const gsl_matrix *x,
         acc[k] += lse_gauss_row_weights(resp, k, weight, &rw.vector);
         const double *m = gsl_matrix_const_ptr(mu, k, 0);
         double *s1 = acc1 + k * d, *s2 = acc2 + (sph ? k : k * d);
-#if LSE_HAVE_AVX2_PATH
-        if (w->avx2) {
-            stats_diag_avx2(x, m, rw.vector.data, sph, s1, s2);
-            continue;
-        }
-#endif
-        stats_diag_plain(x, m, rw.vector.data, sph, s1, s2);
+        lse_gauss_stats_diag_rows(x, m, rw.vector.data, sph, s1, s2, w->avx2);
     }
     return LSE_OK;
 }
@@ -1928,114 +1408,6 @@ lse_status lse_gauss_check_args(const lse_gauss_work *w, const lse_sim_args *a,
     return LSE_OK;
 }
 
-size_t lse_gauss_s2_size(lse_cov_type cov, size_t n_comp, size_t d)
-{
-    switch (cov) {
-    case LSE_COV_FULL:
-        return n_comp * d * d;
-    case LSE_COV_TIED:
-        return d * d;
-    case LSE_COV_DIAG:
-        return n_comp * d;
-    case LSE_COV_SPHERICAL:
-        return n_comp;
-    }
-    return 0;
-}
-
-double lse_gauss_row_weights(const gsl_matrix *resp, size_t k,
-                             const gsl_vector *weight, gsl_vector *rw)
-{
-    double sum = 0.0;
-    const double *r = resp->data + k;
-    const size_t rt = resp->tda;
-    double *out = rw->data;
-    const size_t os = rw->stride;
-    for (size_t i = 0; i < resp->size1; i++) {
-        double v = r[i * rt];
-        if (weight != NULL)
-            v *= weight->data[i * weight->stride];
-        out[i * os] = v;
-        sum += v;
-    }
-    return sum;
-}
-
-lse_status lse_gauss_opts(const char *name, const lse_mstep_opts *opts,
-                          lse_mstep_opts *out, char *msg, size_t msg_len)
-{
-    lse_mstep_opts o = {.reg_covar = DEFAULT_REG_COVAR,
-                        .min_count = DEFAULT_MIN_COUNT};
-    if (opts != NULL)
-        o = *opts;
-    if (!(o.reg_covar >= 0.0) || !isfinite(o.reg_covar))
-        return lse_gauss_fail(msg, msg_len, LSE_EDOM,
-                              "%s: reg_covar must be finite and >= 0 (got %g)",
-                              name, o.reg_covar);
-    if (!(o.min_count >= 0.0) || !isfinite(o.min_count))
-        return lse_gauss_fail(msg, msg_len, LSE_EDOM,
-                              "%s: min_count must be finite and >= 0 (got %g)",
-                              name, o.min_count);
-    *out = o;
-    return LSE_OK;
-}
-
-static lse_status not_pd(const char *name, size_t k, int tied, double n_k,
-                         double reg_covar, char *msg, size_t msg_len)
-{
-    if (tied)
-        return lse_gauss_fail(msg, msg_len, LSE_ENUMERIC,
-                              "%s: the tied covariance is not positive "
-                              "definite; use a larger reg_covar (now %g)",
-                              name, reg_covar);
-    return lse_gauss_fail(msg, msg_len, LSE_ENUMERIC,
-                          "%s: component %zu: covariance is not positive "
-                          "definite (N_k = %g); use a larger reg_covar "
-                          "(now %g)",
-                          name, k, n_k, reg_covar);
-}
-
-lse_status lse_gauss_chol_from_cov(lse_gauss_work *w, const char *name,
-                                   size_t k, gsl_matrix *c, double reg_covar,
-                                   double n_k, char *msg, size_t msg_len)
-{
-    const size_t d = w->dim;
-    for (size_t i = 0; i < d; i++)
-        *gsl_matrix_ptr(c, i, i) += reg_covar;
-    for (size_t i = 0; i < d; i++)
-        for (size_t j = 0; j <= i; j++)
-            if (!isfinite(gsl_matrix_get(c, i, j)))
-                return not_pd(name, k, w->cov == LSE_COV_TIED, n_k, reg_covar,
-                              msg, msg_len);
-    const int rc = gsl_linalg_cholesky_decomp1(c);
-    if (rc == GSL_EDOM)
-        return not_pd(name, k, w->cov == LSE_COV_TIED, n_k, reg_covar, msg,
-                      msg_len);
-    if (rc != GSL_SUCCESS)
-        return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc),
-                              "%s: Cholesky factorization failed: %s", name,
-                              gsl_strerror(rc));
-    double *out = gsl_matrix_ptr(w->new_chol, k, 0);
-    for (size_t i = 0; i < d; i++)
-        for (size_t j = 0; j < d; j++)
-            out[i * d + j] = j <= i ? gsl_matrix_get(c, i, j) : 0.0;
-    return LSE_OK;
-}
-
-lse_status lse_gauss_chol_from_var(lse_gauss_work *w, const char *name,
-                                   size_t k, double *v, double reg_covar,
-                                   double n_k, char *msg, size_t msg_len)
-{
-    const size_t n = w->cov == LSE_COV_DIAG ? w->dim : 1;
-    for (size_t j = 0; j < n; j++) {
-        const double var = v[j] + reg_covar;
-        if (!(var > 0.0) || !isfinite(var))
-            return not_pd(name, k, 0, n_k, reg_covar, msg, msg_len);
-        gsl_matrix_set(w->new_chol, k, j, sqrt(var));
-    }
-    return LSE_OK;
-}
-
 int lse_gauss_describe(const void *config, char *buf, size_t len)
 {
     const char *name = lse_cov_name(config_cov(config));
@@ -2047,31 +1419,4 @@ int lse_gauss_describe(const void *config, char *buf, size_t len)
         return snprintf(buf, len, "cov=%s model=%s",
                         name != NULL ? name : "?", model);
     return snprintf(buf, len, "cov=%s", name != NULL ? name : "?");
-}
-
-int lse_gauss_is_empty(double n_k, double min_count)
-{
-    return !(n_k >= min_count) || !(n_k > 0.0);
-}
-
-void lse_gauss_finish_weights(const double *n, size_t n_comp, double min_count,
-                              gsl_matrix *logw, lse_mstep_report *report)
-{
-    double total = 0.0;
-    for (size_t k = 0; k < n_comp; k++)
-        total += n[k];
-    size_t n_empty = 0;
-    for (size_t k = 0; k < n_comp; k++) {
-        const int empty = lse_gauss_is_empty(n[k], min_count);
-        n_empty += (size_t)empty;
-        if (report != NULL && report->empty != NULL)
-            report->empty[k] = (unsigned char)empty;
-        if (logw != NULL && n[k] > 0.0)
-            gsl_matrix_set(logw, k, 0, log(n[k] / total));
-    }
-    if (report != NULL) {
-        report->n_empty = n_empty;
-        report->norm_before = 0.0;
-        report->norm_after = 0.0;
-    }
 }

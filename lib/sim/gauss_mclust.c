@@ -419,110 +419,128 @@ static void compose(const gsl_matrix *v, const double *sig, size_t d,
         }
 }
 
-lse_status lse_gauss_mclust_solve(lse_gauss_work *w, const char *name,
-                                  const double *n, const double *s1,
-                                  const double *s2, const lse_mstep_opts *o,
-                                  char *msg, size_t msg_len)
+/* Equal shape (EEI, EEV): every active component's eigenvalues (rows of
+ * m->om) pooled, sig_kj = sum_k' om_k'j / nt for every k. */
+static void equal_shape(struct lse_gauss_mclust *m, const unsigned char *act,
+                        size_t K, size_t d, double nt)
+{
+    for (size_t j = 0; j < d; j++) {
+        double t = 0.0;
+        for (size_t k = 0; k < K; k++)
+            if (act[k])
+                t += gsl_matrix_get(m->om, k, j);
+        for (size_t k = 0; k < K; k++)
+            gsl_matrix_set(m->sig, k, j, t / nt);
+    }
+}
+
+/* Equal volume (EVI, EVV): each active component keeps its shape
+ * om_k / |om_k|^(1/d), scaled by the pooled volume sum_k |om_k|^(1/d) / nt. */
+static void equal_volume(struct lse_gauss_mclust *m, const unsigned char *act,
+                         size_t K, size_t d, double nt)
+{
+    double gs = 0.0;
+    for (size_t k = 0; k < K; k++)
+        if (act[k])
+            gs += geomean(gsl_matrix_const_ptr(m->om, k, 0), d);
+    for (size_t k = 0; k < K; k++) {
+        if (!act[k])
+            continue;
+        const double g = geomean(gsl_matrix_const_ptr(m->om, k, 0), d);
+        for (size_t j = 0; j < d; j++)
+            gsl_matrix_set(m->sig, k, j,
+                           (gs / nt) * gsl_matrix_get(m->om, k, j) / g);
+    }
+}
+
+/* EII, the spherical layout: s2 holds sum rho ||x - mu_k||^2. */
+static lse_status solve_eii(lse_gauss_work *w, const char *name, const char *mn,
+                            const double *n, const double *s1, const double *s2,
+                            double reg, char *msg, size_t msg_len)
 {
     struct lse_gauss_mclust *m = w->mcl;
-    if (m == NULL)
-        return lse_gauss_fail(msg, msg_len, LSE_EINTERNAL,
-                              "%s: no workspace for the covariance model",
-                              name);
     const size_t K = w->n_comp, d = w->dim;
-    const char *mn = lse_cov_model_name(w->model);
-    const double reg = o->reg_covar;
-    unsigned char *act = m->act;
-    size_t n_act = 0;
-    for (size_t k = 0; k < K; k++) {
-        act[k] = (unsigned char)!lse_gauss_is_empty(n[k], o->min_count);
-        n_act += act[k];
-    }
-    if (n_act == 0)
-        return LSE_OK;
+    const unsigned char *act = m->act;
     lse_status st = LSE_OK;
-
-    if (w->model == LSE_COV_EII) {
-        /* spherical layout: s2 holds sum rho ||x - mu_k||^2 */
-        double t = 0.0, nt = 0.0;
-        for (size_t k = 0; k < K; k++) {
-            if (!act[k])
-                continue;
-            double m2 = 0.0;
-            for (size_t j = 0; j < d; j++)
-                m2 += s1[k * d + j] * s1[k * d + j];
-            t += s2[k] - m2 / n[k] + n[k] * (double)d * reg;
-            nt += n[k];
-        }
-        double v = t / ((double)d * nt);
-        if (!(v > 0.0) || !isfinite(v))
-            return singular(name, mn, 0, nt, reg, msg, msg_len);
-        for (size_t k = 0; k < K && st == LSE_OK; k++) {
-            double vk = v;
-            if (act[k])
-                st = lse_gauss_chol_from_var(w, name, k, &vk, 0.0, n[k], msg,
-                                             msg_len);
-        }
-        return st;
+    double t = 0.0, nt = 0.0;
+    for (size_t k = 0; k < K; k++) {
+        if (!act[k])
+            continue;
+        double m2 = 0.0;
+        for (size_t j = 0; j < d; j++)
+            m2 += s1[k * d + j] * s1[k * d + j];
+        t += s2[k] - m2 / n[k] + n[k] * (double)d * reg;
+        nt += n[k];
     }
-
-    if (w->cov == LSE_COV_DIAG) {
-        /* w_kj = s2_kj - s1_kj^2 / n_k + n_k reg into om */
-        for (size_t k = 0; k < K; k++)
-            for (size_t j = 0; j < d; j++) {
-                double e = 1.0;
-                if (act[k]) {
-                    e = s2[k * d + j] - s1[k * d + j] * s1[k * d + j] / n[k] +
-                        n[k] * reg;
-                    if (!(e > 0.0) || !isfinite(e))
-                        return singular(name, mn, k, n[k], reg, msg, msg_len);
-                }
-                gsl_matrix_set(m->om, k, j, e);
-            }
-        double nt = 0.0;
-        for (size_t k = 0; k < K; k++)
-            nt += act[k] ? n[k] : 0.0;
-        switch (w->model) {
-        case LSE_COV_EEI:
-            for (size_t j = 0; j < d; j++) {
-                double t = 0.0;
-                for (size_t k = 0; k < K; k++)
-                    if (act[k])
-                        t += gsl_matrix_get(m->om, k, j);
-                for (size_t k = 0; k < K; k++)
-                    gsl_matrix_set(m->sig, k, j, t / nt);
-            }
-            break;
-        case LSE_COV_EVI: {
-            double gs = 0.0;
-            for (size_t k = 0; k < K; k++)
-                if (act[k])
-                    gs += geomean(gsl_matrix_const_ptr(m->om, k, 0), d);
-            for (size_t k = 0; k < K; k++) {
-                if (!act[k])
-                    continue;
-                const double g = geomean(gsl_matrix_const_ptr(m->om, k, 0), d);
-                for (size_t j = 0; j < d; j++)
-                    gsl_matrix_set(m->sig, k, j,
-                                   (gs / nt) * gsl_matrix_get(m->om, k, j) / g);
-            }
-            break;
-        }
-        case LSE_COV_VEI:
-            volumes_shape(m, n, act, K, d, 0);
-            break;
-        default:
-            return lse_gauss_fail(msg, msg_len, LSE_EINTERNAL,
-                                  "%s: model %s in the diag layout", name, mn);
-        }
-        for (size_t k = 0; k < K && st == LSE_OK; k++)
-            if (act[k])
-                st = lse_gauss_chol_from_var(w, name, k,
-                                             gsl_matrix_ptr(m->sig, k, 0), 0.0,
-                                             n[k], msg, msg_len);
-        return st;
+    double v = t / ((double)d * nt);
+    if (!(v > 0.0) || !isfinite(v))
+        return singular(name, mn, 0, nt, reg, msg, msg_len);
+    for (size_t k = 0; k < K && st == LSE_OK; k++) {
+        double vk = v;
+        if (act[k])
+            st = lse_gauss_chol_from_var(w, name, k, &vk, 0.0, n[k], msg,
+                                         msg_len);
     }
+    return st;
+}
 
+/* The models of the diagonal layout (EEI, EVI, VEI). */
+static lse_status solve_diag(lse_gauss_work *w, const char *name,
+                             const char *mn, const double *n, const double *s1,
+                             const double *s2, double reg, char *msg,
+                             size_t msg_len)
+{
+    struct lse_gauss_mclust *m = w->mcl;
+    const size_t K = w->n_comp, d = w->dim;
+    const unsigned char *act = m->act;
+    lse_status st = LSE_OK;
+    /* w_kj = s2_kj - s1_kj^2 / n_k + n_k reg into om */
+    for (size_t k = 0; k < K; k++)
+        for (size_t j = 0; j < d; j++) {
+            double e = 1.0;
+            if (act[k]) {
+                e = s2[k * d + j] - s1[k * d + j] * s1[k * d + j] / n[k] +
+                    n[k] * reg;
+                if (!(e > 0.0) || !isfinite(e))
+                    return singular(name, mn, k, n[k], reg, msg, msg_len);
+            }
+            gsl_matrix_set(m->om, k, j, e);
+        }
+    double nt = 0.0;
+    for (size_t k = 0; k < K; k++)
+        nt += act[k] ? n[k] : 0.0;
+    switch (w->model) {
+    case LSE_COV_EEI:
+        equal_shape(m, act, K, d, nt);
+        break;
+    case LSE_COV_EVI:
+        equal_volume(m, act, K, d, nt);
+        break;
+    case LSE_COV_VEI:
+        volumes_shape(m, n, act, K, d, 0);
+        break;
+    default:
+        return lse_gauss_fail(msg, msg_len, LSE_EINTERNAL,
+                              "%s: model %s in the diag layout", name, mn);
+    }
+    for (size_t k = 0; k < K && st == LSE_OK; k++)
+        if (act[k])
+            st = lse_gauss_chol_from_var(w, name, k,
+                                         gsl_matrix_ptr(m->sig, k, 0), 0.0,
+                                         n[k], msg, msg_len);
+    return st;
+}
+
+/* The models of the full layout (EEV, EVV, VEV, VEE, EVE, VVE). */
+static lse_status solve_full(lse_gauss_work *w, const char *name,
+                             const char *mn, const double *n, const double *s1,
+                             const double *s2, double reg, char *msg,
+                             size_t msg_len)
+{
+    struct lse_gauss_mclust *m = w->mcl;
+    const size_t K = w->n_comp, d = w->dim;
+    const unsigned char *act = m->act;
+    lse_status st = LSE_OK;
     /* full layout: W_k = s2_k - s1_k s1_k' / n_k + n_k reg I */
     for (size_t k = 0; k < K; k++)
         for (size_t i = 0; i < d; i++)
@@ -562,30 +580,11 @@ lse_status lse_gauss_mclust_solve(lse_gauss_work *w, const char *name,
                       w->model == LSE_COV_EVV;
     switch (w->model) {
     case LSE_COV_EEV: /* Sigma_k = D_k (sum_k Omega_k / n) D_k' */
-        for (size_t j = 0; j < d; j++) {
-            double t = 0.0;
-            for (size_t k = 0; k < K; k++)
-                if (act[k])
-                    t += gsl_matrix_get(m->om, k, j);
-            for (size_t k = 0; k < K; k++)
-                gsl_matrix_set(m->sig, k, j, t / nt);
-        }
+        equal_shape(m, act, K, d, nt);
         break;
-    case LSE_COV_EVV: { /* Sigma_k = (sum_k |W_k|^(1/d) / n) W_k/|W_k|^(1/d) */
-        double gs = 0.0;
-        for (size_t k = 0; k < K; k++)
-            if (act[k])
-                gs += geomean(gsl_matrix_const_ptr(m->om, k, 0), d);
-        for (size_t k = 0; k < K; k++) {
-            if (!act[k])
-                continue;
-            const double g = geomean(gsl_matrix_const_ptr(m->om, k, 0), d);
-            for (size_t j = 0; j < d; j++)
-                gsl_matrix_set(m->sig, k, j,
-                               (gs / nt) * gsl_matrix_get(m->om, k, j) / g);
-        }
+    case LSE_COV_EVV: /* Sigma_k = (sum_k |W_k|^(1/d) / n) W_k/|W_k|^(1/d) */
+        equal_volume(m, act, K, d, nt);
         break;
-    }
     case LSE_COV_VEV:
         volumes_shape(m, n, act, K, d, 0);
         break;
@@ -623,4 +622,32 @@ lse_status lse_gauss_mclust_solve(lse_gauss_work *w, const char *name,
                                      msg_len);
     }
     return st;
+}
+
+lse_status lse_gauss_mclust_solve(lse_gauss_work *w, const char *name,
+                                  const double *n, const double *s1,
+                                  const double *s2, const lse_mstep_opts *o,
+                                  char *msg, size_t msg_len)
+{
+    struct lse_gauss_mclust *m = w->mcl;
+    if (m == NULL)
+        return lse_gauss_fail(msg, msg_len, LSE_EINTERNAL,
+                              "%s: no workspace for the covariance model",
+                              name);
+    const size_t K = w->n_comp;
+    const char *mn = lse_cov_model_name(w->model);
+    const double reg = o->reg_covar;
+    unsigned char *act = m->act;
+    size_t n_act = 0;
+    for (size_t k = 0; k < K; k++) {
+        act[k] = (unsigned char)!lse_gauss_is_empty(n[k], o->min_count);
+        n_act += act[k];
+    }
+    if (n_act == 0)
+        return LSE_OK;
+    if (w->model == LSE_COV_EII)
+        return solve_eii(w, name, mn, n, s1, s2, reg, msg, msg_len);
+    if (w->cov == LSE_COV_DIAG)
+        return solve_diag(w, name, mn, n, s1, s2, reg, msg, msg_len);
+    return solve_full(w, name, mn, n, s1, s2, reg, msg, msg_len);
 }

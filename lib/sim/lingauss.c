@@ -643,6 +643,78 @@ static lse_status regress(lse_gauss_work *w, size_t k, const double *sxx_k,
     return LSE_OK;
 }
 
+/* Component k's residual covariance about its new fit, Srr - delta Srx'
+ * (w->delta from regress; srx its Srx, arr every component's Srr), divided
+ * by n_k into w->new_chol; tied: added into the pooled w->pool. */
+static lse_status residual_cov(lse_gauss_work *w, size_t k, const double *srx,
+                               const double *arr, double n_k, double reg_covar,
+                               char *msg, size_t msg_len)
+{
+    const size_t d = w->dim, m = w->dim_ctx + 1;
+    const lse_cov_type cov = w->cov;
+    lse_status st = LSE_OK;
+    int rc;
+    const gsl_matrix_const_view srx_m = gsl_matrix_const_view_array(srx, d, m);
+    switch (cov) {
+    case LSE_COV_FULL: {
+        const gsl_matrix_const_view srr =
+            gsl_matrix_const_view_array(arr + k * d * d, d, d);
+        rc = gsl_matrix_memcpy(w->dd, &srr.matrix);
+        for (size_t i = 0; i < d; i++)
+            for (size_t j = i + 1; j < d; j++)
+                gsl_matrix_set(w->dd, i, j, gsl_matrix_get(w->dd, j, i));
+        if (rc == GSL_SUCCESS)
+            rc = gsl_blas_dgemm(CblasNoTrans, CblasTrans, -1.0, w->delta,
+                                &srx_m.matrix, 1.0, w->dd);
+        if (rc != GSL_SUCCESS)
+            return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc),
+                                  "%s: %s", NAME, gsl_strerror(rc));
+        for (size_t i = 0; i < d; i++)
+            for (size_t j = 0; j <= i; j++) {
+                const double v = 0.5 *
+                                 (gsl_matrix_get(w->dd, i, j) +
+                                  gsl_matrix_get(w->dd, j, i)) /
+                                 n_k;
+                gsl_matrix_set(w->dd, i, j, v);
+                gsl_matrix_set(w->dd, j, i, v);
+            }
+        st = lse_gauss_chol_from_cov(w, NAME, k, w->dd, reg_covar, n_k, msg,
+                                     msg_len);
+        break;
+    }
+    case LSE_COV_TIED:
+        rc = gsl_blas_dgemm(CblasNoTrans, CblasTrans, -1.0, w->delta,
+                            &srx_m.matrix, 1.0, w->pool);
+        if (rc != GSL_SUCCESS)
+            return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc),
+                                  "%s: %s", NAME, gsl_strerror(rc));
+        break;
+    case LSE_COV_DIAG:
+    case LSE_COV_SPHERICAL: {
+        /* diagonal of Srr - delta Srx' */
+        double *v = gsl_matrix_ptr(w->dd, 0, 0);
+        double trace = 0.0;
+        for (size_t i = 0; i < d; i++) {
+            const double *del = gsl_matrix_const_ptr(w->delta, i, 0);
+            const double *sr = srx + i * m;
+            double dot = 0.0;
+            for (size_t j = 0; j < m; j++)
+                dot += del[j] * sr[j];
+            if (cov == LSE_COV_DIAG)
+                v[i] = (arr[k * d + i] - dot) / n_k;
+            else
+                trace += dot;
+        }
+        if (cov == LSE_COV_SPHERICAL)
+            v[0] = (arr[k] - trace) / (n_k * (double)d);
+        st = lse_gauss_chol_from_var(w, NAME, k, v, reg_covar, n_k, msg,
+                                     msg_len);
+        break;
+    }
+    }
+    return st;
+}
+
 static lse_status solve(const lse_sim_args *a, const double *acc,
                         gsl_matrix *parent, gsl_matrix *const *param,
                         const lse_mstep_opts *opts, lse_mstep_report *report,
@@ -728,66 +800,7 @@ static lse_status solve(const lse_sim_args *a, const double *acc,
                 ak[i * dc + j] += del[j];
             bk[i] += del[dc];
         }
-        /* residual scatter about the new fit: Srr - delta Srx' */
-        const gsl_matrix_const_view srx_m =
-            gsl_matrix_const_view_array(srx, d, m);
-        switch (cov) {
-        case LSE_COV_FULL: {
-            const gsl_matrix_const_view srr =
-                gsl_matrix_const_view_array(arr + k * d * d, d, d);
-            rc = gsl_matrix_memcpy(w->dd, &srr.matrix);
-            for (size_t i = 0; i < d; i++)
-                for (size_t j = i + 1; j < d; j++)
-                    gsl_matrix_set(w->dd, i, j, gsl_matrix_get(w->dd, j, i));
-            if (rc == GSL_SUCCESS)
-                rc = gsl_blas_dgemm(CblasNoTrans, CblasTrans, -1.0, w->delta,
-                                    &srx_m.matrix, 1.0, w->dd);
-            if (rc != GSL_SUCCESS)
-                return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc),
-                                      "%s: %s", NAME, gsl_strerror(rc));
-            for (size_t i = 0; i < d; i++)
-                for (size_t j = 0; j <= i; j++) {
-                    const double v = 0.5 *
-                                     (gsl_matrix_get(w->dd, i, j) +
-                                      gsl_matrix_get(w->dd, j, i)) /
-                                     n_k;
-                    gsl_matrix_set(w->dd, i, j, v);
-                    gsl_matrix_set(w->dd, j, i, v);
-                }
-            st = lse_gauss_chol_from_cov(w, NAME, k, w->dd, o.reg_covar, n_k,
-                                         msg, msg_len);
-            break;
-        }
-        case LSE_COV_TIED:
-            rc = gsl_blas_dgemm(CblasNoTrans, CblasTrans, -1.0, w->delta,
-                                &srx_m.matrix, 1.0, w->pool);
-            if (rc != GSL_SUCCESS)
-                return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc),
-                                      "%s: %s", NAME, gsl_strerror(rc));
-            break;
-        case LSE_COV_DIAG:
-        case LSE_COV_SPHERICAL: {
-            /* diagonal of Srr - delta Srx' */
-            double *v = gsl_matrix_ptr(w->dd, 0, 0);
-            double trace = 0.0;
-            for (size_t i = 0; i < d; i++) {
-                const double *del = gsl_matrix_const_ptr(w->delta, i, 0);
-                const double *sr = srx + i * m;
-                double dot = 0.0;
-                for (size_t j = 0; j < m; j++)
-                    dot += del[j] * sr[j];
-                if (cov == LSE_COV_DIAG)
-                    v[i] = (arr[k * d + i] - dot) / n_k;
-                else
-                    trace += dot;
-            }
-            if (cov == LSE_COV_SPHERICAL)
-                v[0] = (arr[k] - trace) / (n_k * (double)d);
-            st = lse_gauss_chol_from_var(w, NAME, k, v, o.reg_covar, n_k, msg,
-                                         msg_len);
-            break;
-        }
-        }
+        st = residual_cov(w, k, srx, arr, n_k, o.reg_covar, msg, msg_len);
         if (st != LSE_OK)
             return st;
     }

@@ -1,6 +1,6 @@
 /* demo_gmm: fit a two-component full-covariance Gaussian mixture to the Old
  * Faithful eruptions (data/faithful.csv: eruptions, waiting; 272 rows) and
- * print what it found. Run: build/models/demos/demo_gmm */
+ * print what it found. Run: build/examples/demo_gmm */
 #include <stdio.h>
 #include <stdlib.h>
 

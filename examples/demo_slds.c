@@ -6,7 +6,7 @@
  * innovation variance, the transition matrix, and the quarters the Viterbi
  * path assigns to the low-growth regime.
  *
- * Run: build/models/demos/demo_slds [path/to/gdp_growth.csv] */
+ * Run: build/examples/demo_slds [path/to/gdp_growth.csv] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,0 +1,584 @@
+#include <math.h>
+#include <string.h>
+
+#include "gauss-private.h"
+#include "kernels-private.h"
+
+#if LSE_HAVE_AVX2_PATH
+#include <immintrin.h> /* only inside LSE_TARGET_* functions */
+#endif
+
+/* The vectorized kernels of lse_sim_gaussian's E- and M-step statistics
+ * (gauss_common.c chooses the path and calls them): the monomials V of the
+ * quadratic path, V Q and V' R on tiles of rows and components (AVX2 + FMA
+ * and AVX-512 copies), and the fused loops of the diagonal and spherical
+ * covariances. A plain copy and an AVX2 copy share each LSE_KERNEL body;
+ * the caller's workspace says which copy this machine runs (w->avx2,
+ * w->fma), chosen once so that the bits never change between calls.
+ * docs/performance.md. */
+
+/* V rows of the b rows x (tda xt) into vd (tda vt):
+ *   full/tied [1, y', vech(y y')'] in the order (0,0) (0,1) .. (0,d-1)
+ *   (1,1) ..; diag [1, y', (y.^2)']; spherical [1, y', |y|^2]. */
+LSE_KERNEL void fast_rows_body(const lse_gauss_work *w, const double *x,
+                               size_t xt, size_t b, double *vd, size_t vt)
+{
+    const size_t d = w->dim;
+    const double *restrict c = w->center->data;
+    const lse_cov_type cov = w->cov;
+    for (size_t i = 0; i < b; i++) {
+        const double *restrict xi = x + i * xt;
+        double *restrict v = vd + i * vt;
+        double *restrict y = v + 1;
+        v[0] = 1.0;
+        for (size_t j = 0; j < d; j++)
+            y[j] = xi[j] - c[j];
+        double *restrict p = y + d;
+        if (cov == LSE_COV_DIAG) {
+            for (size_t j = 0; j < d; j++)
+                p[j] = y[j] * y[j];
+        } else if (cov == LSE_COV_SPHERICAL) {
+            p[0] = lse_gauss_sq_norm(y, d);
+        } else {
+            for (size_t a = 0; a < d; a++) {
+                const double ya = y[a];
+                const size_t n = d - a;
+                const double *restrict yb = y + a;
+                for (size_t q = 0; q < n; q++)
+                    p[q] = ya * yb[q];
+                p += n;
+            }
+        }
+    }
+}
+
+static void fast_rows_plain(const lse_gauss_work *w, const gsl_matrix *x)
+{
+    fast_rows_body(w, x->data, x->tda, x->size1, w->vblk->data, w->vblk->tda);
+}
+
+#if LSE_HAVE_AVX2_PATH
+LSE_TARGET_AVX2
+static void fast_rows_avx2(const lse_gauss_work *w, const gsl_matrix *x)
+{
+    fast_rows_body(w, x->data, x->tda, x->size1, w->vblk->data, w->vblk->tda);
+}
+
+LSE_TARGET_AVX2_FMA
+static void fast_rows_fma2(const lse_gauss_work *w, const double *x, size_t xt,
+                           size_t nr, double *vd, size_t vt)
+{
+    fast_rows_body(w, x, xt, nr, vd, vt);
+}
+
+/* fast_rows_body with AVX-512F masked vectors of 8 (the short rows of
+ * vech(y y') would leave scalar tails): the same products, same bits. */
+LSE_TARGET_AVX512
+static void fast_rows_avx512(const lse_gauss_work *w, const double *x,
+                             size_t xt, size_t nr, double *vd, size_t vt)
+{
+    const size_t d = w->dim;
+    const double *c = w->center->data;
+    const lse_cov_type cov = w->cov;
+    for (size_t i = 0; i < nr; i++) {
+        const double *xi = x + i * xt;
+        double *v = vd + i * vt;
+        double *y = v + 1, *p = y + d;
+        v[0] = 1.0;
+        for (size_t j = 0; j < d; j += 8) {
+            const __mmask8 m =
+                (__mmask8)(d - j >= 8 ? 0xFFu : (1u << (d - j)) - 1u);
+            const __m512d yj = _mm512_sub_pd(_mm512_maskz_loadu_pd(m, xi + j),
+                                             _mm512_maskz_loadu_pd(m, c + j));
+            _mm512_mask_storeu_pd(y + j, m, yj);
+            if (cov == LSE_COV_DIAG)
+                _mm512_mask_storeu_pd(p + j, m, _mm512_mul_pd(yj, yj));
+        }
+        if (cov == LSE_COV_DIAG)
+            continue;
+        if (cov == LSE_COV_SPHERICAL) {
+            p[0] = lse_gauss_sq_norm(y, d);
+            continue;
+        }
+        for (size_t a = 0; a < d; a++) {
+            const __m512d ya = _mm512_set1_pd(y[a]);
+            const size_t n = d - a;
+            const double *yb = y + a;
+            for (size_t q = 0; q < n; q += 8) {
+                const __mmask8 m =
+                    (__mmask8)(n - q >= 8 ? 0xFFu : (1u << (n - q)) - 1u);
+                _mm512_mask_storeu_pd(
+                    p + q, m,
+                    _mm512_mul_pd(ya, _mm512_maskz_loadu_pd(m, yb + q)));
+            }
+            p += n;
+        }
+    }
+}
+
+void lse_gauss_v_rows_fma(const lse_gauss_work *w, const double *x, size_t xt,
+                          size_t nr, double *vd, size_t vt)
+{
+    if (w->fma == 2)
+        fast_rows_avx512(w, x, xt, nr, vd, vt);
+    else
+        fast_rows_fma2(w, x, xt, nr, vd, vt);
+}
+#endif
+
+void lse_gauss_v_rows(const lse_gauss_work *w, const gsl_matrix *x)
+{
+#if LSE_HAVE_AVX2_PATH
+    if (w->avx2)
+        fast_rows_avx2(w, x);
+    else
+#endif
+        fast_rows_plain(w, x);
+}
+
+#if LSE_HAVE_AVX2_PATH
+/* AVX2 + FMA kernels of the quadratic path, on 4 rows x 8 components at a
+ * time with the running sums in registers. OpenBLAS's dgemm runs these
+ * narrow shapes (K = 16 columns) at about 20 GFLOP/s on this project's
+ * machine, these at about 30 (docs/performance.md). Rows: V (b, nv) with
+ * tda vt; Q (nv, kp) and the statistics (nv, kp) zero-padded to whole
+ * tiles of 8 components. */
+
+/* S (b, K) rows [i, i + 4) = V Q, for every tile of components. */
+LSE_TARGET_AVX2_FMA
+void lse_gauss_qeval4_avx2(const double *v, size_t vt, size_t nv,
+                           const double *q, size_t kp, size_t K, double *s,
+                           size_t st)
+{
+    const double *v0 = v, *v1 = v0 + vt, *v2 = v1 + vt, *v3 = v2 + vt;
+    for (size_t k0 = 0; k0 < kp; k0 += 8) {
+        __m256d a00 = _mm256_setzero_pd(), a01 = a00, a10 = a00, a11 = a00;
+        __m256d a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+        const double *qp = q + k0;
+        for (size_t p = 0; p < nv; p++, qp += kp) {
+            const __m256d q0 = _mm256_loadu_pd(qp);
+            const __m256d q1 = _mm256_loadu_pd(qp + 4);
+            __m256d u = _mm256_broadcast_sd(v0 + p);
+            a00 = _mm256_fmadd_pd(u, q0, a00);
+            a01 = _mm256_fmadd_pd(u, q1, a01);
+            u = _mm256_broadcast_sd(v1 + p);
+            a10 = _mm256_fmadd_pd(u, q0, a10);
+            a11 = _mm256_fmadd_pd(u, q1, a11);
+            u = _mm256_broadcast_sd(v2 + p);
+            a20 = _mm256_fmadd_pd(u, q0, a20);
+            a21 = _mm256_fmadd_pd(u, q1, a21);
+            u = _mm256_broadcast_sd(v3 + p);
+            a30 = _mm256_fmadd_pd(u, q0, a30);
+            a31 = _mm256_fmadd_pd(u, q1, a31);
+        }
+        double tile[4][8];
+        _mm256_storeu_pd(tile[0], a00);
+        _mm256_storeu_pd(tile[0] + 4, a01);
+        _mm256_storeu_pd(tile[1], a10);
+        _mm256_storeu_pd(tile[1] + 4, a11);
+        _mm256_storeu_pd(tile[2], a20);
+        _mm256_storeu_pd(tile[2] + 4, a21);
+        _mm256_storeu_pd(tile[3], a30);
+        _mm256_storeu_pd(tile[3] + 4, a31);
+        const size_t nk = K - k0 < 8 ? K - k0 : 8;
+        for (size_t r = 0; r < 4; r++)
+            memcpy(s + r * st + k0, tile[r], nk * sizeof(double));
+    }
+}
+
+/* S (b, K) rows [i, i + 6) = V Q (V rows contiguous, tda vt): 6 rows x 8
+ * components, 12 running sums in registers, so that two FMAs per cycle
+ * never wait on each other's latency. Every entry is the same chain of
+ * fused multiply-adds over p as in qeval4_avx2 (same bits). */
+LSE_TARGET_AVX2_FMA
+void lse_gauss_qeval6_avx2(const double *v, size_t vt, size_t nv,
+                           const double *q, size_t kp, size_t K, double *s,
+                           size_t st)
+{
+    const double *v0 = v, *v1 = v0 + vt, *v2 = v1 + vt, *v3 = v2 + vt;
+    const double *v4 = v3 + vt, *v5 = v4 + vt;
+    for (size_t k0 = 0; k0 < kp; k0 += 8) {
+        __m256d a00 = _mm256_setzero_pd(), a01 = a00, a10 = a00, a11 = a00;
+        __m256d a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+        __m256d a40 = a00, a41 = a00, a50 = a00, a51 = a00;
+        const double *qp = q + k0;
+        for (size_t p = 0; p < nv; p++, qp += kp) {
+            const __m256d q0 = _mm256_loadu_pd(qp);
+            const __m256d q1 = _mm256_loadu_pd(qp + 4);
+            __m256d u = _mm256_broadcast_sd(v0 + p);
+            a00 = _mm256_fmadd_pd(u, q0, a00);
+            a01 = _mm256_fmadd_pd(u, q1, a01);
+            u = _mm256_broadcast_sd(v1 + p);
+            a10 = _mm256_fmadd_pd(u, q0, a10);
+            a11 = _mm256_fmadd_pd(u, q1, a11);
+            u = _mm256_broadcast_sd(v2 + p);
+            a20 = _mm256_fmadd_pd(u, q0, a20);
+            a21 = _mm256_fmadd_pd(u, q1, a21);
+            u = _mm256_broadcast_sd(v3 + p);
+            a30 = _mm256_fmadd_pd(u, q0, a30);
+            a31 = _mm256_fmadd_pd(u, q1, a31);
+            u = _mm256_broadcast_sd(v4 + p);
+            a40 = _mm256_fmadd_pd(u, q0, a40);
+            a41 = _mm256_fmadd_pd(u, q1, a41);
+            u = _mm256_broadcast_sd(v5 + p);
+            a50 = _mm256_fmadd_pd(u, q0, a50);
+            a51 = _mm256_fmadd_pd(u, q1, a51);
+        }
+        if (k0 + 8 <= K) {
+            double *o = s + k0;
+            _mm256_storeu_pd(o, a00);
+            _mm256_storeu_pd(o + 4, a01);
+            _mm256_storeu_pd(o + st, a10);
+            _mm256_storeu_pd(o + st + 4, a11);
+            _mm256_storeu_pd(o + 2 * st, a20);
+            _mm256_storeu_pd(o + 2 * st + 4, a21);
+            _mm256_storeu_pd(o + 3 * st, a30);
+            _mm256_storeu_pd(o + 3 * st + 4, a31);
+            _mm256_storeu_pd(o + 4 * st, a40);
+            _mm256_storeu_pd(o + 4 * st + 4, a41);
+            _mm256_storeu_pd(o + 5 * st, a50);
+            _mm256_storeu_pd(o + 5 * st + 4, a51);
+            continue;
+        }
+        double tile[6][8];
+        _mm256_storeu_pd(tile[0], a00);
+        _mm256_storeu_pd(tile[0] + 4, a01);
+        _mm256_storeu_pd(tile[1], a10);
+        _mm256_storeu_pd(tile[1] + 4, a11);
+        _mm256_storeu_pd(tile[2], a20);
+        _mm256_storeu_pd(tile[2] + 4, a21);
+        _mm256_storeu_pd(tile[3], a30);
+        _mm256_storeu_pd(tile[3] + 4, a31);
+        _mm256_storeu_pd(tile[4], a40);
+        _mm256_storeu_pd(tile[4] + 4, a41);
+        _mm256_storeu_pd(tile[5], a50);
+        _mm256_storeu_pd(tile[5] + 4, a51);
+        const size_t nk = K - k0;
+        for (size_t r = 0; r < 6; r++)
+            memcpy(s + r * st + k0, tile[r], nk * sizeof(double));
+    }
+}
+
+/* qeval6_avx2 with AVX-512F: tiles of 16 components (12 running sums of
+ * 8), a last tile of 8 when kp is not a multiple of 16. Every entry is the
+ * same chain of fused multiply-adds (same bits as qeval6_avx2). */
+LSE_TARGET_AVX512
+void lse_gauss_qeval6_avx512(const double *v, size_t vt, size_t nv,
+                             const double *q, size_t kp, size_t K, double *s,
+                             size_t st)
+{
+    const double *v0 = v, *v1 = v0 + vt, *v2 = v1 + vt, *v3 = v2 + vt;
+    const double *v4 = v3 + vt, *v5 = v4 + vt;
+    size_t k0 = 0;
+    for (; k0 + 16 <= kp; k0 += 16) {
+        __m512d a00 = _mm512_setzero_pd(), a01 = a00, a10 = a00, a11 = a00;
+        __m512d a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+        __m512d a40 = a00, a41 = a00, a50 = a00, a51 = a00;
+        const double *qp = q + k0;
+        for (size_t p = 0; p < nv; p++, qp += kp) {
+            const __m512d q0 = _mm512_loadu_pd(qp);
+            const __m512d q1 = _mm512_loadu_pd(qp + 8);
+            __m512d u = _mm512_set1_pd(v0[p]);
+            a00 = _mm512_fmadd_pd(u, q0, a00);
+            a01 = _mm512_fmadd_pd(u, q1, a01);
+            u = _mm512_set1_pd(v1[p]);
+            a10 = _mm512_fmadd_pd(u, q0, a10);
+            a11 = _mm512_fmadd_pd(u, q1, a11);
+            u = _mm512_set1_pd(v2[p]);
+            a20 = _mm512_fmadd_pd(u, q0, a20);
+            a21 = _mm512_fmadd_pd(u, q1, a21);
+            u = _mm512_set1_pd(v3[p]);
+            a30 = _mm512_fmadd_pd(u, q0, a30);
+            a31 = _mm512_fmadd_pd(u, q1, a31);
+            u = _mm512_set1_pd(v4[p]);
+            a40 = _mm512_fmadd_pd(u, q0, a40);
+            a41 = _mm512_fmadd_pd(u, q1, a41);
+            u = _mm512_set1_pd(v5[p]);
+            a50 = _mm512_fmadd_pd(u, q0, a50);
+            a51 = _mm512_fmadd_pd(u, q1, a51);
+        }
+        /* columns k0 .. K - 1 of this tile are real */
+        const size_t nk = K - k0 < 16 ? K - k0 : 16;
+        const __mmask8 m0 = (__mmask8)(nk >= 8 ? 0xFFu : (1u << nk) - 1u);
+        const __mmask8 m1 = (__mmask8)(nk >= 16 ? 0xFFu
+                                       : nk > 8 ? (1u << (nk - 8)) - 1u
+                                                : 0u);
+        double *o = s + k0;
+        _mm512_mask_storeu_pd(o, m0, a00);
+        _mm512_mask_storeu_pd(o + 8, m1, a01);
+        _mm512_mask_storeu_pd(o + st, m0, a10);
+        _mm512_mask_storeu_pd(o + st + 8, m1, a11);
+        _mm512_mask_storeu_pd(o + 2 * st, m0, a20);
+        _mm512_mask_storeu_pd(o + 2 * st + 8, m1, a21);
+        _mm512_mask_storeu_pd(o + 3 * st, m0, a30);
+        _mm512_mask_storeu_pd(o + 3 * st + 8, m1, a31);
+        _mm512_mask_storeu_pd(o + 4 * st, m0, a40);
+        _mm512_mask_storeu_pd(o + 4 * st + 8, m1, a41);
+        _mm512_mask_storeu_pd(o + 5 * st, m0, a50);
+        _mm512_mask_storeu_pd(o + 5 * st + 8, m1, a51);
+    }
+    if (k0 < kp) { /* a last tile of 8 */
+        __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+        __m512d a4 = a0, a5 = a0;
+        const double *qp = q + k0;
+        for (size_t p = 0; p < nv; p++, qp += kp) {
+            const __m512d q0 = _mm512_loadu_pd(qp);
+            a0 = _mm512_fmadd_pd(_mm512_set1_pd(v0[p]), q0, a0);
+            a1 = _mm512_fmadd_pd(_mm512_set1_pd(v1[p]), q0, a1);
+            a2 = _mm512_fmadd_pd(_mm512_set1_pd(v2[p]), q0, a2);
+            a3 = _mm512_fmadd_pd(_mm512_set1_pd(v3[p]), q0, a3);
+            a4 = _mm512_fmadd_pd(_mm512_set1_pd(v4[p]), q0, a4);
+            a5 = _mm512_fmadd_pd(_mm512_set1_pd(v5[p]), q0, a5);
+        }
+        const __mmask8 m0 = (__mmask8)((1u << (K - k0)) - 1u);
+        double *o = s + k0;
+        _mm512_mask_storeu_pd(o, m0, a0);
+        _mm512_mask_storeu_pd(o + st, m0, a1);
+        _mm512_mask_storeu_pd(o + 2 * st, m0, a2);
+        _mm512_mask_storeu_pd(o + 3 * st, m0, a3);
+        _mm512_mask_storeu_pd(o + 4 * st, m0, a4);
+        _mm512_mask_storeu_pd(o + 5 * st, m0, a5);
+    }
+}
+
+/* acc (nv, kp) += V' rho for 4 rows (rho (4, kp), tda rt), AVX-512F:
+ * tiles of 16 components, a last tile of 8; the same chain of fused
+ * multiply-adds per entry as qstats4_avx2 (same bits). */
+LSE_TARGET_AVX512
+void lse_gauss_qstats4_avx512(const double *v, size_t vt, size_t nv,
+                              const double *rho, size_t rt, double *acc,
+                              size_t kp)
+{
+    const double *v0 = v, *v1 = v0 + vt, *v2 = v1 + vt, *v3 = v2 + vt;
+    size_t k0 = 0;
+    for (; k0 + 16 <= kp; k0 += 16) {
+        const double *r = rho + k0;
+        const __m512d r00 = _mm512_loadu_pd(r), r01 = _mm512_loadu_pd(r + 8);
+        const __m512d r10 = _mm512_loadu_pd(r + rt);
+        const __m512d r11 = _mm512_loadu_pd(r + rt + 8);
+        const __m512d r20 = _mm512_loadu_pd(r + 2 * rt);
+        const __m512d r21 = _mm512_loadu_pd(r + 2 * rt + 8);
+        const __m512d r30 = _mm512_loadu_pd(r + 3 * rt);
+        const __m512d r31 = _mm512_loadu_pd(r + 3 * rt + 8);
+        double *m = acc + k0;
+        for (size_t p = 0; p < nv; p++, m += kp) {
+            __m512d m0 = _mm512_loadu_pd(m), m1 = _mm512_loadu_pd(m + 8);
+            __m512d u = _mm512_set1_pd(v0[p]);
+            m0 = _mm512_fmadd_pd(u, r00, m0);
+            m1 = _mm512_fmadd_pd(u, r01, m1);
+            u = _mm512_set1_pd(v1[p]);
+            m0 = _mm512_fmadd_pd(u, r10, m0);
+            m1 = _mm512_fmadd_pd(u, r11, m1);
+            u = _mm512_set1_pd(v2[p]);
+            m0 = _mm512_fmadd_pd(u, r20, m0);
+            m1 = _mm512_fmadd_pd(u, r21, m1);
+            u = _mm512_set1_pd(v3[p]);
+            m0 = _mm512_fmadd_pd(u, r30, m0);
+            m1 = _mm512_fmadd_pd(u, r31, m1);
+            _mm512_storeu_pd(m, m0);
+            _mm512_storeu_pd(m + 8, m1);
+        }
+    }
+    if (k0 < kp) { /* a last tile of 8 */
+        const double *r = rho + k0;
+        const __m512d r0 = _mm512_loadu_pd(r), r1 = _mm512_loadu_pd(r + rt);
+        const __m512d r2 = _mm512_loadu_pd(r + 2 * rt);
+        const __m512d r3 = _mm512_loadu_pd(r + 3 * rt);
+        double *m = acc + k0;
+        for (size_t p = 0; p < nv; p++, m += kp) {
+            __m512d m0 = _mm512_loadu_pd(m);
+            m0 = _mm512_fmadd_pd(_mm512_set1_pd(v0[p]), r0, m0);
+            m0 = _mm512_fmadd_pd(_mm512_set1_pd(v1[p]), r1, m0);
+            m0 = _mm512_fmadd_pd(_mm512_set1_pd(v2[p]), r2, m0);
+            m0 = _mm512_fmadd_pd(_mm512_set1_pd(v3[p]), r3, m0);
+            _mm512_storeu_pd(m, m0);
+        }
+    }
+}
+
+/* acc (nv, kp) += V' rho for 4 rows (rho (4, kp), tda rt). */
+LSE_TARGET_AVX2_FMA
+void lse_gauss_qstats4_avx2(const double *v, size_t vt, size_t nv,
+                            const double *rho, size_t rt, double *acc,
+                            size_t kp)
+{
+    const double *v0 = v, *v1 = v0 + vt, *v2 = v1 + vt, *v3 = v2 + vt;
+    for (size_t k0 = 0; k0 < kp; k0 += 8) {
+        const double *r = rho + k0;
+        const __m256d r00 = _mm256_loadu_pd(r), r01 = _mm256_loadu_pd(r + 4);
+        const __m256d r10 = _mm256_loadu_pd(r + rt);
+        const __m256d r11 = _mm256_loadu_pd(r + rt + 4);
+        const __m256d r20 = _mm256_loadu_pd(r + 2 * rt);
+        const __m256d r21 = _mm256_loadu_pd(r + 2 * rt + 4);
+        const __m256d r30 = _mm256_loadu_pd(r + 3 * rt);
+        const __m256d r31 = _mm256_loadu_pd(r + 3 * rt + 4);
+        double *m = acc + k0;
+        for (size_t p = 0; p < nv; p++, m += kp) {
+            __m256d m0 = _mm256_loadu_pd(m), m1 = _mm256_loadu_pd(m + 4);
+            __m256d u = _mm256_broadcast_sd(v0 + p);
+            m0 = _mm256_fmadd_pd(u, r00, m0);
+            m1 = _mm256_fmadd_pd(u, r01, m1);
+            u = _mm256_broadcast_sd(v1 + p);
+            m0 = _mm256_fmadd_pd(u, r10, m0);
+            m1 = _mm256_fmadd_pd(u, r11, m1);
+            u = _mm256_broadcast_sd(v2 + p);
+            m0 = _mm256_fmadd_pd(u, r20, m0);
+            m1 = _mm256_fmadd_pd(u, r21, m1);
+            u = _mm256_broadcast_sd(v3 + p);
+            m0 = _mm256_fmadd_pd(u, r30, m0);
+            m1 = _mm256_fmadd_pd(u, r31, m1);
+            _mm256_storeu_pd(m, m0);
+            _mm256_storeu_pd(m + 4, m1);
+        }
+    }
+}
+#endif
+
+/* S_ik = c_k - 1/2 sum_j ((x_ij - mu_kj) / l_kj)^2 with the running sums
+ * in the row of S, so the inner loop runs along k over contiguous
+ * (transposed) parameters and vectorizes. */
+LSE_KERNEL void eval_diag_body(const lse_gauss_work *w, const gsl_matrix *x,
+                               gsl_matrix *s)
+{
+    const size_t b = x->size1, d = w->dim, K = w->n_comp;
+    const int sph = w->cov == LSE_COV_SPHERICAL;
+    const double *cn = w->cnst->data;
+    const double *mt = w->mut->data, *it = w->invt->data;
+    const size_t mtda = w->mut->tda, itda = w->invt->tda;
+    for (size_t i = 0; i < b; i++) {
+        const double *xi = gsl_matrix_const_ptr(x, i, 0);
+        double *restrict si = gsl_matrix_ptr(s, i, 0);
+        for (size_t k = 0; k < K; k++)
+            si[k] = 0.0;
+        for (size_t j = 0; j < d; j++) {
+            const double xj = xi[j];
+            const double *restrict mj = mt + j * mtda;
+            if (sph) {
+                for (size_t k = 0; k < K; k++) {
+                    const double t = xj - mj[k];
+                    si[k] += t * t;
+                }
+            } else {
+                const double *restrict ij = it + j * itda;
+                for (size_t k = 0; k < K; k++) {
+                    const double t = (xj - mj[k]) * ij[k];
+                    si[k] += t * t;
+                }
+            }
+        }
+        if (sph)
+            for (size_t k = 0; k < K; k++)
+                si[k] = cn[k] - 0.5 * (it[k] * si[k]);
+        else
+            for (size_t k = 0; k < K; k++)
+                si[k] = cn[k] - 0.5 * si[k];
+    }
+}
+
+static void eval_diag_plain(const lse_gauss_work *w, const gsl_matrix *x,
+                            gsl_matrix *s)
+{
+    eval_diag_body(w, x, s);
+}
+
+#if LSE_HAVE_AVX2_PATH
+LSE_TARGET_AVX2
+static void eval_diag_avx2(const lse_gauss_work *w, const gsl_matrix *x,
+                           gsl_matrix *s)
+{
+    eval_diag_body(w, x, s);
+}
+#endif
+
+void lse_gauss_eval_diag_rows(const lse_gauss_work *w, const gsl_matrix *x,
+                              gsl_matrix *s)
+{
+#if LSE_HAVE_AVX2_PATH
+    if (w->avx2) {
+        eval_diag_avx2(w, x, s);
+        return;
+    }
+#endif
+    eval_diag_plain(w, x, s);
+}
+
+/* Tile width of the statistics loop: 8 running sums of each moment stay in
+ * registers across the rows of a block. */
+#define DIAG_TILE 8
+
+/* For component k with rho (b) the weighted responsibilities: ADD
+ * sum_i rho_i (x_ij - mu_j) to s1 (d) and sum_i rho_i (x_ij - mu_j)^2 to
+ * s2 (d) (spherical: the sum over j to s2[0]). */
+LSE_KERNEL void stats_diag_body(const gsl_matrix *x, const double *mu,
+                                const double *rho, int sph, double *s1,
+                                double *s2)
+{
+    const size_t b = x->size1, d = x->size2, tda = x->tda;
+    const double *xd = x->data;
+    size_t j0 = 0;
+    for (; j0 + DIAG_TILE <= d; j0 += DIAG_TILE) {
+        double a1[DIAG_TILE] = {0.0}, a2[DIAG_TILE] = {0.0};
+        for (size_t i = 0; i < b; i++) {
+            const double r = rho[i];
+            const double *xi = xd + i * tda + j0;
+            for (size_t q = 0; q < DIAG_TILE; q++) {
+                const double t = xi[q] - mu[j0 + q];
+                const double rt = r * t;
+                a1[q] += rt;
+                a2[q] += rt * t;
+            }
+        }
+        for (size_t q = 0; q < DIAG_TILE; q++) {
+            s1[j0 + q] += a1[q];
+            if (!sph)
+                s2[j0 + q] += a2[q];
+        }
+        if (sph) {
+            double v = 0.0;
+            for (size_t q = 0; q < DIAG_TILE; q++)
+                v += a2[q];
+            s2[0] += v;
+        }
+    }
+    for (; j0 < d; j0++) {
+        double a1 = 0.0, a2 = 0.0;
+        for (size_t i = 0; i < b; i++) {
+            const double t = xd[i * tda + j0] - mu[j0];
+            const double rt = rho[i] * t;
+            a1 += rt;
+            a2 += rt * t;
+        }
+        s1[j0] += a1;
+        s2[sph ? 0 : j0] += a2;
+    }
+}
+
+static void stats_diag_plain(const gsl_matrix *x, const double *mu,
+                             const double *rho, int sph, double *s1, double *s2)
+{
+    stats_diag_body(x, mu, rho, sph, s1, s2);
+}
+
+#if LSE_HAVE_AVX2_PATH
+LSE_TARGET_AVX2
+static void stats_diag_avx2(const gsl_matrix *x, const double *mu,
+                            const double *rho, int sph, double *s1, double *s2)
+{
+    stats_diag_body(x, mu, rho, sph, s1, s2);
+}
+#endif
+
+void lse_gauss_stats_diag_rows(const gsl_matrix *x, const double *mu,
+                               const double *rho, int sph, double *s1,
+                               double *s2, int avx2)
+{
+#if LSE_HAVE_AVX2_PATH
+    if (avx2) {
+        stats_diag_avx2(x, mu, rho, sph, s1, s2);
+        return;
+    }
+#else
+    (void)avx2;
+#endif
+    stats_diag_plain(x, mu, rho, sph, s1, s2);
+}

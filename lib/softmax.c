@@ -1,0 +1,435 @@
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels-private.h"
+#include "softmax-private.h"
+
+/* The softmax of a term's score rows and the check for NaN and +INFINITY
+ * before it: a plain copy and, on x86 with GCC or clang, AVX2, AVX2 + FMA
+ * and AVX-512 copies selected at run time (lse_softmax_isa_detect).
+ * lib/term.c calls lse_softmax_find_bad and lse_softmax_rows once per
+ * block of child rows. */
+
+/* Any NaN or +INFINITY among n doubles: -INFINITY (a masked pair) is
+ * legal. On the bit patterns, so that the loop vectorizes: exponent all
+ * ones and not -INFINITY. */
+LSE_KERNEL int row_has_bad(const double *x, size_t n)
+{
+    uint64_t bad = 0;
+    for (size_t j = 0; j < n; j++) {
+        uint64_t b;
+        memcpy(&b, &x[j], sizeof b);
+        const uint64_t expo = b & UINT64_C(0x7FF0000000000000);
+        bad |= (expo == UINT64_C(0x7FF0000000000000)) &
+               (b != UINT64_C(0xFFF0000000000000));
+    }
+    return bad != 0;
+}
+
+static int block_has_bad_plain(const gsl_matrix *s)
+{
+    if (s->tda == s->size2) /* contiguous rows: one loop */
+        return row_has_bad(s->data, s->size1 * s->size2);
+    int bad = 0;
+    for (size_t r = 0; r < s->size1; r++)
+        bad |= row_has_bad(s->data + r * s->tda, s->size2);
+    return bad;
+}
+
+#if LSE_HAVE_AVX2_PATH
+LSE_TARGET_AVX2
+static int block_has_bad_avx2(const gsl_matrix *s)
+{
+    if (s->tda == s->size2) /* contiguous rows: one loop */
+        return row_has_bad(s->data, s->size1 * s->size2);
+    int bad = 0;
+    for (size_t r = 0; r < s->size1; r++)
+        bad |= row_has_bad(s->data + r * s->tda, s->size2);
+    return bad;
+}
+#endif
+
+int lse_softmax_find_bad(const gsl_matrix *s, const lse_softmax_isa *isa,
+                         size_t *row, size_t *col)
+{
+#if LSE_HAVE_AVX2_PATH
+    const int any = isa->avx2 ? block_has_bad_avx2(s) : block_has_bad_plain(s);
+#else
+    const int any = block_has_bad_plain(s);
+    (void)isa;
+#endif
+    if (!any)
+        return 0;
+    for (size_t r = 0; r < s->size1; r++)
+        for (size_t j = 0; j < s->size2; j++) {
+            const double v = gsl_matrix_get(s, r, j);
+            if (isnan(v) || v == INFINITY) {
+                *row = r;
+                *col = j;
+                return 1;
+            }
+        }
+    return 0;
+}
+
+/* Softmax of row s (n entries, no NaN or +INFINITY) into a (may alias s);
+ * returns (1/beta) log sum_j exp(beta s_j). A row of -INFINITY (fully
+ * masked) gives a = 0 and -INFINITY. One exp per entry and no temporary:
+ * a holds the exponentials, then their normalized values. fast selects
+ * lse_exp_nonpos (vectorized) over libm's exp. */
+LSE_KERNEL double row_softmax(const double *s, double *a, size_t n, double beta,
+                              int fast)
+{
+    /* four running maxima: one chain of max would wait on its latency */
+    double m0 = -INFINITY, m1 = -INFINITY, m2 = -INFINITY, m3 = -INFINITY;
+    size_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        m0 = s[j] > m0 ? s[j] : m0;
+        m1 = s[j + 1] > m1 ? s[j + 1] : m1;
+        m2 = s[j + 2] > m2 ? s[j + 2] : m2;
+        m3 = s[j + 3] > m3 ? s[j + 3] : m3;
+    }
+    for (; j < n; j++)
+        m0 = s[j] > m0 ? s[j] : m0;
+    m0 = m1 > m0 ? m1 : m0;
+    m2 = m3 > m2 ? m3 : m2;
+    const double m = m2 > m0 ? m2 : m0;
+    if (m == -INFINITY) {
+        for (size_t q = 0; q < n; q++)
+            a[q] = 0.0;
+        return -INFINITY;
+    }
+    if (fast) {
+        for (size_t q = 0; q < n; q++)
+            a[q] = lse_exp_nonpos(beta * (s[q] - m));
+    } else {
+        for (size_t q = 0; q < n; q++)
+            a[q] = exp(beta * (s[q] - m));
+    }
+    /* four partial sums in a fixed order */
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    j = 0;
+    for (; j + 4 <= n; j += 4) {
+        s0 += a[j];
+        s1 += a[j + 1];
+        s2 += a[j + 2];
+        s3 += a[j + 3];
+    }
+    for (; j < n; j++)
+        s0 += a[j];
+    const double sum = (s0 + s1) + (s2 + s3);
+    const double inv = 1.0 / sum;
+    for (size_t q = 0; q < n; q++)
+        a[q] *= inv;
+    return m + log(sum) / beta;
+}
+
+/* Rows of at most this many entries are done a block at a time. */
+#define NARROW_ROWS 16
+
+/* Softmax of every row of a block of narrow rows (n <= NARROW_ROWS, e.g.
+ * mixture components): the row maxima first, then one pass of
+ * exponentials over the whole block and one of logarithms over its rows,
+ * loops long enough to vectorize where a row of 3 entries is not.
+ * m: scratch of b doubles. Same results as row_softmax except for the
+ * summation order of rows of 4 or more entries. */
+LSE_KERNEL void softmax_block(const gsl_matrix *s, gsl_matrix *a, double beta,
+                              double *lse, double *m, const int fast)
+{
+    const size_t b = s->size1, n = s->size2, st = s->tda, at = a->tda;
+    for (size_t r = 0; r < b; r++) {
+        const double *sr = s->data + r * st;
+        double mx = -INFINITY;
+        for (size_t j = 0; j < n; j++)
+            mx = sr[j] > mx ? sr[j] : mx;
+        m[r] = mx;
+        double *ar = a->data + r * at;
+        /* a fully masked row keeps -INFINITY (exp gives 0) */
+        const double sh = mx == -INFINITY ? 0.0 : mx;
+        for (size_t j = 0; j < n; j++)
+            ar[j] = beta * (sr[j] - sh);
+    }
+    /* one loop over the block when its rows are contiguous */
+    const size_t nr = at == n ? 1 : b, len = at == n ? b * n : n;
+    for (size_t r = 0; r < nr; r++) {
+        double *ar = a->data + r * at;
+        if (fast)
+            for (size_t j = 0; j < len; j++)
+                ar[j] = lse_exp_nonpos(ar[j]);
+        else
+            for (size_t j = 0; j < len; j++)
+                ar[j] = exp(ar[j]);
+    }
+    for (size_t r = 0; r < b; r++) {
+        double *ar = a->data + r * at;
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+        size_t j = 0;
+        for (; j + 4 <= n; j += 4) {
+            s0 += ar[j];
+            s1 += ar[j + 1];
+            s2 += ar[j + 2];
+            s3 += ar[j + 3];
+        }
+        for (; j < n; j++)
+            s0 += ar[j];
+        const double sum = (s0 + s1) + (s2 + s3);
+        const double inv = sum > 0.0 ? 1.0 / sum : 0.0; /* masked: 0 */
+        for (size_t q = 0; q < n; q++)
+            ar[q] *= inv;
+        lse[r] = sum > 0.0 ? sum : 1.0; /* the log pass reads it */
+    }
+    /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0 */
+    if (fast)
+        for (size_t r = 0; r < b; r++)
+            lse[r] = m[r] + lse_log_pos(lse[r]) / beta;
+    else
+        for (size_t r = 0; r < b; r++)
+            lse[r] = m[r] + log(lse[r]) / beta;
+}
+
+static void softmax_rows_plain(const gsl_matrix *s, gsl_matrix *a, double beta,
+                               double *lse, double *m)
+{
+    if (s->size2 <= NARROW_ROWS) {
+        softmax_block(s, a, beta, lse, m, 0);
+        return;
+    }
+    for (size_t r = 0; r < s->size1; r++)
+        lse[r] = row_softmax(s->data + r * s->tda, a->data + r * a->tda,
+                             s->size2, beta, 0);
+}
+
+#if LSE_HAVE_AVX2_PATH
+LSE_TARGET_AVX2
+static void softmax_rows_avx2(const gsl_matrix *s, gsl_matrix *a, double beta,
+                              double *lse, double *m)
+{
+    if (s->size2 <= NARROW_ROWS) {
+        softmax_block(s, a, beta, lse, m, 1);
+        return;
+    }
+    for (size_t r = 0; r < s->size1; r++)
+        lse[r] = row_softmax(s->data + r * s->tda, a->data + r * a->tda,
+                             s->size2, beta, 1);
+}
+#endif
+
+#if LSE_HAVE_AVX2_PATH
+/* Rows [r0, r0 + nr) of softmax_narrow_body, nr rows at once so that the
+ * dependency chains of different rows overlap: unnormalized exponentials
+ * to a, their sums to lse, the maxima to m. */
+LSE_TARGET_AVX2_FMA
+LSE_KERNEL void softmax4_rows(const gsl_matrix *s, gsl_matrix *a, double beta,
+                              double *lse, double *m, size_t r0,
+                              const size_t nr, const size_t nvec, __m256i tail)
+{
+    const size_t st = s->tda, at = a->tda;
+    const __m256d tailpd = _mm256_castsi256_pd(tail);
+    const __m256d ninf = _mm256_set1_pd(-INFINITY);
+    const __m256d vbeta = _mm256_set1_pd(beta);
+    __m256d v[4][4], sum[4];
+    double mr[4];
+    for (size_t i = 0; i < nr; i++) {
+        const double *sr = s->data + (r0 + i) * st;
+        for (size_t q = 0; q + 1 < nvec; q++)
+            v[i][q] = _mm256_loadu_pd(sr + 4 * q);
+        v[i][nvec - 1] = _mm256_blendv_pd(
+            ninf, _mm256_maskload_pd(sr + 4 * (nvec - 1), tail), tailpd);
+        __m256d mx = v[i][0];
+        for (size_t q = 1; q < nvec; q++)
+            mx = _mm256_max_pd(v[i][q], mx);
+        mx = _mm256_max_pd(mx, _mm256_permute2f128_pd(mx, mx, 1));
+        mx = _mm256_max_pd(mx, _mm256_permute_pd(mx, 5));
+        mr[i] = _mm256_cvtsd_f64(mx);
+    }
+    for (size_t i = 0; i < nr; i++) {
+        m[r0 + i] = mr[i];
+        /* a fully masked row keeps -INFINITY (exp gives 0) */
+        const __m256d sh = _mm256_set1_pd(mr[i] == -INFINITY ? 0.0 : mr[i]);
+        sum[i] = _mm256_setzero_pd();
+        for (size_t q = 0; q < nvec; q++) {
+            v[i][q] = lse_exp_nonpos4(
+                _mm256_mul_pd(vbeta, _mm256_sub_pd(v[i][q], sh)));
+            sum[i] = _mm256_add_pd(sum[i], v[i][q]);
+        }
+    }
+    for (size_t i = 0; i < nr; i++) {
+        double *ar = a->data + (r0 + i) * at; /* may alias the row of s */
+        for (size_t q = 0; q + 1 < nvec; q++)
+            _mm256_storeu_pd(ar + 4 * q, v[i][q]);
+        _mm256_maskstore_pd(ar + 4 * (nvec - 1), tail, v[i][nvec - 1]);
+        const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(sum[i]),
+                                      _mm256_extractf128_pd(sum[i], 1));
+        const double tot =
+            _mm_cvtsd_f64(_mm_add_sd(s2, _mm_unpackhi_pd(s2, s2)));
+        /* a masked row has sum 0 and exponentials 0: 1 scales it to 0 */
+        lse[r0 + i] = tot > 0.0 ? tot : 1.0;
+    }
+}
+
+/* Softmax of the rows of a block of narrow rows (n <= NARROW_ROWS) with
+ * AVX2 and FMA: a row in nvec = ceil(n / 4) vectors (the last one masked),
+ * four rows at a time: maximum, exponentials (lse_exp_nonpos4), sum; then
+ * a second pass over the block (in L1) scales the rows, so that the
+ * divisions of different rows overlap, and one log per row as
+ * softmax_block. Same results as softmax_block up to the rounding of the
+ * fused exponential and the order of the row sum (lane-wise over the
+ * vectors, then across lanes). */
+LSE_TARGET_AVX2_FMA
+LSE_KERNEL void softmax_narrow_body(const gsl_matrix *s, gsl_matrix *a,
+                                    double beta, double *lse, double *m,
+                                    const size_t nvec)
+{
+    const size_t b = s->size1, n = s->size2, at = a->tda;
+    const size_t rem = n - (nvec - 1) * 4; /* 1 to 4 entries in the last */
+    static const int64_t mtab[8] = {-1, -1, -1, -1, 0, 0, 0, 0};
+    const __m256i tail = _mm256_loadu_si256((const __m256i *)(mtab + 4 - rem));
+    size_t r = 0;
+    for (; r + 4 <= b; r += 4)
+        softmax4_rows(s, a, beta, lse, m, r, 4, nvec, tail);
+    for (; r < b; r++)
+        softmax4_rows(s, a, beta, lse, m, r, 1, nvec, tail);
+    for (r = 0; r < b; r++) {
+        double *ar = a->data + r * at;
+        const __m256d inv = _mm256_set1_pd(1.0 / lse[r]);
+        for (size_t q = 0; q + 1 < nvec; q++)
+            _mm256_storeu_pd(ar + 4 * q,
+                             _mm256_mul_pd(_mm256_loadu_pd(ar + 4 * q), inv));
+        _mm256_maskstore_pd(
+            ar + 4 * (nvec - 1), tail,
+            _mm256_mul_pd(_mm256_maskload_pd(ar + 4 * (nvec - 1), tail), inv));
+    }
+    /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0 */
+    for (r = 0; r < b; r++)
+        lse[r] = m[r] + lse_log_pos(lse[r]) / beta;
+}
+
+LSE_TARGET_AVX2_FMA
+static void softmax_narrow_fma(const gsl_matrix *s, gsl_matrix *a, double beta,
+                               double *lse, double *m)
+{
+    switch ((s->size2 + 3) / 4) {
+    case 1:
+        softmax_narrow_body(s, a, beta, lse, m, 1);
+        break;
+    case 2:
+        softmax_narrow_body(s, a, beta, lse, m, 2);
+        break;
+    case 3:
+        softmax_narrow_body(s, a, beta, lse, m, 3);
+        break;
+    default:
+        softmax_narrow_body(s, a, beta, lse, m, 4);
+        break;
+    }
+}
+#endif
+
+#if LSE_HAVE_AVX2_PATH
+/* Rows [r0, r0 + nr) of softmax_narrow8_body: nr rows at once, so that
+ * the dependency chains of different rows (maximum, exponentials, sum)
+ * overlap. Unnormalized exponentials to a, their sums to lse. */
+LSE_TARGET_AVX512
+LSE_KERNEL void softmax8_rows(const gsl_matrix *s, gsl_matrix *a, double beta,
+                              double *lse, double *m, size_t r0,
+                              const size_t nr, const size_t nvec, __mmask8 tail)
+{
+    const size_t st = s->tda, at = a->tda;
+    const __m512d ninf = _mm512_set1_pd(-INFINITY);
+    const __m512d vbeta = _mm512_set1_pd(beta);
+    __m512d v[4][2], sum[4];
+    double mr[4];
+    for (size_t i = 0; i < nr; i++) {
+        const double *sr = s->data + (r0 + i) * st;
+        if (nvec == 2)
+            v[i][0] = _mm512_loadu_pd(sr);
+        v[i][nvec - 1] = _mm512_mask_loadu_pd(ninf, tail, sr + 8 * (nvec - 1));
+        const __m512d mx =
+            nvec == 2 ? _mm512_max_pd(v[i][1], v[i][0]) : v[i][0];
+        mr[i] = _mm512_reduce_max_pd(mx);
+    }
+    for (size_t i = 0; i < nr; i++) {
+        m[r0 + i] = mr[i];
+        /* a fully masked row keeps -INFINITY (exp gives 0) */
+        const __m512d sh = _mm512_set1_pd(mr[i] == -INFINITY ? 0.0 : mr[i]);
+        sum[i] = _mm512_setzero_pd();
+        for (size_t q = 0; q < nvec; q++) {
+            v[i][q] = lse_exp_nonpos8(
+                _mm512_mul_pd(vbeta, _mm512_sub_pd(v[i][q], sh)));
+            sum[i] = _mm512_add_pd(sum[i], v[i][q]);
+        }
+    }
+    for (size_t i = 0; i < nr; i++) {
+        double *ar = a->data + (r0 + i) * at; /* may alias the row of s */
+        if (nvec == 2)
+            _mm512_storeu_pd(ar, v[i][0]);
+        _mm512_mask_storeu_pd(ar + 8 * (nvec - 1), tail, v[i][nvec - 1]);
+        const double tot = _mm512_reduce_add_pd(sum[i]);
+        /* a masked row has sum 0 and exponentials 0: 1 scales it to 0 */
+        lse[r0 + i] = tot > 0.0 ? tot : 1.0;
+    }
+}
+
+/* softmax_narrow_body with AVX-512F: a row in nvec = ceil(n / 8) vectors
+ * of 8 (the last one masked), four rows at a time; the row sum is
+ * _mm512_reduce_add_pd of the lane-wise sum. */
+LSE_TARGET_AVX512
+LSE_KERNEL void softmax_narrow8_body(const gsl_matrix *s, gsl_matrix *a,
+                                     double beta, double *lse, double *m,
+                                     const size_t nvec)
+{
+    const size_t b = s->size1, n = s->size2, at = a->tda;
+    const size_t rem = n - (nvec - 1) * 8; /* 1 to 8 entries in the last */
+    const __mmask8 tail = (__mmask8)((1u << rem) - 1u);
+    size_t r = 0;
+    for (; r + 4 <= b; r += 4)
+        softmax8_rows(s, a, beta, lse, m, r, 4, nvec, tail);
+    for (; r < b; r++)
+        softmax8_rows(s, a, beta, lse, m, r, 1, nvec, tail);
+    for (r = 0; r < b; r++) {
+        double *ar = a->data + r * at;
+        const __m512d inv = _mm512_set1_pd(1.0 / lse[r]);
+        if (nvec == 2)
+            _mm512_storeu_pd(ar, _mm512_mul_pd(_mm512_loadu_pd(ar), inv));
+        double *al = ar + 8 * (nvec - 1);
+        _mm512_mask_storeu_pd(
+            al, tail, _mm512_mul_pd(_mm512_maskz_loadu_pd(tail, al), inv));
+    }
+    /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0 */
+    for (r = 0; r < b; r++)
+        lse[r] = m[r] + lse_log_pos(lse[r]) / beta;
+}
+
+LSE_TARGET_AVX512
+static void softmax_narrow_avx512(const gsl_matrix *s, gsl_matrix *a,
+                                  double beta, double *lse, double *m)
+{
+    if (s->size2 <= 8)
+        softmax_narrow8_body(s, a, beta, lse, m, 1);
+    else
+        softmax_narrow8_body(s, a, beta, lse, m, 2);
+}
+#endif
+
+void lse_softmax_rows(const gsl_matrix *s, gsl_matrix *a, double beta,
+                      double *lse, double *m, const lse_softmax_isa *isa)
+{
+#if LSE_HAVE_AVX2_PATH
+    if (isa->avx512 && s->size2 <= NARROW_ROWS && s->size2 > 0) {
+        softmax_narrow_avx512(s, a, beta, lse, m);
+        return;
+    }
+    if (isa->fma && s->size2 <= NARROW_ROWS && s->size2 > 0) {
+        softmax_narrow_fma(s, a, beta, lse, m);
+        return;
+    }
+    if (isa->avx2) {
+        softmax_rows_avx2(s, a, beta, lse, m);
+        return;
+    }
+#else
+    (void)isa;
+#endif
+    softmax_rows_plain(s, a, beta, lse, m);
+}

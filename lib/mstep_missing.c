@@ -580,8 +580,8 @@ lse_status lse_gauss_missing_stats(lse_gauss_missing *gm,
         const gsl_matrix *soft = resp != NULL ? NULL : lse_term_softmax(q->t);
         if (resp == NULL && soft == NULL)
             return lse_error_set(err, LSE_ENOTSUP, fn,
-                                 "evaluate the graph first (pattern %zu has "
-                                 "no softmax)",
+                                 "pattern %zu keeps no softmax: pass the "
+                                 "responsibilities",
                                  p);
         for (size_t k = 0; k < K; k++) {
             const lse_status st = pattern_stats(gm, q, k, resp, soft, acc);

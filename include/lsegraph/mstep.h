@@ -207,8 +207,8 @@ LSE_API lse_status lse_gauss_missing_solve(lse_gauss_missing *gm,
                                            lse_error *err);
 /** @brief Row @p i of the last evaluation: its log-likelihood log p(x_iO)
  *  into @p loglik and its K responsibilities into @p resp (either may be
- *  NULL). @return 1; 0 when the row has nothing observed (or before an
- *  evaluation). */
+ *  NULL). @return 1; 0 when the row has nothing observed or @p i is out
+ *  of range. */
 LSE_API int lse_gauss_missing_row(const lse_gauss_missing *gm, size_t i,
                                   double *loglik, double *resp);
 /** @brief The nodes @p gm writes (the shared ones, then every pattern's

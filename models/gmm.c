@@ -554,6 +554,7 @@ lse_gmm_fit_opts lse_gmm_fit_opts_default(void)
     o.reduce_user = NULL;
     o.rank = 0;
     o.n_ranks = 1;
+    o.accel = LSE_GMM_ACCEL_NONE;
     return o;
 }
 

@@ -364,6 +364,9 @@ static lse_status check_fit_opts(const lse_gmm *m, const gsl_matrix *x,
         o->missing != LSE_GMM_MISSING_MARGINALIZE)
         return lse_error_set(err, LSE_EINVAL, fn, "unknown missing policy %d",
                              (int)o->missing);
+    if (o->accel != LSE_GMM_ACCEL_NONE && o->accel != LSE_GMM_ACCEL_SQUAREM)
+        return lse_error_set(err, LSE_EINVAL, fn, "unknown acceleration %d",
+                             (int)o->accel);
     return LSE_OK;
 }
 
@@ -445,36 +448,151 @@ static lse_status fit_work_new(const lse_gmm *m, const gsl_matrix *x,
 }
 
 /* One EM run from the initialized graph. */
+/* One EM iteration (E-step at the current parameters, M-step) with the
+ * progress callback; *converged when the stopping rule holds. */
+static lse_status em_step(fit_ctx *c, const lse_gmm_fit_opts *o, fit_work *fw,
+                          int *converged)
+{
+    lse_solver *s = fw->solver;
+    c->iteration = lse_solver_n_iter(s) + 1;
+    snapshot_estep(c, &fw->gg);
+    const lse_status st = lse_solver_iterate(s);
+    if (st != LSE_OK)
+        return st;
+    const double dlt = lse_solver_delta(s), e = lse_solver_energy(s);
+    if (o->progress != NULL)
+        o->progress(c->run, c->iteration, e, dlt, o->progress_user);
+    *converged = lse_solver_test(s) == LSE_OK ||
+                 (isfinite(dlt) && fabs(dlt) <= o->tol * fabs(e));
+    return LSE_OK;
+}
+
+/* The parameters (logw, mu, chol) as one vector and back (put derives the
+ * pattern nodes of a fit with missing values). */
+static size_t theta_size(const gmm_graph *gg)
+{
+    const gsl_matrix *m[3] = {lse_node_value(gg->logw), lse_node_value(gg->mu),
+                              lse_node_value(gg->chol)};
+    return m[0]->size1 + m[1]->size1 * m[1]->size2 +
+           m[2]->size1 * m[2]->size2;
+}
+
+static void theta_get(const gmm_graph *gg, double *v)
+{
+    lse_node *n[3] = {gg->logw, gg->mu, gg->chol};
+    for (size_t i = 0; i < 3; i++) {
+        const gsl_matrix *m = lse_node_value(n[i]);
+        memcpy(v, m->data, m->size1 * m->size2 * sizeof *v);
+        v += m->size1 * m->size2;
+    }
+}
+
+static void theta_put(const gmm_graph *gg, const double *v)
+{
+    lse_node *n[3] = {gg->logw, gg->mu, gg->chol};
+    for (size_t i = 0; i < 3; i++) {
+        gsl_matrix *m = lse_node_value(n[i]);
+        memcpy(m->data, v, m->size1 * m->size2 * sizeof *v);
+        v += m->size1 * m->size2;
+    }
+}
+
+/* The energy at the parameters v (summed over the processes), or +Inf
+ * when they are infeasible (a singular covariance). */
+static double energy_at(fit_ctx *c, fit_work *fw, const double *v)
+{
+    theta_put(&fw->gg, v);
+    lse_error e;
+    double en = INFINITY;
+    if (fw->miss != NULL &&
+        lse_gauss_missing_sync(fw->miss->gm, &e) != LSE_OK)
+        return INFINITY;
+    if (lse_graph_energy(fw->gg.g, &en) != LSE_OK)
+        en = INFINITY;
+    /* every process takes part in the sum, feasible or not */
+    double buf[2] = {isfinite(en) ? en : 0.0, isfinite(en) ? 0.0 : 1.0};
+    if (lse_comm_sum(c->dist, buf, 2, "lse_gmm_fit", &e) != LSE_OK ||
+        buf[1] != 0.0)
+        return INFINITY;
+    return buf[0];
+}
+
+/*
+ * SQUAREM (Varadhan & Roland 2008, scheme S3), made monotone: from theta0
+ * two EM iterations give theta1 and theta2; with r = theta1 - theta0 and
+ * v = theta2 - 2 theta1 + theta0, alpha = -|r| / |v| (at most -1, at least
+ * -amax) and theta' = theta0 - 2 alpha r + alpha^2 v. theta' is kept (the
+ * next iteration's E-step starts there) when its energy is finite and at
+ * most that of theta1, which the solver saw last, so the energies the
+ * solver reports never rise; otherwise theta2 (plain EM) and amax halves
+ * (else it doubles). Iterations, the stopping rule and max_iter count EM
+ * iterations as run_em does. docs/models/gmm.md, "Acceleration".
+ */
+static lse_status squarem(fit_ctx *c, const lse_gmm_fit_opts *o, fit_work *fw,
+                          int *converged)
+{
+    lse_solver *s = fw->solver;
+    const size_t np = theta_size(&fw->gg);
+    double *t0 = malloc(4 * np * sizeof *t0);
+    if (t0 == NULL)
+        return LSE_ENOMEM;
+    double *t1 = t0 + np, *t2 = t1 + np, *tp = t2 + np, amax = INFINITY;
+    lse_status st = LSE_OK;
+    while (st == LSE_OK && !*converged &&
+           lse_solver_n_iter(s) + 2 <= o->max_iter) {
+        theta_get(&fw->gg, t0);
+        st = em_step(c, o, fw, converged);
+        if (st != LSE_OK || *converged)
+            break;
+        theta_get(&fw->gg, t1);
+        st = em_step(c, o, fw, converged);
+        if (st != LSE_OK || *converged)
+            break;
+        theta_get(&fw->gg, t2);
+        double rr = 0.0, vv = 0.0;
+        for (size_t i = 0; i < np; i++) {
+            const double r = t1[i] - t0[i], v = t2[i] - 2.0 * t1[i] + t0[i];
+            rr += r * r;
+            vv += v * v;
+        }
+        const double alpha = fmax(fmin(-sqrt(rr / vv), -1.0), -amax);
+        if (!(vv > 0.0) || !(alpha < -1.0))
+            continue;
+        for (size_t i = 0; i < np; i++) {
+            const double r = t1[i] - t0[i], v = t2[i] - 2.0 * t1[i] + t0[i];
+            tp[i] = t0[i] - 2.0 * alpha * r + alpha * alpha * v;
+        }
+        if (energy_at(c, fw, tp) <= lse_solver_energy(s)) {
+            amax = 2.0 * amax;
+        } else {
+            energy_at(c, fw, t2); /* back (and its pattern nodes) */
+            amax = fmax(1.0, -alpha / 2.0);
+        }
+    }
+    free(t0);
+    return st;
+}
+
+/* One EM run from the initialized graph (accelerated by SQUAREM when
+ * asked; the last iterations before max_iter are plain). */
 static lse_status run_em(fit_ctx *c, const lse_gmm_fit_opts *o, fit_work *fw,
                          int *converged)
 {
     static const char fn[] = "lse_gmm_fit";
     lse_solver *s = fw->solver;
-    lse_graph *g = fw->gg.g;
     *converged = 0;
     lse_status st = lse_solver_init(s);
-    for (size_t it = 0; st == LSE_OK && it < o->max_iter; it++) {
-        c->iteration = it + 1;
-        snapshot_estep(c, &fw->gg);
-        st = lse_solver_iterate(s);
-        if (st != LSE_OK)
-            break;
-        if (o->progress != NULL)
-            o->progress(c->run, it + 1, lse_solver_energy(s),
-                        lse_solver_delta(s), o->progress_user);
-        const double dlt = lse_solver_delta(s);
-        if (lse_solver_test(s) == LSE_OK ||
-            (isfinite(dlt) &&
-             fabs(dlt) <= o->tol * fabs(lse_solver_energy(s)))) {
-            *converged = 1;
-            break;
-        }
-    }
+    if (st == LSE_OK && o->accel == LSE_GMM_ACCEL_SQUAREM)
+        st = squarem(c, o, fw, converged);
+    while (st == LSE_OK && !*converged && lse_solver_n_iter(s) < o->max_iter)
+        st = em_step(c, o, fw, converged);
     if (st == LSE_OK)
         st = lse_solver_finish(s);
     if (st != LSE_OK && !c->hook_failed)
         lse_error_set(c->err, st, fn, "run %zu, iteration %zu: %s", c->run,
-                      c->iteration, lse_graph_errmsg(g));
+                      c->iteration,
+                      st == LSE_ENOMEM ? "out of memory"
+                                       : lse_graph_errmsg(fw->gg.g));
     return st;
 }
 

@@ -57,6 +57,8 @@ static void help_fit(FILE *f)
         "  --seed S                random seed (default %lu); equal seeds "
         "give\n"
         "                          bit-identical fits\n"
+        "  --accel none|squarem    EM acceleration (default none); squarem\n"
+        "                          extrapolates and stays monotone\n"
         "Data:\n"
         "  --columns LIST          columns to use, by name or 1-based index,\n"
         "                          comma-separated (default: all but "
@@ -355,6 +357,8 @@ static lse_json *options_json(const fit_args *a, const lsefit_data *data,
                                   err);
     if (st == LSE_OK)
         st = lse_json_set_integer(o, "seed", (long long)f->seed, err);
+    if (st == LSE_OK && f->accel == LSE_GMM_ACCEL_SQUAREM)
+        st = lse_json_set_string(o, "accel", "squarem", err);
     if (st != LSE_OK) {
         lse_json_free(o);
         return NULL;
@@ -604,7 +608,8 @@ enum {
     OPT_LOGJSON,
     OPT_MPI,
     OPT_SHARDS,
-    OPT_INIT_FILE
+    OPT_INIT_FILE,
+    OPT_ACCEL
 };
 
 static const struct option fit_options[] = {
@@ -617,6 +622,7 @@ static const struct option fit_options[] = {
     {"tol", required_argument, NULL, OPT_TOL},
     {"reg-covar", required_argument, NULL, OPT_REG},
     {"seed", required_argument, NULL, OPT_SEED},
+    {"accel", required_argument, NULL, OPT_ACCEL},
     {"columns", required_argument, NULL, OPT_COLUMNS},
     {"ignore", required_argument, NULL, OPT_IGNORE},
     {"standardize", no_argument, NULL, OPT_STANDARDIZE},
@@ -710,6 +716,15 @@ static int parse_fit(int argc, char **argv, fit_args *a, int *help)
             break;
         case OPT_SEED:
             rc = lsefit_opt_seed(cmd, optarg, &a->opts.seed);
+            break;
+        case OPT_ACCEL:
+            if (strcmp(optarg, "none") == 0 || strcmp(optarg, "squarem") == 0)
+                a->opts.accel = strcmp(optarg, "squarem") == 0
+                                    ? LSE_GMM_ACCEL_SQUAREM
+                                    : LSE_GMM_ACCEL_NONE;
+            else
+                rc = lsefit_usage(cmd, "--accel '%s': expected none or squarem",
+                                  optarg);
             break;
         case OPT_COLUMNS:
             a->data.columns = optarg;

@@ -82,6 +82,17 @@ typedef enum lse_gmm_missing {
     LSE_GMM_MISSING_MARGINALIZE = 1
 } lse_gmm_missing;
 
+/** @brief Acceleration of lse_gmm_fit's EM (docs/models/gmm.md,
+ *  "Acceleration"). */
+typedef enum lse_gmm_accel {
+    /** plain EM (default) */
+    LSE_GMM_ACCEL_NONE = 0,
+    /** SQUAREM (Varadhan & Roland 2008): squared extrapolation over two EM
+     *  iterations, kept only when it does not raise the energy, so the
+     *  log-likelihood still never falls */
+    LSE_GMM_ACCEL_SQUAREM = 1
+} lse_gmm_accel;
+
 /** @brief Progress callback: called after EM iteration @p iter (1-based)
  *  of run @p run (0-based) with the energy (negative log-likelihood at the
  *  parameters the iteration's E-step saw) and its change from the previous
@@ -135,6 +146,7 @@ typedef struct lse_gmm_fit_opts {
     size_t rank;       /**< this process, 0 <= rank < n_ranks (default 0) */
     size_t n_ranks;    /**< processes sharing the data (default 1; 0
                           counts as 1 without a hook) */
+    lse_gmm_accel accel; /**< default LSE_GMM_ACCEL_NONE */
 } lse_gmm_fit_opts;
 
 /** @brief The defaults listed in lse_gmm_fit_opts. */

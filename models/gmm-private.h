@@ -22,6 +22,7 @@
 struct lse_gmm {
     size_t k, d;
     lse_cov_type cov;
+    lse_cov_model model; /* mclust model, or LSE_COV_MODEL_NONE */
     gsl_vector *weights; /* (K), sum 1 */
     gsl_matrix *means;   /* (K, d) */
     gsl_matrix *chol;    /* graph layout: (K or 1, d*d | d | 1) */

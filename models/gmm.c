@@ -92,6 +92,25 @@ lse_status lse_gmm_new(size_t k, size_t d, lse_cov_type cov, lse_gmm **out)
     return LSE_OK;
 }
 
+lse_status lse_gmm_new_model(size_t k, size_t d, lse_cov_model model,
+                             lse_gmm **out)
+{
+    const lse_cov_type cov = lse_cov_model_layout(model);
+    if (out != NULL)
+        *out = NULL;
+    if (out != NULL && lse_cov_model_name(model) == NULL)
+        return LSE_EINVAL;
+    const lse_status st = lse_gmm_new(k, d, cov, out);
+    if (st == LSE_OK)
+        (*out)->model = model;
+    return st;
+}
+
+lse_cov_model lse_gmm_cov_model(const lse_gmm *m)
+{
+    return m != NULL ? m->model : LSE_COV_MODEL_NONE;
+}
+
 size_t lse_gmm_k(const lse_gmm *m) { return m != NULL ? m->k : 0; }
 size_t lse_gmm_dim(const lse_gmm *m) { return m != NULL ? m->d : 0; }
 lse_cov_type lse_gmm_cov_type(const lse_gmm *m)
@@ -132,6 +151,8 @@ size_t lse_gmm_n_params(const lse_gmm *m)
     if (m == NULL)
         return 0;
     const size_t k = m->k, d = m->d;
+    if (m->model != LSE_COV_MODEL_NONE)
+        return lse_cov_model_n_params(m->model, k, d);
     size_t p_cov = 0;
     switch (m->cov) {
     case LSE_COV_FULL:
@@ -246,7 +267,7 @@ lse_status gmm_graph_build(const lse_gmm *m, const gsl_matrix *x,
     if (st != LSE_OK)
         return graph_fail(gg, st, fn, err);
     gmm_params_to_graph(m->weights, m->means, m->chol, gg);
-    const lse_gaussian_config cfg = {.cov = m->cov};
+    const lse_gaussian_config cfg = {.cov = m->cov, .model = m->model};
     lse_node *params[2] = {gg->logw, gg->chol};
     lse_term_spec spec = lse_term_spec_default();
     spec.child = lse_view_all(gg->x);

@@ -615,6 +615,14 @@ lse_status lse_gmm_fit(lse_gmm *m, const gsl_matrix *x,
     if (st != LSE_OK)
         return st;
     st = check_fit_data(m, x, &o, &dist, &total, &has_nan, err);
+    if (st == LSE_OK && has_nan && m->model != LSE_COV_MODEL_NONE &&
+        m->model != LSE_COV_VVV && m->model != LSE_COV_VVI &&
+        m->model != LSE_COV_VII && m->model != LSE_COV_EEE)
+        st = lse_error_set(err, LSE_ENOTSUP, fn,
+                           "covariance model %s: missing values can be "
+                           "marginalized only with full, diag, spherical or "
+                           "tied covariances",
+                           lse_cov_model_name(m->model));
     if (st != LSE_OK) {
         lse_comm_free(&dist);
         return st;

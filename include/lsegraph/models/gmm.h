@@ -198,6 +198,21 @@ typedef struct lse_gmm_event {
  *  cov); LSE_ENOMEM. */
 LSE_API lse_status lse_gmm_new(size_t k, size_t d, lse_cov_type cov,
                                lse_gmm **out);
+/** @brief lse_gmm_new with one of mclust's 14 covariance models
+ *  (<lsegraph/covmodel.h>): the covariances are kept in the model's layout
+ *  (lse_cov_model_layout, lse_gmm_cov_type) and lse_gmm_fit runs the
+ *  model's constrained M-step (docs/models/gmm.md, "mclust's covariance
+ *  models"); lse_gmm_n_params and BIC count its free parameters as mclust
+ *  does; model files name it ("covariance_type": "VEV"). VVV, VVI, VII and
+ *  EEE fit as full, diag, spherical and tied. Missing values cannot be
+ *  marginalized with a constrained model (lse_gmm_fit: LSE_ENOTSUP).
+ *  @return as lse_gmm_new; LSE_EINVAL also for LSE_COV_MODEL_NONE or an
+ *  unknown model. */
+LSE_API lse_status lse_gmm_new_model(size_t k, size_t d, lse_cov_model model,
+                                     lse_gmm **out);
+/** @brief The mclust model of @p m, or LSE_COV_MODEL_NONE for a mixture
+ *  made by lse_gmm_new (or NULL). */
+LSE_API lse_cov_model lse_gmm_cov_model(const lse_gmm *m);
 /** @brief Free @p m; NULL is a no-op. */
 LSE_API void lse_gmm_free(lse_gmm *m);
 

@@ -221,6 +221,7 @@ typedef struct fit_args {
     int k_given;
     const char *select; /* "bic" or "aic" */
     lse_cov_type cov;
+    lse_cov_model model; /* one of mclust's models, or NONE */
     int cov_given;
     const char *init; /* "kmeans++", "kmeans", "random" or a model file */
     int init_file;    /* init is a model file (--init-file, --init PATH) */
@@ -332,7 +333,11 @@ static lse_json *options_json(const fit_args *a, const lsefit_data *data,
         st = lse_json_set_bool(o, "standardize", data->mean != NULL, err);
     if (st == LSE_OK)
         st =
-            lse_json_set_string(o, "covariance", lse_gmm_cov_name(a->cov), err);
+            lse_json_set_string(o, "covariance",
+                                a->model != LSE_COV_MODEL_NONE
+                                    ? lse_cov_model_name(a->model)
+                                    : lse_gmm_cov_name(a->cov),
+                                err);
     if (st == LSE_OK)
         st = lse_json_set_integer(o, "k", (long long)k, err);
     if (st == LSE_OK && a->kmin != a->kmax) {
@@ -678,10 +683,15 @@ static int parse_fit(int argc, char **argv, fit_args *a, int *help)
             a->k_given = 1;
             break;
         case OPT_COV:
-            if (lse_gmm_cov_parse(optarg, &a->cov) != LSE_OK)
+            a->model = LSE_COV_MODEL_NONE;
+            if (lse_gmm_cov_parse(optarg, &a->cov) != LSE_OK &&
+                lse_cov_model_parse(optarg, &a->model) == LSE_OK)
+                a->cov = lse_cov_model_layout(a->model);
+            else if (lse_gmm_cov_parse(optarg, &a->cov) != LSE_OK)
                 rc = lsefit_usage(cmd,
                                   "--covariance '%s': expected full, diag, "
-                                  "spherical or tied",
+                                  "spherical, tied or one of mclust's models "
+                                  "(EII ... VVV)",
                                   optarg);
             a->cov_given = 1;
             break;
@@ -843,7 +853,8 @@ static int setup_init_file(fit_args *a, gmm_file *init)
         return lsefit_fail("--init %s: the model has n_components = %zu but "
                            "-k is %zu",
                            a->init, k, a->kmin);
-    if (a->cov_given && a->cov != cov)
+    if (a->cov_given &&
+        (a->cov != cov || a->model != lse_gmm_cov_model(init->m)))
         return lsefit_fail("--init %s: the model has covariance_type '%s' but "
                            "--covariance is '%s'",
                            a->init, lse_gmm_cov_name(cov),
@@ -855,6 +866,7 @@ static int setup_init_file(fit_args *a, gmm_file *init)
                            a->init);
     a->kmin = a->kmax = k;
     a->cov = cov;
+    a->model = lse_gmm_cov_model(init->m);
     a->data.model_names = (const char *const *)init->names;
     a->data.n_model_names = lse_gmm_dim(init->m);
     a->data.model_path = a->init;
@@ -964,7 +976,10 @@ static int fit_main(int argc, char **argv)
         if (from_file) {
             models[i] = init.m;
             init.m = NULL;
-        } else if (lse_gmm_new(k, data.d, a.cov, &models[i]) != LSE_OK) {
+        } else if ((a.model != LSE_COV_MODEL_NONE
+                        ? lse_gmm_new_model(k, data.d, a.model, &models[i])
+                        : lse_gmm_new(k, data.d, a.cov, &models[i])) !=
+                   LSE_OK) {
             rc = lsefit_fail("out of memory");
             break;
         }

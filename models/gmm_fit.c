@@ -564,8 +564,10 @@ static lse_status squarem(fit_ctx *c, const lse_gmm_fit_opts *o, fit_work *fw,
         }
         if (energy_at(c, fw, tp) <= lse_solver_energy(s)) {
             amax = 2.0 * amax;
-        } else {
-            energy_at(c, fw, t2); /* back (and its pattern nodes) */
+        } else { /* back to theta2 (and its pattern nodes) */
+            theta_put(&fw->gg, t2);
+            if (fw->miss != NULL)
+                st = gmm_miss_sync(fw);
             amax = fmax(1.0, -alpha / 2.0);
         }
     }

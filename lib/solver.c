@@ -52,6 +52,7 @@ struct lse_solver {
     void *mstep_user;
     lse_reduce_fn reduce;
     void *reduce_user;
+    lse_mstep_group grp; /* grp.stats NULL: none */
 
     int ready;
     double energy, prev_energy, delta, grad_norm, step;
@@ -213,6 +214,23 @@ void lse_solver_set_estep(lse_solver *s, lse_estep_fn fn, void *user)
     }
 }
 
+lse_status lse_solver_set_group(lse_solver *s, const lse_mstep_group *grp)
+{
+    if (s == NULL || (grp != NULL && (grp->stats == NULL ||
+                                      grp->solve == NULL ||
+                                      (grp->n_nodes > 0 && grp->nodes == NULL))))
+        return LSE_EFAULT;
+    if (!s->type->em)
+        return lse_graph_fail(s->g, LSE_EINVAL, "lse_solver_set_group",
+                              "a group M-step needs the EM solver");
+    if (grp != NULL)
+        s->grp = *grp;
+    else
+        memset(&s->grp, 0, sizeof s->grp);
+    s->ready = 0;
+    return LSE_OK;
+}
+
 void lse_solver_set_mstep_hook(lse_solver *s, lse_mstep_fn fn, void *user)
 {
     if (s != NULL) {
@@ -241,9 +259,18 @@ static int selected(const lse_solver *s, const lse_node *n)
     return 0;
 }
 
+static int in_group(const lse_solver *s, const lse_node *n)
+{
+    for (size_t i = 0; s->grp.stats != NULL && i < s->grp.n_nodes; i++)
+        if (s->grp.nodes[i] == n)
+            return 1;
+    return 0;
+}
+
 static int free_param(const lse_solver *s, const lse_node *n)
 {
-    return n != NULL && (n->flags & LSE_NODE_PARAM) && selected(s, n);
+    return n != NULL && (n->flags & LSE_NODE_PARAM) && selected(s, n) &&
+           !in_group(s, n);
 }
 
 static lse_status do_reduce(lse_solver *s, double *buf, size_t n)
@@ -409,6 +436,8 @@ static lse_status setup_cf(lse_solver *s, size_t *n_stats)
                 return LSE_ENOMEM;
         }
     }
+    if (s->grp.stats != NULL && lse_size_add(off, s->grp.n_stats, &off))
+        return LSE_ENOMEM;
     *n_stats = off;
     return LSE_OK;
 }
@@ -449,7 +478,7 @@ lse_status lse_solver_init(lse_solver *s)
                 goto toobig;
         } else if (!(n->flags & LSE_NODE_PARAM)) {
             s->state[s->n_state++] = n;
-        } else if (!in_cf(s, n)) {
+        } else if (!in_cf(s, n) && !in_group(s, n)) {
             s->gparam[s->n_gparam++] = n;
         }
     }
@@ -888,7 +917,14 @@ static lse_status iterate_em(lse_solver *s)
     }
     for (size_t i = 0; i < s->n_chain; i++)
         chain_stats(s, i);
-    st = do_reduce(s, s->buf, chain_offset(s, s->n_chain));
+    const size_t goff = chain_offset(s, s->n_chain);
+    if (s->grp.stats != NULL) {
+        st = s->grp.stats(g, s->buf + goff, s->grp.user);
+        if (st != LSE_OK)
+            return st;
+    }
+    st = do_reduce(s, s->buf,
+                   goff + (s->grp.stats != NULL ? s->grp.n_stats : 0));
     if (st != LSE_OK)
         return st;
     e = s->buf[0];
@@ -930,6 +966,11 @@ static lse_status iterate_em(lse_solver *s)
             if (st != LSE_OK)
                 return st;
         }
+    }
+    if (s->grp.stats != NULL) {
+        st = s->grp.solve(g, s->buf + goff, s->grp.user);
+        if (st != LSE_OK)
+            return st;
     }
     if (s->n_gparam > 0) {
         double er;

@@ -2,9 +2,10 @@
 #define LSEGRAPH_MODELS_GMM_PRIVATE_H
 
 /*
- * Shared between models/gmm.c (the model, its queries and the complete-data
- * fit) and models/gmm_missing.c (the fit and the posterior with missing
- * values); never installed.
+ * Shared between models/gmm.c (the model, its graph and queries),
+ * gmm_init.c (the starts), gmm_fit.c (lse_gmm_fit) and gmm_missing.c (the
+ * pattern graph of data with missing values, lse_gmm_posterior); never
+ * installed.
  */
 
 #include <gsl/gsl_matrix.h>
@@ -21,6 +22,7 @@
 struct lse_gmm {
     size_t k, d;
     lse_cov_type cov;
+    lse_cov_model model; /* mclust model, or LSE_COV_MODEL_NONE */
     gsl_vector *weights; /* (K), sum 1 */
     gsl_matrix *means;   /* (K, d) */
     gsl_matrix *chol;    /* graph layout: (K or 1, d*d | d | 1) */
@@ -70,21 +72,59 @@ typedef struct init_work {
     size_t after;     /* rows of later processes whose draws are skipped */
 } init_work;
 
+/* The missing-data parts of a fit (models/gmm_missing.c). */
+typedef struct miss_work {
+    lse_gauss_missing *gm;  /* the pattern terms in the fit's graph */
+    const gsl_matrix *x;    /* (N, d) data with NaN, borrowed */
+    gsl_matrix *imputed;    /* (N, d) mean-imputed, for the starts */
+    gsl_vector *w_eff;      /* (N) weights, 0 on rows with nothing observed */
+    double *acc;            /* expected statistics */
+    unsigned char *empty;   /* (K) */
+    double *rrow;           /* (K) a row's responsibilities */
+    lse_mstep_opts mo;
+    fit_ctx *c;
+    double total;           /* sum of w_eff */
+    size_t n_missing;       /* missing entries */
+} miss_work;
+
+/* Scratch of one fit. */
+typedef struct fit_work {
+    gmm_graph gg;
+    lse_solver *solver;
+    init_work iw;
+    unsigned char *empty; /* (K) */
+    gsl_matrix *best_mu, *best_logw, *best_chol;
+    miss_work *miss; /* data with missing values, or NULL */
+} fit_work;
+
 /* models/gmm.c */
-lse_status gmm_add_event(fit_ctx *c, size_t k, size_t sample);
 lse_gmm_fit_info gmm_empty_info(void);
+void gmm_weights_from_logw(const gsl_matrix *logw, gsl_vector *weights);
+void gmm_params_to_graph(const gsl_vector *weights, const gsl_matrix *means,
+                         const gsl_matrix *chol, gmm_graph *gg);
+lse_status gmm_graph_build(const lse_gmm *m, const gsl_matrix *x,
+                           const gsl_vector *w, int keep, gmm_graph *gg,
+                           const char *fn, lse_error *err);
+lse_status gmm_query(const lse_gmm *m, const gsl_matrix *x, gmm_graph *gg,
+                     double *energy, const char *fn, lse_error *err);
+/* models/gmm_init.c */
 lse_status gmm_init_start(const fit_ctx *c, lse_cov_type cov,
                           const lse_gmm_fit_opts *o, init_work *iw,
                           gsl_matrix *mu, gsl_matrix *chol, gsl_matrix *logw);
 int gmm_init_work_alloc(init_work *iw, size_t n, size_t k, unsigned long seed,
                         int whole);
 void gmm_init_work_free(init_work *iw);
+void gmm_init_resp_rows(init_work *iw, size_t i0, gsl_matrix *out);
+void gmm_init_resp_done(init_work *iw, size_t K);
+/* models/gmm_fit.c */
+lse_status gmm_add_event(fit_ctx *c, size_t k, size_t sample);
 double gmm_row_weight(const fit_ctx *c, size_t i);
-void gmm_weights_from_logw(const gsl_matrix *logw, gsl_vector *weights);
-lse_status gmm_query(const lse_gmm *m, const gsl_matrix *x, gmm_graph *gg,
-                     double *energy, const char *fn, lse_error *err);
 /* models/gmm_missing.c */
-lse_status gmm_fit_missing(lse_gmm *m, const gsl_matrix *x,
-                           const lse_gmm_fit_opts *o, lse_error *err);
+lse_status gmm_miss_work_new(const lse_gmm *m, const gsl_matrix *x,
+                             const lse_gmm_fit_opts *o, fit_ctx *c,
+                             fit_work *fw, lse_error *err);
+void gmm_miss_work_free(miss_work *mw);
+lse_status gmm_miss_initial_mstep(fit_work *fw, const init_work *iw);
+lse_status gmm_miss_sync(fit_work *fw);
 
 #endif /* LSEGRAPH_MODELS_GMM_PRIVATE_H */

@@ -20,8 +20,12 @@ lse_status lse_gmm_to_json(const lse_gmm *m, const char *const *names,
     const size_t k = lse_gmm_k(m);
     lse_status st = lse_json_set_string(doc, "model", "gmm", err);
     if (st == LSE_OK)
-        st = lse_json_set_string(doc, "covariance_type", lse_gmm_cov_name(cov),
-                                 err);
+        st = lse_json_set_string(
+            doc, "covariance_type",
+            lse_gmm_cov_model(m) != LSE_COV_MODEL_NONE
+                ? lse_cov_model_name(lse_gmm_cov_model(m))
+                : lse_gmm_cov_name(cov),
+            err);
     if (st == LSE_OK)
         st = lse_json_set_integer(doc, "n_components", (long long)k, err);
     if (st == LSE_OK)
@@ -99,8 +103,9 @@ static lse_status get_count(const lse_json *doc, const char *src,
 
 /* The keys model .. feature_names; *names owned by the caller. */
 static lse_status read_header(const lse_json *doc, const char *src,
-                              lse_cov_type *cov, size_t *k, size_t *d,
-                              char ***names, lse_error *err)
+                              lse_cov_type *cov, lse_cov_model *model,
+                              size_t *k, size_t *d, char ***names,
+                              lse_error *err)
 {
     const char *s = NULL;
     lse_status st = lse_json_get_string(doc, "model", &s, err);
@@ -109,11 +114,16 @@ static lse_status read_header(const lse_json *doc, const char *src,
                              "model is '%s', expected 'gmm'", s);
     if (st == LSE_OK)
         st = lse_json_get_string(doc, "covariance_type", &s, err);
-    if (st == LSE_OK && lse_gmm_cov_parse(s, cov) != LSE_OK)
-        return lse_error_set(err, LSE_EPARSE, src,
-                             "unknown covariance_type '%s' (expected "
-                             "full, diag, spherical or tied)",
-                             s);
+    *model = LSE_COV_MODEL_NONE;
+    if (st == LSE_OK && lse_gmm_cov_parse(s, cov) != LSE_OK) {
+        if (lse_cov_model_parse(s, model) != LSE_OK)
+            return lse_error_set(err, LSE_EPARSE, src,
+                                 "unknown covariance_type '%s' (expected "
+                                 "full, diag, spherical, tied or one of "
+                                 "mclust's models EII ... VVV)",
+                                 s);
+        *cov = lse_cov_model_layout(*model);
+    }
     if (st == LSE_OK)
         st = get_count(doc, src, "n_components", k, err);
     if (st == LSE_OK)
@@ -162,13 +172,15 @@ lse_status lse_gmm_from_json(const lse_json *doc, const char *source,
     const char *src = source != NULL ? source : "<model>";
     *out = NULL;
     lse_cov_type cov = LSE_COV_FULL;
+    lse_cov_model model = LSE_COV_MODEL_NONE;
     size_t k = 0, d = 0;
     char **nm = NULL;
     gsl_vector *w = NULL;
     gsl_matrix *means = NULL, *covs = NULL;
     lse_gmm *m = NULL;
     lse_status st =
-        read_header(doc, src, &cov, &k, &d, names != NULL ? &nm : NULL, err);
+        read_header(doc, src, &cov, &model, &k, &d, names != NULL ? &nm : NULL,
+                    err);
     if (st == LSE_OK)
         st = lse_json_get_vector(doc, "weights", k, &w, err);
     if (st == LSE_OK) {
@@ -183,7 +195,10 @@ lse_status lse_gmm_from_json(const lse_json *doc, const char *source,
         st = lse_json_get_matrix(doc, "means", k, d, &means, err);
     if (st == LSE_OK)
         st = read_covariances(doc, cov, k, d, &covs, err);
-    if (st == LSE_OK && (st = lse_gmm_new(k, d, cov, &m)) != LSE_OK)
+    if (st == LSE_OK &&
+        (st = model != LSE_COV_MODEL_NONE ? lse_gmm_new_model(k, d, model, &m)
+                                          : lse_gmm_new(k, d, cov, &m)) !=
+            LSE_OK)
         lse_error_set(err, st, fn, "out of memory");
     if (st == LSE_OK && (st = lse_gmm_set_weights(m, w, err)) != LSE_OK)
         setter_fail(err, src, "weights");

@@ -1745,6 +1745,59 @@ START_TEST(test_input_messages)
 }
 END_TEST
 
+/* --accel squarem: the same optimum as plain EM on Faithful K = 4 in
+ * fewer iterations, recorded in the model's options; a bad value is a
+ * one-line usage error. */
+START_TEST(test_accel)
+{
+    const char *plain = tmp("plain.json"), *fast = tmp("fast.json");
+    ASSERT_OK(RUN("gmm", data("faithful.csv"), "-k", "4", "-q", "-o", plain));
+    ASSERT_OK(RUN("gmm", data("faithful.csv"), "-k", "4", "--accel",
+                  "squarem", "-q", "-o", fast));
+    lse_json *a = load_json(plain), *b = load_json(fast);
+    lse_error err;
+    double la, lb;
+    lse_assert_ok(lse_json_get_number(a, "loglik", &la, &err));
+    lse_assert_ok(lse_json_get_number(b, "loglik", &lb, &err));
+    ck_assert_double_eq_tol(la, lb, 1e-6 * fabs(la));
+    ck_assert_int_lt(2 * jint(b, "n_iter"), jint(a, "n_iter"));
+    char *text = slurp(fast);
+    ck_assert_ptr_nonnull(strstr(text, "\"accel\": \"squarem\""));
+    free(text);
+    text = slurp(plain);
+    ck_assert_ptr_null(strstr(text, "accel"));
+    free(text);
+    lse_json_free(a);
+    lse_json_free(b);
+    assert_error(RUN("gmm", data("faithful.csv"), "-k", "2", "--accel", "fast"),
+                 2, "--accel 'fast': expected none or squarem");
+}
+END_TEST
+
+/* --covariance VEV with one K: an ordinary fit of mclust's model, whose
+ * file names it and whose predict/score work. */
+START_TEST(test_mclust_single_fit)
+{
+    const char *model = tmp("vev.json");
+    ASSERT_OK(RUN("gmm", data("faithful.csv"), "-k", "3", "--covariance",
+                  "VEV", "-q", "-o", model));
+    lse_json *doc = load_json(model);
+    lse_error err;
+    const char *s = NULL;
+    lse_assert_ok(lse_json_get_string(doc, "covariance_type", &s, &err));
+    ck_assert_str_eq(s, "VEV");
+    double ll;
+    lse_assert_ok(lse_json_get_number(doc, "loglik", &ll, &err));
+    /* mclust's VEV, K = 3 optimum (tests/ref/mclust_ref.txt) */
+    ck_assert_double_eq_tol(ll, -1122.5493903326844, 1e-6 * 1122.5);
+    lse_json_free(doc);
+    ASSERT_OK(RUN("gmm", "score", model, data("faithful.csv")));
+    ck_assert_ptr_nonnull(strstr(err_text, "total log-likelihood -1122.549"));
+    ASSERT_OK(RUN("gmm", "predict", model, data("faithful.csv")));
+    ck_assert_ptr_nonnull(strstr(out_text, "label\n"));
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 /* Outputs: never an input, all or none, signals, modes               */
 
@@ -2115,6 +2168,8 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_input_limits);
     tcase_add_test(tc, test_input_scale);
     tcase_add_test(tc, test_input_messages);
+    tcase_add_test(tc, test_accel);
+    tcase_add_test(tc, test_mclust_single_fit);
     tcase_add_test(tc, test_output_is_input);
     tcase_add_test(tc, test_outputs_all_or_none);
     tcase_add_test(tc, test_outputs_signal);

@@ -102,6 +102,13 @@ run 3 gmm "$DATA/faithful.csv" "${G3[@]}" --mpi -o gmm3_mpi.json
 ok $? "gmm: random init, standardized, 3 processes"
 same gmm3.json gmm3_mpi.json "gmm: random init, standardized, equal"
 
+# SQUAREM: the extrapolation's energy is summed over the processes too
+GA=(-k 2 --accel squarem --seed 1 --tol 1e-13 -q)
+"$LSEFIT" gmm "$DATA/faithful.csv" "${GA[@]}" -o gmm_sq.json
+run 2 gmm "$DATA/faithful.csv" "${GA[@]}" --mpi -o gmm_sq_mpi.json
+ok $? "gmm: --accel squarem, 2 processes"
+same gmm_sq.json gmm_sq_mpi.json "gmm: --accel squarem equals one process"
+
 # shards: one file per process
 mkdir -p shards
 head -1 "$DATA/faithful.csv" >shards/h

@@ -125,12 +125,21 @@ static int option_common(lsefit_fit *f, int c, const char *arg,
         return lsefit_opt_krange(cmd, arg, &f->kmin, &f->kmax);
     case LSEFIT_FIT_OPT_COV:
         f->cov_given = 1;
-        if (lse_gmm_cov_parse(arg, &f->cov) != LSE_OK)
-            return lsefit_usage(cmd,
-                                "--covariance '%s': expected full, diag, "
-                                "spherical or tied",
-                                arg);
-        return LSEFIT_OK;
+        f->cov_model = LSE_COV_MODEL_NONE;
+        if (lse_gmm_cov_parse(arg, &f->cov) == LSE_OK)
+            return LSEFIT_OK;
+        if (f->model->cov_models &&
+            lse_cov_model_parse(arg, &f->cov_model) == LSE_OK) {
+            f->cov = lse_cov_model_layout(f->cov_model);
+            return LSEFIT_OK;
+        }
+        return lsefit_usage(cmd,
+                            "--covariance '%s': expected full, diag, "
+                            "spherical or tied%s",
+                            arg,
+                            f->model->cov_models
+                                ? " or one of mclust's models (EII ... VVV)"
+                                : "");
     case LSEFIT_FIT_OPT_INIT:
     case LSEFIT_FIT_OPT_INIT_FILE:
         return option_init(f, c, arg, init_given);
@@ -427,7 +436,10 @@ static lse_json *options_json(const lsefit_fit *f, size_t k, lse_error *err)
     }
     lse_status st = options_data(f, o, err);
     if (st == LSE_OK)
-        st = lse_json_set_string(o, "covariance", lse_gmm_cov_name(f->cov),
+        st = lse_json_set_string(o, "covariance",
+                                 f->cov_model != LSE_COV_MODEL_NONE
+                                     ? lse_cov_model_name(f->cov_model)
+                                     : lse_gmm_cov_name(f->cov),
                                  err);
     if (st == LSE_OK)
         st = M->json_options(f, o, LSEFIT_JSON_AFTER_COVARIANCE, err);

@@ -148,6 +148,7 @@ typedef struct lsefit_fit {
     int k_given, select_given;
     const char *select; /* "bic" or "aic" */
     lse_cov_type cov;
+    lse_cov_model cov_model; /* one of mclust's models, or NONE */
     int cov_given;
     const char *init; /* a method of model->inits, or a model file */
     int init_file;    /* init is a model file (--init-file, --init PATH) */
@@ -186,6 +187,7 @@ struct lsefit_model {
     const lsefit_init_name *inits; /* --init names */
     const struct option *options;  /* the getopt_long table of the fit */
     void (*help)(FILE *f);
+    int cov_models; /* --covariance also takes mclust's names (EII ... VVV) */
 
     /* the model file (lse_<model>_from_json, _dim, _free, _to_json) */
     lse_status (*from_json)(const lse_json *doc, const char *path, void **m,

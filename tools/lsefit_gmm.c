@@ -41,7 +41,10 @@ static void help_fit(FILE *f)
         "                          fits each K and keeps the best (--select)\n"
         "  --select bic|aic        criterion for a range of K (default bic)\n"
         "  --covariance TYPE       full, diag, spherical or tied (default "
-        "full)\n"
+        "full),\n"
+        "                          or one of mclust's models (EII ... VVV);\n"
+        "                          a list, all, or a model with a range of K\n"
+        "                          prints mclust's BIC table\n"
         "Fitting:\n"
         "  --init METHOD           kmeans++ (default; also k-means++):\n"
         "                          k-means++ seeds and 10 Lloyd iterations;\n"
@@ -61,6 +64,8 @@ static void help_fit(FILE *f)
         "  --seed S                random seed (default %lu); equal seeds "
         "give\n"
         "                          bit-identical fits\n"
+        "  --accel none|squarem    EM acceleration (default none); squarem\n"
+        "                          extrapolates and stays monotone\n"
         "Data:\n"
         "  --columns LIST          columns to use, by name or 1-based index,\n"
         "                          comma-separated (default: all but "
@@ -238,6 +243,8 @@ static lse_status gmm_json_options(const lsefit_fit *f, lse_json *o, int where,
                                    lse_error *err)
 {
     const gmm_own *g = f->own;
+    if (where == LSEFIT_JSON_AFTER_SEED && g->opts.accel == LSE_GMM_ACCEL_SQUAREM)
+        return lse_json_set_string(o, "accel", "squarem", err);
     if (where != LSEFIT_JSON_AFTER_REG_COVAR)
         return LSE_OK;
     return lse_json_set_integer(o, "lloyd_iter", (long long)g->opts.lloyd_iter,
@@ -427,12 +434,14 @@ enum {
     OPT_COV = LSEFIT_FIT_OPT_COV,
     OPT_COLUMNS = LSEFIT_FIT_OPT_COLUMNS,
     OPT_IGNORE = LSEFIT_FIT_OPT_IGNORE,
-    OPT_MISSING = LSEFIT_FIT_OPT_MISSING
+    OPT_MISSING = LSEFIT_FIT_OPT_MISSING,
+    OPT_ACCEL = LSEFIT_FIT_OPT_MODEL + 3
 };
 
 static const struct option fit_options[] = {
     {"components", required_argument, NULL, 'k'},
     LSEFIT_FIT_OPTIONS_MODEL,
+    {"accel", required_argument, NULL, OPT_ACCEL},
     {"weights", required_argument, NULL, OPT_WEIGHTS},
     {"missing", required_argument, NULL, LSEFIT_FIT_OPT_MISSING},
     {"output", required_argument, NULL, 'o'},
@@ -474,6 +483,13 @@ static int gmm_option(lsefit_fit *f, int c, const char *arg, char **argv)
         break;
     case OPT_PROBA:
         g->proba = arg;
+        break;
+    case OPT_ACCEL:
+        if (strcmp(arg, "none") != 0 && strcmp(arg, "squarem") != 0)
+            return lsefit_usage("gmm", "--accel '%s': expected none or squarem",
+                                arg);
+        g->opts.accel = strcmp(arg, "squarem") == 0 ? LSE_GMM_ACCEL_SQUAREM
+                                                    : LSE_GMM_ACCEL_NONE;
         break;
     default:
         return lsefit_opt_bad("gmm", c, argv, fit_options);
@@ -528,7 +544,7 @@ static int gmm_restart(lsefit_fit *f)
         return lsefit_fail("--init %s: the model has n_components = %zu but "
                            "-k is %zu",
                            f->init, k, f->kmin);
-    if (f->cov_given && f->cov != cov)
+    if (f->cov_given && (f->cov != cov || f->cov_model != lse_gmm_cov_model(m)))
         return lsefit_fail("--init %s: the model has covariance_type '%s' but "
                            "--covariance is '%s'",
                            f->init, lse_gmm_cov_name(cov),
@@ -540,6 +556,7 @@ static int gmm_restart(lsefit_fit *f)
                            f->init);
     f->kmin = f->kmax = k;
     f->cov = cov;
+    f->cov_model = lse_gmm_cov_model(m);
     return LSEFIT_OK;
 }
 
@@ -564,7 +581,9 @@ static void gmm_prepare(lsefit_fit *f)
 static int gmm_create(lsefit_fit *f, size_t k, void **m)
 {
     lse_gmm *g = NULL;
-    if (lse_gmm_new(k, f->d.d, f->cov, &g) != LSE_OK)
+    if ((f->cov_model != LSE_COV_MODEL_NONE
+             ? lse_gmm_new_model(k, f->d.d, f->cov_model, &g)
+             : lse_gmm_new(k, f->d.d, f->cov, &g)) != LSE_OK)
         return lsefit_fail("out of memory");
     *m = g;
     return LSEFIT_OK;
@@ -606,6 +625,7 @@ static const lsefit_model gmm_model = {
     .help = help_fit,
     LSEFIT_MODEL_STEPS(gmm),
     .check = gmm_check,
+    .cov_models = 1,
 };
 
 

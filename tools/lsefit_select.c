@@ -422,7 +422,17 @@ int lsefit_select_wanted(int argc, char **argv)
         if (strcmp(argv[i], "--covariance") == 0) {
             const char *v = argv[i + 1];
             lse_cov_type t;
-            return lse_cov_parse(v, &t) != LSE_OK; /* not one of the four */
+            lse_cov_model m;
+            if (lse_cov_parse(v, &t) == LSE_OK)
+                return 0; /* one of the four */
+            /* one mclust model and one K: an ordinary fit of that model */
+            for (int j = 1; j + 1 < argc; j++)
+                if ((strcmp(argv[j], "-k") == 0 ||
+                     strcmp(argv[j], "--components") == 0) &&
+                    strchr(argv[j + 1], ':') == NULL &&
+                    lse_cov_model_parse(v, &m) == LSE_OK)
+                    return 0;
+            return 1;
         }
     return 0;
 }

@@ -125,6 +125,97 @@ LSE_API lse_status lse_term_mstep_ws(lse_term *t, const gsl_matrix *resp,
                                      lse_mstep_report *report, lse_comm *comm,
                                      lse_mstep_ws *ws, lse_error *err);
 
+/**
+ * @brief A Gaussian mixture over rows with missing entries: the terms of
+ * its marginal likelihood in a graph and its expected-statistics M-step
+ * (lib/mstep_missing.c; docs/core.md, "Missing entries"). Rows are grouped
+ * by missingness pattern; each pattern p with observed columns O gets a
+ * clamped node "<prefix>x.p" (its rows, columns O), parameter nodes
+ * "<prefix>mu.p" (K, |O|) and "<prefix>chol.p" (the factors of
+ * Sigma_k[O, O] in the covariance type's layout) and an LSE term
+ * "<prefix>mixture.p" with lse_sim_gaussian that shares the log-weights.
+ * The energy of these terms is -sum_i w_i log p(x_i,O): the marginal
+ * likelihood of the observed entries. The pattern nodes are derived from
+ * the shared nodes (logw, mu, chol) by lse_gauss_missing_sync; an EM step
+ * is lse_gauss_missing_stats (the expected sufficient statistics, missing
+ * entries imputed by their conditional means, the conditional covariance
+ * added to the scatter) and lse_gauss_missing_solve (the gaussian
+ * similarity's own closed-form M-step on them). In an EM solver, give it
+ * lse_gauss_missing_nodes as the nodes of an lse_mstep_group.
+ */
+typedef struct lse_gauss_missing lse_gauss_missing;
+
+/**
+ * @brief Add the pattern nodes and terms of @p x (N, d; NaN = missing;
+ * borrowed, must outlive @p out) with row weights @p w (N, borrowed, or
+ * NULL) to @p g, sharing the PARAM nodes @p logw (K, 1), @p mu (K, d) and
+ * @p chol (layout of @p cov for K components of dimension d; not bound to
+ * any term). Names start with @p prefix (may be NULL). Rows with nothing
+ * observed belong to no pattern (they add nothing). Call
+ * lse_gauss_missing_sync before evaluating @p g.
+ * @return LSE_OK; LSE_EFAULT; LSE_EDIM; LSE_ENOMEM; the graph's status
+ * (e.g. a repeated name), message in @p err.
+ */
+LSE_API lse_status lse_gauss_missing_new(lse_graph *g, const char *prefix,
+                                         const gsl_matrix *x,
+                                         const gsl_vector *w, lse_node *logw,
+                                         lse_node *mu, lse_node *chol,
+                                         lse_cov_type cov,
+                                         lse_gauss_missing **out,
+                                         lse_error *err);
+/** @brief Free @p gm (not its nodes and terms: they belong to the graph);
+ *  NULL is a no-op. */
+LSE_API void lse_gauss_missing_free(lse_gauss_missing *gm);
+/** @brief Derive every pattern's mean and factor nodes from the shared
+ *  nodes (Sigma_OO and its Cholesky factor). @return LSE_OK; LSE_EFAULT;
+ *  LSE_ENUMERIC (a marginal covariance is not positive definite). */
+LSE_API lse_status lse_gauss_missing_sync(lse_gauss_missing *gm,
+                                          lse_error *err);
+/** @brief Statistics lse_gauss_missing_stats writes: N (K) | s1 (K, d) |
+ *  s2 (full (K, d, d), tied (d, d), diag (K, d), spherical (K)). */
+LSE_API size_t lse_gauss_missing_stats_size(const lse_gauss_missing *gm);
+/**
+ * @brief Expected sufficient statistics into @p acc
+ * (lse_gauss_missing_stats_size): with r_ik the responsibility times the
+ * row weight and y_i = E[x_i | x_iO, k] - mu_k (y_O = x_O - mu_O,
+ * y_M = Sigma_MO Sigma_OO^-1 y_O; diag/spherical: y_M = 0),
+ * N_k = sum_i r_ik, s1_k = sum_i r_ik y_i and s2_k = sum_i r_ik (y_i y_i' +
+ * [0 0; 0 C_k]) with C_k = Sigma_MM - Sigma_MO Sigma_OO^-1 Sigma_OM (diag:
+ * its diagonal, spherical: the trace, tied: summed over k), summed per
+ * pattern, component and row in that order. @p resp (N, K): the
+ * responsibilities, or NULL for the pattern terms' softmax of the last
+ * evaluation. The covariances are those of the last sync; the means the
+ * shared node's. @return LSE_OK; LSE_EFAULT; LSE_EDIM; LSE_ENOTSUP (resp
+ * NULL before an evaluation); LSE_ENUMERIC (a marginal covariance is not
+ * positive definite).
+ */
+LSE_API lse_status lse_gauss_missing_stats(lse_gauss_missing *gm,
+                                           const gsl_matrix *resp,
+                                           double *acc, lse_error *err);
+/**
+ * @brief The closed-form M-step of lse_sim_gaussian from the moments
+ * @p acc of lse_gauss_missing_stats: writes mu, chol and logw (weights of
+ * empty components kept, reported in @p report as lse_term_mstep does),
+ * then syncs the pattern nodes. @return LSE_OK; LSE_EFAULT; the
+ * similarity's status (LSE_EDOM no responsibility, LSE_ENUMERIC not
+ * positive definite) with its message in @p err.
+ */
+LSE_API lse_status lse_gauss_missing_solve(lse_gauss_missing *gm,
+                                           const double *acc,
+                                           const lse_mstep_opts *opts,
+                                           lse_mstep_report *report,
+                                           lse_error *err);
+/** @brief Row @p i of the last evaluation: its log-likelihood log p(x_iO)
+ *  into @p loglik and its K responsibilities into @p resp (either may be
+ *  NULL). @return 1; 0 when the row has nothing observed or @p i is out
+ *  of range. */
+LSE_API int lse_gauss_missing_row(const lse_gauss_missing *gm, size_t i,
+                                  double *loglik, double *resp);
+/** @brief The nodes @p gm writes (the shared ones, then every pattern's
+ *  mean and factor), @p n of them. */
+LSE_API lse_node *const *lse_gauss_missing_nodes(const lse_gauss_missing *gm,
+                                                 size_t *n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -111,6 +111,33 @@ typedef lse_status (*lse_mstep_fn)(lse_graph *g, lse_term *t,
 LSE_API void lse_solver_set_mstep_hook(lse_solver *s, lse_mstep_fn fn,
                                        void *user);
 
+/**
+ * @brief An M-step the caller supplies for parameters that several terms
+ * share (e.g. a mixture whose pattern terms see parts of one set of means
+ * and covariances: lse_gauss_missing). The EM solver leaves @p nodes
+ * alone (no closed form, no gradient steps on them, nor on any term whose
+ * parent and parameters are all among them); after each E-step it calls
+ * @p stats to write @p n_stats doubles (the terms' softmax is that of the
+ * E-step), sums them over the processes with the energy and the other
+ * statistics, then, after the terms' own M-steps, calls @p solve with the
+ * sums; @p solve writes the nodes (and whatever they derive). With
+ * exact_stats the group's statistics are summed plainly.
+ */
+typedef struct lse_mstep_group {
+    size_t n_stats;
+    lse_status (*stats)(lse_graph *g, double *acc, void *user);
+    lse_status (*solve)(lse_graph *g, const double *acc, void *user);
+    void *user;
+    lse_node *const *nodes; /**< the nodes the group writes (borrowed) */
+    size_t n_nodes;
+} lse_mstep_group;
+
+/** @brief Set (copy) the solver's group M-step, or remove it (NULL); read
+ *  by lse_solver_init. @return LSE_OK; LSE_EFAULT (no solver, or a group
+ *  without stats/solve); LSE_EINVAL (not an EM solver). */
+LSE_API lse_status lse_solver_set_group(lse_solver *s,
+                                        const lse_mstep_group *grp);
+
 /** @brief Reduction hook: replace buf[0..n) in place by its sum over all
  *  processes (MPI_Allreduce with MPI_SUM). The EM solver calls it once per
  *  iteration on [energy, M-step statistics...]; the GD solver on

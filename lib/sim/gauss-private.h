@@ -48,6 +48,10 @@ typedef struct lse_gauss_work {
     int has_offsets; /* prepare got the parents: center and off are valid */
     unsigned gen;    /* bumped by every prepare (tags the E-step cache) */
     int avx2;        /* run the AVX2 copies of the fused loops */
+    int moments;     /* solve gets the moments N | s1 | s2 shifted by the
+                        current means (lse_gauss_s2_size layout) instead of
+                        the statistics of the path prepare chose (the
+                        expected statistics of lib/mstep_missing.c) */
 
     /* factor cache (prepare) */
     gsl_vector *logpi;  /* (K) log pi_k, 0 when there is no logw */

@@ -242,8 +242,8 @@ static lse_status solve(const lse_sim_args *a, const double *acc,
     const double *acc1 = acc + K, *acc2 = acc + K + K * d;
     /* the statistics of the path prepare chose -> moments shifted by the
      * current means */
-    if (lse_gauss_moments(w, a->parent, chol, acc, w->mom1->data,
-                          w->mom2->data)) {
+    if (!w->moments && lse_gauss_moments(w, a->parent, chol, acc,
+                                         w->mom1->data, w->mom2->data)) {
         acc1 = w->mom1->data;
         acc2 = w->mom2->data;
     }

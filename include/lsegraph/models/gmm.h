@@ -82,6 +82,17 @@ typedef enum lse_gmm_missing {
     LSE_GMM_MISSING_MARGINALIZE = 1
 } lse_gmm_missing;
 
+/** @brief Acceleration of lse_gmm_fit's EM (docs/models/gmm.md,
+ *  "Acceleration"). */
+typedef enum lse_gmm_accel {
+    /** plain EM (default) */
+    LSE_GMM_ACCEL_NONE = 0,
+    /** SQUAREM (Varadhan & Roland 2008): squared extrapolation over two EM
+     *  iterations, kept only when it does not raise the energy, so the
+     *  log-likelihood still never falls */
+    LSE_GMM_ACCEL_SQUAREM = 1
+} lse_gmm_accel;
+
 /** @brief Progress callback: called after EM iteration @p iter (1-based)
  *  of run @p run (0-based) with the energy (negative log-likelihood at the
  *  parameters the iteration's E-step saw) and its change from the previous
@@ -135,6 +146,7 @@ typedef struct lse_gmm_fit_opts {
     size_t rank;       /**< this process, 0 <= rank < n_ranks (default 0) */
     size_t n_ranks;    /**< processes sharing the data (default 1; 0
                           counts as 1 without a hook) */
+    lse_gmm_accel accel; /**< default LSE_GMM_ACCEL_NONE */
 } lse_gmm_fit_opts;
 
 /** @brief The defaults listed in lse_gmm_fit_opts. */
@@ -186,6 +198,21 @@ typedef struct lse_gmm_event {
  *  cov); LSE_ENOMEM. */
 LSE_API lse_status lse_gmm_new(size_t k, size_t d, lse_cov_type cov,
                                lse_gmm **out);
+/** @brief lse_gmm_new with one of mclust's 14 covariance models
+ *  (<lsegraph/covmodel.h>): the covariances are kept in the model's layout
+ *  (lse_cov_model_layout, lse_gmm_cov_type) and lse_gmm_fit runs the
+ *  model's constrained M-step (docs/models/gmm.md, "mclust's covariance
+ *  models"); lse_gmm_n_params and BIC count its free parameters as mclust
+ *  does; model files name it ("covariance_type": "VEV"). VVV, VVI, VII and
+ *  EEE fit as full, diag, spherical and tied. Missing values cannot be
+ *  marginalized with a constrained model (lse_gmm_fit: LSE_ENOTSUP).
+ *  @return as lse_gmm_new; LSE_EINVAL also for LSE_COV_MODEL_NONE or an
+ *  unknown model. */
+LSE_API lse_status lse_gmm_new_model(size_t k, size_t d, lse_cov_model model,
+                                     lse_gmm **out);
+/** @brief The mclust model of @p m, or LSE_COV_MODEL_NONE for a mixture
+ *  made by lse_gmm_new (or NULL). */
+LSE_API lse_cov_model lse_gmm_cov_model(const lse_gmm *m);
 /** @brief Free @p m; NULL is a no-op. */
 LSE_API void lse_gmm_free(lse_gmm *m);
 

@@ -517,6 +517,7 @@ Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("ode");
     TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60); /* the thread test runs the solver 4 times */
     tcase_add_test(tc, test_lq_exact);
     tcase_add_test(tc, test_manual_loop_and_determinism);
     tcase_add_test(tc, test_options_and_selection);

@@ -814,6 +814,11 @@ START_TEST(test_accumulate_exact)
     accumulate_rows(ga, oa, fwd, 3);
     lse_optim_reset(oa);
     ck_assert_uint_eq(lse_optim_n_accumulated(oa), 0);
+    accumulate_rows(ga, oa, fwd, 2);
+    lse_assert_ok(lse_optim_set_nodes(oa, NULL, 0));
+    ck_assert_uint_eq(lse_optim_n_accumulated(oa), 0);
+    accumulate_rows(ga, oa, fwd, 2); /* accumulating again after the reset */
+    ck_assert_uint_eq(lse_optim_n_accumulated(oa), 2);
     lse_assert_status(lse_optim_accumulate(NULL), LSE_EFAULT);
     ck_assert_uint_eq(lse_optim_n_accumulated(NULL), 0);
     lse_optim_free(of);

@@ -113,7 +113,9 @@ LSE_API lse_status lse_optim_step(lse_optim *o);
  *  and empties the accumulators. With a hook, that step passes the
  *  exports (LSE_XSUM_EXPORT doubles per entry, integers: summed exactly by
  *  MPI_SUM in any order) to it instead of the gradients. Clamped nodes add
- *  nothing. @return LSE_OK, LSE_EFAULT, LSE_ENOMEM. */
+ *  nothing. Pending sums are not part of the saved state
+ *  (lse_optim_state_get); lse_optim_reset and lse_optim_set_nodes drop
+ *  them. @return LSE_OK, LSE_EFAULT, LSE_ENOMEM. */
 LSE_API lse_status lse_optim_accumulate(lse_optim *o);
 /** @brief Gradients accumulated since the last step (0: the next step
  *  reads the node gradients). */

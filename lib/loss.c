@@ -169,6 +169,61 @@ lse_status lse_loss_xent(lse_term *t, const size_t *labels,
     return st;
 }
 
+/* Shapes and checks shared by the readout losses: values (a view with
+ * n_parent rows; NULL node: the parent view), the target's rows. */
+static lse_status check_readout(lse_term *t, lse_view *values, size_t rows,
+                                size_t cols, int check_cols, const char *fn)
+{
+    if (values->node == NULL)
+        *values = t->parent;
+    lse_status st = lse_check_view(t->graph, values, "values", fn, t->name);
+    if (st != LSE_OK)
+        return st;
+    const size_t nc = t->child.count, np = t->parent.count;
+    const size_t dv = values->node->value->size2;
+    if (values->count != np || rows != nc || (check_cols && cols != dv))
+        return lse_graph_fail(t->graph, LSE_EDIM, fn,
+                              "term '%s': values (%zu, %zu) for %zu parents, "
+                              "target (%zu, %zu) for %zu children",
+                              t->name, values->count, dv, np, rows,
+                              check_cols ? cols : dv, nc);
+    return LSE_OK;
+}
+
+/* The chain rule of a loss on the readout R = A V, given D = dL/dR in d
+ * (n_child, dim V): dL/dA = D V', dL/dS = beta A (dL/dA - rowsum(A dL/dA))
+ * chained by the similarity's kernel, and dL/dV += A' D. */
+static lse_status readout_backward(lse_term *t, const lse_view *values,
+                                   const gsl_matrix *v, const gsl_matrix *d,
+                                   const char *fn)
+{
+    const size_t nc = t->child.count, np = t->parent.count;
+    gsl_matrix *da = gsl_matrix_alloc(nc, np);
+    if (da == NULL)
+        return lse_graph_fail(t->graph, LSE_ENOMEM, fn, "out of memory");
+    gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, d, v, 0.0, da);
+    for (size_t c = 0; c < nc; c++) {
+        double s = 0.0;
+        for (size_t p = 0; p < np; p++)
+            s += gsl_matrix_get(t->a, c, p) * gsl_matrix_get(da, c, p);
+        for (size_t p = 0; p < np; p++) {
+            const double ac = gsl_matrix_get(t->a, c, p);
+            gsl_matrix_set(da, c, p,
+                           ac == 0.0 ? 0.0
+                                     : t->beta * ac *
+                                           (gsl_matrix_get(da, c, p) - s));
+        }
+    }
+    if (is_free(values->node)) { /* dL/dV += A' D */
+        gsl_matrix_view gv = lse_view_grad(values);
+        gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, t->a, d, 1.0,
+                       &gv.matrix);
+    }
+    const lse_status st = chain_sim(t, da, fn);
+    gsl_matrix_free(da);
+    return st;
+}
+
 lse_status lse_loss_recon(lse_term *t, lse_view values, const gsl_matrix *target,
                           const gsl_vector *weight, double scale, int want_grad,
                           double *loss)
@@ -182,29 +237,17 @@ lse_status lse_loss_recon(lse_term *t, lse_view values, const gsl_matrix *target
         return lse_graph_fail(t->graph, LSE_EFAULT, fn, "NULL target");
     if (!isfinite(scale))
         return lse_graph_fail(t->graph, LSE_EDOM, fn, "scale = %g", scale);
-    if (values.node == NULL)
-        values = t->parent;
-    lse_status st = lse_check_view(t->graph, &values, "values", fn, t->name);
+    lse_status st =
+        check_readout(t, &values, target->size1, target->size2, 1, fn);
+    if (st == LSE_OK)
+        st = prepare_term(t, weight, fn);
     if (st != LSE_OK)
         return st;
-    const size_t nc = t->child.count, np = t->parent.count;
+    const size_t nc = t->child.count;
     const size_t dv = values.node->value->size2;
-    if (values.count != np || target->size1 != nc || target->size2 != dv)
-        return lse_graph_fail(t->graph, LSE_EDIM, fn,
-                              "term '%s': values (%zu, %zu) for %zu parents, "
-                              "target (%zu, %zu) for %zu children",
-                              t->name, values.count, dv, np, target->size1,
-                              target->size2, nc);
-    st = prepare_term(t, weight, fn);
-    if (st != LSE_OK)
-        return st;
     gsl_matrix *r = gsl_matrix_alloc(nc, dv);
-    gsl_matrix *da = want_grad ? gsl_matrix_alloc(nc, np) : NULL;
-    if (r == NULL || (want_grad && da == NULL)) {
-        gsl_matrix_free(r);
-        gsl_matrix_free(da);
+    if (r == NULL)
         return lse_graph_fail(t->graph, LSE_ENOMEM, fn, "out of memory");
-    }
     gsl_matrix_view vv = lse_view_value(&values);
     const gsl_matrix *v = &vv.matrix;
     gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, t->a, v, 0.0, r); /* R = A V */
@@ -223,30 +266,75 @@ lse_status lse_loss_recon(lse_term *t, lse_view values, const gsl_matrix *target
             gsl_matrix_set(r, c, j, d);
         }
     }
-    if (want_grad) {
-        /* dL/dA = D V', then dL/dS = beta A (dL/dA - rowsum(A dL/dA)) */
-        gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, r, v, 0.0, da);
-        for (size_t c = 0; c < nc; c++) {
-            double s = 0.0;
-            for (size_t p = 0; p < np; p++)
-                s += gsl_matrix_get(t->a, c, p) * gsl_matrix_get(da, c, p);
-            for (size_t p = 0; p < np; p++) {
-                const double ac = gsl_matrix_get(t->a, c, p);
-                gsl_matrix_set(da, c, p,
-                               ac == 0.0 ? 0.0
-                                         : t->beta * ac *
-                                               (gsl_matrix_get(da, c, p) - s));
-            }
-        }
-        if (is_free(values.node)) { /* dL/dV += A' D */
-            gsl_matrix_view gv = lse_view_grad(&values);
-            gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, t->a, r, 1.0,
-                           &gv.matrix);
-        }
-        st = chain_sim(t, da, fn);
-    }
+    if (want_grad)
+        st = readout_backward(t, &values, v, r, fn);
     gsl_matrix_free(r);
-    gsl_matrix_free(da);
+    if (st == LSE_OK && loss != NULL)
+        *loss = scale * l;
+    return st;
+}
+
+lse_status lse_loss_readout_xent(lse_term *t, lse_view values,
+                                 const size_t *labels, const gsl_vector *weight,
+                                 double scale, int want_grad, double *loss,
+                                 gsl_matrix *logits)
+{
+    static const char fn[] = "lse_loss_readout_xent";
+    if (loss != NULL)
+        *loss = NAN;
+    if (t == NULL)
+        return LSE_EFAULT;
+    if (labels == NULL)
+        return lse_graph_fail(t->graph, LSE_EFAULT, fn, "NULL labels");
+    if (!isfinite(scale))
+        return lse_graph_fail(t->graph, LSE_EDOM, fn, "scale = %g", scale);
+    lse_status st = check_readout(t, &values, t->child.count, 0, 0, fn);
+    if (st != LSE_OK)
+        return st;
+    const size_t nc = t->child.count;
+    const size_t dv = values.node->value->size2;
+    if (logits != NULL && (logits->size1 != nc || logits->size2 != dv))
+        return lse_graph_fail(t->graph, LSE_EDIM, fn,
+                              "term '%s': logits are (%zu, %zu), want (%zu, %zu)",
+                              t->name, logits->size1, logits->size2, nc, dv);
+    for (size_t c = 0; c < nc; c++)
+        if (labels[c] != LSE_LOSS_IGNORE && labels[c] >= dv)
+            return lse_graph_fail(t->graph, LSE_ERANGE, fn,
+                                  "term '%s': label %zu of row %zu, %zu classes",
+                                  t->name, labels[c], c, dv);
+    st = prepare_term(t, weight, fn);
+    if (st != LSE_OK)
+        return st;
+    gsl_matrix *r = gsl_matrix_alloc(nc, dv);
+    if (r == NULL)
+        return lse_graph_fail(t->graph, LSE_ENOMEM, fn, "out of memory");
+    gsl_matrix_view vv = lse_view_value(&values);
+    const gsl_matrix *v = &vv.matrix;
+    gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, t->a, v, 0.0, r); /* R = A V */
+    if (logits != NULL)
+        gsl_matrix_memcpy(logits, r);
+    /* r <- D = scale w (softmax(R) - e_y), 0 on ignored rows */
+    double l = 0.0;
+    for (size_t c = 0; c < nc; c++) {
+        double *row = gsl_matrix_ptr(r, c, 0);
+        const size_t y = labels[c];
+        const double w = weight != NULL ? gsl_vector_get(weight, c) : 1.0;
+        if (y == LSE_LOSS_IGNORE) {
+            memset(row, 0, dv * sizeof *row);
+            continue;
+        }
+        const double lse = lse_logsumexp(row, dv, 1, 1.0);
+        l += w * (lse - row[y]);
+        const double f = scale * w;
+        for (size_t k = 0; k < dv; k++)
+            row[k] = f * (exp(row[k] - lse) - (k == y ? 1.0 : 0.0));
+    }
+    if (!isfinite(l))
+        st = lse_graph_fail(t->graph, LSE_ENONFINITE, fn,
+                            "term '%s': the loss is %g", t->name, l);
+    if (st == LSE_OK && want_grad)
+        st = readout_backward(t, &values, v, r, fn);
+    gsl_matrix_free(r);
     if (st == LSE_OK && loss != NULL)
         *loss = scale * l;
     return st;

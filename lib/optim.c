@@ -21,6 +21,9 @@ struct lse_optim {
     double *v;     /* second moments (n) */
     double *vmax;  /* running max of v (n) */
     double *gbuf;  /* gradients (n), reduced across processes */
+    lse_xsum *acc; /* exact gradient sums (n), allocated on first use */
+    double *xbuf;  /* their exports (n LSE_XSUM_EXPORT) for the hook */
+    size_t n_acc;  /* gradients accumulated since the last step */
     size_t t;      /* steps taken */
     double gnorm;  /* last global gradient norm, before clipping */
     lse_reduce_fn reduce;
@@ -114,9 +117,12 @@ static void free_state(lse_optim *o)
     free(o->v);
     free(o->vmax);
     free(o->gbuf);
+    free(o->acc);
+    free(o->xbuf);
     o->nodes = NULL;
-    o->m = o->v = o->vmax = o->gbuf = NULL;
-    o->n_nodes = o->n = 0;
+    o->m = o->v = o->vmax = o->gbuf = o->xbuf = NULL;
+    o->acc = NULL;
+    o->n_nodes = o->n = o->n_acc = 0;
 }
 
 /* nodes: the selection, or NULL for every free PARAM node */
@@ -232,6 +238,9 @@ void lse_optim_reset(lse_optim *o)
     memset(o->vmax, 0, (o->n + 1) * sizeof *o->vmax);
     o->t = 0;
     o->gnorm = NAN;
+    if (o->acc != NULL)
+        memset(o->acc, 0, o->n * sizeof *o->acc);
+    o->n_acc = 0;
 }
 
 /* learning rate of step index s (0-based) */
@@ -256,14 +265,87 @@ double lse_optim_lr(const lse_optim *o)
     return o != NULL ? lr_at(&o->opts, o->t) : NAN;
 }
 
+lse_status lse_optim_accumulate(lse_optim *o)
+{
+    static const char fn[] = "lse_optim_accumulate";
+    if (o == NULL)
+        return LSE_EFAULT;
+    if (o->acc == NULL) {
+        if (o->n > SIZE_MAX / LSE_XSUM_EXPORT / sizeof(double) - 1)
+            return lse_graph_fail(o->g, LSE_ENOMEM, fn, "state too large");
+        o->acc = calloc(o->n + 1, sizeof *o->acc);
+        o->xbuf = calloc(o->n * LSE_XSUM_EXPORT + 1, sizeof *o->xbuf);
+        if (o->acc == NULL || o->xbuf == NULL) {
+            free(o->acc);
+            free(o->xbuf);
+            o->acc = NULL;
+            o->xbuf = NULL;
+            return lse_graph_fail(o->g, LSE_ENOMEM, fn, "out of memory");
+        }
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < o->n_nodes; i++) {
+        const lse_node *node = o->nodes[i];
+        const gsl_matrix *gr = node->grad;
+        const int skip = (node->flags & LSE_NODE_CLAMPED) != 0;
+        for (size_t r = 0; r < gr->size1; r++) {
+            const double *q = gsl_matrix_const_ptr(gr, r, 0);
+            for (size_t j = 0; j < gr->size2; j++, k++)
+                if (!skip)
+                    lse_xsum_add(&o->acc[k], q[j]);
+        }
+    }
+    o->n_acc++;
+    return LSE_OK;
+}
+
+size_t lse_optim_n_accumulated(const lse_optim *o)
+{
+    return o != NULL ? o->n_acc : 0;
+}
+
+/* gbuf = the accumulated exact sums, summed over the processes through the
+ * hook (exports of integers: exact in any order), rounded once; the
+ * accumulators are emptied. */
+static lse_status take_accumulated(lse_optim *o, const char *fn)
+{
+    lse_status st = LSE_OK;
+    const size_t ne = o->n * LSE_XSUM_EXPORT;
+    if (o->reduce != NULL) {
+        for (size_t k = 0; k < o->n; k++)
+            lse_xsum_export(&o->acc[k], o->xbuf + k * LSE_XSUM_EXPORT);
+        st = o->reduce(o->xbuf, ne, o->reduce_user);
+        if (st != LSE_OK)
+            st = lse_graph_fail(o->g, st, fn, "reduction hook failed: %s",
+                                lse_strerror(st));
+        for (size_t k = 0; st == LSE_OK && k < o->n; k++)
+            if (lse_xsum_import(&o->acc[k], o->xbuf + k * LSE_XSUM_EXPORT) !=
+                LSE_OK)
+                st = lse_graph_fail(o->g, LSE_EDOM, fn,
+                                    "the reduction hook did not sum the exact "
+                                    "accumulators");
+    }
+    for (size_t k = 0; st == LSE_OK && k < o->n; k++)
+        o->gbuf[k] = lse_xsum_round(&o->acc[k]);
+    memset(o->acc, 0, o->n * sizeof *o->acc);
+    o->n_acc = 0;
+    return st;
+}
+
 lse_status lse_optim_step(lse_optim *o)
 {
     static const char fn[] = "lse_optim_step";
     if (o == NULL)
         return LSE_EFAULT;
     const lse_optim_opts *p = &o->opts;
-    /* gather the gradients of the nodes that move (0 for clamped ones) */
     size_t k0 = 0;
+    if (o->n_acc > 0) {
+        const lse_status st = take_accumulated(o, fn);
+        if (st != LSE_OK)
+            return st;
+        goto reduced;
+    }
+    /* gather the gradients of the nodes that move (0 for clamped ones) */
     for (size_t i = 0; i < o->n_nodes; i++) {
         const lse_node *node = o->nodes[i];
         const gsl_matrix *gr = node->grad;
@@ -280,6 +362,7 @@ lse_status lse_optim_step(lse_optim *o)
             return lse_graph_fail(o->g, rs, fn, "reduction hook failed: %s",
                                   lse_strerror(rs));
     }
+reduced:;
     double s2 = 0.0;
     k0 = 0;
     for (size_t i = 0; i < o->n_nodes; i++) {

@@ -1,10 +1,10 @@
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <gsl/gsl_blas.h>
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
@@ -14,14 +14,12 @@
 
 /* IDW prototype classifier (the IDW paper sections 2-3; docs/models/idwnet.md).
  *
- *   graph  q (B, d) clamped, keys (P, d) param,
+ *   graph  q (B, d) clamped, keys (P, d) param, values (P, C) param,
  *          LSE term "attention": child q, parent keys, sim = score
- *   model  values V (P, C); logits = A V with A = lse_term_softmax (B, P)
- *   loss   L = (1/b) sum_i [lse(logits_i) - logits_i,y_i] (rows i < b)
- *   grads  D = (softmax(logits) - Y) / b           (B, C), 0 on padding
- *          dL/dV = A' D                            (P, C)
- *          g = D V',  G_ij = A_ij (g_ij - sum_k A_ik g_ik)   (B, P)
- *          dL/dK = score->grad(q, K; G).parent     (P, d)
+ *   model  logits = A V with A = lse_term_softmax (B, P)
+ *   loss   L = (1/b) sum_i [lse(logits_i) - logits_i,y_i] (rows i < b):
+ *          lse_loss_readout_xent, whose chain rule fills dL/dK and dL/dV
+ *          in the node gradients; lse_optim (AMSGrad) takes the steps.
  */
 
 #define PI 3.14159265358979323846
@@ -29,12 +27,8 @@
 /* Everything whose size depends on the number of prototypes P. */
 typedef struct parts {
     lse_graph *g;
-    lse_node *q, *keys;
+    lse_node *q, *keys, *values;
     lse_term *term;
-    gsl_matrix *values; /* (P, C) */
-    gsl_matrix *gm;     /* (B, P): g = D V', then G = dL/dS */
-    gsl_matrix *dk;     /* (P, d) training scratch */
-    gsl_matrix *dv;     /* (P, C) training scratch */
 } parts;
 
 struct lse_idwnet {
@@ -43,7 +37,7 @@ struct lse_idwnet {
     void *config; /* copy of the score's config, or NULL */
     size_t n_proto, dim, n_class, batch;
     gsl_matrix *logits; /* (B, C) */
-    gsl_matrix *dlogit; /* (B, C) */
+    size_t *lab;        /* (B) labels of the batch, LSE_LOSS_IGNORE on padding */
     char errmsg[512];
 };
 
@@ -73,37 +67,29 @@ static lse_status graph_fail(lse_idwnet *m, lse_status st, const char *fn)
 static void parts_free(parts *p)
 {
     lse_graph_free(p->g);
-    gsl_matrix_free(p->values);
-    gsl_matrix_free(p->gm);
-    gsl_matrix_free(p->dk);
-    gsl_matrix_free(p->dv);
     memset(p, 0, sizeof *p);
 }
 
-/* A graph and workspaces for P prototypes; keys and values zero. On
- * failure the graph's message (if any) is copied to msg. */
+/* A graph for P prototypes; keys and values zero. On failure the graph's
+ * message (if any) is copied to msg. */
 static lse_status parts_new(const lse_idwnet *m, size_t P, parts *p, char *msg,
                             size_t msg_len)
 {
     memset(p, 0, sizeof *p);
     msg[0] = '\0';
     p->g = lse_graph_new();
-    p->values = gsl_matrix_calloc(P, m->n_class);
-    p->gm = gsl_matrix_alloc(m->batch, P);
-    p->dk = gsl_matrix_alloc(P, m->dim);
-    p->dv = gsl_matrix_alloc(P, m->n_class);
-    if (p->g == NULL || p->values == NULL || p->gm == NULL || p->dk == NULL ||
-        p->dv == NULL) {
-        parts_free(p);
+    if (p->g == NULL)
         return LSE_ENOMEM;
-    }
-    /* one block holds the whole batch: lse_term_sim_args needs that */
+    /* one block holds the whole batch */
     lse_graph_set_block_rows(p->g, m->batch);
     lse_status st = lse_graph_add_node(p->g, "q", m->batch, m->dim,
                                        LSE_NODE_CLAMPED, &p->q);
     if (st == LSE_OK)
         st = lse_graph_add_node(p->g, "keys", P, m->dim, LSE_NODE_PARAM,
                                 &p->keys);
+    if (st == LSE_OK)
+        st = lse_graph_add_node(p->g, "values", P, m->n_class, LSE_NODE_PARAM,
+                                &p->values);
     if (st == LSE_OK) {
         lse_term_spec spec = lse_term_spec_default();
         spec.child = lse_view_all(p->q);
@@ -126,7 +112,7 @@ void lse_idwnet_free(lse_idwnet *m)
     parts_free(&m->p);
     free(m->config);
     gsl_matrix_free(m->logits);
-    gsl_matrix_free(m->dlogit);
+    free(m->lab);
     free(m);
 }
 
@@ -167,8 +153,8 @@ lse_status lse_idwnet_new(size_t n_proto, size_t dim, size_t n_class,
         memcpy(m->config, config, score->config_size);
     }
     m->logits = gsl_matrix_alloc(batch, n_class);
-    m->dlogit = gsl_matrix_alloc(batch, n_class);
-    if (m->logits == NULL || m->dlogit == NULL)
+    m->lab = malloc(batch * sizeof *m->lab);
+    if (m->logits == NULL || m->lab == NULL)
         goto nomem;
     char msg[512];
     const lse_status st = parts_new(m, n_proto, &m->p, msg, sizeof msg);
@@ -207,7 +193,7 @@ gsl_matrix *lse_idwnet_keys(lse_idwnet *m)
 
 gsl_matrix *lse_idwnet_values(lse_idwnet *m)
 {
-    return m != NULL ? m->p.values : NULL;
+    return m != NULL ? lse_node_value(m->p.values) : NULL;
 }
 
 size_t lse_idwnet_n_proto(const lse_idwnet *m)
@@ -260,16 +246,19 @@ lse_status lse_idwnet_init(lse_idwnet *m, const gsl_matrix *x, double noise,
             gsl_matrix_set(keys, k, j, mean + gsl_ran_gaussian(r, sd));
     }
     gsl_rng_free(r);
-    gsl_matrix_set_zero(m->p.values);
+    gsl_matrix_set_zero(lse_node_value(m->p.values));
     return LSE_OK;
 }
 
 /* Copy rows idx[0..b) (or rows first .. first+b-1 when idx is NULL) of x
- * into the query node, padding with the first of them; evaluate the graph
- * (softmax A) and the logits A V (B, C). */
+ * into the query node, padding with the first of them (label ignored),
+ * and evaluate the logits A V and the cross-entropy of the b rows against
+ * y (NULL: no labels, loss 0) times scale; with want_grad, add its
+ * gradient into the node gradients (lse_loss_readout_xent). */
 static lse_status run_batch(lse_idwnet *m, const gsl_matrix *x,
-                            const size_t *idx, size_t first, size_t b,
-                            const char *fn)
+                            const size_t *y, const size_t *idx, size_t first,
+                            size_t b, double scale, int want_grad,
+                            double *loss, const char *fn)
 {
     gsl_matrix *q = lse_node_value(m->p.q);
     for (size_t r = 0; r < m->batch; r++) {
@@ -277,20 +266,12 @@ static lse_status run_batch(lse_idwnet *m, const gsl_matrix *x,
                                  : (idx != NULL ? idx[0] : first);
         gsl_vector_const_view row = gsl_matrix_const_row(x, src);
         gsl_matrix_set_row(q, r, &row.vector);
+        m->lab[r] = (r < b && y != NULL) ? y[src] : LSE_LOSS_IGNORE;
     }
-    double e;
-    lse_status st = lse_graph_energy(m->p.g, &e);
-    if (st != LSE_OK)
-        return graph_fail(m, st, fn);
-    const gsl_matrix *a = lse_term_softmax(m->p.term);
-    if (a == NULL)
-        return fail(m, LSE_EINTERNAL, fn, "attention term has no softmax");
-    const int rc = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, a,
-                                  m->p.values, 0.0, m->logits);
-    if (rc != GSL_SUCCESS)
-        return fail(m, lse_status_from_gsl(rc), fn, "dgemm: %s",
-                    lse_strerror(lse_status_from_gsl(rc)));
-    return LSE_OK;
+    const lse_status st = lse_loss_readout_xent(
+        m->p.term, lse_view_all(m->p.values), m->lab, NULL, scale, want_grad,
+        loss, m->logits);
+    return st != LSE_OK ? graph_fail(m, st, fn) : LSE_OK;
 }
 
 static size_t argmax_row(const gsl_matrix *l, size_t r)
@@ -300,73 +281,6 @@ static size_t argmax_row(const gsl_matrix *l, size_t r)
         if (gsl_matrix_get(l, r, k) > gsl_matrix_get(l, r, best))
             best = k;
     return best;
-}
-
-/* Cross-entropy of the first b rows after run_batch: adds the summed loss
- * to *sum and the correct predictions to *correct; with want_d, fills
- * dlogit = (softmax - Y) * scale (rows >= b zero). */
-static void batch_ce(lse_idwnet *m, const size_t *y, const size_t *idx,
-                     size_t first, size_t b, double scale, int want_d,
-                     double *sum, size_t *correct)
-{
-    const size_t C = m->n_class;
-    if (want_d)
-        gsl_matrix_set_zero(m->dlogit);
-    for (size_t r = 0; r < b; r++) {
-        const size_t label = y[idx != NULL ? idx[r] : first + r];
-        const double *row = gsl_matrix_const_ptr(m->logits, r, 0);
-        const double lse = lse_logsumexp(row, C, 1, 1.0);
-        *sum += lse - row[label];
-        if (correct != NULL && argmax_row(m->logits, r) == label)
-            (*correct)++;
-        if (!want_d)
-            continue;
-        double *d = gsl_matrix_ptr(m->dlogit, r, 0);
-        for (size_t k = 0; k < C; k++)
-            d[k] = scale * (exp(row[k] - lse) - (k == label ? 1.0 : 0.0));
-    }
-}
-
-/* Gradients after batch_ce: dk = dL/dK, dv = dL/dV (each may be NULL). */
-static lse_status batch_grad(lse_idwnet *m, gsl_matrix *dk, gsl_matrix *dv,
-                             const char *fn)
-{
-    const gsl_matrix *a = lse_term_softmax(m->p.term);
-    int rc = GSL_SUCCESS;
-    if (dv != NULL)
-        rc = gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, a, m->dlogit, 0.0,
-                            dv);
-    if (rc != GSL_SUCCESS)
-        return fail(m, lse_status_from_gsl(rc), fn, "dgemm failed");
-    if (dk == NULL)
-        return LSE_OK;
-    /* g = D V' (B, P); then G_ij = A_ij (g_ij - sum_k A_ik g_ik) */
-    gsl_matrix *gm = m->p.gm;
-    rc = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, m->dlogit, m->p.values,
-                        0.0, gm);
-    if (rc != GSL_SUCCESS)
-        return fail(m, lse_status_from_gsl(rc), fn, "dgemm failed");
-    for (size_t i = 0; i < gm->size1; i++) {
-        const double *ai = gsl_matrix_const_ptr(a, i, 0);
-        double *gi = gsl_matrix_ptr(gm, i, 0);
-        double mean = 0.0;
-        for (size_t j = 0; j < gm->size2; j++)
-            mean += ai[j] * gi[j];
-        for (size_t j = 0; j < gm->size2; j++)
-            gi[j] = ai[j] * (gi[j] - mean);
-    }
-    lse_sim_args args;
-    lse_status st = lse_term_sim_args(m->p.term, &args);
-    if (st != LSE_OK)
-        return fail(m, st, fn, "lse_term_sim_args: %s", lse_strerror(st));
-    gsl_matrix_set_zero(dk);
-    const lse_sim_grads out = {
-        .child = NULL, .parent = dk, .context = NULL, .param = NULL};
-    st = m->score->grad(&args, gm, &out);
-    if (st != LSE_OK)
-        return fail(m, st, fn, "%s gradient kernel: %s", m->score->name,
-                    lse_strerror(st));
-    return LSE_OK;
 }
 
 static lse_status check_labels(lse_idwnet *m, const size_t *y, size_t n,
@@ -416,13 +330,16 @@ lse_status lse_idwnet_loss_grad(lse_idwnet *m, const gsl_matrix *x,
                     m->n_proto, m->dim, m->n_proto, m->n_class);
     st = check_labels(m, y, b, fn);
     if (st == LSE_OK)
-        st = run_batch(m, x, NULL, 0, b, fn);
+        st = lse_graph_zero_grad(m->p.g);
+    if (st == LSE_OK)
+        st = run_batch(m, x, y, NULL, 0, b, 1.0 / (double)b, 1, loss, fn);
     if (st != LSE_OK)
         return st;
-    double sum = 0.0;
-    batch_ce(m, y, NULL, 0, b, 1.0 / (double)b, 1, &sum, NULL);
-    *loss = sum / (double)b;
-    return batch_grad(m, dkeys, dvalues, fn);
+    if (dkeys != NULL)
+        gsl_matrix_memcpy(dkeys, lse_node_grad(m->p.keys));
+    if (dvalues != NULL)
+        gsl_matrix_memcpy(dvalues, lse_node_grad(m->p.values));
+    return LSE_OK;
 }
 
 /* Loss sum, correct count and optionally logits/attention of all rows. */
@@ -433,13 +350,16 @@ static lse_status sweep(lse_idwnet *m, const gsl_matrix *x, const size_t *y,
     const size_t n = x->size1;
     for (size_t first = 0; first < n; first += m->batch) {
         const size_t b = n - first < m->batch ? n - first : m->batch;
-        lse_status st = run_batch(m, x, NULL, first, b, fn);
+        double l = 0.0;
+        lse_status st = run_batch(m, x, y, NULL, first, b, 1.0, 0, &l, fn);
         if (st != LSE_OK)
             return st;
-        if (y != NULL)
-            batch_ce(m, y, NULL, first, b, 0.0, 0, sum, correct);
         const gsl_matrix *a = lse_term_softmax(m->p.term);
+        if (sum != NULL)
+            *sum += l;
         for (size_t r = 0; r < b; r++) {
+            if (correct != NULL && argmax_row(m->logits, r) == y[first + r])
+                (*correct)++;
             if (labels != NULL)
                 labels[first + r] = argmax_row(m->logits, r);
             if (logits != NULL) {
@@ -532,54 +452,6 @@ lse_idwnet_train_opts lse_idwnet_train_opts_default(void)
     return o;
 }
 
-/* Adam moments of one parameter matrix. */
-typedef struct adam_state {
-    gsl_matrix *m, *v, *vmax;
-} adam_state;
-
-static void adam_free(adam_state *a)
-{
-    gsl_matrix_free(a->m);
-    gsl_matrix_free(a->v);
-    gsl_matrix_free(a->vmax);
-}
-
-static int adam_alloc(adam_state *a, size_t r, size_t c)
-{
-    a->m = gsl_matrix_calloc(r, c);
-    a->v = gsl_matrix_calloc(r, c);
-    a->vmax = gsl_matrix_calloc(r, c);
-    return a->m != NULL && a->v != NULL && a->vmax != NULL;
-}
-
-/* One (AMSGrad) Adam step at step number t >= 1 (PyTorch's form):
- * m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; vmax = max(vmax, v);
- * theta -= lr / (1 - b1^t) * m / (sqrt(vmax / (1 - b2^t)) + eps). */
-static void adam_step(adam_state *a, gsl_matrix *theta, const gsl_matrix *g,
-                      const lse_idwnet_train_opts *o, double lr, size_t t)
-{
-    const double bc1 = 1.0 - pow(o->beta1, (double)t);
-    const double bc2 = 1.0 - pow(o->beta2, (double)t);
-    for (size_t i = 0; i < theta->size1; i++)
-        for (size_t j = 0; j < theta->size2; j++) {
-            const double gij = gsl_matrix_get(g, i, j);
-            const double mij =
-                o->beta1 * gsl_matrix_get(a->m, i, j) + (1 - o->beta1) * gij;
-            const double vij = o->beta2 * gsl_matrix_get(a->v, i, j) +
-                               (1 - o->beta2) * gij * gij;
-            double vm = vij;
-            if (o->amsgrad) {
-                const double prev = gsl_matrix_get(a->vmax, i, j);
-                vm = prev > vij ? prev : vij;
-                gsl_matrix_set(a->vmax, i, j, vm);
-            }
-            gsl_matrix_set(a->m, i, j, mij);
-            gsl_matrix_set(a->v, i, j, vij);
-            const double upd = lr / bc1 * mij / (sqrt(vm / bc2) + o->adam_eps);
-            *gsl_matrix_ptr(theta, i, j) -= upd;
-        }
-}
-
 static lse_status
 check_train_opts(lse_idwnet *m, const lse_idwnet_train_opts *o, const char *fn)
 {
@@ -615,12 +487,24 @@ lse_status lse_idwnet_train(lse_idwnet *m, const gsl_matrix *x, const size_t *y,
         return st;
     const size_t n = x->size1;
     lse_idwnet_train_report rep = {.loss_before = NAN, .loss_after = NAN};
-    adam_state ak = {0}, av = {0};
+    /* the optimizer: AMSGrad (or Adam) over keys and values, the learning
+     * rate of each epoch set before its first step */
+    lse_optim_opts oo = lse_optim_opts_default();
+    oo.rule = o.amsgrad ? LSE_OPTIM_AMSGRAD : LSE_OPTIM_ADAM;
+    oo.lr = o.lr;
+    oo.beta1 = o.beta1;
+    oo.beta2 = o.beta2;
+    oo.eps = o.adam_eps;
     size_t *perm = malloc(n * sizeof *perm);
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-    if (perm == NULL || r == NULL || !adam_alloc(&ak, m->n_proto, m->dim) ||
-        !adam_alloc(&av, m->n_proto, m->n_class)) {
+    lse_optim *opt = NULL;
+    if (perm == NULL || r == NULL) {
         st = fail(m, LSE_ENOMEM, fn, "out of memory");
+        goto done;
+    }
+    opt = lse_optim_new(m->p.g, &oo);
+    if (opt == NULL) {
+        st = graph_fail(m, LSE_ENOMEM, fn);
         goto done;
     }
     gsl_rng_set(r, o.seed);
@@ -629,35 +513,42 @@ lse_status lse_idwnet_train(lse_idwnet *m, const gsl_matrix *x, const size_t *y,
     st = lse_idwnet_evaluate(m, x, y, &rep.loss_before, NULL);
     if (st != LSE_OK)
         goto done;
-    gsl_matrix *keys = lse_node_value(m->p.keys);
     for (size_t e = 0; e < o.epochs; e++) {
-        const double lr =
-            o.cosine
-                ? 0.5 * o.lr * (1.0 + cos(PI * (double)e / (double)o.epochs))
-                : o.lr;
+        oo.lr = o.cosine ? 0.5 * o.lr *
+                               (1.0 + cos(PI * (double)e / (double)o.epochs))
+                         : o.lr;
+        if (!(oo.lr > 0.0)) /* cos(pi e / E) = -1 never happens for e < E */
+            oo.lr = DBL_MIN;
+        st = lse_optim_set_opts(opt, &oo);
+        if (st != LSE_OK) {
+            st = graph_fail(m, st, fn);
+            goto done;
+        }
         gsl_ran_shuffle(r, perm, n, sizeof *perm);
         double epoch_loss = 0.0;
         size_t n_batch = 0;
         for (size_t first = 0; first < n; first += m->batch) {
             const size_t b = n - first < m->batch ? n - first : m->batch;
-            st = run_batch(m, x, perm + first, 0, b, fn);
-            if (st != LSE_OK)
-                goto done;
-            double sum = 0.0;
-            batch_ce(m, y, perm + first, 0, b, 1.0 / (double)b, 1, &sum, NULL);
-            if (!isfinite(sum)) {
-                st = fail(m, LSE_ENONFINITE, fn,
-                          "loss is %g in epoch %zu (lower the learning rate)",
-                          sum, e + 1);
+            double l;
+            st = lse_graph_zero_grad(m->p.g);
+            if (st == LSE_OK)
+                st = run_batch(m, x, y, perm + first, 0, b, 1.0 / (double)b, 1,
+                               &l, fn);
+            if (st == LSE_ENONFINITE) {
+                st = fail(m, st, fn, "the loss is not finite in epoch %zu "
+                                     "(lower the learning rate)",
+                          e + 1);
                 goto done;
             }
-            st = batch_grad(m, m->p.dk, m->p.dv, fn);
+            if (st == LSE_OK) {
+                st = lse_optim_step(opt);
+                if (st != LSE_OK)
+                    st = graph_fail(m, st, fn);
+            }
             if (st != LSE_OK)
                 goto done;
             rep.steps++;
-            adam_step(&ak, keys, m->p.dk, &o, lr, rep.steps);
-            adam_step(&av, m->p.values, m->p.dv, &o, lr, rep.steps);
-            epoch_loss += sum / (double)b;
+            epoch_loss += l;
             n_batch++;
         }
         rep.epochs = e + 1;
@@ -669,8 +560,7 @@ lse_status lse_idwnet_train(lse_idwnet *m, const gsl_matrix *x, const size_t *y,
 done:
     free(perm);
     gsl_rng_free(r);
-    adam_free(&ak);
-    adam_free(&av);
+    lse_optim_free(opt);
     if (report != NULL)
         *report = rep;
     return st;
@@ -702,12 +592,13 @@ lse_status lse_idwnet_add_prototype(lse_idwnet *m, const gsl_vector *key,
     if (st != LSE_OK)
         return fail(m, st, fn, "%s", msg[0] != '\0' ? msg : lse_strerror(st));
     gsl_matrix *keys = lse_node_value(p.keys);
+    gsl_matrix *values = lse_node_value(p.values);
     gsl_matrix_view kold = gsl_matrix_submatrix(keys, 0, 0, P, m->dim);
-    gsl_matrix_view vold = gsl_matrix_submatrix(p.values, 0, 0, P, m->n_class);
+    gsl_matrix_view vold = gsl_matrix_submatrix(values, 0, 0, P, m->n_class);
     gsl_matrix_memcpy(&kold.matrix, lse_node_value(m->p.keys));
-    gsl_matrix_memcpy(&vold.matrix, m->p.values);
+    gsl_matrix_memcpy(&vold.matrix, lse_node_value(m->p.values));
     gsl_matrix_set_row(keys, P, key);
-    gsl_matrix_set_row(p.values, P, value);
+    gsl_matrix_set_row(values, P, value);
     parts_free(&m->p);
     m->p = p;
     m->n_proto = P + 1;
@@ -746,7 +637,7 @@ lse_status lse_idwnet_special_case(lse_idwnet *m, const gsl_vector *q, size_t c,
     const double p = cfg->p, eps = cfg->eps;
     /* Shepard weights w_j = 1 / (eps + d_j^p) and their sum W */
     const gsl_matrix *keys = lse_node_value(m->p.keys);
-    const gsl_matrix *v = m->p.values;
+    const gsl_matrix *v = lse_node_value(m->p.values);
     const size_t P = m->n_proto, C = m->n_class;
     double wsum = 0.0;
     gsl_vector *w = gsl_vector_alloc(P);

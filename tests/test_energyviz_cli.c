@@ -373,7 +373,7 @@ static const model_case cases[] = {
      "delta",
      "1,8"},
     {"idwnet",
-     {"q", "keys"},
+     {"q", "keys", "values"},
      {"attention"},
      {"LSE idw(p=2, eps=0.001)"},
      2,

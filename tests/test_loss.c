@@ -100,6 +100,17 @@ static lse_status recon(lsetup *s, int want_grad, double *l)
     return lse_loss_recon(s->t, lse_view_all(s->v), target, wts, 1.3, want_grad, l);
 }
 
+static size_t rlabels[NC] = {0, 1, 1, LSE_LOSS_IGNORE, 0, 1};
+
+static lse_status readout(lsetup *s, int want_grad, double *l)
+{
+    return lse_loss_readout_xent(s->t, lse_view_all(s->v), rlabels, wts, 0.9,
+                                 want_grad, l, NULL);
+}
+
+static const loss_fn losses[3] = {xent, recon, readout};
+static const char *const loss_names[3] = {"xent", "recon", "readout-xent"};
+
 /* max relative error of the analytic gradient over every free entry */
 static double fd_check(lsetup *s, loss_fn f, size_t *n_checked)
 {
@@ -157,13 +168,13 @@ START_TEST(test_fd_every_similarity)
 {
     setup_data();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        for (int which = 0; which < 2; which++) {
+        for (int which = 0; which < 3; which++) {
             lsetup s;
             build(&s, &cases[i], 1.7, 0, 0);
             size_t n;
-            const double err = fd_check(&s, which ? recon : xent, &n);
+            const double err = fd_check(&s, losses[which], &n);
             ck_assert_msg(err < 1e-6, "%s %s: error %g", cases[i].name,
-                          which ? "recon" : "xent", err);
+                          loss_names[which], err);
             /* x, p, v and the parameters */
             ck_assert_uint_ge(n, NC * D + NP * D + NP * 2);
             lse_graph_free(s.g);
@@ -186,12 +197,13 @@ START_TEST(test_self_attention_and_blocks)
         ck_assert_double_lt(fd_check(&s, xent, &n), 1e-6);
         ck_assert_double_lt(fd_check(&s, recon, &n), 1e-6);
         ck_assert_double_lt(fd_check(&b, xent, &n), 1e-6);
-        for (int which = 0; which < 2; which++) {
+        ck_assert_double_lt(fd_check(&b, readout, &n), 1e-6);
+        for (int which = 0; which < 3; which++) {
             double ls, lb;
             lse_assert_ok(lse_graph_zero_grad(s.g));
             lse_assert_ok(lse_graph_zero_grad(b.g));
-            lse_assert_ok((which ? recon : xent)(&s, 1, &ls));
-            lse_assert_ok((which ? recon : xent)(&b, 1, &lb));
+            lse_assert_ok(losses[which](&s, 1, &ls));
+            lse_assert_ok(losses[which](&b, 1, &lb));
             ck_assert_double_eq_tol(ls, lb, 1e-12);
             for (size_t k = 0; k < lse_graph_n_nodes(s.g); k++) {
                 const gsl_matrix *gs = lse_node_grad(lse_graph_node(s.g, k));
@@ -285,6 +297,59 @@ START_TEST(test_xent_values_and_combination)
 }
 END_TEST
 
+START_TEST(test_readout_xent_values)
+{
+    /* L = sum w (lse(R_c) - R_c,y) with R = A V, the logits returned */
+    setup_data();
+    lsetup s;
+    build(&s, &cases[4], 1.3, 0, 0);
+    double e, l;
+    lse_assert_ok(lse_graph_energy(s.g, &e));
+    const gsl_matrix *a = lse_term_softmax(s.t);
+    const gsl_matrix *v = lse_node_value(s.v);
+    gsl_matrix *r = gsl_matrix_alloc(NC, 2);
+    lse_assert_ok(lse_loss_readout_xent(s.t, lse_view_all(s.v), rlabels, wts,
+                                        0.9, 0, &l, r));
+    double want = 0.0;
+    for (size_t c = 0; c < NC; c++) {
+        double rc[2];
+        for (size_t k = 0; k < 2; k++) {
+            rc[k] = 0.0;
+            for (size_t p = 0; p < NP; p++)
+                rc[k] += gsl_matrix_get(a, c, p) * gsl_matrix_get(v, p, k);
+            ck_assert_double_eq_tol(gsl_matrix_get(r, c, k), rc[k], 1e-14);
+        }
+        if (rlabels[c] != LSE_LOSS_IGNORE)
+            want += gsl_vector_get(wts, c) *
+                    (log(exp(rc[0]) + exp(rc[1])) - rc[rlabels[c]]);
+    }
+    ck_assert_double_eq_tol(l, 0.9 * want, 1e-12);
+    /* errors: a class out of range, logits of the wrong shape, values
+     * with the wrong number of rows */
+    size_t bad[NC] = {0, 0, 2, 0, 0, 0};
+    lse_assert_status(lse_loss_readout_xent(s.t, lse_view_all(s.v), bad, NULL,
+                                            1.0, 0, &l, NULL),
+                      LSE_ERANGE);
+    gsl_matrix *r3 = gsl_matrix_alloc(NC, 3);
+    lse_assert_status(lse_loss_readout_xent(s.t, lse_view_all(s.v), rlabels,
+                                            NULL, 1.0, 0, &l, r3),
+                      LSE_EDIM);
+    lse_assert_status(lse_loss_readout_xent(s.t, lse_view_all(s.x), rlabels,
+                                            NULL, 1.0, 0, &l, NULL),
+                      LSE_EDIM);
+    lse_assert_status(lse_loss_readout_xent(s.t, lse_view_all(s.v), NULL, NULL,
+                                            1.0, 0, &l, NULL),
+                      LSE_EFAULT);
+    lse_assert_status(lse_loss_readout_xent(s.t, lse_view_all(s.v), rlabels,
+                                            NULL, INFINITY, 0, &l, NULL),
+                      LSE_EDOM);
+    gsl_matrix_free(r3);
+    gsl_matrix_free(r);
+    lse_graph_free(s.g);
+    free_data();
+}
+END_TEST
+
 START_TEST(test_train_classifier)
 {
     /* a prototype classifier trained on the cross-entropy alone with Adam
@@ -365,6 +430,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_fd_every_similarity);
     tcase_add_test(tc, test_self_attention_and_blocks);
     tcase_add_test(tc, test_xent_values_and_combination);
+    tcase_add_test(tc, test_readout_xent_values);
     tcase_add_test(tc, test_train_classifier);
     suite_add_tcase(s, tc);
     return s;

@@ -713,6 +713,126 @@ START_TEST(test_reduce_hook)
 }
 END_TEST
 
+/* the rows [first, first + count) of fit_graph, one at a time, into the
+ * 1-row graph g: each row's gradient accumulated exactly into o */
+static void accumulate_rows(lse_graph *g, lse_optim *o, const size_t *order,
+                            size_t count)
+{
+    lse_graph *full = fit_graph();
+    const gsl_matrix *xs = lse_node_value(lse_graph_find_node(full, "x"));
+    lse_node *x = lse_graph_find_node(g, "x");
+    for (size_t i = 0; i < count; i++) {
+        gsl_matrix_const_view row = gsl_matrix_const_submatrix(xs, order[i], 0, 1, 2);
+        lse_assert_ok(lse_node_set_value(x, &row.matrix));
+        double e;
+        lse_assert_ok(lse_graph_gradient(g, &e));
+        lse_assert_ok(lse_optim_accumulate(o));
+    }
+    lse_graph_free(full);
+}
+
+typedef struct xshare {
+    lse_graph *mine, *other;
+    size_t first, count; /* the other process's rows */
+} xshare;
+
+/* a simulated Allreduce of exact accumulators: add the exports of the
+ * other process's rows (accumulated row by row at the same parameters) */
+static lse_status add_other_exact(double *buf, size_t n, void *user)
+{
+    xshare *r = user;
+    ck_assert_uint_eq(n, 6 * LSE_XSUM_EXPORT);
+    lse_graph *full = fit_graph();
+    const gsl_matrix *xs = lse_node_value(lse_graph_find_node(full, "x"));
+    lse_node *mo = lse_graph_find_node(r->other, "mu");
+    lse_assert_ok(lse_node_set_value(mo, lse_node_value(lse_graph_find_node(r->mine, "mu"))));
+    lse_xsum acc[6];
+    memset(acc, 0, sizeof acc);
+    for (size_t i = r->first; i < r->first + r->count; i++) {
+        gsl_matrix_const_view row = gsl_matrix_const_submatrix(xs, i, 0, 1, 2);
+        lse_assert_ok(lse_node_set_value(lse_graph_find_node(r->other, "x"), &row.matrix));
+        double e;
+        lse_assert_ok(lse_graph_gradient(r->other, &e));
+        for (size_t k = 0; k < 6; k++)
+            lse_xsum_add(&acc[k], gsl_matrix_get(lse_node_grad(mo), k / 2, k % 2));
+    }
+    double ex[LSE_XSUM_EXPORT];
+    for (size_t k = 0; k < 6; k++) {
+        lse_xsum_export(&acc[k], ex);
+        for (size_t j = 0; j < LSE_XSUM_EXPORT; j++)
+            buf[k * LSE_XSUM_EXPORT + j] += ex[j];
+    }
+    lse_graph_free(full);
+    return LSE_OK;
+}
+
+START_TEST(test_accumulate_exact)
+{
+    /* 12 rows accumulated one by one in two orders, and split over two
+     * simulated processes (rows 0-4 here, 5-11 through the hook): the same
+     * bits every step; and within 1e-12 of the plain full-batch steps */
+    lse_optim_opts oo = lse_optim_opts_default();
+    oo.lr = 0.05;
+    oo.clip_norm = 3.0;
+    lse_graph *full = fit_graph();
+    lse_optim *of = lse_optim_new(full, &oo);
+    lse_graph *ga = shard_graph(0, 1), *gb = shard_graph(0, 1), *gc = shard_graph(0, 1);
+    lse_graph *other = shard_graph(0, 1);
+    lse_optim *oa = lse_optim_new(ga, &oo), *ob = lse_optim_new(gb, &oo),
+              *oc = lse_optim_new(gc, &oo);
+    xshare r = {gc, other, 5, 7};
+    lse_optim_set_reduce(oc, add_other_exact, &r);
+    size_t fwd[12], rev[12];
+    for (size_t i = 0; i < 12; i++) {
+        fwd[i] = i;
+        rev[i] = 11 - i;
+    }
+    ck_assert_uint_eq(lse_optim_n_accumulated(oa), 0);
+    for (size_t s = 0; s < 25; s++) {
+        run_steps(full, of, 1);
+        accumulate_rows(ga, oa, fwd, 12);
+        ck_assert_uint_eq(lse_optim_n_accumulated(oa), 12);
+        lse_assert_ok(lse_optim_step(oa));
+        ck_assert_uint_eq(lse_optim_n_accumulated(oa), 0);
+        accumulate_rows(gb, ob, rev, 12);
+        lse_assert_ok(lse_optim_step(ob));
+        accumulate_rows(gc, oc, fwd, 5);
+        lse_assert_ok(lse_optim_step(oc));
+        const gsl_matrix *a = lse_node_value(lse_graph_find_node(ga, "mu"));
+        const gsl_matrix *b = lse_node_value(lse_graph_find_node(gb, "mu"));
+        const gsl_matrix *c = lse_node_value(lse_graph_find_node(gc, "mu"));
+        const gsl_matrix *f = lse_node_value(lse_graph_find_node(full, "mu"));
+        ck_assert(memcmp(a->data, b->data, 6 * sizeof(double)) == 0);
+        ck_assert(memcmp(a->data, c->data, 6 * sizeof(double)) == 0);
+        for (size_t k = 0; k < 6; k++)
+            ck_assert_double_eq_tol(a->data[k], f->data[k], 1e-12);
+    }
+    /* the last row moved the parameters */
+    ck_assert_double_gt(fabs(gsl_matrix_get(lse_node_value(lse_graph_find_node(ga, "mu")), 0, 0) -
+                             0.5), 0.1);
+    /* a reset empties the accumulators */
+    accumulate_rows(ga, oa, fwd, 3);
+    lse_optim_reset(oa);
+    ck_assert_uint_eq(lse_optim_n_accumulated(oa), 0);
+    accumulate_rows(ga, oa, fwd, 2);
+    lse_assert_ok(lse_optim_set_nodes(oa, NULL, 0));
+    ck_assert_uint_eq(lse_optim_n_accumulated(oa), 0);
+    accumulate_rows(ga, oa, fwd, 2); /* accumulating again after the reset */
+    ck_assert_uint_eq(lse_optim_n_accumulated(oa), 2);
+    lse_assert_status(lse_optim_accumulate(NULL), LSE_EFAULT);
+    ck_assert_uint_eq(lse_optim_n_accumulated(NULL), 0);
+    lse_optim_free(of);
+    lse_optim_free(oa);
+    lse_optim_free(ob);
+    lse_optim_free(oc);
+    lse_graph_free(full);
+    lse_graph_free(ga);
+    lse_graph_free(gb);
+    lse_graph_free(gc);
+    lse_graph_free(other);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("optim");
@@ -727,6 +847,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_batcher);
     tcase_add_test(tc, test_learn_step);
     tcase_add_test(tc, test_reduce_hook);
+    tcase_add_test(tc, test_accumulate_exact);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -68,6 +68,49 @@ typedef struct lse_sum_config {
                                          alpha parameter is absent */
 } lse_sum_config;
 
+/** Most parameters a base similarity of lse_sim_gate may have. */
+#define LSE_GATE_MAX_BASE_PARAM 4
+
+/**
+ * DAAM-gated similarity (docs/models/daam.md, "Trained on a task"): any
+ * base similarity on the child rows modulated by the Density Adaptive
+ * Attention gates of H heads with K Gaussians each,
+ *   S = base(Phi(C), P; x, theta),  Phi(c)_(h,j) = c_j g_hj(c_j)  (H d),
+ *   g_hj(c_j) = (1/K) sum_k exp(-(y_j - delta_hk,j)^2 / (2 width_hk,j^2)),
+ *   y_j = (c_j - center_j) / scale_j,
+ * the heads' gated features concatenated (the DAAM paper's Algorithm 1,
+ * with a mean offset and a width per head, Gaussian and feature: 2 H K d
+ * parameters, the paper's 2 H d for K = 1). Parameters: "delta" and
+ * "width" (H K, d_child), row h K + k for Gaussian k of head h; then the
+ * base's (slots 2 .., shaped for the gated dimension H d_child). Widths
+ * must be non-zero (LSE_EDOM at evaluation). Bases with a prepare kernel
+ * are refused. Config lse_gate_config. No closed-form M-step.
+ */
+LSE_API extern const lse_sim_type *const lse_sim_gate;
+
+typedef struct lse_gate_config {
+    const lse_sim_type *base; /**< required */
+    const void *base_config;  /**< borrowed; NULL: the base's default */
+    size_t n_head;            /**< H >= 1 */
+    size_t n_gauss;           /**< K >= 1 Gaussians per head */
+    const double *center;     /**< d_child entries (borrowed, must outlive
+                                 the graph), or NULL: 0 */
+    const double *scale;      /**< d_child entries > 0 (borrowed), or NULL:
+                                 1 */
+} lse_gate_config;
+
+/**
+ * @brief The gates and gated features of rows @p x (n, d) under @p cfg:
+ * @p gates (n, H d) = g, @p phi (n, H d) = Phi (either may be NULL).
+ * @return LSE_OK, LSE_EFAULT, LSE_EINVAL (H or K zero), LSE_EDIM (shapes:
+ *  delta and width (H K, d)), LSE_EDOM (a zero or non-finite width).
+ */
+LSE_API lse_status lse_gate_features(const lse_gate_config *cfg,
+                                     const gsl_matrix *delta,
+                                     const gsl_matrix *width,
+                                     const gsl_matrix *x, gsl_matrix *gates,
+                                     gsl_matrix *phi);
+
 #ifdef __cplusplus
 }
 #endif

@@ -73,6 +73,28 @@ LSE_API lse_status lse_loss_recon(lse_term *t, lse_view values,
                                   const gsl_vector *weight, double scale,
                                   int want_grad, double *loss);
 
+/**
+ * @brief Cross-entropy of a classifier read out through the term's
+ * attention: logits R = A V (A the term's softmax (n_child, n_parent), V the
+ * rows of @p values, one per parent, one column per class; the IDW
+ * prototype classifier), L = scale sum_c w_c (lse(R_c) - R_c,y_c). With
+ * D = dL/dR = scale w_c (softmax(R_c) - e_y), the chain rule is that of
+ * lse_loss_recon: dL/dS(c, p) = beta A(c, p) (D_c . V_p - sum_q A(c, q)
+ * D_c . V_q) into the similarity's nodes and parameters, dL/dV += A' D.
+ * @param values a view with n_parent rows (columns: classes); a NULL node:
+ *  the parent view.
+ * @param labels n_child classes < dim V (LSE_LOSS_IGNORE: skip the row,
+ *  e.g. the padding of a short mini-batch).
+ * @param[out] logits (n_child, dim V) receives R, or NULL.
+ * @return as lse_loss_xent; LSE_EDIM for shapes, LSE_ENONFINITE for a
+ *  non-finite loss (nothing is added to the gradients).
+ */
+LSE_API lse_status lse_loss_readout_xent(lse_term *t, lse_view values,
+                                         const size_t *labels,
+                                         const gsl_vector *weight, double scale,
+                                         int want_grad, double *loss,
+                                         gsl_matrix *logits);
+
 #ifdef __cplusplus
 }
 #endif

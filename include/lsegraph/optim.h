@@ -104,12 +104,31 @@ LSE_API void lse_optim_reset(lse_optim *o);
  *  non-finite gradient; nothing is updated), or the reduction hook's
  *  error. */
 LSE_API lse_status lse_optim_step(lse_optim *o);
+/** @brief Add the current gradient of every optimized entry (as
+ *  lse_optim_step reads it) into an exact accumulator (lse_xsum; the first
+ *  call allocates them). The next lse_optim_step then uses the accumulated
+ *  sums instead of the node gradients, rounded once: the same bits for any
+ *  order or split of the accumulated parts (micro-batches of one process,
+ *  or, through the reduction hook, the processes' shares of a mini-batch),
+ *  and empties the accumulators. With a hook, that step passes the
+ *  exports (LSE_XSUM_EXPORT doubles per entry, integers: summed exactly by
+ *  MPI_SUM in any order) to it instead of the gradients. Clamped nodes add
+ *  nothing. Pending sums are not part of the saved state
+ *  (lse_optim_state_get); lse_optim_reset and lse_optim_set_nodes drop
+ *  them. @return LSE_OK, LSE_EFAULT, LSE_ENOMEM. */
+LSE_API lse_status lse_optim_accumulate(lse_optim *o);
+/** @brief Gradients accumulated since the last step (0: the next step
+ *  reads the node gradients). */
+LSE_API size_t lse_optim_n_accumulated(const lse_optim *o);
 /** @brief Data parallelism: before each step, replace the gradient of
  *  every optimized entry (one flat buffer of lse_optim_state_size - 1) / 3
  *  doubles, in node order) by its sum over all processes, each of which
  *  evaluated the gradient on its share of the rows (MPI_Allreduce with
  *  MPI_SUM; the same hook type as lse_solver_set_reduce). Every process
- *  then applies the same update. NULL (default): one process. */
+ *  then applies the same update. After lse_optim_accumulate the hook sums
+ *  the exact accumulators instead (n LSE_XSUM_EXPORT doubles), so the
+ *  update is bit-identical for any number of processes. NULL (default):
+ *  one process. */
 LSE_API void lse_optim_set_reduce(lse_optim *o, lse_reduce_fn fn, void *user);
 /** @brief Steps taken. */
 LSE_API size_t lse_optim_n_step(const lse_optim *o);

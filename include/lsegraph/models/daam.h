@@ -9,6 +9,7 @@
 #include <lsegraph/status.h>
 #include <lsegraph/sim.h>
 #include <lsegraph/graph.h>
+#include <lsegraph/compose.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -168,6 +169,103 @@ typedef struct lse_daam_fit_report {
  */
 LSE_API lse_status lse_daam_fit(lse_daam *m, size_t max_iter, double tol,
                                 lse_daam_fit_report *report);
+
+/* ------------------------------------------------------------------ */
+/* DAAM trained on a task (models/daam_net.c)                          */
+
+/**
+ * @brief A softmax classifier over DAAM-gated features, trained on the
+ * cross-entropy through the core's loss and optimizer (docs/models/daam.md,
+ * "Trained on a task"): for a row x (d), the gated features
+ * Phi(x) = [x .* g_1(x), ..., x .* g_H(x)] (H d) of H heads with K
+ * Gaussians each (lse_sim_gate: a mean offset and a width per head,
+ * Gaussian and feature, in units of the training columns' standard
+ * deviation), and logits W Phi(x) (W (C, H d)).
+ *
+ * Graph: node "q" (B, d) clamped (a batch), parameter nodes "weights"
+ * (C, H d), "delta" and "width" (H K, d); LSE term "classify" (child q,
+ * parent weights, lse_sim_gate over dot with parameters delta, width).
+ *
+ * @code
+ * lse_daam_net *net;
+ * lse_daam_net_new(2, 1, 10, 32, xtrain, &net, &err);  // H = 2, K = 1
+ * lse_daam_net_init(net, 1);
+ * lse_daam_net_train(net, xtrain, ytrain, NULL, NULL);  // Adam, 20 epochs
+ * lse_daam_net_evaluate(net, xtest, ytest, &loss, &acc);
+ * lse_daam_net_importance(net, xtrain, NULL, imp);      // IF per feature
+ * @endcode
+ */
+typedef struct lse_daam_net lse_daam_net;
+
+/** The eps of the normalisation y = (x - mean) / sqrt(var + eps). */
+#define LSE_DAAM_NET_EPS 1e-5
+
+/**
+ * @brief A classifier of @p n_class classes over the columns of @p x
+ * (n, d), whose column means and population variances fix the gate's
+ * normalisation; batches of @p batch rows. Weights 0, delta 0, widths 1.
+ * @return LSE_OK; LSE_EFAULT; LSE_EINVAL (a size 0); LSE_ENONFINITE;
+ *  LSE_ENOMEM. The message is in @p err (may be NULL).
+ */
+LSE_API lse_status lse_daam_net_new(size_t n_head, size_t n_gauss,
+                                    size_t n_class, size_t batch,
+                                    const gsl_matrix *x, lse_daam_net **out,
+                                    lse_error *err);
+LSE_API void lse_daam_net_free(lse_daam_net *m);
+/** @brief "function: facts" of the last failure ("" if none). */
+LSE_API const char *lse_daam_net_errmsg(const lse_daam_net *m);
+LSE_API lse_graph *lse_daam_net_graph(const lse_daam_net *m);
+LSE_API lse_term *lse_daam_net_term(const lse_daam_net *m);
+/** @brief Parameter nodes: delta, width (H K, d), weights (C, H d). */
+LSE_API lse_node *lse_daam_net_delta(const lse_daam_net *m);
+LSE_API lse_node *lse_daam_net_width(const lse_daam_net *m);
+LSE_API lse_node *lse_daam_net_weights(const lse_daam_net *m);
+/** @brief The gate's config (normalisation included), for
+ *  lse_gate_features. */
+LSE_API const lse_gate_config *lse_daam_net_gate(const lse_daam_net *m);
+/** @brief delta ~ N(0, 1) (GSL mt19937 seeded by @p seed; breaks the
+ *  symmetry between heads), widths 1, weights 0 (initial loss log C). */
+LSE_API lse_status lse_daam_net_init(lse_daam_net *m, unsigned long seed);
+
+typedef struct lse_daam_net_train_opts {
+    size_t epochs;     /**< default 20 */
+    double lr;         /**< Adam's learning rate, default 0.01 */
+    unsigned long seed; /**< mini-batch shuffling (lse_batcher), default 1 */
+    int train_gates;   /**< 1 (default): learn delta and width with the
+                          weights; 0: the weights alone (gates fixed) */
+} lse_daam_net_train_opts;
+
+typedef struct lse_daam_net_train_report {
+    double loss_before, loss_after; /**< mean cross-entropy on the data */
+    size_t steps;
+} lse_daam_net_train_report;
+
+LSE_API lse_daam_net_train_opts lse_daam_net_train_opts_default(void);
+/**
+ * @brief Adam (lse_optim) on the mean cross-entropy (lse_loss_xent) of
+ * seeded mini-batches of B rows (lse_batcher: floor(n / B) per epoch).
+ * @p opts NULL: the defaults; @p report may be NULL.
+ * @return LSE_OK; LSE_EFAULT; LSE_EDIM (fewer rows than B, wrong columns);
+ *  LSE_EINVAL (a label >= C); LSE_EDOM (lr); the core's errors.
+ */
+LSE_API lse_status lse_daam_net_train(lse_daam_net *m, const gsl_matrix *x,
+                                      const size_t *y,
+                                      const lse_daam_net_train_opts *opts,
+                                      lse_daam_net_train_report *report);
+/** @brief Mean cross-entropy and accuracy (argmax) on (x, y); either
+ *  output may be NULL. */
+LSE_API lse_status lse_daam_net_evaluate(lse_daam_net *m, const gsl_matrix *x,
+                                         const size_t *y, double *loss,
+                                         double *accuracy);
+/**
+ * @brief The paper's importance factors from the trained gates:
+ * DA_j = mean over the rows of @p x and the heads of g_hj(x_ij), then
+ * IF_j = (DA_j - min DA) / (max DA - min DA) in [0, 1] (all 1 when every
+ * DA_j is equal). @p da (d) may be NULL; @p imp (d) required.
+ */
+LSE_API lse_status lse_daam_net_importance(lse_daam_net *m,
+                                           const gsl_matrix *x, gsl_vector *da,
+                                           gsl_vector *imp);
 
 #ifdef __cplusplus
 }

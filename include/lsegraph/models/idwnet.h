@@ -20,10 +20,11 @@ extern "C" {
  * sections 2-3): P prototypes with keys K (P, d) and values V (P, C) (class
  * logits); for a query q, logits = softmax_j(score(q, k_j)) V. The
  * attention is an LSE term (child = a batch of queries, parent = the keys,
- * similarity = the score), so the softmax is lse_term_softmax() and the key
- * gradient comes from the similarity's own gradient kernel with
- * G = dLoss/dS. The cross-entropy loss is computed by the model (it is not
- * an energy of the graph). Derivation: docs/models/idwnet.md.
+ * similarity = the score), so the softmax is lse_term_softmax(); keys and
+ * values are parameter nodes. The cross-entropy of the logits (not an
+ * energy of the graph) and its gradients are the core's
+ * lse_loss_readout_xent, the steps lse_optim's (AMSGrad). Derivation:
+ * docs/models/idwnet.md.
  *
  * @code
  * lse_dist_config cfg = {.p = 2, .eps = 1e-3, .s = 1};
@@ -168,8 +169,9 @@ typedef struct lse_idwnet_train_report {
 /**
  * @brief Minibatch training of keys and values on the rows of @p x (n, dim)
  * with labels @p y: each epoch shuffles the rows and takes one AMSGrad
- * step per batch of lse_idwnet_batch() rows (the last batch may be
- * smaller), on the mean cross-entropy of the batch.
+ * step (lse_optim, learning rate of the epoch set by lse_optim_set_opts)
+ * per batch of lse_idwnet_batch() rows (the last batch may be smaller), on
+ * the mean cross-entropy of the batch (lse_loss_readout_xent).
  * @param opts borrowed; NULL: defaults. @param report may be NULL.
  * @return LSE_OK; LSE_EFAULT; LSE_EDIM; LSE_EINVAL (bad label); LSE_EDOM
  *  (bad option); LSE_ENONFINITE (loss not finite); LSE_ENOMEM.

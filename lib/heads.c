@@ -11,6 +11,7 @@
 #endif
 
 #include "graph-private.h"
+#include "kernels-private.h"
 #include "size-private.h"
 #include "threads-private.h"
 
@@ -266,6 +267,98 @@ static void apply_mask(const heads_run *r, gsl_matrix *s, size_t i0)
     }
 }
 
+/* One row: a = exp(beta (s - max)) / sum, the row's (1/beta) log sum exp;
+ * -INFINITY and a zero row when every entry is -INFINITY. The exponentials
+ * (lse_exp_nonpos, branch-free) are one loop that vectorizes, the sum
+ * another in index order. */
+LSE_KERNEL double softmax_row(const double *s, double *a, size_t n,
+                              double beta)
+{
+    double m = -INFINITY;
+    for (size_t j = 0; j < n; j++)
+        m = s[j] > m ? s[j] : m;
+    if (m == -INFINITY) {
+        for (size_t j = 0; j < n; j++)
+            a[j] = 0.0;
+        return -INFINITY;
+    }
+    for (size_t j = 0; j < n; j++)
+        a[j] = lse_exp_nonpos(beta * (s[j] - m));
+    double z = 0.0;
+    for (size_t j = 0; j < n; j++)
+        z += a[j];
+    const double inv = 1.0 / z;
+    for (size_t j = 0; j < n; j++)
+        a[j] *= inv;
+    return m + log(z) / beta;
+}
+
+static void softmax_rows_plain(const gsl_matrix *s, gsl_matrix *a,
+                               double beta, double *lse)
+{
+    for (size_t i = 0; i < s->size1; i++)
+        lse[i] = softmax_row(gsl_matrix_const_ptr(s, i, 0),
+                             gsl_matrix_ptr(a, i, 0), s->size2, beta);
+}
+
+#if LSE_HAVE_AVX2_PATH
+/* softmax_row with AVX2 and FMA: four lanes of maxima, exponentials
+ * (lse_exp_nonpos4) and partial sums, the same tail as softmax_row. */
+LSE_TARGET_AVX2_FMA
+static double softmax_row_fma(const double *s, double *a, size_t n,
+                              double beta)
+{
+    size_t j = 0;
+    __m256d m4 = _mm256_set1_pd(-INFINITY);
+    for (; j + 4 <= n; j += 4)
+        m4 = _mm256_max_pd(m4, _mm256_loadu_pd(s + j));
+    double mm[4];
+    _mm256_storeu_pd(mm, m4);
+    double m = mm[0];
+    for (int q = 1; q < 4; q++)
+        m = mm[q] > m ? mm[q] : m;
+    for (; j < n; j++)
+        m = s[j] > m ? s[j] : m;
+    if (m == -INFINITY) {
+        for (size_t q = 0; q < n; q++)
+            a[q] = 0.0;
+        return -INFINITY;
+    }
+    const __m256d mv = _mm256_set1_pd(m), bv = _mm256_set1_pd(beta);
+    __m256d z4 = _mm256_setzero_pd();
+    for (j = 0; j + 4 <= n; j += 4) {
+        const __m256d x =
+            _mm256_mul_pd(bv, _mm256_sub_pd(_mm256_loadu_pd(s + j), mv));
+        const __m256d e = lse_exp_nonpos4(x);
+        _mm256_storeu_pd(a + j, e);
+        z4 = _mm256_add_pd(z4, e);
+    }
+    double zz[4];
+    _mm256_storeu_pd(zz, z4);
+    double z = (zz[0] + zz[1]) + (zz[2] + zz[3]);
+    for (; j < n; j++) {
+        a[j] = lse_exp_nonpos(beta * (s[j] - m));
+        z += a[j];
+    }
+    const double inv = 1.0 / z;
+    const __m256d iv = _mm256_set1_pd(inv);
+    for (j = 0; j + 4 <= n; j += 4)
+        _mm256_storeu_pd(a + j, _mm256_mul_pd(_mm256_loadu_pd(a + j), iv));
+    for (; j < n; j++)
+        a[j] *= inv;
+    return m + log(z) / beta;
+}
+
+LSE_TARGET_AVX2_FMA
+static void softmax_rows_fma(const gsl_matrix *s, gsl_matrix *a, double beta,
+                             double *lse)
+{
+    for (size_t i = 0; i < s->size1; i++)
+        lse[i] = softmax_row_fma(gsl_matrix_const_ptr(s, i, 0),
+                                 gsl_matrix_ptr(a, i, 0), s->size2, beta);
+}
+#endif
+
 /* A = softmax(beta S) by rows, lse[i] = (1/beta) log sum exp(beta S_i.);
  * -INFINITY and zero rows when a row is fully masked. LSE_ENONFINITE for a
  * NaN or +inf score. */
@@ -274,30 +367,19 @@ static lse_status softmax_block(const gsl_matrix *s, gsl_matrix *a,
 {
     for (size_t i = 0; i < s->size1; i++) {
         const double *si = gsl_matrix_const_ptr(s, i, 0);
-        double *ai = gsl_matrix_ptr(a, i, 0);
-        double m = -INFINITY;
-        for (size_t j = 0; j < s->size2; j++) {
-            if (isnan(si[j]) || si[j] == INFINITY)
-                return LSE_ENONFINITE;
-            if (si[j] > m)
-                m = si[j];
-        }
-        if (m == -INFINITY) {
-            for (size_t j = 0; j < s->size2; j++)
-                ai[j] = 0.0;
-            lse[i] = -INFINITY;
-            continue;
-        }
-        double z = 0.0;
-        for (size_t j = 0; j < s->size2; j++) {
-            ai[j] = exp(beta * (si[j] - m));
-            z += ai[j];
-        }
-        const double inv = 1.0 / z;
+        int bad = 0;
         for (size_t j = 0; j < s->size2; j++)
-            ai[j] *= inv;
-        lse[i] = m + log(z) / beta;
+            bad |= isnan(si[j]) || si[j] == INFINITY;
+        if (bad)
+            return LSE_ENONFINITE;
     }
+#if LSE_HAVE_AVX2_PATH
+    if (lse_cpu_avx2_fma()) {
+        softmax_rows_fma(s, a, beta, lse);
+        return LSE_OK;
+    }
+#endif
+    softmax_rows_plain(s, a, beta, lse);
     return LSE_OK;
 }
 
@@ -825,28 +907,6 @@ static lse_status check_weight(lse_term *t, const gsl_vector *w, size_t nc,
     return LSE_OK;
 }
 
-static gsl_matrix **alloc_g(size_t H, size_t nc, size_t np)
-{
-    gsl_matrix **G = calloc(H, sizeof *G);
-    for (size_t h = 0; G != NULL && h < H; h++) {
-        G[h] = gsl_matrix_calloc(nc, np);
-        if (G[h] == NULL) {
-            for (size_t k = 0; k < h; k++)
-                gsl_matrix_free(G[k]);
-            free(G);
-            return NULL;
-        }
-    }
-    return G;
-}
-
-static void free_g(gsl_matrix **G, size_t H)
-{
-    for (size_t h = 0; G != NULL && h < H; h++)
-        gsl_matrix_free(G[h]);
-    free(G);
-}
-
 lse_status lse_heads_loss_xent(lse_term *t, const size_t *labels,
                                const gsl_vector *weight, double scale,
                                int want_grad, double *loss)
@@ -888,31 +948,28 @@ lse_status lse_heads_loss_xent(lse_term *t, const size_t *labels,
                                       "term '%s': row %zu's label %zu is masked",
                                       t->name, c, labels[c]);
             }
-    gsl_matrix **G = want_grad ? alloc_g(H, nc, np) : NULL;
-    if (want_grad && G == NULL) {
-        kept_free(&r);
-        return lse_graph_fail(t->graph, LSE_ENOMEM, fn, "out of memory");
-    }
+    /* G_h = dL/dS_h overwrites S_h row by row, after its use */
+    gsl_matrix **G = r.S;
     double l = 0.0;
     for (size_t h = 0; h < H; h++)
         for (size_t c = 0; c < nc; c++) {
             const size_t y = labels[c];
-            if (y == LSE_LOSS_IGNORE)
-                continue;
             const double w = weight != NULL ? gsl_vector_get(weight, c) : 1.0;
-            l += w * beta *
-                 (gsl_vector_get(r.lse[h], c) - gsl_matrix_get(r.S[h], c, y));
-            if (G == NULL || w == 0.0)
+            double *gr = gsl_matrix_ptr(G[h], c, 0);
+            if (y != LSE_LOSS_IGNORE)
+                l += w * beta * (gsl_vector_get(r.lse[h], c) - gr[y]);
+            if (y == LSE_LOSS_IGNORE || w == 0.0) {
+                for (size_t p = 0; p < np; p++)
+                    gr[p] = 0.0;
                 continue;
+            }
             const double f = scale * w * beta;
             const double *ar = gsl_matrix_const_ptr(r.A[h], c, 0);
-            double *gr = gsl_matrix_ptr(G[h], c, 0);
             for (size_t p = 0; p < np; p++)
                 gr[p] = f * (ar[p] - (p == y ? 1.0 : 0.0));
         }
-    if (G != NULL)
+    if (want_grad)
         st = backward(t, &r, G, fn);
-    free_g(G, H);
     kept_free(&r);
     if (st == LSE_OK && loss != NULL)
         *loss = scale * l;
@@ -965,10 +1022,8 @@ lse_status lse_heads_loss_recon(lse_term *t, lse_view values,
     gsl_matrix_view vv = lse_view_value(&values);
     const gsl_matrix *v = &vv.matrix;
     gsl_matrix *R = gsl_matrix_calloc(nc, dt);
-    gsl_matrix **G = want_grad ? alloc_g(H, nc, np) : NULL;
-    if (R == NULL || (want_grad && G == NULL)) {
-        gsl_matrix_free(R);
-        free_g(G, H);
+    gsl_matrix **G = r.S; /* dL/dS_h overwrites S_h (not needed) */
+    if (R == NULL) {
         kept_free(&r);
         return lse_graph_fail(t->graph, LSE_ENOMEM, fn, "out of memory");
     }
@@ -1023,7 +1078,6 @@ lse_status lse_heads_loss_recon(lse_term *t, lse_view values,
         st = backward(t, &r, G, fn);
     }
     gsl_matrix_free(R);
-    free_g(G, H);
     kept_free(&r);
     if (st == LSE_OK && loss != NULL)
         *loss = scale * l;

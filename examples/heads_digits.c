@@ -28,6 +28,8 @@
 #include <gsl/gsl_blas.h>
 #include <lsegraph/lsegraph.h>
 
+#define LR 0.03
+
 enum { NPIX = 64, HALF = 32, NCLASS = 10, NBANK = 500, BATCH = 64,
        NV = HALF + NCLASS };
 
@@ -284,7 +286,7 @@ static int run_model(const data *d, const model *md, size_t steps,
     lse_batcher *bt = NULL;
     lse_error err;
     lse_optim_opts oo = lse_optim_opts_default(); /* Adam */
-    oo.lr = 0.03;
+    oo.lr = LR;
     lse_optim *opt = lse_optim_new(g, &oo);
     int rc = 0;
     if (qtop == NULL || qtarget == NULL || target == NULL || a == NULL ||
@@ -384,7 +386,7 @@ int main(int argc, char **argv)
     printf("digits: %zu training images (bank %d, queries %zu), %zu test; "
            "bottom half hidden\n",
            d.train->size1, NBANK, d.train->size1 - NBANK, d.test->size1);
-    printf("Adam lr 0.01, %zu steps of %d queries, seed 13\n\n", steps, BATCH);
+    printf("Adam lr %g, %zu steps of %d queries, seed 13\n\n", LR, steps, BATCH);
     printf("| model | hidden-pixel RMSE (grey levels) | test accuracy |\n");
     printf("|---|---|---|\n");
     static const char *const bname[3] = {

@@ -599,6 +599,11 @@ START_TEST(test_refused)
     lse_term *t;
     lse_assert_ok(lse_graph_add_heads(s.g, "ok", &sp, &t));
     ck_assert(lse_term_is_heads(t));
+    ck_assert(lse_term_custom(t) == lse_custom_heads);
+    ck_assert_int_eq((int)lse_term_n_views(t), 4);
+    const lse_heads_config *hc = lse_term_config(t);
+    ck_assert(hc->n_heads == 2 && hc->base == lse_sim_scaled_dot);
+    ck_assert(!lse_term_is_heads(NULL));
     char buf[128];
     lse_term_describe(t, buf, sizeof buf);
     ck_assert_msg(strstr(buf, "H=2") != NULL, "%s", buf);

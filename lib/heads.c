@@ -796,7 +796,7 @@ static lse_status fail_eval(lse_term *t, lse_status st, const char *fn)
 static void kept_free(heads_run *r)
 {
     for (size_t h = 0; h < r->d.H; h++) {
-        if (r->S != NULL)
+        if (r->S != NULL && (r->A == NULL || r->S[h] != r->A[h]))
             gsl_matrix_free(r->S[h]);
         if (r->A != NULL)
             gsl_matrix_free(r->A[h]);
@@ -810,8 +810,9 @@ static void kept_free(heads_run *r)
     r->lse = NULL;
 }
 
+/* keep_s 0: the softmax overwrites the scores (S[h] == A[h]). */
 static lse_status forward_kept(lse_term *t, heads_term_args *ta, heads_run *r,
-                               const char *fn)
+                               int keep_s, const char *fn)
 {
     memset(r, 0, sizeof *r);
     lse_status st = term_args(t, fn, ta);
@@ -831,8 +832,8 @@ static lse_status forward_kept(lse_term *t, heads_term_args *ta, heads_run *r,
         return lse_graph_fail(t->graph, LSE_ENOMEM, fn, "out of memory");
     }
     for (size_t h = 0; h < H; h++) {
-        r->S[h] = gsl_matrix_alloc(r->d.nc, r->d.np);
         r->A[h] = gsl_matrix_alloc(r->d.nc, r->d.np);
+        r->S[h] = keep_s ? gsl_matrix_alloc(r->d.nc, r->d.np) : r->A[h];
         r->lse[h] = gsl_vector_alloc(r->d.nc);
         if (r->S[h] == NULL || r->A[h] == NULL || r->lse[h] == NULL) {
             kept_free(r);
@@ -871,7 +872,7 @@ lse_status lse_heads_attention(lse_term *t, size_t head, gsl_matrix *a)
         return lse_graph_fail(t->graph, LSE_EFAULT, fn, "NULL output");
     heads_term_args ta;
     heads_run r;
-    lse_status st = forward_kept(t, &ta, &r, fn);
+    lse_status st = forward_kept(t, &ta, &r, 0, fn);
     if (st != LSE_OK)
         return st;
     if (head >= r.d.H)
@@ -934,7 +935,7 @@ lse_status lse_heads_loss_xent(lse_term *t, const size_t *labels,
                                   t->name, labels[c], c, pv.count);
     heads_term_args ta;
     heads_run r;
-    st = forward_kept(t, &ta, &r, fn);
+    st = forward_kept(t, &ta, &r, 1, fn);
     if (st != LSE_OK)
         return st;
     const size_t H = r.d.H, nc = r.d.nc, np = r.d.np;
@@ -1016,14 +1017,18 @@ lse_status lse_heads_loss_recon(lse_term *t, lse_view values,
         return st;
     heads_term_args ta;
     heads_run r;
-    st = forward_kept(t, &ta, &r, fn);
+    st = forward_kept(t, &ta, &r, 0, fn);
     if (st != LSE_OK)
         return st;
     gsl_matrix_view vv = lse_view_value(&values);
     const gsl_matrix *v = &vv.matrix;
     gsl_matrix *R = gsl_matrix_calloc(nc, dt);
-    gsl_matrix **G = r.S; /* dL/dS_h overwrites S_h (not needed) */
-    if (R == NULL) {
+    /* dL/dA_h in one scratch, then dL/dS_h in place of A_h */
+    gsl_matrix *da = want_grad ? gsl_matrix_alloc(nc, np) : NULL;
+    gsl_matrix **G = r.A;
+    if (R == NULL || (want_grad && da == NULL)) {
+        gsl_matrix_free(R);
+        gsl_matrix_free(da);
         kept_free(&r);
         return lse_graph_fail(t->graph, LSE_ENOMEM, fn, "out of memory");
     }
@@ -1056,27 +1061,28 @@ lse_status lse_heads_loss_recon(lse_term *t, lse_view values,
         for (size_t h = 0; h < H; h++) {
             gsl_matrix_const_view vh =
                 gsl_matrix_const_submatrix(v, 0, shared ? 0 : h * dt, np, dt);
-            /* dL/dA_h = hs D V_h', then the softmax Jacobian */
-            gsl_blas_dgemm(CblasNoTrans, CblasTrans, hs, R, &vh.matrix, 0.0,
-                           G[h]);
-            for (size_t c = 0; c < nc; c++) {
-                const double *ar = gsl_matrix_const_ptr(r.A[h], c, 0);
-                double *gr = gsl_matrix_ptr(G[h], c, 0);
-                double s = 0.0;
-                for (size_t p = 0; p < np; p++)
-                    s += ar[p] * gr[p];
-                for (size_t p = 0; p < np; p++)
-                    gr[p] = ar[p] == 0.0 ? 0.0 : cfg->beta * ar[p] * (gr[p] - s);
-            }
             if (!lse_node_is_clamped(vn)) { /* dL/dV_h += hs A_h' D */
                 gsl_matrix_view gh = gsl_matrix_submatrix(
                     &gv.matrix, 0, shared ? 0 : h * dt, np, dt);
                 gsl_blas_dgemm(CblasTrans, CblasNoTrans, hs, r.A[h], R, 1.0,
                                &gh.matrix);
             }
+            /* dL/dA_h = hs D V_h', then the softmax Jacobian into A_h */
+            gsl_blas_dgemm(CblasNoTrans, CblasTrans, hs, R, &vh.matrix, 0.0,
+                           da);
+            for (size_t c = 0; c < nc; c++) {
+                double *ar = gsl_matrix_ptr(G[h], c, 0);
+                const double *dr = gsl_matrix_const_ptr(da, c, 0);
+                double s = 0.0;
+                for (size_t p = 0; p < np; p++)
+                    s += ar[p] * dr[p];
+                for (size_t p = 0; p < np; p++)
+                    ar[p] = ar[p] == 0.0 ? 0.0 : cfg->beta * ar[p] * (dr[p] - s);
+            }
         }
         st = backward(t, &r, G, fn);
     }
+    gsl_matrix_free(da);
     gsl_matrix_free(R);
     kept_free(&r);
     if (st == LSE_OK && loss != NULL)

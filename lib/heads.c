@@ -908,6 +908,24 @@ static lse_status check_weight(lse_term *t, const gsl_vector *w, size_t nc,
     return LSE_OK;
 }
 
+/* The checks both losses start with: @p what (labels, target) given, a
+ * finite scale, a heads term. */
+static lse_status loss_args_ok(lse_term *t, const void *what,
+                               const char *what_name, double scale,
+                               const char *fn)
+{
+    if (t == NULL)
+        return LSE_EFAULT;
+    if (what == NULL)
+        return lse_graph_fail(t->graph, LSE_EFAULT, fn, "NULL %s", what_name);
+    if (!isfinite(scale))
+        return lse_graph_fail(t->graph, LSE_EDOM, fn, "scale = %g", scale);
+    if (!lse_term_is_heads(t))
+        return lse_graph_fail(t->graph, LSE_EINVAL, fn,
+                              "term '%s' is not a heads term", t->name);
+    return LSE_OK;
+}
+
 lse_status lse_heads_loss_xent(lse_term *t, const size_t *labels,
                                const gsl_vector *weight, double scale,
                                int want_grad, double *loss)
@@ -915,17 +933,11 @@ lse_status lse_heads_loss_xent(lse_term *t, const size_t *labels,
     static const char fn[] = "lse_loss_xent";
     if (loss != NULL)
         *loss = NAN;
-    if (t == NULL)
-        return LSE_EFAULT;
-    if (labels == NULL)
-        return lse_graph_fail(t->graph, LSE_EFAULT, fn, "NULL labels");
-    if (!isfinite(scale))
-        return lse_graph_fail(t->graph, LSE_EDOM, fn, "scale = %g", scale);
-    if (!lse_term_is_heads(t))
-        return lse_graph_fail(t->graph, LSE_EINVAL, fn,
-                              "term '%s' is not a heads term", t->name);
+    lse_status st = loss_args_ok(t, labels, "labels", scale, fn);
+    if (st != LSE_OK)
+        return st;
     const lse_view cv = lse_term_view(t, V_CHILD), pv = lse_term_view(t, V_PARENT);
-    lse_status st = check_weight(t, weight, cv.count, fn);
+    st = check_weight(t, weight, cv.count, fn);
     if (st != LSE_OK)
         return st;
     for (size_t c = 0; c < cv.count; c++)
@@ -985,19 +997,13 @@ lse_status lse_heads_loss_recon(lse_term *t, lse_view values,
     static const char fn[] = "lse_loss_recon";
     if (loss != NULL)
         *loss = NAN;
-    if (t == NULL)
-        return LSE_EFAULT;
-    if (target == NULL)
-        return lse_graph_fail(t->graph, LSE_EFAULT, fn, "NULL target");
-    if (!isfinite(scale))
-        return lse_graph_fail(t->graph, LSE_EDOM, fn, "scale = %g", scale);
-    if (!lse_term_is_heads(t))
-        return lse_graph_fail(t->graph, LSE_EINVAL, fn,
-                              "term '%s' is not a heads term", t->name);
+    lse_status st = loss_args_ok(t, target, "target", scale, fn);
+    if (st != LSE_OK)
+        return st;
     const lse_view cv = lse_term_view(t, V_CHILD), pv = lse_term_view(t, V_PARENT);
     if (values.node == NULL)
         values = pv;
-    lse_status st = lse_check_view(t->graph, &values, "values", fn, t->name);
+    st = lse_check_view(t->graph, &values, "values", fn, t->name);
     if (st != LSE_OK)
         return st;
     const lse_heads_config *cfg = lse_term_config(t);

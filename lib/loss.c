@@ -118,6 +118,8 @@ lse_status lse_loss_xent(lse_term *t, const size_t *labels,
     static const char fn[] = "lse_loss_xent";
     if (loss != NULL)
         *loss = NAN;
+    if (lse_term_is_heads(t)) /* lib/heads.c: one loss per head */
+        return lse_heads_loss_xent(t, labels, weight, scale, want_grad, loss);
     if (t == NULL || labels == NULL)
         return t != NULL ? lse_graph_fail(t->graph, LSE_EFAULT, fn, "NULL labels")
                          : LSE_EFAULT;
@@ -233,6 +235,9 @@ lse_status lse_loss_recon(lse_term *t, lse_view values, const gsl_matrix *target
         *loss = NAN;
     if (t == NULL)
         return LSE_EFAULT;
+    if (lse_term_is_heads(t)) /* lib/heads.c */
+        return lse_heads_loss_recon(t, values, target, weight, scale,
+                                    want_grad, loss);
     if (target == NULL)
         return lse_graph_fail(t->graph, LSE_EFAULT, fn, "NULL target");
     if (!isfinite(scale))

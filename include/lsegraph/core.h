@@ -30,6 +30,7 @@
 #include <lsegraph/ode.h>
 #include <lsegraph/optim.h>
 #include <lsegraph/loss.h>
+#include <lsegraph/heads.h>
 #include <lsegraph/kalman.h>
 #ifdef LSEGRAPH_CORE_SET_INSIDE
 #undef LSEGRAPH_INSIDE

@@ -1,4 +1,5 @@
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,6 +57,15 @@ static double trace_prod(const gsl_matrix *a, const gsl_matrix *b)
             s += gsl_matrix_get(a, i, j) * gsl_matrix_get(b, j, i);
     return s;
 }
+
+/* Several processes (lse_lslds_opts.reduce): this process's y rows
+ * [ctx, ctx + n_own) are the global rows [offset, offset + n_own); the
+ * latent chain (q, seq) has the global rows. NULL: one process, y rows =
+ * q rows. */
+typedef struct par {
+    lse_comm comm;
+    size_t ctx, n_own, offset;
+} par;
 
 lse_status lse_lslds_params_new(size_t K, size_t D, size_t N, int markov,
                                 lse_lslds_params **out, lse_error *err)
@@ -212,15 +222,33 @@ static int mode_inverses(const lse_lslds_params *p, gsl_matrix *Qi, double *ld,
     return 0;
 }
 
-lse_status lse_lslds_update_x(const lse_lslds_params *p, const gsl_matrix *y,
-                              const unsigned char *observed, const size_t *seq,
-                              lse_lslds_post *q, double *logzx, lse_error *err)
+/* The q(x) update. With @p obs (several processes) y is not read: the
+ * observations enter as the potentials obs[t*(DD+D) ..] (J_t then h_t) of
+ * every global row, with the constant obs[T*(DD+D)], and the Kalman
+ * smoother sees no observed entry. */
+static lse_status update_x_impl(const lse_lslds_params *p, const gsl_matrix *y,
+                                const unsigned char *observed,
+                                const size_t *seq, lse_lslds_post *q,
+                                double *logzx, const double *obs,
+                                const char *fn, lse_error *err)
 {
-    static const char fn[] = "lse_lslds_update_x";
-    lse_status st = check_args(fn, p, y, q, err);
-    if (st != LSE_OK)
-        return st;
-    const size_t T = q->T, K = p->K, D = p->D, DD = D * D, N = p->N;
+    lse_status st = LSE_OK;
+    const size_t T = q->T, K = p->K, D = p->D, DD = D * D;
+    const size_t N = obs ? 1 : p->N;
+    gsl_matrix *ydum = NULL, *Cdum = NULL;
+    unsigned char *nomask = NULL;
+    if (obs != NULL) {
+        ydum = gsl_matrix_calloc(T, 1);
+        Cdum = gsl_matrix_calloc(1, D);
+        nomask = calloc(T, 1);
+        if (!ydum || !Cdum || !nomask) {
+            st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+            gsl_matrix_free(ydum);
+            gsl_matrix_free(Cdum);
+            free(nomask);
+            return st;
+        }
+    }
     gsl_matrix *Ae = gsl_matrix_calloc(T, DD), *be = gsl_matrix_calloc(T, D);
     gsl_matrix *Qe = gsl_matrix_calloc(T, DD), *J = gsl_matrix_calloc(T, DD);
     gsl_matrix *h = gsl_matrix_calloc(T, D), *R = gsl_matrix_calloc(N, N);
@@ -317,12 +345,24 @@ lse_status lse_lslds_update_x(const lse_lslds_params *p, const gsl_matrix *y,
         csum += -0.5 * sbQb + 0.5 * gQg - 0.5 * sld - 0.5 * ldLam;
     }
     for (size_t i = 0; i < N; i++)
-        gsl_matrix_set(R, i, i, gsl_vector_get(p->r, i));
-    lse_kalman_model km = {Ae, be, Qe, p->C, p->d, R, p->m0, p->P0, J, h};
+        gsl_matrix_set(R, i, i, obs ? 1.0 : gsl_vector_get(p->r, i));
+    if (obs != NULL) {
+        for (size_t t = 0; t < T; t++) {
+            const double *o = obs + t * (DD + D);
+            for (size_t i = 0; i < DD; i++)
+                J->data[t * J->tda + i] += o[i];
+            for (size_t i = 0; i < D; i++)
+                h->data[t * h->tda + i] += o[DD + i];
+        }
+        csum += obs[T * (DD + D)];
+    }
+    lse_kalman_model km = {Ae, be, Qe, obs ? Cdum : p->C, obs ? NULL : p->d,
+                           R, p->m0, p->P0, J, h};
     lse_kalman_result kr = {NULL, NULL, q->mean, q->cov, q->cross};
     double ll;
     lse_error kerr;
-    st = lse_kalman_smooth(&km, y, observed, seq, &ll, &kr, &kerr);
+    st = lse_kalman_smooth(&km, obs ? ydum : y, obs ? nomask : observed, seq,
+                           &ll, &kr, &kerr);
     if (st != LSE_OK) {
         lse_error_set(err, st, fn, "%s", kerr.message);
         goto done;
@@ -349,7 +389,57 @@ done:
     gsl_vector_free(tv);
     gsl_vector_free(tv2);
     free(ld);
+    gsl_matrix_free(ydum);
+    gsl_matrix_free(Cdum);
+    free(nomask);
     return st;
+}
+
+lse_status lse_lslds_update_x(const lse_lslds_params *p, const gsl_matrix *y,
+                              const unsigned char *observed, const size_t *seq,
+                              lse_lslds_post *q, double *logzx, lse_error *err)
+{
+    static const char fn[] = "lse_lslds_update_x";
+    lse_status st = check_args(fn, p, y, q, err);
+    if (st != LSE_OK)
+        return st;
+    return update_x_impl(p, y, observed, seq, q, logzx, NULL, fn, err);
+}
+
+/* Several processes: the observation potentials of this process's rows
+ * (layout of update_x_impl), summed over the processes into @p obs
+ * (T (DD + D) + 1 doubles), then the q(x) update. */
+static lse_status update_x_par(const lse_lslds_params *p, const gsl_matrix *y,
+                               const unsigned char *observed, const size_t *seq,
+                               lse_lslds_post *q, par *pr, double *obs,
+                               lse_error *err)
+{
+    static const char fn[] = "lse_lslds_fit";
+    const size_t T = q->T, D = p->D, DD = D * D, N = p->N, W = DD + D;
+    memset(obs, 0, (T * W + 1) * sizeof(double));
+    double c = 0.0;
+    for (size_t tl = 0; tl < pr->n_own; tl++) {
+        const size_t ty = pr->ctx + tl;
+        double *o = obs + (pr->offset + tl) * W;
+        for (size_t i = 0; i < N; i++) {
+            if (observed != NULL && !observed[ty * N + i])
+                continue;
+            const double ri = gsl_vector_get(p->r, i);
+            const double e = gsl_matrix_get(y, ty, i) - gsl_vector_get(p->d, i);
+            for (size_t a = 0; a < D; a++) {
+                const double ca = gsl_matrix_get(p->C, i, a);
+                for (size_t b = 0; b < D; b++)
+                    o[a * D + b] += ca * gsl_matrix_get(p->C, i, b) / ri;
+                o[DD + a] += ca * e / ri;
+            }
+            c += -0.5 * (LOG_2PI + log(ri) + e * e / ri);
+        }
+    }
+    obs[T * W] = c;
+    lse_status st = lse_comm_sum(&pr->comm, obs, T * W + 1, fn, err);
+    if (st != LSE_OK)
+        return st;
+    return update_x_impl(p, y, observed, seq, q, NULL, obs, fn, err);
 }
 
 /* Emission scores s (T, K): E_q(x)[log N(x_t; A_k x_{t-1} + b_k, Q_k)],
@@ -582,6 +672,36 @@ lse_status lse_lslds_scores(const lse_lslds_params *p, const size_t *seq,
     return LSE_OK;
 }
 
+/* *acc += E_q log p(y_t | x_t) over the observed entries of y row ty,
+ * with the moments of q row tq. */
+static void obs_term(const lse_lslds_params *p, const gsl_matrix *y,
+                     const unsigned char *observed, size_t ty,
+                     const lse_lslds_post *q, size_t tq, gsl_vector *cp,
+                     double *acc)
+{
+    const size_t N = p->N, D = p->D;
+    gsl_matrix_const_view Pt =
+        gsl_matrix_const_view_array(q->cov->data + tq * q->cov->tda, D, D);
+    gsl_vector_const_view mt = gsl_matrix_const_row(q->mean, tq);
+    for (size_t i = 0; i < N; i++) {
+        if (observed != NULL && !observed[ty * N + i])
+            continue;
+        gsl_vector_const_view ci = gsl_matrix_const_row(p->C, i);
+        double cm, cPc;
+        gsl_blas_ddot(&ci.vector, &mt.vector, &cm);
+        gsl_blas_dgemv(CblasNoTrans, 1.0, &Pt.matrix, &ci.vector, 0.0, cp);
+        gsl_blas_ddot(&ci.vector, cp, &cPc);
+        const double ri = gsl_vector_get(p->r, i);
+        const double res = gsl_matrix_get(y, ty, i) - cm - gsl_vector_get(p->d, i);
+        *acc += -0.5 * (LOG_2PI + log(ri) + (res * res + cPc) / ri);
+    }
+}
+
+static lse_status elbo_impl(const lse_lslds_params *p, const gsl_matrix *y,
+                            const unsigned char *observed, const size_t *seq,
+                            const lse_lslds_post *q, par *pr, double *elbo,
+                            const char *fn, lse_error *err);
+
 lse_status lse_lslds_elbo(const lse_lslds_params *p, const gsl_matrix *y,
                           const unsigned char *observed, const size_t *seq,
                           const lse_lslds_post *q, double *elbo, lse_error *err)
@@ -590,12 +710,23 @@ lse_status lse_lslds_elbo(const lse_lslds_params *p, const gsl_matrix *y,
     lse_status st = check_args(fn, p, y, q, err);
     if (st != LSE_OK)
         return st;
+    return elbo_impl(p, y, observed, seq, q, NULL, elbo, fn, err);
+}
+
+/* With @p pr (several processes) the observation terms of this process's
+ * rows, summed over the processes. */
+static lse_status elbo_impl(const lse_lslds_params *p, const gsl_matrix *y,
+                            const unsigned char *observed, const size_t *seq,
+                            const lse_lslds_post *q, par *pr, double *elbo,
+                            const char *fn, lse_error *err)
+{
+    lse_status st = LSE_OK;
     if (elbo == NULL)
         return lse_error_set(err, LSE_EFAULT, fn, "elbo is NULL");
     if (!q->have_x || !q->have_z)
         return lse_error_set(err, LSE_EINVAL, fn,
                              "q(z) and q(x) must both be computed");
-    const size_t T = q->T, K = p->K, D = p->D, N = p->N;
+    const size_t T = q->T, K = p->K, D = p->D;
     gsl_matrix *s = gsl_matrix_alloc(T, K), *work = gsl_matrix_alloc(D, D);
     gsl_matrix *P0i = gsl_matrix_alloc(D, D), *E = gsl_matrix_alloc(D, D);
     gsl_matrix *Pi = gsl_matrix_alloc(D, D), *cond = gsl_matrix_alloc(D, D);
@@ -665,19 +796,17 @@ lse_status lse_lslds_elbo(const lse_lslds_params *p, const gsl_matrix *y,
         }
         total += 0.5 * ((double)D * (1.0 + LOG_2PI) + ldc);
         /* E log p(y_t | x_t), observed entries */
-        for (size_t i = 0; i < N; i++) {
-            if (observed != NULL && !observed[t * N + i])
-                continue;
-            gsl_vector_const_view ci = gsl_matrix_const_row(p->C, i);
-            double cm, cPc;
-            gsl_blas_ddot(&ci.vector, &mt.vector, &cm);
-            gsl_blas_dgemv(CblasNoTrans, 1.0, &Pt.matrix, &ci.vector, 0.0, cp);
-            gsl_blas_ddot(&ci.vector, cp, &cPc);
-            const double ri = gsl_vector_get(p->r, i);
-            const double res =
-                gsl_matrix_get(y, t, i) - cm - gsl_vector_get(p->d, i);
-            total += -0.5 * (LOG_2PI + log(ri) + (res * res + cPc) / ri);
-        }
+        if (pr == NULL)
+            obs_term(p, y, observed, t, q, t, cp, &total);
+    }
+    if (pr != NULL) {
+        double o = 0.0;
+        for (size_t tl = 0; tl < pr->n_own; tl++)
+            obs_term(p, y, observed, pr->ctx + tl, q, pr->offset + tl, cp, &o);
+        st = lse_comm_sum(&pr->comm, &o, 1, fn, err);
+        if (st != LSE_OK)
+            goto done;
+        total += o;
     }
     if (p->markov)
         for (size_t j = 0; j < K; j++)
@@ -718,6 +847,11 @@ static int solve_right(const gsl_matrix *S, gsl_matrix *B, gsl_matrix *work)
     return 0;
 }
 
+static lse_status mstep_impl(lse_lslds_params *p, const gsl_matrix *y,
+                             const unsigned char *observed, const size_t *seq,
+                             const lse_lslds_post *q, double reg, par *pr,
+                             const char *fn, lse_error *err);
+
 lse_status lse_lslds_mstep(lse_lslds_params *p, const gsl_matrix *y,
                            const unsigned char *observed, const size_t *seq,
                            const lse_lslds_post *q, double reg, lse_error *err)
@@ -726,6 +860,17 @@ lse_status lse_lslds_mstep(lse_lslds_params *p, const gsl_matrix *y,
     lse_status st = check_args(fn, p, y, q, err);
     if (st != LSE_OK)
         return st;
+    return mstep_impl(p, y, observed, seq, q, reg, NULL, fn, err);
+}
+
+/* With @p pr (several processes) the emission statistics of this
+ * process's rows, summed over the processes. */
+static lse_status mstep_impl(lse_lslds_params *p, const gsl_matrix *y,
+                             const unsigned char *observed, const size_t *seq,
+                             const lse_lslds_post *q, double reg, par *pr,
+                             const char *fn, lse_error *err)
+{
+    lse_status st = LSE_OK;
     if (!q->have_x || !q->have_z)
         return lse_error_set(err, LSE_EINVAL, fn,
                              "q(z) and q(x) must both be computed");
@@ -736,7 +881,10 @@ lse_status lse_lslds_mstep(lse_lslds_params *p, const gsl_matrix *y,
     gsl_matrix *Stt = gsl_matrix_alloc(D, D), *work = gsl_matrix_alloc(D1, D1);
     gsl_matrix *W = gsl_matrix_alloc(D, D1), *Wy = gsl_matrix_alloc(1, D1);
     gsl_vector *sy = gsl_vector_alloc(D1);
-    if (!Sxx || !Stx || !Stt || !work || !W || !sy || !Wy) {
+    /* emission statistics per column: Sxx (D1 D1), Sy (D1), n, yy */
+    const size_t SW = D1 * D1 + D1 + 2;
+    double *es = calloc(N * SW, sizeof(double));
+    if (!Sxx || !Stx || !Stt || !work || !W || !sy || !Wy || !es) {
         st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
         goto done;
     }
@@ -801,28 +949,43 @@ lse_status lse_lslds_mstep(lse_lslds_params *p, const gsl_matrix *y,
     }
     /* emission, per observed column (diagonal R) */
     for (size_t i = 0; i < N; i++) {
-        gsl_matrix_set_zero(Sxx);
-        gsl_matrix_set_zero(Wy);
+        double *e = es + i * SW, *eS = e, *ey = e + D1 * D1;
         double n = 0.0, yy = 0.0;
-        for (size_t t = 0; t < T; t++) {
+        const size_t rows = pr ? pr->n_own : T;
+        for (size_t tl = 0; tl < rows; tl++) {
+            const size_t t = pr ? pr->ctx + tl : tl; /* y row */
+            const size_t tq = pr ? pr->offset + tl : tl; /* q row */
             if (observed != NULL && !observed[t * N + i])
                 continue;
             const double yt = gsl_matrix_get(y, t, i);
             n += 1.0;
             yy += yt * yt;
             for (size_t a = 0; a < D1; a++) {
-                const double ma = a < D ? gsl_matrix_get(q->mean, t, a) : 1.0;
-                Wy->data[a] += yt * ma;
+                const double ma = a < D ? gsl_matrix_get(q->mean, tq, a) : 1.0;
+                ey[a] += yt * ma;
                 for (size_t c = 0; c < D1; c++) {
                     const double mc =
-                        c < D ? gsl_matrix_get(q->mean, t, c) : 1.0;
+                        c < D ? gsl_matrix_get(q->mean, tq, c) : 1.0;
                     const double v = (a < D && c < D)
-                                         ? gsl_matrix_get(q->cov, t, a * D + c)
+                                         ? gsl_matrix_get(q->cov, tq, a * D + c)
                                          : 0.0;
-                    gsl_matrix_set(Sxx, a, c,
-                                   gsl_matrix_get(Sxx, a, c) + v + ma * mc);
+                    eS[a * D1 + c] = eS[a * D1 + c] + v + ma * mc;
                 }
             }
+        }
+        e[SW - 2] = n;
+        e[SW - 1] = yy;
+    }
+    if (pr != NULL && (st = lse_comm_sum(&pr->comm, es, N * SW, fn, err)) !=
+                          LSE_OK)
+        goto done;
+    for (size_t i = 0; i < N; i++) {
+        const double *e = es + i * SW;
+        const double n = e[SW - 2], yy = e[SW - 1];
+        for (size_t a = 0; a < D1; a++) {
+            Wy->data[a] = e[D1 * D1 + a];
+            for (size_t c = 0; c < D1; c++)
+                gsl_matrix_set(Sxx, a, c, e[a * D1 + c]);
         }
         if (n < 1.0)
             continue;
@@ -895,14 +1058,25 @@ done:
     gsl_matrix_free(W);
     gsl_vector_free(sy);
     gsl_matrix_free(Wy);
+    free(es);
     return st;
 }
 
 lse_lslds_opts lse_lslds_opts_default(void)
 {
-    lse_lslds_opts o = {0, 1, 200, 1e-7, 1e-6, 0};
+    lse_lslds_opts o = {.init_given = 0,
+                        .n_init = 1,
+                        .max_iter = 200,
+                        .tol = 1e-7,
+                        .reg = 1e-6,
+                        .seed = 0};
     return o;
 }
+
+static lse_status init_impl(lse_lslds_params *p, const gsl_matrix *y,
+                            const unsigned char *observed, const size_t *seq,
+                            par *pr, unsigned long seed, const char *fn,
+                            lse_error *err);
 
 lse_status lse_lslds_init(lse_lslds_params *p, const gsl_matrix *y,
                           const unsigned char *observed, const size_t *seq,
@@ -911,44 +1085,70 @@ lse_status lse_lslds_init(lse_lslds_params *p, const gsl_matrix *y,
     static const char fn[] = "lse_lslds_init";
     if (p == NULL || y == NULL)
         return lse_error_set(err, LSE_EFAULT, fn, "params and y are required");
-    const size_t T = y->size1, N = p->N, D = p->D, K = p->K;
-    if (y->size2 != N)
+    if (y->size2 != p->N)
         return lse_error_set(err, LSE_EDIM, fn, "y has %zu columns, want %zu",
-                             y->size2, N);
+                             y->size2, p->N);
+    return init_impl(p, y, observed, seq, NULL, seed, fn, err);
+}
+
+/* With @p pr (several processes) the PCA sums of this process's rows are
+ * summed over the processes, the PCA states of all rows are gathered
+ * (seq has the global rows), and the rest runs on every process alike. */
+static lse_status init_impl(lse_lslds_params *p, const gsl_matrix *y,
+                            const unsigned char *observed, const size_t *seq,
+                            par *pr, unsigned long seed, const char *fn,
+                            lse_error *err)
+{
+    const size_t N = p->N, D = p->D, K = p->K;
+    const size_t T = pr ? pr->comm.n_total : y->size1; /* all rows */
+    const size_t To = pr ? pr->n_own : T, y0 = pr ? pr->ctx : 0; /* here */
     if (D > N)
         return lse_error_set(err, LSE_EINVAL, fn,
                              "PCA initialization needs D = %zu <= N = %zu", D,
                              N);
     lse_status st = LSE_OK;
-    gsl_matrix *Yc = gsl_matrix_calloc(T, N), *S = gsl_matrix_calloc(N, N);
-    gsl_matrix *U = gsl_matrix_alloc(N, N), *X = gsl_matrix_alloc(T, D);
+    gsl_matrix *Yc = gsl_matrix_calloc(To, N), *S = gsl_matrix_calloc(N, N);
+    gsl_matrix *U = gsl_matrix_alloc(N, N), *X = gsl_matrix_calloc(T, D);
+    double *sn = calloc(2 * N, sizeof(double));
     gsl_vector *lam = gsl_vector_alloc(N), *mu = gsl_vector_calloc(N);
     gsl_eigen_symmv_workspace *ew = gsl_eigen_symmv_alloc(N);
     gsl_matrix *a = gsl_matrix_alloc(D, D), *cv = gsl_matrix_alloc(D, D);
     gsl_vector *bv = gsl_vector_alloc(D);
     lse_slds *m = NULL;
-    if (!Yc || !S || !U || !X || !lam || !mu || !ew || !a || !cv || !bv) {
+    if (!Yc || !S || !U || !X || !lam || !mu || !ew || !a || !cv || !bv ||
+        !sn) {
         st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
         goto done;
     }
     for (size_t i = 0; i < N; i++) {
         double s = 0.0, n = 0.0;
-        for (size_t t = 0; t < T; t++)
+        for (size_t t = y0; t < y0 + To; t++)
             if (observed == NULL || observed[t * N + i]) {
                 s += gsl_matrix_get(y, t, i);
                 n += 1.0;
             }
+        sn[i] = s;
+        sn[N + i] = n;
+    }
+    if (pr != NULL && (st = lse_comm_sum(&pr->comm, sn, 2 * N, fn, err)) !=
+                          LSE_OK)
+        goto done;
+    for (size_t i = 0; i < N; i++) {
+        const double s = sn[i], n = sn[N + i];
         if (n == 0.0) {
             st = lse_error_set(err, LSE_EINVAL, fn,
                                "column %zu has no observed entry", i + 1);
             goto done;
         }
         gsl_vector_set(mu, i, s / n);
-        for (size_t t = 0; t < T; t++)
-            if (observed == NULL || observed[t * N + i])
-                gsl_matrix_set(Yc, t, i, gsl_matrix_get(y, t, i) - s / n);
+        for (size_t t = 0; t < To; t++)
+            if (observed == NULL || observed[(y0 + t) * N + i])
+                gsl_matrix_set(Yc, t, i, gsl_matrix_get(y, y0 + t, i) - s / n);
     }
     gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0 / (double)T, Yc, Yc, 0.0, S);
+    if (pr != NULL &&
+        (st = lse_comm_sum(&pr->comm, S->data, N * N, fn, err)) != LSE_OK)
+        goto done;
     gsl_eigen_symmv(S, lam, U, ew);
     gsl_eigen_symmv_sort(lam, U, GSL_EIGEN_SORT_VAL_DESC);
     double sig2 = 0.0, tr = 0.0;
@@ -985,8 +1185,12 @@ lse_status lse_lslds_init(lse_lslds_params *p, const gsl_matrix *y,
             gsl_matrix_view Wt = gsl_matrix_submatrix(W, 0, 0, N, D);
             bad = solve_right(M, &Wt.matrix, wk);
         }
-        if (!bad)
-            gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, Yc, W, 0.0, X);
+        if (!bad) {
+            gsl_matrix_view Xo =
+                gsl_matrix_submatrix(X, pr ? pr->offset : 0, 0, To, D);
+            gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, Yc, W, 0.0,
+                           &Xo.matrix);
+        }
         gsl_matrix_free(M);
         gsl_matrix_free(W);
         gsl_matrix_free(wk);
@@ -995,6 +1199,10 @@ lse_status lse_lslds_init(lse_lslds_params *p, const gsl_matrix *y,
             goto done;
         }
     }
+    /* the PCA states of all rows on every process (zeros elsewhere) */
+    if (pr != NULL &&
+        (st = lse_comm_sum(&pr->comm, X->data, T * D, fn, err)) != LSE_OK)
+        goto done;
     /* modes: autoregressive HMM / mixture on the latent means */
     lse_slds_config cfg = lse_slds_config_default();
     cfg.n_modes = K;
@@ -1063,12 +1271,64 @@ done:
     gsl_matrix_free(a);
     gsl_matrix_free(cv);
     gsl_vector_free(bv);
+    free(sn);
     return st;
 }
 
 static int dropped(double before, double after)
 {
     return after < before - 1e-8 * fmax(1.0, fabs(before));
+}
+
+/* Several processes: the shares (one collective), the global sequence
+ * ids (a sum of per-row start flags; a block continues the sequence of
+ * its context row when their ids agree) and the buffer of the
+ * observation potentials. */
+static lse_status par_setup(par *pr, const lse_lslds_opts *o,
+                            const gsl_matrix *y, const size_t *seq, size_t D,
+                            size_t **gseq, double **obs, lse_error *err)
+{
+    static const char fn[] = "lse_lslds_fit";
+    memset(pr, 0, sizeof *pr);
+    if (o->context_rows > 1 || y->size1 <= o->context_rows)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "context_rows = %zu with %zu rows here (want 0 "
+                             "or 1 context row and at least one own row)",
+                             o->context_rows, y->size1);
+    pr->ctx = o->context_rows;
+    pr->n_own = y->size1 - pr->ctx;
+    lse_status st = lse_comm_init(&pr->comm, o->reduce, o->reduce_user,
+                                  o->rank, o->n_ranks, pr->n_own, fn, err);
+    if (st != LSE_OK)
+        return st;
+    pr->offset = pr->comm.offset;
+    const size_t T = pr->comm.n_total, W = D * D + D;
+    double *flag = calloc(T, sizeof(double));
+    *gseq = malloc(T * sizeof(size_t));
+    if (T > (SIZE_MAX / sizeof(double) - 1) / W)
+        *obs = NULL;
+    else
+        *obs = malloc((T * W + 1) * sizeof(double));
+    if (flag == NULL || *gseq == NULL || *obs == NULL) {
+        free(flag);
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory (T = %zu)", T);
+    }
+    for (size_t t = 0; t < pr->n_own; t++) {
+        const size_t l = pr->ctx + t; /* local row */
+        const int start = l == 0 || (seq != NULL && seq[l] != seq[l - 1]);
+        flag[pr->offset + t] = start ? 1.0 : 0.0;
+    }
+    st = lse_comm_sum(&pr->comm, flag, T, fn, err);
+    if (st == LSE_OK) {
+        size_t id = 0;
+        for (size_t t = 0; t < T; t++) {
+            if (t > 0 && flag[t] != 0.0)
+                id++;
+            (*gseq)[t] = id;
+        }
+    }
+    free(flag);
+    return st;
 }
 
 lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
@@ -1080,11 +1340,25 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
     if (p == NULL || y == NULL)
         return lse_error_set(err, LSE_EFAULT, fn, "params and y are required");
     const lse_lslds_opts opts = o ? *o : lse_lslds_opts_default();
-    const size_t T = y->size1;
     const size_t runs = opts.init_given || opts.n_init == 0 ? 1 : opts.n_init;
     lse_lslds_params *cur = NULL, *best = NULL;
     lse_lslds_post *qc = NULL, *qb = NULL;
-    lse_status st = lse_lslds_params_new(p->K, p->D, p->N, p->markov, &cur, err);
+    par prv, *pr = NULL;
+    size_t *gseq = NULL;
+    double *obs = NULL;
+    lse_status st = LSE_OK;
+    if (y->size2 != p->N)
+        return lse_error_set(err, LSE_EDIM, fn, "y has %zu columns, want %zu",
+                             y->size2, p->N);
+    if (opts.reduce != NULL) {
+        pr = &prv;
+        st = par_setup(pr, &opts, y, seq, p->D, &gseq, &obs, err);
+        if (st != LSE_OK)
+            goto done;
+        seq = gseq;
+    }
+    const size_t T = pr ? pr->comm.n_total : y->size1;
+    st = lse_lslds_params_new(p->K, p->D, p->N, p->markov, &cur, err);
     if (st == LSE_OK)
         st = lse_lslds_params_new(p->K, p->D, p->N, p->markov, &best, err);
     if (st == LSE_OK)
@@ -1093,18 +1367,21 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
         st = lse_lslds_post_new(T, p->K, p->D, &qb, err);
     if (st != LSE_OK)
         goto done;
+#define UPDATE_X(P, Q)                                                      \
+    (pr ? update_x_par(P, y, observed, seq, Q, pr, obs, err)                 \
+        : update_x_impl(P, y, observed, seq, Q, NULL, NULL, fn, err))
     double best_elbo = -INFINITY;
     size_t best_iter = 0;
     for (size_t run = 0; run < runs; run++) {
         params_copy(cur, p);
         if (!opts.init_given) {
-            st = lse_lslds_init(cur, y, observed, seq, opts.seed + run, err);
+            st = init_impl(cur, y, observed, seq, pr, opts.seed + run, fn, err);
             if (st != LSE_OK)
                 goto done;
         }
         qc->have_z = 0;
         qc->have_x = 0;
-        st = lse_lslds_update_x(cur, y, observed, seq, qc, NULL, err);
+        st = UPDATE_X(cur, qc);
         if (st != LSE_OK)
             goto done;
         double prev = -INFINITY, e1 = 0, e2 = 0, e3 = -INFINITY;
@@ -1112,11 +1389,11 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
         for (it = 1; it <= opts.max_iter; it++) {
             st = lse_lslds_update_z(cur, seq, qc, err);
             if (st == LSE_OK)
-                st = lse_lslds_elbo(cur, y, observed, seq, qc, &e1, err);
+                st = elbo_impl(cur, y, observed, seq, qc, pr, &e1, fn, err);
             if (st == LSE_OK)
-                st = lse_lslds_update_x(cur, y, observed, seq, qc, NULL, err);
+                st = UPDATE_X(cur, qc);
             if (st == LSE_OK)
-                st = lse_lslds_elbo(cur, y, observed, seq, qc, &e2, err);
+                st = elbo_impl(cur, y, observed, seq, qc, pr, &e2, fn, err);
             if (st != LSE_OK)
                 goto done;
             if (dropped(prev, e1) || dropped(e1, e2)) {
@@ -1126,9 +1403,9 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
                                    it, prev, e1, e2);
                 goto done;
             }
-            st = lse_lslds_mstep(cur, y, observed, seq, qc, opts.reg, err);
+            st = mstep_impl(cur, y, observed, seq, qc, opts.reg, pr, fn, err);
             if (st == LSE_OK)
-                st = lse_lslds_elbo(cur, y, observed, seq, qc, &e3, err);
+                st = elbo_impl(cur, y, observed, seq, qc, pr, &e3, fn, err);
             if (st != LSE_OK)
                 goto done;
             if (dropped(e2, e3)) {
@@ -1181,7 +1458,12 @@ done:
     lse_lslds_params_free(best);
     lse_lslds_post_free(qc);
     lse_lslds_post_free(qb);
+    if (pr != NULL)
+        lse_comm_free(&pr->comm);
+    free(gseq);
+    free(obs);
     return st;
+#undef UPDATE_X
 }
 
 lse_status lse_lslds_simulate(const lse_lslds_params *p, unsigned long seed,

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lsefit.h"
+#include "lsefit_mpi.h"
 
 int lsefit_lslds_wanted(int argc, char **argv);
 int lsefit_lslds_main(int argc, char **argv);
@@ -43,6 +44,10 @@ static void help(FILE *f)
           "  --missing POLICY    error (default), drop or marginalize\n"
           "  --samples N         importance samples for score (1000)\n"
           "  --variances         segment: also the latent variances\n"
+          "  --mpi               fit under mpirun -n P: each process reads its\n"
+          "                      share of the rows (docs/mpi.md)\n"
+          "  --shards PATTERN    with --mpi, instead of SERIES.csv: one file per\n"
+          "                      process\n"
           "  -n T                rows to simulate\n"
           "  -o, --output FILE   model file (fit) or table (others); fit needs it\n"
           "  -q, --quiet         no summary on stderr\n"
@@ -60,7 +65,9 @@ enum {
     OPT_SEQUENCE,
     OPT_MISSING,
     OPT_SAMPLES,
-    OPT_VAR
+    OPT_VAR,
+    OPT_MPI,
+    OPT_SHARDS
 };
 
 static const struct option options[] = {
@@ -74,6 +81,8 @@ static const struct option options[] = {
     {"missing", required_argument, NULL, OPT_MISSING},
     {"samples", required_argument, NULL, OPT_SAMPLES},
     {"variances", no_argument, NULL, OPT_VAR},
+    {"mpi", no_argument, NULL, OPT_MPI},
+    {"shards", required_argument, NULL, OPT_SHARDS},
     {"output", required_argument, NULL, 'o'},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
@@ -81,9 +90,9 @@ static const struct option options[] = {
 
 typedef struct args {
     size_t k, D, T_sim, n_init, max_iter, samples;
-    int markov, variances, help;
+    int markov, variances, help, mpi;
     unsigned long seed;
-    const char *out;
+    const char *out, *shards;
     lsefit_data_opts data;
     const char *pos[2];
     size_t n_pos;
@@ -138,6 +147,12 @@ static int parse(int argc, char **argv, args *a)
         case OPT_VAR:
             a->variances = 1;
             break;
+        case OPT_MPI:
+            a->mpi = 1;
+            break;
+        case OPT_SHARDS:
+            a->shards = optarg;
+            break;
         case 'o':
             a->out = optarg;
             break;
@@ -180,20 +195,32 @@ static int make_mask(const gsl_matrix *x, unsigned char **mask)
 
 static int fit_main(args *a)
 {
-    if (a->n_pos != 1)
-        return lsefit_usage(CMD, "fit needs one SERIES.csv");
+    if (a->shards != NULL && !a->mpi)
+        return lsefit_usage(CMD, "--shards needs --mpi");
+    if (a->n_pos != (a->shards != NULL ? 0u : 1u))
+        return lsefit_usage(CMD, a->shards != NULL
+                                     ? "give SERIES.csv or --shards, not both"
+                                     : "fit needs one SERIES.csv");
     if (a->k == 0)
         return lsefit_usage(CMD, "give the number of modes with -k K");
     if (a->out == NULL)
         return lsefit_usage(CMD, "give the model file with -o MODEL.json");
-    a->data.path = a->pos[0];
+    a->data.path = a->n_pos > 0 ? a->pos[0] : NULL;
     lsefit_data data = {0};
     unsigned char *mask = NULL;
     lse_lslds_params *p = NULL;
-    lse_lslds_post *q = NULL;
     lse_json *doc = NULL;
     lse_error err;
-    int rc = lsefit_data_load(&a->data, &data);
+    lsefit_mpi *mpi = NULL;
+    if (a->mpi && lsefit_mpi_begin(&mpi) != LSEFIT_OK)
+        return LSEFIT_FAIL;
+    /* --mpi: one context row (the row before this process's block) tells
+     * whether the block continues a sequence */
+    int rc = mpi != NULL ? lsefit_mpi_data_load(mpi, &a->data, a->shards, 1,
+                                                &data)
+                         : lsefit_data_load(&a->data, &data);
+    const size_t n_rows =
+        mpi != NULL ? lsefit_mpi_total_rows(mpi) : (data.x ? data.x->size1 : 0);
     if (rc == LSEFIT_OK && a->D > data.d)
         rc = lsefit_usage(CMD,
                           "--latent-dim %zu is more than the %zu data "
@@ -202,8 +229,7 @@ static int fit_main(args *a)
     if (rc == LSEFIT_OK)
         rc = make_mask(data.x, &mask);
     if (rc == LSEFIT_OK &&
-        (lse_lslds_params_new(a->k, a->D, data.d, a->markov, &p, &err) != LSE_OK ||
-         lse_lslds_post_new(data.x->size1, a->k, a->D, &q, &err) != LSE_OK))
+        lse_lslds_params_new(a->k, a->D, data.d, a->markov, &p, &err) != LSE_OK)
         rc = lsefit_fail_lib(&err, NULL);
     double elbo = NAN;
     size_t n_iter = 0;
@@ -212,10 +238,19 @@ static int fit_main(args *a)
         o.n_init = a->n_init;
         o.max_iter = a->max_iter;
         o.seed = a->seed;
-        if (lse_lslds_fit(p, data.x, mask, data.seq, &o, q, &elbo, &n_iter,
+        if (mpi != NULL) {
+            o.reduce = lsefit_mpi_reduce;
+            o.reduce_user = mpi;
+            o.rank = (size_t)lsefit_mpi_rank(mpi);
+            o.n_ranks = (size_t)lsefit_mpi_size(mpi);
+            o.context_rows = lsefit_mpi_context_rows(mpi);
+        }
+        if (lse_lslds_fit(p, data.x, mask, data.seq, &o, NULL, &elbo, &n_iter,
                           &err) != LSE_OK)
             rc = lsefit_fail_lib(&err, "try other -k, --latent-dim or --seed");
     }
+    if (!lsefit_mpi_is_root(mpi)) /* process 0 writes the model */
+        goto done;
     if (rc == LSEFIT_OK) {
         doc = lse_json_new_object();
         if (doc == NULL)
@@ -237,13 +272,15 @@ static int fit_main(args *a)
                 "lsefit: slds latent K = %zu, D = %zu, %s: ELBO %.6f (%.6f per "
                 "row), %zu iterations -> %s\n",
                 a->k, a->D, a->markov ? "Markov" : "mixture", elbo,
-                elbo / (double)data.x->size1, n_iter, a->out);
+                elbo / (double)n_rows, n_iter, a->out);
+done:
     lse_json_free(doc);
-    lse_lslds_post_free(q);
     lse_lslds_params_free(p);
     free(mask);
     lsefit_data_free(&data);
-    return rc;
+    if (mpi != NULL) /* commit on process 0 before the outcome is agreed */
+        rc = lsefit_outputs_finish(rc);
+    return lsefit_mpi_end(mpi, rc);
 }
 
 /* Load MODEL.json and SERIES.csv, run VI at the model's parameters. */
@@ -518,6 +555,8 @@ int lsefit_lslds_main(int argc, char **argv)
     }
     if (rc != LSEFIT_OK)
         return rc;
+    if (sub != 0 && (a.mpi || a.shards != NULL))
+        return lsefit_usage(CMD, "--mpi and --shards are for the fit only");
     /* the files of the command, before any work: no output may be an
      * input or another output (all outputs are committed at the end) */
     const lsefit_path in[] = {{a.n_pos > 0 ? a.pos[0] : NULL,

@@ -10,6 +10,7 @@
 #include <gsl/gsl_vector.h>
 
 #include <lsegraph/io.h>
+#include <lsegraph/solver.h>
 #include <lsegraph/status.h>
 
 #ifdef __cplusplus
@@ -123,6 +124,17 @@ typedef struct lse_lslds_opts {
     double tol;         /**< stop when the ELBO gains <= tol per row (1e-7) */
     double reg;         /**< M-step ridge (1e-6) */
     unsigned long seed; /**< (0) */
+    /* Several processes (docs/mpi.md, "Latent SLDS"): y, observed and seq
+     * hold this process's rows in rank order, after @p context_rows (0 or
+     * 1) leading rows that belong to the previous process (the row before
+     * the block: only its sequence id is read, telling whether the block
+     * continues that sequence). The latent chain is replicated: q(z) and
+     * q(x) have the rows of all processes; the observation-side sums are
+     * summed over the processes with @p reduce. */
+    lse_reduce_fn reduce; /**< sum over processes, or NULL (one process) */
+    void *reduce_user;    /**< passed to reduce */
+    size_t rank, n_ranks; /**< this process, of n_ranks (0: one process) */
+    size_t context_rows;  /**< leading rows of the previous process (0, 1) */
 } lse_lslds_opts;
 LSE_API lse_lslds_opts lse_lslds_opts_default(void);
 
@@ -138,7 +150,11 @@ LSE_API lse_status lse_lslds_init(lse_lslds_params *p, const gsl_matrix *y,
 /** @brief Fit: per iteration update_z, update_x, M-step; the ELBO after
  *  each of them is checked not to decrease by more than 1e-8 relative
  *  (LSE_EINCREASE otherwise). @p q (may be NULL) gets the final posterior
- *  (shape T, K, D), @p elbo the final ELBO, @p n_iter the iterations. */
+ *  (shape T, K, D; with several processes T is the rows of all of
+ *  them, the same on every process), @p elbo the final ELBO, @p n_iter
+ *  the iterations. With several processes every process must call with
+ *  the same options (LSE_EIO when a reduction fails; the result is the
+ *  one-process fit up to the rounding of sums in another order). */
 LSE_API lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
                                  const unsigned char *observed,
                                  const size_t *seq, const lse_lslds_opts *o,

@@ -33,8 +33,12 @@ static void help(FILE *f)
           "simulate draws (z, x, y).\n"
           "\n"
           "Options:\n"
-          "  -k K                modes (fit)\n"
-          "  --latent-dim D      latent dimension (fit; D <= columns)\n"
+          "  -k K                modes (fit); a range A:B fits each and keeps\n"
+          "                      the best by --select\n"
+          "  --latent-dim D      latent dimension (fit; D <= columns); or A:B\n"
+          "  --select CRIT       with ranges: bic (default; BIC on the ELBO) or\n"
+          "                      heldout (log p(y) of --validation, sampled)\n"
+          "  --validation FILE   held-out series for --select heldout\n"
           "  --markov            Markov switching (default: mixture)\n"
           "  --n-init N          initializations, best ELBO kept (1)\n"
           "  --max-iter N        EM iterations (200)\n"
@@ -67,7 +71,9 @@ enum {
     OPT_SAMPLES,
     OPT_VAR,
     OPT_MPI,
-    OPT_SHARDS
+    OPT_SHARDS,
+    OPT_SELECT,
+    OPT_VALID
 };
 
 static const struct option options[] = {
@@ -82,6 +88,8 @@ static const struct option options[] = {
     {"samples", required_argument, NULL, OPT_SAMPLES},
     {"variances", no_argument, NULL, OPT_VAR},
     {"mpi", no_argument, NULL, OPT_MPI},
+    {"select", required_argument, NULL, OPT_SELECT},
+    {"validation", required_argument, NULL, OPT_VALID},
     {"shards", required_argument, NULL, OPT_SHARDS},
     {"output", required_argument, NULL, 'o'},
     {"quiet", no_argument, NULL, 'q'},
@@ -90,13 +98,39 @@ static const struct option options[] = {
 
 typedef struct args {
     size_t k, D, T_sim, n_init, max_iter, samples;
-    int markov, variances, help, mpi;
+    size_t kmax, Dmax; /* ranges k..kmax, D..Dmax */
+    int markov, variances, help, mpi, heldout;
     unsigned long seed;
-    const char *out, *shards;
+    const char *out, *shards, *valid;
     lsefit_data_opts data;
     const char *pos[2];
     size_t n_pos;
 } args;
+
+/* --latent-dim D or A:B */
+static int dim_range(const char *s, size_t *lo, size_t *hi)
+{
+    const char *colon = strchr(s, ':');
+    char buf[64];
+    if (colon == NULL) {
+        const int rc = lsefit_opt_size(CMD, "--latent-dim", s, 1, lo);
+        *hi = *lo;
+        return rc;
+    }
+    const size_t n = (size_t)(colon - s);
+    if (n == 0 || n >= sizeof buf || colon[1] == '\0')
+        return lsefit_usage(CMD, "--latent-dim '%s': expected D or a range "
+                                 "A:B",
+                            s);
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    int rc = lsefit_opt_size(CMD, "--latent-dim", buf, 1, lo);
+    if (rc == LSEFIT_OK)
+        rc = lsefit_opt_size(CMD, "--latent-dim", colon + 1, 1, hi);
+    if (rc == LSEFIT_OK && *hi < *lo)
+        rc = lsefit_usage(CMD, "--latent-dim %s: empty range", s);
+    return rc;
+}
 
 static int parse(int argc, char **argv, args *a)
 {
@@ -112,13 +146,23 @@ static int parse(int argc, char **argv, args *a)
            (c = getopt_long(argc, argv, ":k:n:o:qh", options, NULL)) != -1) {
         switch (c) {
         case 'k':
-            rc = lsefit_opt_size(CMD, "-k", optarg, 1, &a->k);
+            rc = lsefit_opt_krange(CMD, optarg, &a->k, &a->kmax);
             break;
         case 'n':
             rc = lsefit_opt_size(CMD, "-n", optarg, 1, &a->T_sim);
             break;
         case OPT_LATENT:
-            rc = lsefit_opt_size(CMD, "--latent-dim", optarg, 1, &a->D);
+            rc = dim_range(optarg, &a->D, &a->Dmax);
+            break;
+        case OPT_SELECT:
+            if (strcmp(optarg, "bic") == 0 || strcmp(optarg, "heldout") == 0)
+                a->heldout = optarg[0] == 'h';
+            else
+                rc = lsefit_usage(CMD, "--select %s: use bic or heldout",
+                                  optarg);
+            break;
+        case OPT_VALID:
+            a->valid = optarg;
             break;
         case OPT_MARKOV:
             a->markov = 1;
@@ -193,6 +237,81 @@ static int make_mask(const gsl_matrix *x, unsigned char **mask)
     return LSEFIT_OK;
 }
 
+/* Variational inference at fixed parameters: q(x), then q(z) and q(x) in
+ * turn until the ELBO stops rising. */
+static int infer(const lse_lslds_params *p, const lsefit_data *d,
+                 const unsigned char *mask, lse_lslds_post *q, double *elbo)
+{
+    lse_error err;
+    if (lse_lslds_update_x(p, d->x, mask, d->seq, q, NULL, &err) != LSE_OK)
+        return lsefit_fail_lib(&err, NULL);
+    double prev = -INFINITY;
+    for (size_t it = 0; it < 500; it++) {
+        if (lse_lslds_update_z(p, d->seq, q, &err) != LSE_OK ||
+            lse_lslds_update_x(p, d->x, mask, d->seq, q, NULL, &err) != LSE_OK ||
+            lse_lslds_elbo(p, d->x, mask, d->seq, q, elbo, &err) != LSE_OK)
+            return lsefit_fail_lib(&err, NULL);
+        if (*elbo - prev <= 1e-10 * fabs(*elbo))
+            break;
+        prev = *elbo;
+    }
+    return LSEFIT_OK;
+}
+
+/* Free parameters of a (K, D, N) model: A, b, Q per mode, C, d, R, the
+ * initial state, the mode probabilities, less the D^2 + D of an affine
+ * change of the latent coordinates (which leaves p(y) unchanged). */
+static double n_params(size_t K, size_t D, size_t N, int markov)
+{
+    const double k = (double)K, d = (double)D, n = (double)N;
+    return k * (d * d + d + d * (d + 1) / 2) + n * d + 2 * n + d +
+           d * (d + 1) / 2 + (k - 1) + (markov ? k * (k - 1) : 0.0) -
+           (d * d + d);
+}
+
+typedef struct cell {
+    size_t K, D, n_iter;
+    double elbo, npar, bic, held, held_se;
+} cell;
+
+/* The held-out log p(y) of @p v (importance sampled) at @p p. */
+static int heldout(const args *a, const lse_lslds_params *p,
+                   const lsefit_data *v, const unsigned char *vmask,
+                   double *est, double *se)
+{
+    lse_lslds_post *q = NULL;
+    lse_error err;
+    double e;
+    if (lse_lslds_post_new(v->x->size1, p->K, p->D, &q, &err) != LSE_OK)
+        return lsefit_fail_lib(&err, NULL);
+    int rc = infer(p, v, vmask, q, &e);
+    if (rc == LSEFIT_OK &&
+        lse_lslds_log_marginal(p, v->x, vmask, v->seq, q, a->samples, a->seed,
+                               est, se, &err) != LSE_OK)
+        rc = lsefit_fail_lib(&err, a->valid);
+    lse_lslds_post_free(q);
+    return rc;
+}
+
+static void print_cells(FILE *f, const cell *c, size_t n, size_t best,
+                        int held)
+{
+    fprintf(f, "   K   D  params          ELBO     BIC(ELBO)%s\n",
+            held ? "   held-out log p(y)      se" : "");
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "%4zu%4zu%8.0f%14.4f%14.4f", c[i].K, c[i].D, c[i].npar,
+                c[i].elbo, c[i].bic);
+        if (held)
+            fprintf(f, "%20.4f%8.4f", c[i].held, c[i].held_se);
+        fprintf(f, "%s\n", i == best ? "  <- chosen" : "");
+    }
+    fprintf(f, "chosen by %s\n",
+            held ? "the largest held-out log p(y) (importance sampled)"
+                 : "the smallest BIC on the ELBO, -2 ELBO + params log T: "
+                   "the ELBO is a lower bound of log p(y), so this is an "
+                   "upper bound of the BIC, looser where q fits worse");
+}
+
 static int fit_main(args *a)
 {
     if (a->shards != NULL && !a->mpi)
@@ -205,15 +324,27 @@ static int fit_main(args *a)
         return lsefit_usage(CMD, "give the number of modes with -k K");
     if (a->out == NULL)
         return lsefit_usage(CMD, "give the model file with -o MODEL.json");
+    if (a->heldout && a->valid == NULL)
+        return lsefit_usage(CMD, "--select heldout needs --validation FILE.csv");
+    if (a->valid != NULL && a->mpi)
+        return lsefit_usage(CMD, "--validation is not read under --mpi (use "
+                                 "--select bic)");
     a->data.path = a->n_pos > 0 ? a->pos[0] : NULL;
-    lsefit_data data = {0};
-    unsigned char *mask = NULL;
-    lse_lslds_params *p = NULL;
+    const size_t nK = a->kmax - a->k + 1, nD = a->Dmax - a->D + 1;
+    lsefit_data data = {0}, vdata = {0};
+    unsigned char *mask = NULL, *vmask = NULL;
+    lse_lslds_params *p = NULL, *best = NULL;
     lse_json *doc = NULL;
     lse_error err;
     lsefit_mpi *mpi = NULL;
-    if (a->mpi && lsefit_mpi_begin(&mpi) != LSEFIT_OK)
+    cell *cells = calloc(nK * nD, sizeof *cells);
+    size_t ib = 0;
+    if (cells == NULL)
+        return lsefit_fail("out of memory");
+    if (a->mpi && lsefit_mpi_begin(&mpi) != LSEFIT_OK) {
+        free(cells);
         return LSEFIT_FAIL;
+    }
     /* --mpi: one context row (the row before this process's block) tells
      * whether the block continues a sequence */
     int rc = mpi != NULL ? lsefit_mpi_data_load(mpi, &a->data, a->shards, 1,
@@ -221,19 +352,38 @@ static int fit_main(args *a)
                          : lsefit_data_load(&a->data, &data);
     const size_t n_rows =
         mpi != NULL ? lsefit_mpi_total_rows(mpi) : (data.x ? data.x->size1 : 0);
-    if (rc == LSEFIT_OK && a->D > data.d)
+    if (rc == LSEFIT_OK && a->Dmax > data.d)
         rc = lsefit_usage(CMD,
                           "--latent-dim %zu is more than the %zu data "
                           "column%s (the PCA start needs D <= columns)",
-                          a->D, data.d, data.d == 1 ? "" : "s");
+                          a->Dmax, data.d, data.d == 1 ? "" : "s");
     if (rc == LSEFIT_OK)
         rc = make_mask(data.x, &mask);
-    if (rc == LSEFIT_OK &&
-        lse_lslds_params_new(a->k, a->D, data.d, a->markov, &p, &err) != LSE_OK)
-        rc = lsefit_fail_lib(&err, NULL);
-    double elbo = NAN;
-    size_t n_iter = 0;
-    if (rc == LSEFIT_OK) {
+    if (rc == LSEFIT_OK && a->valid != NULL) {
+        lsefit_data_opts vo = a->data;
+        vo.path = a->valid;
+        vo.model_names = (const char *const *)data.names;
+        vo.n_model_names = data.d;
+        vo.model_path = a->pos[0];
+        rc = lsefit_data_load(&vo, &vdata);
+        if (rc == LSEFIT_OK && vdata.d != data.d)
+            rc = lsefit_fail("%s: %zu columns but %s has %zu (choose them with "
+                             "--columns)",
+                             a->valid, vdata.d, a->pos[0], data.d);
+        if (rc == LSEFIT_OK)
+            rc = make_mask(vdata.x, &vmask);
+    }
+    double best_crit = -INFINITY;
+    for (size_t i = 0; rc == LSEFIT_OK && i < nK * nD; i++) {
+        cell *c = &cells[i];
+        c->K = a->k + i / nD;
+        c->D = a->D + i % nD;
+        c->held = c->held_se = NAN;
+        if (lse_lslds_params_new(c->K, c->D, data.d, a->markov, &p, &err) !=
+            LSE_OK) {
+            rc = lsefit_fail_lib(&err, NULL);
+            break;
+        }
         lse_lslds_opts o = lse_lslds_opts_default();
         o.n_init = a->n_init;
         o.max_iter = a->max_iter;
@@ -245,21 +395,46 @@ static int fit_main(args *a)
             o.n_ranks = (size_t)lsefit_mpi_size(mpi);
             o.context_rows = lsefit_mpi_context_rows(mpi);
         }
-        if (lse_lslds_fit(p, data.x, mask, data.seq, &o, NULL, &elbo, &n_iter,
-                          &err) != LSE_OK)
+        if (lse_lslds_fit(p, data.x, mask, data.seq, &o, NULL, &c->elbo,
+                          &c->n_iter, &err) != LSE_OK) {
             rc = lsefit_fail_lib(&err, "try other -k, --latent-dim or --seed");
+            break;
+        }
+        c->npar = n_params(c->K, c->D, data.d, a->markov);
+        c->bic = -2.0 * c->elbo + c->npar * log((double)n_rows);
+        if (a->valid != NULL)
+            rc = heldout(a, p, &vdata, vmask, &c->held, &c->held_se);
+        const double crit = a->heldout ? c->held : -c->bic;
+        if (rc == LSEFIT_OK && (best == NULL || crit > best_crit)) {
+            lse_lslds_params_free(best);
+            best = p;
+            p = NULL;
+            best_crit = crit;
+            ib = i;
+        }
+        lse_lslds_params_free(p);
+        p = NULL;
     }
     if (!lsefit_mpi_is_root(mpi)) /* process 0 writes the model */
         goto done;
+    if (rc == LSEFIT_OK && nK * nD > 1)
+        print_cells(strcmp(a->out, "-") == 0 ? stderr : stdout, cells,
+                    nK * nD, ib, a->valid != NULL);
+    const cell *cb = &cells[ib];
     if (rc == LSEFIT_OK) {
         doc = lse_json_new_object();
         if (doc == NULL)
             rc = lsefit_fail("out of memory");
     }
     if (rc == LSEFIT_OK &&
-        (lse_lslds_to_json(p, data.names, doc, &err) != LSE_OK ||
-         lse_json_set_number(doc, "elbo", elbo, &err) != LSE_OK ||
-         lse_json_set_integer(doc, "n_iter", (long long)n_iter, &err) != LSE_OK))
+        (lse_lslds_to_json(best, data.names, doc, &err) != LSE_OK ||
+         lse_json_set_number(doc, "elbo", cb->elbo, &err) != LSE_OK ||
+         lse_json_set_integer(doc, "n_iter", (long long)cb->n_iter, &err) !=
+             LSE_OK ||
+         lse_json_set_number(doc, "n_params", cb->npar, &err) != LSE_OK ||
+         lse_json_set_number(doc, "bic_elbo", cb->bic, &err) != LSE_OK ||
+         (a->valid != NULL &&
+          lse_json_set_number(doc, "heldout_loglik", cb->held, &err) != LSE_OK)))
         rc = lsefit_fail_lib(&err, NULL);
     char *text = NULL;
     if (rc == LSEFIT_OK && lse_json_to_string(doc, &text, &err) != LSE_OK)
@@ -271,13 +446,17 @@ static int fit_main(args *a)
         fprintf(stderr,
                 "lsefit: slds latent K = %zu, D = %zu, %s: ELBO %.6f (%.6f per "
                 "row), %zu iterations -> %s\n",
-                a->k, a->D, a->markov ? "Markov" : "mixture", elbo,
-                elbo / (double)n_rows, n_iter, a->out);
+                cb->K, cb->D, a->markov ? "Markov" : "mixture", cb->elbo,
+                cb->elbo / (double)n_rows, cb->n_iter, a->out);
 done:
     lse_json_free(doc);
     lse_lslds_params_free(p);
+    lse_lslds_params_free(best);
     free(mask);
+    free(vmask);
+    free(cells);
     lsefit_data_free(&data);
+    lsefit_data_free(&vdata);
     if (mpi != NULL) /* commit on process 0 before the outcome is agreed */
         rc = lsefit_outputs_finish(rc);
     return lsefit_mpi_end(mpi, rc);
@@ -325,22 +504,8 @@ static int load_and_infer(args *a, loaded *l)
         lse_lslds_post_new(l->data.x->size1, l->p->K, l->p->D, &l->q, &err) !=
             LSE_OK)
         rc = lsefit_fail_lib(&err, NULL);
-    if (rc == LSEFIT_OK &&
-        lse_lslds_update_x(l->p, l->data.x, l->mask, l->data.seq, l->q, NULL,
-                           &err) != LSE_OK)
-        rc = lsefit_fail_lib(&err, NULL);
-    double prev = -INFINITY;
-    for (size_t it = 0; rc == LSEFIT_OK && it < 500; it++) {
-        if (lse_lslds_update_z(l->p, l->data.seq, l->q, &err) != LSE_OK ||
-            lse_lslds_update_x(l->p, l->data.x, l->mask, l->data.seq, l->q,
-                               NULL, &err) != LSE_OK ||
-            lse_lslds_elbo(l->p, l->data.x, l->mask, l->data.seq, l->q,
-                           &l->elbo, &err) != LSE_OK)
-            rc = lsefit_fail_lib(&err, NULL);
-        else if (l->elbo - prev <= 1e-10 * fabs(l->elbo))
-            break;
-        prev = l->elbo;
-    }
+    if (rc == LSEFIT_OK)
+        rc = infer(l->p, &l->data, l->mask, l->q, &l->elbo);
     return rc;
 }
 
@@ -561,9 +726,10 @@ int lsefit_lslds_main(int argc, char **argv)
      * input or another output (all outputs are committed at the end) */
     const lsefit_path in[] = {{a.n_pos > 0 ? a.pos[0] : NULL,
                                sub == 0 ? "the series" : "the model"},
-                              {a.n_pos > 1 ? a.pos[1] : NULL, "the series"}};
+                              {a.n_pos > 1 ? a.pos[1] : NULL, "the series"},
+                              {a.valid, "--validation"}};
     const lsefit_path out[] = {{a.out, "-o"}};
-    rc = lsefit_plan(in, 2, out, 1);
+    rc = lsefit_plan(in, 3, out, 1);
     if (rc != LSEFIT_OK)
         return rc;
     switch (sub) {

@@ -134,6 +134,61 @@ void lse_lslds_params_free(lse_lslds_params *p)
     free(p);
 }
 
+/* emission blocks: K per mode, else 1 */
+#define NE(p) ((p)->per_mode_emission ? (p)->K : (size_t)1)
+
+lse_status lse_lslds_params_emission_per_mode(lse_lslds_params *p,
+                                              lse_error *err)
+{
+    static const char fn[] = "lse_lslds_params_emission_per_mode";
+    if (p == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "p is NULL");
+    if (p->per_mode_emission)
+        return LSE_OK;
+    const size_t K = p->K, N = p->N, D = p->D;
+    if (N > SIZE_MAX / K)
+        return lse_error_set(err, LSE_EINVAL, fn, "K N overflows");
+    gsl_matrix *C = gsl_matrix_alloc(K * N, D);
+    gsl_vector *d = gsl_vector_alloc(K * N), *r = gsl_vector_alloc(K * N);
+    if (!C || !d || !r) {
+        gsl_matrix_free(C);
+        gsl_vector_free(d);
+        gsl_vector_free(r);
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    }
+    for (size_t k = 0; k < K; k++) {
+        gsl_matrix_view Ck = gsl_matrix_submatrix(C, k * N, 0, N, D);
+        gsl_matrix_memcpy(&Ck.matrix, p->C);
+        gsl_vector_view dk = gsl_vector_subvector(d, k * N, N);
+        gsl_vector_memcpy(&dk.vector, p->d);
+        gsl_vector_view rk = gsl_vector_subvector(r, k * N, N);
+        gsl_vector_memcpy(&rk.vector, p->r);
+    }
+    gsl_matrix_free(p->C);
+    gsl_vector_free(p->d);
+    gsl_vector_free(p->r);
+    p->C = C;
+    p->d = d;
+    p->r = r;
+    p->per_mode_emission = 1;
+    return LSE_OK;
+}
+
+/* New parameters of the shape of @p p (per-mode emissions too). */
+static lse_status params_new_like(const lse_lslds_params *p,
+                                  lse_lslds_params **out, lse_error *err)
+{
+    lse_status st = lse_lslds_params_new(p->K, p->D, p->N, p->markov, out, err);
+    if (st == LSE_OK && p->per_mode_emission) {
+        st = lse_lslds_params_emission_per_mode(*out, err);
+        if (st != LSE_OK) {
+            lse_lslds_params_free(*out);
+            *out = NULL;
+        }
+    }
+    return st;
+}
+
 static void params_copy(lse_lslds_params *dst, const lse_lslds_params *src)
 {
     gsl_matrix_memcpy(dst->A, src->A);
@@ -395,48 +450,88 @@ done:
     return st;
 }
 
+/* The observation potentials (layout of update_x_impl) of the y rows
+ * [ctx, ctx + rows) as q rows [offset, ..) (pr NULL: all rows), each
+ * emission block k weighted by q(z_t = k) (uniform before q(z) exists),
+ * or by the mode path @p path (global rows) when given. */
+static void obs_potentials(const lse_lslds_params *p, const gsl_matrix *y,
+                           const unsigned char *observed,
+                           const lse_lslds_post *q, const par *pr,
+                           const size_t *path, double *obs)
+{
+    const size_t T = q->T, D = p->D, DD = D * D, N = p->N, W = DD + D;
+    const size_t rows = pr ? pr->n_own : T, ctx = pr ? pr->ctx : 0;
+    const size_t off = pr ? pr->offset : 0, E = NE(p);
+    memset(obs, 0, (T * W + 1) * sizeof(double));
+    double c = 0.0;
+    for (size_t tl = 0; tl < rows; tl++) {
+        const size_t ty = ctx + tl, tq = off + tl;
+        double *o = obs + tq * W;
+        for (size_t k = 0; k < E; k++) {
+            double w = 1.0;
+            if (path != NULL)
+                w = path[tq] == k || E == 1 ? 1.0 : 0.0;
+            else if (E > 1)
+                w = q->have_z ? gsl_matrix_get(q->w, tq, k) : 1.0 / (double)E;
+            if (w == 0.0)
+                continue;
+            for (size_t i = 0; i < N; i++) {
+                if (observed != NULL && !observed[ty * N + i])
+                    continue;
+                const size_t ik = k * N + i;
+                const double ri = gsl_vector_get(p->r, ik) / w;
+                const double e =
+                    gsl_matrix_get(y, ty, i) - gsl_vector_get(p->d, ik);
+                for (size_t a = 0; a < D; a++) {
+                    const double ca = gsl_matrix_get(p->C, ik, a);
+                    for (size_t b = 0; b < D; b++)
+                        o[a * D + b] += ca * gsl_matrix_get(p->C, ik, b) / ri;
+                    o[DD + a] += ca * e / ri;
+                }
+                c += w * -0.5 *
+                     (LOG_2PI + log(gsl_vector_get(p->r, ik)) +
+                      e * e / gsl_vector_get(p->r, ik));
+            }
+        }
+    }
+    obs[T * W] = c;
+}
+
 lse_status lse_lslds_update_x(const lse_lslds_params *p, const gsl_matrix *y,
                               const unsigned char *observed, const size_t *seq,
                               lse_lslds_post *q, double *logzx, lse_error *err)
 {
     static const char fn[] = "lse_lslds_update_x";
     lse_status st = check_args(fn, p, y, q, err);
-    if (st != LSE_OK)
-        return st;
-    return update_x_impl(p, y, observed, seq, q, logzx, NULL, fn, err);
+    if (st != LSE_OK || !p->per_mode_emission)
+        return st != LSE_OK
+                   ? st
+                   : update_x_impl(p, y, observed, seq, q, logzx, NULL, fn, err);
+    /* per-mode emissions: the mode-weighted observations as potentials */
+    const size_t W = p->D * p->D + p->D;
+    if (q->T > (SIZE_MAX / sizeof(double) - 1) / W)
+        return lse_error_set(err, LSE_EINVAL, fn, "T = %zu is too large", q->T);
+    double *obs = malloc((q->T * W + 1) * sizeof(double));
+    if (obs == NULL)
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    obs_potentials(p, y, observed, q, NULL, NULL, obs);
+    st = update_x_impl(p, y, observed, seq, q, logzx, obs, fn, err);
+    free(obs);
+    return st;
 }
 
-/* Several processes: the observation potentials of this process's rows
- * (layout of update_x_impl), summed over the processes into @p obs
- * (T (DD + D) + 1 doubles), then the q(x) update. */
+/* Several processes: the observation potentials of this process's rows,
+ * summed over the processes into @p obs (T (DD + D) + 1 doubles), then
+ * the q(x) update. */
 static lse_status update_x_par(const lse_lslds_params *p, const gsl_matrix *y,
                                const unsigned char *observed, const size_t *seq,
                                lse_lslds_post *q, par *pr, double *obs,
                                lse_error *err)
 {
     static const char fn[] = "lse_lslds_fit";
-    const size_t T = q->T, D = p->D, DD = D * D, N = p->N, W = DD + D;
-    memset(obs, 0, (T * W + 1) * sizeof(double));
-    double c = 0.0;
-    for (size_t tl = 0; tl < pr->n_own; tl++) {
-        const size_t ty = pr->ctx + tl;
-        double *o = obs + (pr->offset + tl) * W;
-        for (size_t i = 0; i < N; i++) {
-            if (observed != NULL && !observed[ty * N + i])
-                continue;
-            const double ri = gsl_vector_get(p->r, i);
-            const double e = gsl_matrix_get(y, ty, i) - gsl_vector_get(p->d, i);
-            for (size_t a = 0; a < D; a++) {
-                const double ca = gsl_matrix_get(p->C, i, a);
-                for (size_t b = 0; b < D; b++)
-                    o[a * D + b] += ca * gsl_matrix_get(p->C, i, b) / ri;
-                o[DD + a] += ca * e / ri;
-            }
-            c += -0.5 * (LOG_2PI + log(ri) + e * e / ri);
-        }
-    }
-    obs[T * W] = c;
-    lse_status st = lse_comm_sum(&pr->comm, obs, T * W + 1, fn, err);
+    const size_t W = p->D * p->D + p->D;
+    obs_potentials(p, y, observed, q, pr, NULL, obs);
+    lse_status st = lse_comm_sum(&pr->comm, obs, q->T * W + 1, fn, err);
     if (st != LSE_OK)
         return st;
     return update_x_impl(p, y, observed, seq, q, NULL, obs, fn, err);
@@ -514,10 +609,40 @@ done:
 
 static double xlogy(double x, double y) { return x > 0.0 ? x * log(y) : 0.0; }
 
+static lse_status update_z_impl(const lse_lslds_params *p, const size_t *seq,
+                                const gsl_matrix *es, lse_lslds_post *q,
+                                const char *fn, lse_error *err);
+
 lse_status lse_lslds_update_z(const lse_lslds_params *p, const size_t *seq,
                               lse_lslds_post *q, lse_error *err)
 {
     static const char fn[] = "lse_lslds_update_z";
+    if (p != NULL && p->per_mode_emission)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "per-mode emissions: give the emission scores "
+                             "(lse_lslds_update_z_with)");
+    return update_z_impl(p, seq, NULL, q, fn, err);
+}
+
+lse_status lse_lslds_update_z_with(const lse_lslds_params *p, const size_t *seq,
+                                   const gsl_matrix *es, lse_lslds_post *q,
+                                   lse_error *err)
+{
+    static const char fn[] = "lse_lslds_update_z_with";
+    if (p != NULL && q != NULL && es != NULL &&
+        (es->size1 != q->T || es->size2 != p->K))
+        return lse_error_set(err, LSE_EDIM, fn, "es must be %zu x %zu", q->T,
+                             p->K);
+    if (p != NULL && p->per_mode_emission && es == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn,
+                             "per-mode emissions need the emission scores");
+    return update_z_impl(p, seq, es, q, fn, err);
+}
+
+static lse_status update_z_impl(const lse_lslds_params *p, const size_t *seq,
+                                const gsl_matrix *es, lse_lslds_post *q,
+                                const char *fn, lse_error *err)
+{
     if (p == NULL || q == NULL)
         return lse_error_set(err, LSE_EFAULT, fn, "params and q are required");
     if (q->K != p->K || q->D != p->D)
@@ -541,6 +666,8 @@ lse_status lse_lslds_update_z(const lse_lslds_params *p, const size_t *seq,
                                     : "a Q_k is not positive definite");
         goto done;
     }
+    if (es != NULL)
+        gsl_matrix_add(s, es);
     double hz = 0.0;
     if (!p->markov) {
         for (size_t t = 0; t < T; t++) {
@@ -674,10 +801,10 @@ lse_status lse_lslds_scores(const lse_lslds_params *p, const size_t *seq,
 
 /* *acc += E_q log p(y_t | x_t) over the observed entries of y row ty,
  * with the moments of q row tq. */
-static void obs_term(const lse_lslds_params *p, const gsl_matrix *y,
-                     const unsigned char *observed, size_t ty,
-                     const lse_lslds_post *q, size_t tq, gsl_vector *cp,
-                     double *acc)
+static void obs_term_k(const lse_lslds_params *p, const gsl_matrix *y,
+                       const unsigned char *observed, size_t ty,
+                       const lse_lslds_post *q, size_t tq, size_t k, double w,
+                       gsl_vector *cp, double *acc)
 {
     const size_t N = p->N, D = p->D;
     gsl_matrix_const_view Pt =
@@ -686,15 +813,84 @@ static void obs_term(const lse_lslds_params *p, const gsl_matrix *y,
     for (size_t i = 0; i < N; i++) {
         if (observed != NULL && !observed[ty * N + i])
             continue;
-        gsl_vector_const_view ci = gsl_matrix_const_row(p->C, i);
+        const size_t ik = k * N + i;
+        gsl_vector_const_view ci = gsl_matrix_const_row(p->C, ik);
         double cm, cPc;
         gsl_blas_ddot(&ci.vector, &mt.vector, &cm);
         gsl_blas_dgemv(CblasNoTrans, 1.0, &Pt.matrix, &ci.vector, 0.0, cp);
         gsl_blas_ddot(&ci.vector, cp, &cPc);
-        const double ri = gsl_vector_get(p->r, i);
-        const double res = gsl_matrix_get(y, ty, i) - cm - gsl_vector_get(p->d, i);
-        *acc += -0.5 * (LOG_2PI + log(ri) + (res * res + cPc) / ri);
+        const double ri = gsl_vector_get(p->r, ik);
+        const double res =
+            gsl_matrix_get(y, ty, i) - cm - gsl_vector_get(p->d, ik);
+        const double v = -0.5 * (LOG_2PI + log(ri) + (res * res + cPc) / ri);
+        *acc += w == 1.0 ? v : w * v;
     }
+}
+
+/* *acc += E_q log p(y_t | x_t, z_t) under q(z_t) (per-mode emissions) or
+ * with the shared emission. */
+static void obs_term(const lse_lslds_params *p, const gsl_matrix *y,
+                     const unsigned char *observed, size_t ty,
+                     const lse_lslds_post *q, size_t tq, gsl_vector *cp,
+                     double *acc)
+{
+    if (!p->per_mode_emission) {
+        obs_term_k(p, y, observed, ty, q, tq, 0, 1.0, cp, acc);
+        return;
+    }
+    for (size_t k = 0; k < p->K; k++) {
+        const double w = gsl_matrix_get(q->w, tq, k);
+        if (w > 0.0)
+            obs_term_k(p, y, observed, ty, q, tq, k, w, cp, acc);
+    }
+}
+
+/* es (T, K) = E_q(x) log N(y_t; C_k x_t + d_k, R_k) of this process's rows
+ * (all rows when pr is NULL), summed over the processes. */
+static lse_status emis_scores(const lse_lslds_params *p, const gsl_matrix *y,
+                              const unsigned char *observed,
+                              const lse_lslds_post *q, par *pr, gsl_matrix *es,
+                              const char *fn, lse_error *err)
+{
+    gsl_vector *cp = gsl_vector_alloc(p->D);
+    if (cp == NULL)
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    gsl_matrix_set_zero(es);
+    const size_t rows = pr ? pr->n_own : q->T;
+    for (size_t tl = 0; tl < rows; tl++) {
+        const size_t ty = pr ? pr->ctx + tl : tl, tq = pr ? pr->offset + tl : tl;
+        for (size_t k = 0; k < p->K; k++) {
+            double v = 0.0;
+            obs_term_k(p, y, observed, ty, q, tq, p->per_mode_emission ? k : 0,
+                       1.0, cp, &v);
+            gsl_matrix_set(es, tq, k, v);
+        }
+    }
+    gsl_vector_free(cp);
+    if (pr != NULL)
+        return lse_comm_sum(&pr->comm, es->data, q->T * p->K, fn, err);
+    return LSE_OK;
+}
+
+lse_status lse_lslds_emission_scores(const lse_lslds_params *p,
+                                     const gsl_matrix *y,
+                                     const unsigned char *observed,
+                                     const lse_lslds_post *q, gsl_matrix *es,
+                                     lse_error *err)
+{
+    static const char fn[] = "lse_lslds_emission_scores";
+    lse_status st = check_args(fn, p, y, q, err);
+    if (st != LSE_OK)
+        return st;
+    if (es == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "es is NULL");
+    if (es->size1 != q->T || es->size2 != p->K || es->tda != p->K)
+        return lse_error_set(err, LSE_EDIM, fn, "es must be %zu x %zu", q->T,
+                             p->K);
+    if (!q->have_x)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "q(x) has not been computed (lse_lslds_update_x)");
+    return emis_scores(p, y, observed, q, NULL, es, fn, err);
 }
 
 static lse_status elbo_impl(const lse_lslds_params *p, const gsl_matrix *y,
@@ -882,8 +1078,8 @@ static lse_status mstep_impl(lse_lslds_params *p, const gsl_matrix *y,
     gsl_matrix *W = gsl_matrix_alloc(D, D1), *Wy = gsl_matrix_alloc(1, D1);
     gsl_vector *sy = gsl_vector_alloc(D1);
     /* emission statistics per column: Sxx (D1 D1), Sy (D1), n, yy */
-    const size_t SW = D1 * D1 + D1 + 2;
-    double *es = calloc(N * SW, sizeof(double));
+    const size_t SW = D1 * D1 + D1 + 2, E = NE(p);
+    double *es = calloc(E * N * SW, sizeof(double));
     if (!Sxx || !Stx || !Stt || !work || !W || !sy || !Wy || !es) {
         st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
         goto done;
@@ -947,9 +1143,11 @@ static lse_status mstep_impl(lse_lslds_params *p, const gsl_matrix *y,
             gsl_matrix_set(p->b, k, i, gsl_matrix_get(W, i, D));
         }
     }
-    /* emission, per observed column (diagonal R) */
-    for (size_t i = 0; i < N; i++) {
-        double *e = es + i * SW, *eS = e, *ey = e + D1 * D1;
+    /* emission, per observed column (diagonal R) and emission block (per
+     * mode: rows weighted by q(z_t = k)) */
+    for (size_t ik = 0; ik < E * N; ik++) {
+        const size_t i = ik % N, k = ik / N;
+        double *e = es + ik * SW, *eS = e, *ey = e + D1 * D1;
         double n = 0.0, yy = 0.0;
         const size_t rows = pr ? pr->n_own : T;
         for (size_t tl = 0; tl < rows; tl++) {
@@ -957,37 +1155,39 @@ static lse_status mstep_impl(lse_lslds_params *p, const gsl_matrix *y,
             const size_t tq = pr ? pr->offset + tl : tl; /* q row */
             if (observed != NULL && !observed[t * N + i])
                 continue;
-            const double yt = gsl_matrix_get(y, t, i);
-            n += 1.0;
-            yy += yt * yt;
+            const double w = E > 1 ? gsl_matrix_get(q->w, tq, k) : 1.0;
+            const double yt = gsl_matrix_get(y, t, i), wy = w * yt;
+            n += w;
+            yy += wy * yt;
             for (size_t a = 0; a < D1; a++) {
                 const double ma = a < D ? gsl_matrix_get(q->mean, tq, a) : 1.0;
-                ey[a] += yt * ma;
+                ey[a] += wy * ma;
                 for (size_t c = 0; c < D1; c++) {
                     const double mc =
                         c < D ? gsl_matrix_get(q->mean, tq, c) : 1.0;
                     const double v = (a < D && c < D)
                                          ? gsl_matrix_get(q->cov, tq, a * D + c)
                                          : 0.0;
-                    eS[a * D1 + c] = eS[a * D1 + c] + v + ma * mc;
+                    eS[a * D1 + c] = E > 1 ? eS[a * D1 + c] + w * (v + ma * mc)
+                                           : eS[a * D1 + c] + v + ma * mc;
                 }
             }
         }
         e[SW - 2] = n;
         e[SW - 1] = yy;
     }
-    if (pr != NULL && (st = lse_comm_sum(&pr->comm, es, N * SW, fn, err)) !=
-                          LSE_OK)
+    if (pr != NULL &&
+        (st = lse_comm_sum(&pr->comm, es, E * N * SW, fn, err)) != LSE_OK)
         goto done;
-    for (size_t i = 0; i < N; i++) {
-        const double *e = es + i * SW;
+    for (size_t ik = 0; ik < E * N; ik++) {
+        const double *e = es + ik * SW;
         const double n = e[SW - 2], yy = e[SW - 1];
         for (size_t a = 0; a < D1; a++) {
             Wy->data[a] = e[D1 * D1 + a];
             for (size_t c = 0; c < D1; c++)
                 gsl_matrix_set(Sxx, a, c, e[a * D1 + c]);
         }
-        if (n < 1.0)
+        if (n < (E > 1 ? 1e-8 : 1.0))
             continue;
         for (size_t a = 0; a < D1; a++)
             gsl_vector_set(sy, a, Wy->data[a]); /* keeps Sy */
@@ -997,9 +1197,9 @@ static lse_status mstep_impl(lse_lslds_params *p, const gsl_matrix *y,
         for (size_t a = 0; a < D1; a++)
             wsy += Wy->data[a] * gsl_vector_get(sy, a);
         for (size_t a = 0; a < D; a++)
-            gsl_matrix_set(p->C, i, a, Wy->data[a]);
-        gsl_vector_set(p->d, i, Wy->data[D]);
-        gsl_vector_set(p->r, i, fmax((yy - wsy) / n, 0.0) + reg);
+            gsl_matrix_set(p->C, ik, a, Wy->data[a]);
+        gsl_vector_set(p->d, ik, Wy->data[D]);
+        gsl_vector_set(p->r, ik, fmax((yy - wsy) / n, 0.0) + reg);
     }
     /* initial state and mode probabilities */
     {
@@ -1163,8 +1363,11 @@ static lse_status init_impl(lse_lslds_params *p, const gsl_matrix *y,
         for (size_t i = 0; i < N; i++)
             gsl_matrix_set(p->C, i, j, gsl_matrix_get(U, i, j) * sc);
     }
-    gsl_vector_memcpy(p->d, mu);
+    gsl_vector_view d0 = gsl_vector_subvector(p->d, 0, N);
+    gsl_vector_memcpy(&d0.vector, mu);
     gsl_vector_set_all(p->r, sig2);
+    gsl_matrix_view C0v = gsl_matrix_submatrix(p->C, 0, 0, N, D);
+    const gsl_matrix *C0 = &C0v.matrix; /* the first (or shared) block */
     /* latent means: x_t = (C'C + sig2 I)^-1 C' (y_t - d) */
     {
         gsl_matrix *M = gsl_matrix_alloc(D, D), *W = gsl_matrix_alloc(N, D);
@@ -1176,10 +1379,10 @@ static lse_status init_impl(lse_lslds_params *p, const gsl_matrix *y,
             st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
             goto done;
         }
-        gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, p->C, p->C, 0.0, M);
+        gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, C0, C0, 0.0, M);
         for (size_t i = 0; i < D; i++)
             gsl_matrix_set(M, i, i, gsl_matrix_get(M, i, i) + sig2);
-        gsl_matrix_memcpy(W, p->C);
+        gsl_matrix_memcpy(W, C0);
         int bad = 0;
         {
             gsl_matrix_view Wt = gsl_matrix_submatrix(W, 0, 0, N, D);
@@ -1258,6 +1461,12 @@ static lse_status init_impl(lse_lslds_params *p, const gsl_matrix *y,
                             (double)T);
     for (size_t i = 0; i < D; i++)
         gsl_matrix_set(p->P0, i, i, gsl_matrix_get(p->P0, i, i) + 1e-6);
+    for (size_t k = 1; k < NE(p); k++) { /* per mode: copies of the PCA fit */
+        gsl_matrix_view Ck = gsl_matrix_submatrix(p->C, k * N, 0, N, D);
+        gsl_matrix_memcpy(&Ck.matrix, C0);
+        gsl_vector_view dk = gsl_vector_subvector(p->d, k * N, N);
+        gsl_vector_memcpy(&dk.vector, mu);
+    }
 done:
     lse_slds_free(m);
     gsl_matrix_free(Yc);
@@ -1344,6 +1553,7 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
     lse_lslds_params *cur = NULL, *best = NULL;
     lse_lslds_post *qc = NULL, *qb = NULL;
     par prv, *pr = NULL;
+    gsl_matrix *es = NULL; /* emission scores (per-mode emissions) */
     size_t *gseq = NULL;
     double *obs = NULL;
     lse_status st = LSE_OK;
@@ -1358,9 +1568,12 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
         seq = gseq;
     }
     const size_t T = pr ? pr->comm.n_total : y->size1;
-    st = lse_lslds_params_new(p->K, p->D, p->N, p->markov, &cur, err);
+    st = params_new_like(p, &cur, err);
     if (st == LSE_OK)
-        st = lse_lslds_params_new(p->K, p->D, p->N, p->markov, &best, err);
+        st = params_new_like(p, &best, err);
+    if (st == LSE_OK && p->per_mode_emission &&
+        (es = gsl_matrix_alloc(T, p->K)) == NULL)
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     if (st == LSE_OK)
         st = lse_lslds_post_new(T, p->K, p->D, &qc, err);
     if (st == LSE_OK)
@@ -1369,7 +1582,7 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
         goto done;
 #define UPDATE_X(P, Q)                                                      \
     (pr ? update_x_par(P, y, observed, seq, Q, pr, obs, err)                 \
-        : update_x_impl(P, y, observed, seq, Q, NULL, NULL, fn, err))
+        : lse_lslds_update_x(P, y, observed, seq, Q, NULL, err))
     double best_elbo = -INFINITY;
     size_t best_iter = 0;
     for (size_t run = 0; run < runs; run++) {
@@ -1387,7 +1600,10 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
         double prev = -INFINITY, e1 = 0, e2 = 0, e3 = -INFINITY;
         size_t it = 0;
         for (it = 1; it <= opts.max_iter; it++) {
-            st = lse_lslds_update_z(cur, seq, qc, err);
+            st = es ? emis_scores(cur, y, observed, qc, pr, es, fn, err)
+                    : LSE_OK;
+            if (st == LSE_OK)
+                st = update_z_impl(cur, seq, es, qc, fn, err);
             if (st == LSE_OK)
                 st = elbo_impl(cur, y, observed, seq, qc, pr, &e1, fn, err);
             if (st == LSE_OK)
@@ -1462,6 +1678,7 @@ done:
         lse_comm_free(&pr->comm);
     free(gseq);
     free(obs);
+    gsl_matrix_free(es);
     return st;
 #undef UPDATE_X
 }
@@ -1529,10 +1746,11 @@ lse_status lse_lslds_simulate(const lse_lslds_params *p, unsigned long seed,
             gsl_vector_add(xt, u);
         }
         for (size_t i = 0; i < N; i++) {
-            double v = gsl_vector_get(p->d, i) +
-                       gsl_ran_gaussian(r, sqrt(gsl_vector_get(p->r, i)));
+            const size_t ik = (p->per_mode_emission ? k * N : 0) + i;
+            double v = gsl_vector_get(p->d, ik) +
+                       gsl_ran_gaussian(r, sqrt(gsl_vector_get(p->r, ik)));
             for (size_t j = 0; j < D; j++)
-                v += gsl_matrix_get(p->C, i, j) * gsl_vector_get(xt, j);
+                v += gsl_matrix_get(p->C, ik, j) * gsl_vector_get(xt, j);
             gsl_matrix_set(y, t, i, v);
         }
         if (x != NULL) {
@@ -1580,7 +1798,22 @@ lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
     double *lw = malloc(n_samples * sizeof(double));
     size_t *z = malloc(T * sizeof(size_t));
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
-    if (!s || !alpha || !A || !B || !Qm || !R || !lw || !z || !rng) {
+    /* per-mode emissions: the emission scores join the proposal, and
+     * p(y | z) is the Kalman integral of the path's observation
+     * potentials (no observed entry seen directly) */
+    const int pm = p->per_mode_emission;
+    gsl_matrix *es = pm ? gsl_matrix_alloc(T, K) : NULL;
+    gsl_matrix *Jo = pm ? gsl_matrix_alloc(T, DD) : NULL;
+    gsl_matrix *ho = pm ? gsl_matrix_alloc(T, D) : NULL;
+    gsl_matrix *ydum = pm ? gsl_matrix_calloc(T, 1) : NULL;
+    gsl_matrix *Cdum = pm ? gsl_matrix_calloc(1, D) : NULL;
+    gsl_matrix *R1 = pm ? gsl_matrix_alloc(1, 1) : NULL;
+    unsigned char *nomask = pm ? calloc(T, 1) : NULL;
+    double *obs = pm && T <= (SIZE_MAX / sizeof(double) - 1) / (DD + D)
+                      ? malloc((T * (DD + D) + 1) * sizeof(double))
+                      : NULL;
+    if (!s || !alpha || !A || !B || !Qm || !R || !lw || !z || !rng ||
+        (pm && (!es || !Jo || !ho || !ydum || !Cdum || !R1 || !nomask || !obs))) {
         st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
         goto done;
     }
@@ -1591,8 +1824,16 @@ lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
                            "a Q_k is not positive definite");
         goto done;
     }
+    if (pm) {
+        st = emis_scores(p, y, observed, q, NULL, es, fn, err);
+        if (st != LSE_OK)
+            goto done;
+        gsl_matrix_add(s, es);
+    }
     for (size_t i = 0; i < N; i++)
         gsl_matrix_set(R, i, i, gsl_vector_get(p->r, i));
+    if (pm)
+        gsl_matrix_set(R1, 0, 0, 1.0);
     /* proposal q(z) ∝ p(z) exp(sum s): forward filter, log Z */
     double logz = 0.0;
     for (size_t t = 0; t < T; t++) {
@@ -1620,7 +1861,12 @@ lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
         for (size_t k = 0; k < K; k++)
             gsl_matrix_set(alpha, t, k, gsl_matrix_get(alpha, t, k) / tot);
     }
-    lse_kalman_model km = {A, B, Qm, p->C, p->d, R, p->m0, p->P0, NULL, NULL};
+    lse_kalman_model km = {A,     B,           Qm,    pm ? Cdum : p->C,
+                           pm ? NULL : p->d,   pm ? R1 : R, p->m0,
+                           p->P0, pm ? Jo : NULL, pm ? ho : NULL};
+    const gsl_matrix *ky = pm ? ydum : y;
+    const unsigned char *kobs = pm ? nomask : observed;
+
     for (size_t n = 0; n < n_samples; n++) {
         /* defensive mixture: with probability LSE_LSLDS_IS_PRIOR a path
          * from the prior p(z), else one from q(z) by backward sampling
@@ -1674,9 +1920,20 @@ lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
             memcpy(B->data + t * B->tda, p->b->data + z[t] * p->b->tda,
                    D * sizeof(double));
         }
-        double ll;
+        double ll, lc = 0.0;
+        if (pm) {
+            obs_potentials(p, y, observed, q, NULL, z, obs);
+            for (size_t t = 0; t < T; t++) {
+                memcpy(Jo->data + t * Jo->tda, obs + t * (DD + D),
+                       DD * sizeof(double));
+                memcpy(ho->data + t * ho->tda, obs + t * (DD + D) + DD,
+                       D * sizeof(double));
+            }
+            lc = obs[T * (DD + D)];
+        }
         lse_error kerr;
-        st = lse_kalman_smooth(&km, y, observed, seq, &ll, NULL, &kerr);
+        st = lse_kalman_smooth(&km, ky, kobs, seq, &ll, NULL, &kerr);
+        ll += lc;
         if (st != LSE_OK) {
             lse_error_set(err, st, fn, "%s", kerr.message);
             goto done;
@@ -1715,5 +1972,13 @@ done:
     free(lw);
     free(z);
     gsl_rng_free(rng);
+    gsl_matrix_free(es);
+    gsl_matrix_free(Jo);
+    gsl_matrix_free(ho);
+    gsl_matrix_free(ydum);
+    gsl_matrix_free(Cdum);
+    gsl_matrix_free(R1);
+    free(nomask);
+    free(obs);
     return st;
 }

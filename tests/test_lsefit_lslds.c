@@ -299,6 +299,21 @@ START_TEST(test_select)
                      6);
     ck_assert_double_eq_tol(sc[3], row[chosen][5], 1e-3);
 
+    /* per-mode emissions: the file says so, segment and score read it,
+     * and the selection counts K (N D + 2 N) emission parameters */
+    ck_assert_int_eq(run("slds y.csv -k 2 --latent-dim 2 --markov --emission "
+                         "per-mode --max-iter 30 -o pm.json"),
+                     0);
+    ck_assert(strstr(slurp("pm.json"), "\"emission\": \"per-mode\"") != NULL);
+    ck_assert(strstr(slurp("pm.json"), "\"n_params\": 44") != NULL);
+    ck_assert_int_eq(run("slds segment pm.json v.csv"), 0);
+    ck_assert(strncmp(slurp("out"), "row,p0,p1,mode,viterbi,x0,x1\n", 29) == 0);
+    ck_assert_int_eq(run("slds score pm.json v.csv --samples 50"), 0);
+    ck_assert_int_eq(run("slds y.csv -k 2 --latent-dim 1 --emission twice "
+                         "-o x.json"),
+                     2);
+    ck_assert(strstr(slurp("err"), "--emission") != NULL);
+
     /* errors name the option */
     ck_assert_int_eq(run("slds y.csv -k 2 --latent-dim 1 --select heldout "
                          "-o x.json"),

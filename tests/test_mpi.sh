@@ -233,6 +233,12 @@ for mk in "--markov" ""; do
     same "latq$name.json" "latq${name}_5.json" \
         "latent $name: shards equal one process"
 done
+P=(--sequence seq --missing marginalize -k 2 --latent-dim 2 --markov
+    --emission per-mode --seed 2 --max-iter 30 -q)
+"$LSEFIT" slds latseq.csv "${P[@]}" -o latpm.json
+run 3 slds latseq.csv "${P[@]}" --mpi -o latpm_3.json
+ok $? "latent --emission per-mode: 3 processes"
+same latpm.json latpm_3.json "latent --emission per-mode: equals one process"
 
 # ---- failures: same message everywhere, status 1, no hang -------------------
 failure() { # failure P PATTERN DESCRIPTION ARGS...

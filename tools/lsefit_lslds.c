@@ -40,6 +40,7 @@ static void help(FILE *f)
           "                      heldout (log p(y) of --validation, sampled)\n"
           "  --validation FILE   held-out series for --select heldout\n"
           "  --markov            Markov switching (default: mixture)\n"
+          "  --emission E        shared (default) or per-mode: C, d, R per mode\n"
           "  --n-init N          initializations, best ELBO kept (1)\n"
           "  --max-iter N        EM iterations (200)\n"
           "  --seed S            random seed (0)\n"
@@ -73,7 +74,8 @@ enum {
     OPT_MPI,
     OPT_SHARDS,
     OPT_SELECT,
-    OPT_VALID
+    OPT_VALID,
+    OPT_EMIS
 };
 
 static const struct option options[] = {
@@ -89,6 +91,7 @@ static const struct option options[] = {
     {"variances", no_argument, NULL, OPT_VAR},
     {"mpi", no_argument, NULL, OPT_MPI},
     {"select", required_argument, NULL, OPT_SELECT},
+    {"emission", required_argument, NULL, OPT_EMIS},
     {"validation", required_argument, NULL, OPT_VALID},
     {"shards", required_argument, NULL, OPT_SHARDS},
     {"output", required_argument, NULL, 'o'},
@@ -99,7 +102,7 @@ static const struct option options[] = {
 typedef struct args {
     size_t k, D, T_sim, n_init, max_iter, samples;
     size_t kmax, Dmax; /* ranges k..kmax, D..Dmax */
-    int markov, variances, help, mpi, heldout;
+    int markov, variances, help, mpi, heldout, per_mode;
     unsigned long seed;
     const char *out, *shards, *valid;
     lsefit_data_opts data;
@@ -163,6 +166,13 @@ static int parse(int argc, char **argv, args *a)
             break;
         case OPT_VALID:
             a->valid = optarg;
+            break;
+        case OPT_EMIS:
+            if (strcmp(optarg, "shared") == 0 || strcmp(optarg, "per-mode") == 0)
+                a->per_mode = optarg[0] == 'p';
+            else
+                rc = lsefit_usage(CMD, "--emission %s: use shared or per-mode",
+                                  optarg);
             break;
         case OPT_MARKOV:
             a->markov = 1;
@@ -243,30 +253,39 @@ static int infer(const lse_lslds_params *p, const lsefit_data *d,
                  const unsigned char *mask, lse_lslds_post *q, double *elbo)
 {
     lse_error err;
+    gsl_matrix *es = NULL; /* emission scores: per-mode emissions */
+    if (p->per_mode_emission &&
+        (es = gsl_matrix_alloc(d->x->size1, p->K)) == NULL)
+        return lsefit_fail("out of memory");
+    int rc = LSEFIT_OK;
     if (lse_lslds_update_x(p, d->x, mask, d->seq, q, NULL, &err) != LSE_OK)
-        return lsefit_fail_lib(&err, NULL);
+        rc = lsefit_fail_lib(&err, NULL);
     double prev = -INFINITY;
-    for (size_t it = 0; it < 500; it++) {
-        if (lse_lslds_update_z(p, d->seq, q, &err) != LSE_OK ||
+    for (size_t it = 0; rc == LSEFIT_OK && it < 500; it++) {
+        if ((es != NULL && lse_lslds_emission_scores(p, d->x, mask, q, es,
+                                                     &err) != LSE_OK) ||
+            lse_lslds_update_z_with(p, d->seq, es, q, &err) != LSE_OK ||
             lse_lslds_update_x(p, d->x, mask, d->seq, q, NULL, &err) != LSE_OK ||
             lse_lslds_elbo(p, d->x, mask, d->seq, q, elbo, &err) != LSE_OK)
-            return lsefit_fail_lib(&err, NULL);
-        if (*elbo - prev <= 1e-10 * fabs(*elbo))
+            rc = lsefit_fail_lib(&err, NULL);
+        else if (*elbo - prev <= 1e-10 * fabs(*elbo))
             break;
         prev = *elbo;
     }
-    return LSEFIT_OK;
+    gsl_matrix_free(es);
+    return rc;
 }
 
 /* Free parameters of a (K, D, N) model: A, b, Q per mode, C, d, R, the
  * initial state, the mode probabilities, less the D^2 + D of an affine
  * change of the latent coordinates (which leaves p(y) unchanged). */
-static double n_params(size_t K, size_t D, size_t N, int markov)
+static double n_params(size_t K, size_t D, size_t N, int markov,
+                       int per_mode)
 {
     const double k = (double)K, d = (double)D, n = (double)N;
-    return k * (d * d + d + d * (d + 1) / 2) + n * d + 2 * n + d +
-           d * (d + 1) / 2 + (k - 1) + (markov ? k * (k - 1) : 0.0) -
-           (d * d + d);
+    return k * (d * d + d + d * (d + 1) / 2) +
+           (per_mode ? k : 1.0) * (n * d + 2 * n) + d + d * (d + 1) / 2 +
+           (k - 1) + (markov ? k * (k - 1) : 0.0) - (d * d + d);
 }
 
 typedef struct cell {
@@ -380,7 +399,9 @@ static int fit_main(args *a)
         c->D = a->D + i % nD;
         c->held = c->held_se = NAN;
         if (lse_lslds_params_new(c->K, c->D, data.d, a->markov, &p, &err) !=
-            LSE_OK) {
+                LSE_OK ||
+            (a->per_mode && lse_lslds_params_emission_per_mode(p, &err) !=
+                                LSE_OK)) {
             rc = lsefit_fail_lib(&err, NULL);
             break;
         }
@@ -400,7 +421,7 @@ static int fit_main(args *a)
             rc = lsefit_fail_lib(&err, "try other -k, --latent-dim or --seed");
             break;
         }
-        c->npar = n_params(c->K, c->D, data.d, a->markov);
+        c->npar = n_params(c->K, c->D, data.d, a->markov, a->per_mode);
         c->bic = -2.0 * c->elbo + c->npar * log((double)n_rows);
         if (a->valid != NULL)
             rc = heldout(a, p, &vdata, vmask, &c->held, &c->held_se);
@@ -431,7 +452,8 @@ static int fit_main(args *a)
          lse_json_set_number(doc, "elbo", cb->elbo, &err) != LSE_OK ||
          lse_json_set_integer(doc, "n_iter", (long long)cb->n_iter, &err) !=
              LSE_OK ||
-         lse_json_set_number(doc, "n_params", cb->npar, &err) != LSE_OK ||
+         lse_json_set_integer(doc, "n_params", (long long)cb->npar, &err) !=
+             LSE_OK ||
          lse_json_set_number(doc, "bic_elbo", cb->bic, &err) != LSE_OK ||
          (a->valid != NULL &&
           lse_json_set_number(doc, "heldout_loglik", cb->held, &err) != LSE_OK)))
@@ -541,10 +563,18 @@ static int viterbi_path(const loaded *l, size_t *path)
         for (size_t t = 1; l->data.seq != NULL && t < T; t++)
             if (l->data.seq[t] != l->data.seq[t - 1])
                 starts[n_starts++] = t;
-        if (lse_lslds_scores(l->p, l->data.seq, l->q, s, &err) != LSE_OK ||
-            lse_chain_viterbi(s, logp0, logT, starts, n_starts, path, &err) !=
-                LSE_OK)
+        gsl_matrix *es = l->p->per_mode_emission ? gsl_matrix_alloc(T, K) : NULL;
+        if (l->p->per_mode_emission && es == NULL)
+            rc = lsefit_fail("out of memory");
+        else if (lse_lslds_scores(l->p, l->data.seq, l->q, s, &err) != LSE_OK ||
+                 (es != NULL &&
+                  (lse_lslds_emission_scores(l->p, l->data.x, l->mask, l->q, es,
+                                             &err) != LSE_OK ||
+                   gsl_matrix_add(s, es) != GSL_SUCCESS)) ||
+                 lse_chain_viterbi(s, logp0, logT, starts, n_starts, path,
+                                   &err) != LSE_OK)
             rc = lsefit_fail_lib(&err, NULL);
+        gsl_matrix_free(es);
     }
     gsl_matrix_free(s);
     gsl_matrix_free(logT);

@@ -27,6 +27,9 @@ extern "C" {
  *     x_t = A_{z_t} x_{t-1} + b_{z_t} + N(0, Q_{z_t}) otherwise,
  *     y_t = C x_t + d + N(0, diag(r))   (observed entries only)
  *
+ * or, with per-mode emissions (lse_lslds_params_emission_per_mode),
+ * y_t = C_{z_t} x_t + d_{z_t} + N(0, diag(r_{z_t})),
+ *
  * fitted by structured variational EM with q(z) q(x): q(z) by forward-
  * backward with the expected Gaussian log-likelihoods as emission scores,
  * q(x) by the Kalman smoother (lse_kalman_smooth) with the mode-weighted
@@ -43,9 +46,12 @@ typedef struct lse_lslds_params {
     gsl_matrix *A;     /**< (K, D*D) row-major A_k */
     gsl_matrix *b;     /**< (K, D) */
     gsl_matrix *Q;     /**< (K, D*D) SPD */
-    gsl_matrix *C;     /**< (N, D) */
-    gsl_vector *d;     /**< (N) */
-    gsl_vector *r;     /**< (N) observation noise variances (diagonal R) */
+    gsl_matrix *C;     /**< (N, D); per-mode emissions: (K*N, D), rows
+                          k*N .. k*N+N-1 are C_k */
+    gsl_vector *d;     /**< (N), or (K*N): d_k at k*N */
+    gsl_vector *r;     /**< (N), or (K*N): observation noise variances
+                          (diagonal R, R_k) */
+    int per_mode_emission; /**< 1: C, d, r per mode (K blocks) */
     gsl_vector *m0;    /**< (D) */
     gsl_matrix *P0;    /**< (D, D) SPD */
     gsl_vector *init;  /**< (K) initial (Markov) or mixture probabilities */
@@ -59,6 +65,14 @@ LSE_API lse_status lse_lslds_params_new(size_t K, size_t D, size_t N,
                                         int markov, lse_lslds_params **out,
                                         lse_error *err);
 LSE_API void lse_lslds_params_free(lse_lslds_params *p);
+/** @brief Make C, d and r per mode: every mode gets a copy of the shared
+ *  ones (no-op when they already are per mode). Inference, the M-step,
+ *  the ELBO, simulation, log p(y) and the model files follow
+ *  (docs/models/slds.md); lse_lslds_update_z then needs the emission
+ *  scores (lse_lslds_update_z_with).
+ *  @return LSE_OK; LSE_EFAULT; LSE_EINVAL (K*N too large); LSE_ENOMEM. */
+LSE_API lse_status lse_lslds_params_emission_per_mode(lse_lslds_params *p,
+                                                      lse_error *err);
 
 /** @brief The variational posterior q(z) q(x), owned by the struct. */
 typedef struct lse_lslds_post {
@@ -77,8 +91,9 @@ LSE_API lse_status lse_lslds_post_new(size_t T, size_t K, size_t D,
 LSE_API void lse_lslds_post_free(lse_lslds_post *q);
 
 /** @brief q(x) update: the Kalman smoother with the dynamics weighted by
- *  q(z) (uniform weights when q(z) has not been computed); @p logzx (may
- *  be NULL) gets log of its normalizer. */
+ *  q(z) (uniform weights when q(z) has not been computed; per-mode
+ *  emissions: the emissions too, entering as Gaussian potentials of x_t);
+ *  @p logzx (may be NULL) gets log of its normalizer. */
 LSE_API lse_status lse_lslds_update_x(const lse_lslds_params *p,
                                       const gsl_matrix *y,
                                       const unsigned char *observed,
@@ -90,6 +105,22 @@ LSE_API lse_status lse_lslds_update_x(const lse_lslds_params *p,
 LSE_API lse_status lse_lslds_update_z(const lse_lslds_params *p,
                                       const size_t *seq, lse_lslds_post *q,
                                       lse_error *err);
+/** @brief The q(z) update with the emission scores @p es (T, K) added to
+ *  the dynamics scores (lse_lslds_emission_scores; NULL: none, which is
+ *  lse_lslds_update_z). Per-mode emissions need them: lse_lslds_update_z
+ *  refuses such a model (LSE_EINVAL). */
+LSE_API lse_status lse_lslds_update_z_with(const lse_lslds_params *p,
+                                           const size_t *seq,
+                                           const gsl_matrix *es,
+                                           lse_lslds_post *q, lse_error *err);
+/** @brief es(t, k) = E_q(x)[log N(y_t; C_k x_t + d_k, diag(r_k))] over
+ *  the observed entries of row t (the same for every k when the emission
+ *  is shared). Needs q(x); LSE_EFAULT, LSE_EDIM, LSE_EINVAL. */
+LSE_API lse_status lse_lslds_emission_scores(const lse_lslds_params *p,
+                                             const gsl_matrix *y,
+                                             const unsigned char *observed,
+                                             const lse_lslds_post *q,
+                                             gsl_matrix *es, lse_error *err);
 /** @brief The emission scores @p s (T, K) that lse_lslds_update_z uses:
  *  s(t, k) = E_q(x)[log N(x_t; A_k x_{t-1} + b_k, Q_k)], 0 at sequence
  *  starts (@p seq as for the other calls, may be NULL). With the log
@@ -195,6 +226,8 @@ LSE_API lse_status lse_lslds_simulate(const lse_lslds_params *p,
  *  "A" [K][D][D], "b" [K][D], "Q" [K][D][D], "C" [N][D], "d" [N],
  *  "R_diag" [N], "initial_mean" [D], "initial_cov" [D][D], and "initial"
  *  [K] with "transition" [K][K] (Markov) or "weights" [K] (mixture).
+ *  Per-mode emissions: "emission": "per-mode", "C" [K][N][D], "d" and
+ *  "R_diag" [K][N] (without the key, or "shared": the shapes above).
  *  @return LSE_OK; LSE_EFAULT; LSE_ENONFINITE; LSE_ENOMEM. */
 LSE_API lse_status lse_lslds_to_json(const lse_lslds_params *p,
                                      const char *const *names, lse_json *doc,

@@ -10,6 +10,7 @@
 
 #include "lsefit.h"
 #include "lsefit_mpi.h"
+#include "lsefit_plot.h"
 
 int lsefit_lslds_wanted(int argc, char **argv);
 int lsefit_lslds_main(int argc, char **argv);
@@ -705,6 +706,74 @@ static int simulate_main(args *a)
     free(z);
     free(names);
     lse_lslds_params_free(p);
+    return rc;
+}
+
+int lsefit_lslds_is_latent(const char *model)
+{
+    lse_json *doc = NULL;
+    const char *name = NULL;
+    int yes = 0;
+    if (lse_json_load(model, &doc, NULL) == LSE_OK &&
+        lse_json_get_string(doc, "model", &name, NULL) == LSE_OK)
+        yes = strcmp(name, "slds-latent") == 0;
+    lse_json_free(doc);
+    return yes;
+}
+
+void lsefit_lslds_view_free(lsefit_lslds_view *v)
+{
+    lsefit_data_free(&v->data);
+    free(v->names);
+    free(v->path);
+    gsl_matrix_free(v->w);
+    gsl_matrix_free(v->x);
+    gsl_matrix_free(v->v);
+    memset(v, 0, sizeof *v);
+}
+
+int lsefit_lslds_view_load(const char *model, lsefit_data_opts *dopt,
+                           lsefit_lslds_view *v)
+{
+    memset(v, 0, sizeof *v);
+    args a;
+    memset(&a, 0, sizeof a);
+    a.data = *dopt;
+    a.pos[0] = model;
+    a.pos[1] = dopt->path;
+    a.n_pos = 2;
+    loaded l;
+    int rc = load_and_infer(&a, &l);
+    const size_t T = rc == LSEFIT_OK ? l.data.x->size1 : 0;
+    if (rc == LSEFIT_OK) {
+        v->K = l.p->K;
+        v->D = l.p->D;
+        v->markov = l.p->markov;
+        v->path = malloc(T * sizeof(size_t));
+        v->x = gsl_matrix_alloc(T, v->D);
+        v->v = gsl_matrix_alloc(T, v->D);
+        if (!v->path || !v->x || !v->v)
+            rc = lsefit_fail("out of memory");
+    }
+    if (rc == LSEFIT_OK)
+        rc = viterbi_path(&l, v->path);
+    for (size_t t = 0; rc == LSEFIT_OK && t < T; t++)
+        for (size_t i = 0; i < v->D; i++) {
+            gsl_matrix_set(v->x, t, i, gsl_matrix_get(l.q->mean, t, i));
+            gsl_matrix_set(v->v, t, i,
+                           gsl_matrix_get(l.q->cov, t, i * v->D + i));
+        }
+    if (rc == LSEFIT_OK) { /* hand over the data, names and q(z) */
+        v->data = l.data;
+        memset(&l.data, 0, sizeof l.data);
+        v->names = l.names;
+        l.names = NULL;
+        v->w = l.q->w;
+        l.q->w = NULL;
+    }
+    loaded_free(&l);
+    if (rc != LSEFIT_OK)
+        lsefit_lslds_view_free(v);
     return rc;
 }
 

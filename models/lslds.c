@@ -1277,6 +1277,62 @@ static lse_status init_impl(lse_lslds_params *p, const gsl_matrix *y,
                             const unsigned char *observed, const size_t *seq,
                             par *pr, unsigned long seed, const char *fn,
                             lse_error *err);
+static lse_status update_x_par(const lse_lslds_params *p, const gsl_matrix *y,
+                               const unsigned char *observed, const size_t *seq,
+                               lse_lslds_post *q, par *pr, double *obs,
+                               lse_error *err);
+
+/* LSE_LSLDS_INIT_LDS_ITERS EM iterations of the one-mode model from the
+ * PCA emission of block 0 of @p p (its C, d, r are replaced by the
+ * result's), A = 0.9 I, Q = I; X (T, D, all rows) becomes the smoothed
+ * means. */
+#define LSE_LSLDS_INIT_LDS_ITERS 20
+static lse_status lds_refine(lse_lslds_params *p, const gsl_matrix *y,
+                             const unsigned char *observed, const size_t *seq,
+                             par *pr, gsl_matrix *X, const char *fn,
+                             lse_error *err)
+{
+    const size_t T = X->size1, D = p->D, N = p->N, W = D * D + D;
+    lse_lslds_params *p1 = NULL;
+    lse_lslds_post *q = NULL;
+    double *obs = NULL;
+    lse_status st = lse_lslds_params_new(1, D, N, 1, &p1, err);
+    if (st == LSE_OK)
+        st = lse_lslds_post_new(T, 1, D, &q, err);
+    if (st == LSE_OK && pr != NULL &&
+        (obs = malloc((T * W + 1) * sizeof(double))) == NULL)
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    if (st != LSE_OK)
+        goto done;
+    for (size_t i = 0; i < N; i++) {
+        for (size_t j = 0; j < D; j++)
+            gsl_matrix_set(p1->C, i, j, gsl_matrix_get(p->C, i, j));
+        gsl_vector_set(p1->d, i, gsl_vector_get(p->d, i));
+        gsl_vector_set(p1->r, i, gsl_vector_get(p->r, i));
+    }
+    for (size_t it = 0; st == LSE_OK && it <= LSE_LSLDS_INIT_LDS_ITERS; it++) {
+        st = pr ? update_x_par(p1, y, observed, seq, q, pr, obs, err)
+                : update_x_impl(p1, y, observed, seq, q, NULL, NULL, fn, err);
+        if (st == LSE_OK && it < LSE_LSLDS_INIT_LDS_ITERS)
+            st = update_z_impl(p1, seq, NULL, q, fn, err);
+        if (st == LSE_OK && it < LSE_LSLDS_INIT_LDS_ITERS)
+            st = mstep_impl(p1, y, observed, seq, q, 1e-6, pr, fn, err);
+    }
+    if (st != LSE_OK)
+        goto done;
+    gsl_matrix_memcpy(X, q->mean);
+    for (size_t i = 0; i < N; i++) {
+        for (size_t j = 0; j < D; j++)
+            gsl_matrix_set(p->C, i, j, gsl_matrix_get(p1->C, i, j));
+        gsl_vector_set(p->d, i, gsl_vector_get(p1->d, i));
+        gsl_vector_set(p->r, i, gsl_vector_get(p1->r, i));
+    }
+done:
+    lse_lslds_params_free(p1);
+    lse_lslds_post_free(q);
+    free(obs);
+    return st;
+}
 
 lse_status lse_lslds_init(lse_lslds_params *p, const gsl_matrix *y,
                           const unsigned char *observed, const size_t *seq,
@@ -1406,6 +1462,13 @@ static lse_status init_impl(lse_lslds_params *p, const gsl_matrix *y,
     if (pr != NULL &&
         (st = lse_comm_sum(&pr->comm, X->data, T * D, fn, err)) != LSE_OK)
         goto done;
+    /* K > 1: a linear-Gaussian state-space model (K = 1) refines the PCA
+     * emission and replaces the PCA states by its smoothed means, so the
+     * mode fit below sees the dynamics rather than the observation noise
+     * (on noisy data the PCA states favour a fast-switching mode fit) */
+    if (K > 1 && (st = lds_refine(p, y, observed, seq, pr, X, fn, err)) !=
+                     LSE_OK)
+        goto done;
     /* modes: autoregressive HMM / mixture on the latent means */
     lse_slds_config cfg = lse_slds_config_default();
     cfg.n_modes = K;
@@ -1465,7 +1528,11 @@ static lse_status init_impl(lse_lslds_params *p, const gsl_matrix *y,
         gsl_matrix_view Ck = gsl_matrix_submatrix(p->C, k * N, 0, N, D);
         gsl_matrix_memcpy(&Ck.matrix, C0);
         gsl_vector_view dk = gsl_vector_subvector(p->d, k * N, N);
-        gsl_vector_memcpy(&dk.vector, mu);
+        gsl_vector_view rk = gsl_vector_subvector(p->r, k * N, N);
+        gsl_vector_const_view d0c = gsl_vector_const_subvector(p->d, 0, N);
+        gsl_vector_const_view r0c = gsl_vector_const_subvector(p->r, 0, N);
+        gsl_vector_memcpy(&dk.vector, &d0c.vector);
+        gsl_vector_memcpy(&rk.vector, &r0c.vector);
     }
 done:
     lse_slds_free(m);
@@ -1554,6 +1621,8 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
     lse_lslds_post *qc = NULL, *qb = NULL;
     par prv, *pr = NULL;
     gsl_matrix *es = NULL; /* emission scores (per-mode emissions) */
+    gsl_vector *m0s = NULL; /* fix_initial: m0, P0 kept across M-steps */
+    gsl_matrix *P0s = NULL;
     size_t *gseq = NULL;
     double *obs = NULL;
     lse_status st = LSE_OK;
@@ -1573,6 +1642,9 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
         st = params_new_like(p, &best, err);
     if (st == LSE_OK && p->per_mode_emission &&
         (es = gsl_matrix_alloc(T, p->K)) == NULL)
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    if (st == LSE_OK && ((m0s = gsl_vector_alloc(p->D)) == NULL ||
+                         (P0s = gsl_matrix_alloc(p->D, p->D)) == NULL))
         st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     if (st == LSE_OK)
         st = lse_lslds_post_new(T, p->K, p->D, &qc, err);
@@ -1619,7 +1691,15 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
                                    it, prev, e1, e2);
                 goto done;
             }
+            if (opts.fix_initial) { /* keep m0, P0 */
+                gsl_vector_memcpy(m0s, cur->m0);
+                gsl_matrix_memcpy(P0s, cur->P0);
+            }
             st = mstep_impl(cur, y, observed, seq, qc, opts.reg, pr, fn, err);
+            if (opts.fix_initial) {
+                gsl_vector_memcpy(cur->m0, m0s);
+                gsl_matrix_memcpy(cur->P0, P0s);
+            }
             if (st == LSE_OK)
                 st = elbo_impl(cur, y, observed, seq, qc, pr, &e3, fn, err);
             if (st != LSE_OK)
@@ -1679,6 +1759,8 @@ done:
     free(gseq);
     free(obs);
     gsl_matrix_free(es);
+    gsl_vector_free(m0s);
+    gsl_matrix_free(P0s);
     return st;
 #undef UPDATE_X
 }

@@ -192,9 +192,11 @@ static double fd(lse_lslds_params *p, const gsl_matrix *y,
                  const unsigned char *obs, const lse_lslds_post *q, double *x1,
                  double *x2, double s2)
 {
-    /* move x1 by +h and x2 by s2 * h (x2 may be NULL) */
-    const double h = 1e-5;
+    /* move x1 by +h and x2 by s2 * h (x2 may be NULL); h relative to
+     * |x1| (at least 1e-2 of it) so that small variances are not
+     * differenced across their curvature */
     const double a = *x1, b = x2 ? *x2 : 0.0;
+    const double h = 1e-5 * fmin(fmax(fabs(a), 1e-2), 1.0);
     *x1 = a + h;
     if (x2)
         *x2 = b + s2 * h;

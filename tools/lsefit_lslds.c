@@ -42,6 +42,9 @@ static void help(FILE *f)
           "  --validation FILE   held-out series for --select heldout\n"
           "  --markov            Markov switching (default: mixture)\n"
           "  --emission E        shared (default) or per-mode: C, d, R per mode\n"
+          "  --fit-initial       fit the initial-state mean and covariance too\n"
+          "                      (default: kept at the spread of the states;\n"
+          "                      fitted from few sequence starts they collapse)\n"
           "  --n-init N          initializations, best ELBO kept (1)\n"
           "  --max-iter N        EM iterations (200)\n"
           "  --seed S            random seed (0)\n"
@@ -76,7 +79,8 @@ enum {
     OPT_SHARDS,
     OPT_SELECT,
     OPT_VALID,
-    OPT_EMIS
+    OPT_EMIS,
+    OPT_FIT0
 };
 
 static const struct option options[] = {
@@ -93,6 +97,7 @@ static const struct option options[] = {
     {"mpi", no_argument, NULL, OPT_MPI},
     {"select", required_argument, NULL, OPT_SELECT},
     {"emission", required_argument, NULL, OPT_EMIS},
+    {"fit-initial", no_argument, NULL, OPT_FIT0},
     {"validation", required_argument, NULL, OPT_VALID},
     {"shards", required_argument, NULL, OPT_SHARDS},
     {"output", required_argument, NULL, 'o'},
@@ -103,7 +108,7 @@ static const struct option options[] = {
 typedef struct args {
     size_t k, D, T_sim, n_init, max_iter, samples;
     size_t kmax, Dmax; /* ranges k..kmax, D..Dmax */
-    int markov, variances, help, mpi, heldout, per_mode;
+    int markov, variances, help, mpi, heldout, per_mode, fit0;
     unsigned long seed;
     const char *out, *shards, *valid;
     lsefit_data_opts data;
@@ -167,6 +172,9 @@ static int parse(int argc, char **argv, args *a)
             break;
         case OPT_VALID:
             a->valid = optarg;
+            break;
+        case OPT_FIT0:
+            a->fit0 = 1;
             break;
         case OPT_EMIS:
             if (strcmp(optarg, "shared") == 0 || strcmp(optarg, "per-mode") == 0)
@@ -278,15 +286,17 @@ static int infer(const lse_lslds_params *p, const lsefit_data *d,
 }
 
 /* Free parameters of a (K, D, N) model: A, b, Q per mode, C, d, R, the
- * initial state, the mode probabilities, less the D^2 + D of an affine
+ * initial state (with --fit-initial), the mode probabilities, less the
+ * D^2 + D of an affine
  * change of the latent coordinates (which leaves p(y) unchanged). */
 static double n_params(size_t K, size_t D, size_t N, int markov,
-                       int per_mode)
+                       int per_mode, int fit0)
 {
     const double k = (double)K, d = (double)D, n = (double)N;
     return k * (d * d + d + d * (d + 1) / 2) +
-           (per_mode ? k : 1.0) * (n * d + 2 * n) + d + d * (d + 1) / 2 +
-           (k - 1) + (markov ? k * (k - 1) : 0.0) - (d * d + d);
+           (per_mode ? k : 1.0) * (n * d + 2 * n) +
+           (fit0 ? d + d * (d + 1) / 2 : 0.0) + (k - 1) +
+           (markov ? k * (k - 1) : 0.0) - (d * d + d);
 }
 
 typedef struct cell {
@@ -410,6 +420,7 @@ static int fit_main(args *a)
         o.n_init = a->n_init;
         o.max_iter = a->max_iter;
         o.seed = a->seed;
+        o.fix_initial = !a->fit0;
         if (mpi != NULL) {
             o.reduce = lsefit_mpi_reduce;
             o.reduce_user = mpi;
@@ -422,7 +433,7 @@ static int fit_main(args *a)
             rc = lsefit_fail_lib(&err, "try other -k, --latent-dim or --seed");
             break;
         }
-        c->npar = n_params(c->K, c->D, data.d, a->markov, a->per_mode);
+        c->npar = n_params(c->K, c->D, data.d, a->markov, a->per_mode, a->fit0);
         c->bic = -2.0 * c->elbo + c->npar * log((double)n_rows);
         if (a->valid != NULL)
             rc = heldout(a, p, &vdata, vmask, &c->held, &c->held_se);

@@ -155,6 +155,12 @@ typedef struct lse_lslds_opts {
     double tol;         /**< stop when the ELBO gains <= tol per row (1e-7) */
     double reg;         /**< M-step ridge (1e-6) */
     unsigned long seed; /**< (0) */
+    /** 1: keep the initial-state mean and covariance (m0, P0) at their
+     *  starting values instead of fitting them (0). Fitted from the few
+     *  sequence starts (one per sequence) P0 collapses, and the first row
+     *  of every held-out sequence is then scored far too low; fixed, they
+     *  stay at the spread of the latent states over all rows. */
+    int fix_initial;
     /* Several processes (docs/mpi.md, "Latent SLDS"): y, observed and seq
      * hold this process's rows in rank order, after @p context_rows (0 or
      * 1) leading rows that belong to the previous process (the row before

@@ -1465,9 +1465,11 @@ static lse_status init_impl(lse_lslds_params *p, const gsl_matrix *y,
     /* K > 1: a linear-Gaussian state-space model (K = 1) refines the PCA
      * emission and replaces the PCA states by its smoothed means, so the
      * mode fit below sees the dynamics rather than the observation noise
-     * (on noisy data the PCA states favour a fast-switching mode fit) */
-    if (K > 1 && (st = lds_refine(p, y, observed, seq, pr, X, fn, err)) !=
-                     LSE_OK)
+     * (on noisy data the PCA states favour a fast-switching mode fit);
+     * with N = D there is no observation noise to separate from the
+     * state noise (the one-mode fit would only shrink R) */
+    if (K > 1 && N > D &&
+        (st = lds_refine(p, y, observed, seq, pr, X, fn, err)) != LSE_OK)
         goto done;
     /* modes: autoregressive HMM / mixture on the latent means */
     lse_slds_config cfg = lse_slds_config_default();
@@ -1704,7 +1706,11 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
                 st = elbo_impl(cur, y, observed, seq, qc, pr, &e3, fn, err);
             if (st != LSE_OK)
                 goto done;
-            if (dropped(e2, e3)) {
+            /* the ridge (reg added to Q_k, r, P0) moves the M-step off
+             * the ELBO's maximum: a decrease up to reg T (N + D) nats is
+             * the ridge's, not an error */
+            if (dropped(e2, e3) &&
+                e2 - e3 > opts.reg * (double)T * (double)(p->N + p->D)) {
                 st = lse_error_set(err, LSE_EINCREASE, fn,
                                    "ELBO decreased in the M-step of iteration "
                                    "%zu (%.17g -> %.17g)",

@@ -186,7 +186,9 @@ LSE_API lse_status lse_lslds_init(lse_lslds_params *p, const gsl_matrix *y,
 
 /** @brief Fit: per iteration update_z, update_x, M-step; the ELBO after
  *  each of them is checked not to decrease by more than 1e-8 relative
- *  (LSE_EINCREASE otherwise). @p q (may be NULL) gets the final posterior
+ *  (the M-step: nor by more than reg T (N + D), the ridge's effect;
+ *  LSE_EINCREASE otherwise). K > 1 with N > D starts from the smoothed
+ *  states of a one-mode fit (20 EM iterations) on the PCA start. @p q (may be NULL) gets the final posterior
  *  (shape T, K, D; with several processes T is the rows of all of
  *  them, the same on every process), @p elbo the final ELBO, @p n_iter
  *  the iterations. With several processes every process must call with

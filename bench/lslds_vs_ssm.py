@@ -211,6 +211,7 @@ def ssm_side(ssm, lsefit, K, D, N, train, test_csv, iters, tmp):
                            for x, y in zip(xs, train)])
     dyn, em = m.dynamics, m.emissions
     pi0 = np.exp(m.init_state_distn.log_pi0)
+    pi0 /= pi0.sum()
     mu = (pi0[:, None] * dyn.mu_init).sum(0)
     P0 = sum(p * (S + np.outer(u - mu, u - mu))
              for p, u, S in zip(pi0, dyn.mu_init, dyn.Sigmas_init))
@@ -269,7 +270,11 @@ def main():
                 sides.append(("ssm", lambda: ssm_side(ssm, lsefit, K, D, N, ys,
                                                       test_csv, iters, tmp)))
             for prog, fn in sides:
-                r = fn()
+                try:
+                    r = fn()
+                except Exception as e:  # report and go on
+                    print("# %s %s failed: %s" % (name, prog, e), flush=True)
+                    continue
                 per = r["secs"] / max(r["iters"], 1)
                 rows.append("%s,%s,%.4f,%.4f,%.4f,%.4f,%d,%.4g,%.3g" % (
                     name, prog, accuracy(z, r["zhat"], K), r2(x, r["xhat"]),

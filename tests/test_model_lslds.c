@@ -1024,6 +1024,42 @@ START_TEST(test_per_mode_fit)
 }
 END_TEST
 
+/* fix_initial keeps m0 and P0 exactly; without it they move. */
+START_TEST(test_fix_initial)
+{
+    lse_lslds_params *t2 = truth(3, 1);
+    const size_t T = 300;
+    gsl_matrix *y = gsl_matrix_alloc(T, 3);
+    lse_assert_ok(lse_lslds_simulate(t2, 5, y, NULL, NULL, NULL));
+    gsl_vector_set(t2->m0, 0, 0.7);
+    gsl_matrix_set(t2->P0, 1, 1, 2.5);
+    for (int fix = 1; fix >= 0; fix--) {
+        lse_lslds_params *p = NULL;
+        lse_assert_ok(lse_lslds_params_new(2, 2, 3, 1, &p, NULL));
+        gsl_matrix_memcpy(p->A, t2->A);
+        gsl_matrix_memcpy(p->b, t2->b);
+        gsl_matrix_memcpy(p->Q, t2->Q);
+        gsl_matrix_memcpy(p->C, t2->C);
+        gsl_vector_memcpy(p->d, t2->d);
+        gsl_vector_memcpy(p->r, t2->r);
+        gsl_vector_memcpy(p->m0, t2->m0);
+        gsl_matrix_memcpy(p->P0, t2->P0);
+        gsl_matrix_memcpy(p->trans, t2->trans);
+        lse_lslds_opts o = lse_lslds_opts_default();
+        o.init_given = 1;
+        o.max_iter = 5;
+        o.fix_initial = fix;
+        lse_assert_ok(lse_lslds_fit(p, y, NULL, NULL, &o, NULL, NULL, NULL, NULL));
+        const int same = gsl_vector_equal(p->m0, t2->m0) &&
+                         gsl_matrix_equal(p->P0, t2->P0);
+        ck_assert_int_eq(same, fix);
+        lse_lslds_params_free(p);
+    }
+    gsl_matrix_free(y);
+    lse_lslds_params_free(t2);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("model_lslds");
@@ -1043,6 +1079,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_per_mode_log_marginal);
     tcase_add_test(tc, test_per_mode_file_simulate);
     tcase_add_test(tc, test_per_mode_fit);
+    tcase_add_test(tc, test_fix_initial);
     suite_add_tcase(s, tc);
     return s;
 }

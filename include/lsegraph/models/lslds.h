@@ -176,9 +176,12 @@ typedef struct lse_lslds_opts {
 LSE_API lse_lslds_opts lse_lslds_opts_default(void);
 
 /** @brief Initialization: probabilistic PCA of y (missing entries at
- *  their column means) for C, d, r and the latent means, then the
- *  autoregressive HMM / mixture (lse_slds_fit, seeded) on those means for
- *  A_k, b_k, Q_k and the mode probabilities. */
+ *  their column means) for C, d, r and the latent means; with K > 1 and
+ *  N > D, 20 EM iterations of the one-mode model from there, whose C, d,
+ *  r and smoothed means replace them; then the autoregressive HMM /
+ *  mixture (lse_slds_fit, seeded) on those means for A_k, b_k, Q_k and
+ *  the mode probabilities (per-mode emissions: every mode gets the same
+ *  C, d, r). */
 LSE_API lse_status lse_lslds_init(lse_lslds_params *p, const gsl_matrix *y,
                                   const unsigned char *observed,
                                   const size_t *seq, unsigned long seed,

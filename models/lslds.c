@@ -1,4 +1,5 @@
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,6 +57,15 @@ static double trace_prod(const gsl_matrix *a, const gsl_matrix *b)
             s += gsl_matrix_get(a, i, j) * gsl_matrix_get(b, j, i);
     return s;
 }
+
+/* Several processes (lse_lslds_opts.reduce): this process's y rows
+ * [ctx, ctx + n_own) are the global rows [offset, offset + n_own); the
+ * latent chain (q, seq) has the global rows. NULL: one process, y rows =
+ * q rows. */
+typedef struct par {
+    lse_comm comm;
+    size_t ctx, n_own, offset;
+} par;
 
 lse_status lse_lslds_params_new(size_t K, size_t D, size_t N, int markov,
                                 lse_lslds_params **out, lse_error *err)
@@ -122,6 +132,61 @@ void lse_lslds_params_free(lse_lslds_params *p)
     gsl_vector_free(p->init);
     gsl_matrix_free(p->trans);
     free(p);
+}
+
+/* emission blocks: K per mode, else 1 */
+#define NE(p) ((p)->per_mode_emission ? (p)->K : (size_t)1)
+
+lse_status lse_lslds_params_emission_per_mode(lse_lslds_params *p,
+                                              lse_error *err)
+{
+    static const char fn[] = "lse_lslds_params_emission_per_mode";
+    if (p == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "p is NULL");
+    if (p->per_mode_emission)
+        return LSE_OK;
+    const size_t K = p->K, N = p->N, D = p->D;
+    if (N > SIZE_MAX / K)
+        return lse_error_set(err, LSE_EINVAL, fn, "K N overflows");
+    gsl_matrix *C = gsl_matrix_alloc(K * N, D);
+    gsl_vector *d = gsl_vector_alloc(K * N), *r = gsl_vector_alloc(K * N);
+    if (!C || !d || !r) {
+        gsl_matrix_free(C);
+        gsl_vector_free(d);
+        gsl_vector_free(r);
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    }
+    for (size_t k = 0; k < K; k++) {
+        gsl_matrix_view Ck = gsl_matrix_submatrix(C, k * N, 0, N, D);
+        gsl_matrix_memcpy(&Ck.matrix, p->C);
+        gsl_vector_view dk = gsl_vector_subvector(d, k * N, N);
+        gsl_vector_memcpy(&dk.vector, p->d);
+        gsl_vector_view rk = gsl_vector_subvector(r, k * N, N);
+        gsl_vector_memcpy(&rk.vector, p->r);
+    }
+    gsl_matrix_free(p->C);
+    gsl_vector_free(p->d);
+    gsl_vector_free(p->r);
+    p->C = C;
+    p->d = d;
+    p->r = r;
+    p->per_mode_emission = 1;
+    return LSE_OK;
+}
+
+/* New parameters of the shape of @p p (per-mode emissions too). */
+static lse_status params_new_like(const lse_lslds_params *p,
+                                  lse_lslds_params **out, lse_error *err)
+{
+    lse_status st = lse_lslds_params_new(p->K, p->D, p->N, p->markov, out, err);
+    if (st == LSE_OK && p->per_mode_emission) {
+        st = lse_lslds_params_emission_per_mode(*out, err);
+        if (st != LSE_OK) {
+            lse_lslds_params_free(*out);
+            *out = NULL;
+        }
+    }
+    return st;
 }
 
 static void params_copy(lse_lslds_params *dst, const lse_lslds_params *src)
@@ -212,15 +277,33 @@ static int mode_inverses(const lse_lslds_params *p, gsl_matrix *Qi, double *ld,
     return 0;
 }
 
-lse_status lse_lslds_update_x(const lse_lslds_params *p, const gsl_matrix *y,
-                              const unsigned char *observed, const size_t *seq,
-                              lse_lslds_post *q, double *logzx, lse_error *err)
+/* The q(x) update. With @p obs (several processes) y is not read: the
+ * observations enter as the potentials obs[t*(DD+D) ..] (J_t then h_t) of
+ * every global row, with the constant obs[T*(DD+D)], and the Kalman
+ * smoother sees no observed entry. */
+static lse_status update_x_impl(const lse_lslds_params *p, const gsl_matrix *y,
+                                const unsigned char *observed,
+                                const size_t *seq, lse_lslds_post *q,
+                                double *logzx, const double *obs,
+                                const char *fn, lse_error *err)
 {
-    static const char fn[] = "lse_lslds_update_x";
-    lse_status st = check_args(fn, p, y, q, err);
-    if (st != LSE_OK)
-        return st;
-    const size_t T = q->T, K = p->K, D = p->D, DD = D * D, N = p->N;
+    lse_status st = LSE_OK;
+    const size_t T = q->T, K = p->K, D = p->D, DD = D * D;
+    const size_t N = obs ? 1 : p->N;
+    gsl_matrix *ydum = NULL, *Cdum = NULL;
+    unsigned char *nomask = NULL;
+    if (obs != NULL) {
+        ydum = gsl_matrix_calloc(T, 1);
+        Cdum = gsl_matrix_calloc(1, D);
+        nomask = calloc(T, 1);
+        if (!ydum || !Cdum || !nomask) {
+            st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+            gsl_matrix_free(ydum);
+            gsl_matrix_free(Cdum);
+            free(nomask);
+            return st;
+        }
+    }
     gsl_matrix *Ae = gsl_matrix_calloc(T, DD), *be = gsl_matrix_calloc(T, D);
     gsl_matrix *Qe = gsl_matrix_calloc(T, DD), *J = gsl_matrix_calloc(T, DD);
     gsl_matrix *h = gsl_matrix_calloc(T, D), *R = gsl_matrix_calloc(N, N);
@@ -317,12 +400,24 @@ lse_status lse_lslds_update_x(const lse_lslds_params *p, const gsl_matrix *y,
         csum += -0.5 * sbQb + 0.5 * gQg - 0.5 * sld - 0.5 * ldLam;
     }
     for (size_t i = 0; i < N; i++)
-        gsl_matrix_set(R, i, i, gsl_vector_get(p->r, i));
-    lse_kalman_model km = {Ae, be, Qe, p->C, p->d, R, p->m0, p->P0, J, h};
+        gsl_matrix_set(R, i, i, obs ? 1.0 : gsl_vector_get(p->r, i));
+    if (obs != NULL) {
+        for (size_t t = 0; t < T; t++) {
+            const double *o = obs + t * (DD + D);
+            for (size_t i = 0; i < DD; i++)
+                J->data[t * J->tda + i] += o[i];
+            for (size_t i = 0; i < D; i++)
+                h->data[t * h->tda + i] += o[DD + i];
+        }
+        csum += obs[T * (DD + D)];
+    }
+    lse_kalman_model km = {Ae, be, Qe, obs ? Cdum : p->C, obs ? NULL : p->d,
+                           R, p->m0, p->P0, J, h};
     lse_kalman_result kr = {NULL, NULL, q->mean, q->cov, q->cross};
     double ll;
     lse_error kerr;
-    st = lse_kalman_smooth(&km, y, observed, seq, &ll, &kr, &kerr);
+    st = lse_kalman_smooth(&km, obs ? ydum : y, obs ? nomask : observed, seq,
+                           &ll, &kr, &kerr);
     if (st != LSE_OK) {
         lse_error_set(err, st, fn, "%s", kerr.message);
         goto done;
@@ -349,7 +444,97 @@ done:
     gsl_vector_free(tv);
     gsl_vector_free(tv2);
     free(ld);
+    gsl_matrix_free(ydum);
+    gsl_matrix_free(Cdum);
+    free(nomask);
     return st;
+}
+
+/* The observation potentials (layout of update_x_impl) of the y rows
+ * [ctx, ctx + rows) as q rows [offset, ..) (pr NULL: all rows), each
+ * emission block k weighted by q(z_t = k) (uniform before q(z) exists),
+ * or by the mode path @p path (global rows) when given. */
+static void obs_potentials(const lse_lslds_params *p, const gsl_matrix *y,
+                           const unsigned char *observed,
+                           const lse_lslds_post *q, const par *pr,
+                           const size_t *path, double *obs)
+{
+    const size_t T = q->T, D = p->D, DD = D * D, N = p->N, W = DD + D;
+    const size_t rows = pr ? pr->n_own : T, ctx = pr ? pr->ctx : 0;
+    const size_t off = pr ? pr->offset : 0, E = NE(p);
+    memset(obs, 0, (T * W + 1) * sizeof(double));
+    double c = 0.0;
+    for (size_t tl = 0; tl < rows; tl++) {
+        const size_t ty = ctx + tl, tq = off + tl;
+        double *o = obs + tq * W;
+        for (size_t k = 0; k < E; k++) {
+            double w = 1.0;
+            if (path != NULL)
+                w = path[tq] == k || E == 1 ? 1.0 : 0.0;
+            else if (E > 1)
+                w = q->have_z ? gsl_matrix_get(q->w, tq, k) : 1.0 / (double)E;
+            if (w == 0.0)
+                continue;
+            for (size_t i = 0; i < N; i++) {
+                if (observed != NULL && !observed[ty * N + i])
+                    continue;
+                const size_t ik = k * N + i;
+                const double ri = gsl_vector_get(p->r, ik) / w;
+                const double e =
+                    gsl_matrix_get(y, ty, i) - gsl_vector_get(p->d, ik);
+                for (size_t a = 0; a < D; a++) {
+                    const double ca = gsl_matrix_get(p->C, ik, a);
+                    for (size_t b = 0; b < D; b++)
+                        o[a * D + b] += ca * gsl_matrix_get(p->C, ik, b) / ri;
+                    o[DD + a] += ca * e / ri;
+                }
+                c += w * -0.5 *
+                     (LOG_2PI + log(gsl_vector_get(p->r, ik)) +
+                      e * e / gsl_vector_get(p->r, ik));
+            }
+        }
+    }
+    obs[T * W] = c;
+}
+
+lse_status lse_lslds_update_x(const lse_lslds_params *p, const gsl_matrix *y,
+                              const unsigned char *observed, const size_t *seq,
+                              lse_lslds_post *q, double *logzx, lse_error *err)
+{
+    static const char fn[] = "lse_lslds_update_x";
+    lse_status st = check_args(fn, p, y, q, err);
+    if (st != LSE_OK || !p->per_mode_emission)
+        return st != LSE_OK
+                   ? st
+                   : update_x_impl(p, y, observed, seq, q, logzx, NULL, fn, err);
+    /* per-mode emissions: the mode-weighted observations as potentials */
+    const size_t W = p->D * p->D + p->D;
+    if (q->T > (SIZE_MAX / sizeof(double) - 1) / W)
+        return lse_error_set(err, LSE_EINVAL, fn, "T = %zu is too large", q->T);
+    double *obs = malloc((q->T * W + 1) * sizeof(double));
+    if (obs == NULL)
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    obs_potentials(p, y, observed, q, NULL, NULL, obs);
+    st = update_x_impl(p, y, observed, seq, q, logzx, obs, fn, err);
+    free(obs);
+    return st;
+}
+
+/* Several processes: the observation potentials of this process's rows,
+ * summed over the processes into @p obs (T (DD + D) + 1 doubles), then
+ * the q(x) update. */
+static lse_status update_x_par(const lse_lslds_params *p, const gsl_matrix *y,
+                               const unsigned char *observed, const size_t *seq,
+                               lse_lslds_post *q, par *pr, double *obs,
+                               lse_error *err)
+{
+    static const char fn[] = "lse_lslds_fit";
+    const size_t W = p->D * p->D + p->D;
+    obs_potentials(p, y, observed, q, pr, NULL, obs);
+    lse_status st = lse_comm_sum(&pr->comm, obs, q->T * W + 1, fn, err);
+    if (st != LSE_OK)
+        return st;
+    return update_x_impl(p, y, observed, seq, q, NULL, obs, fn, err);
 }
 
 /* Emission scores s (T, K): E_q(x)[log N(x_t; A_k x_{t-1} + b_k, Q_k)],
@@ -424,10 +609,40 @@ done:
 
 static double xlogy(double x, double y) { return x > 0.0 ? x * log(y) : 0.0; }
 
+static lse_status update_z_impl(const lse_lslds_params *p, const size_t *seq,
+                                const gsl_matrix *es, lse_lslds_post *q,
+                                const char *fn, lse_error *err);
+
 lse_status lse_lslds_update_z(const lse_lslds_params *p, const size_t *seq,
                               lse_lslds_post *q, lse_error *err)
 {
     static const char fn[] = "lse_lslds_update_z";
+    if (p != NULL && p->per_mode_emission)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "per-mode emissions: give the emission scores "
+                             "(lse_lslds_update_z_with)");
+    return update_z_impl(p, seq, NULL, q, fn, err);
+}
+
+lse_status lse_lslds_update_z_with(const lse_lslds_params *p, const size_t *seq,
+                                   const gsl_matrix *es, lse_lslds_post *q,
+                                   lse_error *err)
+{
+    static const char fn[] = "lse_lslds_update_z_with";
+    if (p != NULL && q != NULL && es != NULL &&
+        (es->size1 != q->T || es->size2 != p->K))
+        return lse_error_set(err, LSE_EDIM, fn, "es must be %zu x %zu", q->T,
+                             p->K);
+    if (p != NULL && p->per_mode_emission && es == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn,
+                             "per-mode emissions need the emission scores");
+    return update_z_impl(p, seq, es, q, fn, err);
+}
+
+static lse_status update_z_impl(const lse_lslds_params *p, const size_t *seq,
+                                const gsl_matrix *es, lse_lslds_post *q,
+                                const char *fn, lse_error *err)
+{
     if (p == NULL || q == NULL)
         return lse_error_set(err, LSE_EFAULT, fn, "params and q are required");
     if (q->K != p->K || q->D != p->D)
@@ -451,6 +666,8 @@ lse_status lse_lslds_update_z(const lse_lslds_params *p, const size_t *seq,
                                     : "a Q_k is not positive definite");
         goto done;
     }
+    if (es != NULL)
+        gsl_matrix_add(s, es);
     double hz = 0.0;
     if (!p->markov) {
         for (size_t t = 0; t < T; t++) {
@@ -582,6 +799,105 @@ lse_status lse_lslds_scores(const lse_lslds_params *p, const size_t *seq,
     return LSE_OK;
 }
 
+/* *acc += E_q log p(y_t | x_t) over the observed entries of y row ty,
+ * with the moments of q row tq. */
+static void obs_term_k(const lse_lslds_params *p, const gsl_matrix *y,
+                       const unsigned char *observed, size_t ty,
+                       const lse_lslds_post *q, size_t tq, size_t k, double w,
+                       gsl_vector *cp, double *acc)
+{
+    const size_t N = p->N, D = p->D;
+    gsl_matrix_const_view Pt =
+        gsl_matrix_const_view_array(q->cov->data + tq * q->cov->tda, D, D);
+    gsl_vector_const_view mt = gsl_matrix_const_row(q->mean, tq);
+    for (size_t i = 0; i < N; i++) {
+        if (observed != NULL && !observed[ty * N + i])
+            continue;
+        const size_t ik = k * N + i;
+        gsl_vector_const_view ci = gsl_matrix_const_row(p->C, ik);
+        double cm, cPc;
+        gsl_blas_ddot(&ci.vector, &mt.vector, &cm);
+        gsl_blas_dgemv(CblasNoTrans, 1.0, &Pt.matrix, &ci.vector, 0.0, cp);
+        gsl_blas_ddot(&ci.vector, cp, &cPc);
+        const double ri = gsl_vector_get(p->r, ik);
+        const double res =
+            gsl_matrix_get(y, ty, i) - cm - gsl_vector_get(p->d, ik);
+        const double v = -0.5 * (LOG_2PI + log(ri) + (res * res + cPc) / ri);
+        *acc += w == 1.0 ? v : w * v;
+    }
+}
+
+/* *acc += E_q log p(y_t | x_t, z_t) under q(z_t) (per-mode emissions) or
+ * with the shared emission. */
+static void obs_term(const lse_lslds_params *p, const gsl_matrix *y,
+                     const unsigned char *observed, size_t ty,
+                     const lse_lslds_post *q, size_t tq, gsl_vector *cp,
+                     double *acc)
+{
+    if (!p->per_mode_emission) {
+        obs_term_k(p, y, observed, ty, q, tq, 0, 1.0, cp, acc);
+        return;
+    }
+    for (size_t k = 0; k < p->K; k++) {
+        const double w = gsl_matrix_get(q->w, tq, k);
+        if (w > 0.0)
+            obs_term_k(p, y, observed, ty, q, tq, k, w, cp, acc);
+    }
+}
+
+/* es (T, K) = E_q(x) log N(y_t; C_k x_t + d_k, R_k) of this process's rows
+ * (all rows when pr is NULL), summed over the processes. */
+static lse_status emis_scores(const lse_lslds_params *p, const gsl_matrix *y,
+                              const unsigned char *observed,
+                              const lse_lslds_post *q, par *pr, gsl_matrix *es,
+                              const char *fn, lse_error *err)
+{
+    gsl_vector *cp = gsl_vector_alloc(p->D);
+    if (cp == NULL)
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    gsl_matrix_set_zero(es);
+    const size_t rows = pr ? pr->n_own : q->T;
+    for (size_t tl = 0; tl < rows; tl++) {
+        const size_t ty = pr ? pr->ctx + tl : tl, tq = pr ? pr->offset + tl : tl;
+        for (size_t k = 0; k < p->K; k++) {
+            double v = 0.0;
+            obs_term_k(p, y, observed, ty, q, tq, p->per_mode_emission ? k : 0,
+                       1.0, cp, &v);
+            gsl_matrix_set(es, tq, k, v);
+        }
+    }
+    gsl_vector_free(cp);
+    if (pr != NULL)
+        return lse_comm_sum(&pr->comm, es->data, q->T * p->K, fn, err);
+    return LSE_OK;
+}
+
+lse_status lse_lslds_emission_scores(const lse_lslds_params *p,
+                                     const gsl_matrix *y,
+                                     const unsigned char *observed,
+                                     const lse_lslds_post *q, gsl_matrix *es,
+                                     lse_error *err)
+{
+    static const char fn[] = "lse_lslds_emission_scores";
+    lse_status st = check_args(fn, p, y, q, err);
+    if (st != LSE_OK)
+        return st;
+    if (es == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "es is NULL");
+    if (es->size1 != q->T || es->size2 != p->K || es->tda != p->K)
+        return lse_error_set(err, LSE_EDIM, fn, "es must be %zu x %zu", q->T,
+                             p->K);
+    if (!q->have_x)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "q(x) has not been computed (lse_lslds_update_x)");
+    return emis_scores(p, y, observed, q, NULL, es, fn, err);
+}
+
+static lse_status elbo_impl(const lse_lslds_params *p, const gsl_matrix *y,
+                            const unsigned char *observed, const size_t *seq,
+                            const lse_lslds_post *q, par *pr, double *elbo,
+                            const char *fn, lse_error *err);
+
 lse_status lse_lslds_elbo(const lse_lslds_params *p, const gsl_matrix *y,
                           const unsigned char *observed, const size_t *seq,
                           const lse_lslds_post *q, double *elbo, lse_error *err)
@@ -590,12 +906,23 @@ lse_status lse_lslds_elbo(const lse_lslds_params *p, const gsl_matrix *y,
     lse_status st = check_args(fn, p, y, q, err);
     if (st != LSE_OK)
         return st;
+    return elbo_impl(p, y, observed, seq, q, NULL, elbo, fn, err);
+}
+
+/* With @p pr (several processes) the observation terms of this process's
+ * rows, summed over the processes. */
+static lse_status elbo_impl(const lse_lslds_params *p, const gsl_matrix *y,
+                            const unsigned char *observed, const size_t *seq,
+                            const lse_lslds_post *q, par *pr, double *elbo,
+                            const char *fn, lse_error *err)
+{
+    lse_status st = LSE_OK;
     if (elbo == NULL)
         return lse_error_set(err, LSE_EFAULT, fn, "elbo is NULL");
     if (!q->have_x || !q->have_z)
         return lse_error_set(err, LSE_EINVAL, fn,
                              "q(z) and q(x) must both be computed");
-    const size_t T = q->T, K = p->K, D = p->D, N = p->N;
+    const size_t T = q->T, K = p->K, D = p->D;
     gsl_matrix *s = gsl_matrix_alloc(T, K), *work = gsl_matrix_alloc(D, D);
     gsl_matrix *P0i = gsl_matrix_alloc(D, D), *E = gsl_matrix_alloc(D, D);
     gsl_matrix *Pi = gsl_matrix_alloc(D, D), *cond = gsl_matrix_alloc(D, D);
@@ -665,19 +992,17 @@ lse_status lse_lslds_elbo(const lse_lslds_params *p, const gsl_matrix *y,
         }
         total += 0.5 * ((double)D * (1.0 + LOG_2PI) + ldc);
         /* E log p(y_t | x_t), observed entries */
-        for (size_t i = 0; i < N; i++) {
-            if (observed != NULL && !observed[t * N + i])
-                continue;
-            gsl_vector_const_view ci = gsl_matrix_const_row(p->C, i);
-            double cm, cPc;
-            gsl_blas_ddot(&ci.vector, &mt.vector, &cm);
-            gsl_blas_dgemv(CblasNoTrans, 1.0, &Pt.matrix, &ci.vector, 0.0, cp);
-            gsl_blas_ddot(&ci.vector, cp, &cPc);
-            const double ri = gsl_vector_get(p->r, i);
-            const double res =
-                gsl_matrix_get(y, t, i) - cm - gsl_vector_get(p->d, i);
-            total += -0.5 * (LOG_2PI + log(ri) + (res * res + cPc) / ri);
-        }
+        if (pr == NULL)
+            obs_term(p, y, observed, t, q, t, cp, &total);
+    }
+    if (pr != NULL) {
+        double o = 0.0;
+        for (size_t tl = 0; tl < pr->n_own; tl++)
+            obs_term(p, y, observed, pr->ctx + tl, q, pr->offset + tl, cp, &o);
+        st = lse_comm_sum(&pr->comm, &o, 1, fn, err);
+        if (st != LSE_OK)
+            goto done;
+        total += o;
     }
     if (p->markov)
         for (size_t j = 0; j < K; j++)
@@ -718,6 +1043,11 @@ static int solve_right(const gsl_matrix *S, gsl_matrix *B, gsl_matrix *work)
     return 0;
 }
 
+static lse_status mstep_impl(lse_lslds_params *p, const gsl_matrix *y,
+                             const unsigned char *observed, const size_t *seq,
+                             const lse_lslds_post *q, double reg, par *pr,
+                             const char *fn, lse_error *err);
+
 lse_status lse_lslds_mstep(lse_lslds_params *p, const gsl_matrix *y,
                            const unsigned char *observed, const size_t *seq,
                            const lse_lslds_post *q, double reg, lse_error *err)
@@ -726,6 +1056,17 @@ lse_status lse_lslds_mstep(lse_lslds_params *p, const gsl_matrix *y,
     lse_status st = check_args(fn, p, y, q, err);
     if (st != LSE_OK)
         return st;
+    return mstep_impl(p, y, observed, seq, q, reg, NULL, fn, err);
+}
+
+/* With @p pr (several processes) the emission statistics of this
+ * process's rows, summed over the processes. */
+static lse_status mstep_impl(lse_lslds_params *p, const gsl_matrix *y,
+                             const unsigned char *observed, const size_t *seq,
+                             const lse_lslds_post *q, double reg, par *pr,
+                             const char *fn, lse_error *err)
+{
+    lse_status st = LSE_OK;
     if (!q->have_x || !q->have_z)
         return lse_error_set(err, LSE_EINVAL, fn,
                              "q(z) and q(x) must both be computed");
@@ -736,7 +1077,10 @@ lse_status lse_lslds_mstep(lse_lslds_params *p, const gsl_matrix *y,
     gsl_matrix *Stt = gsl_matrix_alloc(D, D), *work = gsl_matrix_alloc(D1, D1);
     gsl_matrix *W = gsl_matrix_alloc(D, D1), *Wy = gsl_matrix_alloc(1, D1);
     gsl_vector *sy = gsl_vector_alloc(D1);
-    if (!Sxx || !Stx || !Stt || !work || !W || !sy || !Wy) {
+    /* emission statistics per column: Sxx (D1 D1), Sy (D1), n, yy */
+    const size_t SW = D1 * D1 + D1 + 2, E = NE(p);
+    double *es = calloc(E * N * SW, sizeof(double));
+    if (!Sxx || !Stx || !Stt || !work || !W || !sy || !Wy || !es) {
         st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
         goto done;
     }
@@ -799,32 +1143,51 @@ lse_status lse_lslds_mstep(lse_lslds_params *p, const gsl_matrix *y,
             gsl_matrix_set(p->b, k, i, gsl_matrix_get(W, i, D));
         }
     }
-    /* emission, per observed column (diagonal R) */
-    for (size_t i = 0; i < N; i++) {
-        gsl_matrix_set_zero(Sxx);
-        gsl_matrix_set_zero(Wy);
+    /* emission, per observed column (diagonal R) and emission block (per
+     * mode: rows weighted by q(z_t = k)) */
+    for (size_t ik = 0; ik < E * N; ik++) {
+        const size_t i = ik % N, k = ik / N;
+        double *e = es + ik * SW, *eS = e, *ey = e + D1 * D1;
         double n = 0.0, yy = 0.0;
-        for (size_t t = 0; t < T; t++) {
+        const size_t rows = pr ? pr->n_own : T;
+        for (size_t tl = 0; tl < rows; tl++) {
+            const size_t t = pr ? pr->ctx + tl : tl; /* y row */
+            const size_t tq = pr ? pr->offset + tl : tl; /* q row */
             if (observed != NULL && !observed[t * N + i])
                 continue;
-            const double yt = gsl_matrix_get(y, t, i);
-            n += 1.0;
-            yy += yt * yt;
+            const double w = E > 1 ? gsl_matrix_get(q->w, tq, k) : 1.0;
+            const double yt = gsl_matrix_get(y, t, i), wy = w * yt;
+            n += w;
+            yy += wy * yt;
             for (size_t a = 0; a < D1; a++) {
-                const double ma = a < D ? gsl_matrix_get(q->mean, t, a) : 1.0;
-                Wy->data[a] += yt * ma;
+                const double ma = a < D ? gsl_matrix_get(q->mean, tq, a) : 1.0;
+                ey[a] += wy * ma;
                 for (size_t c = 0; c < D1; c++) {
                     const double mc =
-                        c < D ? gsl_matrix_get(q->mean, t, c) : 1.0;
+                        c < D ? gsl_matrix_get(q->mean, tq, c) : 1.0;
                     const double v = (a < D && c < D)
-                                         ? gsl_matrix_get(q->cov, t, a * D + c)
+                                         ? gsl_matrix_get(q->cov, tq, a * D + c)
                                          : 0.0;
-                    gsl_matrix_set(Sxx, a, c,
-                                   gsl_matrix_get(Sxx, a, c) + v + ma * mc);
+                    eS[a * D1 + c] = E > 1 ? eS[a * D1 + c] + w * (v + ma * mc)
+                                           : eS[a * D1 + c] + v + ma * mc;
                 }
             }
         }
-        if (n < 1.0)
+        e[SW - 2] = n;
+        e[SW - 1] = yy;
+    }
+    if (pr != NULL &&
+        (st = lse_comm_sum(&pr->comm, es, E * N * SW, fn, err)) != LSE_OK)
+        goto done;
+    for (size_t ik = 0; ik < E * N; ik++) {
+        const double *e = es + ik * SW;
+        const double n = e[SW - 2], yy = e[SW - 1];
+        for (size_t a = 0; a < D1; a++) {
+            Wy->data[a] = e[D1 * D1 + a];
+            for (size_t c = 0; c < D1; c++)
+                gsl_matrix_set(Sxx, a, c, e[a * D1 + c]);
+        }
+        if (n < (E > 1 ? 1e-8 : 1.0))
             continue;
         for (size_t a = 0; a < D1; a++)
             gsl_vector_set(sy, a, Wy->data[a]); /* keeps Sy */
@@ -834,9 +1197,9 @@ lse_status lse_lslds_mstep(lse_lslds_params *p, const gsl_matrix *y,
         for (size_t a = 0; a < D1; a++)
             wsy += Wy->data[a] * gsl_vector_get(sy, a);
         for (size_t a = 0; a < D; a++)
-            gsl_matrix_set(p->C, i, a, Wy->data[a]);
-        gsl_vector_set(p->d, i, Wy->data[D]);
-        gsl_vector_set(p->r, i, fmax((yy - wsy) / n, 0.0) + reg);
+            gsl_matrix_set(p->C, ik, a, Wy->data[a]);
+        gsl_vector_set(p->d, ik, Wy->data[D]);
+        gsl_vector_set(p->r, ik, fmax((yy - wsy) / n, 0.0) + reg);
     }
     /* initial state and mode probabilities */
     {
@@ -895,13 +1258,80 @@ done:
     gsl_matrix_free(W);
     gsl_vector_free(sy);
     gsl_matrix_free(Wy);
+    free(es);
     return st;
 }
 
 lse_lslds_opts lse_lslds_opts_default(void)
 {
-    lse_lslds_opts o = {0, 1, 200, 1e-7, 1e-6, 0};
+    lse_lslds_opts o = {.init_given = 0,
+                        .n_init = 1,
+                        .max_iter = 200,
+                        .tol = 1e-7,
+                        .reg = 1e-6,
+                        .seed = 0};
     return o;
+}
+
+static lse_status init_impl(lse_lslds_params *p, const gsl_matrix *y,
+                            const unsigned char *observed, const size_t *seq,
+                            par *pr, unsigned long seed, const char *fn,
+                            lse_error *err);
+static lse_status update_x_par(const lse_lslds_params *p, const gsl_matrix *y,
+                               const unsigned char *observed, const size_t *seq,
+                               lse_lslds_post *q, par *pr, double *obs,
+                               lse_error *err);
+
+/* LSE_LSLDS_INIT_LDS_ITERS EM iterations of the one-mode model from the
+ * PCA emission of block 0 of @p p (its C, d, r are replaced by the
+ * result's), A = 0.9 I, Q = I; X (T, D, all rows) becomes the smoothed
+ * means. */
+#define LSE_LSLDS_INIT_LDS_ITERS 20
+static lse_status lds_refine(lse_lslds_params *p, const gsl_matrix *y,
+                             const unsigned char *observed, const size_t *seq,
+                             par *pr, gsl_matrix *X, const char *fn,
+                             lse_error *err)
+{
+    const size_t T = X->size1, D = p->D, N = p->N, W = D * D + D;
+    lse_lslds_params *p1 = NULL;
+    lse_lslds_post *q = NULL;
+    double *obs = NULL;
+    lse_status st = lse_lslds_params_new(1, D, N, 1, &p1, err);
+    if (st == LSE_OK)
+        st = lse_lslds_post_new(T, 1, D, &q, err);
+    if (st == LSE_OK && pr != NULL &&
+        (obs = malloc((T * W + 1) * sizeof(double))) == NULL)
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    if (st != LSE_OK)
+        goto done;
+    for (size_t i = 0; i < N; i++) {
+        for (size_t j = 0; j < D; j++)
+            gsl_matrix_set(p1->C, i, j, gsl_matrix_get(p->C, i, j));
+        gsl_vector_set(p1->d, i, gsl_vector_get(p->d, i));
+        gsl_vector_set(p1->r, i, gsl_vector_get(p->r, i));
+    }
+    for (size_t it = 0; st == LSE_OK && it <= LSE_LSLDS_INIT_LDS_ITERS; it++) {
+        st = pr ? update_x_par(p1, y, observed, seq, q, pr, obs, err)
+                : update_x_impl(p1, y, observed, seq, q, NULL, NULL, fn, err);
+        if (st == LSE_OK && it < LSE_LSLDS_INIT_LDS_ITERS)
+            st = update_z_impl(p1, seq, NULL, q, fn, err);
+        if (st == LSE_OK && it < LSE_LSLDS_INIT_LDS_ITERS)
+            st = mstep_impl(p1, y, observed, seq, q, 1e-6, pr, fn, err);
+    }
+    if (st != LSE_OK)
+        goto done;
+    gsl_matrix_memcpy(X, q->mean);
+    for (size_t i = 0; i < N; i++) {
+        for (size_t j = 0; j < D; j++)
+            gsl_matrix_set(p->C, i, j, gsl_matrix_get(p1->C, i, j));
+        gsl_vector_set(p->d, i, gsl_vector_get(p1->d, i));
+        gsl_vector_set(p->r, i, gsl_vector_get(p1->r, i));
+    }
+done:
+    lse_lslds_params_free(p1);
+    lse_lslds_post_free(q);
+    free(obs);
+    return st;
 }
 
 lse_status lse_lslds_init(lse_lslds_params *p, const gsl_matrix *y,
@@ -911,44 +1341,70 @@ lse_status lse_lslds_init(lse_lslds_params *p, const gsl_matrix *y,
     static const char fn[] = "lse_lslds_init";
     if (p == NULL || y == NULL)
         return lse_error_set(err, LSE_EFAULT, fn, "params and y are required");
-    const size_t T = y->size1, N = p->N, D = p->D, K = p->K;
-    if (y->size2 != N)
+    if (y->size2 != p->N)
         return lse_error_set(err, LSE_EDIM, fn, "y has %zu columns, want %zu",
-                             y->size2, N);
+                             y->size2, p->N);
+    return init_impl(p, y, observed, seq, NULL, seed, fn, err);
+}
+
+/* With @p pr (several processes) the PCA sums of this process's rows are
+ * summed over the processes, the PCA states of all rows are gathered
+ * (seq has the global rows), and the rest runs on every process alike. */
+static lse_status init_impl(lse_lslds_params *p, const gsl_matrix *y,
+                            const unsigned char *observed, const size_t *seq,
+                            par *pr, unsigned long seed, const char *fn,
+                            lse_error *err)
+{
+    const size_t N = p->N, D = p->D, K = p->K;
+    const size_t T = pr ? pr->comm.n_total : y->size1; /* all rows */
+    const size_t To = pr ? pr->n_own : T, y0 = pr ? pr->ctx : 0; /* here */
     if (D > N)
         return lse_error_set(err, LSE_EINVAL, fn,
                              "PCA initialization needs D = %zu <= N = %zu", D,
                              N);
     lse_status st = LSE_OK;
-    gsl_matrix *Yc = gsl_matrix_calloc(T, N), *S = gsl_matrix_calloc(N, N);
-    gsl_matrix *U = gsl_matrix_alloc(N, N), *X = gsl_matrix_alloc(T, D);
+    gsl_matrix *Yc = gsl_matrix_calloc(To, N), *S = gsl_matrix_calloc(N, N);
+    gsl_matrix *U = gsl_matrix_alloc(N, N), *X = gsl_matrix_calloc(T, D);
+    double *sn = calloc(2 * N, sizeof(double));
     gsl_vector *lam = gsl_vector_alloc(N), *mu = gsl_vector_calloc(N);
     gsl_eigen_symmv_workspace *ew = gsl_eigen_symmv_alloc(N);
     gsl_matrix *a = gsl_matrix_alloc(D, D), *cv = gsl_matrix_alloc(D, D);
     gsl_vector *bv = gsl_vector_alloc(D);
     lse_slds *m = NULL;
-    if (!Yc || !S || !U || !X || !lam || !mu || !ew || !a || !cv || !bv) {
+    if (!Yc || !S || !U || !X || !lam || !mu || !ew || !a || !cv || !bv ||
+        !sn) {
         st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
         goto done;
     }
     for (size_t i = 0; i < N; i++) {
         double s = 0.0, n = 0.0;
-        for (size_t t = 0; t < T; t++)
+        for (size_t t = y0; t < y0 + To; t++)
             if (observed == NULL || observed[t * N + i]) {
                 s += gsl_matrix_get(y, t, i);
                 n += 1.0;
             }
+        sn[i] = s;
+        sn[N + i] = n;
+    }
+    if (pr != NULL && (st = lse_comm_sum(&pr->comm, sn, 2 * N, fn, err)) !=
+                          LSE_OK)
+        goto done;
+    for (size_t i = 0; i < N; i++) {
+        const double s = sn[i], n = sn[N + i];
         if (n == 0.0) {
             st = lse_error_set(err, LSE_EINVAL, fn,
                                "column %zu has no observed entry", i + 1);
             goto done;
         }
         gsl_vector_set(mu, i, s / n);
-        for (size_t t = 0; t < T; t++)
-            if (observed == NULL || observed[t * N + i])
-                gsl_matrix_set(Yc, t, i, gsl_matrix_get(y, t, i) - s / n);
+        for (size_t t = 0; t < To; t++)
+            if (observed == NULL || observed[(y0 + t) * N + i])
+                gsl_matrix_set(Yc, t, i, gsl_matrix_get(y, y0 + t, i) - s / n);
     }
     gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0 / (double)T, Yc, Yc, 0.0, S);
+    if (pr != NULL &&
+        (st = lse_comm_sum(&pr->comm, S->data, N * N, fn, err)) != LSE_OK)
+        goto done;
     gsl_eigen_symmv(S, lam, U, ew);
     gsl_eigen_symmv_sort(lam, U, GSL_EIGEN_SORT_VAL_DESC);
     double sig2 = 0.0, tr = 0.0;
@@ -963,8 +1419,11 @@ lse_status lse_lslds_init(lse_lslds_params *p, const gsl_matrix *y,
         for (size_t i = 0; i < N; i++)
             gsl_matrix_set(p->C, i, j, gsl_matrix_get(U, i, j) * sc);
     }
-    gsl_vector_memcpy(p->d, mu);
+    gsl_vector_view d0 = gsl_vector_subvector(p->d, 0, N);
+    gsl_vector_memcpy(&d0.vector, mu);
     gsl_vector_set_all(p->r, sig2);
+    gsl_matrix_view C0v = gsl_matrix_submatrix(p->C, 0, 0, N, D);
+    const gsl_matrix *C0 = &C0v.matrix; /* the first (or shared) block */
     /* latent means: x_t = (C'C + sig2 I)^-1 C' (y_t - d) */
     {
         gsl_matrix *M = gsl_matrix_alloc(D, D), *W = gsl_matrix_alloc(N, D);
@@ -976,17 +1435,21 @@ lse_status lse_lslds_init(lse_lslds_params *p, const gsl_matrix *y,
             st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
             goto done;
         }
-        gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, p->C, p->C, 0.0, M);
+        gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, C0, C0, 0.0, M);
         for (size_t i = 0; i < D; i++)
             gsl_matrix_set(M, i, i, gsl_matrix_get(M, i, i) + sig2);
-        gsl_matrix_memcpy(W, p->C);
+        gsl_matrix_memcpy(W, C0);
         int bad = 0;
         {
             gsl_matrix_view Wt = gsl_matrix_submatrix(W, 0, 0, N, D);
             bad = solve_right(M, &Wt.matrix, wk);
         }
-        if (!bad)
-            gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, Yc, W, 0.0, X);
+        if (!bad) {
+            gsl_matrix_view Xo =
+                gsl_matrix_submatrix(X, pr ? pr->offset : 0, 0, To, D);
+            gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, Yc, W, 0.0,
+                           &Xo.matrix);
+        }
         gsl_matrix_free(M);
         gsl_matrix_free(W);
         gsl_matrix_free(wk);
@@ -995,6 +1458,19 @@ lse_status lse_lslds_init(lse_lslds_params *p, const gsl_matrix *y,
             goto done;
         }
     }
+    /* the PCA states of all rows on every process (zeros elsewhere) */
+    if (pr != NULL &&
+        (st = lse_comm_sum(&pr->comm, X->data, T * D, fn, err)) != LSE_OK)
+        goto done;
+    /* K > 1: a linear-Gaussian state-space model (K = 1) refines the PCA
+     * emission and replaces the PCA states by its smoothed means, so the
+     * mode fit below sees the dynamics rather than the observation noise
+     * (on noisy data the PCA states favour a fast-switching mode fit);
+     * with N = D there is no observation noise to separate from the
+     * state noise (the one-mode fit would only shrink R) */
+    if (K > 1 && N > D &&
+        (st = lds_refine(p, y, observed, seq, pr, X, fn, err)) != LSE_OK)
+        goto done;
     /* modes: autoregressive HMM / mixture on the latent means */
     lse_slds_config cfg = lse_slds_config_default();
     cfg.n_modes = K;
@@ -1050,6 +1526,16 @@ lse_status lse_lslds_init(lse_lslds_params *p, const gsl_matrix *y,
                             (double)T);
     for (size_t i = 0; i < D; i++)
         gsl_matrix_set(p->P0, i, i, gsl_matrix_get(p->P0, i, i) + 1e-6);
+    for (size_t k = 1; k < NE(p); k++) { /* per mode: copies of the PCA fit */
+        gsl_matrix_view Ck = gsl_matrix_submatrix(p->C, k * N, 0, N, D);
+        gsl_matrix_memcpy(&Ck.matrix, C0);
+        gsl_vector_view dk = gsl_vector_subvector(p->d, k * N, N);
+        gsl_vector_view rk = gsl_vector_subvector(p->r, k * N, N);
+        gsl_vector_const_view d0c = gsl_vector_const_subvector(p->d, 0, N);
+        gsl_vector_const_view r0c = gsl_vector_const_subvector(p->r, 0, N);
+        gsl_vector_memcpy(&dk.vector, &d0c.vector);
+        gsl_vector_memcpy(&rk.vector, &r0c.vector);
+    }
 done:
     lse_slds_free(m);
     gsl_matrix_free(Yc);
@@ -1063,12 +1549,64 @@ done:
     gsl_matrix_free(a);
     gsl_matrix_free(cv);
     gsl_vector_free(bv);
+    free(sn);
     return st;
 }
 
 static int dropped(double before, double after)
 {
     return after < before - 1e-8 * fmax(1.0, fabs(before));
+}
+
+/* Several processes: the shares (one collective), the global sequence
+ * ids (a sum of per-row start flags; a block continues the sequence of
+ * its context row when their ids agree) and the buffer of the
+ * observation potentials. */
+static lse_status par_setup(par *pr, const lse_lslds_opts *o,
+                            const gsl_matrix *y, const size_t *seq, size_t D,
+                            size_t **gseq, double **obs, lse_error *err)
+{
+    static const char fn[] = "lse_lslds_fit";
+    memset(pr, 0, sizeof *pr);
+    if (o->context_rows > 1 || y->size1 <= o->context_rows)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "context_rows = %zu with %zu rows here (want 0 "
+                             "or 1 context row and at least one own row)",
+                             o->context_rows, y->size1);
+    pr->ctx = o->context_rows;
+    pr->n_own = y->size1 - pr->ctx;
+    lse_status st = lse_comm_init(&pr->comm, o->reduce, o->reduce_user,
+                                  o->rank, o->n_ranks, pr->n_own, fn, err);
+    if (st != LSE_OK)
+        return st;
+    pr->offset = pr->comm.offset;
+    const size_t T = pr->comm.n_total, W = D * D + D;
+    double *flag = calloc(T, sizeof(double));
+    *gseq = malloc(T * sizeof(size_t));
+    if (T > (SIZE_MAX / sizeof(double) - 1) / W)
+        *obs = NULL;
+    else
+        *obs = malloc((T * W + 1) * sizeof(double));
+    if (flag == NULL || *gseq == NULL || *obs == NULL) {
+        free(flag);
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory (T = %zu)", T);
+    }
+    for (size_t t = 0; t < pr->n_own; t++) {
+        const size_t l = pr->ctx + t; /* local row */
+        const int start = l == 0 || (seq != NULL && seq[l] != seq[l - 1]);
+        flag[pr->offset + t] = start ? 1.0 : 0.0;
+    }
+    st = lse_comm_sum(&pr->comm, flag, T, fn, err);
+    if (st == LSE_OK) {
+        size_t id = 0;
+        for (size_t t = 0; t < T; t++) {
+            if (t > 0 && flag[t] != 0.0)
+                id++;
+            (*gseq)[t] = id;
+        }
+    }
+    free(flag);
+    return st;
 }
 
 lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
@@ -1080,43 +1618,72 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
     if (p == NULL || y == NULL)
         return lse_error_set(err, LSE_EFAULT, fn, "params and y are required");
     const lse_lslds_opts opts = o ? *o : lse_lslds_opts_default();
-    const size_t T = y->size1;
     const size_t runs = opts.init_given || opts.n_init == 0 ? 1 : opts.n_init;
     lse_lslds_params *cur = NULL, *best = NULL;
     lse_lslds_post *qc = NULL, *qb = NULL;
-    lse_status st = lse_lslds_params_new(p->K, p->D, p->N, p->markov, &cur, err);
+    par prv, *pr = NULL;
+    gsl_matrix *es = NULL; /* emission scores (per-mode emissions) */
+    gsl_vector *m0s = NULL; /* fix_initial: m0, P0 kept across M-steps */
+    gsl_matrix *P0s = NULL;
+    size_t *gseq = NULL;
+    double *obs = NULL;
+    lse_status st = LSE_OK;
+    if (y->size2 != p->N)
+        return lse_error_set(err, LSE_EDIM, fn, "y has %zu columns, want %zu",
+                             y->size2, p->N);
+    if (opts.reduce != NULL) {
+        pr = &prv;
+        st = par_setup(pr, &opts, y, seq, p->D, &gseq, &obs, err);
+        if (st != LSE_OK)
+            goto done;
+        seq = gseq;
+    }
+    const size_t T = pr ? pr->comm.n_total : y->size1;
+    st = params_new_like(p, &cur, err);
     if (st == LSE_OK)
-        st = lse_lslds_params_new(p->K, p->D, p->N, p->markov, &best, err);
+        st = params_new_like(p, &best, err);
+    if (st == LSE_OK && p->per_mode_emission &&
+        (es = gsl_matrix_alloc(T, p->K)) == NULL)
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    if (st == LSE_OK && ((m0s = gsl_vector_alloc(p->D)) == NULL ||
+                         (P0s = gsl_matrix_alloc(p->D, p->D)) == NULL))
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     if (st == LSE_OK)
         st = lse_lslds_post_new(T, p->K, p->D, &qc, err);
     if (st == LSE_OK)
         st = lse_lslds_post_new(T, p->K, p->D, &qb, err);
     if (st != LSE_OK)
         goto done;
+#define UPDATE_X(P, Q)                                                      \
+    (pr ? update_x_par(P, y, observed, seq, Q, pr, obs, err)                 \
+        : lse_lslds_update_x(P, y, observed, seq, Q, NULL, err))
     double best_elbo = -INFINITY;
     size_t best_iter = 0;
     for (size_t run = 0; run < runs; run++) {
         params_copy(cur, p);
         if (!opts.init_given) {
-            st = lse_lslds_init(cur, y, observed, seq, opts.seed + run, err);
+            st = init_impl(cur, y, observed, seq, pr, opts.seed + run, fn, err);
             if (st != LSE_OK)
                 goto done;
         }
         qc->have_z = 0;
         qc->have_x = 0;
-        st = lse_lslds_update_x(cur, y, observed, seq, qc, NULL, err);
+        st = UPDATE_X(cur, qc);
         if (st != LSE_OK)
             goto done;
         double prev = -INFINITY, e1 = 0, e2 = 0, e3 = -INFINITY;
         size_t it = 0;
         for (it = 1; it <= opts.max_iter; it++) {
-            st = lse_lslds_update_z(cur, seq, qc, err);
+            st = es ? emis_scores(cur, y, observed, qc, pr, es, fn, err)
+                    : LSE_OK;
             if (st == LSE_OK)
-                st = lse_lslds_elbo(cur, y, observed, seq, qc, &e1, err);
+                st = update_z_impl(cur, seq, es, qc, fn, err);
             if (st == LSE_OK)
-                st = lse_lslds_update_x(cur, y, observed, seq, qc, NULL, err);
+                st = elbo_impl(cur, y, observed, seq, qc, pr, &e1, fn, err);
             if (st == LSE_OK)
-                st = lse_lslds_elbo(cur, y, observed, seq, qc, &e2, err);
+                st = UPDATE_X(cur, qc);
+            if (st == LSE_OK)
+                st = elbo_impl(cur, y, observed, seq, qc, pr, &e2, fn, err);
             if (st != LSE_OK)
                 goto done;
             if (dropped(prev, e1) || dropped(e1, e2)) {
@@ -1126,12 +1693,24 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
                                    it, prev, e1, e2);
                 goto done;
             }
-            st = lse_lslds_mstep(cur, y, observed, seq, qc, opts.reg, err);
+            if (opts.fix_initial) { /* keep m0, P0 */
+                gsl_vector_memcpy(m0s, cur->m0);
+                gsl_matrix_memcpy(P0s, cur->P0);
+            }
+            st = mstep_impl(cur, y, observed, seq, qc, opts.reg, pr, fn, err);
+            if (opts.fix_initial) {
+                gsl_vector_memcpy(cur->m0, m0s);
+                gsl_matrix_memcpy(cur->P0, P0s);
+            }
             if (st == LSE_OK)
-                st = lse_lslds_elbo(cur, y, observed, seq, qc, &e3, err);
+                st = elbo_impl(cur, y, observed, seq, qc, pr, &e3, fn, err);
             if (st != LSE_OK)
                 goto done;
-            if (dropped(e2, e3)) {
+            /* the ridge (reg added to Q_k, r, P0) moves the M-step off
+             * the ELBO's maximum: a decrease up to reg T (N + D) nats is
+             * the ridge's, not an error */
+            if (dropped(e2, e3) &&
+                e2 - e3 > opts.reg * (double)T * (double)(p->N + p->D)) {
                 st = lse_error_set(err, LSE_EINCREASE, fn,
                                    "ELBO decreased in the M-step of iteration "
                                    "%zu (%.17g -> %.17g)",
@@ -1181,7 +1760,15 @@ done:
     lse_lslds_params_free(best);
     lse_lslds_post_free(qc);
     lse_lslds_post_free(qb);
+    if (pr != NULL)
+        lse_comm_free(&pr->comm);
+    free(gseq);
+    free(obs);
+    gsl_matrix_free(es);
+    gsl_vector_free(m0s);
+    gsl_matrix_free(P0s);
     return st;
+#undef UPDATE_X
 }
 
 lse_status lse_lslds_simulate(const lse_lslds_params *p, unsigned long seed,
@@ -1247,10 +1834,11 @@ lse_status lse_lslds_simulate(const lse_lslds_params *p, unsigned long seed,
             gsl_vector_add(xt, u);
         }
         for (size_t i = 0; i < N; i++) {
-            double v = gsl_vector_get(p->d, i) +
-                       gsl_ran_gaussian(r, sqrt(gsl_vector_get(p->r, i)));
+            const size_t ik = (p->per_mode_emission ? k * N : 0) + i;
+            double v = gsl_vector_get(p->d, ik) +
+                       gsl_ran_gaussian(r, sqrt(gsl_vector_get(p->r, ik)));
             for (size_t j = 0; j < D; j++)
-                v += gsl_matrix_get(p->C, i, j) * gsl_vector_get(xt, j);
+                v += gsl_matrix_get(p->C, ik, j) * gsl_vector_get(xt, j);
             gsl_matrix_set(y, t, i, v);
         }
         if (x != NULL) {
@@ -1298,7 +1886,22 @@ lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
     double *lw = malloc(n_samples * sizeof(double));
     size_t *z = malloc(T * sizeof(size_t));
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
-    if (!s || !alpha || !A || !B || !Qm || !R || !lw || !z || !rng) {
+    /* per-mode emissions: the emission scores join the proposal, and
+     * p(y | z) is the Kalman integral of the path's observation
+     * potentials (no observed entry seen directly) */
+    const int pm = p->per_mode_emission;
+    gsl_matrix *es = pm ? gsl_matrix_alloc(T, K) : NULL;
+    gsl_matrix *Jo = pm ? gsl_matrix_alloc(T, DD) : NULL;
+    gsl_matrix *ho = pm ? gsl_matrix_alloc(T, D) : NULL;
+    gsl_matrix *ydum = pm ? gsl_matrix_calloc(T, 1) : NULL;
+    gsl_matrix *Cdum = pm ? gsl_matrix_calloc(1, D) : NULL;
+    gsl_matrix *R1 = pm ? gsl_matrix_alloc(1, 1) : NULL;
+    unsigned char *nomask = pm ? calloc(T, 1) : NULL;
+    double *obs = pm && T <= (SIZE_MAX / sizeof(double) - 1) / (DD + D)
+                      ? malloc((T * (DD + D) + 1) * sizeof(double))
+                      : NULL;
+    if (!s || !alpha || !A || !B || !Qm || !R || !lw || !z || !rng ||
+        (pm && (!es || !Jo || !ho || !ydum || !Cdum || !R1 || !nomask || !obs))) {
         st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
         goto done;
     }
@@ -1309,8 +1912,16 @@ lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
                            "a Q_k is not positive definite");
         goto done;
     }
+    if (pm) {
+        st = emis_scores(p, y, observed, q, NULL, es, fn, err);
+        if (st != LSE_OK)
+            goto done;
+        gsl_matrix_add(s, es);
+    }
     for (size_t i = 0; i < N; i++)
         gsl_matrix_set(R, i, i, gsl_vector_get(p->r, i));
+    if (pm)
+        gsl_matrix_set(R1, 0, 0, 1.0);
     /* proposal q(z) ∝ p(z) exp(sum s): forward filter, log Z */
     double logz = 0.0;
     for (size_t t = 0; t < T; t++) {
@@ -1338,7 +1949,12 @@ lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
         for (size_t k = 0; k < K; k++)
             gsl_matrix_set(alpha, t, k, gsl_matrix_get(alpha, t, k) / tot);
     }
-    lse_kalman_model km = {A, B, Qm, p->C, p->d, R, p->m0, p->P0, NULL, NULL};
+    lse_kalman_model km = {A,     B,           Qm,    pm ? Cdum : p->C,
+                           pm ? NULL : p->d,   pm ? R1 : R, p->m0,
+                           p->P0, pm ? Jo : NULL, pm ? ho : NULL};
+    const gsl_matrix *ky = pm ? ydum : y;
+    const unsigned char *kobs = pm ? nomask : observed;
+
     for (size_t n = 0; n < n_samples; n++) {
         /* defensive mixture: with probability LSE_LSLDS_IS_PRIOR a path
          * from the prior p(z), else one from q(z) by backward sampling
@@ -1392,9 +2008,20 @@ lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
             memcpy(B->data + t * B->tda, p->b->data + z[t] * p->b->tda,
                    D * sizeof(double));
         }
-        double ll;
+        double ll, lc = 0.0;
+        if (pm) {
+            obs_potentials(p, y, observed, q, NULL, z, obs);
+            for (size_t t = 0; t < T; t++) {
+                memcpy(Jo->data + t * Jo->tda, obs + t * (DD + D),
+                       DD * sizeof(double));
+                memcpy(ho->data + t * ho->tda, obs + t * (DD + D) + DD,
+                       D * sizeof(double));
+            }
+            lc = obs[T * (DD + D)];
+        }
         lse_error kerr;
-        st = lse_kalman_smooth(&km, y, observed, seq, &ll, NULL, &kerr);
+        st = lse_kalman_smooth(&km, ky, kobs, seq, &ll, NULL, &kerr);
+        ll += lc;
         if (st != LSE_OK) {
             lse_error_set(err, st, fn, "%s", kerr.message);
             goto done;
@@ -1433,5 +2060,13 @@ done:
     free(lw);
     free(z);
     gsl_rng_free(rng);
+    gsl_matrix_free(es);
+    gsl_matrix_free(Jo);
+    gsl_matrix_free(ho);
+    gsl_matrix_free(ydum);
+    gsl_matrix_free(Cdum);
+    gsl_matrix_free(R1);
+    free(nomask);
+    free(obs);
     return st;
 }

@@ -53,12 +53,25 @@ lse_status lse_lslds_to_json(const lse_lslds_params *p,
         st = lse_json_set_matrix(doc, "b", p->b, err);
     if (st == LSE_OK)
         st = lse_json_set_stack(doc, "Q", q, K, err);
-    if (st == LSE_OK)
+    if (st == LSE_OK && !p->per_mode_emission) {
         st = lse_json_set_matrix(doc, "C", p->C, err);
-    if (st == LSE_OK)
-        st = lse_json_set_vector(doc, "d", p->d, err);
-    if (st == LSE_OK)
-        st = lse_json_set_vector(doc, "R_diag", p->r, err);
+        if (st == LSE_OK)
+            st = lse_json_set_vector(doc, "d", p->d, err);
+        if (st == LSE_OK)
+            st = lse_json_set_vector(doc, "R_diag", p->r, err);
+    } else if (st == LSE_OK) { /* per mode: C [K][N][D], d and R_diag [K][N] */
+        gsl_matrix_const_view dv =
+            gsl_matrix_const_view_vector(p->d, K, N);
+        gsl_matrix_const_view rv =
+            gsl_matrix_const_view_vector(p->r, K, N);
+        st = lse_json_set_string(doc, "emission", "per-mode", err);
+        if (st == LSE_OK)
+            st = lse_json_set_stack(doc, "C", p->C, K, err);
+        if (st == LSE_OK)
+            st = lse_json_set_matrix(doc, "d", &dv.matrix, err);
+        if (st == LSE_OK)
+            st = lse_json_set_matrix(doc, "R_diag", &rv.matrix, err);
+    }
     if (st == LSE_OK)
         st = lse_json_set_vector(doc, "initial_mean", p->m0, err);
     if (st == LSE_OK)
@@ -171,12 +184,43 @@ lse_status lse_lslds_from_json(const lse_json *doc, const char *source,
         st = lse_json_get_matrix(doc, "b", K, D, &b, err);
     if (st == LSE_OK)
         st = lse_json_get_stack(doc, "Q", K, D, D, &q, NULL, err);
-    if (st == LSE_OK)
+    int pm = 0; /* "emission": "per-mode" */
+    if (st == LSE_OK && lse_json_has(doc, "emission")) {
+        const char *em;
+        st = lse_json_get_string(doc, "emission", &em, err);
+        if (st == LSE_OK && strcmp(em, "per-mode") != 0 &&
+            strcmp(em, "shared") != 0)
+            st = lse_error_set(err, LSE_EINVAL, fn,
+                               "%s: key 'emission' is '%s', want 'shared' or "
+                               "'per-mode'",
+                               src, em);
+        pm = st == LSE_OK && strcmp(em, "per-mode") == 0;
+    }
+    const size_t E = pm ? K : 1;
+    if (st == LSE_OK && pm) {
+        gsl_matrix *dm = NULL, *rm = NULL;
+        st = lse_json_get_stack(doc, "C", K, N, D, &C, NULL, err);
+        if (st == LSE_OK)
+            st = lse_json_get_matrix(doc, "d", K, N, &dm, err);
+        if (st == LSE_OK)
+            st = lse_json_get_matrix(doc, "R_diag", K, N, &rm, err);
+        if (st == LSE_OK &&
+            ((d = gsl_vector_alloc(K * N)) == NULL ||
+             (r = gsl_vector_alloc(K * N)) == NULL))
+            st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+        for (size_t i = 0; st == LSE_OK && i < K * N; i++) {
+            gsl_vector_set(d, i, gsl_matrix_get(dm, i / N, i % N));
+            gsl_vector_set(r, i, gsl_matrix_get(rm, i / N, i % N));
+        }
+        gsl_matrix_free(dm);
+        gsl_matrix_free(rm);
+    } else if (st == LSE_OK) {
         st = lse_json_get_matrix(doc, "C", N, D, &C, err);
-    if (st == LSE_OK)
-        st = lse_json_get_vector(doc, "d", N, &d, err);
-    if (st == LSE_OK)
-        st = lse_json_get_vector(doc, "R_diag", N, &r, err);
+        if (st == LSE_OK)
+            st = lse_json_get_vector(doc, "d", N, &d, err);
+        if (st == LSE_OK)
+            st = lse_json_get_vector(doc, "R_diag", N, &r, err);
+    }
     if (st == LSE_OK)
         st = lse_json_get_vector(doc, "initial_mean", D, &m0, err);
     if (st == LSE_OK)
@@ -192,7 +236,7 @@ lse_status lse_lslds_from_json(const lse_json *doc, const char *source,
                  markov ? "initial" : "weights", 0, err);
     for (size_t j = 0; st == LSE_OK && markov && j < K; j++)
         st = simplex(tr->data + j * tr->tda, K, 1, src, "transition", j, err);
-    for (size_t i = 0; st == LSE_OK && i < N; i++)
+    for (size_t i = 0; st == LSE_OK && i < E * N; i++)
         if (!(gsl_vector_get(r, i) > 0.0))
             st = lse_error_set(err, LSE_EDOM, fn,
                                "%s: key 'R_diag' [%zu] = %g must be > 0", src,
@@ -219,6 +263,8 @@ lse_status lse_lslds_from_json(const lse_json *doc, const char *source,
                            src);
     if (st == LSE_OK)
         st = lse_lslds_params_new(K, D, N, markov, &p, err);
+    if (st == LSE_OK && pm)
+        st = lse_lslds_params_emission_per_mode(p, err);
     if (st != LSE_OK)
         goto done;
     for (size_t k = 0; k < K; k++)

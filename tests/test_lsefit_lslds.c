@@ -1,3 +1,4 @@
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,10 +38,9 @@ static char *slurp(const char *name)
     return buf;
 }
 
-START_TEST(test_cli)
+/* The generating model of the tests: 2 modes, D = 2, N = 3. */
+static lse_lslds_params *truth(void)
 {
-    lse_tmpdir_make(dir, sizeof dir, "lsefit_lslds");
-    /* a 2-mode series, D = 2, N = 3, with a few empty cells */
     lse_lslds_params *p = NULL;
     lse_assert_ok(lse_lslds_params_new(2, 2, 3, 1, &p, NULL));
     const double ang[2] = {0.1, 0.6}, rad[2] = {0.97, 0.9};
@@ -56,23 +56,40 @@ START_TEST(test_cli)
     gsl_vector_set_all(p->r, 0.05);
     const double P[4] = {0.98, 0.02, 0.03, 0.97};
     memcpy(p->trans->data, P, sizeof P);
-    const size_t T = 600;
-    gsl_matrix *y = gsl_matrix_alloc(T, 3);
-    size_t *z = malloc(T * sizeof(size_t));
-    lse_assert_ok(lse_lslds_simulate(p, 7, y, NULL, z, NULL));
+    return p;
+}
+
+/* Simulate T rows of @p p into dir/NAME (columns a,b,c; with @p holes,
+ * an empty cell in column b every 37 rows); the modes into z. */
+static void write_series(const lse_lslds_params *p, const char *name,
+                         size_t T, unsigned long seed, int holes, size_t *z,
+                         gsl_matrix *y)
+{
+    lse_assert_ok(lse_lslds_simulate(p, seed, y, NULL, z, NULL));
     char path[700];
-    snprintf(path, sizeof path, "%s/y.csv", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
     fprintf(f, "a,b,c\n");
     for (size_t t = 0; t < T; t++)
         for (size_t i = 0; i < 3; i++) {
-            if (t % 37 == 5 && i == 1)
-                fprintf(f, "%s", "");
-            else
+            if (!(holes && t % 37 == 5 && i == 1))
                 fprintf(f, "%.17g", gsl_matrix_get(y, t, i));
             fputc(i == 2 ? '\n' : ',', f);
         }
     fclose(f);
+}
+
+START_TEST(test_cli)
+{
+    lse_tmpdir_make(dir, sizeof dir, "lsefit_lslds");
+    /* a 2-mode series, D = 2, N = 3, with a few empty cells */
+    lse_lslds_params *p = truth();
+    const size_t T = 600;
+    gsl_matrix *y = gsl_matrix_alloc(T, 3);
+    size_t *z = malloc(T * sizeof(size_t));
+    write_series(p, "y.csv", T, 7, 1, z, y);
+    char path[700];
 
     /* missing cells need --missing marginalize */
     ck_assert_int_ne(run("slds y.csv -k 2 --latent-dim 2 --markov -o m.json"), 0);
@@ -197,12 +214,133 @@ START_TEST(test_cli)
 }
 END_TEST
 
+/* One row of the selection table: K, D, params, ELBO, BIC(ELBO)[, held-out
+ * log p(y), se]; the number of rows read and the chosen one. */
+static size_t read_table(const char *out, double (*row)[7], int held,
+                         size_t *chosen)
+{
+    size_t n = 0;
+    const char *line = strchr(out, '\n') + 1; /* after the header */
+    while (line != NULL && isdigit((unsigned char)line[strspn(line, " ")]) &&
+           n < 16) {
+        const int want = held ? 7 : 5;
+        ck_assert_int_eq(sscanf(line, "%lg %lg %lg %lg %lg %lg %lg", &row[n][0],
+                                &row[n][1], &row[n][2], &row[n][3],
+                                &row[n][4], &row[n][5], &row[n][6]) >= want,
+                         1);
+        const char *eol = strchr(line, '\n');
+        if (strstr(line, "<- chosen") != NULL &&
+            (eol == NULL || strstr(line, "<- chosen") < eol))
+            *chosen = n;
+        n++;
+        line = eol ? eol + 1 : NULL;
+    }
+    return n;
+}
+
+START_TEST(test_select)
+{
+    lse_tmpdir_make(dir, sizeof dir, "lsefit_lslds_sel");
+    lse_lslds_params *p = truth();
+    gsl_matrix *y = gsl_matrix_alloc(500, 3), *v = gsl_matrix_alloc(300, 3);
+    size_t *z = malloc(500 * sizeof(size_t));
+    write_series(p, "y.csv", 500, 11, 0, z, y);
+    write_series(p, "v.csv", 300, 12, 0, z, v);
+    /* BIC on the ELBO over K = 1..2, D = 1..2 */
+    ck_assert_int_eq(run("slds y.csv -k 1:2 --latent-dim 1:2 --markov "
+                         "--max-iter 40 -o b.json"),
+                     0);
+    double row[16][7];
+    size_t chosen = 99;
+    char *out = slurp("out");
+    ck_assert_msg(strstr(out, "BIC on the ELBO") != NULL, "%s", out);
+    ck_assert_uint_eq(read_table(out, row, 0, &chosen), 4);
+    ck_assert_uint_lt(chosen, 4);
+    for (size_t i = 0; i < 4; i++) {
+        /* K, D in order; BIC = -2 ELBO + params log T; chosen = least */
+        ck_assert_double_eq(row[i][0], (double)(1 + i / 2));
+        ck_assert_double_eq(row[i][1], (double)(1 + i % 2));
+        ck_assert_double_eq_tol(row[i][4], -2.0 * row[i][3] + row[i][2] * log(500.0),
+                                1e-3);
+        ck_assert(row[chosen][4] <= row[i][4]);
+    }
+    /* parameters of K = 2, D = 2, N = 3, Markov: A, b, Q 2 (4 + 2 + 3),
+     * C, d, R 6 + 3 + 3, initial 1, transition 2, less the 4 + 2 of an
+     * affine change of x (m0, P0 are not fitted by default) */
+    ck_assert_double_eq(row[3][2], 27.0);
+    /* the data have D = 2: a one-dimensional state is far worse */
+    ck_assert_double_eq(row[chosen][1], 2.0);
+    lse_lslds_params *g = NULL;
+    char path[700];
+    snprintf(path, sizeof path, "%s/b.json", dir);
+    lse_assert_ok(lse_lslds_load(path, &g, NULL, NULL));
+    ck_assert_double_eq((double)g->K, row[chosen][0]);
+    ck_assert_double_eq((double)g->D, row[chosen][1]);
+    lse_lslds_params_free(g);
+
+    /* held-out log p(y) of v.csv: the chosen row has the largest */
+    ck_assert_int_eq(run("slds y.csv -k 1:2 --latent-dim 1:2 --markov "
+                         "--max-iter 40 --select heldout --validation v.csv "
+                         "--samples 100 -o h.json"),
+                     0);
+    out = slurp("out");
+    ck_assert_uint_eq(read_table(out, row, 1, &chosen), 4);
+    for (size_t i = 0; i < 4; i++) {
+        ck_assert(isfinite(row[i][5]) && row[i][6] >= 0.0);
+        ck_assert(row[chosen][5] >= row[i][5]);
+    }
+    ck_assert_double_eq(row[chosen][1], 2.0);
+    /* ... and equals what score reports for that model on v.csv */
+    ck_assert_int_eq(run("slds score h.json v.csv --samples 100"), 0);
+    out = slurp("out");
+    double sc[6];
+    ck_assert_int_eq(sscanf(strchr(out, '\n') + 1, "%lg,%lg,%lg,%lg,%lg,%lg",
+                            &sc[0], &sc[1], &sc[2], &sc[3], &sc[4], &sc[5]),
+                     6);
+    ck_assert_double_eq_tol(sc[3], row[chosen][5], 1e-3);
+
+    /* per-mode emissions: the file says so, segment and score read it,
+     * and the selection counts K (N D + 2 N) emission parameters */
+    ck_assert_int_eq(run("slds y.csv -k 2 --latent-dim 2 --markov --emission "
+                         "per-mode --max-iter 30 -o pm.json"),
+                     0);
+    ck_assert(strstr(slurp("pm.json"), "\"emission\": \"per-mode\"") != NULL);
+    ck_assert(strstr(slurp("pm.json"), "\"n_params\": 39") != NULL);
+    ck_assert_int_eq(run("slds segment pm.json v.csv"), 0);
+    ck_assert(strncmp(slurp("out"), "row,p0,p1,mode,viterbi,x0,x1\n", 29) == 0);
+    ck_assert_int_eq(run("slds score pm.json v.csv --samples 50"), 0);
+    ck_assert_int_eq(run("slds y.csv -k 2 --latent-dim 1 --emission twice "
+                         "-o x.json"),
+                     2);
+    ck_assert(strstr(slurp("err"), "--emission") != NULL);
+
+    /* errors name the option */
+    ck_assert_int_eq(run("slds y.csv -k 2 --latent-dim 1 --select heldout "
+                         "-o x.json"),
+                     2);
+    ck_assert(strstr(slurp("err"), "--validation") != NULL);
+    ck_assert_int_eq(run("slds y.csv -k 2 --latent-dim 2:1 -o x.json"), 2);
+    ck_assert(strstr(slurp("err"), "--latent-dim") != NULL);
+    ck_assert_int_eq(run("slds y.csv -k 2 --latent-dim 1 --select aic "
+                         "-o x.json"),
+                     2);
+    ck_assert(strstr(slurp("err"), "--select") != NULL);
+
+    free(z);
+    gsl_matrix_free(y);
+    gsl_matrix_free(v);
+    lse_lslds_params_free(p);
+    lse_tmpdir_remove(dir);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("lsefit_lslds");
     TCase *tc = tcase_create("cli");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_cli);
+    tcase_add_test(tc, test_select);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -4,6 +4,8 @@
 
 #include <gsl/gsl_complex_math.h>
 #include <gsl/gsl_eigen.h>
+#include <gsl/gsl_blas.h>
+#include <gsl/gsl_linalg.h>
 #include <gsl/gsl_rng.h>
 
 #include "lse_check.h"
@@ -190,9 +192,11 @@ static double fd(lse_lslds_params *p, const gsl_matrix *y,
                  const unsigned char *obs, const lse_lslds_post *q, double *x1,
                  double *x2, double s2)
 {
-    /* move x1 by +h and x2 by s2 * h (x2 may be NULL) */
-    const double h = 1e-5;
+    /* move x1 by +h and x2 by s2 * h (x2 may be NULL); h relative to
+     * |x1| (at least 1e-2 of it) so that small variances are not
+     * differenced across their curvature */
     const double a = *x1, b = x2 ? *x2 : 0.0;
+    const double h = 1e-5 * fmin(fmax(fabs(a), 1e-2), 1.0);
     *x1 = a + h;
     if (x2)
         *x2 = b + s2 * h;
@@ -226,7 +230,8 @@ static double max_grad(lse_lslds_params *p, const gsl_matrix *y,
                                         1.0)));
             }
         }
-    for (size_t i = 0; i < N; i++) {
+    const size_t NE = N * (p->per_mode_emission ? K : 1); /* C, d, r rows */
+    for (size_t i = 0; i < NE; i++) {
         g = fmax(g, fabs(fd(p, y, obs, q, gsl_vector_ptr(p->d, i), NULL, 0)));
         g = fmax(g, fabs(fd(p, y, obs, q, gsl_vector_ptr(p->r, i), NULL, 0)));
         for (size_t j = 0; j < D; j++)
@@ -657,6 +662,404 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* Per-mode emissions: C_k, d_k, R_k                                   */
+
+/* truth() with per-mode emissions, block 1 a different C, d, r. */
+static lse_lslds_params *truth_pm(size_t N, int markov)
+{
+    lse_lslds_params *p = truth(N, markov);
+    lse_assert_ok(lse_lslds_params_emission_per_mode(p, NULL));
+    ck_assert_uint_eq(p->C->size1, 2 * N);
+    for (size_t i = 0; i < N; i++) {
+        gsl_matrix_set(p->C, N + i, 0, gsl_matrix_get(p->C, i, 1) + 0.5);
+        gsl_matrix_set(p->C, N + i, 1, -gsl_matrix_get(p->C, i, 0));
+        gsl_vector_set(p->d, N + i, 1.0 - gsl_vector_get(p->d, i));
+        gsl_vector_set(p->r, N + i, 2.0 * gsl_vector_get(p->r, i));
+    }
+    return p;
+}
+
+/* One q(z) update with the emission scores. */
+static void update_z_pm(const lse_lslds_params *p, const gsl_matrix *y,
+                        const unsigned char *obs, lse_lslds_post *q)
+{
+    gsl_matrix *es = gsl_matrix_alloc(q->T, p->K);
+    lse_assert_ok(lse_lslds_emission_scores(p, y, obs, q, es, NULL));
+    lse_assert_ok(lse_lslds_update_z_with(p, NULL, es, q, NULL));
+    gsl_matrix_free(es);
+}
+
+/* Identical blocks are the shared model: q(x), q(z), the ELBO and log p(y)
+ * agree; the emission scores are the same in every column. */
+START_TEST(test_per_mode_equals_shared)
+{
+    for (int markov = 0; markov <= 1; markov++) {
+        lse_lslds_params *sh = truth(3, markov), *pm = truth(3, markov);
+        lse_assert_ok(lse_lslds_params_emission_per_mode(pm, NULL));
+        ck_assert_int_eq(pm->per_mode_emission, 1);
+        lse_assert_ok(lse_lslds_params_emission_per_mode(pm, NULL)); /* no-op */
+        ck_assert_uint_eq(pm->C->size1, 6);
+        const size_t T = 120;
+        gsl_matrix *y = gsl_matrix_alloc(T, 3);
+        lse_assert_ok(lse_lslds_simulate(sh, 4, y, NULL, NULL, NULL));
+        unsigned char *obs = malloc(T * 3);
+        for (size_t i = 0; i < T * 3; i++)
+            obs[i] = (i * 7) % 9 != 0;
+        lse_lslds_post *qs = NULL, *qp = NULL;
+        lse_assert_ok(lse_lslds_post_new(T, 2, 2, &qs, NULL));
+        lse_assert_ok(lse_lslds_post_new(T, 2, 2, &qp, NULL));
+        /* update_z without the scores is refused for per-mode emissions */
+        lse_assert_ok(lse_lslds_update_x(pm, y, obs, NULL, qp, NULL, NULL));
+        lse_assert_status(lse_lslds_update_z(pm, NULL, qp, NULL), LSE_EINVAL);
+        lse_assert_status(lse_lslds_update_z_with(pm, NULL, NULL, qp, NULL),
+                          LSE_EFAULT);
+        lse_assert_ok(lse_lslds_update_x(sh, y, obs, NULL, qs, NULL, NULL));
+        for (int it = 0; it < 4; it++) {
+            lse_assert_ok(lse_lslds_update_z(sh, NULL, qs, NULL));
+            update_z_pm(pm, y, obs, qp);
+            lse_assert_ok(lse_lslds_update_x(sh, y, obs, NULL, qs, NULL, NULL));
+            lse_assert_ok(lse_lslds_update_x(pm, y, obs, NULL, qp, NULL, NULL));
+        }
+        for (size_t t = 0; t < T; t++) {
+            for (size_t k = 0; k < 2; k++)
+                ck_assert_double_eq_tol(gsl_matrix_get(qs->w, t, k),
+                                        gsl_matrix_get(qp->w, t, k), 1e-9);
+            for (size_t i = 0; i < 2; i++)
+                ck_assert_double_eq_tol(gsl_matrix_get(qs->mean, t, i),
+                                        gsl_matrix_get(qp->mean, t, i), 1e-9);
+            for (size_t i = 0; i < 4; i++)
+                ck_assert_double_eq_tol(gsl_matrix_get(qs->cov, t, i),
+                                        gsl_matrix_get(qp->cov, t, i), 1e-9);
+        }
+        double es_, ep, ls, lp, ses, sep;
+        lse_assert_ok(lse_lslds_elbo(sh, y, obs, NULL, qs, &es_, NULL));
+        lse_assert_ok(lse_lslds_elbo(pm, y, obs, NULL, qp, &ep, NULL));
+        ck_assert_msg(fabs(es_ - ep) <= 1e-9 * fabs(es_), "%.17g %.17g", es_, ep);
+        gsl_matrix *e = gsl_matrix_alloc(T, 2);
+        lse_assert_ok(lse_lslds_emission_scores(pm, y, obs, qp, e, NULL));
+        for (size_t t = 0; t < T; t++)
+            ck_assert_double_eq_tol(gsl_matrix_get(e, t, 0),
+                                    gsl_matrix_get(e, t, 1), 1e-12);
+        gsl_matrix_free(e);
+        lse_assert_ok(lse_lslds_log_marginal(sh, y, obs, NULL, qs, 300, 2, &ls,
+                                             &ses, NULL));
+        lse_assert_ok(lse_lslds_log_marginal(pm, y, obs, NULL, qp, 300, 2, &lp,
+                                             &sep, NULL));
+        ck_assert_msg(fabs(ls - lp) <= 1e-7 * fabs(ls), "%.17g %.17g", ls, lp);
+        gsl_matrix_free(y);
+        free(obs);
+        lse_lslds_post_free(qs);
+        lse_lslds_post_free(qp);
+        lse_lslds_params_free(sh);
+        lse_lslds_params_free(pm);
+    }
+}
+END_TEST
+
+/* Per-mode emissions: the ELBO never decreases in any step, and the
+ * M-step output has zero ELBO gradient in every parameter (C_k, d_k, r_k
+ * of both modes included; central differences). */
+START_TEST(test_per_mode_mstep)
+{
+    for (int markov = 0; markov <= 1; markov++) {
+        lse_lslds_params *t2 = truth_pm(3, markov);
+        const size_t T = 200;
+        gsl_matrix *y = gsl_matrix_alloc(T, 3);
+        lse_assert_ok(lse_lslds_simulate(t2, 8, y, NULL, NULL, NULL));
+        unsigned char *obs = malloc(T * 3);
+        for (size_t i = 0; i < T * 3; i++)
+            obs[i] = (i * 5) % 7 != 0;
+        lse_lslds_params *p = NULL;
+        lse_assert_ok(lse_lslds_params_new(2, 2, 3, markov, &p, NULL));
+        lse_assert_ok(lse_lslds_params_emission_per_mode(p, NULL));
+        lse_assert_ok(lse_lslds_init(p, y, obs, NULL, 2, NULL));
+        lse_lslds_post *q = NULL;
+        lse_assert_ok(lse_lslds_post_new(T, 2, 2, &q, NULL));
+        lse_assert_ok(lse_lslds_update_x(p, y, obs, NULL, q, NULL, NULL));
+        double prev = -INFINITY, e;
+        for (int it = 0; it < 6; it++) {
+            update_z_pm(p, y, obs, q);
+            lse_assert_ok(lse_lslds_elbo(p, y, obs, NULL, q, &e, NULL));
+            ck_assert_msg(e >= prev - 1e-9 * fabs(prev), "z %.17g < %.17g", e, prev);
+            prev = e;
+            lse_assert_ok(lse_lslds_update_x(p, y, obs, NULL, q, NULL, NULL));
+            lse_assert_ok(lse_lslds_elbo(p, y, obs, NULL, q, &e, NULL));
+            ck_assert_msg(e >= prev - 1e-9 * fabs(prev), "x %.17g < %.17g", e, prev);
+            prev = e;
+            if (it == 5)
+                break;
+            lse_assert_ok(lse_lslds_mstep(p, y, obs, NULL, q, 0.0, NULL));
+            lse_assert_ok(lse_lslds_elbo(p, y, obs, NULL, q, &e, NULL));
+            ck_assert_msg(e >= prev - 1e-9 * fabs(prev), "m %.17g < %.17g", e, prev);
+            prev = e;
+        }
+        const double before = max_grad(p, y, obs, q);
+        lse_assert_ok(lse_lslds_mstep(p, y, obs, NULL, q, 0.0, NULL));
+        const double after = max_grad(p, y, obs, q);
+        ck_assert_msg(before > 1.0, "gradient before the M-step %g", before);
+        ck_assert_msg(after < 1e-4, "gradient after the M-step %g", after);
+        gsl_matrix_free(y);
+        free(obs);
+        lse_lslds_post_free(q);
+        lse_lslds_params_free(p);
+        lse_lslds_params_free(t2);
+    }
+}
+END_TEST
+
+/* log N(y_obs; mean, cov) of the joint Gaussian of (x_1..x_T) pushed
+ * through the path's emissions (dense, for tiny T): the exact p(y | z). */
+static double dense_loglik(const lse_lslds_params *p, const gsl_matrix *y,
+                           const unsigned char *obs, const size_t *z)
+{
+    const size_t T = y->size1, D = p->D, N = p->N, TD = T * D;
+    gsl_matrix *S = gsl_matrix_calloc(TD, TD);
+    gsl_vector *mu = gsl_vector_calloc(TD);
+    /* x_t = A x_{t-1} + b + w: means and covariances row by row */
+    for (size_t t = 0; t < T; t++) {
+        const size_t k = z[t];
+        gsl_matrix_const_view A =
+            gsl_matrix_const_view_array(p->A->data + k * D * D, D, D);
+        for (size_t i = 0; i < D; i++) {
+            double m = t == 0 ? gsl_vector_get(p->m0, i) : gsl_matrix_get(p->b, k, i);
+            for (size_t j = 0; t > 0 && j < D; j++)
+                m += gsl_matrix_get(&A.matrix, i, j) * gsl_vector_get(mu, (t - 1) * D + j);
+            gsl_vector_set(mu, t * D + i, m);
+        }
+        /* Cov(x_t, x_s) for s < t: A Cov(x_{t-1}, x_s) */
+        for (size_t s2 = 0; s2 < t; s2++)
+            for (size_t i = 0; i < D; i++)
+                for (size_t j = 0; j < D; j++) {
+                    double c = 0.0;
+                    for (size_t l = 0; l < D; l++)
+                        c += gsl_matrix_get(&A.matrix, i, l) *
+                             gsl_matrix_get(S, (t - 1) * D + l, s2 * D + j);
+                    gsl_matrix_set(S, t * D + i, s2 * D + j, c);
+                    gsl_matrix_set(S, s2 * D + j, t * D + i, c);
+                }
+        for (size_t i = 0; i < D; i++)
+            for (size_t j = 0; j < D; j++) {
+                double c = t == 0 ? gsl_matrix_get(p->P0, i, j)
+                                  : gsl_matrix_get(p->Q, k, i * D + j);
+                for (size_t l = 0; t > 0 && l < D; l++)
+                    for (size_t m = 0; m < D; m++)
+                        c += gsl_matrix_get(&A.matrix, i, l) *
+                             gsl_matrix_get(S, (t - 1) * D + l, (t - 1) * D + m) *
+                             gsl_matrix_get(&A.matrix, j, m);
+                gsl_matrix_set(S, t * D + i, t * D + j, c);
+            }
+    }
+    /* the observed entries: y = C_z x + d_z + v */
+    size_t n = 0, idx[64];
+    for (size_t t = 0; t < T; t++)
+        for (size_t i = 0; i < N; i++)
+            if (obs[t * N + i])
+                idx[n++] = t * N + i;
+    gsl_matrix *Sy = gsl_matrix_alloc(n, n);
+    gsl_vector *r = gsl_vector_alloc(n);
+    for (size_t a = 0; a < n; a++) {
+        const size_t ta = idx[a] / N, ia = z[ta] * N + idx[a] % N;
+        double m = gsl_vector_get(p->d, ia);
+        for (size_t j = 0; j < D; j++)
+            m += gsl_matrix_get(p->C, ia, j) * gsl_vector_get(mu, ta * D + j);
+        gsl_vector_set(r, a, gsl_matrix_get(y, ta, idx[a] % N) - m);
+        for (size_t b = 0; b < n; b++) {
+            const size_t tb = idx[b] / N, ib = z[tb] * N + idx[b] % N;
+            double c = a == b ? gsl_vector_get(p->r, ia) : 0.0;
+            for (size_t i = 0; i < D; i++)
+                for (size_t j = 0; j < D; j++)
+                    c += gsl_matrix_get(p->C, ia, i) *
+                         gsl_matrix_get(S, ta * D + i, tb * D + j) *
+                         gsl_matrix_get(p->C, ib, j);
+            gsl_matrix_set(Sy, a, b, c);
+        }
+    }
+    gsl_linalg_cholesky_decomp1(Sy);
+    double ld = 0.0;
+    for (size_t a = 0; a < n; a++)
+        ld += 2.0 * log(gsl_matrix_get(Sy, a, a));
+    gsl_vector *u = gsl_vector_alloc(n);
+    gsl_vector_memcpy(u, r);
+    gsl_linalg_cholesky_svx(Sy, u);
+    double quad;
+    gsl_blas_ddot(r, u, &quad);
+    gsl_matrix_free(S);
+    gsl_vector_free(mu);
+    gsl_matrix_free(Sy);
+    gsl_vector_free(r);
+    gsl_vector_free(u);
+    return -0.5 * ((double)n * log(2.0 * M_PI) + ld + quad);
+}
+
+/* log p(y) of per-mode emissions by importance sampling against the
+ * enumeration of the 2^T paths (exact p(y | z) of each by a dense joint
+ * Gaussian, independent of the Kalman code), T = 6, a missing entry. */
+START_TEST(test_per_mode_log_marginal)
+{
+    for (int markov = 1; markov >= 0; markov--) {
+        lse_lslds_params *p = truth_pm(2, markov);
+        const size_t T = 6, K = 2;
+        gsl_matrix *y = gsl_matrix_alloc(T, 2);
+        size_t zt[6];
+        lse_assert_ok(lse_lslds_simulate(p, 9, y, NULL, zt, NULL));
+        unsigned char obs[12];
+        memset(obs, 1, sizeof obs);
+        obs[5] = 0;
+        double mx = -INFINITY, terms[64];
+        for (size_t code = 0; code < (1u << T); code++) {
+            size_t z[6];
+            double lz = 0.0;
+            for (size_t t = 0; t < T; t++) {
+                z[t] = (code >> t) & 1;
+                lz += log(markov && t > 0 ? gsl_matrix_get(p->trans, z[t - 1], z[t])
+                                          : gsl_vector_get(p->init, z[t]));
+            }
+            terms[code] = lz + dense_loglik(p, y, obs, z);
+            mx = fmax(mx, terms[code]);
+        }
+        double acc = 0.0;
+        for (size_t code = 0; code < (1u << T); code++)
+            acc += exp(terms[code] - mx);
+        const double exact = mx + log(acc);
+        lse_lslds_post *q = NULL;
+        lse_assert_ok(lse_lslds_post_new(T, K, 2, &q, NULL));
+        lse_assert_ok(lse_lslds_update_x(p, y, obs, NULL, q, NULL, NULL));
+        for (int it = 0; it < 10; it++) {
+            update_z_pm(p, y, obs, q);
+            lse_assert_ok(lse_lslds_update_x(p, y, obs, NULL, q, NULL, NULL));
+        }
+        double elbo, est, se;
+        lse_assert_ok(lse_lslds_elbo(p, y, obs, NULL, q, &elbo, NULL));
+        lse_assert_ok(lse_lslds_log_marginal(p, y, obs, NULL, q, 4000, 1, &est,
+                                             &se, NULL));
+        ck_assert_msg(elbo <= exact + 1e-9, "elbo %g > log p(y) %g", elbo, exact);
+        ck_assert_msg(se > 0.0 && se < 0.5, "se %g", se);
+        ck_assert_msg(fabs(est - exact) < 4.0 * se + 1e-12,
+                      "IS %.10g +- %.3g, exact %.10g (elbo %.10g)", est, se,
+                      exact, elbo);
+        gsl_matrix_free(y);
+        lse_lslds_post_free(q);
+        lse_lslds_params_free(p);
+    }
+}
+END_TEST
+
+/* Model files keep per-mode emissions; simulation uses C_{z_t}. */
+START_TEST(test_per_mode_file_simulate)
+{
+    char dir[512], path[600];
+    lse_tmpdir_make(dir, sizeof dir, "lslds_pm");
+    snprintf(path, sizeof path, "%s/m.json", dir);
+    lse_lslds_params *p = truth_pm(3, 1);
+    const char *names[] = {"u", "v", "w"};
+    lse_assert_ok(lse_lslds_save(p, names, path, NULL));
+    lse_lslds_params *g = NULL;
+    lse_assert_ok(lse_lslds_load(path, &g, NULL, NULL));
+    ck_assert_int_eq(g->per_mode_emission, 1);
+    ck_assert(gsl_matrix_equal(g->C, p->C) && gsl_vector_equal(g->d, p->d) &&
+              gsl_vector_equal(g->r, p->r));
+    lse_lslds_params_free(g);
+    lse_json *doc = lse_json_new_object();
+    lse_assert_ok(lse_lslds_to_json(p, names, doc, NULL));
+    lse_assert_ok(lse_json_set_string(doc, "emission", "sometimes", NULL));
+    lse_error err;
+    lse_assert_status(lse_lslds_from_json(doc, "f", &g, NULL, &err), LSE_EINVAL);
+    ck_assert(strstr(err.message, "emission") != NULL);
+    lse_json_free(doc);
+    /* tiny noise: y_t - C_{z_t} x_t - d_{z_t} is about 0 */
+    gsl_vector_set_all(p->r, 1e-12);
+    const size_t T = 50;
+    gsl_matrix *y = gsl_matrix_alloc(T, 3), *x = gsl_matrix_alloc(T, 2);
+    size_t z[50], seen[2] = {0, 0};
+    lse_assert_ok(lse_lslds_simulate(p, 3, y, x, z, NULL));
+    for (size_t t = 0; t < T; t++) {
+        seen[z[t]]++;
+        for (size_t i = 0; i < 3; i++) {
+            const size_t ik = z[t] * 3 + i;
+            const double f = gsl_vector_get(p->d, ik) +
+                             gsl_matrix_get(p->C, ik, 0) * gsl_matrix_get(x, t, 0) +
+                             gsl_matrix_get(p->C, ik, 1) * gsl_matrix_get(x, t, 1);
+            ck_assert_double_eq_tol(gsl_matrix_get(y, t, i), f, 1e-5);
+        }
+    }
+    ck_assert(seen[0] > 0 && seen[1] > 0);
+    gsl_matrix_free(y);
+    gsl_matrix_free(x);
+    lse_lslds_params_free(p);
+    lse_tmpdir_remove(dir);
+}
+END_TEST
+
+/* A fit with per-mode emissions on data that have them: the modes are
+ * found, and the ELBO beats the shared-emission fit. */
+START_TEST(test_per_mode_fit)
+{
+    lse_lslds_params *t2 = truth_pm(4, 1);
+    const size_t T = 500;
+    gsl_matrix *y = gsl_matrix_alloc(T, 4);
+    size_t *z = malloc(T * sizeof(size_t));
+    lse_assert_ok(lse_lslds_simulate(t2, 21, y, NULL, z, NULL));
+    lse_lslds_params *sh = NULL, *pm = NULL;
+    lse_assert_ok(lse_lslds_params_new(2, 2, 4, 1, &sh, NULL));
+    lse_assert_ok(lse_lslds_params_new(2, 2, 4, 1, &pm, NULL));
+    lse_assert_ok(lse_lslds_params_emission_per_mode(pm, NULL));
+    lse_lslds_opts o = lse_lslds_opts_default();
+    o.max_iter = 80;
+    lse_lslds_post *q = NULL;
+    lse_assert_ok(lse_lslds_post_new(T, 2, 2, &q, NULL));
+    double es_, ep;
+    lse_assert_ok(lse_lslds_fit(sh, y, NULL, NULL, &o, NULL, &es_, NULL, NULL));
+    lse_assert_ok(lse_lslds_fit(pm, y, NULL, NULL, &o, q, &ep, NULL, NULL));
+    ck_assert_msg(ep > es_ + 10.0, "per-mode ELBO %g, shared %g", ep, es_);
+    ck_assert_int_eq(pm->per_mode_emission, 1);
+    const double acc = seg_accuracy(z, q->w);
+    ck_assert_msg(acc > 0.95, "segmentation accuracy %g", acc);
+    lse_lslds_post_free(q);
+    lse_lslds_params_free(sh);
+    lse_lslds_params_free(pm);
+    lse_lslds_params_free(t2);
+    gsl_matrix_free(y);
+    free(z);
+}
+END_TEST
+
+/* fix_initial keeps m0 and P0 exactly; without it they move. */
+START_TEST(test_fix_initial)
+{
+    lse_lslds_params *t2 = truth(3, 1);
+    const size_t T = 300;
+    gsl_matrix *y = gsl_matrix_alloc(T, 3);
+    lse_assert_ok(lse_lslds_simulate(t2, 5, y, NULL, NULL, NULL));
+    gsl_vector_set(t2->m0, 0, 0.7);
+    gsl_matrix_set(t2->P0, 1, 1, 2.5);
+    for (int fix = 1; fix >= 0; fix--) {
+        lse_lslds_params *p = NULL;
+        lse_assert_ok(lse_lslds_params_new(2, 2, 3, 1, &p, NULL));
+        gsl_matrix_memcpy(p->A, t2->A);
+        gsl_matrix_memcpy(p->b, t2->b);
+        gsl_matrix_memcpy(p->Q, t2->Q);
+        gsl_matrix_memcpy(p->C, t2->C);
+        gsl_vector_memcpy(p->d, t2->d);
+        gsl_vector_memcpy(p->r, t2->r);
+        gsl_vector_memcpy(p->m0, t2->m0);
+        gsl_matrix_memcpy(p->P0, t2->P0);
+        gsl_matrix_memcpy(p->trans, t2->trans);
+        lse_lslds_opts o = lse_lslds_opts_default();
+        o.init_given = 1;
+        o.max_iter = 5;
+        o.fix_initial = fix;
+        lse_assert_ok(lse_lslds_fit(p, y, NULL, NULL, &o, NULL, NULL, NULL, NULL));
+        const int same = gsl_vector_equal(p->m0, t2->m0) &&
+                         gsl_matrix_equal(p->P0, t2->P0);
+        ck_assert_int_eq(same, fix);
+        lse_lslds_params_free(p);
+    }
+    gsl_matrix_free(y);
+    lse_lslds_params_free(t2);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("model_lslds");
@@ -671,6 +1074,12 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_log_marginal);
     tcase_add_test(tc, test_scores_viterbi);
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_per_mode_equals_shared);
+    tcase_add_test(tc, test_per_mode_mstep);
+    tcase_add_test(tc, test_per_mode_log_marginal);
+    tcase_add_test(tc, test_per_mode_file_simulate);
+    tcase_add_test(tc, test_per_mode_fit);
+    tcase_add_test(tc, test_fix_initial);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -183,6 +183,70 @@ for mk in "" "--markov" "--markov --exact-sums"; do
         "slds $name: shards equal one process" $rtol
 done
 
+# ---- latent SLDS (lsefit slds --latent-dim): replicated latent chain,
+# observation sums over processes; blocks inside one series, sequences,
+# masked entries and shards that cut a sequence
+cat >lat_gen.json <<'JSON'
+{"model": "slds-latent", "markov": true, "n_modes": 2, "latent_dim": 2,
+ "n_features": 4, "feature_names": ["a", "b", "c", "e"],
+ "A": [[[0.95, 0.2], [-0.2, 0.95]], [[0.9, 0], [0, 0.5]]],
+ "b": [[0.1, 0], [0, -0.5]],
+ "Q": [[[0.05, 0], [0, 0.05]], [[0.1, 0.02], [0.02, 0.1]]],
+ "C": [[1, 0], [0, 1], [0.5, 0.5], [1, -1]], "d": [0, 1, 2, -1],
+ "R_diag": [0.1, 0.2, 0.1, 0.3], "initial_mean": [0, 0],
+ "initial_cov": [[1, 0], [0, 1]], "initial": [0.5, 0.5],
+ "transition": [[0.97, 0.03], [0.05, 0.95]]}
+JSON
+"$LSEFIT" slds simulate lat_gen.json -n 600 --seed 5 -o lat.csv
+ok $? "latent: simulate 600 rows"
+python3 - <<'PY'
+import os
+rows = [l.split(",")[:4] for l in open("lat.csv").read().split("\n")[1:] if l]
+out = []
+for i, r in enumerate(rows):
+    if i % 37 == 5:
+        r[i % 4] = ""            # a masked entry
+    out.append("%s,%s" % ("s%d" % (i // 250), ",".join(r)))
+open("latseq.csv", "w").write("seq,a,b,c,e\n" + "\n".join(out) + "\n")
+os.makedirs("lq", exist_ok=True)
+cuts = [0, 120, 250, 251, 480, 600]      # inside, at and next to a change
+for k in range(len(cuts) - 1):
+    open("lq/part-%d.csv" % k, "w").write(
+        "seq,a,b,c,e\n" + "\n".join(out[cuts[k]:cuts[k + 1]]) + "\n")
+PY
+for mk in "--markov" ""; do
+    name=${mk:-mixture}
+    name=${name//-/}
+    # shellcheck disable=SC2206
+    L=(--columns a,b,c,e -k 2 --latent-dim 2 $mk --seed 1 --max-iter 40 -q)
+    "$LSEFIT" slds lat.csv "${L[@]}" -o "lat$name.json"
+    ok $? "latent $name: one-process fit"
+    for p in 1 2 4; do
+        run "$p" slds lat.csv "${L[@]}" --mpi -o "lat${name}_$p.json"
+        ok $? "latent $name: mpirun -n $p exits 0"
+        same "lat$name.json" "lat${name}_$p.json" \
+            "latent $name: mpirun -n $p equals one process"
+    done
+    # shellcheck disable=SC2206
+    Q=(--sequence seq --missing marginalize -k 2 --latent-dim 2 $mk --seed 2
+        --max-iter 30 -q)
+    "$LSEFIT" slds latseq.csv "${Q[@]}" -o "latq$name.json"
+    run 3 slds latseq.csv "${Q[@]}" --mpi -o "latq${name}_3.json"
+    ok $? "latent $name: sequences and masked entries, 3 processes"
+    same "latq$name.json" "latq${name}_3.json" \
+        "latent $name: sequences and masked entries equal one process"
+    run 5 slds --mpi --shards 'lq/part-*.csv' "${Q[@]}" -o "latq${name}_5.json"
+    ok $? "latent $name: 5 shards, one cutting a sequence"
+    same "latq$name.json" "latq${name}_5.json" \
+        "latent $name: shards equal one process"
+done
+P=(--sequence seq --missing marginalize -k 2 --latent-dim 2 --markov
+    --emission per-mode --seed 2 --max-iter 30 -q)
+"$LSEFIT" slds latseq.csv "${P[@]}" -o latpm.json
+run 3 slds latseq.csv "${P[@]}" --mpi -o latpm_3.json
+ok $? "latent --emission per-mode: 3 processes"
+same latpm.json latpm_3.json "latent --emission per-mode: equals one process"
+
 # ---- failures: same message everywhere, status 1, no hang -------------------
 failure() { # failure P PATTERN DESCRIPTION ARGS...
     local p=$1 pat=$2 desc=$3
@@ -222,6 +286,9 @@ LSEFIT_MPI_FAULT=2:20 failure 3 "fault injected at reduction 20" \
     "slds --markov: process 2 fails mid-fit" \
     slds "$DATA/dax_returns.csv" --columns logret_pct -k 2 --markov --mpi \
     -o x.json
+LSEFIT_MPI_FAULT=1:7 failure 2 "fault injected at reduction 7" \
+    "latent slds: process 1 fails mid-fit: no hang" \
+    slds lat.csv --columns a,b,c,e -k 2 --latent-dim 2 --mpi -o x.json
 failure 2 "k = 300 > 272 samples\|usable rows but K = 300" \
     "an error of every process (K > N)" \
     gmm "$DATA/faithful.csv" -k 300 --mpi -o x.json

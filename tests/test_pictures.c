@@ -1100,6 +1100,55 @@ START_TEST(test_fit_plots)
                           (size_t)im.w * im.h / 50);
     }
     free(im.rgb);
+    /* the latent SLDS: a third panel in the middle with the smoothed
+     * latent mean (dark grey line) over its +- 2 sd band (lavender);
+     * no band colour in the series (top) or probability (bottom) panels;
+     * the mode bands in the top panel (y fractions from the top) */
+    {   /* a simulated two-column series with visible state uncertainty */
+        char path[128];
+        snprintf(path, sizeof path, "%s/g.json", dir);
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs("{\"model\": \"slds-latent\", \"markov\": true, "
+              "\"n_modes\": 2, \"latent_dim\": 1, \"n_features\": 2, "
+              "\"feature_names\": [\"u\", \"v\"], \"A\": [[[0.98]], "
+              "[[0.6]]], \"b\": [[0.05], [-0.2]], \"Q\": [[[0.05]], "
+              "[[0.3]]], \"C\": [[1], [0.7]], \"d\": [0, 1], \"R_diag\": "
+              "[0.3, 0.3], \"initial_mean\": [0], \"initial_cov\": [[1]], "
+              "\"initial\": [0.5, 0.5], \"transition\": [[0.97, 0.03], "
+              "[0.05, 0.95]]}\n",
+              f);
+        fclose(f);
+    }
+    ck_assert_msg(run_prog(lsefit, "slds simulate g.json -n 300 --seed 2 "
+                                   "-o g.csv") == 0,
+                  "%s", err_text);
+    ck_assert_msg(run_prog(lsefit, "slds g.csv -k 2 --latent-dim 1 --markov "
+                                   "--seed 1 --max-iter 30 --quiet "
+                                   "--columns u,v -o l.json") == 0,
+                  "%s", err_text);
+    ck_assert_msg(run_prog(lsefit, "slds plot l.json g.csv --columns u,v "
+                                   "-o l.png") == 0,
+                  "%s", err_text);
+    im = read_png("l.png");
+    ck_assert_uint_gt(im.w, im.h);
+    ck_assert_uint_gt(im.h * 10, im.w * 7); /* 9 x 7.5 in: taller */
+    ck_assert_uint_gt(count_in(im, 0.1, 0.95, 0.41, 0.60, 60, 60, 60, 12), 300);
+    ck_assert_uint_gt(count_in(im, 0.1, 0.95, 0.41, 0.60, 225, 215, 245, 6),
+                      (size_t)im.w * im.h / 100);
+    ck_assert_uint_lt(count_in(im, 0.1, 0.95, 0.07, 0.33, 225, 215, 245, 6),
+                      50);
+    ck_assert_uint_lt(count_in(im, 0.1, 0.95, 0.69, 0.90, 225, 215, 245, 6),
+                      50);
+    for (int k = 0; k < 2; k++) {
+        const int t[3] = {255 - (255 - okabe[k][0]) / 3,
+                          255 - (255 - okabe[k][1]) / 3,
+                          255 - (255 - okabe[k][2]) / 3};
+        ck_assert_uint_gt(count_in(im, 0.1, 0.95, 0.07, 0.34, t[0], t[1],
+                                   t[2], 6),
+                          (size_t)im.w * im.h / 100);
+    }
+    free(im.rgb);
     /* refused */
     ck_assert_int_eq(run_prog(lsefit, "gmm plot m.json x.csv --what pie -o "
                                       "p.png"),

@@ -883,6 +883,20 @@ static void mode_legend(size_t K)
              NULL, NULL, NULL);
 }
 
+/* What the SLDS plot shows: the mode path and posteriors of the steps
+ * rows[0..n_steps), and for the latent model the smoothed latent means
+ * and variances (T, D; else NULL). */
+typedef struct slds_view {
+    size_t K, n_steps;
+    int markov;
+    const size_t *rows, *path;
+    const gsl_matrix *post, *lat, *latvar;
+} slds_view;
+
+static int series_draw(const plot_args *a, const slds_view *sv, char **names,
+                       const lsefit_data *data, const gsl_vector *mean,
+                       const gsl_vector *scale);
+
 static int slds_draw(const plot_args *a, const lse_slds *m, char **names,
                      const lsefit_data *data, const gsl_vector *mean,
                      const gsl_vector *scale)
@@ -906,12 +920,106 @@ static int slds_draw(const plot_args *a, const lse_slds *m, char **names,
         (lse_slds_posteriors(m, data->x, data->seq, post, &err) != LSE_OK ||
          lse_slds_viterbi(m, data->x, data->seq, path, &err) != LSE_OK))
         rc = lsefit_fail_lib(&err, NULL);
-    if (rc != LSEFIT_OK) {
-        free(rows);
-        free(path);
-        gsl_matrix_free(post);
-        return rc;
+    if (rc == LSEFIT_OK) {
+        const slds_view sv = {K, n_steps, lse_slds_is_markov(m), rows, path,
+                              post, NULL, NULL};
+        rc = series_draw(a, &sv, names, data, mean, scale);
     }
+    free(rows);
+    free(path);
+    gsl_matrix_free(post);
+    return rc;
+}
+
+/* The middle panel of the latent model: each smoothed latent mean
+ * E[x_t,i] (dark lines, one line style per dimension) over its band of
+ * +- 2 standard deviations (light grey), with a legend. */
+static void latent_panel(const slds_view *sv, size_t T)
+{
+    const gsl_matrix *x = sv->lat, *v = sv->latvar;
+    const size_t D = x->size2;
+    double lo = INFINITY, hi = -INFINITY;
+    for (size_t t = 0; t < T; t++)
+        for (size_t i = 0; i < D; i++) {
+            const double m = gsl_matrix_get(x, t, i);
+            const double s = 2.0 * sqrt(fmax(gsl_matrix_get(v, t, i), 0.0));
+            lo = fmin(lo, m - s);
+            hi = fmax(hi, m + s);
+        }
+    if (!(hi > lo)) {
+        lo -= 1;
+        hi += 1;
+    }
+    const double pad = 0.05 * (hi - lo);
+    plvpor(0.09, 0.95, 0.40, 0.59);
+    plwind(-0.5, (double)T - 0.5, lo - pad, hi + pad);
+    PLFLT *bx = malloc(2 * T * sizeof *bx), *by = malloc(2 * T * sizeof *by);
+    PLFLT *tx = malloc(T * sizeof *tx), *mx = malloc(T * sizeof *mx);
+    plscol0a(6, 225, 215, 245, 1.0); /* the +- 2 sd bands: lavender */
+    plscol0a(5, 60, 60, 60, 1.0);    /* the means */
+    for (size_t i = 0; bx && by && tx && mx && i < D; i++) {
+        for (size_t t = 0; t < T; t++) {
+            const double m = gsl_matrix_get(x, t, i);
+            const double s = 2.0 * sqrt(fmax(gsl_matrix_get(v, t, i), 0.0));
+            bx[t] = bx[2 * T - 1 - t] = tx[t] = (double)t;
+            by[t] = m - s;
+            by[2 * T - 1 - t] = m + s;
+            mx[t] = m;
+        }
+        plcol0(6);
+        plfill((PLINT)(2 * T), bx, by);
+    }
+    for (size_t i = 0; bx && by && tx && mx && i < D; i++) {
+        for (size_t t = 0; t < T; t++) {
+            tx[t] = (double)t;
+            mx[t] = gsl_matrix_get(x, t, i);
+        }
+        plcol0(5);
+        pllsty((PLINT)(1 + i % 8));
+        plwidth(1.3);
+        plline((PLINT)T, tx, mx);
+        plwidth(1.0);
+        pllsty(1);
+    }
+    free(bx);
+    free(by);
+    free(tx);
+    free(mx);
+    plcol0(1);
+    plbox("bcst", 0, 0, "bcnstv", 0, 0);
+    plmtex("l", 3.5, 0.5, 0.5, "E[x] +- 2 sd");
+    PLINT opt[8], tcol[8], lcol[8], lsty[8];
+    PLFLT lw[8];
+    const char *text[8];
+    char nm[8][16];
+    const size_t nd = D < 8 ? D : 8;
+    for (size_t i = 0; i < nd; i++) {
+        snprintf(nm[i], sizeof nm[i], "x%zu", i);
+        opt[i] = PL_LEGEND_LINE;
+        tcol[i] = 1;
+        lcol[i] = 5;
+        lsty[i] = (PLINT)(1 + i);
+        lw[i] = 1.3;
+        text[i] = nm[i];
+    }
+    PLFLT lwid, lhei;
+    plschr(0, 0.75);
+    pllegend(&lwid, &lhei, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX,
+             PL_POSITION_RIGHT | PL_POSITION_INSIDE | PL_POSITION_TOP, 0.01,
+             0.03, 0.05, 0, 1, 1, 0, 1, (PLINT)nd, opt, 1.0, 1.0, 1.5, 1.0,
+             tcol, text, NULL, NULL, NULL, NULL, lcol, lsty, lw, NULL, NULL,
+             NULL, NULL);
+    plschr(0, 1.0);
+}
+
+static int series_draw(const plot_args *a, const slds_view *sv, char **names,
+                       const lsefit_data *data, const gsl_vector *mean,
+                       const gsl_vector *scale)
+{
+    const size_t T = data->x->size1, K = sv->K, n_steps = sv->n_steps;
+    const size_t *rows = sv->rows, *path = sv->path;
+    const gsl_matrix *post = sv->post, *lat = sv->lat;
+    const int latent = lat != NULL;
     /* the series in data units */
     PLFLT *t = malloc(T * sizeof *t), *y = malloc(T * sizeof *y);
     double lo = INFINITY, hi = -INFINITY;
@@ -927,14 +1035,11 @@ static int slds_draw(const plot_args *a, const lse_slds *m, char **names,
         }
     }
     char emsg[300];
-    plot_page page = page_of(a, 9, 5.5);
+    plot_page page = page_of(a, 9, latent ? 7.5 : 5.5);
     if (t == NULL || y == NULL || !isfinite(lo) ||
         plot_begin(&page, emsg, sizeof emsg) != 0) {
         free(t);
         free(y);
-        free(rows);
-        free(path);
-        gsl_matrix_free(post);
         return t == NULL || y == NULL ? lsefit_fail("out of memory")
                : !isfinite(lo)        ? lsefit_fail("%s: no finite values",
                                                     a->dopt.path)
@@ -946,23 +1051,31 @@ static int slds_draw(const plot_args *a, const lse_slds *m, char **names,
     }
     const double pad = 0.05 * (hi - lo);
     pladv(0);
-    /* top: the series over coloured bands of the mode path */
-    plvpor(0.09, 0.95, 0.42, 0.92);
+    /* top: the series over coloured bands of the mode path (latent
+     * model: three panels, the latent states in the middle) */
+    plvpor(0.09, 0.95, latent ? 0.66 : 0.42, latent ? 0.93 : 0.92);
     plwind(-0.5, (double)T - 0.5, lo - pad, hi + pad);
     mode_bands(rows, path, n_steps, lo - pad, hi + pad);
     plcol0(1);
     plline((PLINT)T, t, y);
     plbox("bcst", 0, 0, "bcnstv", 0, 0);
     char title[300];
-    snprintf(title, sizeof title,
-             "%s SLDS, K = %zu modes: %s with the %s mode path",
-             lse_slds_is_markov(m) ? "Markov-switching" : "Mixture", K,
-             names[0],
-             lse_slds_is_markov(m) ? "Viterbi" : "most likely");
+    if (latent)
+        snprintf(title, sizeof title,
+                 "%s latent SLDS, K = %zu, D = %zu: %s, %s mode path",
+                 sv->markov ? "Markov" : "Mixture", K, lat->size2, names[0],
+                 sv->markov ? "Viterbi" : "most likely");
+    else
+        snprintf(title, sizeof title,
+                 "%s SLDS, K = %zu modes: %s with the %s mode path",
+                 sv->markov ? "Markov-switching" : "Mixture", K, names[0],
+                 sv->markov ? "Viterbi" : "most likely");
     plmtex("t", 1.2, 0.5, 0.5, title);
     plmtex("l", 3.5, 0.5, 0.5, names[0]);
+    if (latent)
+        latent_panel(sv, T);
     /* bottom: mode probabilities */
-    plvpor(0.09, 0.95, 0.1, 0.36);
+    plvpor(0.09, 0.95, 0.1, latent ? 0.32 : 0.36);
     plwind(-0.5, (double)T - 0.5, 0, 1.02);
     PLFLT *pt = malloc(n_steps * sizeof *pt), *pp = malloc(n_steps * sizeof *pp);
     for (size_t k = 0; pt != NULL && pp != NULL && k < K; k++) {
@@ -979,14 +1092,13 @@ static int slds_draw(const plot_args *a, const lse_slds *m, char **names,
     free(pp);
     plcol0(1);
     plbox("bcnst", 0, 0, "bcnstv", 0.5, 0);
-    pllab("time step (row)", "p(mode)", "");
+    pllab("time step (row)", latent ? "" : "p(mode)", "");
+    if (latent)
+        plmtex("l", 3.5, 0.5, 0.5, "p(mode)");
     mode_legend(K);
     plschr(0, 1.0);
     free(t);
     free(y);
-    free(rows);
-    free(path);
-    gsl_matrix_free(post);
     return plot_end(1, emsg, sizeof emsg) == 0 ? LSEFIT_OK : plot_failed(emsg);
 }
 
@@ -998,6 +1110,24 @@ int lsefit_slds_plot_main(int argc, char **argv)
     int rc = parse_plot(argc, argv, cmd, 1, &a, &done);
     if (rc != LSEFIT_OK || done)
         return rc;
+    if (lsefit_lslds_is_latent(a.model)) { /* tools/lsefit_lslds.c */
+        lsefit_lslds_view v;
+        rc = lsefit_lslds_view_load(a.model, &a.dopt, &v);
+        if (rc == LSEFIT_OK) {
+            const size_t T = v.data.x->size1;
+            size_t *rows = malloc(T * sizeof *rows);
+            for (size_t t = 0; rows != NULL && t < T; t++)
+                rows[t] = t;
+            const slds_view sv = {v.K, T, v.markov, rows, v.path, v.w, v.x,
+                                  v.v};
+            rc = rows == NULL ? lsefit_fail("out of memory")
+                              : series_draw(&a, &sv, v.names, &v.data, NULL,
+                                            NULL);
+            free(rows);
+        }
+        lsefit_lslds_view_free(&v);
+        return rc;
+    }
     lse_slds *m = NULL;
     char **names = NULL;
     gsl_vector *mean = NULL, *scale = NULL;

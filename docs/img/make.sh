@@ -77,4 +77,8 @@ if "$ev" --help | grep -q -- '--dpi' &&
         --max-rows 201 -o gdp-slds-posteriors.png
     "$ev" gdp-slds.json --data "$data/gdp_growth.csv" --matrix dynamics \
         --what transition -o gdp-slds-transition.png
+    # the latent-state SLDS of the same series (D = 1)
+    "$lsefit" slds "$data/gdp_growth.csv" --columns growth_pct --markov -k 2 \
+        --latent-dim 1 --n-init 3 --seed 1 --quiet -o gdp-lslds.json
+    "$lsefit" slds plot gdp-lslds.json "$data/gdp_growth.csv" -o gdp-lslds.png
 fi

@@ -10,6 +10,7 @@
 #include <gsl/gsl_vector.h>
 
 #include <lsegraph/io.h>
+#include <lsegraph/solver.h>
 #include <lsegraph/status.h>
 
 #ifdef __cplusplus
@@ -25,6 +26,9 @@ extern "C" {
  *     x_s ~ N(m0, P0) at the first row s of a sequence,
  *     x_t = A_{z_t} x_{t-1} + b_{z_t} + N(0, Q_{z_t}) otherwise,
  *     y_t = C x_t + d + N(0, diag(r))   (observed entries only)
+ *
+ * or, with per-mode emissions (lse_lslds_params_emission_per_mode),
+ * y_t = C_{z_t} x_t + d_{z_t} + N(0, diag(r_{z_t})),
  *
  * fitted by structured variational EM with q(z) q(x): q(z) by forward-
  * backward with the expected Gaussian log-likelihoods as emission scores,
@@ -42,9 +46,12 @@ typedef struct lse_lslds_params {
     gsl_matrix *A;     /**< (K, D*D) row-major A_k */
     gsl_matrix *b;     /**< (K, D) */
     gsl_matrix *Q;     /**< (K, D*D) SPD */
-    gsl_matrix *C;     /**< (N, D) */
-    gsl_vector *d;     /**< (N) */
-    gsl_vector *r;     /**< (N) observation noise variances (diagonal R) */
+    gsl_matrix *C;     /**< (N, D); per-mode emissions: (K*N, D), rows
+                          k*N .. k*N+N-1 are C_k */
+    gsl_vector *d;     /**< (N), or (K*N): d_k at k*N */
+    gsl_vector *r;     /**< (N), or (K*N): observation noise variances
+                          (diagonal R, R_k) */
+    int per_mode_emission; /**< 1: C, d, r per mode (K blocks) */
     gsl_vector *m0;    /**< (D) */
     gsl_matrix *P0;    /**< (D, D) SPD */
     gsl_vector *init;  /**< (K) initial (Markov) or mixture probabilities */
@@ -58,6 +65,14 @@ LSE_API lse_status lse_lslds_params_new(size_t K, size_t D, size_t N,
                                         int markov, lse_lslds_params **out,
                                         lse_error *err);
 LSE_API void lse_lslds_params_free(lse_lslds_params *p);
+/** @brief Make C, d and r per mode: every mode gets a copy of the shared
+ *  ones (no-op when they already are per mode). Inference, the M-step,
+ *  the ELBO, simulation, log p(y) and the model files follow
+ *  (docs/models/slds.md); lse_lslds_update_z then needs the emission
+ *  scores (lse_lslds_update_z_with).
+ *  @return LSE_OK; LSE_EFAULT; LSE_EINVAL (K*N too large); LSE_ENOMEM. */
+LSE_API lse_status lse_lslds_params_emission_per_mode(lse_lslds_params *p,
+                                                      lse_error *err);
 
 /** @brief The variational posterior q(z) q(x), owned by the struct. */
 typedef struct lse_lslds_post {
@@ -76,8 +91,9 @@ LSE_API lse_status lse_lslds_post_new(size_t T, size_t K, size_t D,
 LSE_API void lse_lslds_post_free(lse_lslds_post *q);
 
 /** @brief q(x) update: the Kalman smoother with the dynamics weighted by
- *  q(z) (uniform weights when q(z) has not been computed); @p logzx (may
- *  be NULL) gets log of its normalizer. */
+ *  q(z) (uniform weights when q(z) has not been computed; per-mode
+ *  emissions: the emissions too, entering as Gaussian potentials of x_t);
+ *  @p logzx (may be NULL) gets log of its normalizer. */
 LSE_API lse_status lse_lslds_update_x(const lse_lslds_params *p,
                                       const gsl_matrix *y,
                                       const unsigned char *observed,
@@ -89,6 +105,22 @@ LSE_API lse_status lse_lslds_update_x(const lse_lslds_params *p,
 LSE_API lse_status lse_lslds_update_z(const lse_lslds_params *p,
                                       const size_t *seq, lse_lslds_post *q,
                                       lse_error *err);
+/** @brief The q(z) update with the emission scores @p es (T, K) added to
+ *  the dynamics scores (lse_lslds_emission_scores; NULL: none, which is
+ *  lse_lslds_update_z). Per-mode emissions need them: lse_lslds_update_z
+ *  refuses such a model (LSE_EINVAL). */
+LSE_API lse_status lse_lslds_update_z_with(const lse_lslds_params *p,
+                                           const size_t *seq,
+                                           const gsl_matrix *es,
+                                           lse_lslds_post *q, lse_error *err);
+/** @brief es(t, k) = E_q(x)[log N(y_t; C_k x_t + d_k, diag(r_k))] over
+ *  the observed entries of row t (the same for every k when the emission
+ *  is shared). Needs q(x); LSE_EFAULT, LSE_EDIM, LSE_EINVAL. */
+LSE_API lse_status lse_lslds_emission_scores(const lse_lslds_params *p,
+                                             const gsl_matrix *y,
+                                             const unsigned char *observed,
+                                             const lse_lslds_post *q,
+                                             gsl_matrix *es, lse_error *err);
 /** @brief The emission scores @p s (T, K) that lse_lslds_update_z uses:
  *  s(t, k) = E_q(x)[log N(x_t; A_k x_{t-1} + b_k, Q_k)], 0 at sequence
  *  starts (@p seq as for the other calls, may be NULL). With the log
@@ -123,13 +155,33 @@ typedef struct lse_lslds_opts {
     double tol;         /**< stop when the ELBO gains <= tol per row (1e-7) */
     double reg;         /**< M-step ridge (1e-6) */
     unsigned long seed; /**< (0) */
+    /** 1: keep the initial-state mean and covariance (m0, P0) at their
+     *  starting values instead of fitting them (0). Fitted from the few
+     *  sequence starts (one per sequence) P0 collapses, and the first row
+     *  of every held-out sequence is then scored far too low; fixed, they
+     *  stay at the spread of the latent states over all rows. */
+    int fix_initial;
+    /* Several processes (docs/mpi.md, "Latent SLDS"): y, observed and seq
+     * hold this process's rows in rank order, after @p context_rows (0 or
+     * 1) leading rows that belong to the previous process (the row before
+     * the block: only its sequence id is read, telling whether the block
+     * continues that sequence). The latent chain is replicated: q(z) and
+     * q(x) have the rows of all processes; the observation-side sums are
+     * summed over the processes with @p reduce. */
+    lse_reduce_fn reduce; /**< sum over processes, or NULL (one process) */
+    void *reduce_user;    /**< passed to reduce */
+    size_t rank, n_ranks; /**< this process, of n_ranks (0: one process) */
+    size_t context_rows;  /**< leading rows of the previous process (0, 1) */
 } lse_lslds_opts;
 LSE_API lse_lslds_opts lse_lslds_opts_default(void);
 
 /** @brief Initialization: probabilistic PCA of y (missing entries at
- *  their column means) for C, d, r and the latent means, then the
- *  autoregressive HMM / mixture (lse_slds_fit, seeded) on those means for
- *  A_k, b_k, Q_k and the mode probabilities. */
+ *  their column means) for C, d, r and the latent means; with K > 1 and
+ *  N > D, 20 EM iterations of the one-mode model from there, whose C, d,
+ *  r and smoothed means replace them; then the autoregressive HMM /
+ *  mixture (lse_slds_fit, seeded) on those means for A_k, b_k, Q_k and
+ *  the mode probabilities (per-mode emissions: every mode gets the same
+ *  C, d, r). */
 LSE_API lse_status lse_lslds_init(lse_lslds_params *p, const gsl_matrix *y,
                                   const unsigned char *observed,
                                   const size_t *seq, unsigned long seed,
@@ -137,8 +189,14 @@ LSE_API lse_status lse_lslds_init(lse_lslds_params *p, const gsl_matrix *y,
 
 /** @brief Fit: per iteration update_z, update_x, M-step; the ELBO after
  *  each of them is checked not to decrease by more than 1e-8 relative
- *  (LSE_EINCREASE otherwise). @p q (may be NULL) gets the final posterior
- *  (shape T, K, D), @p elbo the final ELBO, @p n_iter the iterations. */
+ *  (the M-step: nor by more than reg T (N + D), the ridge's effect;
+ *  LSE_EINCREASE otherwise). K > 1 with N > D starts from the smoothed
+ *  states of a one-mode fit (20 EM iterations) on the PCA start. @p q (may be NULL) gets the final posterior
+ *  (shape T, K, D; with several processes T is the rows of all of
+ *  them, the same on every process), @p elbo the final ELBO, @p n_iter
+ *  the iterations. With several processes every process must call with
+ *  the same options (LSE_EIO when a reduction fails; the result is the
+ *  one-process fit up to the rounding of sums in another order). */
 LSE_API lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
                                  const unsigned char *observed,
                                  const size_t *seq, const lse_lslds_opts *o,
@@ -179,6 +237,8 @@ LSE_API lse_status lse_lslds_simulate(const lse_lslds_params *p,
  *  "A" [K][D][D], "b" [K][D], "Q" [K][D][D], "C" [N][D], "d" [N],
  *  "R_diag" [N], "initial_mean" [D], "initial_cov" [D][D], and "initial"
  *  [K] with "transition" [K][K] (Markov) or "weights" [K] (mixture).
+ *  Per-mode emissions: "emission": "per-mode", "C" [K][N][D], "d" and
+ *  "R_diag" [K][N] (without the key, or "shared": the shapes above).
  *  @return LSE_OK; LSE_EFAULT; LSE_ENONFINITE; LSE_ENOMEM. */
 LSE_API lse_status lse_lslds_to_json(const lse_lslds_params *p,
                                      const char *const *names, lse_json *doc,

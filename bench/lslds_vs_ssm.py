@@ -1,0 +1,290 @@
+#!/usr/bin/python3
+"""Latent SLDS: lsefit slds --latent-dim against ssm's SLDS (Laplace-EM,
+structured mean field) on simulated data (docs/models/slds.md, "Versus
+ssm").
+
+usage: bench/lslds_vs_ssm.py LSEFIT [--quick] [--iters N] [--out FILE.csv]
+
+For each configuration (K modes, latent dimension D, N observed columns,
+T training rows in S sequences; fixed seeds) the script draws a random
+Markov-switching SLDS with stable rotations, simulates a training set and
+a held-out set (S sequences of T / (4 S) rows), fits both programs with the
+same iteration budget from their own initializations, and reports per
+program:
+
+  acc     segmentation accuracy of the most likely mode path on the
+          training rows, under the best permutation of the mode labels
+  r2      R^2 of the true latent states against the smoothed latent means
+          after the best affine map (least squares, all dimensions)
+  elbo    the final ELBO per row (ssm: its Laplace-EM sample estimate)
+  heldout log p(y) per row of the held-out set at the fitted parameters,
+          by lsefit's importance sampler (lsefit slds score, 1000 samples;
+          ssm's parameters are written as an lsefit model file: its
+          per-mode initial state N(mu_init[k], Sigmas_init[k]) becomes the
+          pi0-weighted moment-matched Gaussian, which touches one row per
+          sequence). The generating parameters' value is the row "truth".
+  ms_iter seconds per EM iteration (ssm: after a small warm-up fit, so
+          numba's compilation is excluded) and us/step/iter.
+
+ssm is not in Debian. To run its side, get the sources of
+github:lindermanlab/ssm and github:HIPS/autograd, build ssm's Cython
+extension in place (`python3 setup.py build_ext --inplace` in ssm's
+directory; Debian's cython3, python3-numpy, python3-scipy and python3-numba
+suffice) and put both directories on LSE_SSM_PATH (colon-separated). ssm
+imports tqdm only for progress bars: when it is missing this script
+provides a stand-in in a temporary directory. Without ssm the script
+prints only lsefit's rows (and says so).
+"""
+import csv
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+
+def random_model(K, D, N, rng):
+    """A Markov SLDS with stable rotations, distinct per mode."""
+    A, b, Q = [], [], []
+    for k in range(K):
+        M = np.linalg.qr(rng.standard_normal((D, D)))[0]
+        ang = rng.uniform(0.05, 0.5, size=(D + 1) // 2)
+        R = np.zeros((D, D))
+        for i, a in enumerate(ang):
+            j = 2 * i
+            if j + 1 < D:
+                R[j:j + 2, j:j + 2] = [[np.cos(a), -np.sin(a)],
+                                       [np.sin(a), np.cos(a)]]
+            else:
+                R[j, j] = 1.0
+        A.append(rng.uniform(0.95, 0.99) * M @ R @ M.T)
+        b.append(0.1 * rng.standard_normal(D))
+        Q.append(0.02 * np.eye(D))
+    P = np.full((K, K), 0.03 / max(K - 1, 1))
+    np.fill_diagonal(P, 0.97)
+    if K == 1:
+        P[:] = 1.0
+    return dict(A=np.array(A), b=np.array(b), Q=np.array(Q),
+                C=rng.standard_normal((N, D)), d=rng.standard_normal(N),
+                r=np.full(N, 0.1), m0=np.zeros(D), P0=np.eye(D),
+                pi0=np.full(K, 1.0 / K), P=P)
+
+
+def simulate(m, T, rng):
+    K, D = m["b"].shape
+    N = m["d"].shape[0]
+    z = np.zeros(T, int)
+    x = np.zeros((T, D))
+    y = np.zeros((T, N))
+    for t in range(T):
+        z[t] = rng.choice(K, p=m["pi0"] if t == 0 else m["P"][z[t - 1]])
+        if t == 0:
+            x[t] = rng.multivariate_normal(m["m0"], m["P0"])
+        else:
+            k = z[t]
+            x[t] = rng.multivariate_normal(m["A"][k] @ x[t - 1] + m["b"][k],
+                                           m["Q"][k])
+        y[t] = m["C"] @ x[t] + m["d"] + np.sqrt(m["r"]) * rng.standard_normal(N)
+    return z, x, y
+
+
+def write_csv(path, seqs):
+    N = seqs[0].shape[1]
+    with open(path, "w") as f:
+        f.write("seq," + ",".join("y%d" % i for i in range(N)) + "\n")
+        for s, y in enumerate(seqs):
+            for row in y:
+                f.write("%d,%s\n" % (s, ",".join("%.17g" % v for v in row)))
+
+
+def model_json(m, N):
+    K, D = m["b"].shape
+    return {"model": "slds-latent", "markov": True, "n_modes": K,
+            "latent_dim": D, "n_features": N,
+            "feature_names": ["y%d" % i for i in range(N)],
+            "A": m["A"].tolist(), "b": m["b"].tolist(), "Q": m["Q"].tolist(),
+            "C": m["C"].tolist(), "d": m["d"].tolist(),
+            "R_diag": m["r"].tolist(), "initial_mean": m["m0"].tolist(),
+            "initial_cov": m["P0"].tolist(), "initial": m["pi0"].tolist(),
+            "transition": m["P"].tolist()}
+
+
+def accuracy(z, zhat, K):
+    best = 0.0
+    for perm in itertools.permutations(range(K)):
+        best = max(best, float(np.mean(np.array(perm)[zhat] == z)))
+    return best
+
+
+def r2(x, xhat):
+    X = np.hstack([xhat, np.ones((len(xhat), 1))])
+    W = np.linalg.lstsq(X, x, rcond=None)[0]
+    res = x - X @ W
+    return 1.0 - (res ** 2).sum() / ((x - x.mean(0)) ** 2).sum()
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError("%s: %s" % (" ".join(cmd), p.stderr.strip()))
+    return p.stdout
+
+
+def score(lsefit, model, test_csv):
+    out = run([lsefit, "slds", "score", model, test_csv, "--sequence", "seq",
+               "--samples", "1000", "--seed", "1"])
+    row = out.strip().split("\n")[1].split(",")
+    return float(row[5])  # loglik_per_row
+
+
+def lsefit_side(lsefit, K, D, train_csv, test_csv, iters, tmp):
+    model = os.path.join(tmp, "lse.json")
+    t0 = time.perf_counter()
+    run([lsefit, "slds", train_csv, "--sequence", "seq", "-k", str(K),
+         "--latent-dim", str(D), "--markov", "--max-iter", str(iters),
+         "--seed", "1", "-q", "-o", model])
+    secs = time.perf_counter() - t0
+    doc = json.load(open(model))
+    seg = list(csv.DictReader(io_text(run([lsefit, "slds", "segment", model,
+                                           train_csv, "--sequence", "seq"]))))
+    zhat = np.array([int(r["viterbi"]) for r in seg])
+    xhat = np.array([[float(r["x%d" % i]) for i in range(D)] for r in seg])
+    return dict(zhat=zhat, xhat=xhat, elbo=doc["elbo"], iters=doc["n_iter"],
+                secs=secs, heldout=score(lsefit, model, test_csv))
+
+
+def io_text(s):
+    return s.splitlines()
+
+
+def ssm_import():
+    path = os.environ.get("LSE_SSM_PATH")
+    if not path:
+        return None
+    sys.path[:0] = path.split(":")
+    try:
+        import tqdm  # noqa: F401
+    except ImportError:
+        shim = tempfile.mkdtemp(prefix="tqdm-shim-")
+        os.makedirs(os.path.join(shim, "tqdm"))
+        with open(os.path.join(shim, "tqdm", "__init__.py"), "w") as f:
+            f.write("class _Bar:\n"
+                    "    def __init__(self, it): self.it = it\n"
+                    "    def __iter__(self): return iter(self.it)\n"
+                    "    def set_description(self, *a, **k): pass\n"
+                    "    def update(self, *a, **k): pass\n"
+                    "    def close(self): pass\n"
+                    "def tqdm(it=None, *a, **k): return _Bar(it or [])\n"
+                    "def trange(*a, **k): return _Bar(range(*a))\n")
+        with open(os.path.join(shim, "tqdm", "auto.py"), "w") as f:
+            f.write("from . import tqdm, trange\n")
+        sys.path.insert(0, shim)
+    try:
+        import ssm
+        return ssm
+    except ImportError as e:
+        print("# ssm not importable from LSE_SSM_PATH: %s" % e)
+        return None
+
+
+def ssm_side(ssm, lsefit, K, D, N, train, test_csv, iters, tmp):
+    # warm-up: numba compiles its message passing on first use
+    w = ssm.SLDS(N, K, D, emissions="gaussian")
+    w.initialize([train[0][:200]])
+    w.fit([train[0][:200]], method="laplace_em",
+          variational_posterior="structured_meanfield", num_iters=1,
+          initialize=False)
+    m = ssm.SLDS(N, K, D, emissions="gaussian")
+    np.random.seed(1)
+    t0 = time.perf_counter()
+    m.initialize(train)
+    elbos, q = m.fit(train, method="laplace_em",
+                     variational_posterior="structured_meanfield",
+                     num_iters=iters, initialize=False)
+    secs = time.perf_counter() - t0
+    xs = q.mean_continuous_states
+    zhat = np.concatenate([m.most_likely_states(x, y)
+                           for x, y in zip(xs, train)])
+    dyn, em = m.dynamics, m.emissions
+    pi0 = np.exp(m.init_state_distn.log_pi0)
+    pi0 /= pi0.sum()
+    mu = (pi0[:, None] * dyn.mu_init).sum(0)
+    P0 = sum(p * (S + np.outer(u - mu, u - mu))
+             for p, u, S in zip(pi0, dyn.mu_init, dyn.Sigmas_init))
+    Ps = np.exp(m.transitions.log_Ps)
+    Ps /= Ps.sum(1, keepdims=True)
+    fitted = dict(A=dyn.As, b=dyn.bs, Q=dyn.Sigmas, C=em.Cs[0], d=em.ds[0],
+                  r=np.exp(em.inv_etas[0]), m0=mu, P0=P0, pi0=pi0, P=Ps)
+    path = os.path.join(tmp, "ssm.json")
+    json.dump(model_json(fitted, N), open(path, "w"))
+    return dict(zhat=zhat, xhat=np.concatenate(xs), elbo=float(elbos[-1]),
+                iters=iters, secs=secs,
+                heldout=score(lsefit, path, test_csv))
+
+
+def main():
+    args = sys.argv[1:]
+    if not args or args[0].startswith("-"):
+        sys.exit(__doc__)
+    lsefit = os.path.abspath(args[0])
+    quick = "--quick" in args
+    iters = int(args[args.index("--iters") + 1]) if "--iters" in args else 50
+    out = args[args.index("--out") + 1] if "--out" in args else None
+    # (K, D, N, T, S)
+    configs = [(2, 2, 4, 1000, 2)] if quick else [
+        (2, 2, 4, 1000, 2), (3, 3, 10, 4000, 4), (4, 4, 20, 10000, 4),
+        (2, 2, 8, 20000, 4)]
+    ssm = ssm_import()
+    if ssm is None:
+        print("# ssm: not run (set LSE_SSM_PATH, see the header)")
+    rows = []
+    header = ("config,program,acc,r2,elbo_per_row,heldout_per_row,iters,"
+              "s_per_iter,us_per_step_iter")
+    print(header)
+    for ci, (K, D, N, T, S) in enumerate(configs):
+        rng = np.random.default_rng(100 + ci)
+        m = random_model(K, D, N, rng)
+        train = [simulate(m, T // S, rng) for _ in range(S)]
+        test = [simulate(m, max(T // (4 * S), 100), rng) for _ in range(S)]
+        z = np.concatenate([t[0] for t in train])
+        x = np.concatenate([t[1] for t in train])
+        ys = [t[2] for t in train]
+        with tempfile.TemporaryDirectory() as tmp:
+            train_csv = os.path.join(tmp, "train.csv")
+            test_csv = os.path.join(tmp, "test.csv")
+            write_csv(train_csv, ys)
+            write_csv(test_csv, [t[2] for t in test])
+            truth = os.path.join(tmp, "truth.json")
+            json.dump(model_json(m, N), open(truth, "w"))
+            name = "K%d_D%d_N%d_T%d_S%d" % (K, D, N, T, S)
+            rows.append("%s,truth,,,,%.4f,,," % (name, score(lsefit, truth,
+                                                           test_csv)))
+            print(rows[-1], flush=True)
+            sides = [("lsefit", lambda: lsefit_side(lsefit, K, D, train_csv,
+                                                    test_csv, iters, tmp))]
+            if ssm is not None:
+                sides.append(("ssm", lambda: ssm_side(ssm, lsefit, K, D, N, ys,
+                                                      test_csv, iters, tmp)))
+            for prog, fn in sides:
+                try:
+                    r = fn()
+                except Exception as e:  # report and go on
+                    print("# %s %s failed: %s" % (name, prog, e), flush=True)
+                    continue
+                per = r["secs"] / max(r["iters"], 1)
+                rows.append("%s,%s,%.4f,%.4f,%.4f,%.4f,%d,%.4g,%.3g" % (
+                    name, prog, accuracy(z, r["zhat"], K), r2(x, r["xhat"]),
+                    r["elbo"] / T, r["heldout"], r["iters"], per,
+                    per / T * 1e6))
+                print(rows[-1], flush=True)
+    if out:
+        with open(out, "w") as f:
+            f.write(header + "\n" + "\n".join(rows) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "lsefit.h"
+#include "lsefit_gmmstart.h"
 #include "lsefit_mpi.h"
 #include "lsefit_plot.h"
 
@@ -42,7 +43,12 @@ static void help_fit(FILE *f)
         "  --init METHOD           kmeans++ (default; also k-means++):\n"
         "                          k-means++ seeds and 10 Lloyd iterations;\n"
         "                          kmeans: k-means to convergence\n"
-        "                          (scikit-learn's default); random\n"
+        "                          (scikit-learn's default); random;\n"
+        "                          hcvvv: mclust's default, one start per K\n"
+        "                          from its hcVVV tree of the data;\n"
+        "                          emem: 20 short runs (or --n-init N) of\n"
+        "                          20 iterations, the best 3 to convergence;\n"
+        "                          emem+hc: emem with the hcvvv start too\n"
         "  --init-file FILE        restart from a model file (K, covariance\n"
         "                          type, columns and standardization come\n"
         "                          from it; --init PATH does the same)\n"
@@ -54,6 +60,10 @@ static void help_fit(FILE *f)
         "  --reg-covar X           added to covariance diagonals (default "
         "%g);\n"
         "                          needed to fit a constant column\n"
+        "  --bootstrap B           standard errors of the weights, means and\n"
+        "                          covariances from B parametric bootstrap\n"
+        "                          refits (mclust's MclustBootstrap \"pb\");\n"
+        "                          printed and saved as \"bootstrap\"\n"
         "  --seed S                random seed (default %lu); equal seeds "
         "give\n"
         "                          bit-identical fits\n"
@@ -79,7 +89,8 @@ static void help_fit(FILE *f)
         "Output:\n"
         "  -o, --output FILE       write the model JSON (\"-\": stdout)\n"
         "  --labels FILE           most likely component (0-based) per row\n"
-        "  --proba FILE            responsibilities p0..p(K-1) per row\n"
+        "  --proba FILE            responsibilities p0..p(K-1) per row and\n"
+        "                          the uncertainty 1 - max_k p_k\n"
         "  --log-json FILE         one JSON object per EM iteration\n"
         "  -q, --quiet             no progress lines or warnings\n"
         "  -v, --verbose           a progress line every iteration\n"
@@ -134,7 +145,9 @@ static void help_predict(FILE *f, const char *what)
           "  -o, --output FILE  write here instead of stdout\n",
           f);
     if (strcmp(what, "predict") == 0)
-        fputs("  --proba FILE       also write the responsibilities\n", f);
+        fputs("  --proba FILE       also write the responsibilities and the\n"
+              "                     uncertainty 1 - max_k p_k\n",
+              f);
     fputs("  -q, --quiet        no summary on stderr, no warnings\n"
           "  -h, --help         this help\n"
           "\n"
@@ -229,6 +242,7 @@ typedef struct fit_args {
     const char *output, *labels, *proba, *log_json;
     int mpi;            /* --mpi */
     const char *shards; /* --shards PATTERN */
+    size_t bootstrap;   /* --bootstrap B (0: none) */
 } fit_args;
 
 /* What one fit of K components gave, in data units. */
@@ -519,7 +533,7 @@ static int write_labels(const char *path, const lsefit_data *data,
 /* Columns of @p v (n, c) named prefix0.. or @p name (c = 1). */
 static int write_values(const char *path, const lsefit_data *data,
                         const gsl_matrix *v, const char *prefix,
-                        const char *name)
+                        const char *name, const char *last)
 {
     lsefit_buf b;
     int rc = lsefit_buf_open(&b);
@@ -528,6 +542,8 @@ static int write_values(const char *path, const lsefit_data *data,
     for (size_t j = 0; j < v->size2; j++) {
         if (name != NULL)
             fputs(name, b.f);
+        else if (last != NULL && j + 1 == v->size2)
+            fprintf(b.f, ",%s", last);
         else
             fprintf(b.f, "%s%s%zu", j ? "," : "", prefix, j);
     }
@@ -559,24 +575,29 @@ static int predict_outputs(const lse_gmm *m, const lsefit_data *data,
         return LSEFIT_OK;
     lse_error err;
     const size_t n = data->x->size1, k = lse_gmm_k(m);
-    gsl_matrix *resp = gsl_matrix_alloc(n, k);
+    gsl_matrix *resp = gsl_matrix_alloc(n, k + 1); /* + uncertainty */
     size_t *labels = malloc(n * sizeof *labels);
     int rc = LSEFIT_OK;
     if (resp == NULL || labels == NULL)
         rc = lsefit_fail("out of memory");
-    else if (lse_gmm_posterior(m, data->x, missing, resp, NULL, &err) != LSE_OK)
-        rc = lsefit_fail_lib(&err, NULL);
+    if (rc == LSEFIT_OK) {
+        gsl_matrix_view p = gsl_matrix_submatrix(resp, 0, 0, n, k);
+        if (lse_gmm_posterior(m, data->x, missing, &p.matrix, NULL, &err) !=
+            LSE_OK)
+            rc = lsefit_fail_lib(&err, NULL);
+    }
     for (size_t i = 0; rc == LSEFIT_OK && i < n; i++) {
         size_t best = 0;
         for (size_t c = 1; c < k; c++)
             if (gsl_matrix_get(resp, i, c) > gsl_matrix_get(resp, i, best))
                 best = c;
         labels[i] = best;
+        gsl_matrix_set(resp, i, k, 1.0 - gsl_matrix_get(resp, i, best));
     }
     if (rc == LSEFIT_OK && labels_path != NULL)
         rc = write_labels(labels_path, data, labels, "label");
     if (rc == LSEFIT_OK && proba_path != NULL)
-        rc = write_values(proba_path, data, resp, "p", NULL);
+        rc = write_values(proba_path, data, resp, "p", NULL, "uncertainty");
     gsl_matrix_free(resp);
     free(labels);
     return rc;
@@ -604,7 +625,8 @@ enum {
     OPT_LOGJSON,
     OPT_MPI,
     OPT_SHARDS,
-    OPT_INIT_FILE
+    OPT_INIT_FILE,
+    OPT_BOOTSTRAP
 };
 
 static const struct option fit_options[] = {
@@ -612,6 +634,7 @@ static const struct option fit_options[] = {
     {"covariance", required_argument, NULL, OPT_COV},
     {"init", required_argument, NULL, OPT_INIT},
     {"init-file", required_argument, NULL, OPT_INIT_FILE},
+    {"bootstrap", required_argument, NULL, OPT_BOOTSTRAP},
     {"n-init", required_argument, NULL, OPT_NINIT},
     {"max-iter", required_argument, NULL, OPT_MAXITER},
     {"tol", required_argument, NULL, OPT_TOL},
@@ -646,6 +669,9 @@ static const lsefit_init_name gmm_inits[] = {{"kmeans++", "kmeans++"},
                                              {"k-means++", "kmeans++"},
                                              {"kmeans", "kmeans"},
                                              {"random", "random"},
+                                             {"hcvvv", "hcvvv"},
+                                             {"emem", "emem"},
+                                             {"emem+hc", "emem+hc"},
                                              {NULL, NULL}};
 
 static int parse_fit(int argc, char **argv, fit_args *a, int *help)
@@ -755,6 +781,10 @@ static int parse_fit(int argc, char **argv, fit_args *a, int *help)
         case OPT_SHARDS:
             a->shards = optarg;
             break;
+        case OPT_BOOTSTRAP:
+            rc = lsefit_opt_size(cmd, "--bootstrap", optarg, 2,
+                                 &a->bootstrap);
+            break;
         case 'q':
             lsefit_quiet = 1;
             break;
@@ -813,7 +843,12 @@ static int parse_fit(int argc, char **argv, fit_args *a, int *help)
                                                     : LSE_GMM_INIT_KMEANSPP;
     if (!from_file && strcmp(a->init, "kmeans") == 0)
         a->opts.lloyd_iter = KMEANS_LLOYD_ITER;
-    return LSEFIT_OK;
+    if (a->mpi && a->bootstrap > 0)
+        return lsefit_usage(cmd, "--bootstrap refits on one process: not "
+                                 "with --mpi");
+    return lsefit_gmm_start_check(from_file ? NULL : a->init, a->mpi,
+                                  a->data.weights != NULL,
+                                  a->data.missing == LSE_MISSING_KEEP);
 }
 
 /* --init FILE: take K, covariance type and standardization from it. */
@@ -902,6 +937,7 @@ static int fit_main(int argc, char **argv)
     size_t n_k = 0, best = 0;
     lse_error err;
     lsefit_mpi *mpi = NULL;
+    lsefit_gmm_start start = {.method = from_file ? NULL : a.init};
 
     if (a.mpi && lsefit_mpi_begin(&mpi) != LSEFIT_OK)
         return LSEFIT_FAIL;
@@ -954,7 +990,8 @@ static int fit_main(int argc, char **argv)
             break;
         }
         lsefit_progress_start(&prog, k, from_file ? 1 : a.opts.n_init);
-        if (lse_gmm_fit(models[i], data.x, &a.opts, &err) != LSE_OK) {
+        if (lsefit_gmm_start_fit(&start, models[i], data.x, &a.opts, &err) !=
+            LSE_OK) {
             const char *hint = NULL;
             if (err.status == LSE_ENUMERIC)
                 hint = " (try a larger --reg-covar)";
@@ -988,6 +1025,13 @@ static int fit_main(int argc, char **argv)
     /* write the model, read it back, and compute every output from it */
     if (rc == LSEFIT_OK)
         rc = gmm_to_json(models[best], &res[best], &a, &data, &doc);
+    if (rc == LSEFIT_OK && a.bootstrap > 0)
+        rc = lsefit_gmm_bootstrap(
+            models[best], data.x->size1, a.bootstrap, a.opts.seed, &a.opts,
+            doc,
+            lsefit_quiet ? NULL
+            : (a.output != NULL && strcmp(a.output, "-") == 0) ? stderr
+                                                               : stdout);
     if (rc == LSEFIT_OK && lse_json_to_string(doc, &text, &err) != LSE_OK)
         rc = lsefit_fail_lib(&err, NULL);
     if (rc == LSEFIT_OK &&
@@ -1024,6 +1068,7 @@ done:
     lse_json_free(back_doc);
     gmm_file_free(&back);
     gmm_file_free(&init);
+    lsefit_gmm_start_free(&start);
     lsefit_data_free(&data);
     if (mpi != NULL) /* commit on process 0 before the outcome is agreed */
         rc = lsefit_outputs_finish(rc);
@@ -1141,7 +1186,7 @@ static int query_main(int argc, char **argv, int score)
             total += v;
         }
         gsl_matrix_view col = gsl_matrix_view_vector(ll, ll->size, 1);
-        rc = write_values(output, &data, &col.matrix, NULL, "loglik");
+        rc = write_values(output, &data, &col.matrix, NULL, "loglik", NULL);
         if (rc == LSEFIT_OK)
             lsefit_note("%zu rows: total log-likelihood %.17g, per sample "
                         "%.17g",

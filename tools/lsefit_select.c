@@ -24,7 +24,7 @@ typedef struct sel_args {
     size_t n_init, short_iter, max_iter;
     double tol, reg_covar;
     int squarem; /* --accel squarem */
-    int hc;      /* --init hc */
+    int hc;      /* --init hc (1: Ward / EII, 2: hcvvv, mclust's) */
     unsigned long seed;
     const char *out;
 } sel_args;
@@ -429,7 +429,7 @@ int lsefit_select_wanted(int argc, char **argv)
 /* --init hc: Ward / EII agglomeration (lse_hc_ward) of the whitened data
  * (centred, times the inverse Cholesky factor of the sample covariance: the
  * tree of mclust's hcUse = "SVD" up to a rotation, which Ward ignores) */
-static int hc_tree(const gsl_matrix *x, size_t **out)
+static int hc_tree(const gsl_matrix *x, int vvv, size_t **out)
 {
     const size_t n = x->size1, d = x->size2;
     gsl_matrix *z = gsl_matrix_alloc(n, d), *c = gsl_matrix_calloc(d, d);
@@ -453,7 +453,14 @@ static int hc_tree(const gsl_matrix *x, size_t **out)
                         gsl_matrix_get(z, i, a) * gsl_matrix_get(z, i, b) /
                         (double)n;
         lse_error err;
-        if (gsl_linalg_cholesky_decomp1(c) == GSL_SUCCESS) {
+        if (vvv) {
+            /* mclust's default: hcVVV of the SVD-transformed data */
+            if (lse_hc_svd(x, z, &err) == LSE_OK &&
+                lse_hc_vvv(z, pairs, cost, &err) == LSE_OK)
+                rc = LSEFIT_OK;
+            else
+                lsefit_fail("--init hcvvv: %s", lsefit_strip(&err));
+        } else if (gsl_linalg_cholesky_decomp1(c) == GSL_SUCCESS) {
             /* z <- z L^-T */
             gsl_blas_dtrsm(CblasRight, CblasLower, CblasTrans, CblasNonUnit,
                            1.0, c, z);
@@ -523,10 +530,13 @@ static void help_select(FILE *f)
             "(default 0, as mclust)\n"
             "  --accel none|squarem   acceleration of the final runs "
             "(default squarem)\n"
-            "  --init kmeans|hc       emEM from k-means++ starts (default), "
+            "  --init kmeans|hc|hcvvv emEM from k-means++ starts (default), "
             "or one start\n"
             "                         per K from a Ward/EII hierarchical "
             "tree of the whitened data\n"
+            "                         (hc) or from mclust's hcVVV tree of "
+            "the SVD-transformed\n"
+            "                         data (hcvvv, mclust's default)\n"
             "  --seed S               (default 0)\n"
             "  -o FILE                the table as CSV (model,K,loglik,"
             "n_params,BIC,ICL)\n");
@@ -613,10 +623,14 @@ int lsefit_select_main(int argc, char **argv)
             rc = lsefit_opt_seed(cmd, optarg, &a.seed);
             break;
         case O_INIT:
-            if (strcmp(optarg, "kmeans") == 0 || strcmp(optarg, "hc") == 0)
-                a.hc = strcmp(optarg, "hc") == 0;
+            if (strcmp(optarg, "kmeans") == 0 || strcmp(optarg, "hc") == 0 ||
+                strcmp(optarg, "hcvvv") == 0)
+                a.hc = strcmp(optarg, "hc") == 0       ? 1
+                       : strcmp(optarg, "hcvvv") == 0 ? 2
+                                                      : 0;
             else
-                rc = lsefit_usage(cmd, "--init '%s': expected kmeans or hc",
+                rc = lsefit_usage(cmd,
+                                  "--init '%s': expected kmeans, hc or hcvvv",
                                   optarg);
             break;
         case O_ACCEL:
@@ -653,7 +667,7 @@ int lsefit_select_main(int argc, char **argv)
     const double t0 = lsefit_now();
     size_t *pairs = NULL;
     if (a.hc) {
-        rc = hc_tree(data.x, &pairs);
+        rc = hc_tree(data.x, a.hc == 2, &pairs);
         if (rc != LSEFIT_OK) {
             free(tab);
             lsefit_data_free(&data);
@@ -724,9 +738,10 @@ int lsefit_select_main(int argc, char **argv)
         fprintf(f, "\n\n");
     }
     if (a.hc)
-        fprintf(f, "%zu rows, d = %zu; one start per K from the Ward/EII tree "
-                   "(--init hc), ",
-                data.x->size1, data.x->size2);
+        fprintf(f, "%zu rows, d = %zu; one start per K from the %s tree "
+                   "(--init %s), ",
+                data.x->size1, data.x->size2,
+                a.hc == 2 ? "hcVVV" : "Ward/EII", a.hc == 2 ? "hcvvv" : "hc");
     else
         fprintf(f, "%zu rows, d = %zu; %zu short runs of %zu iterations from "
                    "k-means++ starts, the best ",

@@ -69,8 +69,9 @@ def run_sklearn(x, cov, n_init):
 R_SCRIPT = r"""
 suppressPackageStartupMessages(library(mclust))
 a <- commandArgs(TRUE)
-X <- as.matrix(read.csv(a[1]))
+X <- read.csv(a[1])
 if (a[2] == "iris") X <- X[, 1:4]
+X <- as.matrix(X)
 t0 <- proc.time()[["elapsed"]]
 b <- mclustBIC(X, G = 1:%d, modelNames = a[3], verbose = FALSE)
 secs <- proc.time()[["elapsed"]] - t0

@@ -141,7 +141,7 @@ START_TEST(test_accel)
         snprintf(csv[i], sizeof csv[i], "%s/t%d.csv", dir, i);
         snprintf(args, sizeof args,
                  "gmm '%s/iris.csv' --ignore species -k 1:5 --covariance all "
-                 "--accel %s -o '%s'",
+                 "--init kmeans --accel %s -o '%s'",
                  LSE_DATA_DIR, acc[i], csv[i]);
         ck_assert_int_eq(run_cmd(args, out[i]), 0);
         char *text = slurp(out[i]);

@@ -2,8 +2,9 @@
  * a BIC (and ICL) table over mclust's 14 covariance models and a range of
  * K, with its top three (docs/lsefit.md, "Model tables"). Each fit is EM
  * on the gaussian similarity with the model's M-step
- * (lse_gaussian_config.model), started from the best of several short
- * runs from k-means++ / Lloyd partitions (emEM). */
+ * (lse_gaussian_config.model); by default the better of two fits: one
+ * from the best of several short runs from k-means++ / Lloyd partitions
+ * (emEM), one from mclust's hcVVV partition (--init emem+hc). */
 #include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
@@ -415,6 +416,17 @@ static cell fit_one(const gsl_matrix *x, lse_cov_model m, size_t k,
     return out;
 }
 
+/* --init emem+hc: the better of the emEM fit and the hcVVV-start fit */
+static cell fit_cell(const gsl_matrix *x, lse_cov_model m, size_t k,
+                     const sel_args *a, const size_t *pairs)
+{
+    if (a->hc != 3)
+        return fit_one(x, m, k, a, pairs);
+    const cell h = fit_one(x, m, k, a, pairs);
+    const cell e = fit_one(x, m, k, a, NULL);
+    return !h.ok || (e.ok && e.loglik > h.loglik) ? e : h;
+}
+
 int lsefit_select_wanted(int argc, char **argv)
 {
     for (int i = 1; i + 1 < argc; i++)
@@ -530,13 +542,16 @@ static void help_select(FILE *f)
             "(default 0, as mclust)\n"
             "  --accel none|squarem   acceleration of the final runs "
             "(default squarem)\n"
-            "  --init kmeans|hc|hcvvv emEM from k-means++ starts (default), "
-            "or one start\n"
+            "  --init kmeans|hc|hcvvv|emem+hc\n"
+            "                         kmeans: emEM from k-means++ starts; "
+            "hc, hcvvv: one start\n"
             "                         per K from a Ward/EII hierarchical "
             "tree of the whitened data\n"
             "                         (hc) or from mclust's hcVVV tree of "
             "the SVD-transformed\n"
-            "                         data (hcvvv, mclust's default)\n"
+            "                         data (hcvvv, mclust's default); "
+            "emem+hc (default): the\n"
+            "                         better of the emEM fit and the hcvvv one\n"
             "  --seed S               (default 0)\n"
             "  -o FILE                the table as CSV (model,K,loglik,"
             "n_params,BIC,ICL)\n");
@@ -553,6 +568,7 @@ int lsefit_select_main(int argc, char **argv)
                   .tol = 1e-10,
                   .reg_covar = 0.0,
                   .squarem = 1,
+                  .hc = 3, /* emem+hc: docs/lsefit.md, "Model tables" */
                   .seed = 0};
     a.data.missing = LSE_MISSING_ERROR;
     enum { O_COV = 256, O_COLS, O_IGN, O_NINIT, O_SHORT, O_MAXIT, O_TOL,
@@ -624,13 +640,15 @@ int lsefit_select_main(int argc, char **argv)
             break;
         case O_INIT:
             if (strcmp(optarg, "kmeans") == 0 || strcmp(optarg, "hc") == 0 ||
-                strcmp(optarg, "hcvvv") == 0)
-                a.hc = strcmp(optarg, "hc") == 0       ? 1
-                       : strcmp(optarg, "hcvvv") == 0 ? 2
-                                                      : 0;
+                strcmp(optarg, "hcvvv") == 0 || strcmp(optarg, "emem+hc") == 0)
+                a.hc = strcmp(optarg, "hc") == 0        ? 1
+                       : strcmp(optarg, "hcvvv") == 0   ? 2
+                       : strcmp(optarg, "emem+hc") == 0 ? 3
+                                                        : 0;
             else
                 rc = lsefit_usage(cmd,
-                                  "--init '%s': expected kmeans, hc or hcvvv",
+                                  "--init '%s': expected kmeans, hc, hcvvv or "
+                                  "emem+hc",
                                   optarg);
             break;
         case O_ACCEL:
@@ -667,7 +685,7 @@ int lsefit_select_main(int argc, char **argv)
     const double t0 = lsefit_now();
     size_t *pairs = NULL;
     if (a.hc) {
-        rc = hc_tree(data.x, a.hc == 2, &pairs);
+        rc = hc_tree(data.x, a.hc >= 2, &pairs);
         if (rc != LSEFIT_OK) {
             free(tab);
             lsefit_data_free(&data);
@@ -678,7 +696,7 @@ int lsefit_select_main(int argc, char **argv)
         if (a.models[m])
             for (size_t k = a.kmin; k <= a.kmax; k++)
                 tab[(k - a.kmin) * (N_MODELS + 1) + (size_t)m] =
-                    fit_one(data.x, (lse_cov_model)m, k, &a, pairs);
+                    fit_cell(data.x, (lse_cov_model)m, k, &a, pairs);
     const double secs = lsefit_now() - t0;
 
     FILE *f = stdout;
@@ -737,7 +755,12 @@ int lsefit_select_main(int argc, char **argv)
         }
         fprintf(f, "\n\n");
     }
-    if (a.hc)
+    if (a.hc == 3)
+        fprintf(f, "%zu rows, d = %zu; the better of %zu short runs of %zu "
+                   "iterations from k-means++ starts, the best, and the "
+                   "hcVVV start (--init emem+hc), each ",
+                data.x->size1, data.x->size2, a.n_init, a.short_iter);
+    else if (a.hc)
         fprintf(f, "%zu rows, d = %zu; one start per K from the %s tree "
                    "(--init %s), ",
                 data.x->size1, data.x->size2,

@@ -67,7 +67,14 @@ lse_status lsefit_gmm_start_fit(lsefit_gmm_start *s, lse_gmm *m,
     const size_t n = x->size1, k = lse_gmm_k(m);
     size_t *labels = NULL;
     lse_status st = LSE_OK;
-    if (hc || strcmp(s->method, "emem+hc") == 0) {
+    if (hc && n > LSEFIT_HC_MAX_ROWS)
+        return lse_error_set(err, LSE_EINVAL, "--init hcvvv",
+                             "%zu rows: the hcVVV tree needs n^2 doubles and "
+                             "n^3 time, refused above %d rows; use --init "
+                             "emem",
+                             n, LSEFIT_HC_MAX_ROWS);
+    if (hc || (strcmp(s->method, "emem+hc") == 0 &&
+               n <= LSEFIT_HC_DEFAULT_ROWS)) {
         labels = malloc(n * sizeof *labels);
         if (labels == NULL)
             return lse_error_set(err, LSE_ENOMEM, "--init", "out of memory");

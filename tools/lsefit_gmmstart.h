@@ -11,6 +11,10 @@
 #define LSEFIT_EMEM_STARTS 20
 #define LSEFIT_EMEM_SHORT 20
 #define LSEFIT_EMEM_KEEP 3
+/* the hcVVV tree: n^2 doubles, O(n^3) time; emem+hc leaves it out above
+ * LSEFIT_HC_DEFAULT_ROWS rows, --init hcvvv refuses above LSEFIT_HC_MAX_ROWS */
+#define LSEFIT_HC_DEFAULT_ROWS 2000
+#define LSEFIT_HC_MAX_ROWS 10000
 
 typedef struct lsefit_gmm_start {
     const char *method; /* "hcvvv", "emem", or anything else: lse_gmm_fit */

@@ -17,6 +17,7 @@
 #include "lsefit.h"
 
 #define N_MODELS 14
+#define HC_DEFAULT_MAX_ROWS 2000
 
 typedef struct sel_args {
     lsefit_data_opts data;
@@ -684,6 +685,13 @@ int lsefit_select_main(int argc, char **argv)
     }
     const double t0 = lsefit_now();
     size_t *pairs = NULL;
+    if (a.hc == 3 && data.x->size1 > HC_DEFAULT_MAX_ROWS) {
+        /* the tree costs O(n^2) memory and O(n^3) time: emEM alone */
+        lsefit_note("%zu rows: the default start is emEM alone (the hcVVV "
+                    "start is used up to %d rows; --init hcvvv forces it)",
+                    data.x->size1, HC_DEFAULT_MAX_ROWS);
+        a.hc = 0;
+    }
     if (a.hc) {
         rc = hc_tree(data.x, a.hc >= 2, &pairs);
         if (rc != LSEFIT_OK) {

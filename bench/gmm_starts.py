@@ -12,6 +12,11 @@ its wall time:
 
     bench/gmm_starts.py BUILD_DIR [--starts kmeans++,kmeans,hcvvv,emem,emem+hc]
 
+Every tool runs on one thread (LSE_NUM_THREADS, OMP_NUM_THREADS and
+OPENBLAS_NUM_THREADS are set to 1 here): mclust is single-threaded, and on
+data this small threads only add synchronization (on a loaded 2-core
+machine lsefit's default thread count made these fits 40x slower).
+
 "best known" is the largest log-likelihood any method reached; a method
 "reaches" it within 0.01 (lsefit and scikit-learn add reg_covar 1e-6 to the
 covariances, mclust nothing). Prints a Markdown table: per method, the
@@ -26,6 +31,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+for _v in ("LSE_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ[_v] = "1"
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SETS = {"faithful": ("data/faithful.csv", []),

@@ -40,14 +40,15 @@ static void help_fit(FILE *f)
         "  --covariance TYPE       full, diag, spherical or tied (default "
         "full)\n"
         "Fitting:\n"
-        "  --init METHOD           kmeans++ (default; also k-means++):\n"
+        "  --init METHOD           kmeans++ (also k-means++):\n"
         "                          k-means++ seeds and 10 Lloyd iterations;\n"
         "                          kmeans: k-means to convergence\n"
         "                          (scikit-learn's default); random;\n"
         "                          hcvvv: mclust's default, one start per K\n"
         "                          from its hcVVV tree of the data;\n"
-        "                          emem: 20 short runs (or --n-init N) of\n"
-        "                          20 iterations, the best 3 to convergence;\n"
+        "                          emem (default): 20 short runs (or\n"
+        "                          --n-init N) of 20 iterations, the best\n"
+        "                          3 to convergence;\n"
         "                          emem+hc: emem with the hcvvv start too\n"
         "  --init-file FILE        restart from a model file (K, covariance\n"
         "                          type, columns and standardization come\n"
@@ -679,7 +680,7 @@ static int parse_fit(int argc, char **argv, fit_args *a, int *help)
     static const char *cmd = "gmm";
     memset(a, 0, sizeof *a);
     a->opts = lse_gmm_fit_opts_default();
-    a->init = "kmeans++";
+    a->init = "emem"; /* docs/lsefit.md, "Starts" */
     a->select = "bic";
     a->missing_name = "error";
     a->data.missing = LSE_MISSING_ERROR;

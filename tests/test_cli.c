@@ -216,7 +216,7 @@ START_TEST(test_global_options)
     free(tc);
     /* -v before the command: a progress line per iteration */
     ASSERT_OK(LSEFIT("-v", "gmm", data("faithful.csv"), "-k", "2",
-                     "--max-iter", "3", "-o", a));
+                     "--init", "kmeans++", "--max-iter", "3", "-o", a));
     ck_assert_msg(strstr(err_text, "iteration 3") != NULL, "%s", err_text);
     ASSERT_OK(LSEFIT("--quiet", "slds", "segment", "--help"));
     assert_error(LSEFIT("--threads", "0", "gmm", data("faithful.csv"), "-k",

@@ -2084,7 +2084,7 @@ START_TEST(test_outputs_signal)
             ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s",
                           err_text);
             ck_assert(strncmp(mt, "{", 1) == 0);
-            ck_assert(strncmp(pt, "p0,p1\n", 6) == 0);
+            ck_assert(strncmp(pt, "p0,p1,uncertainty\n", 18) == 0);
             write_file(m, "old model");
             write_file(p, "old proba");
         }
@@ -2099,7 +2099,7 @@ START_TEST(test_outputs_signal)
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", err_text);
     ck_assert(file_exists(lg));
     char *t = slurp(p);
-    ck_assert(strncmp(t, "p0,p1\n", 6) == 0);
+    ck_assert(strncmp(t, "p0,p1,uncertainty\n", 18) == 0);
     free(t);
     assert_no_tmp();
 }

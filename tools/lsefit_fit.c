@@ -532,6 +532,8 @@ static int save(lsefit_fit *f, const void *m, const lsefit_fit_result *r)
     char *text = NULL;
     lse_error err;
     int rc = model_json(f, m, r, &doc);
+    if (rc == LSEFIT_OK && M->after_json != NULL)
+        rc = M->after_json(f, m, doc);
     if (rc == LSEFIT_OK && lse_json_to_string(doc, &text, &err) != LSE_OK)
         rc = lsefit_fail_lib(&err, NULL);
     if (rc == LSEFIT_OK &&

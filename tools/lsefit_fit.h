@@ -231,6 +231,8 @@ struct lsefit_model {
     int (*write_rows)(lsefit_fit *f, const lsefit_model_file *back);
     int (*summary)(const lsefit_fit *f, FILE *out,
                    const lsefit_model_file *back, const lsefit_fit_result *r);
+    /* more keys in the model file of the chosen model (may be NULL) */
+    int (*after_json)(lsefit_fit *f, const void *m, lse_json *doc);
 };
 
 /** lsefit MODEL DATA.csv ...: the whole fit command of @p model; @p own

@@ -12,6 +12,7 @@
 
 #include "lsefit_cmd.h"
 #include "lsefit_fit.h"
+#include "lsefit_gmmstart.h"
 #include "lsefit_plot.h"
 
 /* ------------------------------------------------------------------ */
@@ -46,10 +47,16 @@ static void help_fit(FILE *f)
         "                          a list, all, or a model with a range of K\n"
         "                          prints mclust's BIC table\n"
         "Fitting:\n"
-        "  --init METHOD           kmeans++ (default; also k-means++):\n"
+        "  --init METHOD           kmeans++ (also k-means++):\n"
         "                          k-means++ seeds and 10 Lloyd iterations;\n"
         "                          kmeans: k-means to convergence\n"
-        "                          (scikit-learn's default); random\n"
+        "                          (scikit-learn's default); random;\n"
+        "                          hcvvv: mclust's default, one start per K\n"
+        "                          from its hcVVV tree of the data;\n"
+        "                          emem (default): 20 short runs (or\n"
+        "                          --n-init N) of 20 iterations, the best\n"
+        "                          3 to convergence;\n"
+        "                          emem+hc: emem with the hcvvv start too\n"
         "  --init-file FILE        restart from a model file (K, covariance\n"
         "                          type, columns and standardization come\n"
         "                          from it; --init PATH does the same)\n"
@@ -61,6 +68,10 @@ static void help_fit(FILE *f)
         "  --reg-covar X           added to covariance diagonals (default "
         "%g);\n"
         "                          needed to fit a constant column\n"
+        "  --bootstrap B           standard errors of the weights, means and\n"
+        "                          covariances from B parametric bootstrap\n"
+        "                          refits (mclust's MclustBootstrap \"pb\");\n"
+        "                          printed and saved as \"bootstrap\"\n"
         "  --seed S                random seed (default %lu); equal seeds "
         "give\n"
         "                          bit-identical fits\n"
@@ -88,7 +99,8 @@ static void help_fit(FILE *f)
         "Output:\n"
         "  -o, --output FILE       write the model JSON (\"-\": stdout)\n"
         "  --labels FILE           most likely component (0-based) per row\n"
-        "  --proba FILE            responsibilities p0..p(K-1) per row\n"
+        "  --proba FILE            responsibilities p0..p(K-1) per row and\n"
+        "                          the uncertainty 1 - max_k p_k\n"
         "  --log-json FILE         one JSON object per EM iteration\n"
         "  -q, --quiet             no progress lines or warnings\n"
         "  -v, --verbose           a progress line every iteration\n"
@@ -143,7 +155,9 @@ static void help_predict(FILE *f, const char *what)
           "  -o, --output FILE  write here instead of stdout\n",
           f);
     if (strcmp(what, "predict") == 0)
-        fputs("  --proba FILE       also write the responsibilities\n", f);
+        fputs("  --proba FILE       also write the responsibilities and the\n"
+              "                     uncertainty 1 - max_k p_k\n",
+              f);
     fputs("  -q, --quiet        no summary on stderr, no warnings\n"
           "  -h, --help         this help\n"
           "\n"
@@ -182,6 +196,8 @@ LSEFIT_MODEL_FILE_FUNCTIONS(gmm)
 typedef struct gmm_own {
     lse_gmm_fit_opts opts;
     const char *labels, *proba;
+    size_t bootstrap;         /* --bootstrap B (0: none) */
+    lsefit_gmm_start start;   /* --init hcvvv / emem / emem+hc state */
 } gmm_own;
 
 static void progress_cb(size_t run, size_t iter, double energy, double change,
@@ -358,7 +374,7 @@ static int write_labels(const char *path, const lsefit_data *data,
 /* Columns of @p v (n, c) named prefix0.. or @p name (c = 1). */
 static int write_values(const char *path, const lsefit_data *data,
                         const gsl_matrix *v, const char *prefix,
-                        const char *name)
+                        const char *name, const char *last)
 {
     lsefit_buf b;
     int rc = lsefit_buf_open(&b);
@@ -367,6 +383,8 @@ static int write_values(const char *path, const lsefit_data *data,
     for (size_t j = 0; j < v->size2; j++) {
         if (name != NULL)
             fputs(name, b.f);
+        else if (last != NULL && j + 1 == v->size2)
+            fprintf(b.f, ",%s", last);
         else
             fprintf(b.f, "%s%s%zu", j ? "," : "", prefix, j);
     }
@@ -398,24 +416,29 @@ static int predict_outputs(const lse_gmm *m, const lsefit_data *data,
         return LSEFIT_OK;
     lse_error err;
     const size_t n = data->x->size1, k = lse_gmm_k(m);
-    gsl_matrix *resp = gsl_matrix_alloc(n, k);
+    gsl_matrix *resp = gsl_matrix_alloc(n, k + 1); /* + uncertainty */
     size_t *labels = malloc(n * sizeof *labels);
     int rc = LSEFIT_OK;
     if (resp == NULL || labels == NULL)
         rc = lsefit_fail("out of memory");
-    else if (lse_gmm_posterior(m, data->x, missing, resp, NULL, &err) != LSE_OK)
-        rc = lsefit_fail_lib(&err, NULL);
+    if (rc == LSEFIT_OK) {
+        gsl_matrix_view p = gsl_matrix_submatrix(resp, 0, 0, n, k);
+        if (lse_gmm_posterior(m, data->x, missing, &p.matrix, NULL, &err) !=
+            LSE_OK)
+            rc = lsefit_fail_lib(&err, NULL);
+    }
     for (size_t i = 0; rc == LSEFIT_OK && i < n; i++) {
         size_t best = 0;
         for (size_t c = 1; c < k; c++)
             if (gsl_matrix_get(resp, i, c) > gsl_matrix_get(resp, i, best))
                 best = c;
         labels[i] = best;
+        gsl_matrix_set(resp, i, k, 1.0 - gsl_matrix_get(resp, i, best));
     }
     if (rc == LSEFIT_OK && labels_path != NULL)
         rc = write_labels(labels_path, data, labels, "label");
     if (rc == LSEFIT_OK && proba_path != NULL)
-        rc = write_values(proba_path, data, resp, "p", NULL);
+        rc = write_values(proba_path, data, resp, "p", NULL, "uncertainty");
     gsl_matrix_free(resp);
     free(labels);
     return rc;
@@ -435,13 +458,15 @@ enum {
     OPT_COLUMNS = LSEFIT_FIT_OPT_COLUMNS,
     OPT_IGNORE = LSEFIT_FIT_OPT_IGNORE,
     OPT_MISSING = LSEFIT_FIT_OPT_MISSING,
-    OPT_ACCEL = LSEFIT_FIT_OPT_MODEL + 3
+    OPT_ACCEL = LSEFIT_FIT_OPT_MODEL + 3,
+    OPT_BOOTSTRAP
 };
 
 static const struct option fit_options[] = {
     {"components", required_argument, NULL, 'k'},
     LSEFIT_FIT_OPTIONS_MODEL,
     {"accel", required_argument, NULL, OPT_ACCEL},
+    {"bootstrap", required_argument, NULL, OPT_BOOTSTRAP},
     {"weights", required_argument, NULL, OPT_WEIGHTS},
     {"missing", required_argument, NULL, LSEFIT_FIT_OPT_MISSING},
     {"output", required_argument, NULL, 'o'},
@@ -461,6 +486,9 @@ static const lsefit_init_name gmm_inits[] = {{"kmeans++", "kmeans++"},
                                              {"k-means++", "kmeans++"},
                                              {"kmeans", "kmeans"},
                                              {"random", "random"},
+                                             {"hcvvv", "hcvvv"},
+                                             {"emem", "emem"},
+                                             {"emem+hc", "emem+hc"},
                                              {NULL, NULL}};
 
 static void gmm_defaults(lsefit_fit *f)
@@ -468,6 +496,7 @@ static void gmm_defaults(lsefit_fit *f)
     gmm_own *g = f->own;
     g->opts = lse_gmm_fit_opts_default();
     LSEFIT_FIT_FROM_OPTS(f, g->opts);
+    f->init = "emem"; /* docs/lsefit.md, "Starts" */
 }
 
 static int gmm_option(lsefit_fit *f, int c, const char *arg, char **argv)
@@ -491,6 +520,8 @@ static int gmm_option(lsefit_fit *f, int c, const char *arg, char **argv)
         g->opts.accel = strcmp(arg, "squarem") == 0 ? LSE_GMM_ACCEL_SQUAREM
                                                     : LSE_GMM_ACCEL_NONE;
         break;
+    case OPT_BOOTSTRAP:
+        return lsefit_opt_size("gmm", "--bootstrap", arg, 2, &g->bootstrap);
     default:
         return lsefit_opt_bad("gmm", c, argv, fit_options);
     }
@@ -523,7 +554,13 @@ static int gmm_finish(lsefit_fit *f)
                                                     : LSE_GMM_INIT_KMEANSPP;
     if (!f->init_file && strcmp(f->init, "kmeans") == 0)
         g->opts.lloyd_iter = KMEANS_LLOYD_ITER;
-    return LSEFIT_OK;
+    if (f->mpi && g->bootstrap > 0)
+        return lsefit_usage("gmm", "--bootstrap refits on one process: not "
+                                   "with --mpi");
+    g->start.method = f->init_file ? NULL : f->init;
+    return lsefit_gmm_start_check(g->start.method, f->mpi,
+                                  f->data.weights != NULL,
+                                  f->data.missing == LSE_MISSING_KEEP);
 }
 
 static size_t gmm_outputs(const lsefit_fit *f, lsefit_path *out)
@@ -591,8 +628,21 @@ static int gmm_create(lsefit_fit *f, size_t k, void **m)
 
 static lse_status gmm_fit(lsefit_fit *f, void *m, lse_error *err)
 {
+    gmm_own *g = f->own;
+    return lsefit_gmm_start_fit(&g->start, m, f->d.x, &g->opts, err);
+}
+
+/* --bootstrap B: standard errors into the model file ("bootstrap"). */
+static int gmm_after_json(lsefit_fit *f, const void *m, lse_json *doc)
+{
     const gmm_own *g = f->own;
-    return lse_gmm_fit(m, f->d.x, &g->opts, err);
+    if (g->bootstrap == 0)
+        return LSEFIT_OK;
+    return lsefit_gmm_bootstrap(
+        m, f->d.x->size1, g->bootstrap, g->opts.seed, &g->opts, doc,
+        lsefit_quiet                                       ? NULL
+        : (f->output != NULL && strcmp(f->output, "-") == 0) ? stderr
+                                                           : stdout);
 }
 
 static int gmm_write_rows(lsefit_fit *f, const lsefit_model_file *back)
@@ -625,6 +675,7 @@ static const lsefit_model gmm_model = {
     .help = help_fit,
     LSEFIT_MODEL_STEPS(gmm),
     .check = gmm_check,
+    .after_json = gmm_after_json,
     .cov_models = 1,
 };
 
@@ -715,7 +766,7 @@ static int query_main(int argc, char **argv, int score)
             total += v;
         }
         gsl_matrix_view col = gsl_matrix_view_vector(ll, ll->size, 1);
-        rc = write_values(output, &data, &col.matrix, NULL, "loglik");
+        rc = write_values(output, &data, &col.matrix, NULL, "loglik", NULL);
         if (rc == LSEFIT_OK)
             lsefit_note("%zu rows: total log-likelihood %.17g, per sample "
                         "%.17g",
@@ -762,5 +813,7 @@ int lsefit_gmm_main(int argc, char **argv)
         return lsefit_select_main(argc, argv);
     gmm_own own; /* lsefit gmm DATA.csv ...: a fit */
     memset(&own, 0, sizeof own);
-    return lsefit_fit_main(&gmm_model, &own, argc, argv);
+    const int rc = lsefit_fit_main(&gmm_model, &own, argc, argv);
+    lsefit_gmm_start_free(&own.start);
+    return rc;
 }

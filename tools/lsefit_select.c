@@ -2,8 +2,9 @@
  * a BIC (and ICL) table over mclust's 14 covariance models and a range of
  * K, with its top three (docs/lsefit.md, "Model tables"). Each fit is EM
  * on the gaussian similarity with the model's M-step
- * (lse_gaussian_config.model), started from the best of several short
- * runs from k-means++ / Lloyd partitions (emEM). */
+ * (lse_gaussian_config.model); by default the better of two fits: one
+ * from the best of several short runs from k-means++ / Lloyd partitions
+ * (emEM), one from mclust's hcVVV partition (--init emem+hc). */
 #include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "lsefit_data.h"
 
 #define N_MODELS 14
+#define HC_DEFAULT_MAX_ROWS 2000
 
 typedef struct sel_args {
     lsefit_data_opts data;
@@ -25,7 +27,7 @@ typedef struct sel_args {
     size_t n_init, short_iter, max_iter;
     double tol, reg_covar;
     int squarem; /* --accel squarem */
-    int hc;      /* --init hc */
+    int hc;      /* --init hc (1: Ward / EII, 2: hcvvv, mclust's) */
     unsigned long seed;
     const char *out;
 } sel_args;
@@ -416,6 +418,17 @@ static cell fit_one(const gsl_matrix *x, lse_cov_model m, size_t k,
     return out;
 }
 
+/* --init emem+hc: the better of the emEM fit and the hcVVV-start fit */
+static cell fit_cell(const gsl_matrix *x, lse_cov_model m, size_t k,
+                     const sel_args *a, const size_t *pairs)
+{
+    if (a->hc != 3)
+        return fit_one(x, m, k, a, pairs);
+    const cell h = fit_one(x, m, k, a, pairs);
+    const cell e = fit_one(x, m, k, a, NULL);
+    return !h.ok || (e.ok && e.loglik > h.loglik) ? e : h;
+}
+
 int lsefit_select_wanted(int argc, char **argv)
 {
     for (int i = 1; i + 1 < argc; i++)
@@ -440,7 +453,7 @@ int lsefit_select_wanted(int argc, char **argv)
 /* --init hc: Ward / EII agglomeration (lse_hc_ward) of the whitened data
  * (centred, times the inverse Cholesky factor of the sample covariance: the
  * tree of mclust's hcUse = "SVD" up to a rotation, which Ward ignores) */
-static int hc_tree(const gsl_matrix *x, size_t **out)
+static int hc_tree(const gsl_matrix *x, int vvv, size_t **out)
 {
     const size_t n = x->size1, d = x->size2;
     gsl_matrix *z = gsl_matrix_alloc(n, d), *c = gsl_matrix_calloc(d, d);
@@ -464,7 +477,14 @@ static int hc_tree(const gsl_matrix *x, size_t **out)
                         gsl_matrix_get(z, i, a) * gsl_matrix_get(z, i, b) /
                         (double)n;
         lse_error err;
-        if (gsl_linalg_cholesky_decomp1(c) == GSL_SUCCESS) {
+        if (vvv) {
+            /* mclust's default: hcVVV of the SVD-transformed data */
+            if (lse_hc_svd(x, z, &err) == LSE_OK &&
+                lse_hc_vvv(z, pairs, cost, &err) == LSE_OK)
+                rc = LSEFIT_OK;
+            else
+                lsefit_fail("--init hcvvv: %s", lsefit_strip(&err));
+        } else if (gsl_linalg_cholesky_decomp1(c) == GSL_SUCCESS) {
             /* z <- z L^-T */
             gsl_blas_dtrsm(CblasRight, CblasLower, CblasTrans, CblasNonUnit,
                            1.0, c, z);
@@ -534,10 +554,16 @@ static void help_select(FILE *f)
             "(default 0, as mclust)\n"
             "  --accel none|squarem   acceleration of the final runs "
             "(default squarem)\n"
-            "  --init kmeans|hc       emEM from k-means++ starts (default), "
-            "or one start\n"
+            "  --init kmeans|hc|hcvvv|emem+hc\n"
+            "                         kmeans: emEM from k-means++ starts; "
+            "hc, hcvvv: one start\n"
             "                         per K from a Ward/EII hierarchical "
             "tree of the whitened data\n"
+            "                         (hc) or from mclust's hcVVV tree of "
+            "the SVD-transformed\n"
+            "                         data (hcvvv, mclust's default); "
+            "emem+hc (default): the\n"
+            "                         better of the emEM fit and the hcvvv one\n"
             "  --seed S               (default 0)\n"
             "  -o FILE                the table as CSV (model,K,loglik,"
             "n_params,BIC,ICL)\n");
@@ -555,6 +581,7 @@ static int select_parse(int argc, char **argv, sel_args *out, int *help)
                   .tol = 1e-10,
                   .reg_covar = 0.0,
                   .squarem = 1,
+                  .hc = 3, /* emem+hc: docs/lsefit.md, "Model tables" */
                   .seed = 0};
     a.data.missing = LSE_MISSING_ERROR;
     enum { O_COV = 256, O_COLS, O_IGN, O_NINIT, O_SHORT, O_MAXIT, O_TOL,
@@ -626,10 +653,16 @@ static int select_parse(int argc, char **argv, sel_args *out, int *help)
             rc = lsefit_opt_seed(cmd, optarg, &a.seed);
             break;
         case O_INIT:
-            if (strcmp(optarg, "kmeans") == 0 || strcmp(optarg, "hc") == 0)
-                a.hc = strcmp(optarg, "hc") == 0;
+            if (strcmp(optarg, "kmeans") == 0 || strcmp(optarg, "hc") == 0 ||
+                strcmp(optarg, "hcvvv") == 0 || strcmp(optarg, "emem+hc") == 0)
+                a.hc = strcmp(optarg, "hc") == 0        ? 1
+                       : strcmp(optarg, "hcvvv") == 0   ? 2
+                       : strcmp(optarg, "emem+hc") == 0 ? 3
+                                                        : 0;
             else
-                rc = lsefit_usage(cmd, "--init '%s': expected kmeans or hc",
+                rc = lsefit_usage(cmd,
+                                  "--init '%s': expected kmeans, hc, hcvvv or "
+                                  "emem+hc",
                                   optarg);
             break;
         case O_ACCEL:
@@ -737,8 +770,15 @@ int lsefit_select_main(int argc, char **argv)
     }
     const double t0 = lsefit_now();
     size_t *pairs = NULL;
+    if (a.hc == 3 && data.x->size1 > HC_DEFAULT_MAX_ROWS) {
+        /* the tree costs O(n^2) memory and O(n^3) time: emEM alone */
+        lsefit_note("%zu rows: the default start is emEM alone (the hcVVV "
+                    "start is used up to %d rows; --init hcvvv forces it)",
+                    data.x->size1, HC_DEFAULT_MAX_ROWS);
+        a.hc = 0;
+    }
     if (a.hc) {
-        rc = hc_tree(data.x, &pairs);
+        rc = hc_tree(data.x, a.hc >= 2, &pairs);
         if (rc != LSEFIT_OK) {
             free(tab);
             lsefit_data_free(&data);
@@ -749,15 +789,21 @@ int lsefit_select_main(int argc, char **argv)
         if (a.models[m])
             for (size_t k = a.kmin; k <= a.kmax; k++)
                 tab[(k - a.kmin) * (N_MODELS + 1) + (size_t)m] =
-                    fit_one(data.x, (lse_cov_model)m, k, &a, pairs);
+                    fit_cell(data.x, (lse_cov_model)m, k, &a, pairs);
     const double secs = lsefit_now() - t0;
 
     FILE *f = stdout;
     print_criteria(f, &a, tab);
-    if (a.hc)
-        fprintf(f, "%zu rows, d = %zu; one start per K from the Ward/EII tree "
-                   "(--init hc), ",
-                data.x->size1, data.x->size2);
+    if (a.hc == 3)
+        fprintf(f, "%zu rows, d = %zu; the better of %zu short runs of %zu "
+                   "iterations from k-means++ starts, the best, and the "
+                   "hcVVV start (--init emem+hc), each ",
+                data.x->size1, data.x->size2, a.n_init, a.short_iter);
+    else if (a.hc)
+        fprintf(f, "%zu rows, d = %zu; one start per K from the %s tree "
+                   "(--init %s), ",
+                data.x->size1, data.x->size2,
+                a.hc == 2 ? "hcVVV" : "Ward/EII", a.hc == 2 ? "hcvvv" : "hc");
     else
         fprintf(f, "%zu rows, d = %zu; %zu short runs of %zu iterations from "
                    "k-means++ starts, the best ",

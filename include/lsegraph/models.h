@@ -6,6 +6,7 @@
 /* One header per model, each built only through the public graph API
  * (the models folder): users writing a new model follow exactly what they do. */
 #include <lsegraph/models/gmm.h>
+#include <lsegraph/models/mixfit.h>
 #include <lsegraph/models/slds.h>
 #include <lsegraph/models/lslds.h>
 #include <lsegraph/models/hopfield.h>

@@ -1,0 +1,93 @@
+#ifndef LSEGRAPH_MODELS_MIXFIT_H
+#define LSEGRAPH_MODELS_MIXFIT_H
+#if !defined(LSEGRAPH_INSIDE) && !defined(LSE_BUILDING)
+#error "Include <lsegraph/lsegraph.h>, not this header."
+#endif
+
+#include <gsl/gsl_matrix.h>
+#include <gsl/gsl_vector.h>
+#include <lsegraph/models/gmm.h>
+#include <lsegraph/status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * @file mixfit.h
+ * @brief Starts, multi-start EM and bootstrap standard errors for lse_gmm
+ * (models/mixfit.c), built on its public API: a start from a hard
+ * partition (for hierarchical agglomeration, lse_hc_vvv), emEM (many short
+ * runs, the best few to convergence) and mclust's parametric bootstrap.
+ */
+
+/**
+ * @brief Set the parameters of @p m (K components, d) from a hard
+ * partition of the rows of @p x (N, d): labels[i] in 0..K-1, every
+ * component non-empty. Weights n_k / N, means the cluster means,
+ * covariances the maximum-likelihood ones of the model's type (full
+ * W_k / n_k; diag its diagonal; spherical tr / d; tied sum_k W_k / N) plus
+ * @p reg_covar on the diagonal. A covariance that is not positive definite
+ * (a cluster of fewer than d + 1 distinct rows) is replaced by
+ * (W_k + S) / (n_k + 1), S the covariance of all rows: one pseudo-row of
+ * the data's spread. The fit info is cleared; a fit with
+ * LSE_GMM_INIT_GIVEN starts here.
+ * @return LSE_OK; LSE_EFAULT; LSE_EDIM (x not N x d); LSE_EINVAL (a label
+ * >= K, an empty component); LSE_ENONFINITE; LSE_ENUMERIC; LSE_ENOMEM.
+ */
+LSE_API lse_status lse_gmm_init_labels(lse_gmm *m, const gsl_matrix *x,
+                                       const size_t *labels, double reg_covar,
+                                       lse_error *err);
+
+/**
+ * @brief emEM: @p n_starts short fits of @p short_iter EM iterations from
+ * the starts @p o->init draws (seeds o->seed, o->seed + 1, ...; one run
+ * each), and one more from the partition @p labels (lse_gmm_init_labels;
+ * NULL: none, e.g. a cut of lse_hc_vvv's tree), then the @p n_keep best of them by log-likelihood continued to
+ * convergence (o->max_iter, o->tol); @p m gets the best final fit and its
+ * fit info (the info of the run that produced it). o->progress sees only
+ * the final runs. n_keep is capped at the number of short runs that
+ * succeeded. With n_starts = n_keep = 1 this is lse_gmm_fit.
+ * @return LSE_OK; LSE_EINVAL (n_starts, short_iter or n_keep 0, init
+ * LSE_GMM_INIT_GIVEN); lse_gmm_fit's errors when every short run fails.
+ */
+LSE_API lse_status lse_gmm_fit_emem(lse_gmm *m, const gsl_matrix *x,
+                                    const lse_gmm_fit_opts *o, size_t n_starts,
+                                    size_t short_iter, size_t n_keep,
+                                    const size_t *labels, lse_error *err);
+
+/** @brief Bootstrap standard errors of a fitted mixture
+ *  (lse_gmm_bootstrap); the matrices are owned (lse_gmm_boot_free). */
+typedef struct lse_gmm_boot {
+    size_t n_boot;        /**< replicates that were refitted */
+    size_t n_failed;      /**< replicates whose refit failed (redrawn) */
+    gsl_vector *weights;  /**< (K) standard errors of the weights */
+    gsl_matrix *means;    /**< (K, d) of the means */
+    gsl_matrix *covariances; /**< of the covariances, in the native shape
+                                  (lse_gmm_covariances) */
+} lse_gmm_boot;
+
+/**
+ * @brief Parametric bootstrap (mclust's MclustBootstrap, type "pb"): for
+ * b = 1..n_boot, draw @p n rows from @p m (lse_gmm_sample, seed
+ * @p seed + b), refit them by EM started from @p m's parameters (@p o with
+ * init LSE_GMM_INIT_GIVEN; its sample weights and missing policy are not
+ * used), and report the standard deviation (denominator n_boot - 1) of the
+ * refitted weights, means and covariances over the replicates. A refit
+ * that fails (a singular covariance) is redrawn, at most 10 n_boot times.
+ * Starting from the fitted parameters keeps the components' labels.
+ * @return LSE_OK; LSE_EFAULT; LSE_EINVAL (n_boot < 2, n < K); LSE_ENUMERIC
+ * (too many failed refits, with the last refit's message); LSE_ENOMEM.
+ */
+LSE_API lse_status lse_gmm_bootstrap(const lse_gmm *m, size_t n, size_t n_boot,
+                                     unsigned long seed,
+                                     const lse_gmm_fit_opts *o,
+                                     lse_gmm_boot *out, lse_error *err);
+
+/** @brief Free the matrices of @p b (NULL-safe) and zero it. */
+LSE_API void lse_gmm_boot_free(lse_gmm_boot *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LSEGRAPH_MODELS_MIXFIT_H */

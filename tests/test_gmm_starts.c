@@ -1,0 +1,437 @@
+/* Starts, emEM and the parametric bootstrap of lse_gmm (models/mixfit.c),
+ * and lsefit gmm --init hcvvv|emem|emem+hc, --bootstrap and the uncertainty
+ * column of --proba (tools/lsefit_gmmstart.c): each against its defining
+ * property, mclust's hcVVV start against mclust's fit (mclust_ref.txt) and
+ * the bootstrap against mclust's MclustBootstrap (mclust_boot_ref.txt). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+
+#include "lse_check.h"
+#include "lse_tmpdir.h"
+
+#define MCLUST_REF LSE_DATA_DIR "/../tests/ref/mclust_ref.txt"
+#define BOOT_REF LSE_DATA_DIR "/../tests/ref/mclust_boot_ref.txt"
+
+static gsl_matrix *load(const char *name, size_t d)
+{
+    lse_table *t = NULL;
+    gsl_matrix *x = NULL;
+    size_t cols[4] = {0, 1, 2, 3};
+    lse_error err;
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", LSE_DATA_DIR, name);
+    lse_assert_ok(lse_table_read(path, NULL, &t, &err));
+    lse_assert_ok(lse_table_to_matrix(t, cols, d, LSE_MISSING_ERROR, &x, NULL,
+                                      &err));
+    lse_table_free(t);
+    return x;
+}
+
+/* two well-separated 2-d components, weights 0.3 / 0.7 */
+static gsl_matrix *simulate(size_t n, unsigned long seed, size_t *lab)
+{
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, seed);
+    gsl_matrix *x = gsl_matrix_alloc(n, 2);
+    for (size_t i = 0; i < n; i++) {
+        const int c = gsl_rng_uniform(r) < 0.3;
+        if (lab != NULL)
+            lab[i] = (size_t)c;
+        gsl_matrix_set(x, i, 0, (c ? 6.0 : 0.0) + gsl_ran_gaussian(r, 1.0));
+        gsl_matrix_set(x, i, 1,
+                       (c ? -3.0 : 1.0) + 0.5 * gsl_matrix_get(x, i, 0) +
+                           gsl_ran_gaussian(r, 0.7));
+    }
+    gsl_rng_free(r);
+    return x;
+}
+
+/* the start from a partition: weights n_k / N, the cluster means and the
+ * maximum-likelihood covariances (+ reg) of each type */
+START_TEST(test_init_labels)
+{
+    const size_t n = 200;
+    size_t lab[200];
+    gsl_matrix *x = simulate(n, 3, lab);
+    const lse_cov_type types[] = {LSE_COV_FULL, LSE_COV_DIAG,
+                                  LSE_COV_SPHERICAL, LSE_COV_TIED};
+    lse_error err;
+    double cnt[2] = {0}, mu[2][2] = {{0}}, w[2][2][2] = {{{0}}};
+    for (size_t i = 0; i < n; i++) {
+        cnt[lab[i]]++;
+        for (size_t j = 0; j < 2; j++)
+            mu[lab[i]][j] += gsl_matrix_get(x, i, j);
+    }
+    for (size_t c = 0; c < 2; c++)
+        for (size_t j = 0; j < 2; j++)
+            mu[c][j] /= cnt[c];
+    for (size_t i = 0; i < n; i++)
+        for (size_t a = 0; a < 2; a++)
+            for (size_t b = 0; b < 2; b++)
+                w[lab[i]][a][b] += (gsl_matrix_get(x, i, a) - mu[lab[i]][a]) *
+                                   (gsl_matrix_get(x, i, b) - mu[lab[i]][b]);
+    const double reg = 1e-3;
+    for (size_t t = 0; t < 4; t++) {
+        lse_gmm *m = NULL;
+        lse_assert_ok(lse_gmm_new(2, 2, types[t], &m));
+        lse_assert_ok(lse_gmm_init_labels(m, x, lab, reg, &err));
+        gsl_matrix *s = gsl_matrix_alloc(2, 2);
+        for (size_t c = 0; c < 2; c++) {
+            ck_assert_double_eq_tol(gsl_vector_get(lse_gmm_weights(m), c),
+                                    cnt[c] / (double)n, 1e-12);
+            for (size_t j = 0; j < 2; j++)
+                ck_assert_double_eq_tol(
+                    gsl_matrix_get(lse_gmm_means(m), c, j), mu[c][j], 1e-10);
+            lse_assert_ok(lse_gmm_get_covariance(m, c, s));
+            for (size_t a = 0; a < 2; a++)
+                for (size_t b = 0; b < 2; b++) {
+                    double want;
+                    if (types[t] == LSE_COV_FULL)
+                        want = w[c][a][b] / cnt[c];
+                    else if (types[t] == LSE_COV_DIAG)
+                        want = a == b ? w[c][a][a] / cnt[c] : 0.0;
+                    else if (types[t] == LSE_COV_SPHERICAL)
+                        want = a == b ? (w[c][0][0] + w[c][1][1]) /
+                                            (2.0 * cnt[c])
+                                      : 0.0;
+                    else
+                        want = (w[0][a][b] + w[1][a][b]) / (double)n;
+                    want += a == b ? reg : 0.0;
+                    ck_assert_double_eq_tol(gsl_matrix_get(s, a, b), want,
+                                            1e-9 * (1.0 + fabs(want)));
+                }
+        }
+        gsl_matrix_free(s);
+        lse_gmm_free(m);
+    }
+    /* a cluster of one row: the pseudo-row fallback keeps it definite */
+    lse_gmm *m = NULL;
+    lse_assert_ok(lse_gmm_new(3, 2, LSE_COV_FULL, &m));
+    lab[17] = 2;
+    lse_assert_ok(lse_gmm_init_labels(m, x, lab, 0.0, &err));
+    gsl_matrix *s = gsl_matrix_alloc(2, 2);
+    lse_assert_ok(lse_gmm_get_covariance(m, 2, s));
+    ck_assert(gsl_matrix_get(s, 0, 0) > 0.0 &&
+              gsl_matrix_get(s, 0, 0) * gsl_matrix_get(s, 1, 1) >
+                  pow(gsl_matrix_get(s, 0, 1), 2));
+    lab[17] = 5;
+    lse_assert_status(lse_gmm_init_labels(m, x, lab, 0.0, &err), LSE_EINVAL);
+    lab[17] = 0;
+    lse_assert_status(lse_gmm_init_labels(m, x, lab, 0.0, &err), LSE_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.message, "component 2 has no rows"));
+    gsl_matrix_free(s);
+    lse_gmm_free(m);
+    gsl_matrix_free(x);
+}
+END_TEST
+
+/* emEM keeping every short run is the best of the full runs from the same
+ * seeds; the fit info is that of the model it leaves */
+START_TEST(test_emem)
+{
+    gsl_matrix *x = load("faithful.csv", 2);
+    lse_error err;
+    lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
+    o.tol = 1e-10;
+    double best = -INFINITY;
+    const size_t starts = 6;
+    for (size_t s = 0; s < starts; s++) {
+        lse_gmm *m = NULL;
+        lse_assert_ok(lse_gmm_new(4, 2, LSE_COV_FULL, &m));
+        lse_gmm_fit_opts so = o;
+        so.seed = s;
+        lse_assert_ok(lse_gmm_fit(m, x, &so, &err));
+        best = fmax(best, lse_gmm_info(m)->loglik);
+        lse_gmm_free(m);
+    }
+    lse_gmm *m = NULL;
+    lse_assert_ok(lse_gmm_new(4, 2, LSE_COV_FULL, &m));
+    lse_assert_ok(lse_gmm_fit_emem(m, x, &o, starts, 5, starts, NULL, &err));
+    const double ll = lse_gmm_info(m)->loglik;
+    ck_assert_double_eq_tol(ll, best, 1e-7 * fabs(best));
+    gsl_vector *sc = gsl_vector_alloc(x->size1);
+    lse_assert_ok(lse_gmm_score_samples(m, x, sc, &err));
+    double tot = 0.0;
+    for (size_t i = 0; i < x->size1; i++)
+        tot += gsl_vector_get(sc, i);
+    ck_assert_double_eq_tol(tot, ll, 1e-9 * fabs(ll));
+    /* a partition start among them: hcVVV's cut reaches mclust's K = 4
+     * optimum, which no k-means++ start above finds */
+    size_t *pairs = malloc(2 * x->size1 * sizeof *pairs), lab[272];
+    double *cost = malloc(x->size1 * sizeof *cost);
+    gsl_matrix *z = gsl_matrix_alloc(x->size1, 2);
+    lse_assert_ok(lse_hc_svd(x, z, &err));
+    lse_assert_ok(lse_hc_vvv(z, pairs, cost, &err));
+    lse_assert_ok(lse_hc_cut(x->size1, pairs, 4, lab));
+    lse_assert_ok(
+        lse_gmm_fit_emem(m, x, &o, starts, 5, starts + 1, lab, &err));
+    ck_assert(lse_gmm_info(m)->loglik >= fmax(best, -1111.26));
+    lse_assert_status(lse_gmm_fit_emem(m, x, &o, 0, 5, 1, NULL, &err),
+                      LSE_EINVAL);
+    o.init = LSE_GMM_INIT_GIVEN;
+    lse_assert_status(lse_gmm_fit_emem(m, x, &o, 2, 5, 1, NULL, &err),
+                      LSE_EINVAL);
+    free(pairs);
+    free(cost);
+    gsl_matrix_free(z);
+    gsl_vector_free(sc);
+    lse_gmm_free(m);
+    gsl_matrix_free(x);
+}
+END_TEST
+
+/* bootstrap standard errors shrink like 1 / sqrt(N); the weight's is
+ * close to the binomial sqrt(pi (1 - pi) / N) for separated components */
+START_TEST(test_bootstrap_rate)
+{
+    double se[2][3];
+    const size_t ns[2] = {300, 1200};
+    lse_error err;
+    for (size_t r = 0; r < 2; r++) {
+        gsl_matrix *x = simulate(ns[r], 11, NULL);
+        lse_gmm *m = NULL;
+        lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &m));
+        lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
+        lse_assert_ok(lse_gmm_fit(m, x, &o, &err));
+        lse_gmm_boot b;
+        lse_assert_ok(lse_gmm_bootstrap(m, ns[r], 150, 7, &o, &b, &err));
+        ck_assert_uint_eq(b.n_boot, 150);
+        se[r][0] = gsl_vector_get(b.weights, 0);
+        se[r][1] = gsl_matrix_get(b.means, 0, 0);
+        se[r][2] = gsl_matrix_get(b.covariances, 2, 1); /* comp 1 (1,0) */
+        const double p = gsl_vector_get(lse_gmm_weights(m), 0);
+        ck_assert_double_eq_tol(se[r][0], sqrt(p * (1 - p) / (double)ns[r]),
+                                0.25 * sqrt(p * (1 - p) / (double)ns[r]));
+        lse_gmm_boot_free(&b);
+        lse_gmm_boot_free(&b); /* idempotent */
+        lse_assert_status(lse_gmm_bootstrap(m, ns[r], 1, 7, &o, &b, &err),
+                          LSE_EINVAL);
+        lse_gmm_free(m);
+        gsl_matrix_free(x);
+    }
+    for (size_t j = 0; j < 3; j++) {
+        const double ratio = se[0][j] / se[1][j]; /* sqrt(4) = 2 */
+        ck_assert_msg(ratio > 1.6 && ratio < 2.5, "parameter %zu: ratio %g",
+                      j, ratio);
+    }
+}
+END_TEST
+
+static char dir[64];
+
+static int run_cmd(const char *args, const char *out)
+{
+    const char *bin = getenv("LSEFIT");
+    ck_assert_msg(bin != NULL, "LSEFIT is not set");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' %s > '%s' 2>&1", bin, args, out);
+    const int st = system(cmd);
+    ck_assert(st != -1 && WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+static lse_json *load_json(const char *path)
+{
+    lse_json *doc = NULL;
+    lse_error err;
+    lse_assert_ok(lse_json_load(path, &doc, &err));
+    return doc;
+}
+
+/* mclust's default fit (hcVVV start) of Faithful, VVV, K, polished to
+ * convergence from its own posteriors (tests/ref/mclust_ref.R) */
+static double mclust_default_loglik(size_t k)
+{
+    FILE *f = fopen(MCLUST_REF, "r");
+    ck_assert_ptr_nonnull(f);
+    static char line[65536];
+    double out = NAN;
+    while (fgets(line, sizeof line, f) != NULL) {
+        char set[32], name[8];
+        size_t kk, df;
+        double ll0, bic0, ll;
+        if (sscanf(line, "%31s %7s %zu %zu %lf %lf %lf", set, name, &kk, &df,
+                   &ll0, &bic0, &ll) == 7 &&
+            strcmp(set, "faithful") == 0 && strcmp(name, "VVV") == 0 &&
+            kk == k)
+            out = ll;
+    }
+    fclose(f);
+    return out;
+}
+
+/* --init hcvvv reaches mclust's default fits; --init emem+hc at least
+ * those */
+START_TEST(test_cli_hcvvv)
+{
+    lse_tmpdir_make(dir, sizeof dir, "gmm_starts");
+    char out[128], model[128], args[1024];
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    snprintf(model, sizeof model, "%s/m.json", dir);
+    const char *inits[] = {"hcvvv", "emem+hc"};
+    for (size_t i = 0; i < 2; i++)
+        for (size_t k = 2; k <= 4; k++) {
+            snprintf(args, sizeof args,
+                     "gmm '%s/faithful.csv' -k %zu --init %s --reg-covar 0 "
+                     "-o '%s' -q",
+                     LSE_DATA_DIR, k, inits[i], model);
+            ck_assert_int_eq(run_cmd(args, out), 0);
+            lse_json *doc = load_json(model);
+            double ll;
+            lse_error err;
+            lse_assert_ok(lse_json_get_number(doc, "loglik", &ll, &err));
+            const double want = mclust_default_loglik(k);
+            if (i == 0) /* the optimum mclust's start leads to */
+                ck_assert_double_eq_tol(ll, want, 1e-6 * fabs(want));
+            else
+                ck_assert(ll >= want - 1e-6 * fabs(want));
+            lse_json_free(doc);
+        }
+    snprintf(args, sizeof args,
+             "gmm '%s/faithful.csv' -k 2 --init hcvvv --weights waiting",
+             LSE_DATA_DIR);
+    ck_assert_int_eq(run_cmd(args, out), 2);
+    snprintf(args, sizeof args, "gmm '%s/faithful.csv' -k 2 --bootstrap 1",
+             LSE_DATA_DIR);
+    ck_assert_int_eq(run_cmd(args, out), 2);
+    lse_tmpdir_remove(dir);
+}
+END_TEST
+
+/* --proba: p0..p(K-1), then 1 - max_k p_k */
+START_TEST(test_cli_uncertainty)
+{
+    lse_tmpdir_make(dir, sizeof dir, "gmm_starts");
+    char out[128], model[128], proba[128], args[1024];
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    snprintf(model, sizeof model, "%s/m.json", dir);
+    snprintf(proba, sizeof proba, "%s/p.csv", dir);
+    snprintf(args, sizeof args,
+             "gmm '%s/iris.csv' --ignore species -k 3 -o '%s' -q",
+             LSE_DATA_DIR, model);
+    ck_assert_int_eq(run_cmd(args, out), 0);
+    snprintf(args, sizeof args,
+             "gmm predict '%s' '%s/iris.csv' --proba '%s' -q", model,
+             LSE_DATA_DIR, proba);
+    ck_assert_int_eq(run_cmd(args, out), 0);
+    FILE *f = fopen(proba, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512];
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    ck_assert_str_eq(line, "p0,p1,p2,uncertainty\n");
+    size_t rows = 0, uncertain = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        double p[4];
+        ck_assert_int_eq(
+            sscanf(line, "%lf,%lf,%lf,%lf", &p[0], &p[1], &p[2], &p[3]), 4);
+        const double mx = fmax(p[0], fmax(p[1], p[2]));
+        ck_assert_double_eq_tol(p[0] + p[1] + p[2], 1.0, 1e-9);
+        ck_assert_double_eq_tol(p[3], 1.0 - mx, 1e-12);
+        ck_assert(p[3] >= 0.0 && p[3] <= 2.0 / 3.0);
+        uncertain += p[3] > 0.1;
+        rows++;
+    }
+    fclose(f);
+    ck_assert_uint_eq(rows, 150);
+    ck_assert(uncertain > 0 && uncertain < 20); /* versicolor/virginica */
+    lse_tmpdir_remove(dir);
+}
+END_TEST
+
+/* --bootstrap B on Faithful, K = 2: saved in the model file and within
+ * Monte-Carlo error of mclust's MclustBootstrap (type "pb", 999
+ * replicates) */
+START_TEST(test_cli_bootstrap_mclust)
+{
+    lse_tmpdir_make(dir, sizeof dir, "gmm_starts");
+    char out[128], model[128], args[1024];
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    snprintf(model, sizeof model, "%s/m.json", dir);
+    snprintf(args, sizeof args,
+             "gmm '%s/faithful.csv' -k 2 --bootstrap 400 --seed 3 -o '%s'",
+             LSE_DATA_DIR, model);
+    ck_assert_int_eq(run_cmd(args, out), 0);
+    lse_json *doc = load_json(model), *b = NULL;
+    lse_error err;
+    lse_assert_ok(lse_json_get_object(doc, "bootstrap", &b, &err));
+    gsl_vector *w = NULL;
+    gsl_matrix *mu = NULL, *cv = NULL, *means = NULL;
+    lse_assert_ok(lse_json_get_vector(b, "weights_se", 2, &w, &err));
+    lse_assert_ok(lse_json_get_matrix(b, "means_se", 2, 2, &mu, &err));
+    lse_assert_ok(
+        lse_json_get_stack(b, "covariances_se", 2, 2, 2, &cv, NULL, &err));
+    lse_assert_ok(lse_json_get_matrix(doc, "means", 2, 2, &means, &err));
+    long long nb;
+    lse_assert_ok(lse_json_get_integer(b, "n_boot", &nb, &err));
+    ck_assert_int_eq(nb, 400);
+    /* mclust's order: by mean eruption time */
+    const size_t ord[2] = {
+        gsl_matrix_get(means, 0, 0) < gsl_matrix_get(means, 1, 0) ? 0u : 1u,
+        gsl_matrix_get(means, 0, 0) < gsl_matrix_get(means, 1, 0) ? 1u : 0u};
+    FILE *f = fopen(BOOT_REF, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[4096];
+    size_t checked = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        char *p = strchr(line, ' ');
+        if (line[0] == '#' || p == NULL)
+            continue;
+        for (size_t c = 0; c < 2; c++) {
+            const size_t cnt = strncmp(line, "pro", 3) == 0    ? 1
+                               : strncmp(line, "mean", 4) == 0 ? 2
+                                                               : 4;
+            for (size_t j = 0; j < cnt; j++) {
+                const double want = strtod(p, &p);
+                double got;
+                if (cnt == 1)
+                    got = gsl_vector_get(w, ord[c]);
+                else if (cnt == 2)
+                    got = gsl_matrix_get(mu, ord[c], j);
+                else
+                    got = gsl_matrix_get(cv, 2 * ord[c] + j / 2, j % 2);
+                /* Monte-Carlo error of an SE from B replicates: about
+                 * 1 / sqrt(2 B), 3.5 % here and 2.2 % for mclust */
+                ck_assert_msg(fabs(got - want) < 0.25 * want,
+                              "%.4s component %zu entry %zu: %g, mclust %g",
+                              line, c, j, got, want);
+                checked++;
+            }
+        }
+    }
+    fclose(f);
+    ck_assert_uint_eq(checked, 14);
+    gsl_vector_free(w);
+    gsl_matrix_free(mu);
+    gsl_matrix_free(cv);
+    gsl_matrix_free(means);
+    lse_json_free(b);
+    lse_json_free(doc);
+    char *text = NULL;
+    size_t len = 0;
+    lse_assert_ok(lse_file_read(out, &text, &len, &err));
+    ck_assert_ptr_nonnull(strstr(text, "Bootstrap standard errors"));
+    free(text);
+    lse_tmpdir_remove(dir);
+}
+END_TEST
+
+Suite *lse_test_suite(void)
+{
+    Suite *s = suite_create("gmm_starts");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_init_labels);
+    tcase_add_test(tc, test_emem);
+    tcase_add_test(tc, test_bootstrap_rate);
+    tcase_add_test(tc, test_cli_hcvvv);
+    tcase_add_test(tc, test_cli_uncertainty);
+    tcase_add_test(tc, test_cli_bootstrap_mclust);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,171 @@
+/* lsefit gmm --init hcvvv|emem and --bootstrap B (lsefit_gmmstart.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lsefit_gmmstart.h"
+
+int lsefit_gmm_start_check(const char *method, int mpi, int weights,
+                           int marginalize)
+{
+    if (method == NULL || (strcmp(method, "hcvvv") != 0 &&
+                           strcmp(method, "emem+hc") != 0))
+        return LSEFIT_OK;
+    if (mpi)
+        return lsefit_usage("gmm", "--init hcvvv / emem+hc needs every row in one "
+                                   "process: not with --mpi");
+    if (weights)
+        return lsefit_usage("gmm", "--init hcvvv / emem+hc does not use --weights; "
+                                   "use --init kmeans++ or emem");
+    if (marginalize)
+        return lsefit_usage("gmm", "--init hcvvv / emem+hc needs complete rows: use "
+                                   "--missing drop, or --init kmeans++");
+    return LSEFIT_OK;
+}
+
+/* the hcVVV partition of x into k (mclust's default start: hcVVV on the
+ * SVD-transformed data, the tree computed once) into labels */
+static lse_status hc_labels(lsefit_gmm_start *s, const gsl_matrix *x,
+                            size_t k, size_t *labels, lse_error *err)
+{
+    const size_t n = x->size1;
+    lse_status st = LSE_OK;
+    if (s->pairs == NULL) {
+        gsl_matrix *z = gsl_matrix_alloc(n, x->size2);
+        double *cost = malloc((n > 1 ? n - 1 : 1) * sizeof *cost);
+        s->pairs = malloc(2 * (n > 1 ? n - 1 : 1) * sizeof *s->pairs);
+        if (z == NULL || cost == NULL || s->pairs == NULL)
+            st = lse_error_set(err, LSE_ENOMEM, "--init", "out of memory");
+        if (st == LSE_OK)
+            st = lse_hc_svd(x, z, err);
+        if (st == LSE_OK)
+            st = lse_hc_vvv(z, s->pairs, cost, err);
+        gsl_matrix_free(z);
+        free(cost);
+        if (st != LSE_OK) {
+            free(s->pairs);
+            s->pairs = NULL;
+            return st;
+        }
+        s->n = n;
+    }
+    st = lse_hc_cut(n, s->pairs, k, labels);
+    if (st != LSE_OK)
+        st = lse_error_set(err, st, "--init", "cannot cut %zu rows into %zu "
+                           "clusters", n, k);
+    return st;
+}
+
+lse_status lsefit_gmm_start_fit(lsefit_gmm_start *s, lse_gmm *m,
+                                const gsl_matrix *x, const lse_gmm_fit_opts *o,
+                                lse_error *err)
+{
+    const int hc = s->method != NULL && strcmp(s->method, "hcvvv") == 0;
+    const int emem = s->method != NULL && (strcmp(s->method, "emem") == 0 ||
+                                           strcmp(s->method, "emem+hc") == 0);
+    if ((!hc && !emem) || o->init == LSE_GMM_INIT_GIVEN)
+        return lse_gmm_fit(m, x, o, err);
+    const size_t n = x->size1, k = lse_gmm_k(m);
+    size_t *labels = NULL;
+    lse_status st = LSE_OK;
+    if (hc && n > LSEFIT_HC_MAX_ROWS)
+        return lse_error_set(err, LSE_EINVAL, "--init hcvvv",
+                             "%zu rows: the hcVVV tree needs n^2 doubles and "
+                             "n^3 time, refused above %d rows; use --init "
+                             "emem",
+                             n, LSEFIT_HC_MAX_ROWS);
+    if (hc || (strcmp(s->method, "emem+hc") == 0 &&
+               n <= LSEFIT_HC_DEFAULT_ROWS)) {
+        labels = malloc(n * sizeof *labels);
+        if (labels == NULL)
+            return lse_error_set(err, LSE_ENOMEM, "--init", "out of memory");
+        st = hc_labels(s, x, k, labels, err);
+    }
+    if (st == LSE_OK && emem)
+        st = lse_gmm_fit_emem(m, x, o,
+                              o->n_init > 1 ? o->n_init : LSEFIT_EMEM_STARTS,
+                              LSEFIT_EMEM_SHORT, LSEFIT_EMEM_KEEP, labels, err);
+    else if (st == LSE_OK) {
+        st = lse_gmm_init_labels(m, x, labels, o->reg_covar, err);
+        lse_gmm_fit_opts g = *o;
+        g.init = LSE_GMM_INIT_GIVEN;
+        g.n_init = 1;
+        if (st == LSE_OK)
+            st = lse_gmm_fit(m, x, &g, err);
+    }
+    free(labels);
+    return st;
+}
+
+void lsefit_gmm_start_free(lsefit_gmm_start *s)
+{
+    free(s->pairs);
+    s->pairs = NULL;
+}
+
+static void print_se(FILE *f, const char *what, const gsl_matrix *v)
+{
+    fprintf(f, "  %s\n", what);
+    for (size_t i = 0; i < v->size1; i++) {
+        fputs("   ", f);
+        for (size_t j = 0; j < v->size2; j++)
+            fprintf(f, " %12.5g", gsl_matrix_get(v, i, j));
+        fputc('\n', f);
+    }
+}
+
+int lsefit_gmm_bootstrap(const lse_gmm *m, size_t n, size_t n_boot,
+                         unsigned long seed, const lse_gmm_fit_opts *o,
+                         lse_json *doc, FILE *f)
+{
+    lse_gmm_boot b;
+    lse_error err;
+    if (lse_gmm_bootstrap(m, n, n_boot, seed, o, &b, &err) != LSE_OK)
+        return lsefit_fail("--bootstrap %zu: %s", n_boot, lsefit_strip(&err));
+    const size_t k = lse_gmm_k(m), d = lse_gmm_dim(m);
+    const lse_cov_type t = lse_gmm_cov_type(m);
+    lse_json *o2 = lse_json_new_object();
+    lse_status st = o2 == NULL ? LSE_ENOMEM : LSE_OK;
+    if (st == LSE_OK)
+        st = lse_json_set_string(o2, "type", "parametric", &err);
+    if (st == LSE_OK)
+        st = lse_json_set_integer(o2, "n_boot", (long long)b.n_boot, &err);
+    if (st == LSE_OK)
+        st = lse_json_set_integer(o2, "n_failed", (long long)b.n_failed, &err);
+    if (st == LSE_OK)
+        st = lse_json_set_integer(o2, "seed", (long long)seed, &err);
+    if (st == LSE_OK)
+        st = lse_json_set_vector(o2, "weights_se", b.weights, &err);
+    if (st == LSE_OK)
+        st = lse_json_set_matrix(o2, "means_se", b.means, &err);
+    if (st == LSE_OK) {
+        if (t == LSE_COV_FULL)
+            st = lse_json_set_stack(o2, "covariances_se", b.covariances, k,
+                                    &err);
+        else if (t == LSE_COV_SPHERICAL) {
+            gsl_vector_view c = gsl_matrix_column(b.covariances, 0);
+            st = lse_json_set_vector(o2, "covariances_se", &c.vector, &err);
+        } else
+            st = lse_json_set_matrix(o2, "covariances_se", b.covariances,
+                                     &err);
+    }
+    if (st == LSE_OK)
+        st = lse_json_set_object(doc, "bootstrap", o2, &err);
+    lse_json_free(o2);
+    if (st == LSE_OK && f != NULL) {
+        fprintf(f, "Bootstrap standard errors (parametric, %zu replicates, "
+                   "%zu redrawn; seed %lu; in the model's units):\n",
+                b.n_boot, b.n_failed, seed);
+        gsl_matrix_const_view w =
+            gsl_matrix_const_view_vector(b.weights, 1, k);
+        print_se(f, "weights", &w.matrix);
+        print_se(f, "means (K x d)", b.means);
+        print_se(f, t == LSE_COV_FULL ? "covariances (K blocks of d x d)"
+                                      : "covariances (native shape)",
+                 b.covariances);
+        (void)d;
+    }
+    lse_gmm_boot_free(&b);
+    if (st != LSE_OK)
+        return lsefit_fail("--bootstrap: out of memory");
+    return LSEFIT_OK;
+}

@@ -1,0 +1,39 @@
+#ifndef LSEFIT_GMMSTART_H
+#define LSEFIT_GMMSTART_H
+/* lsefit gmm: the starts beyond lse_gmm_fit's own (--init hcvvv, emem) and
+ * --bootstrap B (lsefit_gmmstart.c; docs/lsefit.md). */
+#include <stdio.h>
+
+#include "lsefit_data.h"
+
+/* emEM's budget: short runs (or --n-init N when N > 1), their length, and
+ * how many of the best are run to convergence */
+#define LSEFIT_EMEM_STARTS 20
+#define LSEFIT_EMEM_SHORT 20
+#define LSEFIT_EMEM_KEEP 3
+/* the hcVVV tree: n^2 doubles, O(n^3) time; emem+hc leaves it out above
+ * LSEFIT_HC_DEFAULT_ROWS rows, --init hcvvv refuses above LSEFIT_HC_MAX_ROWS */
+#define LSEFIT_HC_DEFAULT_ROWS 2000
+#define LSEFIT_HC_MAX_ROWS 10000
+
+typedef struct lsefit_gmm_start {
+    const char *method; /* "hcvvv", "emem", or anything else: lse_gmm_fit */
+    size_t *pairs;      /* hcVVV tree of the data, computed once */
+    size_t n;
+} lsefit_gmm_start;
+
+/* usage check of --init hcvvv|emem against the other options */
+int lsefit_gmm_start_check(const char *method, int mpi, int weights,
+                           int marginalize);
+/* fit m to x with the start method (opts as for lse_gmm_fit) */
+lse_status lsefit_gmm_start_fit(lsefit_gmm_start *s, lse_gmm *m,
+                                const gsl_matrix *x, const lse_gmm_fit_opts *o,
+                                lse_error *err);
+void lsefit_gmm_start_free(lsefit_gmm_start *s);
+
+/* --bootstrap B: standard errors of m on n rows, printed to f (NULL: not)
+ * and added to doc as "bootstrap" */
+int lsefit_gmm_bootstrap(const lse_gmm *m, size_t n, size_t n_boot,
+                         unsigned long seed, const lse_gmm_fit_opts *o,
+                         lse_json *doc, FILE *f);
+#endif

@@ -2,7 +2,7 @@
  * (docs/models/capsules.md), against a nearest-prototype classifier with
  * the same number of parameters.
  *
- *   demo_capsnet [--epochs E] [--seed S] [DIGITS.csv]
+ *   demo_capsnet [--epochs E] [--lr LR] [--seed S] [DIGITS.csv]
  *
  * Children: the 16 non-overlapping 2x2 patches of each 8x8 image (pixel
  * counts / 16), N = 16 capsules of dimension 4. Parents: one capsule of
@@ -142,18 +142,21 @@ static double prototype_accuracy(const gsl_matrix *x, const size_t *y,
 int main(int argc, char **argv)
 {
     size_t epochs = 15;
+    double lr = 0.03;
     unsigned long seed = 7;
     const char *path = LSE_DATA_DIR "/digits.csv";
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--epochs") == 0 && a + 1 < argc)
             epochs = strtoul(argv[++a], NULL, 10);
+        else if (strcmp(argv[a], "--lr") == 0 && a + 1 < argc)
+            lr = strtod(argv[++a], NULL);
         else if (strcmp(argv[a], "--seed") == 0 && a + 1 < argc)
             seed = strtoul(argv[++a], NULL, 10);
         else if (argv[a][0] != '-')
             path = argv[a];
         else {
             fprintf(stderr, "demo_capsnet: unknown option '%s'; usage: "
-                            "demo_capsnet [--epochs E] [--seed S] [CSV]\n",
+                            "demo_capsnet [--epochs E] [--lr LR] [--seed S] [CSV]\n",
                     argv[a]);
             return 2;
         }
@@ -181,6 +184,13 @@ int main(int argc, char **argv)
     if (lse_capsnet_new(&o, &net, &err) != LSE_OK) {
         fprintf(stderr, "demo_capsnet: %s\n", err.message);
         return 1;
+    }
+    lse_optim_opts oo = lse_optim_opts_default();
+    oo.lr = lr;
+    if (lse_capsnet_set_optim(net, &oo) != LSE_OK) {
+        fprintf(stderr, "demo_capsnet: --lr %g: %s\n", lr,
+                lse_capsnet_errmsg(net));
+        return 2;
     }
     printf("capsules: %d children of %d -> %d parents of %d, %zu parameters\n",
            N_CAPS, D_CAPS, N_CLASS, D_PARENT, lse_capsnet_n_params(net));

@@ -248,7 +248,8 @@ int main(int argc, char **argv)
     sc.type[1] = lse_sim_lingauss;
     sc.config[1] = &gcfg;
     sc.weight[0] = sc.weight[1] = 1.0;
-    lse_node *params[5] = {NULL, m, NULL, A, chol}; /* alpha; m; logw, A, chol */
+    /* alpha; m; logw, A, chol; the rest of the sum's slots absent */
+    lse_node *params[1 + LSE_SUM_MAX_PARAM] = {NULL, m, NULL, A, chol};
     lse_term_spec spec = lse_term_spec_default();
     spec.child = lse_view_all(next);
     spec.parent = lse_view_all(b);

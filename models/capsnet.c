@@ -41,6 +41,10 @@ static lse_status caps_check(const lse_sim_shape *sh, const void *config,
                  sh->n_param ? sh->param_cols[0] : 0);
         return LSE_EDIM;
     }
+    if (sh->d_parent > 64) {
+        snprintf(msg, len, "capsule: d_parent %zu exceeds 64", sh->d_parent);
+        return LSE_EDIM;
+    }
     return LSE_OK;
 }
 

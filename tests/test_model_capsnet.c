@@ -1,6 +1,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
@@ -268,6 +269,27 @@ START_TEST(test_errors)
     gsl_matrix_free(bad);
     lse_capsnet_free(c);
     lse_capsnet_free(NULL);
+    /* the similarity on its own: W of the wrong shape, d_parent > 64 */
+    lse_graph *g = lse_graph_new();
+    lse_node *u, *v, *w, *w2, *v2;
+    lse_assert_ok(lse_graph_add_node(g, "u", 2, 1, LSE_NODE_CLAMPED, &u));
+    lse_assert_ok(lse_graph_add_node(g, "v", 2, 3, 0, &v));
+    lse_assert_ok(lse_graph_add_node(g, "w", 4, 2, LSE_NODE_PARAM, &w));
+    lse_assert_ok(lse_graph_add_node(g, "v2", 2, 65, 0, &v2));
+    lse_assert_ok(lse_graph_add_node(g, "w2", 4, 65, LSE_NODE_PARAM, &w2));
+    lse_term_spec spec = lse_term_spec_default();
+    spec.child = lse_view_all(u);
+    spec.parent = lse_view_all(v);
+    spec.sim = lse_capsnet_sim;
+    lse_node *p1[1] = {w};
+    spec.param = p1;
+    lse_assert_status(lse_graph_add_lse(g, "bad", &spec, NULL), LSE_EDIM);
+    spec.parent = lse_view_all(v2);
+    lse_node *p2[1] = {w2};
+    spec.param = p2;
+    lse_assert_status(lse_graph_add_lse(g, "wide", &spec, NULL), LSE_EDIM);
+    ck_assert_ptr_nonnull(strstr(lse_graph_errmsg(g), "exceeds 64"));
+    lse_graph_free(g);
 }
 END_TEST
 

@@ -15,4 +15,5 @@
 #include <lsegraph/models/predcoding.h>
 #include <lsegraph/models/idwnet.h>
 #include <lsegraph/models/daam.h>
+#include <lsegraph/models/capsnet.h>
 #endif /* LSEGRAPH_MODELS_H */

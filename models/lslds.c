@@ -1859,6 +1859,145 @@ done:
     return st;
 }
 
+/* The path z's dynamics, row t from mode z[t]: A, Q (D*D) and b (D). */
+static void path_dynamics(const lse_lslds_params *p, const size_t *z,
+                          gsl_matrix *A, gsl_matrix *Qm, gsl_matrix *B)
+{
+    const size_t T = A->size1, D = p->D, DD = D * D;
+    for (size_t t = 0; t < T; t++) {
+        memcpy(A->data + t * A->tda, p->A->data + z[t] * p->A->tda,
+               DD * sizeof(double));
+        memcpy(Qm->data + t * Qm->tda, p->Q->data + z[t] * p->Q->tda,
+               DD * sizeof(double));
+        memcpy(B->data + t * B->tda, p->b->data + z[t] * p->b->tda,
+               D * sizeof(double));
+    }
+}
+
+/* obs_potentials' packed rows (J then h, T of them, then the constant)
+ * into Jo (T x D*D) and ho (T x D); returns the constant. */
+static double unpack_potentials(const double *obs, gsl_matrix *Jo,
+                                gsl_matrix *ho)
+{
+    const size_t T = Jo->size1, D = ho->size2, DD = D * D;
+    for (size_t t = 0; t < T; t++) {
+        memcpy(Jo->data + t * Jo->tda, obs + t * (DD + D),
+               DD * sizeof(double));
+        memcpy(ho->data + t * ho->tda, obs + t * (DD + D) + DD,
+               D * sizeof(double));
+    }
+    return obs[T * (DD + D)];
+}
+
+/* The proposal q(z) ∝ p(z) exp(sum s): forward filter into alpha (rows
+ * normalized), its log Z added to *logz. 0, or the 1-based row where it
+ * underflows. */
+static size_t proposal_filter(const lse_lslds_params *p, const size_t *seq,
+                              const gsl_matrix *s, gsl_matrix *alpha,
+                              double *logz)
+{
+    const size_t T = s->size1, K = p->K;
+    for (size_t t = 0; t < T; t++) {
+        double mx = -INFINITY, tot = 0.0;
+        for (size_t k = 0; k < K; k++)
+            mx = fmax(mx, gsl_matrix_get(s, t, k));
+        for (size_t k = 0; k < K; k++) {
+            double a = 0.0;
+            if (!p->markov || is_start(seq, t))
+                a = gsl_vector_get(p->init, k);
+            else
+                for (size_t j = 0; j < K; j++)
+                    a += gsl_matrix_get(alpha, t - 1, j) *
+                         gsl_matrix_get(p->trans, j, k);
+            a *= exp(gsl_matrix_get(s, t, k) - mx);
+            gsl_matrix_set(alpha, t, k, a);
+            tot += a;
+        }
+        if (!(tot > 0.0))
+            return t + 1;
+        *logz += log(tot) + mx;
+        for (size_t k = 0; k < K; k++)
+            gsl_matrix_set(alpha, t, k, gsl_matrix_get(alpha, t, k) / tot);
+    }
+    return 0;
+}
+
+/* A path z of the defensive mixture: with probability LSE_LSLDS_IS_PRIOR
+ * one from the prior p(z), else one from q(z) by backward sampling
+ * z_t ~ alpha_t(j) trans(j, z_{t+1}). Returns its sum of scores s. */
+static double sample_path(const lse_lslds_params *p, const size_t *seq,
+                          const gsl_matrix *s, const gsl_matrix *alpha,
+                          gsl_rng *rng, size_t *z)
+{
+    const size_t T = s->size1, K = p->K;
+    const int from_prior = gsl_rng_uniform(rng) < LSE_LSLDS_IS_PRIOR;
+    double ssum = 0.0;
+    if (from_prior) {
+        for (size_t t = 0; t < T; t++) {
+            const int st0 = !p->markov || is_start(seq, t);
+            double u = gsl_rng_uniform(rng), acc = 0.0;
+            size_t pick = K - 1;
+            for (size_t j = 0; j < K; j++) {
+                acc += st0 ? gsl_vector_get(p->init, j)
+                           : gsl_matrix_get(p->trans, z[t - 1], j);
+                if (u < acc) {
+                    pick = j;
+                    break;
+                }
+            }
+            z[t] = pick;
+            ssum += gsl_matrix_get(s, t, pick);
+        }
+    }
+    for (size_t t = T; !from_prior && t-- > 0;) {
+        const int last = t + 1 == T || is_start(seq, t + 1);
+        double tot = 0.0;
+        for (size_t j = 0; j < K; j++)
+            tot += gsl_matrix_get(alpha, t, j) *
+                   (last || !p->markov ? 1.0
+                                       : gsl_matrix_get(p->trans, j, z[t + 1]));
+        double u = gsl_rng_uniform(rng) * tot, acc = 0.0;
+        size_t pick = K - 1;
+        for (size_t j = 0; j < K; j++) {
+            acc += gsl_matrix_get(alpha, t, j) *
+                   (last || !p->markov
+                        ? 1.0
+                        : gsl_matrix_get(p->trans, j, z[t + 1]));
+            if (u < acc) {
+                pick = j;
+                break;
+            }
+        }
+        z[t] = pick;
+        ssum += gsl_matrix_get(s, t, pick);
+    }
+    return ssum;
+}
+
+/* log of the mean of exp(lw[0..n)), and the delta-method standard error
+ * of it when se is not NULL. */
+static void is_mean(const double *lw, size_t n_samples, double *estimate,
+                    double *se)
+{
+    double mx = -INFINITY;
+    for (size_t n = 0; n < n_samples; n++)
+        mx = fmax(mx, lw[n]);
+    double m1 = 0.0, m2 = 0.0;
+    for (size_t n = 0; n < n_samples; n++) {
+        const double w = exp(lw[n] - mx);
+        m1 += w;
+        m2 += w * w;
+    }
+    m1 /= (double)n_samples;
+    m2 /= (double)n_samples;
+    *estimate = mx + log(m1);
+    if (se != NULL) {
+        const double var = fmax(m2 - m1 * m1, 0.0) * (double)n_samples /
+                           (double)(n_samples - 1);
+        *se = sqrt(var / (double)n_samples) / m1;
+    }
+}
+
 lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
                                   const gsl_matrix *y,
                                   const unsigned char *observed,
@@ -1924,30 +2063,11 @@ lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
         gsl_matrix_set(R1, 0, 0, 1.0);
     /* proposal q(z) ∝ p(z) exp(sum s): forward filter, log Z */
     double logz = 0.0;
-    for (size_t t = 0; t < T; t++) {
-        double mx = -INFINITY, tot = 0.0;
-        for (size_t k = 0; k < K; k++)
-            mx = fmax(mx, gsl_matrix_get(s, t, k));
-        for (size_t k = 0; k < K; k++) {
-            double a = 0.0;
-            if (!p->markov || is_start(seq, t))
-                a = gsl_vector_get(p->init, k);
-            else
-                for (size_t j = 0; j < K; j++)
-                    a += gsl_matrix_get(alpha, t - 1, j) *
-                         gsl_matrix_get(p->trans, j, k);
-            a *= exp(gsl_matrix_get(s, t, k) - mx);
-            gsl_matrix_set(alpha, t, k, a);
-            tot += a;
-        }
-        if (!(tot > 0.0)) {
-            st = lse_error_set(err, LSE_ENUMERIC, fn,
-                               "proposal underflows at row %zu", t + 1);
-            goto done;
-        }
-        logz += log(tot) + mx;
-        for (size_t k = 0; k < K; k++)
-            gsl_matrix_set(alpha, t, k, gsl_matrix_get(alpha, t, k) / tot);
+    const size_t bad = proposal_filter(p, seq, s, alpha, &logz);
+    if (bad != 0) {
+        st = lse_error_set(err, LSE_ENUMERIC, fn,
+                           "proposal underflows at row %zu", bad);
+        goto done;
     }
     lse_kalman_model km = {A,     B,           Qm,    pm ? Cdum : p->C,
                            pm ? NULL : p->d,   pm ? R1 : R, p->m0,
@@ -1956,68 +2076,12 @@ lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
     const unsigned char *kobs = pm ? nomask : observed;
 
     for (size_t n = 0; n < n_samples; n++) {
-        /* defensive mixture: with probability LSE_LSLDS_IS_PRIOR a path
-         * from the prior p(z), else one from q(z) by backward sampling
-         * z_t ~ alpha_t(j) trans(j, z_{t+1}) */
-        const int from_prior = gsl_rng_uniform(rng) < LSE_LSLDS_IS_PRIOR;
-        double ssum = 0.0;
-        if (from_prior) {
-            for (size_t t = 0; t < T; t++) {
-                const int st0 = !p->markov || is_start(seq, t);
-                double u = gsl_rng_uniform(rng), acc = 0.0;
-                size_t pick = K - 1;
-                for (size_t j = 0; j < K; j++) {
-                    acc += st0 ? gsl_vector_get(p->init, j)
-                               : gsl_matrix_get(p->trans, z[t - 1], j);
-                    if (u < acc) {
-                        pick = j;
-                        break;
-                    }
-                }
-                z[t] = pick;
-                ssum += gsl_matrix_get(s, t, pick);
-            }
-        }
-        for (size_t t = T; !from_prior && t-- > 0;) {
-            const int last = t + 1 == T || is_start(seq, t + 1);
-            double tot = 0.0;
-            for (size_t j = 0; j < K; j++)
-                tot += gsl_matrix_get(alpha, t, j) *
-                       (last || !p->markov ? 1.0
-                                           : gsl_matrix_get(p->trans, j, z[t + 1]));
-            double u = gsl_rng_uniform(rng) * tot, acc = 0.0;
-            size_t pick = K - 1;
-            for (size_t j = 0; j < K; j++) {
-                acc += gsl_matrix_get(alpha, t, j) *
-                       (last || !p->markov
-                            ? 1.0
-                            : gsl_matrix_get(p->trans, j, z[t + 1]));
-                if (u < acc) {
-                    pick = j;
-                    break;
-                }
-            }
-            z[t] = pick;
-            ssum += gsl_matrix_get(s, t, pick);
-        }
-        for (size_t t = 0; t < T; t++) {
-            memcpy(A->data + t * A->tda, p->A->data + z[t] * p->A->tda,
-                   DD * sizeof(double));
-            memcpy(Qm->data + t * Qm->tda, p->Q->data + z[t] * p->Q->tda,
-                   DD * sizeof(double));
-            memcpy(B->data + t * B->tda, p->b->data + z[t] * p->b->tda,
-                   D * sizeof(double));
-        }
+        const double ssum = sample_path(p, seq, s, alpha, rng, z);
+        path_dynamics(p, z, A, Qm, B);
         double ll, lc = 0.0;
         if (pm) {
             obs_potentials(p, y, observed, q, NULL, z, obs);
-            for (size_t t = 0; t < T; t++) {
-                memcpy(Jo->data + t * Jo->tda, obs + t * (DD + D),
-                       DD * sizeof(double));
-                memcpy(ho->data + t * ho->tda, obs + t * (DD + D) + DD,
-                       D * sizeof(double));
-            }
-            lc = obs[T * (DD + D)];
+            lc = unpack_potentials(obs, Jo, ho);
         }
         lse_error kerr;
         st = lse_kalman_smooth(&km, ky, kobs, seq, &ll, NULL, &kerr);
@@ -2033,23 +2097,7 @@ lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
                                      : log((1.0 - e) * exp(lr) + e);
         lw[n] = ll - lmix;
     }
-    double mx = -INFINITY;
-    for (size_t n = 0; n < n_samples; n++)
-        mx = fmax(mx, lw[n]);
-    double m1 = 0.0, m2 = 0.0;
-    for (size_t n = 0; n < n_samples; n++) {
-        const double w = exp(lw[n] - mx);
-        m1 += w;
-        m2 += w * w;
-    }
-    m1 /= (double)n_samples;
-    m2 /= (double)n_samples;
-    *estimate = mx + log(m1);
-    if (se != NULL) {
-        const double var = fmax(m2 - m1 * m1, 0.0) * (double)n_samples /
-                           (double)(n_samples - 1);
-        *se = sqrt(var / (double)n_samples) / m1;
-    }
+    is_mean(lw, n_samples, estimate, se);
 done:
     gsl_matrix_free(s);
     gsl_matrix_free(alpha);

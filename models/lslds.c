@@ -1043,6 +1043,110 @@ static int solve_right(const gsl_matrix *S, gsl_matrix *B, gsl_matrix *work)
     return 0;
 }
 
+/* Mode k's expected dynamics statistics, weighted by q(z_t = k) over the
+ * rows that are not sequence starts: Sxx = E[x~ x~'] of the previous
+ * states x~ = (x_{t-1}, 1), Stx = E[x_t x~'], Stt = E[x_t x_t']. Returns
+ * the total weight. */
+static double dyn_stats(const lse_lslds_post *q, const size_t *seq, size_t k,
+                        gsl_matrix *Sxx, gsl_matrix *Stx, gsl_matrix *Stt)
+{
+    const size_t T = q->T, D = Stt->size1, D1 = D + 1;
+    double n = 0.0;
+    gsl_matrix_set_zero(Sxx);
+    gsl_matrix_set_zero(Stx);
+    gsl_matrix_set_zero(Stt);
+    for (size_t t = 0; t < T; t++) {
+        if (is_start(seq, t))
+            continue;
+        const double w = gsl_matrix_get(q->w, t, k);
+        n += w;
+        for (size_t i = 0; i < D1; i++)
+            for (size_t j = 0; j < D1; j++) {
+                const double mi =
+                    i < D ? gsl_matrix_get(q->mean, t - 1, i) : 1.0;
+                const double mj =
+                    j < D ? gsl_matrix_get(q->mean, t - 1, j) : 1.0;
+                const double c =
+                    (i < D && j < D)
+                        ? gsl_matrix_get(q->cov, t - 1, i * D + j)
+                        : 0.0;
+                gsl_matrix_set(Sxx, i, j,
+                               gsl_matrix_get(Sxx, i, j) + w * (c + mi * mj));
+            }
+        for (size_t i = 0; i < D; i++) {
+            const double mi = gsl_matrix_get(q->mean, t, i);
+            for (size_t j = 0; j < D1; j++) {
+                const double mj =
+                    j < D ? gsl_matrix_get(q->mean, t - 1, j) : 1.0;
+                const double c =
+                    j < D ? gsl_matrix_get(q->cross, t, i * D + j) : 0.0;
+                gsl_matrix_set(Stx, i, j,
+                               gsl_matrix_get(Stx, i, j) + w * (c + mi * mj));
+            }
+            for (size_t j = 0; j < D; j++)
+                gsl_matrix_set(Stt, i, j,
+                               gsl_matrix_get(Stt, i, j) +
+                                   w * (gsl_matrix_get(q->cov, t, i * D + j) +
+                                        mi * gsl_matrix_get(q->mean, t, j)));
+        }
+    }
+    return n;
+}
+
+/* The initial state (m0, P0 + reg I) from the sequence starts, the mode
+ * probabilities and (Markov) the transitions from q(z). */
+static void mstep_start(lse_lslds_params *p, const size_t *seq,
+                        const lse_lslds_post *q, double reg)
+{
+    const size_t T = q->T, K = p->K, D = p->D;
+    double ns = 0.0;
+    gsl_vector_set_zero(p->m0);
+    for (size_t t = 0; t < T; t++)
+        if (is_start(seq, t)) {
+            ns += 1.0;
+            for (size_t i = 0; i < D; i++)
+                gsl_vector_set(p->m0, i,
+                               gsl_vector_get(p->m0, i) +
+                                   gsl_matrix_get(q->mean, t, i));
+        }
+    gsl_vector_scale(p->m0, 1.0 / ns);
+    gsl_matrix_set_zero(p->P0);
+    for (size_t t = 0; t < T; t++)
+        if (is_start(seq, t))
+            for (size_t i = 0; i < D; i++)
+                for (size_t j = 0; j < D; j++) {
+                    const double di =
+                        gsl_matrix_get(q->mean, t, i) - gsl_vector_get(p->m0, i);
+                    const double dj =
+                        gsl_matrix_get(q->mean, t, j) - gsl_vector_get(p->m0, j);
+                    gsl_matrix_set(p->P0, i, j,
+                                   gsl_matrix_get(p->P0, i, j) +
+                                       (gsl_matrix_get(q->cov, t, i * D + j) +
+                                        di * dj) / ns);
+                }
+    for (size_t i = 0; i < D; i++)
+        gsl_matrix_set(p->P0, i, i, gsl_matrix_get(p->P0, i, i) + reg);
+    gsl_vector_set_zero(p->init);
+    for (size_t t = 0; t < T; t++)
+        if (!p->markov || is_start(seq, t))
+            for (size_t k = 0; k < K; k++)
+                gsl_vector_set(p->init, k,
+                               gsl_vector_get(p->init, k) +
+                                   gsl_matrix_get(q->w, t, k));
+    const double si = gsl_blas_dasum(p->init);
+    gsl_vector_scale(p->init, 1.0 / si);
+    if (p->markov)
+        for (size_t j = 0; j < K; j++) {
+            gsl_vector_const_view row = gsl_matrix_const_row(q->xi, j);
+            const double sr = gsl_blas_dasum(&row.vector);
+            if (sr <= 0.0)
+                continue; /* never visited: keep the row */
+            for (size_t k = 0; k < K; k++)
+                gsl_matrix_set(p->trans, j, k,
+                               gsl_matrix_get(q->xi, j, k) / sr);
+        }
+}
+
 static lse_status mstep_impl(lse_lslds_params *p, const gsl_matrix *y,
                              const unsigned char *observed, const size_t *seq,
                              const lse_lslds_post *q, double reg, par *pr,
@@ -1086,45 +1190,7 @@ static lse_status mstep_impl(lse_lslds_params *p, const gsl_matrix *y,
     }
     /* dynamics, per mode */
     for (size_t k = 0; k < K; k++) {
-        gsl_matrix_set_zero(Sxx);
-        gsl_matrix_set_zero(Stx);
-        gsl_matrix_set_zero(Stt);
-        double n = 0.0;
-        for (size_t t = 0; t < T; t++) {
-            if (is_start(seq, t))
-                continue;
-            const double w = gsl_matrix_get(q->w, t, k);
-            n += w;
-            for (size_t i = 0; i < D1; i++)
-                for (size_t j = 0; j < D1; j++) {
-                    const double mi =
-                        i < D ? gsl_matrix_get(q->mean, t - 1, i) : 1.0;
-                    const double mj =
-                        j < D ? gsl_matrix_get(q->mean, t - 1, j) : 1.0;
-                    const double c =
-                        (i < D && j < D)
-                            ? gsl_matrix_get(q->cov, t - 1, i * D + j)
-                            : 0.0;
-                    gsl_matrix_set(Sxx, i, j,
-                                   gsl_matrix_get(Sxx, i, j) + w * (c + mi * mj));
-                }
-            for (size_t i = 0; i < D; i++) {
-                const double mi = gsl_matrix_get(q->mean, t, i);
-                for (size_t j = 0; j < D1; j++) {
-                    const double mj =
-                        j < D ? gsl_matrix_get(q->mean, t - 1, j) : 1.0;
-                    const double c =
-                        j < D ? gsl_matrix_get(q->cross, t, i * D + j) : 0.0;
-                    gsl_matrix_set(Stx, i, j,
-                                   gsl_matrix_get(Stx, i, j) + w * (c + mi * mj));
-                }
-                for (size_t j = 0; j < D; j++)
-                    gsl_matrix_set(Stt, i, j,
-                                   gsl_matrix_get(Stt, i, j) +
-                                       w * (gsl_matrix_get(q->cov, t, i * D + j) +
-                                            mi * gsl_matrix_get(q->mean, t, j)));
-            }
-        }
+        const double n = dyn_stats(q, seq, k, Sxx, Stx, Stt);
         if (n < 1e-8)
             continue;
         gsl_matrix_memcpy(W, Stx);
@@ -1201,55 +1267,7 @@ static lse_status mstep_impl(lse_lslds_params *p, const gsl_matrix *y,
         gsl_vector_set(p->d, ik, Wy->data[D]);
         gsl_vector_set(p->r, ik, fmax((yy - wsy) / n, 0.0) + reg);
     }
-    /* initial state and mode probabilities */
-    {
-        double ns = 0.0;
-        gsl_vector_set_zero(p->m0);
-        for (size_t t = 0; t < T; t++)
-            if (is_start(seq, t)) {
-                ns += 1.0;
-                for (size_t i = 0; i < D; i++)
-                    gsl_vector_set(p->m0, i,
-                                   gsl_vector_get(p->m0, i) +
-                                       gsl_matrix_get(q->mean, t, i));
-            }
-        gsl_vector_scale(p->m0, 1.0 / ns);
-        gsl_matrix_set_zero(p->P0);
-        for (size_t t = 0; t < T; t++)
-            if (is_start(seq, t))
-                for (size_t i = 0; i < D; i++)
-                    for (size_t j = 0; j < D; j++) {
-                        const double di =
-                            gsl_matrix_get(q->mean, t, i) - gsl_vector_get(p->m0, i);
-                        const double dj =
-                            gsl_matrix_get(q->mean, t, j) - gsl_vector_get(p->m0, j);
-                        gsl_matrix_set(p->P0, i, j,
-                                       gsl_matrix_get(p->P0, i, j) +
-                                           (gsl_matrix_get(q->cov, t, i * D + j) +
-                                            di * dj) / ns);
-                    }
-        for (size_t i = 0; i < D; i++)
-            gsl_matrix_set(p->P0, i, i, gsl_matrix_get(p->P0, i, i) + reg);
-        gsl_vector_set_zero(p->init);
-        for (size_t t = 0; t < T; t++)
-            if (!p->markov || is_start(seq, t))
-                for (size_t k = 0; k < K; k++)
-                    gsl_vector_set(p->init, k,
-                                   gsl_vector_get(p->init, k) +
-                                       gsl_matrix_get(q->w, t, k));
-        const double si = gsl_blas_dasum(p->init);
-        gsl_vector_scale(p->init, 1.0 / si);
-        if (p->markov)
-            for (size_t j = 0; j < K; j++) {
-                gsl_vector_const_view row = gsl_matrix_const_row(q->xi, j);
-                const double sr = gsl_blas_dasum(&row.vector);
-                if (sr <= 0.0)
-                    continue; /* never visited: keep the row */
-                for (size_t k = 0; k < K; k++)
-                    gsl_matrix_set(p->trans, j, k,
-                                   gsl_matrix_get(q->xi, j, k) / sr);
-            }
-    }
+    mstep_start(p, seq, q, reg); /* initial state and mode probabilities */
 done:
     gsl_matrix_free(Sxx);
     gsl_matrix_free(Stx);

@@ -1291,6 +1291,151 @@ lse_lslds_opts lse_lslds_opts_default(void)
     return o;
 }
 
+/* Probabilistic PCA from the eigenpairs (lam descending, U) of the
+ * data's covariance: the first emission block C (N x D) and the noise
+ * variance, which it returns. */
+static double pca_emission(lse_lslds_params *p, const gsl_vector *lam,
+                           const gsl_matrix *U)
+{
+    const size_t N = p->N, D = p->D;
+    double sig2 = 0.0, tr = 0.0;
+    for (size_t i = 0; i < N; i++)
+        tr += fmax(gsl_vector_get(lam, i), 0.0);
+    for (size_t i = D; i < N; i++)
+        sig2 += fmax(gsl_vector_get(lam, i), 0.0) / (double)(N - D);
+    sig2 = fmax(sig2, 1e-3 * tr / (double)N + 1e-12);
+    for (size_t j = 0; j < D; j++) {
+        const double sc = sqrt(fmax(gsl_vector_get(lam, j) - sig2,
+                                    1e-6 * gsl_vector_get(lam, 0) + 1e-12));
+        for (size_t i = 0; i < N; i++)
+            gsl_matrix_set(p->C, i, j, gsl_matrix_get(U, i, j) * sc);
+    }
+    return sig2;
+}
+
+/* The latent means of the centred rows Yc: x_t = (C'C + sig2 I)^-1 C'
+ * (y_t - d) into Xo. -1 when out of memory, 1 when the projection is
+ * singular. */
+static int pca_states(const gsl_matrix *C0, double sig2, const gsl_matrix *Yc,
+                      gsl_matrix *Xo)
+{
+    const size_t N = C0->size1, D = C0->size2;
+    gsl_matrix *M = gsl_matrix_alloc(D, D), *W = gsl_matrix_alloc(N, D);
+    gsl_matrix *wk = gsl_matrix_alloc(D, D);
+    if (!M || !W || !wk) {
+        gsl_matrix_free(M);
+        gsl_matrix_free(W);
+        gsl_matrix_free(wk);
+        return -1;
+    }
+    gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, C0, C0, 0.0, M);
+    for (size_t i = 0; i < D; i++)
+        gsl_matrix_set(M, i, i, gsl_matrix_get(M, i, i) + sig2);
+    gsl_matrix_memcpy(W, C0);
+    int bad = 0;
+    {
+        gsl_matrix_view Wt = gsl_matrix_submatrix(W, 0, 0, N, D);
+        bad = solve_right(M, &Wt.matrix, wk);
+    }
+    if (!bad)
+        gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, Yc, W, 0.0, Xo);
+    gsl_matrix_free(M);
+    gsl_matrix_free(W);
+    gsl_matrix_free(wk);
+    return bad ? 1 : 0;
+}
+
+/* The modes' dynamics (A, b, Q) and probabilities from the ARHMM fit m;
+ * a, cv (D x D) and bv (D) are scratch. */
+static void modes_from_slds(lse_lslds_params *p, const lse_slds *m,
+                            gsl_matrix *a, gsl_vector *bv, gsl_matrix *cv)
+{
+    const size_t D = p->D, K = p->K;
+    for (size_t k = 0; k < K; k++) {
+        lse_slds_get_a(m, k, a);
+        lse_slds_get_b(m, k, bv);
+        lse_slds_get_cov(m, k, cv);
+        for (size_t i = 0; i < D; i++) {
+            gsl_matrix_set(p->b, k, i, gsl_vector_get(bv, i));
+            for (size_t j = 0; j < D; j++) {
+                gsl_matrix_set(p->A, k, i * D + j, gsl_matrix_get(a, i, j));
+                gsl_matrix_set(p->Q, k, i * D + j, gsl_matrix_get(cv, i, j));
+            }
+        }
+    }
+    if (p->markov) {
+        lse_slds_get_initial(m, p->init);
+        lse_slds_get_transition(m, p->trans);
+    } else {
+        lse_slds_get_weights(m, p->init);
+    }
+}
+
+/* The initial state: mean and covariance (+ 1e-6 I) of the states X. */
+static void init_state_of(lse_lslds_params *p, const gsl_matrix *X)
+{
+    const size_t T = X->size1, D = p->D;
+    gsl_vector_set_zero(p->m0);
+    for (size_t t = 0; t < T; t++)
+        for (size_t i = 0; i < D; i++)
+            gsl_vector_set(p->m0, i,
+                           gsl_vector_get(p->m0, i) +
+                               gsl_matrix_get(X, t, i) / (double)T);
+    gsl_matrix_set_zero(p->P0);
+    for (size_t t = 0; t < T; t++)
+        for (size_t i = 0; i < D; i++)
+            for (size_t j = 0; j < D; j++)
+                gsl_matrix_set(
+                    p->P0, i, j,
+                    gsl_matrix_get(p->P0, i, j) +
+                        (gsl_matrix_get(X, t, i) - gsl_vector_get(p->m0, i)) *
+                            (gsl_matrix_get(X, t, j) -
+                             gsl_vector_get(p->m0, j)) /
+                            (double)T);
+    for (size_t i = 0; i < D; i++)
+        gsl_matrix_set(p->P0, i, i, gsl_matrix_get(p->P0, i, i) + 1e-6);
+}
+
+/* The autoregressive HMM / mixture of p's shape fitted to the states X
+ * into *m (freed by the caller either way). */
+static lse_status fit_arhmm(const lse_lslds_params *p, const gsl_matrix *X,
+                            const size_t *seq, unsigned long seed,
+                            lse_slds **m, const char *fn, lse_error *err)
+{
+    lse_slds_config cfg = lse_slds_config_default();
+    cfg.n_modes = p->K;
+    cfg.dim = p->D;
+    cfg.markov = p->markov;
+    lse_error serr;
+    lse_status st = lse_slds_new(&cfg, m, &serr);
+    if (st == LSE_OK) {
+        lse_slds_opts so = lse_slds_opts_default();
+        so.seed = seed;
+        so.max_iter = 100;
+        st = lse_slds_fit(*m, X, seq, &so, &serr);
+    }
+    if (st != LSE_OK)
+        lse_error_set(err, st, fn, "ARHMM on the PCA states: %s", serr.message);
+    return st;
+}
+
+/* Per column i: the sum (sn[i]) and count (sn[N + i]) of the observed
+ * entries of rows [y0, y0 + To). */
+static void column_sums(const gsl_matrix *y, const unsigned char *observed,
+                        size_t N, size_t y0, size_t To, double *sn)
+{
+    for (size_t i = 0; i < N; i++) {
+        double s = 0.0, n = 0.0;
+        for (size_t t = y0; t < y0 + To; t++)
+            if (observed == NULL || observed[t * N + i]) {
+                s += gsl_matrix_get(y, t, i);
+                n += 1.0;
+            }
+        sn[i] = s;
+        sn[N + i] = n;
+    }
+}
+
 static lse_status init_impl(lse_lslds_params *p, const gsl_matrix *y,
                             const unsigned char *observed, const size_t *seq,
                             par *pr, unsigned long seed, const char *fn,
@@ -1394,16 +1539,7 @@ static lse_status init_impl(lse_lslds_params *p, const gsl_matrix *y,
         st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
         goto done;
     }
-    for (size_t i = 0; i < N; i++) {
-        double s = 0.0, n = 0.0;
-        for (size_t t = y0; t < y0 + To; t++)
-            if (observed == NULL || observed[t * N + i]) {
-                s += gsl_matrix_get(y, t, i);
-                n += 1.0;
-            }
-        sn[i] = s;
-        sn[N + i] = n;
-    }
+    column_sums(y, observed, N, y0, To, sn);
     if (pr != NULL && (st = lse_comm_sum(&pr->comm, sn, 2 * N, fn, err)) !=
                           LSE_OK)
         goto done;
@@ -1425,18 +1561,7 @@ static lse_status init_impl(lse_lslds_params *p, const gsl_matrix *y,
         goto done;
     gsl_eigen_symmv(S, lam, U, ew);
     gsl_eigen_symmv_sort(lam, U, GSL_EIGEN_SORT_VAL_DESC);
-    double sig2 = 0.0, tr = 0.0;
-    for (size_t i = 0; i < N; i++)
-        tr += fmax(gsl_vector_get(lam, i), 0.0);
-    for (size_t i = D; i < N; i++)
-        sig2 += fmax(gsl_vector_get(lam, i), 0.0) / (double)(N - D);
-    sig2 = fmax(sig2, 1e-3 * tr / (double)N + 1e-12);
-    for (size_t j = 0; j < D; j++) {
-        const double sc = sqrt(fmax(gsl_vector_get(lam, j) - sig2,
-                                    1e-6 * gsl_vector_get(lam, 0) + 1e-12));
-        for (size_t i = 0; i < N; i++)
-            gsl_matrix_set(p->C, i, j, gsl_matrix_get(U, i, j) * sc);
-    }
+    const double sig2 = pca_emission(p, lam, U);
     gsl_vector_view d0 = gsl_vector_subvector(p->d, 0, N);
     gsl_vector_memcpy(&d0.vector, mu);
     gsl_vector_set_all(p->r, sig2);
@@ -1444,34 +1569,14 @@ static lse_status init_impl(lse_lslds_params *p, const gsl_matrix *y,
     const gsl_matrix *C0 = &C0v.matrix; /* the first (or shared) block */
     /* latent means: x_t = (C'C + sig2 I)^-1 C' (y_t - d) */
     {
-        gsl_matrix *M = gsl_matrix_alloc(D, D), *W = gsl_matrix_alloc(N, D);
-        gsl_matrix *wk = gsl_matrix_alloc(D, D);
-        if (!M || !W || !wk) {
-            gsl_matrix_free(M);
-            gsl_matrix_free(W);
-            gsl_matrix_free(wk);
+        gsl_matrix_view Xo =
+            gsl_matrix_submatrix(X, pr ? pr->offset : 0, 0, To, D);
+        const int rc = pca_states(C0, sig2, Yc, &Xo.matrix);
+        if (rc < 0) {
             st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
             goto done;
         }
-        gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, C0, C0, 0.0, M);
-        for (size_t i = 0; i < D; i++)
-            gsl_matrix_set(M, i, i, gsl_matrix_get(M, i, i) + sig2);
-        gsl_matrix_memcpy(W, C0);
-        int bad = 0;
-        {
-            gsl_matrix_view Wt = gsl_matrix_submatrix(W, 0, 0, N, D);
-            bad = solve_right(M, &Wt.matrix, wk);
-        }
-        if (!bad) {
-            gsl_matrix_view Xo =
-                gsl_matrix_submatrix(X, pr ? pr->offset : 0, 0, To, D);
-            gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, Yc, W, 0.0,
-                           &Xo.matrix);
-        }
-        gsl_matrix_free(M);
-        gsl_matrix_free(W);
-        gsl_matrix_free(wk);
-        if (bad) {
+        if (rc > 0) {
             st = lse_error_set(err, LSE_ENUMERIC, fn, "PCA projection is singular");
             goto done;
         }
@@ -1490,60 +1595,10 @@ static lse_status init_impl(lse_lslds_params *p, const gsl_matrix *y,
         (st = lds_refine(p, y, observed, seq, pr, X, fn, err)) != LSE_OK)
         goto done;
     /* modes: autoregressive HMM / mixture on the latent means */
-    lse_slds_config cfg = lse_slds_config_default();
-    cfg.n_modes = K;
-    cfg.dim = D;
-    cfg.markov = p->markov;
-    lse_error serr;
-    st = lse_slds_new(&cfg, &m, &serr);
-    if (st == LSE_OK) {
-        lse_slds_opts so = lse_slds_opts_default();
-        so.seed = seed;
-        so.max_iter = 100;
-        st = lse_slds_fit(m, X, seq, &so, &serr);
-    }
-    if (st != LSE_OK) {
-        lse_error_set(err, st, fn, "ARHMM on the PCA states: %s", serr.message);
+    if ((st = fit_arhmm(p, X, seq, seed, &m, fn, err)) != LSE_OK)
         goto done;
-    }
-    for (size_t k = 0; k < K; k++) {
-        lse_slds_get_a(m, k, a);
-        lse_slds_get_b(m, k, bv);
-        lse_slds_get_cov(m, k, cv);
-        for (size_t i = 0; i < D; i++) {
-            gsl_matrix_set(p->b, k, i, gsl_vector_get(bv, i));
-            for (size_t j = 0; j < D; j++) {
-                gsl_matrix_set(p->A, k, i * D + j, gsl_matrix_get(a, i, j));
-                gsl_matrix_set(p->Q, k, i * D + j, gsl_matrix_get(cv, i, j));
-            }
-        }
-    }
-    if (p->markov) {
-        lse_slds_get_initial(m, p->init);
-        lse_slds_get_transition(m, p->trans);
-    } else {
-        lse_slds_get_weights(m, p->init);
-    }
-    /* initial state: mean and covariance of the PCA states */
-    gsl_vector_set_zero(p->m0);
-    for (size_t t = 0; t < T; t++)
-        for (size_t i = 0; i < D; i++)
-            gsl_vector_set(p->m0, i,
-                           gsl_vector_get(p->m0, i) +
-                               gsl_matrix_get(X, t, i) / (double)T);
-    gsl_matrix_set_zero(p->P0);
-    for (size_t t = 0; t < T; t++)
-        for (size_t i = 0; i < D; i++)
-            for (size_t j = 0; j < D; j++)
-                gsl_matrix_set(
-                    p->P0, i, j,
-                    gsl_matrix_get(p->P0, i, j) +
-                        (gsl_matrix_get(X, t, i) - gsl_vector_get(p->m0, i)) *
-                            (gsl_matrix_get(X, t, j) -
-                             gsl_vector_get(p->m0, j)) /
-                            (double)T);
-    for (size_t i = 0; i < D; i++)
-        gsl_matrix_set(p->P0, i, i, gsl_matrix_get(p->P0, i, i) + 1e-6);
+    modes_from_slds(p, m, a, bv, cv);
+    init_state_of(p, X); /* mean and covariance of the PCA states */
     for (size_t k = 1; k < NE(p); k++) { /* per mode: copies of the PCA fit */
         gsl_matrix_view Ck = gsl_matrix_submatrix(p->C, k * N, 0, N, D);
         gsl_matrix_memcpy(&Ck.matrix, C0);

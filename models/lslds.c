@@ -277,6 +277,99 @@ static int mode_inverses(const lse_lslds_params *p, gsl_matrix *Qi, double *ld,
     return 0;
 }
 
+/* Scratch of mix_modes: the q(z_t)-weighted sums over the modes of the
+ * precisions Lam = sum w Qi_k, SA = sum w Qi_k A_k, SAA = sum w A_k' Qi_k
+ * A_k, g = sum w Qi_k b_k, sAb = sum w A_k' Qi_k b_k; tmp and tv are
+ * scratch. */
+typedef struct xmix {
+    gsl_matrix *Lam, *SA, *SAA, *tmp;
+    gsl_vector *g, *sAb, *tv;
+} xmix;
+
+/* Row t's mode mixture of the transition potentials (weights q(z_t), or
+ * uniform before q(z) exists) into x, with sum w b' Qi b and sum w log
+ * det Qi_k (ld) in *sbQb and *sld. */
+static void mix_modes(const lse_lslds_params *p, const lse_lslds_post *q,
+                      size_t t, const gsl_matrix *Qi, const double *ld,
+                      xmix *x, double *sbQb, double *sld)
+{
+    const size_t K = p->K, D = p->D, DD = D * D;
+    *sbQb = 0.0;
+    *sld = 0.0;
+    gsl_matrix_set_zero(x->Lam);
+    gsl_matrix_set_zero(x->SA);
+    gsl_matrix_set_zero(x->SAA);
+    gsl_vector_set_zero(x->g);
+    gsl_vector_set_zero(x->sAb);
+    for (size_t k = 0; k < K; k++) {
+        const double w =
+            q->have_z ? gsl_matrix_get(q->w, t, k) : 1.0 / (double)K;
+        if (w == 0.0)
+            continue;
+        gsl_matrix_const_view Qik =
+            gsl_matrix_const_view_array(Qi->data + k * DD, D, D);
+        gsl_matrix_const_view Ak =
+            gsl_matrix_const_view_array(p->A->data + k * p->A->tda, D, D);
+        gsl_vector_const_view bk = gsl_matrix_const_row(p->b, k);
+        gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &Qik.matrix,
+                       &Ak.matrix, 0.0, x->tmp); /* Qi A */
+        for (size_t i = 0; i < D; i++)
+            for (size_t j = 0; j < D; j++) {
+                gsl_matrix_set(x->Lam, i, j,
+                               gsl_matrix_get(x->Lam, i, j) +
+                                   w * gsl_matrix_get(&Qik.matrix, i, j));
+                gsl_matrix_set(x->SA, i, j,
+                               gsl_matrix_get(x->SA, i, j) +
+                                   w * gsl_matrix_get(x->tmp, i, j));
+            }
+        gsl_blas_dgemm(CblasTrans, CblasNoTrans, w, &Ak.matrix, x->tmp, 1.0,
+                       x->SAA); /* A'QiA */
+        gsl_blas_dgemv(CblasNoTrans, 1.0, &Qik.matrix, &bk.vector, 0.0,
+                       x->tv); /* Qi b */
+        gsl_blas_daxpy(w, x->tv, x->g);
+        gsl_blas_dgemv(CblasTrans, w, &Ak.matrix, x->tv, 1.0, x->sAb);
+        double bqb;
+        gsl_blas_ddot(&bk.vector, x->tv, &bqb);
+        *sbQb += w * bqb;
+        *sld += w * ld[k];
+    }
+}
+
+/* The residual potential on x_{t-1} of the mixed transition (Ae = Qe SA,
+ * be = Qe g): J += SAA - SA' Qe SA (symmetrized), h += -(sAb - SA' be);
+ * x->SAA is overwritten, tv2 is scratch. */
+static void residual_potential(xmix *x, const gsl_matrix *Ae,
+                               const gsl_vector *be, gsl_matrix *J,
+                               gsl_vector *h, gsl_vector *tv2)
+{
+    const size_t D = J->size1;
+    gsl_blas_dgemm(CblasTrans, CblasNoTrans, -1.0, x->SA, Ae, 1.0, x->SAA);
+    for (size_t i = 0; i < D; i++)
+        for (size_t j = 0; j < D; j++)
+            gsl_matrix_set(J, i, j,
+                           gsl_matrix_get(J, i, j) +
+                               0.5 * (gsl_matrix_get(x->SAA, i, j) +
+                                      gsl_matrix_get(x->SAA, j, i)));
+    gsl_blas_dgemv(CblasTrans, 1.0, x->SA, be, 0.0, tv2);
+    gsl_vector_sub(h, x->sAb);
+    gsl_vector_add(h, tv2);
+}
+
+/* Adds the observation potentials obs (layout of update_x_impl) to J (T x
+ * D*D) and h (T x D); returns their constant. */
+static double add_potentials(const double *obs, gsl_matrix *J, gsl_matrix *h)
+{
+    const size_t T = J->size1, D = h->size2, DD = D * D;
+    for (size_t t = 0; t < T; t++) {
+        const double *o = obs + t * (DD + D);
+        for (size_t i = 0; i < DD; i++)
+            J->data[t * J->tda + i] += o[i];
+        for (size_t i = 0; i < D; i++)
+            h->data[t * h->tda + i] += o[DD + i];
+    }
+    return obs[T * (DD + D)];
+}
+
 /* The q(x) update. With @p obs (several processes) y is not read: the
  * observations enter as the potentials obs[t*(DD+D) ..] (J_t then h_t) of
  * every global row, with the constant obs[T*(DD+D)], and the Kalman
@@ -324,48 +417,13 @@ static lse_status update_x_impl(const lse_lslds_params *p, const gsl_matrix *y,
                            "a Q_k is not positive definite");
         goto done;
     }
+    xmix mx = {Lam, SA, SAA, tmp, g, sAb, tv};
     double csum = 0.0;
     for (size_t t = 0; t < T; t++) {
         if (is_start(seq, t))
             continue;
-        gsl_matrix_set_zero(Lam);
-        gsl_matrix_set_zero(SA);
-        gsl_matrix_set_zero(SAA);
-        gsl_vector_set_zero(g);
-        gsl_vector_set_zero(sAb);
-        double sbQb = 0.0, sld = 0.0;
-        for (size_t k = 0; k < K; k++) {
-            const double w =
-                q->have_z ? gsl_matrix_get(q->w, t, k) : 1.0 / (double)K;
-            if (w == 0.0)
-                continue;
-            gsl_matrix_const_view Qik =
-                gsl_matrix_const_view_array(Qi->data + k * DD, D, D);
-            gsl_matrix_const_view Ak =
-                gsl_matrix_const_view_array(p->A->data + k * p->A->tda, D, D);
-            gsl_vector_const_view bk = gsl_matrix_const_row(p->b, k);
-            gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &Qik.matrix,
-                           &Ak.matrix, 0.0, tmp); /* Qi A */
-            for (size_t i = 0; i < D; i++)
-                for (size_t j = 0; j < D; j++) {
-                    gsl_matrix_set(Lam, i, j,
-                                   gsl_matrix_get(Lam, i, j) +
-                                       w * gsl_matrix_get(&Qik.matrix, i, j));
-                    gsl_matrix_set(SA, i, j,
-                                   gsl_matrix_get(SA, i, j) +
-                                       w * gsl_matrix_get(tmp, i, j));
-                }
-            gsl_blas_dgemm(CblasTrans, CblasNoTrans, w, &Ak.matrix, tmp, 1.0,
-                           SAA); /* A'QiA */
-            gsl_blas_dgemv(CblasNoTrans, 1.0, &Qik.matrix, &bk.vector, 0.0,
-                           tv); /* Qi b */
-            gsl_blas_daxpy(w, tv, g);
-            gsl_blas_dgemv(CblasTrans, w, &Ak.matrix, tv, 1.0, sAb);
-            double bqb;
-            gsl_blas_ddot(&bk.vector, tv, &bqb);
-            sbQb += w * bqb;
-            sld += w * ld[k];
-        }
+        double sbQb, sld;
+        mix_modes(p, q, t, Qi, ld, &mx, &sbQb, &sld);
         double ldLam;
         if (spd_inv(Lam, QeT, &ldLam, work) != 0) {
             st = lse_error_set(err, LSE_ENUMERIC, fn,
@@ -383,34 +441,17 @@ static lse_status update_x_impl(const lse_lslds_params *p, const gsl_matrix *y,
         /* residual potential on x_{t-1}: J += SAA - SA' Qe SA,
          * h += -(sAb - SA' Qe g) */
         gsl_matrix_view Jt = gsl_matrix_view_array(J->data + (t - 1) * DD, D, D);
-        gsl_blas_dgemm(CblasTrans, CblasNoTrans, -1.0, SA, &Aet.matrix, 1.0,
-                       SAA);
-        for (size_t i = 0; i < D; i++)
-            for (size_t j = 0; j < D; j++)
-                gsl_matrix_set(&Jt.matrix, i, j,
-                               gsl_matrix_get(&Jt.matrix, i, j) +
-                                   0.5 * (gsl_matrix_get(SAA, i, j) +
-                                          gsl_matrix_get(SAA, j, i)));
-        gsl_blas_dgemv(CblasTrans, 1.0, SA, &bet.vector, 0.0, tv2);
         gsl_vector_view ht = gsl_matrix_row(h, t - 1);
-        gsl_vector_sub(&ht.vector, sAb);
-        gsl_vector_add(&ht.vector, tv2);
+        residual_potential(&mx, &Aet.matrix, &bet.vector, &Jt.matrix,
+                           &ht.vector, tv2);
         double gQg;
         gsl_blas_ddot(g, &bet.vector, &gQg);
         csum += -0.5 * sbQb + 0.5 * gQg - 0.5 * sld - 0.5 * ldLam;
     }
     for (size_t i = 0; i < N; i++)
         gsl_matrix_set(R, i, i, obs ? 1.0 : gsl_vector_get(p->r, i));
-    if (obs != NULL) {
-        for (size_t t = 0; t < T; t++) {
-            const double *o = obs + t * (DD + D);
-            for (size_t i = 0; i < DD; i++)
-                J->data[t * J->tda + i] += o[i];
-            for (size_t i = 0; i < D; i++)
-                h->data[t * h->tda + i] += o[DD + i];
-        }
-        csum += obs[T * (DD + D)];
-    }
+    if (obs != NULL)
+        csum += add_potentials(obs, J, h);
     lse_kalman_model km = {Ae, be, Qe, obs ? Cdum : p->C, obs ? NULL : p->d,
                            R, p->m0, p->P0, J, h};
     lse_kalman_result kr = {NULL, NULL, q->mean, q->cov, q->cross};

@@ -650,6 +650,58 @@ done:
 
 static double xlogy(double x, double y) { return x > 0.0 ? x * log(y) : 0.0; }
 
+/* Without Markov dependence: q(z_t = k) ∝ init_k exp(s_tk) into q->w;
+ * returns the entropy of q(z). */
+static double mixture_posterior(const lse_lslds_params *p,
+                                const gsl_matrix *s, lse_lslds_post *q)
+{
+    const size_t T = q->T, K = p->K;
+    double hz = 0.0;
+    for (size_t t = 0; t < T; t++) {
+        double mx = -INFINITY;
+        for (size_t k = 0; k < K; k++)
+            mx = fmax(mx, log(gsl_vector_get(p->init, k)) +
+                              gsl_matrix_get(s, t, k));
+        double z = 0.0;
+        for (size_t k = 0; k < K; k++) {
+            const double v = exp(log(gsl_vector_get(p->init, k)) +
+                                 gsl_matrix_get(s, t, k) - mx);
+            gsl_matrix_set(q->w, t, k, v);
+            z += v;
+        }
+        for (size_t k = 0; k < K; k++) {
+            const double v = gsl_matrix_get(q->w, t, k) / z;
+            gsl_matrix_set(q->w, t, k, v);
+            hz -= xlogy(v, v);
+        }
+    }
+    return hz;
+}
+
+/* The scaled backward pass of the mode chain: beta from the scores s,
+ * their row maxima M and the forward pass's normalizers c. */
+static void backward_pass(const lse_lslds_params *p, const size_t *seq,
+                          const gsl_matrix *s, const double *M,
+                          const double *c, gsl_matrix *beta)
+{
+    const size_t T = s->size1, K = p->K;
+    for (size_t t = T; t-- > 0;) {
+        const int last = t + 1 == T || is_start(seq, t + 1);
+        for (size_t j = 0; j < K; j++) {
+            double b = 1.0;
+            if (!last) {
+                b = 0.0;
+                for (size_t k = 0; k < K; k++)
+                    b += gsl_matrix_get(p->trans, j, k) *
+                         exp(gsl_matrix_get(s, t + 1, k) - M[t + 1]) *
+                         gsl_matrix_get(beta, t + 1, k);
+                b /= c[t + 1];
+            }
+            gsl_matrix_set(beta, t, j, b);
+        }
+    }
+}
+
 static lse_status update_z_impl(const lse_lslds_params *p, const size_t *seq,
                                 const gsl_matrix *es, lse_lslds_post *q,
                                 const char *fn, lse_error *err);
@@ -711,24 +763,7 @@ static lse_status update_z_impl(const lse_lslds_params *p, const size_t *seq,
         gsl_matrix_add(s, es);
     double hz = 0.0;
     if (!p->markov) {
-        for (size_t t = 0; t < T; t++) {
-            double mx = -INFINITY;
-            for (size_t k = 0; k < K; k++)
-                mx = fmax(mx, log(gsl_vector_get(p->init, k)) +
-                                  gsl_matrix_get(s, t, k));
-            double z = 0.0;
-            for (size_t k = 0; k < K; k++) {
-                const double v = exp(log(gsl_vector_get(p->init, k)) +
-                                     gsl_matrix_get(s, t, k) - mx);
-                gsl_matrix_set(q->w, t, k, v);
-                z += v;
-            }
-            for (size_t k = 0; k < K; k++) {
-                const double v = gsl_matrix_get(q->w, t, k) / z;
-                gsl_matrix_set(q->w, t, k, v);
-                hz -= xlogy(v, v);
-            }
-        }
+        hz = mixture_posterior(p, s, q);
         gsl_matrix_set_zero(q->xi);
     } else {
         double logz = 0.0;
@@ -760,21 +795,7 @@ static lse_status update_z_impl(const lse_lslds_params *p, const size_t *seq,
             for (size_t k = 0; k < K; k++)
                 gsl_matrix_set(alpha, t, k, gsl_matrix_get(alpha, t, k) / z);
         }
-        for (size_t t = T; t-- > 0;) {
-            const int last = t + 1 == T || is_start(seq, t + 1);
-            for (size_t j = 0; j < K; j++) {
-                double b = 1.0;
-                if (!last) {
-                    b = 0.0;
-                    for (size_t k = 0; k < K; k++)
-                        b += gsl_matrix_get(p->trans, j, k) *
-                             exp(gsl_matrix_get(s, t + 1, k) - M[t + 1]) *
-                             gsl_matrix_get(beta, t + 1, k);
-                    b /= c[t + 1];
-                }
-                gsl_matrix_set(beta, t, j, b);
-            }
-        }
+        backward_pass(p, seq, s, M, c, beta);
         gsl_matrix_set_zero(q->xi);
         double sws = 0.0, ez = 0.0;
         for (size_t t = 0; t < T; t++) {

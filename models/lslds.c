@@ -1744,6 +1744,90 @@ static lse_status par_setup(par *pr, const lse_lslds_opts *o,
     return st;
 }
 
+/* dst = src, both of the same shape and both computed. */
+static void post_copy(lse_lslds_post *dst, const lse_lslds_post *src)
+{
+    gsl_matrix_memcpy(dst->w, src->w);
+    gsl_matrix_memcpy(dst->xi, src->xi);
+    gsl_matrix_memcpy(dst->mean, src->mean);
+    gsl_matrix_memcpy(dst->cov, src->cov);
+    gsl_matrix_memcpy(dst->cross, src->cross);
+    dst->hz = src->hz;
+    dst->have_x = dst->have_z = 1;
+}
+
+/* The q(x) update of lse_lslds_fit: on this process alone, or (pr) over
+ * the processes with the potentials buffer obs. */
+static lse_status update_x_any(const lse_lslds_params *p, const gsl_matrix *y,
+                               const unsigned char *observed, const size_t *seq,
+                               lse_lslds_post *q, par *pr, double *obs,
+                               lse_error *err)
+{
+    return pr ? update_x_par(p, y, observed, seq, q, pr, obs, err)
+              : lse_lslds_update_x(p, y, observed, seq, q, NULL, err);
+}
+
+/* One E-step of lse_lslds_fit: (emission scores,) q(z), the ELBO e1, q(x),
+ * the ELBO e2. */
+static lse_status fit_estep(const lse_lslds_params *cur, const gsl_matrix *y,
+                            const unsigned char *observed, const size_t *seq,
+                            lse_lslds_post *qc, par *pr, double *obs,
+                            gsl_matrix *es, size_t it, double prev,
+                            double *e1, double *e2, lse_error *err)
+{
+    static const char fn[] = "lse_lslds_fit";
+    lse_status st = es ? emis_scores(cur, y, observed, qc, pr, es, fn, err)
+                       : LSE_OK;
+    if (st == LSE_OK)
+        st = update_z_impl(cur, seq, es, qc, fn, err);
+    if (st == LSE_OK)
+        st = elbo_impl(cur, y, observed, seq, qc, pr, e1, fn, err);
+    if (st == LSE_OK)
+        st = update_x_any(cur, y, observed, seq, qc, pr, obs, err);
+    if (st == LSE_OK)
+        st = elbo_impl(cur, y, observed, seq, qc, pr, e2, fn, err);
+    if (st == LSE_OK && (dropped(prev, *e1) || dropped(*e1, *e2)))
+        st = lse_error_set(err, LSE_EINCREASE, fn,
+                           "ELBO decreased in the E-step of iteration "
+                           "%zu (%.17g, %.17g, %.17g)",
+                           it, prev, *e1, *e2);
+    return st;
+}
+
+/* One M-step of lse_lslds_fit (m0, P0 kept with opts->fix_initial, in
+ * m0s, P0s), then the ELBO e3. */
+static lse_status fit_mstep(lse_lslds_params *cur, const gsl_matrix *y,
+                            const unsigned char *observed, const size_t *seq,
+                            const lse_lslds_post *qc, par *pr,
+                            const lse_lslds_opts *opts, gsl_vector *m0s,
+                            gsl_matrix *P0s, size_t it, double e2, double *e3,
+                            lse_error *err)
+{
+    static const char fn[] = "lse_lslds_fit";
+    if (opts->fix_initial) { /* keep m0, P0 */
+        gsl_vector_memcpy(m0s, cur->m0);
+        gsl_matrix_memcpy(P0s, cur->P0);
+    }
+    lse_status st =
+        mstep_impl(cur, y, observed, seq, qc, opts->reg, pr, fn, err);
+    if (opts->fix_initial) {
+        gsl_vector_memcpy(cur->m0, m0s);
+        gsl_matrix_memcpy(cur->P0, P0s);
+    }
+    if (st == LSE_OK)
+        st = elbo_impl(cur, y, observed, seq, qc, pr, e3, fn, err);
+    /* the ridge (reg added to Q_k, r, P0) moves the M-step off the ELBO's
+     * maximum: a decrease up to reg T (N + D) nats is the ridge's, not an
+     * error */
+    if (st == LSE_OK && dropped(e2, *e3) &&
+        e2 - *e3 > opts->reg * (double)qc->T * (double)(cur->N + cur->D))
+        st = lse_error_set(err, LSE_EINCREASE, fn,
+                           "ELBO decreased in the M-step of iteration "
+                           "%zu (%.17g -> %.17g)",
+                           it, e2, *e3);
+    return st;
+}
+
 lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
                          const unsigned char *observed, const size_t *seq,
                          const lse_lslds_opts *o, lse_lslds_post *q,
@@ -1789,9 +1873,6 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
         st = lse_lslds_post_new(T, p->K, p->D, &qb, err);
     if (st != LSE_OK)
         goto done;
-#define UPDATE_X(P, Q)                                                      \
-    (pr ? update_x_par(P, y, observed, seq, Q, pr, obs, err)                 \
-        : lse_lslds_update_x(P, y, observed, seq, Q, NULL, err))
     double best_elbo = -INFINITY;
     size_t best_iter = 0;
     for (size_t run = 0; run < runs; run++) {
@@ -1803,55 +1884,20 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
         }
         qc->have_z = 0;
         qc->have_x = 0;
-        st = UPDATE_X(cur, qc);
+        st = update_x_any(cur, y, observed, seq, qc, pr, obs, err);
         if (st != LSE_OK)
             goto done;
         double prev = -INFINITY, e1 = 0, e2 = 0, e3 = -INFINITY;
         size_t it = 0;
         for (it = 1; it <= opts.max_iter; it++) {
-            st = es ? emis_scores(cur, y, observed, qc, pr, es, fn, err)
-                    : LSE_OK;
-            if (st == LSE_OK)
-                st = update_z_impl(cur, seq, es, qc, fn, err);
-            if (st == LSE_OK)
-                st = elbo_impl(cur, y, observed, seq, qc, pr, &e1, fn, err);
-            if (st == LSE_OK)
-                st = UPDATE_X(cur, qc);
-            if (st == LSE_OK)
-                st = elbo_impl(cur, y, observed, seq, qc, pr, &e2, fn, err);
+            st = fit_estep(cur, y, observed, seq, qc, pr, obs, es, it, prev,
+                           &e1, &e2, err);
             if (st != LSE_OK)
                 goto done;
-            if (dropped(prev, e1) || dropped(e1, e2)) {
-                st = lse_error_set(err, LSE_EINCREASE, fn,
-                                   "ELBO decreased in the E-step of iteration "
-                                   "%zu (%.17g, %.17g, %.17g)",
-                                   it, prev, e1, e2);
-                goto done;
-            }
-            if (opts.fix_initial) { /* keep m0, P0 */
-                gsl_vector_memcpy(m0s, cur->m0);
-                gsl_matrix_memcpy(P0s, cur->P0);
-            }
-            st = mstep_impl(cur, y, observed, seq, qc, opts.reg, pr, fn, err);
-            if (opts.fix_initial) {
-                gsl_vector_memcpy(cur->m0, m0s);
-                gsl_matrix_memcpy(cur->P0, P0s);
-            }
-            if (st == LSE_OK)
-                st = elbo_impl(cur, y, observed, seq, qc, pr, &e3, fn, err);
+            st = fit_mstep(cur, y, observed, seq, qc, pr, &opts, m0s, P0s, it,
+                           e2, &e3, err);
             if (st != LSE_OK)
                 goto done;
-            /* the ridge (reg added to Q_k, r, P0) moves the M-step off
-             * the ELBO's maximum: a decrease up to reg T (N + D) nats is
-             * the ridge's, not an error */
-            if (dropped(e2, e3) &&
-                e2 - e3 > opts.reg * (double)T * (double)(p->N + p->D)) {
-                st = lse_error_set(err, LSE_EINCREASE, fn,
-                                   "ELBO decreased in the M-step of iteration "
-                                   "%zu (%.17g -> %.17g)",
-                                   it, e2, e3);
-                goto done;
-            }
             const double gain = e3 - prev;
             prev = e3;
             if (gain <= opts.tol * (double)T)
@@ -1863,13 +1909,7 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
             best_elbo = e3;
             best_iter = it;
             params_copy(best, cur);
-            gsl_matrix_memcpy(qb->w, qc->w);
-            gsl_matrix_memcpy(qb->xi, qc->xi);
-            gsl_matrix_memcpy(qb->mean, qc->mean);
-            gsl_matrix_memcpy(qb->cov, qc->cov);
-            gsl_matrix_memcpy(qb->cross, qc->cross);
-            qb->hz = qc->hz;
-            qb->have_x = qb->have_z = 1;
+            post_copy(qb, qc);
         }
     }
     params_copy(p, best);
@@ -1878,13 +1918,7 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
             st = lse_error_set(err, LSE_EDIM, fn, "q has the wrong shape");
             goto done;
         }
-        gsl_matrix_memcpy(q->w, qb->w);
-        gsl_matrix_memcpy(q->xi, qb->xi);
-        gsl_matrix_memcpy(q->mean, qb->mean);
-        gsl_matrix_memcpy(q->cov, qb->cov);
-        gsl_matrix_memcpy(q->cross, qb->cross);
-        q->hz = qb->hz;
-        q->have_x = q->have_z = 1;
+        post_copy(q, qb);
     }
     if (elbo)
         *elbo = best_elbo;
@@ -1903,7 +1937,6 @@ done:
     gsl_vector_free(m0s);
     gsl_matrix_free(P0s);
     return st;
-#undef UPDATE_X
 }
 
 lse_status lse_lslds_simulate(const lse_lslds_params *p, unsigned long seed,

@@ -121,6 +121,52 @@ static double merge_cost(const clus *a, const clus *b, size_t d, double alpha,
     return u->term - (a->term + b->term);
 }
 
+/* alpha: tr of the scatter of x / sqrt(n d) (mclust's traceW), at
+ * least the double epsilon */
+static double trace_alpha(const gsl_matrix *x)
+{
+    const size_t n = x->size1, d = x->size2;
+    double alpha = 0.0;
+    for (size_t j = 0; j < d; j++) {
+        double m = 0.0;
+        for (size_t i = 0; i < n; i++)
+            m += gsl_matrix_get(x, i, j);
+        m /= (double)n;
+        for (size_t i = 0; i < n; i++) {
+            const double t = gsl_matrix_get(x, i, j) - m;
+            alpha += t * t;
+        }
+    }
+    alpha /= (double)n * (double)d;
+    if (!(alpha > 2.220446049250313e-16))
+        alpha = 2.220446049250313e-16;
+    return alpha;
+}
+
+/* The pair (bi < bj) of the first lg slots with the least cost in dm
+ * (n x n); ties (within TIE of it, below mclust's own rounding of the
+ * same sums) to the last pair in slot order. Returns its cost. */
+static double least_pair(const double *dm, size_t n, size_t lg, size_t *bi,
+                         size_t *bj)
+{
+    double lo = INFINITY;
+    for (size_t j = 1; j < lg; j++)
+        for (size_t i = 0; i < j; i++)
+            lo = fmin(lo, dm[i * n + j]);
+    const double lim = lo + TIE * fabs(lo);
+    double bd = lo;
+    *bi = 0;
+    *bj = 1;
+    for (size_t j = 1; j < lg; j++)
+        for (size_t i = 0; i < j; i++)
+            if (dm[i * n + j] <= lim) {
+                bd = dm[i * n + j];
+                *bi = i;
+                *bj = j;
+            }
+    return bd;
+}
+
 lse_status lse_hc_vvv(const gsl_matrix *x, size_t *pairs, double *cost,
                       lse_error *err)
 {
@@ -160,21 +206,7 @@ lse_status lse_hc_vvv(const gsl_matrix *x, size_t *pairs, double *cost,
         s[i].mean = mem + i * (d + d * d);
         s[i].w = s[i].mean + d;
     }
-    /* alpha: tr of the scatter of x / sqrt(n d) (mclust's traceW) */
-    double alpha = 0.0;
-    for (size_t j = 0; j < d; j++) {
-        double m = 0.0;
-        for (size_t i = 0; i < n; i++)
-            m += gsl_matrix_get(x, i, j);
-        m /= (double)n;
-        for (size_t i = 0; i < n; i++) {
-            const double t = gsl_matrix_get(x, i, j) - m;
-            alpha += t * t;
-        }
-    }
-    alpha /= (double)n * (double)d;
-    if (!(alpha > 2.220446049250313e-16))
-        alpha = 2.220446049250313e-16;
+    const double alpha = trace_alpha(x);
     const double beta = 1.0, ablog = log(beta * alpha);
     const size_t l = n;
     size_t t = 0;
@@ -193,22 +225,8 @@ lse_status lse_hc_vvv(const gsl_matrix *x, size_t *pairs, double *cost,
             dm[i * n + j] = dm[j * n + i] =
                 merge_cost(&s[i], &s[j], d, alpha, beta, ablog, u, f);
     for (size_t lg = l; lg > 1; lg--) {
-        /* the least cost; ties (within TIE of it, below mclust's own
-         * rounding of the same sums) to the last pair in slot order */
-        double lo = INFINITY;
-        for (size_t j = 1; j < lg; j++)
-            for (size_t i = 0; i < j; i++)
-                lo = fmin(lo, dm[i * n + j]);
-        const double lim = lo + TIE * fabs(lo);
-        size_t bi = 0, bj = 1;
-        double bd = lo;
-        for (size_t j = 1; j < lg; j++)
-            for (size_t i = 0; i < j; i++)
-                if (dm[i * n + j] <= lim) {
-                    bd = dm[i * n + j];
-                    bi = i;
-                    bj = j;
-                }
+        size_t bi, bj; /* the least cost, ties to the last pair */
+        const double bd = least_pair(dm, n, lg, &bi, &bj);
         (void)merge_cost(&s[bi], &s[bj], d, alpha, beta, ablog, best, f);
         const size_t ra = s[bi].rep, rb = s[bj].rep;
         pairs[2 * t] = ra < rb ? ra : rb;

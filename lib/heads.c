@@ -68,12 +68,10 @@ static size_t n_views_expected(const lse_heads_config *c)
     return n;
 }
 
-/* Derive the shapes from the views; check what the base does not. */
-static lse_status heads_dims_of(const gsl_matrix *const *v, size_t n,
-                                const lse_heads_config *c, heads_dims *d,
-                                char *msg, size_t len)
+/* The config alone: base, heads, flags, beta, parameters, view count. */
+static lse_status check_config(const lse_heads_config *c, size_t n,
+                               char *msg, size_t len)
 {
-    memset(d, 0, sizeof *d);
     if (c == NULL) {
         snprintf(msg, len, "heads: a config is required");
         return LSE_EFAULT;
@@ -137,6 +135,44 @@ static lse_status heads_dims_of(const gsl_matrix *const *v, size_t n,
                  n, n_views_expected(c), c->has_context ? ", context" : "");
         return LSE_EINVAL;
     }
+    return LSE_OK;
+}
+
+/* The project similarity's shape and config of one head. */
+static void fill_shape(heads_dims *d, const lse_heads_config *c)
+{
+    d->block = d->nc < BLOCK ? d->nc : BLOCK;
+    d->prow[0] = d->kc;
+    d->pcol[0] = d->dc;
+    d->prow[1] = d->kp;
+    d->pcol[1] = d->dp;
+    for (size_t i = 0; i < MAXB; i++) {
+        d->prow[2 + i] = d->brows[i];
+        d->pcol[2 + i] = d->bcols[i];
+    }
+    d->shape.n_child = d->nc;
+    d->shape.block = d->block;
+    d->shape.n_parent = d->np;
+    d->shape.d_child = d->dc;
+    d->shape.d_parent = d->dp;
+    d->shape.d_context = d->dx;
+    d->shape.n_param = NPROJ;
+    d->shape.param_rows = d->prow;
+    d->shape.param_cols = d->pcol;
+    d->pcfg.base = c->base;
+    d->pcfg.base_config = c->base_config;
+}
+
+/* Derive the shapes from the views; check what the base does not. */
+static lse_status heads_dims_of(const gsl_matrix *const *v, size_t n,
+                                const lse_heads_config *c, heads_dims *d,
+                                char *msg, size_t len)
+{
+    memset(d, 0, sizeof *d);
+    lse_status st = check_config(c, n, msg, len);
+    if (st != LSE_OK)
+        return st;
+    const lse_sim_type *b = c->base;
     const size_t H = c->n_heads;
     d->H = H;
     d->nc = v[V_CHILD]->size1;
@@ -182,26 +218,7 @@ static lse_status heads_dims_of(const gsl_matrix *const *v, size_t n,
         d->brows[i] = m->size1 / H;
         d->bcols[i] = m->size2;
     }
-    d->block = d->nc < BLOCK ? d->nc : BLOCK;
-    d->prow[0] = d->kc;
-    d->pcol[0] = d->dc;
-    d->prow[1] = d->kp;
-    d->pcol[1] = d->dp;
-    for (size_t i = 0; i < MAXB; i++) {
-        d->prow[2 + i] = d->brows[i];
-        d->pcol[2 + i] = d->bcols[i];
-    }
-    d->shape.n_child = d->nc;
-    d->shape.block = d->block;
-    d->shape.n_parent = d->np;
-    d->shape.d_child = d->dc;
-    d->shape.d_parent = d->dp;
-    d->shape.d_context = d->dx;
-    d->shape.n_param = NPROJ;
-    d->shape.param_rows = d->prow;
-    d->shape.param_cols = d->pcol;
-    d->pcfg.base = b;
-    d->pcfg.base_config = c->base_config;
+    fill_shape(d, c);
     /* sizes: H (nc np) for kept matrices, H (nc dc + np dp) buffers */
     size_t t;
     if (lse_size_mul(d->nc, d->np, &t) || lse_size_mul(t, H, &t) ||
@@ -392,20 +409,11 @@ static gsl_matrix *zeroed(gsl_matrix **m, size_t rows, size_t cols)
     return *m;
 }
 
-/* One head over every block of child rows. */
-static lse_status run_head(heads_run *r, size_t h)
+/* Head h's parameters: views of its rows of W_c, W_p and the base's. */
+static void head_params(const heads_run *r, size_t h, gsl_matrix pv[NPROJ],
+                        const gsl_matrix *param[NPROJ])
 {
     const heads_dims *d = &r->d;
-    const lse_heads_config *c = r->cfg;
-    head_out *o = &r->out[h];
-    const int want_grad = (r->flags & (RUN_GRAD | RUN_BACK)) != 0;
-    const int fwd = !(r->flags & RUN_BACK);
-    o->energy = 0.0;
-    /* this head's parameters: views of its rows */
-    gsl_matrix pv[NPROJ]; /* copies of const views' matrix headers */
-    const gsl_matrix *param[NPROJ] = {NULL};
-    gsl_matrix_view gv[NPROJ];
-    gsl_matrix *gparam[NPROJ] = {NULL};
     pv[0] = gsl_matrix_const_submatrix(r->v[V_WC], wc_row(r, h), 0, d->kc,
                                        d->dc).matrix;
     pv[1] = gsl_matrix_const_submatrix(r->v[V_WP], wp_row(r, h), 0, d->kp,
@@ -421,47 +429,76 @@ static lse_status run_head(heads_run *r, size_t h)
                         .matrix;
         param[2 + i] = &pv[2 + i];
     }
-    if (want_grad) {
-        if (r->gr[V_CHILD] != NULL)
-            zeroed(&o->gchild, d->nc, d->dc);
-        if (r->gr[V_PARENT] != NULL)
-            zeroed(&o->gparent, d->np, d->dp);
-        if (d->ctx_view != 0 && r->gr[d->ctx_view] != NULL)
-            zeroed(&o->gctx, d->nc, d->dx);
-        if (r->gr[V_WC] != NULL) {
-            if (c->share & LSE_HEADS_SHARE_CHILD) {
-                gparam[0] = zeroed(&o->gwc, d->kc, d->dc);
-            } else {
-                gv[0] = gsl_matrix_submatrix(r->gr[V_WC], wc_row(r, h), 0,
-                                             d->kc, d->dc);
-                gparam[0] = &gv[0].matrix;
-            }
+}
+
+/* Head h's gradient outputs: private zeroed matrices for the views (and
+ * shared projections), views of its rows of the projections' gradients.
+ * LSE_ENOMEM when a private matrix cannot be had. */
+static lse_status head_grads(heads_run *r, size_t h, gsl_matrix_view gv[NPROJ],
+                             gsl_matrix *gparam[NPROJ])
+{
+    const heads_dims *d = &r->d;
+    const lse_heads_config *c = r->cfg;
+    head_out *o = &r->out[h];
+    if (r->gr[V_CHILD] != NULL)
+        zeroed(&o->gchild, d->nc, d->dc);
+    if (r->gr[V_PARENT] != NULL)
+        zeroed(&o->gparent, d->np, d->dp);
+    if (d->ctx_view != 0 && r->gr[d->ctx_view] != NULL)
+        zeroed(&o->gctx, d->nc, d->dx);
+    if (r->gr[V_WC] != NULL) {
+        if (c->share & LSE_HEADS_SHARE_CHILD) {
+            gparam[0] = zeroed(&o->gwc, d->kc, d->dc);
+        } else {
+            gv[0] = gsl_matrix_submatrix(r->gr[V_WC], wc_row(r, h), 0,
+                                         d->kc, d->dc);
+            gparam[0] = &gv[0].matrix;
         }
-        if (r->gr[V_WP] != NULL) {
-            if (c->share & LSE_HEADS_SHARE_PARENT) {
-                gparam[1] = zeroed(&o->gwp, d->kp, d->dp);
-            } else {
-                gv[1] = gsl_matrix_submatrix(r->gr[V_WP], wp_row(r, h), 0,
-                                             d->kp, d->dp);
-                gparam[1] = &gv[1].matrix;
-            }
-        }
-        for (size_t i = 0; i < d->nb; i++) {
-            if (d->bview[i] == 0 || r->gr[d->bview[i]] == NULL)
-                continue;
-            gv[2 + i] = gsl_matrix_submatrix(r->gr[d->bview[i]],
-                                             h * d->brows[i], 0, d->brows[i],
-                                             d->bcols[i]);
-            gparam[2 + i] = &gv[2 + i].matrix;
-        }
-        if ((o->gchild == NULL && r->gr[V_CHILD] != NULL) ||
-            (o->gparent == NULL && r->gr[V_PARENT] != NULL) ||
-            (d->ctx_view != 0 && r->gr[d->ctx_view] != NULL &&
-             o->gctx == NULL) ||
-            (r->gr[V_WC] != NULL && gparam[0] == NULL) ||
-            (r->gr[V_WP] != NULL && gparam[1] == NULL))
-            return LSE_ENOMEM;
     }
+    if (r->gr[V_WP] != NULL) {
+        if (c->share & LSE_HEADS_SHARE_PARENT) {
+            gparam[1] = zeroed(&o->gwp, d->kp, d->dp);
+        } else {
+            gv[1] = gsl_matrix_submatrix(r->gr[V_WP], wp_row(r, h), 0,
+                                         d->kp, d->dp);
+            gparam[1] = &gv[1].matrix;
+        }
+    }
+    for (size_t i = 0; i < d->nb; i++) {
+        if (d->bview[i] == 0 || r->gr[d->bview[i]] == NULL)
+            continue;
+        gv[2 + i] = gsl_matrix_submatrix(r->gr[d->bview[i]],
+                                         h * d->brows[i], 0, d->brows[i],
+                                         d->bcols[i]);
+        gparam[2 + i] = &gv[2 + i].matrix;
+    }
+    if ((o->gchild == NULL && r->gr[V_CHILD] != NULL) ||
+        (o->gparent == NULL && r->gr[V_PARENT] != NULL) ||
+        (d->ctx_view != 0 && r->gr[d->ctx_view] != NULL &&
+         o->gctx == NULL) ||
+        (r->gr[V_WC] != NULL && gparam[0] == NULL) ||
+        (r->gr[V_WP] != NULL && gparam[1] == NULL))
+        return LSE_ENOMEM;
+    return LSE_OK;
+}
+
+/* One head over every block of child rows. */
+static lse_status run_head(heads_run *r, size_t h)
+{
+    const heads_dims *d = &r->d;
+    const lse_heads_config *c = r->cfg;
+    head_out *o = &r->out[h];
+    const int want_grad = (r->flags & (RUN_GRAD | RUN_BACK)) != 0;
+    const int fwd = !(r->flags & RUN_BACK);
+    o->energy = 0.0;
+    /* this head's parameters: views of its rows */
+    gsl_matrix pv[NPROJ]; /* copies of const views' matrix headers */
+    const gsl_matrix *param[NPROJ] = {NULL};
+    gsl_matrix_view gv[NPROJ];
+    gsl_matrix *gparam[NPROJ] = {NULL};
+    head_params(r, h, pv, param);
+    if (want_grad && head_grads(r, h, gv, gparam) != LSE_OK)
+        return LSE_ENOMEM;
     void *work = NULL;
     lse_status st = lse_sim_project->work_new(&d->shape, &d->pcfg, &work);
     if (st != LSE_OK)

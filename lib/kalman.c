@@ -335,6 +335,92 @@ static int absorb(kwork *w, const gsl_matrix *J, const gsl_vector *h,
     return 0;
 }
 
+/* The result matrices that are given must be T x (D or D*D). */
+static lse_status check_result(const lse_kalman_result *res, size_t T,
+                               size_t D, lse_error *err)
+{
+    const size_t DD = D * D;
+    const gsl_matrix *outs[] = {res->filt_mean, res->filt_cov, res->mean,
+                                res->cov, res->cross};
+    const size_t cols[] = {D, DD, D, DD, DD};
+    const char *names[] = {"filt_mean", "filt_cov", "mean", "cov",
+                           "cross"};
+    for (size_t i = 0; i < 5; i++)
+        if (outs[i] != NULL &&
+            (outs[i]->size1 != T || outs[i]->size2 != cols[i]))
+            return lse_error_set(err, LSE_EDIM, FN,
+                                 "result %s is %zux%zu, want %zux%zu",
+                                 names[i], outs[i]->size1,
+                                 outs[i]->size2, T, cols[i]);
+    return LSE_OK;
+}
+
+/* Prediction of row t (t > 0, not a sequence start) from the filtered
+   row t-1: pm = A fm + b, pP = A fP A' + Q. */
+static void predict(kwork *w, const lse_kalman_model *mod, size_t t,
+                    gsl_vector *pm, gsl_matrix *pP)
+{
+    const size_t D = mod->C->size2, DD = D * D;
+    gsl_matrix_const_view A = gsl_matrix_const_view_array(row_of(mod->A, t), D, D);
+    gsl_matrix_const_view Q = gsl_matrix_const_view_array(row_of(mod->Q, t), D, D);
+    gsl_vector_view fm0 = gsl_vector_view_array(w->fm + (t - 1) * D, D);
+    gsl_matrix_view fP0 = gsl_matrix_view_array(w->fP + (t - 1) * DD, D, D);
+    gsl_blas_dgemv(CblasNoTrans, 1.0, &A.matrix, &fm0.vector, 0.0, pm);
+    if (mod->b != NULL) {
+        const size_t r = mod->b->size1 == 1 ? 0 : t;
+        gsl_vector_const_view b = gsl_matrix_const_row(mod->b, r);
+        gsl_vector_add(pm, &b.vector);
+    }
+    gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &A.matrix, &fP0.matrix,
+                   0.0, w->tmp);
+    gsl_matrix_memcpy(pP, &Q.matrix);
+    gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, w->tmp, &A.matrix, 1.0, pP);
+    symmetrize(pP);
+}
+
+/* One Rauch-Tung-Striebel step: smoothed row t = t1 - 1 from the smoothed
+   row t1 (in place in w->sm, w->sP), and the cross covariance of t1.
+   Returns nonzero when the predicted covariance of t1 is not positive
+   definite. */
+static int rts_step(kwork *w, const lse_kalman_model *mod, size_t t1)
+{
+    const size_t t = t1 - 1, D = mod->C->size2, DD = D * D;
+    gsl_matrix_const_view A = gsl_matrix_const_view_array(row_of(mod->A, t1), D, D);
+    gsl_matrix_view pP1 = gsl_matrix_view_array(w->pP + t1 * DD, D, D);
+    gsl_matrix_view fP = gsl_matrix_view_array(w->fP + t * DD, D, D);
+    gsl_matrix_view sP = gsl_matrix_view_array(w->sP + t * DD, D, D);
+    gsl_matrix_view sP1 = gsl_matrix_view_array(w->sP + t1 * DD, D, D);
+    /* Gt = G' = Pp^-1 A fP */
+    gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &A.matrix,
+                   &fP.matrix, 0.0, w->IKC);
+    gsl_matrix_memcpy(w->M, &pP1.matrix);
+    if (chol(w->M) != 0)
+        return -1;
+    gsl_blas_dtrsm(CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit,
+                   1.0, w->M, w->IKC);
+    gsl_blas_dtrsm(CblasLeft, CblasLower, CblasTrans, CblasNonUnit,
+                   1.0, w->M, w->IKC);
+    /* means: sm_t = fm_t + G (sm_t1 - pm_t1) */
+    for (size_t i = 0; i < D; i++)
+        w->v->data[i * w->v->stride] =
+            w->sm[t1 * D + i] - w->pm[t1 * D + i];
+    gsl_vector_view sm = gsl_vector_view_array(w->sm + t * D, D);
+    gsl_blas_dgemv(CblasTrans, 1.0, w->IKC, w->v, 1.0, &sm.vector);
+    /* covariances: sP_t = fP_t + G (sP_t1 - pP_t1) G' */
+    gsl_matrix_memcpy(w->tmp2, &sP1.matrix);
+    gsl_matrix_sub(w->tmp2, &pP1.matrix);
+    gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, w->tmp2, w->IKC, 0.0,
+                   w->tmp);
+    gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, w->IKC, w->tmp, 1.0,
+                   &sP.matrix);
+    symmetrize(&sP.matrix);
+    /* cross_t1 = Cov(x_t1, x_t) = sP_t1 G' */
+    gsl_matrix_view cr = gsl_matrix_view_array(w->cr + t1 * DD, D, D);
+    gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &sP1.matrix,
+                   w->IKC, 0.0, &cr.matrix);
+    return 0;
+}
+
 lse_status lse_kalman_smooth(const lse_kalman_model *mod, const gsl_matrix *y,
                              const unsigned char *observed, const size_t *seq,
                              double *loglik, lse_kalman_result *res,
@@ -346,18 +432,9 @@ lse_status lse_kalman_smooth(const lse_kalman_model *mod, const gsl_matrix *y,
         return st;
     const size_t T = y->size1, N = y->size2, D = mod->C->size2, DD = D * D;
     if (res != NULL) {
-        const gsl_matrix *outs[] = {res->filt_mean, res->filt_cov, res->mean,
-                                    res->cov, res->cross};
-        const size_t cols[] = {D, DD, D, DD, DD};
-        const char *names[] = {"filt_mean", "filt_cov", "mean", "cov",
-                               "cross"};
-        for (size_t i = 0; i < 5; i++)
-            if (outs[i] != NULL &&
-                (outs[i]->size1 != T || outs[i]->size2 != cols[i]))
-                return lse_error_set(err, LSE_EDIM, FN,
-                                     "result %s is %zux%zu, want %zux%zu",
-                                     names[i], outs[i]->size1,
-                                     outs[i]->size2, T, cols[i]);
+        st = check_result(res, T, D, err);
+        if (st != LSE_OK)
+            return st;
     }
     kwork w;
     if (!kwork_alloc(&w, T, D, N)) {
@@ -386,24 +463,7 @@ lse_status lse_kalman_smooth(const lse_kalman_model *mod, const gsl_matrix *y,
             gsl_vector_memcpy(&pm.vector, mod->m0);
             gsl_matrix_memcpy(&pP.matrix, mod->P0);
         } else {
-            gsl_matrix_const_view A = gsl_matrix_const_view_array(row_of(mod->A, t), D, D);
-            gsl_matrix_const_view Q = gsl_matrix_const_view_array(row_of(mod->Q, t), D, D);
-            gsl_vector_view fm0 = gsl_vector_view_array(w.fm + (t - 1) * D, D);
-            gsl_matrix_view fP0 =
-                gsl_matrix_view_array(w.fP + (t - 1) * DD, D, D);
-            gsl_blas_dgemv(CblasNoTrans, 1.0, &A.matrix, &fm0.vector, 0.0,
-                           &pm.vector);
-            if (mod->b != NULL) {
-                const size_t r = mod->b->size1 == 1 ? 0 : t;
-                gsl_vector_const_view b = gsl_matrix_const_row(mod->b, r);
-                gsl_vector_add(&pm.vector, &b.vector);
-            }
-            gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &A.matrix,
-                           &fP0.matrix, 0.0, w.tmp);
-            gsl_matrix_memcpy(&pP.matrix, &Q.matrix);
-            gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, w.tmp, &A.matrix,
-                           1.0, &pP.matrix);
-            symmetrize(&pP.matrix);
+            predict(&w, mod, t, &pm.vector, &pP.matrix);
         }
         gsl_vector_view fm = gsl_vector_view_array(w.fm + t * D, D);
         gsl_matrix_view fP = gsl_matrix_view_array(w.fP + t * DD, D, D);
@@ -449,44 +509,13 @@ lse_status lse_kalman_smooth(const lse_kalman_model *mod, const gsl_matrix *y,
             const size_t t = t1 - 1;
             if (seq != NULL && seq[t1] != seq[t])
                 continue; /* t1 starts a sequence: t is a last row */
-            gsl_matrix_const_view A = gsl_matrix_const_view_array(row_of(mod->A, t1), D, D);
-            gsl_matrix_view pP1 = gsl_matrix_view_array(w.pP + t1 * DD, D, D);
-            gsl_matrix_view fP = gsl_matrix_view_array(w.fP + t * DD, D, D);
-            gsl_matrix_view sP = gsl_matrix_view_array(w.sP + t * DD, D, D);
-            gsl_matrix_view sP1 = gsl_matrix_view_array(w.sP + t1 * DD, D, D);
-            /* Gt = G' = Pp^-1 A fP */
-            gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &A.matrix,
-                           &fP.matrix, 0.0, w.IKC);
-            gsl_matrix_memcpy(w.M, &pP1.matrix);
-            if (chol(w.M) != 0) {
+            if (rts_step(&w, mod, t1) != 0) {
                 kwork_free(&w);
                 return lse_error_set(err, LSE_ENUMERIC, FN,
                                      "predicted covariance of row %zu is "
                                      "not positive definite",
                                      t1 + 1);
             }
-            gsl_blas_dtrsm(CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit,
-                           1.0, w.M, w.IKC);
-            gsl_blas_dtrsm(CblasLeft, CblasLower, CblasTrans, CblasNonUnit,
-                           1.0, w.M, w.IKC);
-            /* means: sm_t = fm_t + G (sm_t1 - pm_t1) */
-            for (size_t i = 0; i < D; i++)
-                w.v->data[i * w.v->stride] =
-                    w.sm[t1 * D + i] - w.pm[t1 * D + i];
-            gsl_vector_view sm = gsl_vector_view_array(w.sm + t * D, D);
-            gsl_blas_dgemv(CblasTrans, 1.0, w.IKC, w.v, 1.0, &sm.vector);
-            /* covariances: sP_t = fP_t + G (sP_t1 - pP_t1) G' */
-            gsl_matrix_memcpy(w.tmp2, &sP1.matrix);
-            gsl_matrix_sub(w.tmp2, &pP1.matrix);
-            gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, w.tmp2, w.IKC, 0.0,
-                           w.tmp);
-            gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, w.IKC, w.tmp, 1.0,
-                           &sP.matrix);
-            symmetrize(&sP.matrix);
-            /* cross_t1 = Cov(x_t1, x_t) = sP_t1 G' */
-            gsl_matrix_view cr = gsl_matrix_view_array(w.cr + t1 * DD, D, D);
-            gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &sP1.matrix,
-                           w.IKC, 0.0, &cr.matrix);
         }
     }
     if (res != NULL) {

@@ -277,6 +277,99 @@ static int mode_inverses(const lse_lslds_params *p, gsl_matrix *Qi, double *ld,
     return 0;
 }
 
+/* Scratch of mix_modes: the q(z_t)-weighted sums over the modes of the
+ * precisions Lam = sum w Qi_k, SA = sum w Qi_k A_k, SAA = sum w A_k' Qi_k
+ * A_k, g = sum w Qi_k b_k, sAb = sum w A_k' Qi_k b_k; tmp and tv are
+ * scratch. */
+typedef struct xmix {
+    gsl_matrix *Lam, *SA, *SAA, *tmp;
+    gsl_vector *g, *sAb, *tv;
+} xmix;
+
+/* Row t's mode mixture of the transition potentials (weights q(z_t), or
+ * uniform before q(z) exists) into x, with sum w b' Qi b and sum w log
+ * det Qi_k (ld) in *sbQb and *sld. */
+static void mix_modes(const lse_lslds_params *p, const lse_lslds_post *q,
+                      size_t t, const gsl_matrix *Qi, const double *ld,
+                      xmix *x, double *sbQb, double *sld)
+{
+    const size_t K = p->K, D = p->D, DD = D * D;
+    *sbQb = 0.0;
+    *sld = 0.0;
+    gsl_matrix_set_zero(x->Lam);
+    gsl_matrix_set_zero(x->SA);
+    gsl_matrix_set_zero(x->SAA);
+    gsl_vector_set_zero(x->g);
+    gsl_vector_set_zero(x->sAb);
+    for (size_t k = 0; k < K; k++) {
+        const double w =
+            q->have_z ? gsl_matrix_get(q->w, t, k) : 1.0 / (double)K;
+        if (w == 0.0)
+            continue;
+        gsl_matrix_const_view Qik =
+            gsl_matrix_const_view_array(Qi->data + k * DD, D, D);
+        gsl_matrix_const_view Ak =
+            gsl_matrix_const_view_array(p->A->data + k * p->A->tda, D, D);
+        gsl_vector_const_view bk = gsl_matrix_const_row(p->b, k);
+        gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &Qik.matrix,
+                       &Ak.matrix, 0.0, x->tmp); /* Qi A */
+        for (size_t i = 0; i < D; i++)
+            for (size_t j = 0; j < D; j++) {
+                gsl_matrix_set(x->Lam, i, j,
+                               gsl_matrix_get(x->Lam, i, j) +
+                                   w * gsl_matrix_get(&Qik.matrix, i, j));
+                gsl_matrix_set(x->SA, i, j,
+                               gsl_matrix_get(x->SA, i, j) +
+                                   w * gsl_matrix_get(x->tmp, i, j));
+            }
+        gsl_blas_dgemm(CblasTrans, CblasNoTrans, w, &Ak.matrix, x->tmp, 1.0,
+                       x->SAA); /* A'QiA */
+        gsl_blas_dgemv(CblasNoTrans, 1.0, &Qik.matrix, &bk.vector, 0.0,
+                       x->tv); /* Qi b */
+        gsl_blas_daxpy(w, x->tv, x->g);
+        gsl_blas_dgemv(CblasTrans, w, &Ak.matrix, x->tv, 1.0, x->sAb);
+        double bqb;
+        gsl_blas_ddot(&bk.vector, x->tv, &bqb);
+        *sbQb += w * bqb;
+        *sld += w * ld[k];
+    }
+}
+
+/* The residual potential on x_{t-1} of the mixed transition (Ae = Qe SA,
+ * be = Qe g): J += SAA - SA' Qe SA (symmetrized), h += -(sAb - SA' be);
+ * x->SAA is overwritten, tv2 is scratch. */
+static void residual_potential(xmix *x, const gsl_matrix *Ae,
+                               const gsl_vector *be, gsl_matrix *J,
+                               gsl_vector *h, gsl_vector *tv2)
+{
+    const size_t D = J->size1;
+    gsl_blas_dgemm(CblasTrans, CblasNoTrans, -1.0, x->SA, Ae, 1.0, x->SAA);
+    for (size_t i = 0; i < D; i++)
+        for (size_t j = 0; j < D; j++)
+            gsl_matrix_set(J, i, j,
+                           gsl_matrix_get(J, i, j) +
+                               0.5 * (gsl_matrix_get(x->SAA, i, j) +
+                                      gsl_matrix_get(x->SAA, j, i)));
+    gsl_blas_dgemv(CblasTrans, 1.0, x->SA, be, 0.0, tv2);
+    gsl_vector_sub(h, x->sAb);
+    gsl_vector_add(h, tv2);
+}
+
+/* Adds the observation potentials obs (layout of update_x_impl) to J (T x
+ * D*D) and h (T x D); returns their constant. */
+static double add_potentials(const double *obs, gsl_matrix *J, gsl_matrix *h)
+{
+    const size_t T = J->size1, D = h->size2, DD = D * D;
+    for (size_t t = 0; t < T; t++) {
+        const double *o = obs + t * (DD + D);
+        for (size_t i = 0; i < DD; i++)
+            J->data[t * J->tda + i] += o[i];
+        for (size_t i = 0; i < D; i++)
+            h->data[t * h->tda + i] += o[DD + i];
+    }
+    return obs[T * (DD + D)];
+}
+
 /* The q(x) update. With @p obs (several processes) y is not read: the
  * observations enter as the potentials obs[t*(DD+D) ..] (J_t then h_t) of
  * every global row, with the constant obs[T*(DD+D)], and the Kalman
@@ -324,48 +417,13 @@ static lse_status update_x_impl(const lse_lslds_params *p, const gsl_matrix *y,
                            "a Q_k is not positive definite");
         goto done;
     }
+    xmix mx = {Lam, SA, SAA, tmp, g, sAb, tv};
     double csum = 0.0;
     for (size_t t = 0; t < T; t++) {
         if (is_start(seq, t))
             continue;
-        gsl_matrix_set_zero(Lam);
-        gsl_matrix_set_zero(SA);
-        gsl_matrix_set_zero(SAA);
-        gsl_vector_set_zero(g);
-        gsl_vector_set_zero(sAb);
-        double sbQb = 0.0, sld = 0.0;
-        for (size_t k = 0; k < K; k++) {
-            const double w =
-                q->have_z ? gsl_matrix_get(q->w, t, k) : 1.0 / (double)K;
-            if (w == 0.0)
-                continue;
-            gsl_matrix_const_view Qik =
-                gsl_matrix_const_view_array(Qi->data + k * DD, D, D);
-            gsl_matrix_const_view Ak =
-                gsl_matrix_const_view_array(p->A->data + k * p->A->tda, D, D);
-            gsl_vector_const_view bk = gsl_matrix_const_row(p->b, k);
-            gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &Qik.matrix,
-                           &Ak.matrix, 0.0, tmp); /* Qi A */
-            for (size_t i = 0; i < D; i++)
-                for (size_t j = 0; j < D; j++) {
-                    gsl_matrix_set(Lam, i, j,
-                                   gsl_matrix_get(Lam, i, j) +
-                                       w * gsl_matrix_get(&Qik.matrix, i, j));
-                    gsl_matrix_set(SA, i, j,
-                                   gsl_matrix_get(SA, i, j) +
-                                       w * gsl_matrix_get(tmp, i, j));
-                }
-            gsl_blas_dgemm(CblasTrans, CblasNoTrans, w, &Ak.matrix, tmp, 1.0,
-                           SAA); /* A'QiA */
-            gsl_blas_dgemv(CblasNoTrans, 1.0, &Qik.matrix, &bk.vector, 0.0,
-                           tv); /* Qi b */
-            gsl_blas_daxpy(w, tv, g);
-            gsl_blas_dgemv(CblasTrans, w, &Ak.matrix, tv, 1.0, sAb);
-            double bqb;
-            gsl_blas_ddot(&bk.vector, tv, &bqb);
-            sbQb += w * bqb;
-            sld += w * ld[k];
-        }
+        double sbQb, sld;
+        mix_modes(p, q, t, Qi, ld, &mx, &sbQb, &sld);
         double ldLam;
         if (spd_inv(Lam, QeT, &ldLam, work) != 0) {
             st = lse_error_set(err, LSE_ENUMERIC, fn,
@@ -383,34 +441,17 @@ static lse_status update_x_impl(const lse_lslds_params *p, const gsl_matrix *y,
         /* residual potential on x_{t-1}: J += SAA - SA' Qe SA,
          * h += -(sAb - SA' Qe g) */
         gsl_matrix_view Jt = gsl_matrix_view_array(J->data + (t - 1) * DD, D, D);
-        gsl_blas_dgemm(CblasTrans, CblasNoTrans, -1.0, SA, &Aet.matrix, 1.0,
-                       SAA);
-        for (size_t i = 0; i < D; i++)
-            for (size_t j = 0; j < D; j++)
-                gsl_matrix_set(&Jt.matrix, i, j,
-                               gsl_matrix_get(&Jt.matrix, i, j) +
-                                   0.5 * (gsl_matrix_get(SAA, i, j) +
-                                          gsl_matrix_get(SAA, j, i)));
-        gsl_blas_dgemv(CblasTrans, 1.0, SA, &bet.vector, 0.0, tv2);
         gsl_vector_view ht = gsl_matrix_row(h, t - 1);
-        gsl_vector_sub(&ht.vector, sAb);
-        gsl_vector_add(&ht.vector, tv2);
+        residual_potential(&mx, &Aet.matrix, &bet.vector, &Jt.matrix,
+                           &ht.vector, tv2);
         double gQg;
         gsl_blas_ddot(g, &bet.vector, &gQg);
         csum += -0.5 * sbQb + 0.5 * gQg - 0.5 * sld - 0.5 * ldLam;
     }
     for (size_t i = 0; i < N; i++)
         gsl_matrix_set(R, i, i, obs ? 1.0 : gsl_vector_get(p->r, i));
-    if (obs != NULL) {
-        for (size_t t = 0; t < T; t++) {
-            const double *o = obs + t * (DD + D);
-            for (size_t i = 0; i < DD; i++)
-                J->data[t * J->tda + i] += o[i];
-            for (size_t i = 0; i < D; i++)
-                h->data[t * h->tda + i] += o[DD + i];
-        }
-        csum += obs[T * (DD + D)];
-    }
+    if (obs != NULL)
+        csum += add_potentials(obs, J, h);
     lse_kalman_model km = {Ae, be, Qe, obs ? Cdum : p->C, obs ? NULL : p->d,
                            R, p->m0, p->P0, J, h};
     lse_kalman_result kr = {NULL, NULL, q->mean, q->cov, q->cross};
@@ -609,6 +650,58 @@ done:
 
 static double xlogy(double x, double y) { return x > 0.0 ? x * log(y) : 0.0; }
 
+/* Without Markov dependence: q(z_t = k) ∝ init_k exp(s_tk) into q->w;
+ * returns the entropy of q(z). */
+static double mixture_posterior(const lse_lslds_params *p,
+                                const gsl_matrix *s, lse_lslds_post *q)
+{
+    const size_t T = q->T, K = p->K;
+    double hz = 0.0;
+    for (size_t t = 0; t < T; t++) {
+        double mx = -INFINITY;
+        for (size_t k = 0; k < K; k++)
+            mx = fmax(mx, log(gsl_vector_get(p->init, k)) +
+                              gsl_matrix_get(s, t, k));
+        double z = 0.0;
+        for (size_t k = 0; k < K; k++) {
+            const double v = exp(log(gsl_vector_get(p->init, k)) +
+                                 gsl_matrix_get(s, t, k) - mx);
+            gsl_matrix_set(q->w, t, k, v);
+            z += v;
+        }
+        for (size_t k = 0; k < K; k++) {
+            const double v = gsl_matrix_get(q->w, t, k) / z;
+            gsl_matrix_set(q->w, t, k, v);
+            hz -= xlogy(v, v);
+        }
+    }
+    return hz;
+}
+
+/* The scaled backward pass of the mode chain: beta from the scores s,
+ * their row maxima M and the forward pass's normalizers c. */
+static void backward_pass(const lse_lslds_params *p, const size_t *seq,
+                          const gsl_matrix *s, const double *M,
+                          const double *c, gsl_matrix *beta)
+{
+    const size_t T = s->size1, K = p->K;
+    for (size_t t = T; t-- > 0;) {
+        const int last = t + 1 == T || is_start(seq, t + 1);
+        for (size_t j = 0; j < K; j++) {
+            double b = 1.0;
+            if (!last) {
+                b = 0.0;
+                for (size_t k = 0; k < K; k++)
+                    b += gsl_matrix_get(p->trans, j, k) *
+                         exp(gsl_matrix_get(s, t + 1, k) - M[t + 1]) *
+                         gsl_matrix_get(beta, t + 1, k);
+                b /= c[t + 1];
+            }
+            gsl_matrix_set(beta, t, j, b);
+        }
+    }
+}
+
 static lse_status update_z_impl(const lse_lslds_params *p, const size_t *seq,
                                 const gsl_matrix *es, lse_lslds_post *q,
                                 const char *fn, lse_error *err);
@@ -670,24 +763,7 @@ static lse_status update_z_impl(const lse_lslds_params *p, const size_t *seq,
         gsl_matrix_add(s, es);
     double hz = 0.0;
     if (!p->markov) {
-        for (size_t t = 0; t < T; t++) {
-            double mx = -INFINITY;
-            for (size_t k = 0; k < K; k++)
-                mx = fmax(mx, log(gsl_vector_get(p->init, k)) +
-                                  gsl_matrix_get(s, t, k));
-            double z = 0.0;
-            for (size_t k = 0; k < K; k++) {
-                const double v = exp(log(gsl_vector_get(p->init, k)) +
-                                     gsl_matrix_get(s, t, k) - mx);
-                gsl_matrix_set(q->w, t, k, v);
-                z += v;
-            }
-            for (size_t k = 0; k < K; k++) {
-                const double v = gsl_matrix_get(q->w, t, k) / z;
-                gsl_matrix_set(q->w, t, k, v);
-                hz -= xlogy(v, v);
-            }
-        }
+        hz = mixture_posterior(p, s, q);
         gsl_matrix_set_zero(q->xi);
     } else {
         double logz = 0.0;
@@ -719,21 +795,7 @@ static lse_status update_z_impl(const lse_lslds_params *p, const size_t *seq,
             for (size_t k = 0; k < K; k++)
                 gsl_matrix_set(alpha, t, k, gsl_matrix_get(alpha, t, k) / z);
         }
-        for (size_t t = T; t-- > 0;) {
-            const int last = t + 1 == T || is_start(seq, t + 1);
-            for (size_t j = 0; j < K; j++) {
-                double b = 1.0;
-                if (!last) {
-                    b = 0.0;
-                    for (size_t k = 0; k < K; k++)
-                        b += gsl_matrix_get(p->trans, j, k) *
-                             exp(gsl_matrix_get(s, t + 1, k) - M[t + 1]) *
-                             gsl_matrix_get(beta, t + 1, k);
-                    b /= c[t + 1];
-                }
-                gsl_matrix_set(beta, t, j, b);
-            }
-        }
+        backward_pass(p, seq, s, M, c, beta);
         gsl_matrix_set_zero(q->xi);
         double sws = 0.0, ez = 0.0;
         for (size_t t = 0; t < T; t++) {
@@ -1043,6 +1105,110 @@ static int solve_right(const gsl_matrix *S, gsl_matrix *B, gsl_matrix *work)
     return 0;
 }
 
+/* Mode k's expected dynamics statistics, weighted by q(z_t = k) over the
+ * rows that are not sequence starts: Sxx = E[x~ x~'] of the previous
+ * states x~ = (x_{t-1}, 1), Stx = E[x_t x~'], Stt = E[x_t x_t']. Returns
+ * the total weight. */
+static double dyn_stats(const lse_lslds_post *q, const size_t *seq, size_t k,
+                        gsl_matrix *Sxx, gsl_matrix *Stx, gsl_matrix *Stt)
+{
+    const size_t T = q->T, D = Stt->size1, D1 = D + 1;
+    double n = 0.0;
+    gsl_matrix_set_zero(Sxx);
+    gsl_matrix_set_zero(Stx);
+    gsl_matrix_set_zero(Stt);
+    for (size_t t = 0; t < T; t++) {
+        if (is_start(seq, t))
+            continue;
+        const double w = gsl_matrix_get(q->w, t, k);
+        n += w;
+        for (size_t i = 0; i < D1; i++)
+            for (size_t j = 0; j < D1; j++) {
+                const double mi =
+                    i < D ? gsl_matrix_get(q->mean, t - 1, i) : 1.0;
+                const double mj =
+                    j < D ? gsl_matrix_get(q->mean, t - 1, j) : 1.0;
+                const double c =
+                    (i < D && j < D)
+                        ? gsl_matrix_get(q->cov, t - 1, i * D + j)
+                        : 0.0;
+                gsl_matrix_set(Sxx, i, j,
+                               gsl_matrix_get(Sxx, i, j) + w * (c + mi * mj));
+            }
+        for (size_t i = 0; i < D; i++) {
+            const double mi = gsl_matrix_get(q->mean, t, i);
+            for (size_t j = 0; j < D1; j++) {
+                const double mj =
+                    j < D ? gsl_matrix_get(q->mean, t - 1, j) : 1.0;
+                const double c =
+                    j < D ? gsl_matrix_get(q->cross, t, i * D + j) : 0.0;
+                gsl_matrix_set(Stx, i, j,
+                               gsl_matrix_get(Stx, i, j) + w * (c + mi * mj));
+            }
+            for (size_t j = 0; j < D; j++)
+                gsl_matrix_set(Stt, i, j,
+                               gsl_matrix_get(Stt, i, j) +
+                                   w * (gsl_matrix_get(q->cov, t, i * D + j) +
+                                        mi * gsl_matrix_get(q->mean, t, j)));
+        }
+    }
+    return n;
+}
+
+/* The initial state (m0, P0 + reg I) from the sequence starts, the mode
+ * probabilities and (Markov) the transitions from q(z). */
+static void mstep_start(lse_lslds_params *p, const size_t *seq,
+                        const lse_lslds_post *q, double reg)
+{
+    const size_t T = q->T, K = p->K, D = p->D;
+    double ns = 0.0;
+    gsl_vector_set_zero(p->m0);
+    for (size_t t = 0; t < T; t++)
+        if (is_start(seq, t)) {
+            ns += 1.0;
+            for (size_t i = 0; i < D; i++)
+                gsl_vector_set(p->m0, i,
+                               gsl_vector_get(p->m0, i) +
+                                   gsl_matrix_get(q->mean, t, i));
+        }
+    gsl_vector_scale(p->m0, 1.0 / ns);
+    gsl_matrix_set_zero(p->P0);
+    for (size_t t = 0; t < T; t++)
+        if (is_start(seq, t))
+            for (size_t i = 0; i < D; i++)
+                for (size_t j = 0; j < D; j++) {
+                    const double di =
+                        gsl_matrix_get(q->mean, t, i) - gsl_vector_get(p->m0, i);
+                    const double dj =
+                        gsl_matrix_get(q->mean, t, j) - gsl_vector_get(p->m0, j);
+                    gsl_matrix_set(p->P0, i, j,
+                                   gsl_matrix_get(p->P0, i, j) +
+                                       (gsl_matrix_get(q->cov, t, i * D + j) +
+                                        di * dj) / ns);
+                }
+    for (size_t i = 0; i < D; i++)
+        gsl_matrix_set(p->P0, i, i, gsl_matrix_get(p->P0, i, i) + reg);
+    gsl_vector_set_zero(p->init);
+    for (size_t t = 0; t < T; t++)
+        if (!p->markov || is_start(seq, t))
+            for (size_t k = 0; k < K; k++)
+                gsl_vector_set(p->init, k,
+                               gsl_vector_get(p->init, k) +
+                                   gsl_matrix_get(q->w, t, k));
+    const double si = gsl_blas_dasum(p->init);
+    gsl_vector_scale(p->init, 1.0 / si);
+    if (p->markov)
+        for (size_t j = 0; j < K; j++) {
+            gsl_vector_const_view row = gsl_matrix_const_row(q->xi, j);
+            const double sr = gsl_blas_dasum(&row.vector);
+            if (sr <= 0.0)
+                continue; /* never visited: keep the row */
+            for (size_t k = 0; k < K; k++)
+                gsl_matrix_set(p->trans, j, k,
+                               gsl_matrix_get(q->xi, j, k) / sr);
+        }
+}
+
 static lse_status mstep_impl(lse_lslds_params *p, const gsl_matrix *y,
                              const unsigned char *observed, const size_t *seq,
                              const lse_lslds_post *q, double reg, par *pr,
@@ -1086,45 +1252,7 @@ static lse_status mstep_impl(lse_lslds_params *p, const gsl_matrix *y,
     }
     /* dynamics, per mode */
     for (size_t k = 0; k < K; k++) {
-        gsl_matrix_set_zero(Sxx);
-        gsl_matrix_set_zero(Stx);
-        gsl_matrix_set_zero(Stt);
-        double n = 0.0;
-        for (size_t t = 0; t < T; t++) {
-            if (is_start(seq, t))
-                continue;
-            const double w = gsl_matrix_get(q->w, t, k);
-            n += w;
-            for (size_t i = 0; i < D1; i++)
-                for (size_t j = 0; j < D1; j++) {
-                    const double mi =
-                        i < D ? gsl_matrix_get(q->mean, t - 1, i) : 1.0;
-                    const double mj =
-                        j < D ? gsl_matrix_get(q->mean, t - 1, j) : 1.0;
-                    const double c =
-                        (i < D && j < D)
-                            ? gsl_matrix_get(q->cov, t - 1, i * D + j)
-                            : 0.0;
-                    gsl_matrix_set(Sxx, i, j,
-                                   gsl_matrix_get(Sxx, i, j) + w * (c + mi * mj));
-                }
-            for (size_t i = 0; i < D; i++) {
-                const double mi = gsl_matrix_get(q->mean, t, i);
-                for (size_t j = 0; j < D1; j++) {
-                    const double mj =
-                        j < D ? gsl_matrix_get(q->mean, t - 1, j) : 1.0;
-                    const double c =
-                        j < D ? gsl_matrix_get(q->cross, t, i * D + j) : 0.0;
-                    gsl_matrix_set(Stx, i, j,
-                                   gsl_matrix_get(Stx, i, j) + w * (c + mi * mj));
-                }
-                for (size_t j = 0; j < D; j++)
-                    gsl_matrix_set(Stt, i, j,
-                                   gsl_matrix_get(Stt, i, j) +
-                                       w * (gsl_matrix_get(q->cov, t, i * D + j) +
-                                            mi * gsl_matrix_get(q->mean, t, j)));
-            }
-        }
+        const double n = dyn_stats(q, seq, k, Sxx, Stx, Stt);
         if (n < 1e-8)
             continue;
         gsl_matrix_memcpy(W, Stx);
@@ -1201,55 +1329,7 @@ static lse_status mstep_impl(lse_lslds_params *p, const gsl_matrix *y,
         gsl_vector_set(p->d, ik, Wy->data[D]);
         gsl_vector_set(p->r, ik, fmax((yy - wsy) / n, 0.0) + reg);
     }
-    /* initial state and mode probabilities */
-    {
-        double ns = 0.0;
-        gsl_vector_set_zero(p->m0);
-        for (size_t t = 0; t < T; t++)
-            if (is_start(seq, t)) {
-                ns += 1.0;
-                for (size_t i = 0; i < D; i++)
-                    gsl_vector_set(p->m0, i,
-                                   gsl_vector_get(p->m0, i) +
-                                       gsl_matrix_get(q->mean, t, i));
-            }
-        gsl_vector_scale(p->m0, 1.0 / ns);
-        gsl_matrix_set_zero(p->P0);
-        for (size_t t = 0; t < T; t++)
-            if (is_start(seq, t))
-                for (size_t i = 0; i < D; i++)
-                    for (size_t j = 0; j < D; j++) {
-                        const double di =
-                            gsl_matrix_get(q->mean, t, i) - gsl_vector_get(p->m0, i);
-                        const double dj =
-                            gsl_matrix_get(q->mean, t, j) - gsl_vector_get(p->m0, j);
-                        gsl_matrix_set(p->P0, i, j,
-                                       gsl_matrix_get(p->P0, i, j) +
-                                           (gsl_matrix_get(q->cov, t, i * D + j) +
-                                            di * dj) / ns);
-                    }
-        for (size_t i = 0; i < D; i++)
-            gsl_matrix_set(p->P0, i, i, gsl_matrix_get(p->P0, i, i) + reg);
-        gsl_vector_set_zero(p->init);
-        for (size_t t = 0; t < T; t++)
-            if (!p->markov || is_start(seq, t))
-                for (size_t k = 0; k < K; k++)
-                    gsl_vector_set(p->init, k,
-                                   gsl_vector_get(p->init, k) +
-                                       gsl_matrix_get(q->w, t, k));
-        const double si = gsl_blas_dasum(p->init);
-        gsl_vector_scale(p->init, 1.0 / si);
-        if (p->markov)
-            for (size_t j = 0; j < K; j++) {
-                gsl_vector_const_view row = gsl_matrix_const_row(q->xi, j);
-                const double sr = gsl_blas_dasum(&row.vector);
-                if (sr <= 0.0)
-                    continue; /* never visited: keep the row */
-                for (size_t k = 0; k < K; k++)
-                    gsl_matrix_set(p->trans, j, k,
-                                   gsl_matrix_get(q->xi, j, k) / sr);
-            }
-    }
+    mstep_start(p, seq, q, reg); /* initial state and mode probabilities */
 done:
     gsl_matrix_free(Sxx);
     gsl_matrix_free(Stx);
@@ -1271,6 +1351,151 @@ lse_lslds_opts lse_lslds_opts_default(void)
                         .reg = 1e-6,
                         .seed = 0};
     return o;
+}
+
+/* Probabilistic PCA from the eigenpairs (lam descending, U) of the
+ * data's covariance: the first emission block C (N x D) and the noise
+ * variance, which it returns. */
+static double pca_emission(lse_lslds_params *p, const gsl_vector *lam,
+                           const gsl_matrix *U)
+{
+    const size_t N = p->N, D = p->D;
+    double sig2 = 0.0, tr = 0.0;
+    for (size_t i = 0; i < N; i++)
+        tr += fmax(gsl_vector_get(lam, i), 0.0);
+    for (size_t i = D; i < N; i++)
+        sig2 += fmax(gsl_vector_get(lam, i), 0.0) / (double)(N - D);
+    sig2 = fmax(sig2, 1e-3 * tr / (double)N + 1e-12);
+    for (size_t j = 0; j < D; j++) {
+        const double sc = sqrt(fmax(gsl_vector_get(lam, j) - sig2,
+                                    1e-6 * gsl_vector_get(lam, 0) + 1e-12));
+        for (size_t i = 0; i < N; i++)
+            gsl_matrix_set(p->C, i, j, gsl_matrix_get(U, i, j) * sc);
+    }
+    return sig2;
+}
+
+/* The latent means of the centred rows Yc: x_t = (C'C + sig2 I)^-1 C'
+ * (y_t - d) into Xo. -1 when out of memory, 1 when the projection is
+ * singular. */
+static int pca_states(const gsl_matrix *C0, double sig2, const gsl_matrix *Yc,
+                      gsl_matrix *Xo)
+{
+    const size_t N = C0->size1, D = C0->size2;
+    gsl_matrix *M = gsl_matrix_alloc(D, D), *W = gsl_matrix_alloc(N, D);
+    gsl_matrix *wk = gsl_matrix_alloc(D, D);
+    if (!M || !W || !wk) {
+        gsl_matrix_free(M);
+        gsl_matrix_free(W);
+        gsl_matrix_free(wk);
+        return -1;
+    }
+    gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, C0, C0, 0.0, M);
+    for (size_t i = 0; i < D; i++)
+        gsl_matrix_set(M, i, i, gsl_matrix_get(M, i, i) + sig2);
+    gsl_matrix_memcpy(W, C0);
+    int bad = 0;
+    {
+        gsl_matrix_view Wt = gsl_matrix_submatrix(W, 0, 0, N, D);
+        bad = solve_right(M, &Wt.matrix, wk);
+    }
+    if (!bad)
+        gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, Yc, W, 0.0, Xo);
+    gsl_matrix_free(M);
+    gsl_matrix_free(W);
+    gsl_matrix_free(wk);
+    return bad ? 1 : 0;
+}
+
+/* The modes' dynamics (A, b, Q) and probabilities from the ARHMM fit m;
+ * a, cv (D x D) and bv (D) are scratch. */
+static void modes_from_slds(lse_lslds_params *p, const lse_slds *m,
+                            gsl_matrix *a, gsl_vector *bv, gsl_matrix *cv)
+{
+    const size_t D = p->D, K = p->K;
+    for (size_t k = 0; k < K; k++) {
+        lse_slds_get_a(m, k, a);
+        lse_slds_get_b(m, k, bv);
+        lse_slds_get_cov(m, k, cv);
+        for (size_t i = 0; i < D; i++) {
+            gsl_matrix_set(p->b, k, i, gsl_vector_get(bv, i));
+            for (size_t j = 0; j < D; j++) {
+                gsl_matrix_set(p->A, k, i * D + j, gsl_matrix_get(a, i, j));
+                gsl_matrix_set(p->Q, k, i * D + j, gsl_matrix_get(cv, i, j));
+            }
+        }
+    }
+    if (p->markov) {
+        lse_slds_get_initial(m, p->init);
+        lse_slds_get_transition(m, p->trans);
+    } else {
+        lse_slds_get_weights(m, p->init);
+    }
+}
+
+/* The initial state: mean and covariance (+ 1e-6 I) of the states X. */
+static void init_state_of(lse_lslds_params *p, const gsl_matrix *X)
+{
+    const size_t T = X->size1, D = p->D;
+    gsl_vector_set_zero(p->m0);
+    for (size_t t = 0; t < T; t++)
+        for (size_t i = 0; i < D; i++)
+            gsl_vector_set(p->m0, i,
+                           gsl_vector_get(p->m0, i) +
+                               gsl_matrix_get(X, t, i) / (double)T);
+    gsl_matrix_set_zero(p->P0);
+    for (size_t t = 0; t < T; t++)
+        for (size_t i = 0; i < D; i++)
+            for (size_t j = 0; j < D; j++)
+                gsl_matrix_set(
+                    p->P0, i, j,
+                    gsl_matrix_get(p->P0, i, j) +
+                        (gsl_matrix_get(X, t, i) - gsl_vector_get(p->m0, i)) *
+                            (gsl_matrix_get(X, t, j) -
+                             gsl_vector_get(p->m0, j)) /
+                            (double)T);
+    for (size_t i = 0; i < D; i++)
+        gsl_matrix_set(p->P0, i, i, gsl_matrix_get(p->P0, i, i) + 1e-6);
+}
+
+/* The autoregressive HMM / mixture of p's shape fitted to the states X
+ * into *m (freed by the caller either way). */
+static lse_status fit_arhmm(const lse_lslds_params *p, const gsl_matrix *X,
+                            const size_t *seq, unsigned long seed,
+                            lse_slds **m, const char *fn, lse_error *err)
+{
+    lse_slds_config cfg = lse_slds_config_default();
+    cfg.n_modes = p->K;
+    cfg.dim = p->D;
+    cfg.markov = p->markov;
+    lse_error serr;
+    lse_status st = lse_slds_new(&cfg, m, &serr);
+    if (st == LSE_OK) {
+        lse_slds_opts so = lse_slds_opts_default();
+        so.seed = seed;
+        so.max_iter = 100;
+        st = lse_slds_fit(*m, X, seq, &so, &serr);
+    }
+    if (st != LSE_OK)
+        lse_error_set(err, st, fn, "ARHMM on the PCA states: %s", serr.message);
+    return st;
+}
+
+/* Per column i: the sum (sn[i]) and count (sn[N + i]) of the observed
+ * entries of rows [y0, y0 + To). */
+static void column_sums(const gsl_matrix *y, const unsigned char *observed,
+                        size_t N, size_t y0, size_t To, double *sn)
+{
+    for (size_t i = 0; i < N; i++) {
+        double s = 0.0, n = 0.0;
+        for (size_t t = y0; t < y0 + To; t++)
+            if (observed == NULL || observed[t * N + i]) {
+                s += gsl_matrix_get(y, t, i);
+                n += 1.0;
+            }
+        sn[i] = s;
+        sn[N + i] = n;
+    }
 }
 
 static lse_status init_impl(lse_lslds_params *p, const gsl_matrix *y,
@@ -1376,16 +1601,7 @@ static lse_status init_impl(lse_lslds_params *p, const gsl_matrix *y,
         st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
         goto done;
     }
-    for (size_t i = 0; i < N; i++) {
-        double s = 0.0, n = 0.0;
-        for (size_t t = y0; t < y0 + To; t++)
-            if (observed == NULL || observed[t * N + i]) {
-                s += gsl_matrix_get(y, t, i);
-                n += 1.0;
-            }
-        sn[i] = s;
-        sn[N + i] = n;
-    }
+    column_sums(y, observed, N, y0, To, sn);
     if (pr != NULL && (st = lse_comm_sum(&pr->comm, sn, 2 * N, fn, err)) !=
                           LSE_OK)
         goto done;
@@ -1407,18 +1623,7 @@ static lse_status init_impl(lse_lslds_params *p, const gsl_matrix *y,
         goto done;
     gsl_eigen_symmv(S, lam, U, ew);
     gsl_eigen_symmv_sort(lam, U, GSL_EIGEN_SORT_VAL_DESC);
-    double sig2 = 0.0, tr = 0.0;
-    for (size_t i = 0; i < N; i++)
-        tr += fmax(gsl_vector_get(lam, i), 0.0);
-    for (size_t i = D; i < N; i++)
-        sig2 += fmax(gsl_vector_get(lam, i), 0.0) / (double)(N - D);
-    sig2 = fmax(sig2, 1e-3 * tr / (double)N + 1e-12);
-    for (size_t j = 0; j < D; j++) {
-        const double sc = sqrt(fmax(gsl_vector_get(lam, j) - sig2,
-                                    1e-6 * gsl_vector_get(lam, 0) + 1e-12));
-        for (size_t i = 0; i < N; i++)
-            gsl_matrix_set(p->C, i, j, gsl_matrix_get(U, i, j) * sc);
-    }
+    const double sig2 = pca_emission(p, lam, U);
     gsl_vector_view d0 = gsl_vector_subvector(p->d, 0, N);
     gsl_vector_memcpy(&d0.vector, mu);
     gsl_vector_set_all(p->r, sig2);
@@ -1426,34 +1631,14 @@ static lse_status init_impl(lse_lslds_params *p, const gsl_matrix *y,
     const gsl_matrix *C0 = &C0v.matrix; /* the first (or shared) block */
     /* latent means: x_t = (C'C + sig2 I)^-1 C' (y_t - d) */
     {
-        gsl_matrix *M = gsl_matrix_alloc(D, D), *W = gsl_matrix_alloc(N, D);
-        gsl_matrix *wk = gsl_matrix_alloc(D, D);
-        if (!M || !W || !wk) {
-            gsl_matrix_free(M);
-            gsl_matrix_free(W);
-            gsl_matrix_free(wk);
+        gsl_matrix_view Xo =
+            gsl_matrix_submatrix(X, pr ? pr->offset : 0, 0, To, D);
+        const int rc = pca_states(C0, sig2, Yc, &Xo.matrix);
+        if (rc < 0) {
             st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
             goto done;
         }
-        gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, C0, C0, 0.0, M);
-        for (size_t i = 0; i < D; i++)
-            gsl_matrix_set(M, i, i, gsl_matrix_get(M, i, i) + sig2);
-        gsl_matrix_memcpy(W, C0);
-        int bad = 0;
-        {
-            gsl_matrix_view Wt = gsl_matrix_submatrix(W, 0, 0, N, D);
-            bad = solve_right(M, &Wt.matrix, wk);
-        }
-        if (!bad) {
-            gsl_matrix_view Xo =
-                gsl_matrix_submatrix(X, pr ? pr->offset : 0, 0, To, D);
-            gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, Yc, W, 0.0,
-                           &Xo.matrix);
-        }
-        gsl_matrix_free(M);
-        gsl_matrix_free(W);
-        gsl_matrix_free(wk);
-        if (bad) {
+        if (rc > 0) {
             st = lse_error_set(err, LSE_ENUMERIC, fn, "PCA projection is singular");
             goto done;
         }
@@ -1472,60 +1657,10 @@ static lse_status init_impl(lse_lslds_params *p, const gsl_matrix *y,
         (st = lds_refine(p, y, observed, seq, pr, X, fn, err)) != LSE_OK)
         goto done;
     /* modes: autoregressive HMM / mixture on the latent means */
-    lse_slds_config cfg = lse_slds_config_default();
-    cfg.n_modes = K;
-    cfg.dim = D;
-    cfg.markov = p->markov;
-    lse_error serr;
-    st = lse_slds_new(&cfg, &m, &serr);
-    if (st == LSE_OK) {
-        lse_slds_opts so = lse_slds_opts_default();
-        so.seed = seed;
-        so.max_iter = 100;
-        st = lse_slds_fit(m, X, seq, &so, &serr);
-    }
-    if (st != LSE_OK) {
-        lse_error_set(err, st, fn, "ARHMM on the PCA states: %s", serr.message);
+    if ((st = fit_arhmm(p, X, seq, seed, &m, fn, err)) != LSE_OK)
         goto done;
-    }
-    for (size_t k = 0; k < K; k++) {
-        lse_slds_get_a(m, k, a);
-        lse_slds_get_b(m, k, bv);
-        lse_slds_get_cov(m, k, cv);
-        for (size_t i = 0; i < D; i++) {
-            gsl_matrix_set(p->b, k, i, gsl_vector_get(bv, i));
-            for (size_t j = 0; j < D; j++) {
-                gsl_matrix_set(p->A, k, i * D + j, gsl_matrix_get(a, i, j));
-                gsl_matrix_set(p->Q, k, i * D + j, gsl_matrix_get(cv, i, j));
-            }
-        }
-    }
-    if (p->markov) {
-        lse_slds_get_initial(m, p->init);
-        lse_slds_get_transition(m, p->trans);
-    } else {
-        lse_slds_get_weights(m, p->init);
-    }
-    /* initial state: mean and covariance of the PCA states */
-    gsl_vector_set_zero(p->m0);
-    for (size_t t = 0; t < T; t++)
-        for (size_t i = 0; i < D; i++)
-            gsl_vector_set(p->m0, i,
-                           gsl_vector_get(p->m0, i) +
-                               gsl_matrix_get(X, t, i) / (double)T);
-    gsl_matrix_set_zero(p->P0);
-    for (size_t t = 0; t < T; t++)
-        for (size_t i = 0; i < D; i++)
-            for (size_t j = 0; j < D; j++)
-                gsl_matrix_set(
-                    p->P0, i, j,
-                    gsl_matrix_get(p->P0, i, j) +
-                        (gsl_matrix_get(X, t, i) - gsl_vector_get(p->m0, i)) *
-                            (gsl_matrix_get(X, t, j) -
-                             gsl_vector_get(p->m0, j)) /
-                            (double)T);
-    for (size_t i = 0; i < D; i++)
-        gsl_matrix_set(p->P0, i, i, gsl_matrix_get(p->P0, i, i) + 1e-6);
+    modes_from_slds(p, m, a, bv, cv);
+    init_state_of(p, X); /* mean and covariance of the PCA states */
     for (size_t k = 1; k < NE(p); k++) { /* per mode: copies of the PCA fit */
         gsl_matrix_view Ck = gsl_matrix_submatrix(p->C, k * N, 0, N, D);
         gsl_matrix_memcpy(&Ck.matrix, C0);
@@ -1609,6 +1744,90 @@ static lse_status par_setup(par *pr, const lse_lslds_opts *o,
     return st;
 }
 
+/* dst = src, both of the same shape and both computed. */
+static void post_copy(lse_lslds_post *dst, const lse_lslds_post *src)
+{
+    gsl_matrix_memcpy(dst->w, src->w);
+    gsl_matrix_memcpy(dst->xi, src->xi);
+    gsl_matrix_memcpy(dst->mean, src->mean);
+    gsl_matrix_memcpy(dst->cov, src->cov);
+    gsl_matrix_memcpy(dst->cross, src->cross);
+    dst->hz = src->hz;
+    dst->have_x = dst->have_z = 1;
+}
+
+/* The q(x) update of lse_lslds_fit: on this process alone, or (pr) over
+ * the processes with the potentials buffer obs. */
+static lse_status update_x_any(const lse_lslds_params *p, const gsl_matrix *y,
+                               const unsigned char *observed, const size_t *seq,
+                               lse_lslds_post *q, par *pr, double *obs,
+                               lse_error *err)
+{
+    return pr ? update_x_par(p, y, observed, seq, q, pr, obs, err)
+              : lse_lslds_update_x(p, y, observed, seq, q, NULL, err);
+}
+
+/* One E-step of lse_lslds_fit: (emission scores,) q(z), the ELBO e1, q(x),
+ * the ELBO e2. */
+static lse_status fit_estep(const lse_lslds_params *cur, const gsl_matrix *y,
+                            const unsigned char *observed, const size_t *seq,
+                            lse_lslds_post *qc, par *pr, double *obs,
+                            gsl_matrix *es, size_t it, double prev,
+                            double *e1, double *e2, lse_error *err)
+{
+    static const char fn[] = "lse_lslds_fit";
+    lse_status st = es ? emis_scores(cur, y, observed, qc, pr, es, fn, err)
+                       : LSE_OK;
+    if (st == LSE_OK)
+        st = update_z_impl(cur, seq, es, qc, fn, err);
+    if (st == LSE_OK)
+        st = elbo_impl(cur, y, observed, seq, qc, pr, e1, fn, err);
+    if (st == LSE_OK)
+        st = update_x_any(cur, y, observed, seq, qc, pr, obs, err);
+    if (st == LSE_OK)
+        st = elbo_impl(cur, y, observed, seq, qc, pr, e2, fn, err);
+    if (st == LSE_OK && (dropped(prev, *e1) || dropped(*e1, *e2)))
+        st = lse_error_set(err, LSE_EINCREASE, fn,
+                           "ELBO decreased in the E-step of iteration "
+                           "%zu (%.17g, %.17g, %.17g)",
+                           it, prev, *e1, *e2);
+    return st;
+}
+
+/* One M-step of lse_lslds_fit (m0, P0 kept with opts->fix_initial, in
+ * m0s, P0s), then the ELBO e3. */
+static lse_status fit_mstep(lse_lslds_params *cur, const gsl_matrix *y,
+                            const unsigned char *observed, const size_t *seq,
+                            const lse_lslds_post *qc, par *pr,
+                            const lse_lslds_opts *opts, gsl_vector *m0s,
+                            gsl_matrix *P0s, size_t it, double e2, double *e3,
+                            lse_error *err)
+{
+    static const char fn[] = "lse_lslds_fit";
+    if (opts->fix_initial) { /* keep m0, P0 */
+        gsl_vector_memcpy(m0s, cur->m0);
+        gsl_matrix_memcpy(P0s, cur->P0);
+    }
+    lse_status st =
+        mstep_impl(cur, y, observed, seq, qc, opts->reg, pr, fn, err);
+    if (opts->fix_initial) {
+        gsl_vector_memcpy(cur->m0, m0s);
+        gsl_matrix_memcpy(cur->P0, P0s);
+    }
+    if (st == LSE_OK)
+        st = elbo_impl(cur, y, observed, seq, qc, pr, e3, fn, err);
+    /* the ridge (reg added to Q_k, r, P0) moves the M-step off the ELBO's
+     * maximum: a decrease up to reg T (N + D) nats is the ridge's, not an
+     * error */
+    if (st == LSE_OK && dropped(e2, *e3) &&
+        e2 - *e3 > opts->reg * (double)qc->T * (double)(cur->N + cur->D))
+        st = lse_error_set(err, LSE_EINCREASE, fn,
+                           "ELBO decreased in the M-step of iteration "
+                           "%zu (%.17g -> %.17g)",
+                           it, e2, *e3);
+    return st;
+}
+
 lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
                          const unsigned char *observed, const size_t *seq,
                          const lse_lslds_opts *o, lse_lslds_post *q,
@@ -1654,9 +1873,6 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
         st = lse_lslds_post_new(T, p->K, p->D, &qb, err);
     if (st != LSE_OK)
         goto done;
-#define UPDATE_X(P, Q)                                                      \
-    (pr ? update_x_par(P, y, observed, seq, Q, pr, obs, err)                 \
-        : lse_lslds_update_x(P, y, observed, seq, Q, NULL, err))
     double best_elbo = -INFINITY;
     size_t best_iter = 0;
     for (size_t run = 0; run < runs; run++) {
@@ -1668,55 +1884,20 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
         }
         qc->have_z = 0;
         qc->have_x = 0;
-        st = UPDATE_X(cur, qc);
+        st = update_x_any(cur, y, observed, seq, qc, pr, obs, err);
         if (st != LSE_OK)
             goto done;
         double prev = -INFINITY, e1 = 0, e2 = 0, e3 = -INFINITY;
         size_t it = 0;
         for (it = 1; it <= opts.max_iter; it++) {
-            st = es ? emis_scores(cur, y, observed, qc, pr, es, fn, err)
-                    : LSE_OK;
-            if (st == LSE_OK)
-                st = update_z_impl(cur, seq, es, qc, fn, err);
-            if (st == LSE_OK)
-                st = elbo_impl(cur, y, observed, seq, qc, pr, &e1, fn, err);
-            if (st == LSE_OK)
-                st = UPDATE_X(cur, qc);
-            if (st == LSE_OK)
-                st = elbo_impl(cur, y, observed, seq, qc, pr, &e2, fn, err);
+            st = fit_estep(cur, y, observed, seq, qc, pr, obs, es, it, prev,
+                           &e1, &e2, err);
             if (st != LSE_OK)
                 goto done;
-            if (dropped(prev, e1) || dropped(e1, e2)) {
-                st = lse_error_set(err, LSE_EINCREASE, fn,
-                                   "ELBO decreased in the E-step of iteration "
-                                   "%zu (%.17g, %.17g, %.17g)",
-                                   it, prev, e1, e2);
-                goto done;
-            }
-            if (opts.fix_initial) { /* keep m0, P0 */
-                gsl_vector_memcpy(m0s, cur->m0);
-                gsl_matrix_memcpy(P0s, cur->P0);
-            }
-            st = mstep_impl(cur, y, observed, seq, qc, opts.reg, pr, fn, err);
-            if (opts.fix_initial) {
-                gsl_vector_memcpy(cur->m0, m0s);
-                gsl_matrix_memcpy(cur->P0, P0s);
-            }
-            if (st == LSE_OK)
-                st = elbo_impl(cur, y, observed, seq, qc, pr, &e3, fn, err);
+            st = fit_mstep(cur, y, observed, seq, qc, pr, &opts, m0s, P0s, it,
+                           e2, &e3, err);
             if (st != LSE_OK)
                 goto done;
-            /* the ridge (reg added to Q_k, r, P0) moves the M-step off
-             * the ELBO's maximum: a decrease up to reg T (N + D) nats is
-             * the ridge's, not an error */
-            if (dropped(e2, e3) &&
-                e2 - e3 > opts.reg * (double)T * (double)(p->N + p->D)) {
-                st = lse_error_set(err, LSE_EINCREASE, fn,
-                                   "ELBO decreased in the M-step of iteration "
-                                   "%zu (%.17g -> %.17g)",
-                                   it, e2, e3);
-                goto done;
-            }
             const double gain = e3 - prev;
             prev = e3;
             if (gain <= opts.tol * (double)T)
@@ -1728,13 +1909,7 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
             best_elbo = e3;
             best_iter = it;
             params_copy(best, cur);
-            gsl_matrix_memcpy(qb->w, qc->w);
-            gsl_matrix_memcpy(qb->xi, qc->xi);
-            gsl_matrix_memcpy(qb->mean, qc->mean);
-            gsl_matrix_memcpy(qb->cov, qc->cov);
-            gsl_matrix_memcpy(qb->cross, qc->cross);
-            qb->hz = qc->hz;
-            qb->have_x = qb->have_z = 1;
+            post_copy(qb, qc);
         }
     }
     params_copy(p, best);
@@ -1743,13 +1918,7 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
             st = lse_error_set(err, LSE_EDIM, fn, "q has the wrong shape");
             goto done;
         }
-        gsl_matrix_memcpy(q->w, qb->w);
-        gsl_matrix_memcpy(q->xi, qb->xi);
-        gsl_matrix_memcpy(q->mean, qb->mean);
-        gsl_matrix_memcpy(q->cov, qb->cov);
-        gsl_matrix_memcpy(q->cross, qb->cross);
-        q->hz = qb->hz;
-        q->have_x = q->have_z = 1;
+        post_copy(q, qb);
     }
     if (elbo)
         *elbo = best_elbo;
@@ -1768,7 +1937,6 @@ done:
     gsl_vector_free(m0s);
     gsl_matrix_free(P0s);
     return st;
-#undef UPDATE_X
 }
 
 lse_status lse_lslds_simulate(const lse_lslds_params *p, unsigned long seed,
@@ -1859,6 +2027,145 @@ done:
     return st;
 }
 
+/* The path z's dynamics, row t from mode z[t]: A, Q (D*D) and b (D). */
+static void path_dynamics(const lse_lslds_params *p, const size_t *z,
+                          gsl_matrix *A, gsl_matrix *Qm, gsl_matrix *B)
+{
+    const size_t T = A->size1, D = p->D, DD = D * D;
+    for (size_t t = 0; t < T; t++) {
+        memcpy(A->data + t * A->tda, p->A->data + z[t] * p->A->tda,
+               DD * sizeof(double));
+        memcpy(Qm->data + t * Qm->tda, p->Q->data + z[t] * p->Q->tda,
+               DD * sizeof(double));
+        memcpy(B->data + t * B->tda, p->b->data + z[t] * p->b->tda,
+               D * sizeof(double));
+    }
+}
+
+/* obs_potentials' packed rows (J then h, T of them, then the constant)
+ * into Jo (T x D*D) and ho (T x D); returns the constant. */
+static double unpack_potentials(const double *obs, gsl_matrix *Jo,
+                                gsl_matrix *ho)
+{
+    const size_t T = Jo->size1, D = ho->size2, DD = D * D;
+    for (size_t t = 0; t < T; t++) {
+        memcpy(Jo->data + t * Jo->tda, obs + t * (DD + D),
+               DD * sizeof(double));
+        memcpy(ho->data + t * ho->tda, obs + t * (DD + D) + DD,
+               D * sizeof(double));
+    }
+    return obs[T * (DD + D)];
+}
+
+/* The proposal q(z) ∝ p(z) exp(sum s): forward filter into alpha (rows
+ * normalized), its log Z added to *logz. 0, or the 1-based row where it
+ * underflows. */
+static size_t proposal_filter(const lse_lslds_params *p, const size_t *seq,
+                              const gsl_matrix *s, gsl_matrix *alpha,
+                              double *logz)
+{
+    const size_t T = s->size1, K = p->K;
+    for (size_t t = 0; t < T; t++) {
+        double mx = -INFINITY, tot = 0.0;
+        for (size_t k = 0; k < K; k++)
+            mx = fmax(mx, gsl_matrix_get(s, t, k));
+        for (size_t k = 0; k < K; k++) {
+            double a = 0.0;
+            if (!p->markov || is_start(seq, t))
+                a = gsl_vector_get(p->init, k);
+            else
+                for (size_t j = 0; j < K; j++)
+                    a += gsl_matrix_get(alpha, t - 1, j) *
+                         gsl_matrix_get(p->trans, j, k);
+            a *= exp(gsl_matrix_get(s, t, k) - mx);
+            gsl_matrix_set(alpha, t, k, a);
+            tot += a;
+        }
+        if (!(tot > 0.0))
+            return t + 1;
+        *logz += log(tot) + mx;
+        for (size_t k = 0; k < K; k++)
+            gsl_matrix_set(alpha, t, k, gsl_matrix_get(alpha, t, k) / tot);
+    }
+    return 0;
+}
+
+/* A path z of the defensive mixture: with probability LSE_LSLDS_IS_PRIOR
+ * one from the prior p(z), else one from q(z) by backward sampling
+ * z_t ~ alpha_t(j) trans(j, z_{t+1}). Returns its sum of scores s. */
+static double sample_path(const lse_lslds_params *p, const size_t *seq,
+                          const gsl_matrix *s, const gsl_matrix *alpha,
+                          gsl_rng *rng, size_t *z)
+{
+    const size_t T = s->size1, K = p->K;
+    const int from_prior = gsl_rng_uniform(rng) < LSE_LSLDS_IS_PRIOR;
+    double ssum = 0.0;
+    if (from_prior) {
+        for (size_t t = 0; t < T; t++) {
+            const int st0 = !p->markov || is_start(seq, t);
+            double u = gsl_rng_uniform(rng), acc = 0.0;
+            size_t pick = K - 1;
+            for (size_t j = 0; j < K; j++) {
+                acc += st0 ? gsl_vector_get(p->init, j)
+                           : gsl_matrix_get(p->trans, z[t - 1], j);
+                if (u < acc) {
+                    pick = j;
+                    break;
+                }
+            }
+            z[t] = pick;
+            ssum += gsl_matrix_get(s, t, pick);
+        }
+    }
+    for (size_t t = T; !from_prior && t-- > 0;) {
+        const int last = t + 1 == T || is_start(seq, t + 1);
+        double tot = 0.0;
+        for (size_t j = 0; j < K; j++)
+            tot += gsl_matrix_get(alpha, t, j) *
+                   (last || !p->markov ? 1.0
+                                       : gsl_matrix_get(p->trans, j, z[t + 1]));
+        double u = gsl_rng_uniform(rng) * tot, acc = 0.0;
+        size_t pick = K - 1;
+        for (size_t j = 0; j < K; j++) {
+            acc += gsl_matrix_get(alpha, t, j) *
+                   (last || !p->markov
+                        ? 1.0
+                        : gsl_matrix_get(p->trans, j, z[t + 1]));
+            if (u < acc) {
+                pick = j;
+                break;
+            }
+        }
+        z[t] = pick;
+        ssum += gsl_matrix_get(s, t, pick);
+    }
+    return ssum;
+}
+
+/* log of the mean of exp(lw[0..n)), and the delta-method standard error
+ * of it when se is not NULL. */
+static void is_mean(const double *lw, size_t n_samples, double *estimate,
+                    double *se)
+{
+    double mx = -INFINITY;
+    for (size_t n = 0; n < n_samples; n++)
+        mx = fmax(mx, lw[n]);
+    double m1 = 0.0, m2 = 0.0;
+    for (size_t n = 0; n < n_samples; n++) {
+        const double w = exp(lw[n] - mx);
+        m1 += w;
+        m2 += w * w;
+    }
+    m1 /= (double)n_samples;
+    m2 /= (double)n_samples;
+    *estimate = mx + log(m1);
+    if (se != NULL) {
+        const double var = fmax(m2 - m1 * m1, 0.0) * (double)n_samples /
+                           (double)(n_samples - 1);
+        *se = sqrt(var / (double)n_samples) / m1;
+    }
+}
+
 lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
                                   const gsl_matrix *y,
                                   const unsigned char *observed,
@@ -1924,30 +2231,11 @@ lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
         gsl_matrix_set(R1, 0, 0, 1.0);
     /* proposal q(z) ∝ p(z) exp(sum s): forward filter, log Z */
     double logz = 0.0;
-    for (size_t t = 0; t < T; t++) {
-        double mx = -INFINITY, tot = 0.0;
-        for (size_t k = 0; k < K; k++)
-            mx = fmax(mx, gsl_matrix_get(s, t, k));
-        for (size_t k = 0; k < K; k++) {
-            double a = 0.0;
-            if (!p->markov || is_start(seq, t))
-                a = gsl_vector_get(p->init, k);
-            else
-                for (size_t j = 0; j < K; j++)
-                    a += gsl_matrix_get(alpha, t - 1, j) *
-                         gsl_matrix_get(p->trans, j, k);
-            a *= exp(gsl_matrix_get(s, t, k) - mx);
-            gsl_matrix_set(alpha, t, k, a);
-            tot += a;
-        }
-        if (!(tot > 0.0)) {
-            st = lse_error_set(err, LSE_ENUMERIC, fn,
-                               "proposal underflows at row %zu", t + 1);
-            goto done;
-        }
-        logz += log(tot) + mx;
-        for (size_t k = 0; k < K; k++)
-            gsl_matrix_set(alpha, t, k, gsl_matrix_get(alpha, t, k) / tot);
+    const size_t bad = proposal_filter(p, seq, s, alpha, &logz);
+    if (bad != 0) {
+        st = lse_error_set(err, LSE_ENUMERIC, fn,
+                           "proposal underflows at row %zu", bad);
+        goto done;
     }
     lse_kalman_model km = {A,     B,           Qm,    pm ? Cdum : p->C,
                            pm ? NULL : p->d,   pm ? R1 : R, p->m0,
@@ -1956,68 +2244,12 @@ lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
     const unsigned char *kobs = pm ? nomask : observed;
 
     for (size_t n = 0; n < n_samples; n++) {
-        /* defensive mixture: with probability LSE_LSLDS_IS_PRIOR a path
-         * from the prior p(z), else one from q(z) by backward sampling
-         * z_t ~ alpha_t(j) trans(j, z_{t+1}) */
-        const int from_prior = gsl_rng_uniform(rng) < LSE_LSLDS_IS_PRIOR;
-        double ssum = 0.0;
-        if (from_prior) {
-            for (size_t t = 0; t < T; t++) {
-                const int st0 = !p->markov || is_start(seq, t);
-                double u = gsl_rng_uniform(rng), acc = 0.0;
-                size_t pick = K - 1;
-                for (size_t j = 0; j < K; j++) {
-                    acc += st0 ? gsl_vector_get(p->init, j)
-                               : gsl_matrix_get(p->trans, z[t - 1], j);
-                    if (u < acc) {
-                        pick = j;
-                        break;
-                    }
-                }
-                z[t] = pick;
-                ssum += gsl_matrix_get(s, t, pick);
-            }
-        }
-        for (size_t t = T; !from_prior && t-- > 0;) {
-            const int last = t + 1 == T || is_start(seq, t + 1);
-            double tot = 0.0;
-            for (size_t j = 0; j < K; j++)
-                tot += gsl_matrix_get(alpha, t, j) *
-                       (last || !p->markov ? 1.0
-                                           : gsl_matrix_get(p->trans, j, z[t + 1]));
-            double u = gsl_rng_uniform(rng) * tot, acc = 0.0;
-            size_t pick = K - 1;
-            for (size_t j = 0; j < K; j++) {
-                acc += gsl_matrix_get(alpha, t, j) *
-                       (last || !p->markov
-                            ? 1.0
-                            : gsl_matrix_get(p->trans, j, z[t + 1]));
-                if (u < acc) {
-                    pick = j;
-                    break;
-                }
-            }
-            z[t] = pick;
-            ssum += gsl_matrix_get(s, t, pick);
-        }
-        for (size_t t = 0; t < T; t++) {
-            memcpy(A->data + t * A->tda, p->A->data + z[t] * p->A->tda,
-                   DD * sizeof(double));
-            memcpy(Qm->data + t * Qm->tda, p->Q->data + z[t] * p->Q->tda,
-                   DD * sizeof(double));
-            memcpy(B->data + t * B->tda, p->b->data + z[t] * p->b->tda,
-                   D * sizeof(double));
-        }
+        const double ssum = sample_path(p, seq, s, alpha, rng, z);
+        path_dynamics(p, z, A, Qm, B);
         double ll, lc = 0.0;
         if (pm) {
             obs_potentials(p, y, observed, q, NULL, z, obs);
-            for (size_t t = 0; t < T; t++) {
-                memcpy(Jo->data + t * Jo->tda, obs + t * (DD + D),
-                       DD * sizeof(double));
-                memcpy(ho->data + t * ho->tda, obs + t * (DD + D) + DD,
-                       D * sizeof(double));
-            }
-            lc = obs[T * (DD + D)];
+            lc = unpack_potentials(obs, Jo, ho);
         }
         lse_error kerr;
         st = lse_kalman_smooth(&km, ky, kobs, seq, &ll, NULL, &kerr);
@@ -2033,23 +2265,7 @@ lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
                                      : log((1.0 - e) * exp(lr) + e);
         lw[n] = ll - lmix;
     }
-    double mx = -INFINITY;
-    for (size_t n = 0; n < n_samples; n++)
-        mx = fmax(mx, lw[n]);
-    double m1 = 0.0, m2 = 0.0;
-    for (size_t n = 0; n < n_samples; n++) {
-        const double w = exp(lw[n] - mx);
-        m1 += w;
-        m2 += w * w;
-    }
-    m1 /= (double)n_samples;
-    m2 /= (double)n_samples;
-    *estimate = mx + log(m1);
-    if (se != NULL) {
-        const double var = fmax(m2 - m1 * m1, 0.0) * (double)n_samples /
-                           (double)(n_samples - 1);
-        *se = sqrt(var / (double)n_samples) / m1;
-    }
+    is_mean(lw, n_samples, estimate, se);
 done:
     gsl_matrix_free(s);
     gsl_matrix_free(alpha);

@@ -137,6 +137,86 @@ static int spd(const gsl_matrix *a, gsl_matrix *work)
     return st == GSL_SUCCESS;
 }
 
+/* "emission": "shared" (*pm = 0) or "per-mode" (*pm = 1). */
+static lse_status read_emission_kind(const lse_json *doc, const char *src,
+                                     int *pm, lse_error *err)
+{
+    static const char fn[] = "lse_lslds_from_json";
+    const char *em;
+    lse_status st = lse_json_get_string(doc, "emission", &em, err);
+    if (st == LSE_OK && strcmp(em, "per-mode") != 0 &&
+        strcmp(em, "shared") != 0)
+        st = lse_error_set(err, LSE_EINVAL, fn,
+                           "%s: key 'emission' is '%s', want 'shared' or "
+                           "'per-mode'",
+                           src, em);
+    *pm = st == LSE_OK && strcmp(em, "per-mode") == 0;
+    return st;
+}
+
+/* The emission blocks C, offsets d and noise variances R_diag: one shared
+ * block, or (pm) one per mode with d and r stacked mode after mode. */
+static lse_status read_emission(const lse_json *doc, int pm, size_t K,
+                                size_t N, size_t D, gsl_matrix **C,
+                                gsl_vector **d, gsl_vector **r,
+                                lse_error *err)
+{
+    static const char fn[] = "lse_lslds_from_json";
+    lse_status st = LSE_OK;
+    if (pm) {
+        gsl_matrix *dm = NULL, *rm = NULL;
+        st = lse_json_get_stack(doc, "C", K, N, D, C, NULL, err);
+        if (st == LSE_OK)
+            st = lse_json_get_matrix(doc, "d", K, N, &dm, err);
+        if (st == LSE_OK)
+            st = lse_json_get_matrix(doc, "R_diag", K, N, &rm, err);
+        if (st == LSE_OK &&
+            ((*d = gsl_vector_alloc(K * N)) == NULL ||
+             (*r = gsl_vector_alloc(K * N)) == NULL))
+            st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+        for (size_t i = 0; st == LSE_OK && i < K * N; i++) {
+            gsl_vector_set(*d, i, gsl_matrix_get(dm, i / N, i % N));
+            gsl_vector_set(*r, i, gsl_matrix_get(rm, i / N, i % N));
+        }
+        gsl_matrix_free(dm);
+        gsl_matrix_free(rm);
+    } else {
+        st = lse_json_get_matrix(doc, "C", N, D, C, err);
+        if (st == LSE_OK)
+            st = lse_json_get_vector(doc, "d", N, d, err);
+        if (st == LSE_OK)
+            st = lse_json_get_vector(doc, "R_diag", N, r, err);
+    }
+    return st;
+}
+
+/* Every Q_k (stacked in q) and P0 are symmetric positive definite. */
+static lse_status check_spd(const gsl_matrix *q, const gsl_matrix *P0,
+                            size_t K, const char *src, lse_error *err)
+{
+    static const char fn[] = "lse_lslds_from_json";
+    const size_t D = P0->size1;
+    gsl_matrix *work = gsl_matrix_alloc(D, D);
+    if (work == NULL)
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    lse_status st = LSE_OK;
+    for (size_t k = 0; k < K && st == LSE_OK; k++) {
+        gsl_matrix_const_view qk = gsl_matrix_const_submatrix(q, k * D, 0, D, D);
+        if (!spd(&qk.matrix, work))
+            st = lse_error_set(err, LSE_ENUMERIC, fn,
+                               "%s: key 'Q' [%zu] is not symmetric positive "
+                               "definite",
+                               src, k);
+    }
+    if (st == LSE_OK && !spd(P0, work))
+        st = lse_error_set(err, LSE_ENUMERIC, fn,
+                           "%s: key 'initial_cov' is not symmetric positive "
+                           "definite",
+                           src);
+    gsl_matrix_free(work);
+    return st;
+}
+
 lse_status lse_lslds_from_json(const lse_json *doc, const char *source,
                                lse_lslds_params **out, char ***names,
                                lse_error *err)
@@ -170,7 +250,7 @@ lse_status lse_lslds_from_json(const lse_json *doc, const char *source,
     char **nm = NULL;
     size_t n_names = 0;
     gsl_matrix *a = NULL, *b = NULL, *q = NULL, *C = NULL, *P0 = NULL,
-               *tr = NULL, *work = NULL;
+               *tr = NULL;
     gsl_vector *d = NULL, *r = NULL, *m0 = NULL, *init = NULL;
     lse_lslds_params *p = NULL;
     st = lse_json_get_strings(doc, "feature_names", &nm, &n_names, err);
@@ -185,42 +265,11 @@ lse_status lse_lslds_from_json(const lse_json *doc, const char *source,
     if (st == LSE_OK)
         st = lse_json_get_stack(doc, "Q", K, D, D, &q, NULL, err);
     int pm = 0; /* "emission": "per-mode" */
-    if (st == LSE_OK && lse_json_has(doc, "emission")) {
-        const char *em;
-        st = lse_json_get_string(doc, "emission", &em, err);
-        if (st == LSE_OK && strcmp(em, "per-mode") != 0 &&
-            strcmp(em, "shared") != 0)
-            st = lse_error_set(err, LSE_EINVAL, fn,
-                               "%s: key 'emission' is '%s', want 'shared' or "
-                               "'per-mode'",
-                               src, em);
-        pm = st == LSE_OK && strcmp(em, "per-mode") == 0;
-    }
+    if (st == LSE_OK && lse_json_has(doc, "emission"))
+        st = read_emission_kind(doc, src, &pm, err);
     const size_t E = pm ? K : 1;
-    if (st == LSE_OK && pm) {
-        gsl_matrix *dm = NULL, *rm = NULL;
-        st = lse_json_get_stack(doc, "C", K, N, D, &C, NULL, err);
-        if (st == LSE_OK)
-            st = lse_json_get_matrix(doc, "d", K, N, &dm, err);
-        if (st == LSE_OK)
-            st = lse_json_get_matrix(doc, "R_diag", K, N, &rm, err);
-        if (st == LSE_OK &&
-            ((d = gsl_vector_alloc(K * N)) == NULL ||
-             (r = gsl_vector_alloc(K * N)) == NULL))
-            st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
-        for (size_t i = 0; st == LSE_OK && i < K * N; i++) {
-            gsl_vector_set(d, i, gsl_matrix_get(dm, i / N, i % N));
-            gsl_vector_set(r, i, gsl_matrix_get(rm, i / N, i % N));
-        }
-        gsl_matrix_free(dm);
-        gsl_matrix_free(rm);
-    } else if (st == LSE_OK) {
-        st = lse_json_get_matrix(doc, "C", N, D, &C, err);
-        if (st == LSE_OK)
-            st = lse_json_get_vector(doc, "d", N, &d, err);
-        if (st == LSE_OK)
-            st = lse_json_get_vector(doc, "R_diag", N, &r, err);
-    }
+    if (st == LSE_OK)
+        st = read_emission(doc, pm, K, N, D, &C, &d, &r, err);
     if (st == LSE_OK)
         st = lse_json_get_vector(doc, "initial_mean", D, &m0, err);
     if (st == LSE_OK)
@@ -243,24 +292,7 @@ lse_status lse_lslds_from_json(const lse_json *doc, const char *source,
                                i, gsl_vector_get(r, i));
     if (st != LSE_OK)
         goto done;
-    work = gsl_matrix_alloc(D, D);
-    if (work == NULL) {
-        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
-        goto done;
-    }
-    for (size_t k = 0; k < K && st == LSE_OK; k++) {
-        gsl_matrix_view qk = gsl_matrix_submatrix(q, k * D, 0, D, D);
-        if (!spd(&qk.matrix, work))
-            st = lse_error_set(err, LSE_ENUMERIC, fn,
-                               "%s: key 'Q' [%zu] is not symmetric positive "
-                               "definite",
-                               src, k);
-    }
-    if (st == LSE_OK && !spd(P0, work))
-        st = lse_error_set(err, LSE_ENUMERIC, fn,
-                           "%s: key 'initial_cov' is not symmetric positive "
-                           "definite",
-                           src);
+    st = check_spd(q, P0, K, src, err);
     if (st == LSE_OK)
         st = lse_lslds_params_new(K, D, N, markov, &p, err);
     if (st == LSE_OK && pm)
@@ -297,7 +329,6 @@ done:
     gsl_matrix_free(C);
     gsl_matrix_free(P0);
     gsl_matrix_free(tr);
-    gsl_matrix_free(work);
     gsl_vector_free(d);
     gsl_vector_free(r);
     gsl_vector_free(m0);

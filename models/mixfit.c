@@ -46,6 +46,78 @@ static int is_pd(const gsl_matrix *a, gsl_matrix *tmp)
     return rc == GSL_SUCCESS;
 }
 
+/* The scatter matrices W_k about the means mu (block k of w) and the
+ * data's covariance about mall (into all), both zeroed before. */
+static void scatter(const gsl_matrix *x, const size_t *labels,
+                    const gsl_matrix *mu, const gsl_vector *mall,
+                    gsl_matrix *w, gsl_matrix *all)
+{
+    const size_t n = x->size1, d = x->size2;
+    for (size_t i = 0; i < n; i++) {
+        const size_t c = labels[i];
+        for (size_t a = 0; a < d; a++) {
+            const double ea = gsl_matrix_get(x, i, a) - gsl_matrix_get(mu, c, a);
+            const double fa = gsl_matrix_get(x, i, a) - gsl_vector_get(mall, a);
+            for (size_t b = 0; b < d; b++) {
+                *gsl_matrix_ptr(w, c * d + a, b) +=
+                    ea * (gsl_matrix_get(x, i, b) - gsl_matrix_get(mu, c, b));
+                *gsl_matrix_ptr(all, a, b) +=
+                    fa * (gsl_matrix_get(x, i, b) - gsl_vector_get(mall, b)) /
+                    (double)n;
+            }
+        }
+    }
+}
+
+/* The covariances of the given type from the full ones in w (k d x d),
+ * the tied one falling back to the data's covariance all; *out is NULL
+ * when out of memory. -1 for an unknown type. */
+static int cov_of_type(lse_cov_type type, const gsl_matrix *w,
+                       const gsl_matrix *all, gsl_matrix *tmp, size_t n,
+                       double reg_covar, gsl_matrix **out)
+{
+    const size_t d = w->size2, k = w->size1 / d;
+    gsl_matrix *cov = NULL;
+    switch (type) {
+    case LSE_COV_FULL:
+        cov = gsl_matrix_alloc(k * d, d);
+        if (cov != NULL)
+            gsl_matrix_memcpy(cov, w);
+        break;
+    case LSE_COV_DIAG:
+        cov = gsl_matrix_alloc(k, d);
+        for (size_t c = 0; cov != NULL && c < k; c++)
+            for (size_t a = 0; a < d; a++)
+                gsl_matrix_set(cov, c, a, gsl_matrix_get(w, c * d + a, a));
+        break;
+    case LSE_COV_SPHERICAL:
+        cov = gsl_matrix_alloc(k, 1);
+        for (size_t c = 0; cov != NULL && c < k; c++) {
+            double t = 0.0;
+            for (size_t a = 0; a < d; a++)
+                t += gsl_matrix_get(w, c * d + a, a);
+            gsl_matrix_set(cov, c, 0, t / (double)d);
+        }
+        break;
+    case LSE_COV_TIED:
+        cov = gsl_matrix_calloc(d, d);
+        for (size_t c = 0; cov != NULL && c < k; c++)
+            for (size_t a = 0; a < d; a++)
+                for (size_t b = 0; b < d; b++)
+                    *gsl_matrix_ptr(cov, a, b) +=
+                        gsl_matrix_get(w, c * d + a, b) / (double)n;
+        for (size_t a = 0; cov != NULL && a < d; a++)
+            *gsl_matrix_ptr(cov, a, a) += reg_covar;
+        if (cov != NULL && !is_pd(cov, tmp))
+            gsl_matrix_memcpy(cov, all);
+        break;
+    default:
+        return -1;
+    }
+    *out = cov;
+    return 0;
+}
+
 lse_status lse_gmm_init_labels(lse_gmm *m, const gsl_matrix *x,
                                const size_t *labels, double reg_covar,
                                lse_error *err)
@@ -99,21 +171,7 @@ lse_status lse_gmm_init_labels(lse_gmm *m, const gsl_matrix *x,
         for (size_t j = 0; j < d; j++)
             *gsl_matrix_ptr(mu, c, j) /= gsl_vector_get(cnt, c);
     }
-    /* scatter matrices W_k (block c of w) and the data's covariance */
-    for (size_t i = 0; i < n; i++) {
-        const size_t c = labels[i];
-        for (size_t a = 0; a < d; a++) {
-            const double ea = gsl_matrix_get(x, i, a) - gsl_matrix_get(mu, c, a);
-            const double fa = gsl_matrix_get(x, i, a) - gsl_vector_get(mall, a);
-            for (size_t b = 0; b < d; b++) {
-                *gsl_matrix_ptr(w, c * d + a, b) +=
-                    ea * (gsl_matrix_get(x, i, b) - gsl_matrix_get(mu, c, b));
-                *gsl_matrix_ptr(all, a, b) +=
-                    fa * (gsl_matrix_get(x, i, b) - gsl_vector_get(mall, b)) /
-                    (double)n;
-            }
-        }
-    }
+    scatter(x, labels, mu, mall, w, all);
     /* full per-component covariances, with the fallback, in w */
     for (size_t c = 0; c < k; c++) {
         gsl_matrix_view blk = gsl_matrix_submatrix(w, c * d, 0, d, d);
@@ -139,40 +197,7 @@ lse_status lse_gmm_init_labels(lse_gmm *m, const gsl_matrix *x,
             for (size_t a = 0; a < d; a++)
                 *gsl_matrix_ptr(&blk.matrix, a, a) += reg_covar;
     }
-    switch (type) {
-    case LSE_COV_FULL:
-        cov = gsl_matrix_alloc(k * d, d);
-        if (cov != NULL)
-            gsl_matrix_memcpy(cov, w);
-        break;
-    case LSE_COV_DIAG:
-        cov = gsl_matrix_alloc(k, d);
-        for (size_t c = 0; cov != NULL && c < k; c++)
-            for (size_t a = 0; a < d; a++)
-                gsl_matrix_set(cov, c, a, gsl_matrix_get(w, c * d + a, a));
-        break;
-    case LSE_COV_SPHERICAL:
-        cov = gsl_matrix_alloc(k, 1);
-        for (size_t c = 0; cov != NULL && c < k; c++) {
-            double t = 0.0;
-            for (size_t a = 0; a < d; a++)
-                t += gsl_matrix_get(w, c * d + a, a);
-            gsl_matrix_set(cov, c, 0, t / (double)d);
-        }
-        break;
-    case LSE_COV_TIED:
-        cov = gsl_matrix_calloc(d, d);
-        for (size_t c = 0; cov != NULL && c < k; c++)
-            for (size_t a = 0; a < d; a++)
-                for (size_t b = 0; b < d; b++)
-                    *gsl_matrix_ptr(cov, a, b) +=
-                        gsl_matrix_get(w, c * d + a, b) / (double)n;
-        for (size_t a = 0; cov != NULL && a < d; a++)
-            *gsl_matrix_ptr(cov, a, a) += reg_covar;
-        if (cov != NULL && !is_pd(cov, tmp))
-            gsl_matrix_memcpy(cov, all);
-        break;
-    default:
+    if (cov_of_type(type, w, all, tmp, n, reg_covar, &cov) != 0) {
         st = lse_error_set(err, LSE_EINVAL, fn, "unknown covariance type");
         goto out;
     }

@@ -342,7 +342,8 @@ static void print_cells(FILE *f, const cell *c, size_t n, size_t best,
                    "upper bound of the BIC, looser where q fits worse");
 }
 
-static int fit_main(args *a)
+/* The options of fit that go together. */
+static int check_fit_args(const args *a)
 {
     if (a->shards != NULL && !a->mpi)
         return lsefit_usage(CMD, "--shards needs --mpi");
@@ -359,6 +360,53 @@ static int fit_main(args *a)
     if (a->valid != NULL && a->mpi)
         return lsefit_usage(CMD, "--validation is not read under --mpi (use "
                                  "--select bic)");
+    return LSEFIT_OK;
+}
+
+/* The fit's options: the command line's, and (mpi) the reduction over
+ * the processes. */
+static lse_lslds_opts fit_opts(const args *a, lsefit_mpi *mpi)
+{
+    lse_lslds_opts o = lse_lslds_opts_default();
+    o.n_init = a->n_init;
+    o.max_iter = a->max_iter;
+    o.seed = a->seed;
+    o.fix_initial = !a->fit0;
+    if (mpi != NULL) {
+        o.reduce = lsefit_mpi_reduce;
+        o.reduce_user = mpi;
+        o.rank = (size_t)lsefit_mpi_rank(mpi);
+        o.n_ranks = (size_t)lsefit_mpi_size(mpi);
+        o.context_rows = lsefit_mpi_context_rows(mpi);
+    }
+    return o;
+}
+
+/* --validation FILE.csv: its columns by the data's names, and its mask. */
+static int load_validation(const args *a, const lsefit_data *data,
+                           lsefit_data *vdata, unsigned char **vmask)
+{
+    int rc;
+    lsefit_data_opts vo = a->data;
+    vo.path = a->valid;
+    vo.model_names = (const char *const *)data->names;
+    vo.n_model_names = data->d;
+    vo.model_path = a->pos[0];
+    rc = lsefit_data_load(&vo, vdata);
+    if (rc == LSEFIT_OK && vdata->d != data->d)
+        rc = lsefit_fail("%s: %zu columns but %s has %zu (choose them with "
+                         "--columns)",
+                         a->valid, vdata->d, a->pos[0], data->d);
+    if (rc == LSEFIT_OK)
+        rc = make_mask(vdata->x, vmask);
+    return rc;
+}
+
+static int fit_main(args *a)
+{
+    int rc = check_fit_args(a);
+    if (rc != LSEFIT_OK)
+        return rc;
     a->data.path = a->n_pos > 0 ? a->pos[0] : NULL;
     const size_t nK = a->kmax - a->k + 1, nD = a->Dmax - a->D + 1;
     lsefit_data data = {0}, vdata = {0};
@@ -377,7 +425,7 @@ static int fit_main(args *a)
     }
     /* --mpi: one context row (the row before this process's block) tells
      * whether the block continues a sequence */
-    int rc = mpi != NULL ? lsefit_mpi_data_load(mpi, &a->data, a->shards, 1,
+    rc = mpi != NULL ? lsefit_mpi_data_load(mpi, &a->data, a->shards, 1,
                                                 &data)
                          : lsefit_data_load(&a->data, &data);
     const size_t n_rows =
@@ -389,20 +437,8 @@ static int fit_main(args *a)
                           a->Dmax, data.d, data.d == 1 ? "" : "s");
     if (rc == LSEFIT_OK)
         rc = make_mask(data.x, &mask);
-    if (rc == LSEFIT_OK && a->valid != NULL) {
-        lsefit_data_opts vo = a->data;
-        vo.path = a->valid;
-        vo.model_names = (const char *const *)data.names;
-        vo.n_model_names = data.d;
-        vo.model_path = a->pos[0];
-        rc = lsefit_data_load(&vo, &vdata);
-        if (rc == LSEFIT_OK && vdata.d != data.d)
-            rc = lsefit_fail("%s: %zu columns but %s has %zu (choose them with "
-                             "--columns)",
-                             a->valid, vdata.d, a->pos[0], data.d);
-        if (rc == LSEFIT_OK)
-            rc = make_mask(vdata.x, &vmask);
-    }
+    if (rc == LSEFIT_OK && a->valid != NULL)
+        rc = load_validation(a, &data, &vdata, &vmask);
     double best_crit = -INFINITY;
     for (size_t i = 0; rc == LSEFIT_OK && i < nK * nD; i++) {
         cell *c = &cells[i];
@@ -416,18 +452,7 @@ static int fit_main(args *a)
             rc = lsefit_fail_lib(&err, NULL);
             break;
         }
-        lse_lslds_opts o = lse_lslds_opts_default();
-        o.n_init = a->n_init;
-        o.max_iter = a->max_iter;
-        o.seed = a->seed;
-        o.fix_initial = !a->fit0;
-        if (mpi != NULL) {
-            o.reduce = lsefit_mpi_reduce;
-            o.reduce_user = mpi;
-            o.rank = (size_t)lsefit_mpi_rank(mpi);
-            o.n_ranks = (size_t)lsefit_mpi_size(mpi);
-            o.context_rows = lsefit_mpi_context_rows(mpi);
-        }
+        const lse_lslds_opts o = fit_opts(a, mpi);
         if (lse_lslds_fit(p, data.x, mask, data.seq, &o, NULL, &c->elbo,
                           &c->n_iter, &err) != LSE_OK) {
             rc = lsefit_fail_lib(&err, "try other -k, --latent-dim or --seed");

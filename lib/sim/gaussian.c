@@ -192,6 +192,108 @@ static lse_status stats(const lse_sim_args *a, const gsl_matrix *resp,
     return lse_gauss_stats_wide(w, a->child, resp, weight, acc);
 }
 
+/* The statistics are finite, the counts not negative and not all 0;
+ * @p total gets their sum. */
+static lse_status check_stats(const double *acc, size_t K, size_t d,
+                              lse_cov_type cov, double *total, char *msg,
+                              size_t msg_len)
+{
+    const size_t n_acc = K + K * d + lse_gauss_s2_size(cov, K, d);
+    for (size_t i = 0; i < n_acc; i++)
+        if (!isfinite(acc[i]))
+            return lse_gauss_fail(msg, msg_len, LSE_ENONFINITE,
+                                  "%s: statistic %zu is not finite", NAME, i);
+    double sum = 0.0;
+    for (size_t k = 0; k < K; k++) {
+        if (acc[k] < 0.0)
+            return lse_gauss_fail(msg, msg_len, LSE_EDOM,
+                                  "%s: component %zu has negative count %g",
+                                  NAME, k, acc[k]);
+        sum += acc[k];
+    }
+    if (!(sum > 0.0))
+        return lse_gauss_fail(msg, msg_len, LSE_EDOM,
+                              "%s: total responsibility is 0", NAME);
+    *total = sum;
+    return LSE_OK;
+}
+
+/* Component k's new mean (into w->new_parent) and covariance from its
+ * count n_k, its shifted first moments s1 and the second moments acc2;
+ * a tied covariance only gathers its pooled scatter in w->pool. */
+static lse_status solve_component(lse_gauss_work *w, size_t k, double n_k,
+                                  const double *s1, const double *acc2,
+                                  const lse_mstep_opts *opts, char *msg,
+                                  size_t msg_len)
+{
+    const size_t d = w->dim;
+    lse_status st = LSE_OK;
+    double *mu = gsl_matrix_ptr(w->new_parent, k, 0);
+    for (size_t j = 0; j < d; j++)
+        mu[j] += s1[j] / n_k; /* m = s1 / N_k is the shift of the mean */
+    switch (w->cov) {
+    case LSE_COV_FULL: {
+        /* Sigma = s2 / N_k - m m' */
+        const double *s2 = acc2 + k * d * d;
+        for (size_t i = 0; i < d; i++)
+            for (size_t j = 0; j <= i; j++) {
+                const double v =
+                    s2[i * d + j] / n_k - (s1[i] / n_k) * (s1[j] / n_k);
+                gsl_matrix_set(w->dd, i, j, v);
+                gsl_matrix_set(w->dd, j, i, v);
+            }
+        st = lse_gauss_chol_from_cov(w, NAME, k, w->dd, opts->reg_covar, n_k,
+                                     msg, msg_len);
+        break;
+    }
+    case LSE_COV_TIED:
+        /* pooled scatter about the new means: s2 - s1 s1' / N_k */
+        for (size_t i = 0; i < d; i++)
+            for (size_t j = 0; j < d; j++)
+                *gsl_matrix_ptr(w->pool, i, j) -= s1[i] * s1[j] / n_k;
+        break;
+    case LSE_COV_DIAG: {
+        double *v = gsl_matrix_ptr(w->dd, 0, 0);
+        const double *s2 = acc2 + k * d;
+        for (size_t j = 0; j < d; j++)
+            v[j] = s2[j] / n_k - (s1[j] / n_k) * (s1[j] / n_k);
+        st = lse_gauss_chol_from_var(w, NAME, k, v, opts->reg_covar, n_k, msg,
+                                     msg_len);
+        break;
+    }
+    case LSE_COV_SPHERICAL: {
+        double m2 = 0.0;
+        for (size_t j = 0; j < d; j++)
+            m2 += (s1[j] / n_k) * (s1[j] / n_k);
+        double v = (acc2[k] / n_k - m2) / (double)d;
+        st = lse_gauss_chol_from_var(w, NAME, k, &v, opts->reg_covar, n_k, msg,
+                                     msg_len);
+        break;
+    }
+    }
+    return st;
+}
+
+/* The tied covariance: the pooled scatter (symmetrized) over the total
+ * count. */
+static lse_status solve_tied(lse_gauss_work *w, double total,
+                             const lse_mstep_opts *opts, char *msg,
+                             size_t msg_len)
+{
+    const size_t d = w->dim;
+    for (size_t i = 0; i < d; i++)
+        for (size_t j = 0; j <= i; j++) {
+            const double v = 0.5 *
+                             (gsl_matrix_get(w->pool, i, j) +
+                              gsl_matrix_get(w->pool, j, i)) /
+                             total;
+            gsl_matrix_set(w->dd, i, j, v);
+            gsl_matrix_set(w->dd, j, i, v);
+        }
+    return lse_gauss_chol_from_cov(w, NAME, 0, w->dd, opts->reg_covar, total,
+                                   msg, msg_len);
+}
+
 static lse_status solve(const lse_sim_args *a, const double *acc,
                         gsl_matrix *parent, gsl_matrix *const *param,
                         const lse_mstep_opts *opts, lse_mstep_report *report,
@@ -222,22 +324,10 @@ static lse_status solve(const lse_sim_args *a, const double *acc,
     lse_status st = lse_gauss_opts(NAME, opts, &o, msg, msg_len);
     if (st != LSE_OK)
         return st;
-    const size_t n_acc = K + K * d + lse_gauss_s2_size(cov, K, d);
-    for (size_t i = 0; i < n_acc; i++)
-        if (!isfinite(acc[i]))
-            return lse_gauss_fail(msg, msg_len, LSE_ENONFINITE,
-                                  "%s: statistic %zu is not finite", NAME, i);
     double total = 0.0;
-    for (size_t k = 0; k < K; k++) {
-        if (acc[k] < 0.0)
-            return lse_gauss_fail(msg, msg_len, LSE_EDOM,
-                                  "%s: component %zu has negative count %g",
-                                  NAME, k, acc[k]);
-        total += acc[k];
-    }
-    if (!(total > 0.0))
-        return lse_gauss_fail(msg, msg_len, LSE_EDOM,
-                              "%s: total responsibility is 0", NAME);
+    st = check_stats(acc, K, d, cov, &total, msg, msg_len);
+    if (st != LSE_OK)
+        return st;
 
     const double *acc1 = acc + K, *acc2 = acc + K + K * d;
     /* the statistics of the path prepare chose -> moments shifted by the
@@ -276,65 +366,13 @@ static lse_status solve(const lse_sim_args *a, const double *acc,
         const double n_k = acc[k];
         if (lse_gauss_is_empty(n_k, o.min_count))
             continue;
-        const double *s1 = acc1 + k * d;
-        double *mu = gsl_matrix_ptr(w->new_parent, k, 0);
-        for (size_t j = 0; j < d; j++)
-            mu[j] += s1[j] / n_k; /* m = s1 / N_k is the shift of the mean */
-        switch (cov) {
-        case LSE_COV_FULL: {
-            /* Sigma = s2 / N_k - m m' */
-            const double *s2 = acc2 + k * d * d;
-            for (size_t i = 0; i < d; i++)
-                for (size_t j = 0; j <= i; j++) {
-                    const double v =
-                        s2[i * d + j] / n_k - (s1[i] / n_k) * (s1[j] / n_k);
-                    gsl_matrix_set(w->dd, i, j, v);
-                    gsl_matrix_set(w->dd, j, i, v);
-                }
-            st = lse_gauss_chol_from_cov(w, NAME, k, w->dd, o.reg_covar, n_k,
-                                         msg, msg_len);
-            break;
-        }
-        case LSE_COV_TIED:
-            /* pooled scatter about the new means: s2 - s1 s1' / N_k */
-            for (size_t i = 0; i < d; i++)
-                for (size_t j = 0; j < d; j++)
-                    *gsl_matrix_ptr(w->pool, i, j) -= s1[i] * s1[j] / n_k;
-            break;
-        case LSE_COV_DIAG: {
-            double *v = gsl_matrix_ptr(w->dd, 0, 0);
-            const double *s2 = acc2 + k * d;
-            for (size_t j = 0; j < d; j++)
-                v[j] = s2[j] / n_k - (s1[j] / n_k) * (s1[j] / n_k);
-            st = lse_gauss_chol_from_var(w, NAME, k, v, o.reg_covar, n_k, msg,
-                                         msg_len);
-            break;
-        }
-        case LSE_COV_SPHERICAL: {
-            double m2 = 0.0;
-            for (size_t j = 0; j < d; j++)
-                m2 += (s1[j] / n_k) * (s1[j] / n_k);
-            double v = (acc2[k] / n_k - m2) / (double)d;
-            st = lse_gauss_chol_from_var(w, NAME, k, &v, o.reg_covar, n_k, msg,
-                                         msg_len);
-            break;
-        }
-        }
+        st = solve_component(w, k, n_k, acc1 + k * d, acc2, &o, msg,
+                             msg_len);
         if (st != LSE_OK)
             return st;
     }
     if (cov == LSE_COV_TIED) {
-        for (size_t i = 0; i < d; i++)
-            for (size_t j = 0; j <= i; j++) {
-                const double v = 0.5 *
-                                 (gsl_matrix_get(w->pool, i, j) +
-                                  gsl_matrix_get(w->pool, j, i)) /
-                                 total;
-                gsl_matrix_set(w->dd, i, j, v);
-                gsl_matrix_set(w->dd, j, i, v);
-            }
-        st = lse_gauss_chol_from_cov(w, NAME, 0, w->dd, o.reg_covar, total, msg,
-                                     msg_len);
+        st = solve_tied(w, total, &o, msg, msg_len);
         if (st != LSE_OK)
             return st;
     }

@@ -806,14 +806,11 @@ static const char *term_name(Agnode_t *f)
     return name != NULL ? name : agnameof(f);
 }
 
-static lse_status add_lse(reader *r, Agnode_t *f)
+/* The similarity a factor names, one a spec can build. */
+static lse_status find_lse_sim(reader *r, const char *sim_name,
+                               const char *fname, size_t line,
+                               const lse_sim_type **out)
 {
-    const char *fname = agnameof(f);
-    const size_t line = line_of_node(r, f);
-    const char *sim_name = attr(f, "sim");
-    if (sim_name == NULL)
-        return fail_at(r, LSE_EPARSE, line, "factor '%s' has no sim attribute",
-                       fname);
     const lse_sim_type *sim = lse_sim_find(sim_name);
     if (sim == NULL) {
         char known[400] = "";
@@ -831,38 +828,33 @@ static lse_status add_lse(reader *r, Agnode_t *f)
                        "factor '%s': the pairwise similarity needs C "
                        "functions and cannot be read from a spec",
                        fname);
-    any_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    if (sim->config_size > sizeof cfg)
-        return fail_at(r, LSE_EINTERNAL, line, "config of '%s' too large",
-                       sim->name);
-    if (sim->config_size > 0 && sim->config_default != NULL)
-        memcpy(&cfg, sim->config_default, sim->config_size);
-    lse_status st = read_config(r, f, sim->name, &cfg);
-    if (st != LSE_OK)
-        return st;
+    *out = sim;
+    return LSE_OK;
+}
 
-    lse_term_spec spec = lse_term_spec_default();
-    spec.sim = sim;
-    spec.config = sim->config_size > 0 ? &cfg : NULL;
+/* A factor's beta, mask, reduce and enabled attributes. */
+static lse_status read_lse_attrs(reader *r, Agnode_t *f, const char *fname,
+                                 size_t line, lse_term_spec *spec,
+                                 int *enabled)
+{
     const char *v;
-    if ((v = attr(f, "beta")) != NULL && !parse_double(v, &spec.beta))
+    if ((v = attr(f, "beta")) != NULL && !parse_double(v, &spec->beta))
         return fail_at(r, LSE_EPARSE, line,
                        "factor '%s': beta='%s' is not a finite number", fname,
                        v);
     if ((v = attr(f, "mask")) != NULL) {
         size_t m;
         if (parse_size(v, &m) && m <= 3)
-            spec.mask = (unsigned)m;
+            spec->mask = (unsigned)m;
         else if (strcmp(v, "none") == 0)
-            spec.mask = 0;
+            spec->mask = 0;
         else if (strcmp(v, "causal") == 0)
-            spec.mask = LSE_MASK_CAUSAL;
+            spec->mask = LSE_MASK_CAUSAL;
         else if (strcmp(v, "no_self") == 0)
-            spec.mask = LSE_MASK_NO_SELF;
+            spec->mask = LSE_MASK_NO_SELF;
         else if (strcmp(v, "causal|no_self") == 0 ||
                  strcmp(v, "no_self|causal") == 0)
-            spec.mask = LSE_MASK_CAUSAL | LSE_MASK_NO_SELF;
+            spec->mask = LSE_MASK_CAUSAL | LSE_MASK_NO_SELF;
         else
             return fail_at(r, LSE_EPARSE, line,
                            "factor '%s': mask='%s' (0-3, none, causal, "
@@ -871,19 +863,117 @@ static lse_status add_lse(reader *r, Agnode_t *f)
     }
     if ((v = attr(f, "reduce")) != NULL) {
         if (strcmp(v, "rows") == 0)
-            spec.reduce = LSE_REDUCE_ROWS;
+            spec->reduce = LSE_REDUCE_ROWS;
         else if (strcmp(v, "chain") == 0)
-            spec.reduce = LSE_REDUCE_CHAIN;
+            spec->reduce = LSE_REDUCE_CHAIN;
         else
             return fail_at(r, LSE_EPARSE, line,
                            "factor '%s': reduce='%s' (rows or chain)", fname,
                            v);
     }
-    int enabled = 1;
-    if ((v = attr(f, "enabled")) != NULL && (enabled = parse_bool(v)) < 0)
+    if ((v = attr(f, "enabled")) != NULL && (*enabled = parse_bool(v)) < 0)
         return fail_at(r, LSE_EPARSE, line,
                        "factor '%s': enabled='%s' is not true or false", fname,
                        v);
+    return LSE_OK;
+}
+
+/* A param edge: the node @p view binds to its slot (a similarity
+ * parameter or a chain table) once. */
+static lse_status bind_param(reader *r, Agedge_t *e, const char *fname,
+                             const lse_sim_type *sim, lse_view view,
+                             lse_term_spec *spec, lse_node **params)
+{
+    const char *slot = attr(e, "slot");
+    lse_node **where = NULL;
+    if (slot != NULL && strcmp(slot, "chain_init") == 0)
+        where = &spec->chain_init;
+    else if (slot != NULL && strcmp(slot, "chain_trans") == 0)
+        where = &spec->chain_trans;
+    for (size_t k = 0; slot != NULL && where == NULL && k < sim->n_param;
+         k++)
+        if (strcmp(slot, sim->param_names[k]) == 0)
+            where = &params[k];
+    if (where == NULL) {
+        char names[200] = "";
+        for (size_t k = 0; k < sim->n_param; k++) {
+            const size_t used = strlen(names);
+            snprintf(names + used, sizeof names - used, "%s, ",
+                     sim->param_names[k]);
+        }
+        return fail_at(r, LSE_EPARSE, line_of_edge(r, e),
+                       "edge '%s' -> '%s': %s slot%s%s%s; %s takes %s"
+                       "chain_init, chain_trans",
+                       agnameof(agtail(e)), agnameof(aghead(e)),
+                       slot == NULL ? "param edge without a" : "unknown",
+                       slot == NULL ? "" : " '", slot == NULL ? "" : slot,
+                       slot == NULL ? "" : "'", sim->name, names);
+    }
+    if (*where != NULL)
+        return fail_at(r, LSE_EINVAL, line_of_edge(r, e),
+                       "factor '%s': slot '%s' is bound twice", fname,
+                       slot);
+    if (view.first != 0 || view.count != lse_node_rows(view.node))
+        return fail_at(r, LSE_EINVAL, line_of_edge(r, e),
+                       "edge '%s' -> '%s': a param edge takes the whole "
+                       "node (no first/count)",
+                       agnameof(agtail(e)), agnameof(aghead(e)));
+    *where = view.node;
+    return LSE_OK;
+}
+
+/* The term keeps its (child x parent) matrices and its similarity's
+ * workspace grows like child x parent x dim: bounded like the nodes. */
+static lse_status check_size(reader *r, const char *fname, size_t line,
+                             const lse_term_spec *spec)
+{
+    size_t d = lse_node_dim(spec->child.node), pairs, work;
+    if (lse_node_dim(spec->parent.node) > d)
+        d = lse_node_dim(spec->parent.node);
+    if (spec->context.node != NULL && lse_node_dim(spec->context.node) > d)
+        d = lse_node_dim(spec->context.node);
+    if (lse_size_mul(spec->child.count, spec->parent.count, &pairs) ||
+        pairs > LSE_VIZ_SPEC_MAX_PAIRS || lse_size_mul(pairs, d, &work) ||
+        work > LSE_VIZ_SPEC_MAX_WORK)
+        return fail_at(r, LSE_EDOM, line,
+                       "factor '%s': %zu child rows x %zu parent rows (dim "
+                       "%zu) exceed the limits of a spec (%zu pairs, %zu "
+                       "pairs x dim); draw the model with fewer rows",
+                       fname, spec->child.count, spec->parent.count, d,
+                       (size_t)LSE_VIZ_SPEC_MAX_PAIRS,
+                       (size_t)LSE_VIZ_SPEC_MAX_WORK);
+    return LSE_OK;
+}
+
+static lse_status add_lse(reader *r, Agnode_t *f)
+{
+    const char *fname = agnameof(f);
+    const size_t line = line_of_node(r, f);
+    const char *sim_name = attr(f, "sim");
+    if (sim_name == NULL)
+        return fail_at(r, LSE_EPARSE, line, "factor '%s' has no sim attribute",
+                       fname);
+    const lse_sim_type *sim = NULL;
+    lse_status st = find_lse_sim(r, sim_name, fname, line, &sim);
+    if (st != LSE_OK)
+        return st;
+    any_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    if (sim->config_size > sizeof cfg)
+        return fail_at(r, LSE_EINTERNAL, line, "config of '%s' too large",
+                       sim->name);
+    if (sim->config_size > 0 && sim->config_default != NULL)
+        memcpy(&cfg, sim->config_default, sim->config_size);
+    st = read_config(r, f, sim->name, &cfg);
+    if (st != LSE_OK)
+        return st;
+
+    lse_term_spec spec = lse_term_spec_default();
+    spec.sim = sim;
+    spec.config = sim->config_size > 0 ? &cfg : NULL;
+    int enabled = 1;
+    if ((st = read_lse_attrs(r, f, fname, line, &spec, &enabled)) != LSE_OK)
+        return st;
 
     lse_node *params[16] = {NULL};
     if (sim->n_param > 16)
@@ -922,41 +1012,9 @@ static lse_status add_lse(reader *r, Agnode_t *f)
                 spec.context = view;
             continue;
         }
-        const char *slot = attr(e, "slot");
-        lse_node **where = NULL;
-        if (slot != NULL && strcmp(slot, "chain_init") == 0)
-            where = &spec.chain_init;
-        else if (slot != NULL && strcmp(slot, "chain_trans") == 0)
-            where = &spec.chain_trans;
-        for (size_t k = 0; slot != NULL && where == NULL && k < sim->n_param;
-             k++)
-            if (strcmp(slot, sim->param_names[k]) == 0)
-                where = &params[k];
-        if (where == NULL) {
-            char names[200] = "";
-            for (size_t k = 0; k < sim->n_param; k++) {
-                const size_t used = strlen(names);
-                snprintf(names + used, sizeof names - used, "%s, ",
-                         sim->param_names[k]);
-            }
-            return fail_at(r, LSE_EPARSE, line_of_edge(r, e),
-                           "edge '%s' -> '%s': %s slot%s%s%s; %s takes %s"
-                           "chain_init, chain_trans",
-                           agnameof(agtail(e)), agnameof(aghead(e)),
-                           slot == NULL ? "param edge without a" : "unknown",
-                           slot == NULL ? "" : " '", slot == NULL ? "" : slot,
-                           slot == NULL ? "" : "'", sim->name, names);
-        }
-        if (*where != NULL)
-            return fail_at(r, LSE_EINVAL, line_of_edge(r, e),
-                           "factor '%s': slot '%s' is bound twice", fname,
-                           slot);
-        if (view.first != 0 || view.count != lse_node_rows(view.node))
-            return fail_at(r, LSE_EINVAL, line_of_edge(r, e),
-                           "edge '%s' -> '%s': a param edge takes the whole "
-                           "node (no first/count)",
-                           agnameof(agtail(e)), agnameof(aghead(e)));
-        *where = view.node;
+        if ((st = bind_param(r, e, fname, sim, view, &spec, params)) !=
+            LSE_OK)
+            return st;
     }
     if (!have[ROLE_CHILD] || !have[ROLE_PARENT])
         return fail_at(r, LSE_EINVAL, line,
@@ -971,23 +1029,8 @@ static lse_status add_lse(reader *r, Agnode_t *f)
                            fname, sim->name, sim->param_names[k],
                            sim->param_names[k]);
     spec.param = sim->n_param > 0 ? params : NULL;
-    /* the term keeps its (child x parent) matrices and its similarity's
-     * workspace grows like child x parent x dim: bounded like the nodes */
-    size_t d = lse_node_dim(spec.child.node), pairs, work;
-    if (lse_node_dim(spec.parent.node) > d)
-        d = lse_node_dim(spec.parent.node);
-    if (spec.context.node != NULL && lse_node_dim(spec.context.node) > d)
-        d = lse_node_dim(spec.context.node);
-    if (lse_size_mul(spec.child.count, spec.parent.count, &pairs) ||
-        pairs > LSE_VIZ_SPEC_MAX_PAIRS || lse_size_mul(pairs, d, &work) ||
-        work > LSE_VIZ_SPEC_MAX_WORK)
-        return fail_at(r, LSE_EDOM, line,
-                       "factor '%s': %zu child rows x %zu parent rows (dim "
-                       "%zu) exceed the limits of a spec (%zu pairs, %zu "
-                       "pairs x dim); draw the model with fewer rows",
-                       fname, spec.child.count, spec.parent.count, d,
-                       (size_t)LSE_VIZ_SPEC_MAX_PAIRS,
-                       (size_t)LSE_VIZ_SPEC_MAX_WORK);
+    if ((st = check_size(r, fname, line, &spec)) != LSE_OK)
+        return st;
     lse_term *t = NULL;
     st = lse_graph_add_lse(r->g, term_name(f), &spec, &t);
     if (st != LSE_OK)

@@ -419,6 +419,120 @@ static void factor_legend(Agraph_t *G, const int used[4], int observed,
     free(b.s);
 }
 
+/* The factor label's suffix of an LSE term: beta, mask, chain. */
+static void factor_extra(const lse_term *t, char *extra, size_t size)
+{
+    if (lse_term_kind_of(t) == LSE_TERM_LSE) {
+        char mk[48] = "";
+        mask_text(lse_term_mask(t), mk, sizeof mk);
+        snprintf(extra, size, "\\n\u03b2 = %g%s%s", lse_term_beta(t),
+                 mk[0] ? ", mask: " : "", mk);
+        if (lse_term_reduce(t) == LSE_REDUCE_CHAIN) {
+            const size_t used_len = strlen(extra);
+            snprintf(extra + used_len, size - used_len, ", chain");
+        }
+    }
+}
+
+/* The attributes every factor box has. */
+static void factor_style(Agnode_t *f, const lse_term *t, size_t order)
+{
+    set(f, "kind", "factor");
+    setf(f, "order", "%zu", order);
+    set(f, "shape", "box");
+    set(f, "style", lse_term_enabled(t) ? "filled" : "filled,dashed");
+    set(f, "fillcolor", lse_term_enabled(t) ? "gray20" : "gray60");
+    set(f, "fontcolor", "white");
+    set(f, "fontsize", "9");
+    set(f, "enabled", lse_term_enabled(t) ? "true" : "false");
+}
+
+/* A custom term: its type, configuration and one edge per view. */
+static void custom_factor(Agraph_t *G, Agnode_t *f, const lse_term *t,
+                          char *rg, size_t rg_size)
+{
+    set(f, "term", "custom");
+    set(f, "custom", lse_term_custom(t)->name);
+    const lse_custom_type *ct = lse_term_custom(t);
+    if (ct->describe != NULL && lse_term_config(t) != NULL) {
+        char cfg[256] = "";
+        ct->describe(lse_term_config(t), cfg, sizeof cfg);
+        set(f, "config", cfg);
+    }
+    for (size_t i = 0; i < lse_term_n_views(t); i++) {
+        const lse_view v = lse_term_view(t, i);
+        Agnode_t *src = agnode(G, (char *)lse_node_name(v.node), 0);
+        Agedge_t *e = edge(G, src, f, "view", NULL);
+        set(e, "dir", "none");
+        setf(e, "index", "%zu", i);
+        char role[32];
+        snprintf(role, sizeof role, "view %zu", i);
+        view_attrs(e, v, role, rg, rg_size);
+    }
+}
+
+/* An LSE term's similarity, configuration, beta, mask and reduction. */
+static void lse_factor_attrs(Agnode_t *f, const lse_term *t)
+{
+    const lse_sim_type *sim = lse_term_sim(t);
+    set(f, "term", "lse");
+    set(f, "sim", sim->name);
+    if (sim->describe != NULL && lse_term_config(t) != NULL) {
+        char cfg[256] = "";
+        sim->describe(lse_term_config(t), cfg, sizeof cfg);
+        set(f, "config", cfg);
+    }
+    setf(f, "beta", "%.17g", lse_term_beta(t));
+    setf(f, "mask", "%u", lse_term_mask(t));
+    set(f, "reduce", lse_term_reduce(t) == LSE_REDUCE_CHAIN ? "chain" : "rows");
+}
+
+/* An LSE term's parent, child and context edges; marks the legend's
+ * entries they use. */
+static void lse_factor_views(Agraph_t *G, Agnode_t *f, const lse_term *t,
+                             int used[4], char *rg, size_t rg_size)
+{
+    const lse_view c = lse_term_child(t), p = lse_term_parent(t),
+                   x = lse_term_context(t);
+    used[0] = used[1] = 1;
+    used[2] |= x.node != NULL;
+    used[3] |= lse_term_n_param(t) > 0 || lse_term_chain_init(t) != NULL ||
+               lse_term_chain_trans(t) != NULL;
+    view_attrs(edge(G, agnode(G, (char *)lse_node_name(p.node), 0), f,
+                    "parent", NULL),
+               p, "parent", rg, rg_size);
+    view_attrs(edge(G, f, agnode(G, (char *)lse_node_name(c.node), 0),
+                    "child", "bold"),
+               c, "child", rg, rg_size);
+    if (x.node != NULL)
+        view_attrs(edge(G, agnode(G, (char *)lse_node_name(x.node), 0), f,
+                        "context", "dashed"),
+                   x, "context", rg, rg_size);
+}
+
+/* An LSE term's parameter edges (similarity slots, chain tables). */
+static void lse_factor_params(Agraph_t *G, Agnode_t *f, const lse_term *t)
+{
+    const lse_sim_type *sim = lse_term_sim(t);
+    for (size_t k = 0; k < lse_term_n_param(t); k++) {
+        const lse_node *pn = lse_term_param(t, k);
+        if (pn == NULL)
+            continue;
+        Agedge_t *e = edge(G, agnode(G, (char *)lse_node_name(pn), 0), f,
+                           "param", "dotted");
+        set(e, "slot", sim->param_names != NULL ? sim->param_names[k] : "");
+    }
+    const lse_node *ci = lse_term_chain_init(t), *ct = lse_term_chain_trans(t);
+    if (ci != NULL)
+        set(edge(G, agnode(G, (char *)lse_node_name(ci), 0), f, "param",
+                 "dotted"),
+            "slot", "chain_init");
+    if (ct != NULL)
+        set(edge(G, agnode(G, (char *)lse_node_name(ct), 0), f, "param",
+                 "dotted"),
+            "slot", "chain_trans");
+}
+
 /* The factor view; 0 when out of memory. */
 static int factor_graph(Agraph_t *G, lse_graph *g, const lse_viz_opts *o,
                         int clusters, int edge_labels, const char *font)
@@ -448,95 +562,18 @@ static int factor_graph(Agraph_t *G, lse_graph *g, const lse_viz_opts *o,
         char desc[256], extra[96] = "", ranges[512] = "";
         char *rg = P.edge_labels ? NULL : ranges;
         lse_term_describe(t, desc, sizeof desc);
-        if (lse_term_kind_of(t) == LSE_TERM_LSE) {
-            char mk[48] = "";
-            mask_text(lse_term_mask(t), mk, sizeof mk);
-            snprintf(extra, sizeof extra, "\\n\u03b2 = %g%s%s",
-                     lse_term_beta(t), mk[0] ? ", mask: " : "", mk);
-            if (lse_term_reduce(t) == LSE_REDUCE_CHAIN) {
-                const size_t used_len = strlen(extra);
-                snprintf(extra + used_len, sizeof extra - used_len,
-                         ", chain");
-            }
-        }
-        set(f, "kind", "factor");
-        setf(f, "order", "%zu", nn + m);
-        set(f, "shape", "box");
-        set(f, "style", lse_term_enabled(t) ? "filled" : "filled,dashed");
-        set(f, "fillcolor", lse_term_enabled(t) ? "gray20" : "gray60");
-        set(f, "fontcolor", "white");
-        set(f, "fontsize", "9");
-        set(f, "enabled", lse_term_enabled(t) ? "true" : "false");
+        factor_extra(t, extra, sizeof extra);
+        factor_style(f, t, nn + m);
         if (lse_term_kind_of(t) == LSE_TERM_CUSTOM) {
-            set(f, "term", "custom");
-            set(f, "custom", lse_term_custom(t)->name);
-            const lse_custom_type *ct = lse_term_custom(t);
-            if (ct->describe != NULL && lse_term_config(t) != NULL) {
-                char cfg[256] = "";
-                ct->describe(lse_term_config(t), cfg, sizeof cfg);
-                set(f, "config", cfg);
-            }
-            for (size_t i = 0; i < lse_term_n_views(t); i++) {
-                const lse_view v = lse_term_view(t, i);
-                Agnode_t *src = agnode(G, (char *)lse_node_name(v.node), 0);
-                Agedge_t *e = edge(G, src, f, "view", NULL);
-                set(e, "dir", "none");
-                setf(e, "index", "%zu", i);
-                char role[32];
-                snprintf(role, sizeof role, "view %zu", i);
-                view_attrs(e, v, role, rg, sizeof ranges);
-            }
+            custom_factor(G, f, t, rg, sizeof ranges);
             setf(f, "label", "%s\\n%s%s%s", lse_term_name(t), desc, extra,
                  ranges);
             continue;
         }
-        const lse_sim_type *sim = lse_term_sim(t);
-        set(f, "term", "lse");
-        set(f, "sim", sim->name);
-        if (sim->describe != NULL && lse_term_config(t) != NULL) {
-            char cfg[256] = "";
-            sim->describe(lse_term_config(t), cfg, sizeof cfg);
-            set(f, "config", cfg);
-        }
-        setf(f, "beta", "%.17g", lse_term_beta(t));
-        setf(f, "mask", "%u", lse_term_mask(t));
-        set(f, "reduce",
-            lse_term_reduce(t) == LSE_REDUCE_CHAIN ? "chain" : "rows");
-        const lse_view c = lse_term_child(t), p = lse_term_parent(t),
-                       x = lse_term_context(t);
-        used[0] = used[1] = 1;
-        used[2] |= x.node != NULL;
-        used[3] |= lse_term_n_param(t) > 0 || lse_term_chain_init(t) != NULL ||
-                   lse_term_chain_trans(t) != NULL;
-        view_attrs(edge(G, agnode(G, (char *)lse_node_name(p.node), 0), f,
-                        "parent", NULL),
-                   p, "parent", rg, sizeof ranges);
-        view_attrs(edge(G, f, agnode(G, (char *)lse_node_name(c.node), 0),
-                        "child", "bold"),
-                   c, "child", rg, sizeof ranges);
-        if (x.node != NULL)
-            view_attrs(edge(G, agnode(G, (char *)lse_node_name(x.node), 0), f,
-                            "context", "dashed"),
-                       x, "context", rg, sizeof ranges);
+        lse_factor_attrs(f, t);
+        lse_factor_views(G, f, t, used, rg, sizeof ranges);
         setf(f, "label", "%s\\n%s%s%s", lse_term_name(t), desc, extra, ranges);
-        for (size_t k = 0; k < lse_term_n_param(t); k++) {
-            const lse_node *pn = lse_term_param(t, k);
-            if (pn == NULL)
-                continue;
-            Agedge_t *e = edge(G, agnode(G, (char *)lse_node_name(pn), 0), f,
-                               "param", "dotted");
-            set(e, "slot", sim->param_names != NULL ? sim->param_names[k] : "");
-        }
-        const lse_node *ci = lse_term_chain_init(t),
-                       *ct = lse_term_chain_trans(t);
-        if (ci != NULL)
-            set(edge(G, agnode(G, (char *)lse_node_name(ci), 0), f, "param",
-                     "dotted"),
-                "slot", "chain_init");
-        if (ct != NULL)
-            set(edge(G, agnode(G, (char *)lse_node_name(ct), 0), f, "param",
-                     "dotted"),
-                "slot", "chain_trans");
+        lse_factor_params(G, f, t);
     }
     if (ok && o->legend)
         factor_legend(G, used, observed, params, font);

@@ -360,6 +360,11 @@ void lse_gauss_stats_diag_rows(const gsl_matrix *x, const double *mu,
 #if LSE_HAVE_AVX2_PATH
 void lse_gauss_v_rows_fma(const lse_gauss_work *w, const double *x, size_t xt,
                           size_t nr, double *vd, size_t vt);
+/* lse_gauss_v_rows_fma of 6 and of 4 rows (the diag/spherical groups) */
+void lse_gauss_v_rows6_fma(const lse_gauss_work *w, const double *x, size_t xt,
+                           double *vd, size_t vt);
+void lse_gauss_v_rows4_fma(const lse_gauss_work *w, const double *x, size_t xt,
+                           double *vd, size_t vt);
 LSE_TARGET_AVX2_FMA
 void lse_gauss_qeval4_avx2(const double *v, size_t vt, size_t nv,
                            const double *q, size_t kp, size_t K, double *s,

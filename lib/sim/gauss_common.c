@@ -698,8 +698,8 @@ static lse_status fast_eval(lse_gauss_work *w, const gsl_matrix *x,
             const size_t i0 = i + 6 <= b ? i : b - 6;
             const double *vg = v + i0 * vt;
             if (!whole) {
-                lse_gauss_v_rows_fma(w, gsl_matrix_const_ptr(x, i0, 0), x->tda,
-                                     6, v, vt);
+                lse_gauss_v_rows6_fma(w, gsl_matrix_const_ptr(x, i0, 0),
+                                      x->tda, v, vt);
                 vg = v;
             }
             if (w->fma == 2)
@@ -777,8 +777,8 @@ static lse_status fast_stats_fma(lse_gauss_work *w, const gsl_matrix *x,
     for (; i + 4 <= b; i += 4) {
         const double *vg = v + i * vt;
         if (!whole) {
-            lse_gauss_v_rows_fma(w, gsl_matrix_const_ptr(x, i, 0), x->tda, 4, v,
-                                 vt);
+            lse_gauss_v_rows4_fma(w, gsl_matrix_const_ptr(x, i, 0), x->tda, v,
+                                  vt);
             vg = v;
         }
         if (w->fma == 2)

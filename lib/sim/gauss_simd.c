@@ -116,13 +116,36 @@ static void fast_rows_avx512(const lse_gauss_work *w, const double *x,
     }
 }
 
-void lse_gauss_v_rows_fma(const lse_gauss_work *w, const double *x, size_t xt,
-                          size_t nr, double *vd, size_t vt)
+static inline void fast_rows_fma(const lse_gauss_work *w, const double *x,
+                                 size_t xt, size_t nr, double *vd, size_t vt)
 {
     if (w->fma == 2)
         fast_rows_avx512(w, x, xt, nr, vd, vt);
     else
         fast_rows_fma2(w, x, xt, nr, vd, vt);
+}
+
+void lse_gauss_v_rows_fma(const lse_gauss_work *w, const double *x, size_t xt,
+                          size_t nr, double *vd, size_t vt)
+{
+    fast_rows_fma(w, x, xt, nr, vd, vt);
+}
+
+/* The row groups of the diagonal/spherical quadratic path (6 rows for
+ * eval, 4 for stats, once per group): the row count is a constant here so
+ * that the compiler specializes the row loop for it, as it did when these
+ * loops and the kernels shared gauss_common.c (a variable nr across the
+ * file boundary cost the a/diag benchmark about 5%). */
+void lse_gauss_v_rows6_fma(const lse_gauss_work *w, const double *x, size_t xt,
+                           double *vd, size_t vt)
+{
+    fast_rows_fma(w, x, xt, 6, vd, vt);
+}
+
+void lse_gauss_v_rows4_fma(const lse_gauss_work *w, const double *x, size_t xt,
+                           double *vd, size_t vt)
+{
+    fast_rows_fma(w, x, xt, 4, vd, vt);
 }
 #endif
 

@@ -12,6 +12,9 @@
 
 #include <lsegraph/lsegraph.h>
 
+/* Error detail of the last failing model call (lse_error channel). */
+static lse_error model_err;
+
 enum { N_TRAIN = 1300, DIM = 64, N_CLASS = 10 };
 
 static int read_digits(gsl_matrix **x, size_t **y, size_t *n)
@@ -85,7 +88,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "daam_digits: %s\n", err.message);
             return 1;
         }
-        lse_daam_net_init(net, 1);
+        lse_daam_net_init(net, 1, &model_err);
         if (!vs[v].train_gates)
             gsl_matrix_set_all(lse_node_value(lse_daam_net_width(net)), 1e3);
         lse_daam_net_train_opts o = lse_daam_net_train_opts_default();
@@ -93,11 +96,13 @@ int main(int argc, char **argv)
         o.train_gates = vs[v].train_gates;
         lse_daam_net_train_report rep;
         double acc_tr, acc_te;
-        if (lse_daam_net_train(net, &xtr.matrix, y, &o, &rep) != LSE_OK ||
-            lse_daam_net_evaluate(net, &xtr.matrix, y, NULL, &acc_tr) != LSE_OK ||
-            lse_daam_net_evaluate(net, &xte.matrix, y + N_TRAIN, NULL, &acc_te) !=
-                LSE_OK) {
-            fprintf(stderr, "daam_digits: %s\n", lse_daam_net_errmsg(net));
+        if (lse_daam_net_train(net, &xtr.matrix, y, &o, &rep, &model_err) !=
+                LSE_OK ||
+            lse_daam_net_evaluate(net, &xtr.matrix, y, NULL, &acc_tr,
+                                  &model_err) != LSE_OK ||
+            lse_daam_net_evaluate(net, &xte.matrix, y + N_TRAIN, NULL, &acc_te,
+                                  &model_err) != LSE_OK) {
+            fprintf(stderr, "daam_digits: %s\n", model_err.message);
             return 1;
         }
         const size_t gates = 2 * vs[v].h * vs[v].k * DIM;
@@ -111,8 +116,9 @@ int main(int argc, char **argv)
     }
     /* importance factors of the H = 2, K = 1 model's trained gates */
     gsl_vector *imp = gsl_vector_alloc(DIM), *da = gsl_vector_alloc(DIM);
-    if (lse_daam_net_importance(keep, &xtr.matrix, da, imp) != LSE_OK) {
-        fprintf(stderr, "daam_digits: %s\n", lse_daam_net_errmsg(keep));
+    if (lse_daam_net_importance(keep, &xtr.matrix, da, imp, &model_err) !=
+        LSE_OK) {
+        fprintf(stderr, "daam_digits: %s\n", model_err.message);
         return 1;
     }
     /* a pixel that is 0 in every training image has no gradient (Phi =

@@ -15,6 +15,9 @@
 
 #include <lsegraph/lsegraph.h>
 
+/* Error detail of the last failing model call (lse_error channel). */
+static lse_error model_err;
+
 #ifndef LSE_DATA_DIR
 #define LSE_DATA_DIR "data"
 #endif
@@ -166,8 +169,8 @@ static int cross_demo(void)
         fprintf(stderr, "demo_attention: %s\n", err.message);
         goto done;
     }
-    if (lse_attention_step(a, v, out) != LSE_OK) {
-        fprintf(stderr, "demo_attention: %s\n", lse_attention_errmsg(a));
+    if (lse_attention_step(a, v, out, &model_err) != LSE_OK) {
+        fprintf(stderr, "demo_attention: %s\n", model_err.message);
         goto done;
     }
     printf("cross attention, %d digit keys -> %d queries, values = one-hot "
@@ -185,9 +188,9 @@ static int cross_demo(void)
     o.beta = 10.0; /* A ~ (eps + |q - k|^2)^-10 */
     if (lse_attention_cross_new(&queries.matrix, &keys.matrix, &o, &a, &err) !=
             LSE_OK ||
-        lse_attention_step(a, v, out) != LSE_OK) {
+        lse_attention_step(a, v, out, &model_err) != LSE_OK) {
         fprintf(stderr, "demo_attention: %s%s\n", err.message,
-                lse_attention_errmsg(a));
+                model_err.message);
         goto done;
     }
     printf("  idw (p = 2), beta %g: accuracy %.4f\n", o.beta,
@@ -254,10 +257,10 @@ static int slot_demo(void)
     f.user = a;
     lse_slot_report rep;
     lse_set_log_handler(print_log, NULL);
-    const lse_status st = lse_attention_slot_fit(a, &f, &rep);
+    const lse_status st = lse_attention_slot_fit(a, &f, &rep, &model_err);
     lse_set_log_handler(NULL, NULL);
     printf("  status: %s%s%s\n", lse_strerror(st), st != LSE_OK ? ": " : "",
-           st != LSE_OK ? lse_attention_errmsg(a) : "");
+           st != LSE_OK ? model_err.message : "");
     printf("  %zu iterations, energy rose in %zu of them; %zu M-steps shrank "
            "W by more than half; collapsed: %s",
            rep.n_iter, rep.n_increase, rep.n_shrink,

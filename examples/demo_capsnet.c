@@ -21,6 +21,9 @@
 
 #include <lsegraph/lsegraph.h>
 
+/* Error detail of the last failing model call (lse_error channel). */
+static lse_error model_err;
+
 #ifndef LSE_DATA_DIR
 #define LSE_DATA_DIR "data"
 #endif
@@ -187,9 +190,8 @@ int main(int argc, char **argv)
     }
     lse_optim_opts oo = lse_optim_opts_default();
     oo.lr = lr;
-    if (lse_capsnet_set_optim(net, &oo) != LSE_OK) {
-        fprintf(stderr, "demo_capsnet: --lr %g: %s\n", lr,
-                lse_capsnet_errmsg(net));
+    if (lse_capsnet_set_optim(net, &oo, &model_err) != LSE_OK) {
+        fprintf(stderr, "demo_capsnet: --lr %g: %s\n", lr, model_err.message);
         return 2;
     }
     printf("capsules: %d children of %d -> %d parents of %d, %zu parameters\n",
@@ -211,8 +213,9 @@ int main(int argc, char **argv)
                 lab[b] = y[order[first + b]];
             }
             double loss;
-            if (lse_capsnet_train_step(net, batch, lab, &loss) != LSE_OK) {
-                fprintf(stderr, "demo_capsnet: %s\n", lse_capsnet_errmsg(net));
+            if (lse_capsnet_train_step(net, batch, lab, &loss, &model_err) !=
+                LSE_OK) {
+                fprintf(stderr, "demo_capsnet: %s\n", model_err.message);
                 return 1;
             }
             loss_sum += loss;
@@ -231,16 +234,16 @@ int main(int argc, char **argv)
             test, first * N_CAPS, 0, BATCH * N_CAPS, D_CAPS);
         lse_capsnet_route_info info;
         gsl_matrix_memcpy(batch, &v.matrix);
-        if (lse_capsnet_route(net, batch, NULL, &info) != LSE_OK) {
-            fprintf(stderr, "demo_capsnet: %s\n", lse_capsnet_errmsg(net));
+        if (lse_capsnet_route(net, batch, NULL, &info, &model_err) != LSE_OK) {
+            fprintf(stderr, "demo_capsnet: %s\n", model_err.message);
             return 1;
         }
         rises += info.n_increase;
         steps += info.n_iter;
     }
     size_t *pred = malloc(n_test * sizeof *pred);
-    if (lse_capsnet_predict(net, test, n_test, pred) != LSE_OK) {
-        fprintf(stderr, "demo_capsnet: %s\n", lse_capsnet_errmsg(net));
+    if (lse_capsnet_predict(net, test, n_test, pred, &model_err) != LSE_OK) {
+        fprintf(stderr, "demo_capsnet: %s\n", model_err.message);
         return 1;
     }
     size_t right = 0;

@@ -10,6 +10,9 @@
 
 #include <lsegraph/lsegraph.h>
 
+/* Error detail of the last failing model call (lse_error channel). */
+static lse_error model_err;
+
 int main(int argc, char **argv)
 {
     const size_t heads = argc > 1 ? (size_t)strtoul(argv[1], NULL, 10) : 3;
@@ -38,15 +41,15 @@ int main(int argc, char **argv)
     gsl_vector *da0 = gsl_vector_alloc(4), *if0 = gsl_vector_alloc(4);
     gsl_vector *da = gsl_vector_alloc(4), *imp = gsl_vector_alloc(4);
     lse_daam_fit_report rep;
-    lse_status st = lse_daam_init(m, seed);
+    lse_status st = lse_daam_init(m, seed, &model_err);
     if (st == LSE_OK)
-        st = lse_daam_importance(m, da0, if0);
+        st = lse_daam_importance(m, da0, if0, &model_err);
     if (st == LSE_OK)
-        st = lse_daam_fit(m, 2000, 1e-9, &rep);
+        st = lse_daam_fit(m, 2000, 1e-9, &rep, &model_err);
     if (st == LSE_OK)
-        st = lse_daam_importance(m, da, imp);
+        st = lse_daam_importance(m, da, imp, &model_err);
     if (st != LSE_OK) {
-        fprintf(stderr, "demo_daam: %s\n", lse_daam_errmsg(m));
+        fprintf(stderr, "demo_daam: %s\n", model_err.message);
     } else {
         printf("DAAM on iris: %zu rows, %zu heads, axis %s\n", x->size1, heads,
                axis == LSE_DAAM_ROWS ? "rows" : "features");

@@ -15,6 +15,9 @@
 
 #include <lsegraph/lsegraph.h>
 
+/* Error detail of the last failing model call (lse_error channel). */
+static lse_error model_err;
+
 #ifndef LSE_DATA_DIR
 #define LSE_DATA_DIR "data"
 #endif
@@ -84,8 +87,9 @@ static int run(lse_hopfield *h, const gsl_matrix *patterns, const gsl_matrix *q,
                lse_hopfield_method method, const char *what, gsl_matrix *out)
 {
     lse_hopfield_info info;
-    if (lse_hopfield_retrieve(h, q, method, 200, out, &info) != LSE_OK) {
-        fprintf(stderr, "demo_hopfield: %s\n", lse_hopfield_errmsg(h));
+    if (lse_hopfield_retrieve(h, q, method, 200, out, &info, &model_err) !=
+        LSE_OK) {
+        fprintf(stderr, "demo_hopfield: %s\n", model_err.message);
         return 1;
     }
     const gsl_matrix *a = lse_hopfield_softmax(h);

@@ -19,6 +19,9 @@
 
 #include <lsegraph/lsegraph.h>
 
+/* Error detail of the last failing model call (lse_error channel). */
+static lse_error model_err;
+
 #define N_TRAIN 1300
 
 typedef struct score_entry {
@@ -171,16 +174,18 @@ int main(int argc, char **argv)
         o.seed = seed;
         lse_idwnet_train_report rep;
         double acc_tr = 0, acc_te = 0;
-        lse_status st = lse_idwnet_init(net, &xtr.matrix, 0.1, seed);
+        lse_status st =
+            lse_idwnet_init(net, &xtr.matrix, 0.1, seed, &model_err);
         if (st == LSE_OK)
-            st = lse_idwnet_train(net, &xtr.matrix, y, &o, &rep);
+            st = lse_idwnet_train(net, &xtr.matrix, y, &o, &rep, &model_err);
         if (st == LSE_OK)
-            st = lse_idwnet_evaluate(net, &xtr.matrix, y, NULL, &acc_tr);
+            st = lse_idwnet_evaluate(net, &xtr.matrix, y, NULL, &acc_tr,
+                                     &model_err);
         if (st == LSE_OK)
             st = lse_idwnet_evaluate(net, &xte.matrix, y + N_TRAIN, NULL,
-                                     &acc_te);
+                                     &acc_te, &model_err);
         if (st != LSE_OK) {
-            fprintf(stderr, "demo_idwnet: %s\n", lse_idwnet_errmsg(net));
+            fprintf(stderr, "demo_idwnet: %s\n", model_err.message);
             lse_idwnet_free(net);
             rc = 1;
             break;

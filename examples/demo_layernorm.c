@@ -12,6 +12,9 @@
 
 #include <lsegraph/lsegraph.h>
 
+/* Error detail of the last failing model call (lse_error channel). */
+static lse_error model_err;
+
 #ifndef LSE_DATA_DIR
 #define LSE_DATA_DIR "data"
 #endif
@@ -99,8 +102,8 @@ int main(void)
         goto done;
     }
     double e;
-    if (lse_layernorm_forward(ln, y, &e) != LSE_OK) {
-        fprintf(stderr, "demo_layernorm: %s\n", lse_layernorm_errmsg(ln));
+    if (lse_layernorm_forward(ln, y, &e, &model_err) != LSE_OK) {
+        fprintf(stderr, "demo_layernorm: %s\n", model_err.message);
         goto done;
     }
     double gap = 0.0;

@@ -87,11 +87,11 @@ int main(int argc, char **argv)
     const clock_t t0 = clock();
     lse_solver_result r;
     double mse1, mse2;
-    lse_status st = lse_predcoding_infer(pc, 500, 1e-9, &r);
+    lse_status st = lse_predcoding_infer(pc, 500, 1e-9, &r, NULL);
     if (st == LSE_OK)
-        st = lse_predcoding_error(pc, 1, &mse1);
+        st = lse_predcoding_error(pc, 1, &mse1, NULL);
     if (st == LSE_OK)
-        st = lse_predcoding_error(pc, 2, &mse2);
+        st = lse_predcoding_error(pc, 2, &mse2, NULL);
     if (st != LSE_OK)
         goto fail;
     printf("predictive coding on %zu digits: 64 <- 16 (identity) <- 4 (tanh)\n",
@@ -103,13 +103,13 @@ int main(int argc, char **argv)
     f.max_iter = iters;
     f.callback = report;
     f.user = &every;
-    st = lse_predcoding_learn(pc, &f, &r);
+    st = lse_predcoding_learn(pc, &f, &r, NULL);
     if (st == LSE_OK)
-        st = lse_predcoding_infer(pc, 500, 1e-9, &r);
+        st = lse_predcoding_infer(pc, 500, 1e-9, &r, NULL);
     if (st == LSE_OK)
-        st = lse_predcoding_error(pc, 1, &mse1);
+        st = lse_predcoding_error(pc, 1, &mse1, NULL);
     if (st == LSE_OK)
-        st = lse_predcoding_error(pc, 2, &mse2);
+        st = lse_predcoding_error(pc, 2, &mse2, NULL);
     if (st != LSE_OK)
         goto fail;
     printf("after %zu EM iterations: energy %.4f, pixel mse %.5f, layer-1 mse "

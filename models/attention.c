@@ -7,6 +7,8 @@
 
 #include <lsegraph/lsegraph.h>
 
+#include "util.h"
+
 /* Cross-, self- and slot attention, built only through the public graph
  * API (docs/models/attention.md):
  *
@@ -371,7 +373,7 @@ static lse_status fail_graph(lse_attention *a, lse_status st, const char *fn)
                          msg[0] != '\0' ? msg : lse_strerror(st));
 }
 
-lse_status lse_attention_energy(lse_attention *a, double *energy)
+static lse_status lse_attention_energy_impl(lse_attention *a, double *energy)
 {
     static const char fn[] = "lse_attention_energy";
     if (a == NULL)
@@ -383,8 +385,16 @@ lse_status lse_attention_energy(lse_attention *a, double *energy)
     return st == LSE_OK ? LSE_OK : fail_graph(a, st, fn);
 }
 
-lse_status lse_attention_step(lse_attention *a, const gsl_matrix *values,
-                              gsl_matrix *out)
+lse_status lse_attention_energy(lse_attention *a, double *energy,
+                                lse_error *err)
+{
+    return lse_util_report(err, lse_attention_energy_impl(a, energy),
+                           "lse_attention_energy", lse_attention_errmsg(a));
+}
+
+static lse_status lse_attention_step_impl(lse_attention *a,
+                                          const gsl_matrix *values,
+                                          gsl_matrix *out)
 {
     static const char fn[] = "lse_attention_step";
     if (a == NULL)
@@ -438,6 +448,13 @@ lse_status lse_attention_step(lse_attention *a, const gsl_matrix *values,
                            gsl_matrix_get(x, i, j) -
                                eta * gsl_matrix_get(gr, i, j));
     return LSE_OK;
+}
+
+lse_status lse_attention_step(lse_attention *a, const gsl_matrix *values,
+                              gsl_matrix *out, lse_error *err)
+{
+    return lse_util_report(err, lse_attention_step_impl(a, values, out),
+                           "lse_attention_step", lse_attention_errmsg(a));
 }
 
 /* ------------------------------------------------------------------ */
@@ -498,9 +515,9 @@ static lse_status shrink_hook(lse_graph *g, lse_term *t,
     return LSE_OK;
 }
 
-lse_status lse_attention_slot_fit(lse_attention *a,
-                                  const lse_slot_fit_opts *opts,
-                                  lse_slot_report *rep)
+static lse_status lse_attention_slot_fit_impl(lse_attention *a,
+                                              const lse_slot_fit_opts *opts,
+                                              lse_slot_report *rep)
 {
     static const char fn[] = "lse_attention_slot_fit";
     if (a == NULL)
@@ -565,6 +582,14 @@ lse_status lse_attention_slot_fit(lse_attention *a,
     if (rep != NULL)
         *rep = a->rep;
     return st == LSE_OK ? LSE_OK : fail_graph(a, st, fn);
+}
+
+lse_status lse_attention_slot_fit(lse_attention *a,
+                                  const lse_slot_fit_opts *opts,
+                                  lse_slot_report *rep, lse_error *err)
+{
+    return lse_util_report(err, lse_attention_slot_fit_impl(a, opts, rep),
+                           "lse_attention_slot_fit", lse_attention_errmsg(a));
 }
 
 const lse_slot_report *lse_attention_slot_report(const lse_attention *a)

@@ -8,6 +8,8 @@
 
 #include <lsegraph/lsegraph.h>
 
+#include "util.h"
+
 /* Two-level capsules with energy-based routing (docs/models/capsules.md),
  * built only through the public graph API:
  *
@@ -476,7 +478,8 @@ lse_status lse_capsnet_new(const lse_capsnet_opts *opts, lse_capsnet **out,
     return LSE_OK;
 }
 
-lse_status lse_capsnet_set_optim(lse_capsnet *c, const lse_optim_opts *opts)
+static lse_status lse_capsnet_set_optim_impl(lse_capsnet *c,
+                                             const lse_optim_opts *opts)
 {
     if (c == NULL || opts == NULL)
         return LSE_EFAULT;
@@ -485,6 +488,13 @@ lse_status lse_capsnet_set_optim(lse_capsnet *c, const lse_optim_opts *opts)
         return fail_graph(c, st, "lse_capsnet_set_optim");
     lse_optim_reset(c->optim);
     return LSE_OK;
+}
+
+lse_status lse_capsnet_set_optim(lse_capsnet *c, const lse_optim_opts *opts,
+                                 lse_error *err)
+{
+    return lse_util_report(err, lse_capsnet_set_optim_impl(c, opts),
+                           "lse_capsnet_set_optim", lse_capsnet_errmsg(c));
 }
 
 static lse_status check_shape(lse_capsnet *c, const gsl_matrix *m,
@@ -528,8 +538,10 @@ static int watch(const lse_solver *s, void *user)
     return 0;
 }
 
-lse_status lse_capsnet_route(lse_capsnet *c, const gsl_matrix *children,
-                             gsl_matrix *parents, lse_capsnet_route_info *info)
+static lse_status lse_capsnet_route_impl(lse_capsnet *c,
+                                         const gsl_matrix *children,
+                                         gsl_matrix *parents,
+                                         lse_capsnet_route_info *info)
 {
     static const char fn[] = "lse_capsnet_route";
     if (c == NULL)
@@ -575,6 +587,15 @@ lse_status lse_capsnet_route(lse_capsnet *c, const gsl_matrix *children,
     return LSE_OK;
 }
 
+lse_status lse_capsnet_route(lse_capsnet *c, const gsl_matrix *children,
+                             gsl_matrix *parents, lse_capsnet_route_info *info,
+                             lse_error *err)
+{
+    return lse_util_report(err,
+                           lse_capsnet_route_impl(c, children, parents, info),
+                           "lse_capsnet_route", lse_capsnet_errmsg(c));
+}
+
 const gsl_matrix *lse_capsnet_coupling(const lse_capsnet *c, size_t b)
 {
     if (c == NULL || b >= c->o.batch)
@@ -582,8 +603,10 @@ const gsl_matrix *lse_capsnet_coupling(const lse_capsnet *c, size_t b)
     return lse_term_softmax(c->route[b]);
 }
 
-lse_status lse_capsnet_energy(lse_capsnet *c, const gsl_matrix *children,
-                              const gsl_matrix *parents, double *energy)
+static lse_status lse_capsnet_energy_impl(lse_capsnet *c,
+                                          const gsl_matrix *children,
+                                          const gsl_matrix *parents,
+                                          double *energy)
 {
     static const char fn[] = "lse_capsnet_energy";
     if (c == NULL || energy == NULL)
@@ -605,8 +628,19 @@ lse_status lse_capsnet_energy(lse_capsnet *c, const gsl_matrix *children,
     return st == LSE_OK ? LSE_OK : fail_graph(c, st, fn);
 }
 
-lse_status lse_capsnet_train_step(lse_capsnet *c, const gsl_matrix *children,
-                                  const size_t *labels, double *loss)
+lse_status lse_capsnet_energy(lse_capsnet *c, const gsl_matrix *children,
+                              const gsl_matrix *parents, double *energy,
+                              lse_error *err)
+{
+    return lse_util_report(
+        err, lse_capsnet_energy_impl(c, children, parents, energy),
+        "lse_capsnet_energy", lse_capsnet_errmsg(c));
+}
+
+static lse_status lse_capsnet_train_step_impl(lse_capsnet *c,
+                                              const gsl_matrix *children,
+                                              const size_t *labels,
+                                              double *loss)
 {
     static const char fn[] = "lse_capsnet_train_step";
     if (c == NULL)
@@ -618,7 +652,7 @@ lse_status lse_capsnet_train_step(lse_capsnet *c, const gsl_matrix *children,
             return lse_error_set(&c->last, LSE_ERANGE, fn,
                                  "label %zu of example %zu is not below %zu",
                                  labels[b], b, c->o.n_parent);
-    lse_status st = lse_capsnet_route(c, children, NULL, NULL);
+    lse_status st = lse_capsnet_route_impl(c, children, NULL, NULL);
     if (st != LSE_OK)
         return st;
     memcpy(c->labels, labels, c->o.batch * sizeof *labels);
@@ -635,8 +669,18 @@ lse_status lse_capsnet_train_step(lse_capsnet *c, const gsl_matrix *children,
     return LSE_OK;
 }
 
-lse_status lse_capsnet_predict(lse_capsnet *c, const gsl_matrix *children,
-                               size_t n, size_t *labels)
+lse_status lse_capsnet_train_step(lse_capsnet *c, const gsl_matrix *children,
+                                  const size_t *labels, double *loss,
+                                  lse_error *err)
+{
+    return lse_util_report(
+        err, lse_capsnet_train_step_impl(c, children, labels, loss),
+        "lse_capsnet_train_step", lse_capsnet_errmsg(c));
+}
+
+static lse_status lse_capsnet_predict_impl(lse_capsnet *c,
+                                           const gsl_matrix *children, size_t n,
+                                           size_t *labels)
 {
     static const char fn[] = "lse_capsnet_predict";
     if (c == NULL)
@@ -665,7 +709,7 @@ lse_status lse_capsnet_predict(lse_capsnet *c, const gsl_matrix *children,
         gsl_matrix_view dst = gsl_matrix_submatrix(batch, 0, 0, m * N,
                                                    c->o.d_child);
         gsl_matrix_memcpy(&dst.matrix, &src.matrix);
-        st = lse_capsnet_route(c, batch, par, NULL);
+        st = lse_capsnet_route_impl(c, batch, par, NULL);
         for (size_t b = 0; st == LSE_OK && b < m; b++) {
             size_t best = 0;
             double best_norm = -1.0;
@@ -686,4 +730,12 @@ lse_status lse_capsnet_predict(lse_capsnet *c, const gsl_matrix *children,
     gsl_matrix_free(batch);
     gsl_matrix_free(par);
     return st;
+}
+
+lse_status lse_capsnet_predict(lse_capsnet *c, const gsl_matrix *children,
+                               size_t n, size_t *labels, lse_error *err)
+{
+    return lse_util_report(err,
+                           lse_capsnet_predict_impl(c, children, n, labels),
+                           "lse_capsnet_predict", lse_capsnet_errmsg(c));
 }

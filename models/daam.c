@@ -177,7 +177,7 @@ lse_node *lse_daam_delta(const lse_daam *m) { return m ? m->delta : NULL; }
 lse_node *lse_daam_width(const lse_daam *m) { return m ? m->c : NULL; }
 size_t lse_daam_n_head(const lse_daam *m) { return m ? m->n_head : 0; }
 
-lse_status lse_daam_set_min_width(lse_daam *m, double min_width)
+static lse_status lse_daam_set_min_width_impl(lse_daam *m, double min_width)
 {
     static const char fn[] = "lse_daam_set_min_width";
     if (m == NULL)
@@ -190,12 +190,18 @@ lse_status lse_daam_set_min_width(lse_daam *m, double min_width)
     return LSE_OK;
 }
 
+lse_status lse_daam_set_min_width(lse_daam *m, double min_width, lse_error *err)
+{
+    return lse_util_report(err, lse_daam_set_min_width_impl(m, min_width),
+                           "lse_daam_set_min_width", lse_daam_errmsg(m));
+}
+
 double lse_daam_min_width(const lse_daam *m)
 {
     return m != NULL ? m->min_width : NAN;
 }
 
-lse_status lse_daam_set_data(lse_daam *m, const gsl_matrix *x)
+static lse_status lse_daam_set_data_impl(lse_daam *m, const gsl_matrix *x)
 {
     if (m == NULL || x == NULL)
         return LSE_EFAULT;
@@ -204,6 +210,12 @@ lse_status lse_daam_set_data(lse_daam *m, const gsl_matrix *x)
     if (st != LSE_OK)
         return graph_fail(m, st, "lse_daam_set_data");
     return LSE_OK;
+}
+
+lse_status lse_daam_set_data(lse_daam *m, const gsl_matrix *x, lse_error *err)
+{
+    return lse_util_report(err, lse_daam_set_data_impl(m, x),
+                           "lse_daam_set_data", lse_daam_errmsg(m));
 }
 
 /* z = x - m and sd = sqrt(v + eps) over the configured axis. */
@@ -259,7 +271,7 @@ static lse_status gate_into(lse_daam *m, size_t h, gsl_matrix *out)
     return LSE_OK;
 }
 
-lse_status lse_daam_init(lse_daam *m, unsigned long seed)
+static lse_status lse_daam_init_impl(lse_daam *m, unsigned long seed)
 {
     static const char fn[] = "lse_daam_init";
     if (m == NULL)
@@ -295,7 +307,13 @@ lse_status lse_daam_init(lse_daam *m, unsigned long seed)
     return LSE_OK;
 }
 
-lse_status lse_daam_gate(lse_daam *m, size_t h, gsl_matrix *out)
+lse_status lse_daam_init(lse_daam *m, unsigned long seed, lse_error *err)
+{
+    return lse_util_report(err, lse_daam_init_impl(m, seed), "lse_daam_init",
+                           lse_daam_errmsg(m));
+}
+
+static lse_status lse_daam_gate_impl(lse_daam *m, size_t h, gsl_matrix *out)
 {
     static const char fn[] = "lse_daam_gate";
     if (m == NULL)
@@ -315,7 +333,13 @@ lse_status lse_daam_gate(lse_daam *m, size_t h, gsl_matrix *out)
     return LSE_OK;
 }
 
-lse_status lse_daam_forward(lse_daam *m, gsl_matrix *out)
+lse_status lse_daam_gate(lse_daam *m, size_t h, gsl_matrix *out, lse_error *err)
+{
+    return lse_util_report(err, lse_daam_gate_impl(m, h, out), "lse_daam_gate",
+                           lse_daam_errmsg(m));
+}
+
+static lse_status lse_daam_forward_impl(lse_daam *m, gsl_matrix *out)
 {
     static const char fn[] = "lse_daam_forward";
     if (m == NULL)
@@ -339,6 +363,12 @@ lse_status lse_daam_forward(lse_daam *m, gsl_matrix *out)
                                    gsl_matrix_get(m->gate, i, j));
     }
     return LSE_OK;
+}
+
+lse_status lse_daam_forward(lse_daam *m, gsl_matrix *out, lse_error *err)
+{
+    return lse_util_report(err, lse_daam_forward_impl(m, out),
+                           "lse_daam_forward", lse_daam_errmsg(m));
 }
 
 /* Sweep the heads: acc (N, d) += A_ih g_ihj (times x_ij when with_x). */
@@ -370,7 +400,7 @@ static lse_status mixed_gates(lse_daam *m, gsl_matrix *acc, int with_x,
     return LSE_OK;
 }
 
-lse_status lse_daam_forward_mixed(lse_daam *m, gsl_matrix *out)
+static lse_status lse_daam_forward_mixed_impl(lse_daam *m, gsl_matrix *out)
 {
     static const char fn[] = "lse_daam_forward_mixed";
     if (m == NULL)
@@ -384,7 +414,14 @@ lse_status lse_daam_forward_mixed(lse_daam *m, gsl_matrix *out)
     return mixed_gates(m, out, 1, fn);
 }
 
-lse_status lse_daam_importance(lse_daam *m, gsl_vector *da, gsl_vector *imp)
+lse_status lse_daam_forward_mixed(lse_daam *m, gsl_matrix *out, lse_error *err)
+{
+    return lse_util_report(err, lse_daam_forward_mixed_impl(m, out),
+                           "lse_daam_forward_mixed", lse_daam_errmsg(m));
+}
+
+static lse_status lse_daam_importance_impl(lse_daam *m, gsl_vector *da,
+                                           gsl_vector *imp)
 {
     static const char fn[] = "lse_daam_importance";
     if (m == NULL)
@@ -415,6 +452,13 @@ lse_status lse_daam_importance(lse_daam *m, gsl_vector *da, gsl_vector *imp)
                                    : 1.0);
     }
     return st;
+}
+
+lse_status lse_daam_importance(lse_daam *m, gsl_vector *da, gsl_vector *imp,
+                               lse_error *err)
+{
+    return lse_util_report(err, lse_daam_importance_impl(m, da, imp),
+                           "lse_daam_importance", lse_daam_errmsg(m));
 }
 
 /* E_fit and, when want_grad, its gradient into m->gd, m->gc. */
@@ -470,8 +514,8 @@ static lse_status fit_eval(lse_daam *m, int want_grad, double *energy,
     return LSE_OK;
 }
 
-lse_status lse_daam_fit_energy(lse_daam *m, double *energy, gsl_matrix *gdelta,
-                               gsl_matrix *gc)
+static lse_status lse_daam_fit_energy_impl(lse_daam *m, double *energy,
+                                           gsl_matrix *gdelta, gsl_matrix *gc)
 {
     static const char fn[] = "lse_daam_fit_energy";
     if (m == NULL)
@@ -492,6 +536,13 @@ lse_status lse_daam_fit_energy(lse_daam *m, double *energy, gsl_matrix *gdelta,
     if (gc != NULL)
         gsl_matrix_memcpy(gc, m->gc);
     return LSE_OK;
+}
+
+lse_status lse_daam_fit_energy(lse_daam *m, double *energy, gsl_matrix *gdelta,
+                               gsl_matrix *gc, lse_error *err)
+{
+    return lse_util_report(err, lse_daam_fit_energy_impl(m, energy, gdelta, gc),
+                           "lse_daam_fit_energy", lse_daam_errmsg(m));
 }
 
 static double sq_norm(const gsl_matrix *a)
@@ -519,8 +570,8 @@ static int blocked(double c, double g, double floor)
     return fabs(c) <= floor && (c > 0.0 ? g > 0.0 : g < 0.0);
 }
 
-lse_status lse_daam_fit(lse_daam *m, size_t max_iter, double tol,
-                        lse_daam_fit_report *report)
+static lse_status lse_daam_fit_impl(lse_daam *m, size_t max_iter, double tol,
+                                    lse_daam_fit_report *report)
 {
     static const char fn[] = "lse_daam_fit";
     if (m == NULL)
@@ -618,4 +669,11 @@ lse_status lse_daam_fit(lse_daam *m, size_t max_iter, double tol,
     if (report != NULL)
         *report = rep;
     return st;
+}
+
+lse_status lse_daam_fit(lse_daam *m, size_t max_iter, double tol,
+                        lse_daam_fit_report *report, lse_error *err)
+{
+    return lse_util_report(err, lse_daam_fit_impl(m, max_iter, tol, report),
+                           "lse_daam_fit", lse_daam_errmsg(m));
 }

@@ -9,6 +9,8 @@
 
 #include <lsegraph/lsegraph.h>
 
+#include "util.h"
+
 /* DAAM trained on a task (docs/models/daam.md, "Trained on a task"): a
  * softmax classifier over DAAM-gated features,
  *
@@ -168,7 +170,7 @@ const lse_gate_config *lse_daam_net_gate(const lse_daam_net *m)
     return m != NULL ? &m->cfg : NULL;
 }
 
-lse_status lse_daam_net_init(lse_daam_net *m, unsigned long seed)
+static lse_status lse_daam_net_init_impl(lse_daam_net *m, unsigned long seed)
 {
     if (m == NULL)
         return LSE_EFAULT;
@@ -187,6 +189,13 @@ lse_status lse_daam_net_init(lse_daam_net *m, unsigned long seed)
     return LSE_OK;
 }
 
+lse_status lse_daam_net_init(lse_daam_net *m, unsigned long seed,
+                             lse_error *err)
+{
+    return lse_util_report(err, lse_daam_net_init_impl(m, seed),
+                           "lse_daam_net_init", lse_daam_net_errmsg(m));
+}
+
 static lse_status check_xy(lse_daam_net *m, const gsl_matrix *x,
                            const size_t *y, const char *fn)
 {
@@ -202,9 +211,10 @@ static lse_status check_xy(lse_daam_net *m, const gsl_matrix *x,
     return LSE_OK;
 }
 
-lse_status lse_daam_net_evaluate(lse_daam_net *m, const gsl_matrix *x,
-                                 const size_t *y, double *loss,
-                                 double *accuracy)
+static lse_status lse_daam_net_evaluate_impl(lse_daam_net *m,
+                                             const gsl_matrix *x,
+                                             const size_t *y, double *loss,
+                                             double *accuracy)
 {
     static const char fn[] = "lse_daam_net_evaluate";
     if (m == NULL)
@@ -248,6 +258,15 @@ lse_status lse_daam_net_evaluate(lse_daam_net *m, const gsl_matrix *x,
     return LSE_OK;
 }
 
+lse_status lse_daam_net_evaluate(lse_daam_net *m, const gsl_matrix *x,
+                                 const size_t *y, double *loss,
+                                 double *accuracy, lse_error *err)
+{
+    return lse_util_report(err,
+                           lse_daam_net_evaluate_impl(m, x, y, loss, accuracy),
+                           "lse_daam_net_evaluate", lse_daam_net_errmsg(m));
+}
+
 lse_daam_net_train_opts lse_daam_net_train_opts_default(void)
 {
     const lse_daam_net_train_opts o = {
@@ -255,10 +274,10 @@ lse_daam_net_train_opts lse_daam_net_train_opts_default(void)
     return o;
 }
 
-lse_status lse_daam_net_train(lse_daam_net *m, const gsl_matrix *x,
-                              const size_t *y,
-                              const lse_daam_net_train_opts *opts,
-                              lse_daam_net_train_report *report)
+static lse_status lse_daam_net_train_impl(lse_daam_net *m, const gsl_matrix *x,
+                                          const size_t *y,
+                                          const lse_daam_net_train_opts *opts,
+                                          lse_daam_net_train_report *report)
 {
     static const char fn[] = "lse_daam_net_train";
     if (m == NULL)
@@ -302,7 +321,7 @@ lse_status lse_daam_net_train(lse_daam_net *m, const gsl_matrix *x,
     }
     for (size_t i = 0; i < x->size1; i++)
         gsl_matrix_set(yl, i, 0, (double)y[i]);
-    st = lse_daam_net_evaluate(m, x, y, &rep.loss_before, NULL);
+    st = lse_daam_net_evaluate_impl(m, x, y, &rep.loss_before, NULL);
     const size_t steps = o.epochs * lse_batcher_n_batches(b);
     for (size_t s = 0; st == LSE_OK && s < steps; s++) {
         st = lse_batcher_next(b);
@@ -326,7 +345,7 @@ lse_status lse_daam_net_train(lse_daam_net *m, const gsl_matrix *x,
         rep.steps++;
     }
     if (st == LSE_OK)
-        st = lse_daam_net_evaluate(m, x, y, &rep.loss_after, NULL);
+        st = lse_daam_net_evaluate_impl(m, x, y, &rep.loss_after, NULL);
 done:
     lse_batcher_free(b);
     lse_optim_free(opt);
@@ -337,8 +356,18 @@ done:
     return st;
 }
 
-lse_status lse_daam_net_importance(lse_daam_net *m, const gsl_matrix *x,
-                                   gsl_vector *da, gsl_vector *imp)
+lse_status lse_daam_net_train(lse_daam_net *m, const gsl_matrix *x,
+                              const size_t *y,
+                              const lse_daam_net_train_opts *opts,
+                              lse_daam_net_train_report *report, lse_error *err)
+{
+    return lse_util_report(err, lse_daam_net_train_impl(m, x, y, opts, report),
+                           "lse_daam_net_train", lse_daam_net_errmsg(m));
+}
+
+static lse_status lse_daam_net_importance_impl(lse_daam_net *m,
+                                               const gsl_matrix *x,
+                                               gsl_vector *da, gsl_vector *imp)
 {
     static const char fn[] = "lse_daam_net_importance";
     if (m == NULL)
@@ -379,4 +408,12 @@ lse_status lse_daam_net_importance(lse_daam_net *m, const gsl_matrix *x,
         gsl_vector_set(imp, j,
                        hi > lo ? (gsl_vector_get(imp, j) - lo) / (hi - lo) : 1.0);
     return LSE_OK;
+}
+
+lse_status lse_daam_net_importance(lse_daam_net *m, const gsl_matrix *x,
+                                   gsl_vector *da, gsl_vector *imp,
+                                   lse_error *err)
+{
+    return lse_util_report(err, lse_daam_net_importance_impl(m, x, da, imp),
+                           "lse_daam_net_importance", lse_daam_net_errmsg(m));
 }

@@ -6,6 +6,8 @@
 
 #include <lsegraph/lsegraph.h>
 
+#include "util.h"
+
 /* Modern Hopfield network (Ramsauer et al. 2020; Tschantz section 4),
  * built only through the public graph API (docs/models/hopfield.md):
  *
@@ -180,8 +182,8 @@ const gsl_matrix *lse_hopfield_softmax(const lse_hopfield *h)
     return h != NULL ? lse_term_softmax(h->attract) : NULL;
 }
 
-lse_status lse_hopfield_set_tol(lse_hopfield *h, double tol_energy,
-                                double tol_grad)
+static lse_status lse_hopfield_set_tol_impl(lse_hopfield *h, double tol_energy,
+                                            double tol_grad)
 {
     if (h == NULL)
         return LSE_EFAULT;
@@ -194,6 +196,14 @@ lse_status lse_hopfield_set_tol(lse_hopfield *h, double tol_energy,
     h->tol_energy = tol_energy;
     h->tol_grad = tol_grad;
     return LSE_OK;
+}
+
+lse_status lse_hopfield_set_tol(lse_hopfield *h, double tol_energy,
+                                double tol_grad, lse_error *err)
+{
+    return lse_util_report(err,
+                           lse_hopfield_set_tol_impl(h, tol_energy, tol_grad),
+                           "lse_hopfield_set_tol", lse_hopfield_errmsg(h));
 }
 
 void lse_hopfield_set_callback(lse_hopfield *h, lse_iter_fn cb, void *user)
@@ -221,8 +231,9 @@ static lse_status load_state(lse_hopfield *h, const gsl_matrix *x,
     return st == LSE_OK ? LSE_OK : fail_graph(h, st, fn);
 }
 
-lse_status lse_hopfield_energy(lse_hopfield *h, const gsl_matrix *states,
-                               double *energy)
+static lse_status lse_hopfield_energy_impl(lse_hopfield *h,
+                                           const gsl_matrix *states,
+                                           double *energy)
 {
     static const char fn[] = "lse_hopfield_energy";
     if (h == NULL)
@@ -235,6 +246,13 @@ lse_status lse_hopfield_energy(lse_hopfield *h, const gsl_matrix *states,
         return st;
     st = lse_graph_energy(h->g, energy);
     return st == LSE_OK ? LSE_OK : fail_graph(h, st, fn);
+}
+
+lse_status lse_hopfield_energy(lse_hopfield *h, const gsl_matrix *states,
+                               double *energy, lse_error *err)
+{
+    return lse_util_report(err, lse_hopfield_energy_impl(h, states, energy),
+                           "lse_hopfield_energy", lse_hopfield_errmsg(h));
 }
 
 /* CCCP state update, the E-step hook: Xi <- A M with A the "attract"
@@ -257,9 +275,10 @@ static lse_status cccp_estep(lse_graph *g, void *user)
     return LSE_OK;
 }
 
-lse_status lse_hopfield_retrieve(lse_hopfield *h, const gsl_matrix *queries,
-                                 lse_hopfield_method method, size_t max_iter,
-                                 gsl_matrix *states, lse_hopfield_info *info)
+static lse_status
+lse_hopfield_retrieve_impl(lse_hopfield *h, const gsl_matrix *queries,
+                           lse_hopfield_method method, size_t max_iter,
+                           gsl_matrix *states, lse_hopfield_info *info)
 {
     static const char fn[] = "lse_hopfield_retrieve";
     if (h == NULL)
@@ -349,4 +368,15 @@ lse_status lse_hopfield_retrieve(lse_hopfield *h, const gsl_matrix *queries,
     if (info != NULL)
         *info = r;
     return LSE_OK;
+}
+
+lse_status lse_hopfield_retrieve(lse_hopfield *h, const gsl_matrix *queries,
+                                 lse_hopfield_method method, size_t max_iter,
+                                 gsl_matrix *states, lse_hopfield_info *info,
+                                 lse_error *err)
+{
+    return lse_util_report(
+        err,
+        lse_hopfield_retrieve_impl(h, queries, method, max_iter, states, info),
+        "lse_hopfield_retrieve", lse_hopfield_errmsg(h));
 }

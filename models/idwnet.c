@@ -213,8 +213,8 @@ size_t lse_idwnet_batch(const lse_idwnet *m)
     return m != NULL ? m->batch : 0;
 }
 
-lse_status lse_idwnet_init(lse_idwnet *m, const gsl_matrix *x, double noise,
-                           unsigned long seed)
+static lse_status lse_idwnet_init_impl(lse_idwnet *m, const gsl_matrix *x,
+                                       double noise, unsigned long seed)
 {
     static const char fn[] = "lse_idwnet_init";
     if (m == NULL || x == NULL)
@@ -248,6 +248,13 @@ lse_status lse_idwnet_init(lse_idwnet *m, const gsl_matrix *x, double noise,
     gsl_rng_free(r);
     gsl_matrix_set_zero(lse_node_value(m->p.values));
     return LSE_OK;
+}
+
+lse_status lse_idwnet_init(lse_idwnet *m, const gsl_matrix *x, double noise,
+                           unsigned long seed, lse_error *err)
+{
+    return lse_util_report(err, lse_idwnet_init_impl(m, x, noise, seed),
+                           "lse_idwnet_init", lse_idwnet_errmsg(m));
 }
 
 /* Copy rows idx[0..b) (or rows first .. first+b-1 when idx is NULL) of x
@@ -304,9 +311,10 @@ static lse_status check_x(lse_idwnet *m, const gsl_matrix *x, const char *fn)
     return LSE_OK;
 }
 
-lse_status lse_idwnet_loss_grad(lse_idwnet *m, const gsl_matrix *x,
-                                const size_t *y, double *loss,
-                                gsl_matrix *dkeys, gsl_matrix *dvalues)
+static lse_status lse_idwnet_loss_grad_impl(lse_idwnet *m, const gsl_matrix *x,
+                                            const size_t *y, double *loss,
+                                            gsl_matrix *dkeys,
+                                            gsl_matrix *dvalues)
 {
     static const char fn[] = "lse_idwnet_loss_grad";
     if (m == NULL)
@@ -342,6 +350,16 @@ lse_status lse_idwnet_loss_grad(lse_idwnet *m, const gsl_matrix *x,
     return LSE_OK;
 }
 
+lse_status lse_idwnet_loss_grad(lse_idwnet *m, const gsl_matrix *x,
+                                const size_t *y, double *loss,
+                                gsl_matrix *dkeys, gsl_matrix *dvalues,
+                                lse_error *err)
+{
+    return lse_util_report(
+        err, lse_idwnet_loss_grad_impl(m, x, y, loss, dkeys, dvalues),
+        "lse_idwnet_loss_grad", lse_idwnet_errmsg(m));
+}
+
 /* Loss sum, correct count and optionally logits/attention of all rows. */
 static lse_status sweep(lse_idwnet *m, const gsl_matrix *x, const size_t *y,
                         gsl_matrix *logits, gsl_matrix *attn, size_t *labels,
@@ -375,8 +393,8 @@ static lse_status sweep(lse_idwnet *m, const gsl_matrix *x, const size_t *y,
     return LSE_OK;
 }
 
-lse_status lse_idwnet_forward(lse_idwnet *m, const gsl_matrix *x,
-                              gsl_matrix *logits, gsl_matrix *attn)
+static lse_status lse_idwnet_forward_impl(lse_idwnet *m, const gsl_matrix *x,
+                                          gsl_matrix *logits, gsl_matrix *attn)
 {
     static const char fn[] = "lse_idwnet_forward";
     if (m == NULL)
@@ -396,8 +414,17 @@ lse_status lse_idwnet_forward(lse_idwnet *m, const gsl_matrix *x,
     return sweep(m, x, NULL, logits, attn, NULL, NULL, NULL, fn);
 }
 
-lse_status lse_idwnet_evaluate(lse_idwnet *m, const gsl_matrix *x,
-                               const size_t *y, double *loss, double *accuracy)
+lse_status lse_idwnet_forward(lse_idwnet *m, const gsl_matrix *x,
+                              gsl_matrix *logits, gsl_matrix *attn,
+                              lse_error *err)
+{
+    return lse_util_report(err, lse_idwnet_forward_impl(m, x, logits, attn),
+                           "lse_idwnet_forward", lse_idwnet_errmsg(m));
+}
+
+static lse_status lse_idwnet_evaluate_impl(lse_idwnet *m, const gsl_matrix *x,
+                                           const size_t *y, double *loss,
+                                           double *accuracy)
 {
     static const char fn[] = "lse_idwnet_evaluate";
     if (m == NULL)
@@ -422,8 +449,17 @@ lse_status lse_idwnet_evaluate(lse_idwnet *m, const gsl_matrix *x,
     return LSE_OK;
 }
 
-lse_status lse_idwnet_predict(lse_idwnet *m, const gsl_matrix *x,
-                              size_t *labels)
+lse_status lse_idwnet_evaluate(lse_idwnet *m, const gsl_matrix *x,
+                               const size_t *y, double *loss, double *accuracy,
+                               lse_error *err)
+{
+    return lse_util_report(err,
+                           lse_idwnet_evaluate_impl(m, x, y, loss, accuracy),
+                           "lse_idwnet_evaluate", lse_idwnet_errmsg(m));
+}
+
+static lse_status lse_idwnet_predict_impl(lse_idwnet *m, const gsl_matrix *x,
+                                          size_t *labels)
 {
     static const char fn[] = "lse_idwnet_predict";
     if (m == NULL)
@@ -435,6 +471,13 @@ lse_status lse_idwnet_predict(lse_idwnet *m, const gsl_matrix *x,
     if (labels == NULL)
         return fail(m, LSE_EFAULT, fn, "NULL labels");
     return sweep(m, x, NULL, NULL, NULL, labels, NULL, NULL, fn);
+}
+
+lse_status lse_idwnet_predict(lse_idwnet *m, const gsl_matrix *x,
+                              size_t *labels, lse_error *err)
+{
+    return lse_util_report(err, lse_idwnet_predict_impl(m, x, labels),
+                           "lse_idwnet_predict", lse_idwnet_errmsg(m));
 }
 
 lse_idwnet_train_opts lse_idwnet_train_opts_default(void)
@@ -465,9 +508,10 @@ check_train_opts(lse_idwnet *m, const lse_idwnet_train_opts *o, const char *fn)
     return LSE_OK;
 }
 
-lse_status lse_idwnet_train(lse_idwnet *m, const gsl_matrix *x, const size_t *y,
-                            const lse_idwnet_train_opts *opts,
-                            lse_idwnet_train_report *report)
+static lse_status lse_idwnet_train_impl(lse_idwnet *m, const gsl_matrix *x,
+                                        const size_t *y,
+                                        const lse_idwnet_train_opts *opts,
+                                        lse_idwnet_train_report *report)
 {
     static const char fn[] = "lse_idwnet_train";
     if (m == NULL)
@@ -510,7 +554,7 @@ lse_status lse_idwnet_train(lse_idwnet *m, const gsl_matrix *x, const size_t *y,
     gsl_rng_set(r, o.seed);
     for (size_t i = 0; i < n; i++)
         perm[i] = i;
-    st = lse_idwnet_evaluate(m, x, y, &rep.loss_before, NULL);
+    st = lse_idwnet_evaluate_impl(m, x, y, &rep.loss_before, NULL);
     if (st != LSE_OK)
         goto done;
     for (size_t e = 0; e < o.epochs; e++) {
@@ -556,7 +600,7 @@ lse_status lse_idwnet_train(lse_idwnet *m, const gsl_matrix *x, const size_t *y,
             o.callback(m, e + 1, epoch_loss / (double)n_batch, o.user))
             break;
     }
-    st = lse_idwnet_evaluate(m, x, y, &rep.loss_after, NULL);
+    st = lse_idwnet_evaluate_impl(m, x, y, &rep.loss_after, NULL);
 done:
     free(perm);
     gsl_rng_free(r);
@@ -566,8 +610,17 @@ done:
     return st;
 }
 
-lse_status lse_idwnet_add_prototype(lse_idwnet *m, const gsl_vector *key,
-                                    const gsl_vector *value)
+lse_status lse_idwnet_train(lse_idwnet *m, const gsl_matrix *x, const size_t *y,
+                            const lse_idwnet_train_opts *opts,
+                            lse_idwnet_train_report *report, lse_error *err)
+{
+    return lse_util_report(err, lse_idwnet_train_impl(m, x, y, opts, report),
+                           "lse_idwnet_train", lse_idwnet_errmsg(m));
+}
+
+static lse_status lse_idwnet_add_prototype_impl(lse_idwnet *m,
+                                                const gsl_vector *key,
+                                                const gsl_vector *value)
 {
     static const char fn[] = "lse_idwnet_add_prototype";
     if (m == NULL)
@@ -605,8 +658,17 @@ lse_status lse_idwnet_add_prototype(lse_idwnet *m, const gsl_vector *key,
     return LSE_OK;
 }
 
-lse_status lse_idwnet_special_case(lse_idwnet *m, const gsl_vector *q, size_t c,
-                                   double margin, double *eta, int *inserted)
+lse_status lse_idwnet_add_prototype(lse_idwnet *m, const gsl_vector *key,
+                                    const gsl_vector *value, lse_error *err)
+{
+    return lse_util_report(err, lse_idwnet_add_prototype_impl(m, key, value),
+                           "lse_idwnet_add_prototype", lse_idwnet_errmsg(m));
+}
+
+static lse_status lse_idwnet_special_case_impl(lse_idwnet *m,
+                                               const gsl_vector *q, size_t c,
+                                               double margin, double *eta,
+                                               int *inserted)
 {
     static const char fn[] = "lse_idwnet_special_case";
     if (m == NULL)
@@ -677,7 +739,7 @@ lse_status lse_idwnet_special_case(lse_idwnet *m, const gsl_vector *q, size_t c,
     const double scale = 1.0 + eps * wsum;
     const double e = scale * (rival - gsl_vector_get(l, c)) + scale * margin;
     gsl_vector_set(value, c, e);
-    st = lse_idwnet_add_prototype(m, q, value);
+    st = lse_idwnet_add_prototype_impl(m, q, value);
     if (st != LSE_OK)
         goto done;
     if (eta != NULL)
@@ -689,4 +751,13 @@ done:
     gsl_vector_free(l);
     gsl_vector_free(value);
     return st;
+}
+
+lse_status lse_idwnet_special_case(lse_idwnet *m, const gsl_vector *q, size_t c,
+                                   double margin, double *eta, int *inserted,
+                                   lse_error *err)
+{
+    return lse_util_report(
+        err, lse_idwnet_special_case_impl(m, q, c, margin, eta, inserted),
+        "lse_idwnet_special_case", lse_idwnet_errmsg(m));
 }

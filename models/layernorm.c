@@ -3,6 +3,8 @@
 
 #include <lsegraph/lsegraph.h>
 
+#include "util.h"
+
 /* Layer normalization as the gradient of an energy (Tschantz section 9),
  * built only through the public graph API (docs/models/layernorm.md):
  *
@@ -118,7 +120,8 @@ static lse_status fail_graph(lse_layernorm *ln, lse_status st, const char *fn)
                          msg[0] != '\0' ? msg : lse_strerror(st));
 }
 
-lse_status lse_layernorm_set_input(lse_layernorm *ln, const gsl_matrix *x)
+static lse_status lse_layernorm_set_input_impl(lse_layernorm *ln,
+                                               const gsl_matrix *x)
 {
     static const char fn[] = "lse_layernorm_set_input";
     if (ln == NULL)
@@ -128,7 +131,14 @@ lse_status lse_layernorm_set_input(lse_layernorm *ln, const gsl_matrix *x)
     return st == LSE_OK ? LSE_OK : fail_graph(ln, st, fn);
 }
 
-lse_status lse_layernorm_energy(lse_layernorm *ln, double *energy)
+lse_status lse_layernorm_set_input(lse_layernorm *ln, const gsl_matrix *x,
+                                   lse_error *err)
+{
+    return lse_util_report(err, lse_layernorm_set_input_impl(ln, x),
+                           "lse_layernorm_set_input", lse_layernorm_errmsg(ln));
+}
+
+static lse_status lse_layernorm_energy_impl(lse_layernorm *ln, double *energy)
 {
     static const char fn[] = "lse_layernorm_energy";
     if (ln == NULL)
@@ -140,8 +150,15 @@ lse_status lse_layernorm_energy(lse_layernorm *ln, double *energy)
     return st == LSE_OK ? LSE_OK : fail_graph(ln, st, fn);
 }
 
-lse_status lse_layernorm_forward(lse_layernorm *ln, gsl_matrix *out,
-                                 double *energy)
+lse_status lse_layernorm_energy(lse_layernorm *ln, double *energy,
+                                lse_error *err)
+{
+    return lse_util_report(err, lse_layernorm_energy_impl(ln, energy),
+                           "lse_layernorm_energy", lse_layernorm_errmsg(ln));
+}
+
+static lse_status lse_layernorm_forward_impl(lse_layernorm *ln, gsl_matrix *out,
+                                             double *energy)
 {
     static const char fn[] = "lse_layernorm_forward";
     if (ln == NULL)
@@ -164,6 +181,13 @@ lse_status lse_layernorm_forward(lse_layernorm *ln, gsl_matrix *out,
     return LSE_OK;
 }
 
+lse_status lse_layernorm_forward(lse_layernorm *ln, gsl_matrix *out,
+                                 double *energy, lse_error *err)
+{
+    return lse_util_report(err, lse_layernorm_forward_impl(ln, out, energy),
+                           "lse_layernorm_forward", lse_layernorm_errmsg(ln));
+}
+
 lse_status lse_layernorm_apply(const gsl_matrix *x, double gamma,
                                const gsl_vector *delta, double eps,
                                gsl_matrix *out, lse_error *err)
@@ -179,7 +203,7 @@ lse_status lse_layernorm_apply(const gsl_matrix *x, double gamma,
     lse_status st = lse_layernorm_new(x, gamma, delta, eps, &ln, err);
     if (st != LSE_OK)
         return st;
-    st = lse_layernorm_forward(ln, out, NULL);
+    st = lse_layernorm_forward_impl(ln, out, NULL);
     if (st != LSE_OK)
         lse_error_set(err, st, fn, "%s", ln->last.message);
     lse_layernorm_free(ln);

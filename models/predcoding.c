@@ -270,6 +270,12 @@ lse_graph *lse_predcoding_graph(const lse_predcoding *m)
     return m != NULL ? m->g : NULL;
 }
 
+/* The message of the last failing call: the graph's ("" for NULL m). */
+static const char *pc_msg(const lse_predcoding *m)
+{
+    return m != NULL && m->g != NULL ? lse_graph_errmsg(m->g) : "";
+}
+
 size_t lse_predcoding_n_layers(const lse_predcoding *m)
 {
     return m != NULL ? m->n_layers : 0;
@@ -295,11 +301,19 @@ lse_term *lse_predcoding_term(const lse_predcoding *m, size_t l)
     return m != NULL && l >= 1 && l <= m->n_layers ? m->pred[l - 1] : NULL;
 }
 
-lse_status lse_predcoding_set_data(lse_predcoding *m, const gsl_matrix *x)
+static lse_status lse_predcoding_set_data_impl(lse_predcoding *m,
+                                               const gsl_matrix *x)
 {
     if (m == NULL || x == NULL)
         return LSE_EFAULT;
     return lse_node_set_value(m->layer[0], x);
+}
+
+lse_status lse_predcoding_set_data(lse_predcoding *m, const gsl_matrix *x,
+                                   lse_error *err)
+{
+    return lse_util_report(err, lse_predcoding_set_data_impl(m, x),
+                           "lse_predcoding_set_data", pc_msg(m));
 }
 
 /* Inference on the latents with the model's own GD solver, whose step
@@ -334,12 +348,20 @@ static lse_status run_inference(lse_predcoding *m, size_t max_iter, double tol,
     return st;
 }
 
-lse_status lse_predcoding_infer(lse_predcoding *m, size_t max_iter, double tol,
-                                lse_solver_result *res)
+static lse_status lse_predcoding_infer_impl(lse_predcoding *m, size_t max_iter,
+                                            double tol, lse_solver_result *res)
 {
     if (m == NULL)
         return LSE_EFAULT;
     return run_inference(m, max_iter, tol, res);
+}
+
+lse_status lse_predcoding_infer(lse_predcoding *m, size_t max_iter, double tol,
+                                lse_solver_result *res, lse_error *err)
+{
+    return lse_util_report(err,
+                           lse_predcoding_infer_impl(m, max_iter, tol, res),
+                           "lse_predcoding_infer", pc_msg(m));
 }
 
 /* EM E-step hook: estep_steps iterations of inference. */
@@ -350,9 +372,9 @@ static lse_status pc_estep(lse_graph *g, void *user)
     return run_inference(m, m->estep_steps, 0.0, NULL);
 }
 
-lse_status lse_predcoding_learn(lse_predcoding *m,
-                                const lse_predcoding_fit_opts *opts,
-                                lse_solver_result *res)
+static lse_status lse_predcoding_learn_impl(lse_predcoding *m,
+                                            const lse_predcoding_fit_opts *opts,
+                                            lse_solver_result *res)
 {
     if (m == NULL)
         return LSE_EFAULT;
@@ -376,6 +398,14 @@ lse_status lse_predcoding_learn(lse_predcoding *m,
     return st;
 }
 
+lse_status lse_predcoding_learn(lse_predcoding *m,
+                                const lse_predcoding_fit_opts *opts,
+                                lse_solver_result *res, lse_error *err)
+{
+    return lse_util_report(err, lse_predcoding_learn_impl(m, opts, res),
+                           "lse_predcoding_learn", pc_msg(m));
+}
+
 static double act_value(lse_activation f, double z)
 {
     switch (f) {
@@ -391,8 +421,8 @@ static double act_value(lse_activation f, double z)
     return NAN;
 }
 
-lse_status lse_predcoding_predict(const lse_predcoding *m, size_t l,
-                                  gsl_matrix *out)
+static lse_status lse_predcoding_predict_impl(const lse_predcoding *m, size_t l,
+                                              gsl_matrix *out)
 {
     if (m == NULL || out == NULL)
         return LSE_EFAULT;
@@ -417,7 +447,15 @@ lse_status lse_predcoding_predict(const lse_predcoding *m, size_t l,
     return LSE_OK;
 }
 
-lse_status lse_predcoding_error(lse_predcoding *m, size_t l, double *mse)
+lse_status lse_predcoding_predict(const lse_predcoding *m, size_t l,
+                                  gsl_matrix *out, lse_error *err)
+{
+    return lse_util_report(err, lse_predcoding_predict_impl(m, l, out),
+                           "lse_predcoding_predict", pc_msg(m));
+}
+
+static lse_status lse_predcoding_error_impl(lse_predcoding *m, size_t l,
+                                            double *mse)
 {
     if (m == NULL || mse == NULL)
         return LSE_EFAULT;
@@ -441,4 +479,11 @@ lse_status lse_predcoding_error(lse_predcoding *m, size_t l, double *mse)
         }
     *mse = sum / ((double)m->rows[l - 1] * (double)m->dims[l - 1]);
     return LSE_OK;
+}
+
+lse_status lse_predcoding_error(lse_predcoding *m, size_t l, double *mse,
+                                lse_error *err)
+{
+    return lse_util_report(err, lse_predcoding_error_impl(m, l, mse),
+                           "lse_predcoding_error", pc_msg(m));
 }

@@ -18,6 +18,19 @@ lse_status lse_util_set_error(lse_error *err, lse_status st, const char *fmt,
     return st;
 }
 
+lse_status lse_util_report(lse_error *err, lse_status st, const char *fn,
+                           const char *msg)
+{
+    if (err == NULL || st <= 0)
+        return st;
+    err->status = st;
+    if (msg != NULL && msg[0] != '\0')
+        snprintf(err->message, sizeof err->message, "%s", msg);
+    else
+        snprintf(err->message, sizeof err->message, "%s: NULL argument", fn);
+    return st;
+}
+
 lse_status lse_util_vfail(char *errmsg, size_t len, lse_status st,
                           const char *fn, const char *fmt, va_list ap)
 {

@@ -19,6 +19,13 @@
 lse_status lse_util_set_error(lse_error *err, lse_status st, const char *fmt,
                               ...) __attribute__((format(printf, 3, 4)));
 
+/* Report a model call's status through the public lse_error channel:
+ * when st > 0 and err != NULL, err gets st and msg (the model's message,
+ * already "fn: facts"), or "fn: NULL argument" when msg is empty (a NULL
+ * handle). Returns st. */
+lse_status lse_util_report(lse_error *err, lse_status st, const char *fn,
+                           const char *msg);
+
 /* The per-model message buffer of the older models (lse_<model>_errmsg):
  * "fn: message" into errmsg (len bytes, the message cut at 400 bytes);
  * returns st. */

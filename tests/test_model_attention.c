@@ -3,6 +3,9 @@
 
 #include "lse_check.h"
 
+/* Error detail of the last failing model call (lse_error channel). */
+static lse_error model_err;
+
 /* Cross-, self- and slot attention (models/attention.c). */
 
 static void fill(gsl_matrix *m, double seed, double amp)
@@ -94,17 +97,17 @@ START_TEST(test_cross_step_is_textbook_attention)
     ck_assert_ptr_eq(lse_term_sim(lse_attention_term(a)), lse_sim_scaled_dot);
     ck_assert_double_eq_tol(lse_attention_bound(a), 0.5, 1e-15);
     ck_assert_ptr_nonnull(lse_graph_find_term(lse_attention_graph(a), "bound"));
-    lse_assert_ok(lse_attention_step(a, v, out));
+    lse_assert_ok(lse_attention_step(a, v, out, &model_err));
     textbook(q, k, v, ref);
     ck_assert_double_lt(max_abs_diff(out, ref), 1e-12);
-    lse_assert_ok(lse_attention_step(a, NULL, outk));
+    lse_assert_ok(lse_attention_step(a, NULL, outk, &model_err));
     textbook(q, k, k, refk);
     ck_assert_double_lt(max_abs_diff(outk, refk), 1e-12);
     /* the step leaves the node values alone */
     ck_assert_double_eq(max_abs_diff(lse_node_value(lse_attention_state(a)), q),
                         0.0);
     /* A V with V = K equals the gradient step */
-    lse_assert_ok(lse_attention_step(a, k, refk));
+    lse_assert_ok(lse_attention_step(a, k, refk, &model_err));
     ck_assert_double_lt(max_abs_diff(outk, refk), 1e-12);
     assert_rows_sum_to_one(lse_attention_softmax(a));
     lse_attention_free(a);
@@ -155,8 +158,8 @@ START_TEST(test_cross_gradient_seed_7_8)
         }
     /* the step needs the bound (or values) */
     gsl_matrix *out = gsl_matrix_alloc(n, d);
-    lse_assert_status(lse_attention_step(a, NULL, out), LSE_EINVAL);
-    ck_assert_ptr_nonnull(strstr(lse_attention_errmsg(a), "bound"));
+    lse_assert_status(lse_attention_step(a, NULL, out, &model_err), LSE_EINVAL);
+    ck_assert_ptr_nonnull(strstr(model_err.message, "bound"));
     gsl_matrix_free(out);
     lse_attention_free(a);
     gsl_matrix_free(q);
@@ -178,11 +181,11 @@ START_TEST(test_cross_dot_gradcheck_and_descent)
     lse_assert_ok(lse_attention_cross_new(q, k, &o, &a, NULL));
     lse_graph *g = lse_attention_graph(a);
     double e0, e1;
-    lse_assert_ok(lse_attention_energy(a, &e0));
+    lse_assert_ok(lse_attention_energy(a, &e0, &model_err));
     gsl_matrix *next = gsl_matrix_alloc(4, 3);
-    lse_assert_ok(lse_attention_step(a, NULL, next));
+    lse_assert_ok(lse_attention_step(a, NULL, next, &model_err));
     lse_assert_ok(lse_node_set_value(lse_attention_state(a), next));
-    lse_assert_ok(lse_attention_energy(a, &e1));
+    lse_assert_ok(lse_attention_energy(a, &e1, &model_err));
     ck_assert_double_lt(e1, e0);
     lse_node_set_clamped(lse_attention_node(a, "keys"), 0);
     lse_gradcheck res;
@@ -215,7 +218,7 @@ static void check_other_sim(const lse_sim_type *sim, const void *config,
     lse_status st = lse_attention_cross_new(q, k, &o, &a, &err);
     ck_assert_msg(st == LSE_OK, "%s: %s", sim->name, err.message);
     ck_assert_ptr_eq(lse_term_sim(lse_attention_term(a)), sim);
-    lse_assert_ok(lse_attention_step(a, v, out));
+    lse_assert_ok(lse_attention_step(a, v, out, &model_err));
     const gsl_matrix *p = lse_attention_softmax(a);
     assert_rows_sum_to_one(p);
     for (size_t i = 0; i < n; i++)
@@ -401,7 +404,7 @@ START_TEST(test_self_causal_mask)
     lse_assert_ok(lse_attention_self_new(f.x, f.wq, f.wk, &o, &a, NULL));
     ck_assert_uint_eq(lse_term_mask(lse_attention_term(a)), LSE_MASK_CAUSAL);
     double e;
-    lse_assert_ok(lse_attention_energy(a, &e));
+    lse_assert_ok(lse_attention_energy(a, &e, &model_err));
     const gsl_matrix *p = lse_attention_softmax(a);
     ck_assert_double_eq(gsl_matrix_get(p, 0, 0), 1.0);
     for (size_t c = 0; c < n; c++)
@@ -410,7 +413,7 @@ START_TEST(test_self_causal_mask)
     assert_rows_sum_to_one(p);
     /* A V: row 0 is v_0 exactly */
     gsl_matrix *v = mat(n, 2, 0.3, 1.0), *out = gsl_matrix_alloc(n, 2);
-    lse_assert_ok(lse_attention_step(a, v, out));
+    lse_assert_ok(lse_attention_step(a, v, out, &model_err));
     ck_assert_double_eq(gsl_matrix_get(out, 0, 0), gsl_matrix_get(v, 0, 0));
     ck_assert_double_eq(gsl_matrix_get(out, 0, 1), gsl_matrix_get(v, 0, 1));
     lse_gradcheck res; /* x, W_Q, W_K and the bound */
@@ -438,7 +441,7 @@ START_TEST(test_self_strict_mask_row0)
     lse_attention *a = NULL;
     lse_assert_ok(lse_attention_self_new(f.x, f.wq, f.wk, &o, &a, NULL));
     double e;
-    lse_assert_ok(lse_attention_energy(a, &e));
+    lse_assert_ok(lse_attention_energy(a, &e, &model_err));
     ck_assert(gsl_vector_get(lse_term_row_lse(lse_attention_term(a)), 0) ==
               -INFINITY);
     const gsl_matrix *p = lse_attention_softmax(a);
@@ -465,7 +468,7 @@ START_TEST(test_self_strict_mask_row0)
                 ck_assert_double_eq(gsl_matrix_get(gr, i, j), 0.0);
     }
     gsl_matrix *out = gsl_matrix_alloc(1, 3);
-    lse_assert_ok(lse_attention_step(a, x1, out)); /* A V = 0 */
+    lse_assert_ok(lse_attention_step(a, x1, out, &model_err)); /* A V = 0 */
     for (size_t j = 0; j < 3; j++)
         ck_assert_double_eq(gsl_matrix_get(out, 0, j), 0.0);
     gsl_matrix_free(out);
@@ -594,8 +597,8 @@ START_TEST(test_slot_em_runs)
     f.cb = log_energy;
     f.user = &l;
     lse_slot_report rep;
-    lse_status st = lse_attention_slot_fit(a, &f, &rep);
-    ck_assert_msg(st == LSE_OK, "%s", lse_attention_errmsg(a));
+    lse_status st = lse_attention_slot_fit(a, &f, &rep, &model_err);
+    ck_assert_msg(st == LSE_OK, "%s", model_err.message);
     ck_assert_uint_eq(rep.n_iter, 8);
     ck_assert_uint_eq(l.n, rep.n_iter);
     ck_assert_uint_eq(rep.n_mstep, rep.n_iter);
@@ -692,9 +695,9 @@ START_TEST(test_slot_collapse_detected)
     f.cb = stop_on_collapse;
     f.user = a;
     lse_slot_report rep;
-    const lse_status st = lse_attention_slot_fit(a, &f, &rep);
+    const lse_status st = lse_attention_slot_fit(a, &f, &rep, &model_err);
     lse_set_log_handler(NULL, NULL);
-    ck_assert_msg(st == LSE_OK, "%s", lse_attention_errmsg(a));
+    ck_assert_msg(st == LSE_OK, "%s", model_err.message);
     ck_assert_int_eq(rep.reason, LSE_STOP_CALLBACK);
     ck_assert_uint_eq(rep.n_iter, rep.collapse_mstep);
     check_collapsed(&rep, &wc);
@@ -716,12 +719,11 @@ START_TEST(test_slot_collapse_continues)
     f.estep_steps = 1;
     f.tol = 0.0;
     lse_slot_report rep;
-    const lse_status st = lse_attention_slot_fit(a, &f, &rep);
+    const lse_status st = lse_attention_slot_fit(a, &f, &rep, &model_err);
     lse_set_log_handler(NULL, NULL);
-    ck_assert_msg(st == LSE_OK || st == LSE_ENUMERIC, "%s",
-                  lse_attention_errmsg(a));
+    ck_assert_msg(st == LSE_OK || st == LSE_ENUMERIC, "%s", model_err.message);
     if (st == LSE_ENUMERIC)
-        ck_assert_ptr_nonnull(strstr(lse_attention_errmsg(a), "singular"));
+        ck_assert_ptr_nonnull(strstr(model_err.message, "singular"));
     check_collapsed(&rep, &wc);
     lse_attention_free(a);
 }
@@ -744,9 +746,9 @@ START_TEST(test_slot_slow_shrink_detected)
     f.cb = stop_on_collapse;
     f.user = a;
     lse_slot_report rep;
-    const lse_status st = lse_attention_slot_fit(a, &f, &rep);
+    const lse_status st = lse_attention_slot_fit(a, &f, &rep, &model_err);
     lse_set_log_handler(NULL, NULL);
-    ck_assert_msg(st == LSE_OK, "%s", lse_attention_errmsg(a));
+    ck_assert_msg(st == LSE_OK, "%s", model_err.message);
     ck_assert(rep.collapsed);
     ck_assert_int_eq(rep.reason, LSE_STOP_CALLBACK);
     ck_assert_uint_ge(rep.collapse_mstep, 5);
@@ -783,7 +785,7 @@ START_TEST(test_slot_no_false_alarm)
     lse_slot_fit_opts f = lse_slot_fit_opts_default();
     f.max_iter = 10;
     lse_slot_report rep;
-    lse_assert_ok(lse_attention_slot_fit(a, &f, &rep));
+    lse_assert_ok(lse_attention_slot_fit(a, &f, &rep, &model_err));
     ck_assert(!rep.collapsed);
     ck_assert_uint_eq(rep.n_shrink, 0);
     ck_assert_double_eq_tol(rep.last_ratio, 1.0, 1e-3);
@@ -832,17 +834,19 @@ START_TEST(test_errors)
     lse_assert_ok(lse_attention_cross_new(q, k, NULL, &a, &err));
     gsl_matrix *v = mat(4, 2, 0.1, 1.0), *out = gsl_matrix_alloc(3, 2);
     gsl_matrix *out4 = gsl_matrix_alloc(3, 3);
-    lse_assert_status(lse_attention_step(a, v, out),
+    lse_assert_status(lse_attention_step(a, v, out, &model_err),
                       LSE_EDIM); /* 4 != 5 rows */
-    lse_assert_status(lse_attention_step(a, NULL, out4), LSE_EDIM);
-    lse_assert_status(lse_attention_step(a, NULL, NULL), LSE_EFAULT);
-    lse_assert_status(lse_attention_slot_fit(a, NULL, NULL), LSE_EINVAL);
+    lse_assert_status(lse_attention_step(a, NULL, out4, &model_err), LSE_EDIM);
+    lse_assert_status(lse_attention_step(a, NULL, NULL, &model_err),
+                      LSE_EFAULT);
+    lse_assert_status(lse_attention_slot_fit(a, NULL, NULL, &model_err),
+                      LSE_EINVAL);
     ck_assert_ptr_null(lse_attention_slot_report(a));
     double e;
-    lse_assert_status(lse_attention_energy(a, NULL), LSE_EFAULT);
+    lse_assert_status(lse_attention_energy(a, NULL, &model_err), LSE_EFAULT);
     gsl_matrix_set(lse_node_value(lse_attention_state(a)), 0, 0, INFINITY);
-    lse_assert_status(lse_attention_energy(a, &e), LSE_ENONFINITE);
-    ck_assert_str_ne(lse_attention_errmsg(a), "");
+    lse_assert_status(lse_attention_energy(a, &e, &model_err), LSE_ENONFINITE);
+    ck_assert_str_ne(model_err.message, "");
     lse_attention_free(a);
 
     gsl_matrix *w = mat(2, 4, 0.3, 1.0), *w3 = mat(2, 3, 0.3, 1.0);
@@ -860,14 +864,17 @@ START_TEST(test_errors)
     lse_assert_ok(lse_attention_slot_new(q, k, w, w, NULL, &a, &err));
     lse_slot_fit_opts f = lse_slot_fit_opts_default();
     f.shrink_ratio = 0.0;
-    lse_assert_status(lse_attention_slot_fit(a, &f, NULL), LSE_EDOM);
+    lse_assert_status(lse_attention_slot_fit(a, &f, NULL, &model_err),
+                      LSE_EDOM);
     f = lse_slot_fit_opts_default();
     f.patience = 0;
-    lse_assert_status(lse_attention_slot_fit(a, &f, NULL), LSE_EDOM);
+    lse_assert_status(lse_attention_slot_fit(a, &f, NULL, &model_err),
+                      LSE_EDOM);
     f = lse_slot_fit_opts_default();
     f.tol = -1.0;
-    lse_assert_status(lse_attention_slot_fit(a, &f, NULL), LSE_EDOM);
-    ck_assert_ptr_nonnull(strstr(lse_attention_errmsg(a), "shrink_ratio"));
+    lse_assert_status(lse_attention_slot_fit(a, &f, NULL, &model_err),
+                      LSE_EDOM);
+    ck_assert_ptr_nonnull(strstr(model_err.message, "shrink_ratio"));
     lse_attention_free(a);
     /* slots that do not span their space: P = sum A mu mu' is singular and
      * the closed-form M-step says so */
@@ -876,8 +883,9 @@ START_TEST(test_errors)
         for (size_t j = 0; j < 4; j++)
             gsl_matrix_set(same, i, j, 0.3 + 0.1 * (double)j);
     lse_assert_ok(lse_attention_slot_new(k, same, w, w, NULL, &a, &err));
-    lse_assert_status(lse_attention_slot_fit(a, NULL, NULL), LSE_ENUMERIC);
-    ck_assert_ptr_nonnull(strstr(lse_attention_errmsg(a), "singular"));
+    lse_assert_status(lse_attention_slot_fit(a, NULL, NULL, &model_err),
+                      LSE_ENUMERIC);
+    ck_assert_ptr_nonnull(strstr(model_err.message, "singular"));
     ck_assert_int_eq(lse_attention_slot_report(a)->reason, LSE_STOP_ERROR);
     lse_attention_free(a);
     /* NULL objects */
@@ -886,7 +894,7 @@ START_TEST(test_errors)
     ck_assert_ptr_null(lse_attention_softmax(NULL));
     ck_assert_ptr_null(lse_attention_node(NULL, "x"));
     ck_assert_str_eq(lse_attention_errmsg(NULL), "");
-    lse_assert_status(lse_attention_step(NULL, v, out), LSE_EFAULT);
+    lse_assert_status(lse_attention_step(NULL, v, out, &model_err), LSE_EFAULT);
     gsl_matrix_free(same);
     gsl_matrix_free(q);
     gsl_matrix_free(k);
@@ -899,11 +907,28 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* The public error channel: a failing call fills the caller's lse_error
+ * with the returned status and a message naming the function, and the
+ * same call accepts a NULL lse_error. */
+START_TEST(test_error_channel)
+{
+    double x = 0.0;
+    lse_error e = {.status = LSE_OK, .message = "untouched"};
+    lse_status st = lse_attention_energy(NULL, &x, &e);
+    ck_assert_int_eq(st, LSE_EFAULT);
+    ck_assert_int_eq(e.status, st);
+    ck_assert_ptr_nonnull(strstr(e.message, "lse_attention_energy"));
+    ck_assert_int_eq(lse_attention_energy(NULL, &x, NULL), st);
+    (void)x;
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("model_attention");
     TCase *tc = tcase_create("cross");
     tcase_add_test(tc, test_cross_step_is_textbook_attention);
+    tcase_add_test(tc, test_error_channel);
     tcase_add_test(tc, test_cross_gradient_seed_7_8);
     tcase_add_test(tc, test_cross_dot_gradcheck_and_descent);
     tcase_add_test(tc, test_cross_dar);

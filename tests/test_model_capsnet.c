@@ -8,6 +8,9 @@
 
 #include "lse_check.h"
 
+/* Error detail of the last failing model call (lse_error channel). */
+static lse_error model_err;
+
 /* Capsule routing (models/capsnet.c). Small random networks: N = 5
  * children of dimension 3, S = 4 parents of dimension 2, batch 3; the
  * children are N(0, 1) draws of a seeded generator, W starts at
@@ -69,7 +72,7 @@ START_TEST(test_energy_formula)
     lse_capsnet *c = make(beta);
     gsl_matrix *U = randn(B * N, DC, 11), *V = randn(B * S, DP, 12);
     double e;
-    lse_assert_ok(lse_capsnet_energy(c, U, V, &e));
+    lse_assert_ok(lse_capsnet_energy(c, U, V, &e, &model_err));
     const gsl_matrix *W = lse_capsnet_weights(c);
     double want = 0.0;
     for (size_t b = 0; b < B; b++) {
@@ -102,7 +105,7 @@ START_TEST(test_energy_gradient_fd)
     lse_capsnet *c = make(1.3);
     gsl_matrix *U = randn(B * N, DC, 21), *V = randn(B * S, DP, 22);
     double e;
-    lse_assert_ok(lse_capsnet_energy(c, U, V, &e));
+    lse_assert_ok(lse_capsnet_energy(c, U, V, &e, &model_err));
     lse_graph *g = lse_capsnet_graph(c);
     lse_node_set_clamped(lse_graph_find_node(g, "children"), 0);
     lse_gradcheck res;
@@ -123,7 +126,7 @@ START_TEST(test_readout_gradient_fd)
     gsl_matrix *U = randn(B * N, DC, 31);
     const size_t lab[B] = {0, 3, 1};
     double loss;
-    lse_assert_ok(lse_capsnet_train_step(c, U, lab, &loss));
+    lse_assert_ok(lse_capsnet_train_step(c, U, lab, &loss, &model_err));
     ck_assert(isfinite(loss) && loss > 0.0);
     lse_graph *g = lse_capsnet_graph(c);
     for (size_t t = 0; t < lse_graph_n_terms(g); t++)
@@ -150,7 +153,7 @@ START_TEST(test_routing_monotone_fixed_point)
     lse_capsnet *c = make(2.0);
     gsl_matrix *U = randn(B * N, DC, 41), *V = gsl_matrix_alloc(B * S, DP);
     lse_capsnet_route_info info;
-    lse_assert_ok(lse_capsnet_route(c, U, V, &info));
+    lse_assert_ok(lse_capsnet_route(c, U, V, &info, &model_err));
     ck_assert_uint_eq(info.n_increase, 0);
     ck_assert(info.max_increase <= 0.0);
     ck_assert(info.n_iter >= 2);
@@ -194,7 +197,7 @@ START_TEST(test_learning)
     gsl_rng_set(rng, 5);
     lse_optim_opts oo = lse_optim_opts_default();
     oo.lr = 0.05;
-    lse_assert_ok(lse_capsnet_set_optim(c, &oo));
+    lse_assert_ok(lse_capsnet_set_optim(c, &oo, &model_err));
     double first = 0.0, last = 0.0;
     size_t lab[B];
     for (size_t step = 0; step < 400; step++) {
@@ -207,7 +210,7 @@ START_TEST(test_learning)
                                        0.1 * gsl_ran_gaussian(rng, 1.0));
         }
         double loss;
-        lse_assert_ok(lse_capsnet_train_step(c, U, lab, &loss));
+        lse_assert_ok(lse_capsnet_train_step(c, U, lab, &loss, &model_err));
         if (step < 20)
             first += loss / 20;
         if (step >= 350)
@@ -215,13 +218,13 @@ START_TEST(test_learning)
     }
     ck_assert_msg(last < 0.2 * first, "loss %g -> %g", first, last);
     size_t pred[B];
-    lse_assert_ok(lse_capsnet_predict(c, U, B, pred));
+    lse_assert_ok(lse_capsnet_predict(c, U, B, pred, &model_err));
     for (size_t b = 0; b < B; b++)
         ck_assert_uint_eq(pred[b], lab[b]);
     /* predict pads a partial batch */
     gsl_matrix_const_view two = gsl_matrix_const_submatrix(U, 0, 0, 2 * N, DC);
     size_t pred2[2];
-    lse_assert_ok(lse_capsnet_predict(c, &two.matrix, 2, pred2));
+    lse_assert_ok(lse_capsnet_predict(c, &two.matrix, 2, pred2, &model_err));
     ck_assert_uint_eq(pred2[0], lab[0]);
     ck_assert_uint_eq(pred2[1], lab[1]);
     gsl_rng_free(rng);
@@ -252,19 +255,23 @@ START_TEST(test_errors)
     c = make(1.0);
     ck_assert_uint_eq(lse_capsnet_n_params(c), N * S * DP * DC);
     gsl_matrix *bad = gsl_matrix_calloc(B * N, DC + 1);
-    lse_assert_status(lse_capsnet_route(c, bad, NULL, NULL), LSE_EDIM);
-    ck_assert(lse_capsnet_errmsg(c)[0] != '\0');
+    lse_assert_status(lse_capsnet_route(c, bad, NULL, NULL, &model_err),
+                      LSE_EDIM);
+    ck_assert(model_err.message[0] != '\0');
     gsl_matrix *U = randn(B * N, DC, 51);
     const size_t lab[B] = {0, S, 1};
-    lse_assert_status(lse_capsnet_train_step(c, U, lab, NULL), LSE_ERANGE);
-    lse_assert_status(lse_capsnet_train_step(c, U, NULL, NULL), LSE_EFAULT);
+    lse_assert_status(lse_capsnet_train_step(c, U, lab, NULL, &model_err),
+                      LSE_ERANGE);
+    lse_assert_status(lse_capsnet_train_step(c, U, NULL, NULL, &model_err),
+                      LSE_EFAULT);
     size_t pred[B];
-    lse_assert_status(lse_capsnet_predict(c, bad, B, pred), LSE_EDIM);
+    lse_assert_status(lse_capsnet_predict(c, bad, B, pred, &model_err),
+                      LSE_EDIM);
     lse_optim_opts oo = lse_optim_opts_default();
     oo.lr = -1.0;
-    lse_assert_status(lse_capsnet_set_optim(c, &oo), LSE_EDOM);
+    lse_assert_status(lse_capsnet_set_optim(c, &oo, &model_err), LSE_EDOM);
     gsl_matrix_set(U, 0, 0, NAN);
-    ck_assert(lse_capsnet_route(c, U, NULL, NULL) != LSE_OK);
+    ck_assert(lse_capsnet_route(c, U, NULL, NULL, &model_err) != LSE_OK);
     gsl_matrix_free(U);
     gsl_matrix_free(bad);
     lse_capsnet_free(c);
@@ -293,12 +300,29 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* The public error channel: a failing call fills the caller's lse_error
+ * with the returned status and a message naming the function, and the
+ * same call accepts a NULL lse_error. */
+START_TEST(test_error_channel)
+{
+    double x = 0.0;
+    lse_error e = {.status = LSE_OK, .message = "untouched"};
+    lse_status st = lse_capsnet_set_optim(NULL, NULL, &e);
+    ck_assert_int_eq(st, LSE_EFAULT);
+    ck_assert_int_eq(e.status, st);
+    ck_assert_ptr_nonnull(strstr(e.message, "lse_capsnet_set_optim"));
+    ck_assert_int_eq(lse_capsnet_set_optim(NULL, NULL, NULL), st);
+    (void)x;
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("model_capsnet");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_energy_formula);
+    tcase_add_test(tc, test_error_channel);
     tcase_add_test(tc, test_energy_gradient_fd);
     tcase_add_test(tc, test_readout_gradient_fd);
     tcase_add_test(tc, test_routing_monotone_fixed_point);

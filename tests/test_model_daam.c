@@ -6,6 +6,9 @@
 
 #include "lse_check.h"
 
+/* Error detail of the last failing model call (lse_error channel). */
+static lse_error model_err;
+
 /* DAAM model (models/daam.c, docs/models/daam.md). */
 
 static void fill_random(gsl_matrix *m, unsigned long seed, double mean,
@@ -76,12 +79,12 @@ START_TEST(test_forward_is_paper_formula)
     const gsl_matrix *c = lse_node_value(lse_daam_width(m));
     gsl_matrix *out = gsl_matrix_alloc(n, H * d), *g = gsl_matrix_alloc(n, d);
     gsl_matrix *mixed = gsl_matrix_alloc(n, d);
-    lse_assert_ok(lse_daam_forward(m, out));
-    lse_assert_ok(lse_daam_forward_mixed(m, mixed));
+    lse_assert_ok(lse_daam_forward(m, out, &model_err));
+    lse_assert_ok(lse_daam_forward_mixed(m, mixed, &model_err));
     const gsl_matrix *s = lse_term_similarity(lse_daam_term(m));
     ck_assert_ptr_nonnull(s);
     for (size_t h = 0; h < H; h++) {
-        lse_assert_ok(lse_daam_gate(m, h, g));
+        lse_assert_ok(lse_daam_gate(m, h, g, &model_err));
         for (size_t i = 0; i < n; i++) {
             double logsum = 0.0;
             for (size_t j = 0; j < d; j++) {
@@ -130,7 +133,7 @@ START_TEST(test_importance_factors)
     gsl_matrix *x = NULL;
     lse_daam *m = make(axis, n, d, H, &x);
     gsl_vector *da = gsl_vector_alloc(d), *imp = gsl_vector_alloc(d);
-    lse_assert_ok(lse_daam_importance(m, da, imp));
+    lse_assert_ok(lse_daam_importance(m, da, imp, &model_err));
     const gsl_matrix *a = lse_term_softmax(lse_daam_term(m));
     const gsl_matrix *delta = lse_node_value(lse_daam_delta(m));
     const gsl_matrix *c = lse_node_value(lse_daam_width(m));
@@ -161,7 +164,7 @@ START_TEST(test_importance_factors)
     ck_assert_double_eq(gsl_vector_min(imp), 0.0);
     ck_assert_double_eq(gsl_vector_max(imp), 1.0);
     /* NULL da is allowed */
-    lse_assert_ok(lse_daam_importance(m, NULL, imp));
+    lse_assert_ok(lse_daam_importance(m, NULL, imp, &model_err));
     gsl_vector_free(da);
     gsl_vector_free(imp);
     gsl_matrix_free(x);
@@ -176,7 +179,7 @@ START_TEST(test_importance_single_feature)
     lse_daam *m = NULL;
     lse_assert_ok(lse_daam_new(2, 1, LSE_DAAM_ROWS, 1e-5, x, &m, NULL));
     gsl_vector *imp = gsl_vector_alloc(1);
-    lse_assert_ok(lse_daam_importance(m, NULL, imp));
+    lse_assert_ok(lse_daam_importance(m, NULL, imp, &model_err));
     ck_assert_double_eq(gsl_vector_get(imp, 0), 1.0); /* all DA equal */
     gsl_vector_free(imp);
     gsl_matrix_free(x);
@@ -221,7 +224,7 @@ START_TEST(test_fit_energy_and_gradient)
     gsl_matrix *delta = lse_node_value(lse_daam_delta(m));
     gsl_matrix *gd = gsl_matrix_alloc(H, d), *gc = gsl_matrix_alloc(H, 1);
     double e;
-    lse_assert_ok(lse_daam_fit_energy(m, &e, gd, gc));
+    lse_assert_ok(lse_daam_fit_energy(m, &e, gd, gc, &model_err));
     /* direct: -sum_i log (1/H) sum_h prod_j N(y_ihj; 0, c_h^2) */
     double want = 0.0;
     for (size_t i = 0; i < n; i++) {
@@ -246,9 +249,11 @@ START_TEST(test_fit_energy_and_gradient)
                 const double v = gsl_matrix_get(theta, i, j);
                 double up, down;
                 gsl_matrix_set(theta, i, j, v + h);
-                lse_assert_ok(lse_daam_fit_energy(m, &up, NULL, NULL));
+                lse_assert_ok(
+                    lse_daam_fit_energy(m, &up, NULL, NULL, &model_err));
                 gsl_matrix_set(theta, i, j, v - h);
-                lse_assert_ok(lse_daam_fit_energy(m, &down, NULL, NULL));
+                lse_assert_ok(
+                    lse_daam_fit_energy(m, &down, NULL, NULL, &model_err));
                 gsl_matrix_set(theta, i, j, v);
                 const double num = (up - down) / (2 * h);
                 const double a = gsl_matrix_get(an, i, j);
@@ -285,19 +290,19 @@ START_TEST(test_fit_lowers_energy)
     gsl_matrix *x = read_iris();
     lse_daam *m = NULL;
     lse_assert_ok(lse_daam_new(3, 4, LSE_DAAM_ROWS, 1e-5, x, &m, NULL));
-    lse_assert_ok(lse_daam_init(m, 1));
+    lse_assert_ok(lse_daam_init(m, 1, &model_err));
     /* step by step: never up */
     lse_daam_fit_report rep;
     double prev = INFINITY, first = NAN;
     for (int k = 0; k < 20; k++) {
-        lse_assert_ok(lse_daam_fit(m, 1, 0.0, &rep));
+        lse_assert_ok(lse_daam_fit(m, 1, 0.0, &rep, &model_err));
         if (k == 0)
             first = rep.energy_before;
         ck_assert_double_le(rep.energy_after, rep.energy_before);
         ck_assert_double_le(rep.energy_before, prev + 1e-9);
         prev = rep.energy_after;
     }
-    lse_assert_ok(lse_daam_fit(m, 2000, 1e-9, &rep));
+    lse_assert_ok(lse_daam_fit(m, 2000, 1e-9, &rep, &model_err));
     ck_assert(rep.converged);
     ck_assert_uint_eq(rep.n_collapsed, 0);
     /* measured: 808.016 -> 570.819 (docs/models/daam.md) */
@@ -306,7 +311,7 @@ START_TEST(test_fit_lowers_energy)
     /* at the optimum the fit gradient is ~ 0 */
     gsl_matrix *gd = gsl_matrix_alloc(3, 4), *gc = gsl_matrix_alloc(3, 1);
     double e;
-    lse_assert_ok(lse_daam_fit_energy(m, &e, gd, gc));
+    lse_assert_ok(lse_daam_fit_energy(m, &e, gd, gc, &model_err));
     ck_assert_double_lt(fabs(gsl_matrix_max(gd)) + fabs(gsl_matrix_min(gd)),
                         1e-2);
     ck_assert_double_lt(fabs(gsl_matrix_max(gc)) + fabs(gsl_matrix_min(gc)),
@@ -335,7 +340,7 @@ static lse_daam *collapsing_case(gsl_matrix **x_out)
     gsl_rng_free(r);
     lse_daam *m = NULL;
     lse_assert_ok(lse_daam_new(4, 16, LSE_DAAM_FEATURES, 1e-5, x, &m, NULL));
-    lse_assert_ok(lse_daam_init(m, 1));
+    lse_assert_ok(lse_daam_init(m, 1, &model_err));
     *x_out = x;
     return m;
 }
@@ -347,9 +352,9 @@ START_TEST(test_collapse_detected)
     lse_daam *m = collapsing_case(&x);
     ck_assert_double_eq(lse_daam_min_width(m), LSE_DAAM_MIN_WIDTH);
     const double floor = _i == 0 ? LSE_DAAM_MIN_WIDTH : 1e-3;
-    lse_assert_ok(lse_daam_set_min_width(m, floor));
+    lse_assert_ok(lse_daam_set_min_width(m, floor, &model_err));
     lse_daam_fit_report rep;
-    lse_assert_ok(lse_daam_fit(m, 2000, 1e-9, &rep));
+    lse_assert_ok(lse_daam_fit(m, 2000, 1e-9, &rep, &model_err));
     /* (with the low floor the narrow heads creep on for > 2000 steps) */
     ck_assert(_i == 1 || rep.converged);
     ck_assert(isfinite(rep.energy_after));
@@ -380,7 +385,7 @@ START_TEST(test_collapse_detected)
         return;
     }
     lse_daam_fit_report again;
-    lse_assert_ok(lse_daam_fit(m, 2000, 1e-9, &again));
+    lse_assert_ok(lse_daam_fit(m, 2000, 1e-9, &again, &model_err));
     ck_assert_double_le(again.energy_after, rep.energy_after);
     ck_assert_double_ge(again.energy_after, rep.energy_after - 1e-6);
     ck_assert_uint_eq(again.n_collapsed, rep.n_collapsed);
@@ -397,13 +402,13 @@ START_TEST(test_guarded_gradient)
     gsl_matrix *x = NULL;
     lse_daam *m = collapsing_case(&x);
     lse_daam_fit_report rep;
-    lse_assert_ok(lse_daam_fit(m, 2000, 1e-9, &rep));
+    lse_assert_ok(lse_daam_fit(m, 2000, 1e-9, &rep, &model_err));
     ck_assert_uint_ge(rep.n_collapsed, 1);
     gsl_matrix *delta = lse_node_value(lse_daam_delta(m));
     gsl_matrix *c = lse_node_value(lse_daam_width(m));
     gsl_matrix *gd = gsl_matrix_alloc(4, 16), *gc = gsl_matrix_alloc(4, 1);
     double e;
-    lse_assert_ok(lse_daam_fit_energy(m, &e, gd, gc));
+    lse_assert_ok(lse_daam_fit_energy(m, &e, gd, gc, &model_err));
     size_t pushed_down = 0;
     for (int which = 0; which < 2; which++) {
         gsl_matrix *theta = which == 0 ? delta : c;
@@ -414,9 +419,11 @@ START_TEST(test_guarded_gradient)
                 const double h = 1e-6 * (fabs(v) > 1.0 ? fabs(v) : 1.0);
                 double up, down;
                 gsl_matrix_set(theta, i, j, v + h);
-                lse_assert_ok(lse_daam_fit_energy(m, &up, NULL, NULL));
+                lse_assert_ok(
+                    lse_daam_fit_energy(m, &up, NULL, NULL, &model_err));
                 gsl_matrix_set(theta, i, j, v - h);
-                lse_assert_ok(lse_daam_fit_energy(m, &down, NULL, NULL));
+                lse_assert_ok(
+                    lse_daam_fit_energy(m, &down, NULL, NULL, &model_err));
                 gsl_matrix_set(theta, i, j, v);
                 const double num = (up - down) / (2 * h);
                 const double a = gsl_matrix_get(an, i, j);
@@ -447,28 +454,30 @@ START_TEST(test_min_width)
     gsl_matrix *x = read_iris();
     lse_daam *m = NULL;
     lse_assert_ok(lse_daam_new(3, 4, LSE_DAAM_ROWS, 1e-5, x, &m, NULL));
-    lse_assert_ok(lse_daam_init(m, 1));
-    lse_assert_status(lse_daam_set_min_width(m, 0.0), LSE_EDOM);
-    ck_assert_ptr_nonnull(strstr(lse_daam_errmsg(m), "min_width"));
-    lse_assert_status(lse_daam_set_min_width(m, -1.0), LSE_EDOM);
-    lse_assert_status(lse_daam_set_min_width(m, NAN), LSE_EDOM);
-    lse_assert_status(lse_daam_set_min_width(m, INFINITY), LSE_EDOM);
-    lse_assert_status(lse_daam_set_min_width(NULL, 0.1), LSE_EFAULT);
+    lse_assert_ok(lse_daam_init(m, 1, &model_err));
+    lse_assert_status(lse_daam_set_min_width(m, 0.0, &model_err), LSE_EDOM);
+    ck_assert_ptr_nonnull(strstr(model_err.message, "min_width"));
+    lse_assert_status(lse_daam_set_min_width(m, -1.0, &model_err), LSE_EDOM);
+    lse_assert_status(lse_daam_set_min_width(m, NAN, &model_err), LSE_EDOM);
+    lse_assert_status(lse_daam_set_min_width(m, INFINITY, &model_err),
+                      LSE_EDOM);
+    lse_assert_status(lse_daam_set_min_width(NULL, 0.1, &model_err),
+                      LSE_EFAULT);
     ck_assert(isnan(lse_daam_min_width(NULL)));
     ck_assert_double_eq(lse_daam_min_width(m), LSE_DAAM_MIN_WIDTH);
     /* a start below the floor is raised to it, the sign kept */
     gsl_matrix *c = lse_node_value(lse_daam_width(m));
     gsl_matrix_set(c, 0, 0, 0.01);
     gsl_matrix_set(c, 1, 0, -0.02);
-    lse_assert_ok(lse_daam_set_min_width(m, 0.3));
+    lse_assert_ok(lse_daam_set_min_width(m, 0.3, &model_err));
     lse_daam_fit_report rep;
-    lse_assert_ok(lse_daam_fit(m, 0, 1e-9, &rep));
+    lse_assert_ok(lse_daam_fit(m, 0, 1e-9, &rep, &model_err));
     ck_assert_double_eq(gsl_matrix_get(c, 0, 0), 0.3);
     ck_assert_double_eq(gsl_matrix_get(c, 1, 0), -0.3);
     /* iris: a proper fit never touches the default floor */
-    lse_assert_ok(lse_daam_set_min_width(m, LSE_DAAM_MIN_WIDTH));
-    lse_assert_ok(lse_daam_init(m, 1));
-    lse_assert_ok(lse_daam_fit(m, 2000, 1e-9, &rep));
+    lse_assert_ok(lse_daam_set_min_width(m, LSE_DAAM_MIN_WIDTH, &model_err));
+    lse_assert_ok(lse_daam_init(m, 1, &model_err));
+    lse_assert_ok(lse_daam_fit(m, 2000, 1e-9, &rep, &model_err));
     ck_assert_uint_eq(rep.n_collapsed, 0);
     for (size_t h = 0; h < 3; h++)
         ck_assert_double_gt(fabs(gsl_matrix_get(c, h, 0)), 0.4);
@@ -482,7 +491,7 @@ START_TEST(test_init_at_rows)
     gsl_matrix *x = read_iris();
     lse_daam *m = NULL;
     lse_assert_ok(lse_daam_new(5, 4, LSE_DAAM_ROWS, 1e-5, x, &m, NULL));
-    lse_assert_ok(lse_daam_init(m, 7));
+    lse_assert_ok(lse_daam_init(m, 7, &model_err));
     const gsl_matrix *d = lse_node_value(lse_daam_delta(m));
     double mean[4] = {0};
     for (size_t i = 0; i < 150; i++)
@@ -533,32 +542,37 @@ START_TEST(test_errors)
     ck_assert_ptr_null(m);
 
     lse_assert_ok(lse_daam_new(4, 2, LSE_DAAM_ROWS, 1e-5, x, &m, &err));
-    lse_assert_status(lse_daam_init(m, 1), LSE_EINVAL); /* 4 heads, 3 rows */
-    ck_assert_ptr_nonnull(strstr(lse_daam_errmsg(m), "4 heads"));
+    lse_assert_status(lse_daam_init(m, 1, &model_err),
+                      LSE_EINVAL); /* 4 heads, 3 rows */
+    ck_assert_ptr_nonnull(strstr(model_err.message, "4 heads"));
     gsl_matrix *g = gsl_matrix_alloc(3, 2), *bad = gsl_matrix_alloc(3, 3);
-    lse_assert_status(lse_daam_gate(m, 4, g), LSE_ERANGE);
-    lse_assert_status(lse_daam_gate(m, 0, bad), LSE_EDIM);
-    lse_assert_status(lse_daam_gate(m, 0, NULL), LSE_EFAULT);
-    lse_assert_status(lse_daam_forward(m, g), LSE_EDIM);
-    lse_assert_status(lse_daam_forward_mixed(m, bad), LSE_EDIM);
+    lse_assert_status(lse_daam_gate(m, 4, g, &model_err), LSE_ERANGE);
+    lse_assert_status(lse_daam_gate(m, 0, bad, &model_err), LSE_EDIM);
+    lse_assert_status(lse_daam_gate(m, 0, NULL, &model_err), LSE_EFAULT);
+    lse_assert_status(lse_daam_forward(m, g, &model_err), LSE_EDIM);
+    lse_assert_status(lse_daam_forward_mixed(m, bad, &model_err), LSE_EDIM);
     gsl_matrix_set(lse_node_value(lse_daam_width(m)), 2, 0, 0.0);
-    lse_assert_status(lse_daam_gate(m, 2, g), LSE_EDOM);
-    lse_assert_status(lse_daam_forward_mixed(m, g), LSE_EDOM);
-    ck_assert_ptr_nonnull(strstr(lse_daam_errmsg(m), "daam"));
+    lse_assert_status(lse_daam_gate(m, 2, g, &model_err), LSE_EDOM);
+    lse_assert_status(lse_daam_forward_mixed(m, g, &model_err), LSE_EDOM);
+    ck_assert_ptr_nonnull(strstr(model_err.message, "daam"));
     gsl_matrix_set(lse_node_value(lse_daam_width(m)), 2, 0, 1.0);
-    lse_assert_ok(lse_daam_gate(m, 2, g));
+    lse_assert_ok(lse_daam_gate(m, 2, g, &model_err));
     ck_assert_str_eq(lse_daam_errmsg(m), "");
     gsl_vector *v1 = gsl_vector_alloc(1), *v2 = gsl_vector_alloc(2);
-    lse_assert_status(lse_daam_importance(m, NULL, v1), LSE_EDIM);
-    lse_assert_status(lse_daam_importance(m, v1, v2), LSE_EDIM);
-    lse_assert_status(lse_daam_importance(m, NULL, NULL), LSE_EFAULT);
+    lse_assert_status(lse_daam_importance(m, NULL, v1, &model_err), LSE_EDIM);
+    lse_assert_status(lse_daam_importance(m, v1, v2, &model_err), LSE_EDIM);
+    lse_assert_status(lse_daam_importance(m, NULL, NULL, &model_err),
+                      LSE_EFAULT);
     double e;
-    lse_assert_status(lse_daam_fit_energy(m, NULL, NULL, NULL), LSE_EFAULT);
-    lse_assert_status(lse_daam_fit_energy(m, &e, bad, NULL), LSE_EDIM);
-    lse_assert_status(lse_daam_fit(m, 10, -1.0, NULL), LSE_EDOM);
-    lse_assert_status(lse_daam_set_data(m, bad), LSE_EDIM);
-    lse_assert_ok(lse_daam_set_data(m, x));
-    lse_assert_status(lse_daam_fit(NULL, 10, 0.0, NULL), LSE_EFAULT);
+    lse_assert_status(lse_daam_fit_energy(m, NULL, NULL, NULL, &model_err),
+                      LSE_EFAULT);
+    lse_assert_status(lse_daam_fit_energy(m, &e, bad, NULL, &model_err),
+                      LSE_EDIM);
+    lse_assert_status(lse_daam_fit(m, 10, -1.0, NULL, &model_err), LSE_EDOM);
+    lse_assert_status(lse_daam_set_data(m, bad, &model_err), LSE_EDIM);
+    lse_assert_ok(lse_daam_set_data(m, x, &model_err));
+    lse_assert_status(lse_daam_fit(NULL, 10, 0.0, NULL, &model_err),
+                      LSE_EFAULT);
     ck_assert_uint_eq(lse_daam_n_head(m), 4);
     ck_assert_ptr_null(lse_daam_graph(NULL));
     ck_assert_str_eq(lse_daam_errmsg(NULL), "");
@@ -572,6 +586,22 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* The public error channel: a failing call fills the caller's lse_error
+ * with the returned status and a message naming the function, and the
+ * same call accepts a NULL lse_error. */
+START_TEST(test_error_channel)
+{
+    double x = 0.0;
+    lse_error e = {.status = LSE_OK, .message = "untouched"};
+    lse_status st = lse_daam_forward(NULL, NULL, &e);
+    ck_assert_int_eq(st, LSE_EFAULT);
+    ck_assert_int_eq(e.status, st);
+    ck_assert_ptr_nonnull(strstr(e.message, "lse_daam_forward"));
+    ck_assert_int_eq(lse_daam_forward(NULL, NULL, NULL), st);
+    (void)x;
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("model_daam");
@@ -579,6 +609,7 @@ Suite *lse_test_suite(void)
     tcase_add_loop_test(tc, test_forward_is_paper_formula, 0, 2);
     tcase_add_loop_test(tc, test_importance_factors, 0, 2);
     tcase_add_test(tc, test_importance_single_feature);
+    tcase_add_test(tc, test_error_channel);
     tcase_add_loop_test(tc, test_graph_gradient, 0, 2);
     tcase_add_loop_test(tc, test_fit_energy_and_gradient, 0, 2);
     tcase_add_test(tc, test_fit_lowers_energy);

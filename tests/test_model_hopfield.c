@@ -8,6 +8,9 @@
 
 #include "lse_check.h"
 
+/* Error detail of the last failing model call (lse_error channel). */
+static lse_error model_err;
+
 /* Modern Hopfield network (models/hopfield.c) on the bundled digits.
  *
  * Preprocessing (stated once, used everywhere below): each 8x8 image, 64
@@ -147,7 +150,8 @@ START_TEST(test_graph_structure)
     /* a retrieval with 3 queries rebuilds the graph with 3 state rows */
     gsl_matrix *q = gsl_matrix_alloc(3, DIM), *out = gsl_matrix_alloc(3, DIM);
     fill(q, 0.4127);
-    lse_assert_ok(lse_hopfield_retrieve(h, q, LSE_HOPFIELD_CCCP, 5, out, NULL));
+    lse_assert_ok(lse_hopfield_retrieve(h, q, LSE_HOPFIELD_CCCP, 5, out, NULL,
+                                        &model_err));
     g = lse_hopfield_graph(h);
     ck_assert_uint_eq(lse_node_rows(lse_graph_find_node(g, "state")), 3);
     ck_assert_uint_eq(lse_hopfield_softmax(h)->size1, 3);
@@ -167,7 +171,7 @@ START_TEST(test_energy_formula)
     gsl_matrix *x = gsl_matrix_alloc(4, DIM);
     fill(x, 0.4127);
     double e;
-    lse_assert_ok(lse_hopfield_energy(h, x, &e));
+    lse_assert_ok(lse_hopfield_energy(h, x, &e, &model_err));
     double hand = 0.0;
     for (size_t i = 0; i < 4; i++) {
         double mx = -INFINITY, sum = 0.0, sq = 0.0;
@@ -194,7 +198,7 @@ START_TEST(test_gradient_check)
     gsl_matrix *x = gsl_matrix_alloc(5, DIM);
     fill(x, 0.4127);
     double e;
-    lse_assert_ok(lse_hopfield_energy(h, x, &e));
+    lse_assert_ok(lse_hopfield_energy(h, x, &e, &model_err));
     lse_graph *g = lse_hopfield_graph(h);
     lse_node_set_clamped(lse_graph_find_node(g, "memories"), 0);
     lse_gradcheck res;
@@ -218,7 +222,7 @@ START_TEST(test_seed_equations_10_11)
     gsl_matrix *x = gsl_matrix_alloc(n, DIM);
     fill(x, 2.385);
     double e;
-    lse_assert_ok(lse_hopfield_energy(h, x, &e));
+    lse_assert_ok(lse_hopfield_energy(h, x, &e, &model_err));
     lse_graph *g = lse_hopfield_graph(h);
     lse_node *mem = lse_graph_find_node(g, "memories");
     lse_node *st = lse_graph_find_node(g, "state");
@@ -336,7 +340,8 @@ static void check_retrieval(lse_hopfield_method method, corruption kind)
     }
     ck_assert_double_gt(dmin, 0.05);
     lse_hopfield_info info;
-    lse_assert_ok(lse_hopfield_retrieve(h, q, method, 200, out, &info));
+    lse_assert_ok(
+        lse_hopfield_retrieve(h, q, method, 200, out, &info, &model_err));
     ck_assert_msg(info.converged, "%s: not converged after %zu iterations",
                   method == LSE_HOPFIELD_CCCP ? "cccp" : "gd", info.n_iter);
     ck_assert_uint_eq(info.n_increase, 0);
@@ -398,8 +403,8 @@ START_TEST(test_cccp_one_step)
     gsl_matrix *q = gsl_matrix_alloc(2, DIM), *out = gsl_matrix_alloc(2, DIM);
     fill(q, 0.4127);
     lse_hopfield_info info;
-    lse_assert_ok(
-        lse_hopfield_retrieve(h, q, LSE_HOPFIELD_CCCP, 1, out, &info));
+    lse_assert_ok(lse_hopfield_retrieve(h, q, LSE_HOPFIELD_CCCP, 1, out, &info,
+                                        &model_err));
     ck_assert_uint_eq(info.n_iter, 1);
     ck_assert(!info.converged);
     for (size_t i = 0; i < 2; i++) {
@@ -460,10 +465,10 @@ START_TEST(test_gd_no_slower_than_cccp)
             lse_hopfield *h = NULL;
             lse_assert_ok(lse_hopfield_new(pat, betas[b], &h, NULL));
             lse_hopfield_info ic, ig;
-            lse_assert_ok(
-                lse_hopfield_retrieve(h, q, LSE_HOPFIELD_CCCP, 5000, xc, &ic));
-            lse_assert_ok(
-                lse_hopfield_retrieve(h, q, LSE_HOPFIELD_GD, 5000, xg, &ig));
+            lse_assert_ok(lse_hopfield_retrieve(h, q, LSE_HOPFIELD_CCCP, 5000,
+                                                xc, &ic, &model_err));
+            lse_assert_ok(lse_hopfield_retrieve(h, q, LSE_HOPFIELD_GD, 5000, xg,
+                                                &ig, &model_err));
             ck_assert(ic.converged && ig.converged);
             ck_assert_uint_ge(ic.n_iter, 5); /* a case with a slow tail */
             ck_assert_msg(ig.n_iter <= 3 * ic.n_iter,
@@ -485,10 +490,10 @@ START_TEST(test_gd_no_slower_than_cccp)
         gsl_matrix *dq = corrupt(kind == 0 ? MASK : NOISE, 3);
         gsl_matrix *out = gsl_matrix_alloc(N_PAT, DIM);
         lse_hopfield_info ic, ig;
-        lse_assert_ok(
-            lse_hopfield_retrieve(h, dq, LSE_HOPFIELD_CCCP, 200, out, &ic));
-        lse_assert_ok(
-            lse_hopfield_retrieve(h, dq, LSE_HOPFIELD_GD, 200, out, &ig));
+        lse_assert_ok(lse_hopfield_retrieve(h, dq, LSE_HOPFIELD_CCCP, 200, out,
+                                            &ic, &model_err));
+        lse_assert_ok(lse_hopfield_retrieve(h, dq, LSE_HOPFIELD_GD, 200, out,
+                                            &ig, &model_err));
         ck_assert(ic.converged && ig.converged);
         ck_assert_msg(ig.n_iter <= 3 * ic.n_iter, "digits: gd %zu, cccp %zu",
                       ig.n_iter, ic.n_iter);
@@ -512,8 +517,8 @@ START_TEST(test_low_beta_metastable)
     lse_assert_ok(lse_hopfield_new(patterns, 1.0, &h, NULL));
     gsl_matrix *q = corrupt(MASK, 7), *out = gsl_matrix_alloc(N_PAT, DIM);
     lse_hopfield_info info;
-    lse_assert_ok(
-        lse_hopfield_retrieve(h, q, LSE_HOPFIELD_CCCP, 500, out, &info));
+    lse_assert_ok(lse_hopfield_retrieve(h, q, LSE_HOPFIELD_CCCP, 500, out,
+                                        &info, &model_err));
     ck_assert(info.converged);
     ck_assert_uint_eq(info.n_increase, 0);
     for (size_t k = 0; k < N_PAT; k++) {
@@ -561,45 +566,49 @@ START_TEST(test_errors)
     gsl_matrix *wrong = gsl_matrix_alloc(2, DIM - 1);
     gsl_matrix *out3 = gsl_matrix_alloc(3, DIM);
     fill(q, 0.4127);
-    lse_assert_status(
-        lse_hopfield_retrieve(h, NULL, LSE_HOPFIELD_CCCP, 5, out, NULL),
-        LSE_EFAULT);
-    lse_assert_status(
-        lse_hopfield_retrieve(h, q, LSE_HOPFIELD_CCCP, 5, NULL, NULL),
-        LSE_EFAULT);
-    lse_assert_status(
-        lse_hopfield_retrieve(h, q, (lse_hopfield_method)7, 5, out, NULL),
-        LSE_EINVAL);
-    ck_assert_ptr_nonnull(strstr(lse_hopfield_errmsg(h), "method"));
-    lse_assert_status(
-        lse_hopfield_retrieve(h, wrong, LSE_HOPFIELD_CCCP, 5, bad, NULL),
-        LSE_EDIM);
-    lse_assert_status(
-        lse_hopfield_retrieve(h, q, LSE_HOPFIELD_CCCP, 5, out3, NULL),
-        LSE_EDIM);
+    lse_assert_status(lse_hopfield_retrieve(h, NULL, LSE_HOPFIELD_CCCP, 5, out,
+                                            NULL, &model_err),
+                      LSE_EFAULT);
+    lse_assert_status(lse_hopfield_retrieve(h, q, LSE_HOPFIELD_CCCP, 5, NULL,
+                                            NULL, &model_err),
+                      LSE_EFAULT);
+    lse_assert_status(lse_hopfield_retrieve(h, q, (lse_hopfield_method)7, 5,
+                                            out, NULL, &model_err),
+                      LSE_EINVAL);
+    ck_assert_ptr_nonnull(strstr(model_err.message, "method"));
+    lse_assert_status(lse_hopfield_retrieve(h, wrong, LSE_HOPFIELD_CCCP, 5, bad,
+                                            NULL, &model_err),
+                      LSE_EDIM);
+    lse_assert_status(lse_hopfield_retrieve(h, q, LSE_HOPFIELD_CCCP, 5, out3,
+                                            NULL, &model_err),
+                      LSE_EDIM);
     double e;
-    lse_assert_status(lse_hopfield_energy(h, wrong, &e), LSE_EDIM);
-    lse_assert_status(lse_hopfield_energy(h, q, NULL), LSE_EFAULT);
+    lse_assert_status(lse_hopfield_energy(h, wrong, &e, &model_err), LSE_EDIM);
+    lse_assert_status(lse_hopfield_energy(h, q, NULL, &model_err), LSE_EFAULT);
     gsl_matrix_set(q, 1, 1, INFINITY);
-    lse_assert_status(lse_hopfield_energy(h, q, &e), LSE_ENONFINITE);
+    lse_assert_status(lse_hopfield_energy(h, q, &e, &model_err),
+                      LSE_ENONFINITE);
     lse_assert_status(
-        lse_hopfield_retrieve(h, q, LSE_HOPFIELD_GD, 5, out, NULL),
+        lse_hopfield_retrieve(h, q, LSE_HOPFIELD_GD, 5, out, NULL, &model_err),
         LSE_ENONFINITE);
-    ck_assert_ptr_nonnull(strstr(lse_hopfield_errmsg(h), "state"));
+    ck_assert_ptr_nonnull(strstr(model_err.message, "state"));
     fill(q, 0.4127);
-    lse_assert_status(lse_hopfield_set_tol(h, -1.0, 0.0), LSE_EDOM);
-    lse_assert_status(lse_hopfield_set_tol(h, 0.0, NAN), LSE_EDOM);
-    lse_assert_status(lse_hopfield_set_tol(NULL, 0.0, 0.0), LSE_EFAULT);
-    lse_assert_ok(lse_hopfield_set_tol(h, 0.0, 0.0));
+    lse_assert_status(lse_hopfield_set_tol(h, -1.0, 0.0, &model_err), LSE_EDOM);
+    lse_assert_status(lse_hopfield_set_tol(h, 0.0, NAN, &model_err), LSE_EDOM);
+    lse_assert_status(lse_hopfield_set_tol(NULL, 0.0, 0.0, &model_err),
+                      LSE_EFAULT);
+    lse_assert_ok(lse_hopfield_set_tol(h, 0.0, 0.0, &model_err));
     /* tolerances 0: runs all iterations (or stops exactly); a callback can
      * stop it */
     lse_hopfield_info info;
     lse_hopfield_set_callback(h, stop_now, NULL);
-    lse_assert_ok(lse_hopfield_retrieve(h, q, LSE_HOPFIELD_GD, 50, out, &info));
+    lse_assert_ok(lse_hopfield_retrieve(h, q, LSE_HOPFIELD_GD, 50, out, &info,
+                                        &model_err));
     ck_assert_uint_eq(info.n_iter, 1);
     ck_assert_int_eq(info.reason, LSE_STOP_CALLBACK);
     lse_hopfield_set_callback(h, NULL, NULL);
-    lse_assert_ok(lse_hopfield_retrieve(h, q, LSE_HOPFIELD_GD, 0, out, &info));
+    lse_assert_ok(lse_hopfield_retrieve(h, q, LSE_HOPFIELD_GD, 0, out, &info,
+                                        &model_err));
     ck_assert_uint_eq(info.n_iter, 0);
     ck_assert_int_eq(info.reason, LSE_STOP_MAX_ITER);
     ck_assert_double_eq(info.energy, info.energy_initial);
@@ -607,9 +616,9 @@ START_TEST(test_errors)
     ck_assert_ptr_null(lse_hopfield_graph(NULL));
     ck_assert_ptr_null(lse_hopfield_softmax(NULL));
     ck_assert_str_eq(lse_hopfield_errmsg(NULL), "");
-    lse_assert_status(
-        lse_hopfield_retrieve(NULL, q, LSE_HOPFIELD_GD, 5, out, NULL),
-        LSE_EFAULT);
+    lse_assert_status(lse_hopfield_retrieve(NULL, q, LSE_HOPFIELD_GD, 5, out,
+                                            NULL, &model_err),
+                      LSE_EFAULT);
     lse_hopfield_free(NULL);
     gsl_matrix_free(bad);
     gsl_matrix_free(q);
@@ -620,6 +629,22 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* The public error channel: a failing call fills the caller's lse_error
+ * with the returned status and a message naming the function, and the
+ * same call accepts a NULL lse_error. */
+START_TEST(test_error_channel)
+{
+    double x = 0.0;
+    lse_error e = {.status = LSE_OK, .message = "untouched"};
+    lse_status st = lse_hopfield_energy(NULL, NULL, &x, &e);
+    ck_assert_int_eq(st, LSE_EFAULT);
+    ck_assert_int_eq(e.status, st);
+    ck_assert_ptr_nonnull(strstr(e.message, "lse_hopfield_energy"));
+    ck_assert_int_eq(lse_hopfield_energy(NULL, NULL, &x, NULL), st);
+    (void)x;
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("model_hopfield");
@@ -627,6 +652,7 @@ Suite *lse_test_suite(void)
     tcase_add_unchecked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_patterns_distinct);
+    tcase_add_test(tc, test_error_channel);
     tcase_add_test(tc, test_graph_structure);
     tcase_add_test(tc, test_energy_formula);
     tcase_add_test(tc, test_gradient_check);

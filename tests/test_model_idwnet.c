@@ -7,6 +7,9 @@
 
 #include "lse_check.h"
 
+/* Error detail of the last failing model call (lse_error channel). */
+static lse_error model_err;
+
 /* IDW prototype classifier (models/idwnet.c, docs/models/idwnet.md). */
 
 static void fill_random(gsl_matrix *m, unsigned long seed, double mean,
@@ -87,7 +90,7 @@ START_TEST(test_loss_gradient)
     const size_t y[5] = {0, 2, 1, 2, 0};
     gsl_matrix *dk = gsl_matrix_alloc(P, d), *dv = gsl_matrix_alloc(P, C);
     double loss;
-    lse_assert_ok(lse_idwnet_loss_grad(net, x, y, &loss, dk, dv));
+    lse_assert_ok(lse_idwnet_loss_grad(net, x, y, &loss, dk, dv, &model_err));
     ck_assert(isfinite(loss) && loss > 0.0);
     const double h = 1e-6;
     double worst = 0.0;
@@ -100,10 +103,11 @@ START_TEST(test_loss_gradient)
                 const double v = gsl_matrix_get(theta, i, j);
                 double up, down;
                 gsl_matrix_set(theta, i, j, v + h);
-                lse_assert_ok(lse_idwnet_loss_grad(net, x, y, &up, NULL, NULL));
+                lse_assert_ok(lse_idwnet_loss_grad(net, x, y, &up, NULL, NULL,
+                                                   &model_err));
                 gsl_matrix_set(theta, i, j, v - h);
-                lse_assert_ok(
-                    lse_idwnet_loss_grad(net, x, y, &down, NULL, NULL));
+                lse_assert_ok(lse_idwnet_loss_grad(net, x, y, &down, NULL, NULL,
+                                                   &model_err));
                 gsl_matrix_set(theta, i, j, v);
                 const double num = (up - down) / (2 * h);
                 const double a = gsl_matrix_get(an, i, j);
@@ -117,7 +121,7 @@ START_TEST(test_loss_gradient)
     }
     /* the full-batch loss is the same number through evaluate */
     double loss2;
-    lse_assert_ok(lse_idwnet_evaluate(net, x, y, &loss2, NULL));
+    lse_assert_ok(lse_idwnet_evaluate(net, x, y, &loss2, NULL, &model_err));
     ck_assert_double_eq_tol(loss2, loss, 1e-12);
     gsl_matrix_free(dk);
     gsl_matrix_free(dv);
@@ -143,7 +147,7 @@ START_TEST(test_idw_softmax_is_shepard)
     gsl_vector_view k2 = gsl_matrix_row(keys, 2);
     gsl_matrix_set_row(x, 4, &k2.vector);
     gsl_matrix *logits = gsl_matrix_alloc(n, C), *attn = gsl_matrix_alloc(n, P);
-    lse_assert_ok(lse_idwnet_forward(net, x, logits, attn));
+    lse_assert_ok(lse_idwnet_forward(net, x, logits, attn, &model_err));
     for (size_t i = 0; i < n; i++) {
         double w[7], sum = 0.0;
         for (size_t j = 0; j < P; j++) {
@@ -185,7 +189,7 @@ START_TEST(test_scaled_dot_forward)
     fill_random(lse_idwnet_values(net), 2, 0.0, 1.0);
     gsl_matrix *x = gsl_matrix_alloc(n, d), *logits = gsl_matrix_alloc(n, C);
     fill_random(x, 3, 0.0, 1.0);
-    lse_assert_ok(lse_idwnet_forward(net, x, logits, NULL));
+    lse_assert_ok(lse_idwnet_forward(net, x, logits, NULL, &model_err));
     const gsl_matrix *k = lse_idwnet_keys(net), *v = lse_idwnet_values(net);
     for (size_t i = 0; i < n; i++) {
         double s[5], mx = -INFINITY, sum = 0.0;
@@ -219,7 +223,7 @@ START_TEST(test_init_like_paper)
     lse_idwnet *net = NULL;
     lse_assert_ok(lse_idwnet_new(P, d, 2, lse_sim_idw, NULL, 8, &net, NULL));
     gsl_matrix_set_all(lse_idwnet_values(net), 0.7);
-    lse_assert_ok(lse_idwnet_init(net, x, 0.0, 1));
+    lse_assert_ok(lse_idwnet_init(net, x, 0.0, 1, &model_err));
     const gsl_matrix *k = lse_idwnet_keys(net);
     double mean[3], sd[3];
     for (size_t j = 0; j < d; j++) {
@@ -236,7 +240,7 @@ START_TEST(test_init_like_paper)
     ck_assert_double_eq(gsl_matrix_max(lse_idwnet_values(net)), 0.0);
     ck_assert_double_eq(gsl_matrix_min(lse_idwnet_values(net)), 0.0);
     /* noise 0.1: keys ~ N(mean_j, (0.1 sd_j)^2), P = 4000 draws */
-    lse_assert_ok(lse_idwnet_init(net, x, 0.1, 2));
+    lse_assert_ok(lse_idwnet_init(net, x, 0.1, 2, &model_err));
     for (size_t j = 0; j < d; j++) {
         double m = 0.0, v = 0.0;
         for (size_t i = 0; i < P; i++)
@@ -272,14 +276,14 @@ static lse_idwnet *trained_idw(gsl_matrix **xtr, size_t **ytr,
     const lse_dist_config cfg = {.p = 2, .eps = 1e-3, .s = 1};
     lse_idwnet *net = NULL;
     lse_assert_ok(lse_idwnet_new(20, 64, 10, lse_sim_idw, &cfg, 4, &net, NULL));
-    lse_assert_ok(lse_idwnet_init(net, *xtr, 0.1, 1));
+    lse_assert_ok(lse_idwnet_init(net, *xtr, 0.1, 1, &model_err));
     lse_idwnet_train_opts o = lse_idwnet_train_opts_default();
     o.epochs = 20;
     o.lr = 0.03;
     size_t seen = 0;
     o.callback = count_epochs;
     o.user = &seen;
-    lse_assert_ok(lse_idwnet_train(net, *xtr, *ytr, &o, rep));
+    lse_assert_ok(lse_idwnet_train(net, *xtr, *ytr, &o, rep, &model_err));
     ck_assert_uint_eq(seen, 20);
     ck_assert_uint_eq(rep->epochs, 20);
     ck_assert_uint_eq(rep->steps, 20 * 100);
@@ -298,7 +302,7 @@ START_TEST(test_training_reduces_loss)
     ck_assert_msg(rep.loss_after < 0.4 * rep.loss_before, "loss %g -> %g",
                   rep.loss_before, rep.loss_after);
     double loss, acc;
-    lse_assert_ok(lse_idwnet_evaluate(net, x, y, &loss, &acc));
+    lse_assert_ok(lse_idwnet_evaluate(net, x, y, &loss, &acc, &model_err));
     ck_assert_double_eq_tol(loss, rep.loss_after, 1e-12);
     ck_assert_double_gt(acc, 0.85);
     free(y);
@@ -319,26 +323,26 @@ START_TEST(test_special_case_insertion)
            *after = malloc(n * sizeof *after);
     ck_assert_ptr_nonnull(before);
     ck_assert_ptr_nonnull(after);
-    lse_assert_ok(lse_idwnet_predict(net, xte, before));
+    lse_assert_ok(lse_idwnet_predict(net, xte, before, &model_err));
 
     /* already predicted: nothing inserted */
     gsl_vector_view q = gsl_matrix_row(xte, 0);
     double eta = -1.0;
     int inserted = -1;
     lse_assert_ok(lse_idwnet_special_case(net, &q.vector, before[0], 0.1, &eta,
-                                          &inserted));
+                                          &inserted, &model_err));
     ck_assert_int_eq(inserted, 0);
     ck_assert_double_eq(eta, 0.0);
     ck_assert_uint_eq(lse_idwnet_n_proto(net), 20);
 
     /* flip test row 0 to another class with margin 0.01 */
     const size_t c = (before[0] + 3) % 10;
-    lse_assert_ok(
-        lse_idwnet_special_case(net, &q.vector, c, 0.01, &eta, &inserted));
+    lse_assert_ok(lse_idwnet_special_case(net, &q.vector, c, 0.01, &eta,
+                                          &inserted, &model_err));
     ck_assert_int_eq(inserted, 1);
     ck_assert_double_gt(eta, 0.0);
     ck_assert_uint_eq(lse_idwnet_n_proto(net), 21);
-    lse_assert_ok(lse_idwnet_predict(net, xte, after));
+    lse_assert_ok(lse_idwnet_predict(net, xte, after, &model_err));
     ck_assert_uint_eq(after[0], c);
     size_t changed = 0;
     for (size_t i = 1; i < n; i++)
@@ -348,7 +352,7 @@ START_TEST(test_special_case_insertion)
     /* the defining property of eta: logit_c - max_{k != c} logit_k = margin */
     gsl_matrix_const_view q1 = gsl_matrix_const_submatrix(xte, 0, 0, 1, 64);
     gsl_matrix *l = gsl_matrix_alloc(1, 10);
-    lse_assert_ok(lse_idwnet_forward(net, &q1.matrix, l, NULL));
+    lse_assert_ok(lse_idwnet_forward(net, &q1.matrix, l, NULL, &model_err));
     double rival = -INFINITY;
     for (size_t k = 0; k < 10; k++)
         if (k != c && gsl_matrix_get(l, 0, k) > rival)
@@ -359,11 +363,11 @@ START_TEST(test_special_case_insertion)
      * 1 and check, then the new prototype's value is eta e_c */
     gsl_vector_view q2 = gsl_matrix_row(xte, 1);
     const size_t c2 = (after[1] + 1) % 10;
-    lse_assert_ok(
-        lse_idwnet_special_case(net, &q2.vector, c2, 0.0, &eta, &inserted));
+    lse_assert_ok(lse_idwnet_special_case(net, &q2.vector, c2, 0.0, &eta,
+                                          &inserted, &model_err));
     ck_assert_int_eq(inserted, 1);
     gsl_matrix_const_view q2m = gsl_matrix_const_submatrix(xte, 1, 0, 1, 64);
-    lse_assert_ok(lse_idwnet_forward(net, &q2m.matrix, l, NULL));
+    lse_assert_ok(lse_idwnet_forward(net, &q2m.matrix, l, NULL, &model_err));
     rival = -INFINITY;
     for (size_t k = 0; k < 10; k++)
         if (k != c2 && gsl_matrix_get(l, 0, k) > rival)
@@ -402,7 +406,7 @@ START_TEST(test_add_prototype_keeps_old)
     gsl_vector_set(key, 1, -1.25);
     gsl_vector_set(val, 0, 2.0);
     gsl_vector_set(val, 1, -0.5);
-    lse_assert_ok(lse_idwnet_add_prototype(net, key, val));
+    lse_assert_ok(lse_idwnet_add_prototype(net, key, val, &model_err));
     ck_assert_uint_eq(lse_idwnet_n_proto(net), 4);
     ck_assert_uint_eq(
         lse_node_rows(lse_graph_find_node(lse_idwnet_graph(net), "keys")), 4);
@@ -415,12 +419,15 @@ START_TEST(test_add_prototype_keeps_old)
     ck_assert_double_eq(gsl_matrix_get(lse_idwnet_values(net), 3, 1), -0.5);
     /* failure leaves the network unchanged */
     gsl_vector_set(key, 1, NAN);
-    lse_assert_status(lse_idwnet_add_prototype(net, key, val), LSE_ENONFINITE);
-    ck_assert_ptr_nonnull(strstr(lse_idwnet_errmsg(net), "key[1]"));
+    lse_assert_status(lse_idwnet_add_prototype(net, key, val, &model_err),
+                      LSE_ENONFINITE);
+    ck_assert_ptr_nonnull(strstr(model_err.message, "key[1]"));
     ck_assert_uint_eq(lse_idwnet_n_proto(net), 4);
     gsl_vector *bad = gsl_vector_alloc(3);
-    lse_assert_status(lse_idwnet_add_prototype(net, bad, val), LSE_EDIM);
-    lse_assert_status(lse_idwnet_add_prototype(net, NULL, val), LSE_EFAULT);
+    lse_assert_status(lse_idwnet_add_prototype(net, bad, val, &model_err),
+                      LSE_EDIM);
+    lse_assert_status(lse_idwnet_add_prototype(net, NULL, val, &model_err),
+                      LSE_EFAULT);
     gsl_vector_free(bad);
     gsl_vector_free(key);
     gsl_vector_free(val);
@@ -461,48 +468,63 @@ START_TEST(test_errors)
     const size_t y[3] = {0, 1, 0}, ybad[3] = {0, 2, 0};
     double loss;
     gsl_matrix_const_view x2 = gsl_matrix_const_submatrix(x, 0, 0, 2, 2);
-    lse_assert_status(lse_idwnet_loss_grad(net, x, y, &loss, NULL, NULL),
-                      LSE_EDIM); /* 3 rows > batch 2 */
-    ck_assert_ptr_nonnull(strstr(lse_idwnet_errmsg(net), "batch"));
     lse_assert_status(
-        lse_idwnet_loss_grad(net, &x2.matrix, ybad + 1, &loss, NULL, NULL),
-        LSE_EINVAL);
-    lse_assert_status(lse_idwnet_loss_grad(net, &x2.matrix, y, &loss, dk, NULL),
+        lse_idwnet_loss_grad(net, x, y, &loss, NULL, NULL, &model_err),
+        LSE_EDIM); /* 3 rows > batch 2 */
+    ck_assert_ptr_nonnull(strstr(model_err.message, "batch"));
+    lse_assert_status(lse_idwnet_loss_grad(net, &x2.matrix, ybad + 1, &loss,
+                                           NULL, NULL, &model_err),
+                      LSE_EINVAL);
+    lse_assert_status(
+        lse_idwnet_loss_grad(net, &x2.matrix, y, &loss, dk, NULL, &model_err),
+        LSE_EDIM);
+    lse_assert_status(
+        lse_idwnet_loss_grad(net, &x2.matrix, y, NULL, NULL, NULL, &model_err),
+        LSE_EFAULT);
+    lse_assert_ok(lse_idwnet_loss_grad(net, &x2.matrix, y, &loss, NULL, NULL,
+                                       &model_err));
+    ck_assert_str_eq(lse_idwnet_errmsg(net), "");
+    lse_assert_status(lse_idwnet_forward(net, x3, l, NULL, &model_err),
+                      LSE_EDIM);
+    lse_assert_status(lse_idwnet_forward(net, x, x3, NULL, &model_err),
                       LSE_EDIM);
     lse_assert_status(
-        lse_idwnet_loss_grad(net, &x2.matrix, y, NULL, NULL, NULL), LSE_EFAULT);
-    lse_assert_ok(lse_idwnet_loss_grad(net, &x2.matrix, y, &loss, NULL, NULL));
-    ck_assert_str_eq(lse_idwnet_errmsg(net), "");
-    lse_assert_status(lse_idwnet_forward(net, x3, l, NULL), LSE_EDIM);
-    lse_assert_status(lse_idwnet_forward(net, x, x3, NULL), LSE_EDIM);
-    lse_assert_status(lse_idwnet_evaluate(net, x, ybad, &loss, NULL),
-                      LSE_EINVAL);
-    lse_assert_status(lse_idwnet_predict(net, x, NULL), LSE_EFAULT);
-    lse_assert_status(lse_idwnet_init(net, x, -0.1, 1), LSE_EDOM);
-    lse_assert_status(lse_idwnet_init(net, x3, 0.1, 1), LSE_EDIM);
+        lse_idwnet_evaluate(net, x, ybad, &loss, NULL, &model_err), LSE_EINVAL);
+    lse_assert_status(lse_idwnet_predict(net, x, NULL, &model_err), LSE_EFAULT);
+    lse_assert_status(lse_idwnet_init(net, x, -0.1, 1, &model_err), LSE_EDOM);
+    lse_assert_status(lse_idwnet_init(net, x3, 0.1, 1, &model_err), LSE_EDIM);
     lse_idwnet_train_opts o = lse_idwnet_train_opts_default();
     o.lr = 0.0;
-    lse_assert_status(lse_idwnet_train(net, x, y, &o, NULL), LSE_EDOM);
+    lse_assert_status(lse_idwnet_train(net, x, y, &o, NULL, &model_err),
+                      LSE_EDOM);
     o = lse_idwnet_train_opts_default();
     o.beta2 = 1.0;
-    lse_assert_status(lse_idwnet_train(net, x, y, &o, NULL), LSE_EDOM);
-    lse_assert_status(lse_idwnet_train(net, x, ybad, NULL, NULL), LSE_EINVAL);
+    lse_assert_status(lse_idwnet_train(net, x, y, &o, NULL, &model_err),
+                      LSE_EDOM);
+    lse_assert_status(lse_idwnet_train(net, x, ybad, NULL, NULL, &model_err),
+                      LSE_EINVAL);
     gsl_vector *q = gsl_vector_calloc(2), *q3 = gsl_vector_calloc(3);
-    lse_assert_status(lse_idwnet_special_case(net, q, 1, 0.0, NULL, NULL),
-                      LSE_EINVAL); /* inv-dist, not idw */
-    ck_assert_ptr_nonnull(strstr(lse_idwnet_errmsg(net), "idw"));
+    lse_assert_status(
+        lse_idwnet_special_case(net, q, 1, 0.0, NULL, NULL, &model_err),
+        LSE_EINVAL); /* inv-dist, not idw */
+    ck_assert_ptr_nonnull(strstr(model_err.message, "idw"));
     lse_idwnet_free(net);
     lse_assert_ok(lse_idwnet_new(3, 2, 2, lse_sim_idw, NULL, 2, &net, &err));
-    lse_assert_status(lse_idwnet_special_case(net, q, 2, 0.0, NULL, NULL),
-                      LSE_EINVAL);
-    lse_assert_status(lse_idwnet_special_case(net, q, 1, -1.0, NULL, NULL),
-                      LSE_EDOM);
-    lse_assert_status(lse_idwnet_special_case(net, q3, 1, 0.0, NULL, NULL),
-                      LSE_EDIM);
-    lse_assert_status(lse_idwnet_special_case(net, NULL, 1, 0.0, NULL, NULL),
-                      LSE_EFAULT);
-    lse_assert_status(lse_idwnet_special_case(NULL, q, 1, 0.0, NULL, NULL),
-                      LSE_EFAULT);
+    lse_assert_status(
+        lse_idwnet_special_case(net, q, 2, 0.0, NULL, NULL, &model_err),
+        LSE_EINVAL);
+    lse_assert_status(
+        lse_idwnet_special_case(net, q, 1, -1.0, NULL, NULL, &model_err),
+        LSE_EDOM);
+    lse_assert_status(
+        lse_idwnet_special_case(net, q3, 1, 0.0, NULL, NULL, &model_err),
+        LSE_EDIM);
+    lse_assert_status(
+        lse_idwnet_special_case(net, NULL, 1, 0.0, NULL, NULL, &model_err),
+        LSE_EFAULT);
+    lse_assert_status(
+        lse_idwnet_special_case(NULL, q, 1, 0.0, NULL, NULL, &model_err),
+        LSE_EFAULT);
     ck_assert_str_eq(lse_idwnet_errmsg(NULL), "");
     ck_assert_ptr_null(lse_idwnet_keys(NULL));
     ck_assert_uint_eq(lse_idwnet_batch(net), 2);
@@ -520,6 +542,22 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* The public error channel: a failing call fills the caller's lse_error
+ * with the returned status and a message naming the function, and the
+ * same call accepts a NULL lse_error. */
+START_TEST(test_error_channel)
+{
+    double x = 0.0;
+    lse_error e = {.status = LSE_OK, .message = "untouched"};
+    lse_status st = lse_idwnet_forward(NULL, NULL, NULL, NULL, &e);
+    ck_assert_int_eq(st, LSE_EFAULT);
+    ck_assert_int_eq(e.status, st);
+    ck_assert_ptr_nonnull(strstr(e.message, "lse_idwnet_forward"));
+    ck_assert_int_eq(lse_idwnet_forward(NULL, NULL, NULL, NULL, NULL), st);
+    (void)x;
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("model_idwnet");
@@ -527,6 +565,7 @@ Suite *lse_test_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_loss_gradient, 0, 6);
     tcase_add_test(tc, test_idw_softmax_is_shepard);
+    tcase_add_test(tc, test_error_channel);
     tcase_add_test(tc, test_scaled_dot_forward);
     tcase_add_test(tc, test_init_like_paper);
     tcase_add_test(tc, test_training_reduces_loss);

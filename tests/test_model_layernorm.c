@@ -3,6 +3,9 @@
 
 #include "lse_check.h"
 
+/* Error detail of the last failing model call (lse_error channel). */
+static lse_error model_err;
+
 /* LayerNorm as the gradient of an energy (models/layernorm.c). */
 
 #define B 4
@@ -89,7 +92,7 @@ START_TEST(test_energy_and_gradient_check)
     lse_term *t = lse_graph_find_term(g, "layernorm");
     ck_assert_ptr_eq(lse_term_custom(t), lse_custom_layernorm);
     double e, hand = 0.0;
-    lse_assert_ok(lse_layernorm_energy(ln, &e));
+    lse_assert_ok(lse_layernorm_energy(ln, &e, &model_err));
     for (size_t i = 0; i < B; i++) {
         double mean = 0.0, var = 0.0, dx = 0.0;
         for (size_t j = 0; j < D; j++)
@@ -109,12 +112,12 @@ START_TEST(test_energy_and_gradient_check)
     /* forward = the gradient on x; energy returned alongside */
     gsl_matrix *y = gsl_matrix_alloc(B, D);
     double e2;
-    lse_assert_ok(lse_layernorm_forward(ln, y, &e2));
+    lse_assert_ok(lse_layernorm_forward(ln, y, &e2, &model_err));
     ck_assert_double_eq(e2, e);
     /* new inputs */
     fill(x, -1.1, 0.7);
-    lse_assert_ok(lse_layernorm_set_input(ln, x));
-    lse_assert_ok(lse_layernorm_forward(ln, y, NULL));
+    lse_assert_ok(lse_layernorm_set_input(ln, x, &model_err));
+    lse_assert_ok(lse_layernorm_forward(ln, y, NULL, &model_err));
     double row[D], ref[D], gv[D];
     for (size_t j = 0; j < D; j++) {
         row[j] = gsl_matrix_get(x, 2, j);
@@ -202,11 +205,11 @@ START_TEST(test_per_dimension_gamma_has_no_energy)
     const double h = 1e-6;
     for (size_t k = 0; k < D; k++) {
         gsl_matrix_set(xm, 0, k, x[k] + h);
-        lse_assert_ok(lse_layernorm_set_input(ln, xm));
-        lse_assert_ok(lse_layernorm_forward(ln, yp, NULL));
+        lse_assert_ok(lse_layernorm_set_input(ln, xm, &model_err));
+        lse_assert_ok(lse_layernorm_forward(ln, yp, NULL, &model_err));
         gsl_matrix_set(xm, 0, k, x[k] - h);
-        lse_assert_ok(lse_layernorm_set_input(ln, xm));
-        lse_assert_ok(lse_layernorm_forward(ln, ym, NULL));
+        lse_assert_ok(lse_layernorm_set_input(ln, xm, &model_err));
+        lse_assert_ok(lse_layernorm_forward(ln, ym, NULL, &model_err));
         gsl_matrix_set(xm, 0, k, x[k]);
         for (size_t j = 0; j < D; j++)
             ck_assert_double_eq_tol(
@@ -248,20 +251,23 @@ START_TEST(test_errors)
     lse_assert_status(lse_layernorm_apply(x, 1.0, NULL, -1.0, y, &err),
                       LSE_EDOM);
     lse_assert_ok(lse_layernorm_new(x, 1.0, NULL, 1e-5, &ln, &err));
-    lse_assert_status(lse_layernorm_forward(ln, wrong, NULL), LSE_EDIM);
-    lse_assert_status(lse_layernorm_forward(ln, NULL, NULL), LSE_EFAULT);
-    lse_assert_status(lse_layernorm_energy(ln, NULL), LSE_EFAULT);
-    lse_assert_status(lse_layernorm_set_input(ln, wrong), LSE_EDIM);
-    ck_assert_ptr_nonnull(
-        strstr(lse_layernorm_errmsg(ln), "lse_layernorm_set_input"));
+    lse_assert_status(lse_layernorm_forward(ln, wrong, NULL, &model_err),
+                      LSE_EDIM);
+    lse_assert_status(lse_layernorm_forward(ln, NULL, NULL, &model_err),
+                      LSE_EFAULT);
+    lse_assert_status(lse_layernorm_energy(ln, NULL, &model_err), LSE_EFAULT);
+    lse_assert_status(lse_layernorm_set_input(ln, wrong, &model_err), LSE_EDIM);
+    ck_assert_ptr_nonnull(strstr(model_err.message, "lse_layernorm_set_input"));
     gsl_matrix_set(x, 1, 1, NAN);
-    lse_assert_status(lse_layernorm_set_input(ln, x), LSE_ENONFINITE);
+    lse_assert_status(lse_layernorm_set_input(ln, x, &model_err),
+                      LSE_ENONFINITE);
     lse_layernorm *ln2 = NULL;
     lse_assert_status(lse_layernorm_new(x, 1.0, NULL, 1e-5, &ln2, &err),
                       LSE_ENONFINITE);
     ck_assert_ptr_null(ln2);
     lse_layernorm_free(ln);
-    lse_assert_status(lse_layernorm_forward(NULL, y, NULL), LSE_EFAULT);
+    lse_assert_status(lse_layernorm_forward(NULL, y, NULL, &model_err),
+                      LSE_EFAULT);
     ck_assert_ptr_null(lse_layernorm_graph(NULL));
     ck_assert_str_eq(lse_layernorm_errmsg(NULL), "");
     lse_layernorm_free(NULL);
@@ -272,11 +278,28 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* The public error channel: a failing call fills the caller's lse_error
+ * with the returned status and a message naming the function, and the
+ * same call accepts a NULL lse_error. */
+START_TEST(test_error_channel)
+{
+    double x = 0.0;
+    lse_error e = {.status = LSE_OK, .message = "untouched"};
+    lse_status st = lse_layernorm_energy(NULL, &x, &e);
+    ck_assert_int_eq(st, LSE_EFAULT);
+    ck_assert_int_eq(e.status, st);
+    ck_assert_ptr_nonnull(strstr(e.message, "lse_layernorm_energy"));
+    ck_assert_int_eq(lse_layernorm_energy(NULL, &x, NULL), st);
+    (void)x;
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("model_layernorm");
     TCase *tc = tcase_create("layernorm");
     tcase_add_test(tc, test_apply_equals_direct_formula);
+    tcase_add_test(tc, test_error_channel);
     tcase_add_test(tc, test_energy_and_gradient_check);
     tcase_add_test(tc, test_per_dimension_gamma_has_no_energy);
     tcase_add_test(tc, test_errors);

@@ -287,8 +287,8 @@ START_TEST(test_per_sample_energy_is_classic)
     lse_assert_ok(lse_predcoding_new(x, 2, dims, &o, &m, NULL));
     scramble(m, 3, 0.8);
     gsl_matrix *p1 = gsl_matrix_alloc(7, 4), *p2 = gsl_matrix_alloc(7, 3);
-    lse_assert_ok(lse_predcoding_predict(m, 1, p1));
-    lse_assert_ok(lse_predcoding_predict(m, 2, p2));
+    lse_assert_ok(lse_predcoding_predict(m, 1, p1, NULL));
+    lse_assert_ok(lse_predcoding_predict(m, 2, p2, NULL));
     double e;
     lse_assert_ok(lse_graph_energy(lse_predcoding_graph(m), &e));
     const gsl_matrix *h1 = lse_node_value(lse_predcoding_layer(m, 1));
@@ -317,7 +317,7 @@ START_TEST(test_per_sample_energy_is_classic)
     }
     ck_assert_double_eq_tol(e, want, 1e-10 * (1.0 + fabs(want)));
     double mse;
-    lse_assert_ok(lse_predcoding_error(m, 1, &mse));
+    lse_assert_ok(lse_predcoding_error(m, 1, &mse, NULL));
     ck_assert_double_eq_tol(mse, sq1 / 28.0, 1e-12);
     gsl_matrix_free(p1);
     gsl_matrix_free(p2);
@@ -341,7 +341,7 @@ START_TEST(test_inference_decreases_energy)
     double prev = e0;
     for (int k = 0; k < 30; k++) {
         lse_solver_result r;
-        lse_assert_ok(lse_predcoding_infer(m, 1, 0.0, &r));
+        lse_assert_ok(lse_predcoding_infer(m, 1, 0.0, &r, NULL));
         ck_assert_msg(r.energy <= prev + 1e-12, "step %d: %g > %g", k, r.energy,
                       prev);
         prev = r.energy;
@@ -352,7 +352,7 @@ START_TEST(test_inference_decreases_energy)
         gsl_matrix_equal(w1, lse_node_value(lse_predcoding_weight(m, 1))));
     /* converged inference: gradient on the latents ~ 0 */
     lse_solver_result r;
-    lse_assert_ok(lse_predcoding_infer(m, 5000, 1e-13, &r));
+    lse_assert_ok(lse_predcoding_infer(m, 5000, 1e-13, &r, NULL));
     double e;
     lse_assert_ok(lse_graph_gradient(lse_predcoding_graph(m), &e));
     const gsl_matrix *g1 = lse_node_grad(lse_predcoding_layer(m, 1));
@@ -452,9 +452,9 @@ START_TEST(test_learning_toy_linear_model)
     lse_assert_ok(lse_predcoding_new(x, 2, dims, NULL, &m, NULL));
     /* before learning: best latents for the initial W, b */
     lse_solver_result r;
-    lse_assert_ok(lse_predcoding_infer(m, 500, 1e-9, &r));
+    lse_assert_ok(lse_predcoding_infer(m, 500, 1e-9, &r, NULL));
     double before, after;
-    lse_assert_ok(lse_predcoding_error(m, 1, &before));
+    lse_assert_ok(lse_predcoding_error(m, 1, &before, NULL));
     const double e_before = r.energy;
     const double sub_before =
         subspace_residual(lse_node_value(lse_predcoding_weight(m, 1)), a1);
@@ -465,14 +465,14 @@ START_TEST(test_learning_toy_linear_model)
     f.estep_steps = 5;
     f.callback = record_energy;
     f.user = &trace;
-    lse_assert_ok(lse_predcoding_learn(m, &f, &r));
+    lse_assert_ok(lse_predcoding_learn(m, &f, &r, NULL));
     ck_assert_uint_eq(trace.n, f.max_iter);
     for (size_t k = 1; k < trace.n; k++)
         ck_assert_msg(
             trace.e[k] <= trace.e[k - 1] + 1e-9 * fabs(trace.e[k - 1]),
             "EM energy rose at %zu: %g -> %g", k, trace.e[k - 1], trace.e[k]);
-    lse_assert_ok(lse_predcoding_infer(m, 500, 1e-9, &r));
-    lse_assert_ok(lse_predcoding_error(m, 1, &after));
+    lse_assert_ok(lse_predcoding_infer(m, 500, 1e-9, &r, NULL));
+    lse_assert_ok(lse_predcoding_error(m, 1, &after, NULL));
     const double sub_after =
         subspace_residual(lse_node_value(lse_predcoding_weight(m, 1)), a1);
     /* measured: error 19.48 -> 0.00207, energy 4883 -> 4.67, subspace
@@ -537,7 +537,7 @@ START_TEST(test_accessors)
     lse_predcoding_free(m2);
     /* set_data */
     gsl_matrix *x2 = random_matrix(5, 3, 2, 1.0);
-    lse_assert_ok(lse_predcoding_set_data(m, x2));
+    lse_assert_ok(lse_predcoding_set_data(m, x2, NULL));
     ck_assert(gsl_matrix_equal(lse_node_value(lse_predcoding_layer(m, 0)), x2));
     lse_predcoding_free(m);
     lse_predcoding_free(NULL);
@@ -599,28 +599,45 @@ START_TEST(test_errors)
     lse_assert_ok(lse_predcoding_new(x, 2, dims, NULL, &m, &err));
     gsl_matrix *bad_x = gsl_matrix_alloc(4, 2), *out = gsl_matrix_alloc(4, 3);
     gsl_matrix_set_zero(bad_x);
-    lse_assert_status(lse_predcoding_set_data(m, bad_x), LSE_EDIM);
-    lse_assert_status(lse_predcoding_set_data(NULL, x), LSE_EFAULT);
-    lse_assert_status(lse_predcoding_predict(m, 0, out), LSE_ERANGE);
-    lse_assert_status(lse_predcoding_predict(m, 3, out), LSE_ERANGE);
-    lse_assert_status(lse_predcoding_predict(m, 2, out), LSE_EDIM);
-    lse_assert_status(lse_predcoding_predict(m, 1, NULL), LSE_EFAULT);
-    lse_assert_ok(lse_predcoding_predict(m, 1, out));
+    lse_assert_status(lse_predcoding_set_data(m, bad_x, NULL), LSE_EDIM);
+    lse_assert_status(lse_predcoding_set_data(NULL, x, NULL), LSE_EFAULT);
+    lse_assert_status(lse_predcoding_predict(m, 0, out, NULL), LSE_ERANGE);
+    lse_assert_status(lse_predcoding_predict(m, 3, out, NULL), LSE_ERANGE);
+    lse_assert_status(lse_predcoding_predict(m, 2, out, NULL), LSE_EDIM);
+    lse_assert_status(lse_predcoding_predict(m, 1, NULL, NULL), LSE_EFAULT);
+    lse_assert_ok(lse_predcoding_predict(m, 1, out, NULL));
     double mse;
-    lse_assert_status(lse_predcoding_error(m, 3, &mse), LSE_ERANGE);
-    lse_assert_status(lse_predcoding_error(m, 1, NULL), LSE_EFAULT);
-    lse_assert_status(lse_predcoding_infer(m, 10, -1.0, NULL), LSE_EDOM);
+    lse_assert_status(lse_predcoding_error(m, 3, &mse, NULL), LSE_ERANGE);
+    lse_assert_status(lse_predcoding_error(m, 1, NULL, NULL), LSE_EFAULT);
+    lse_assert_status(lse_predcoding_infer(m, 10, -1.0, NULL, NULL), LSE_EDOM);
     ck_assert_ptr_nonnull(strstr(lse_graph_errmsg(lse_predcoding_graph(m)),
                                  "lse_solver_set_opts"));
     lse_predcoding_fit_opts f = lse_predcoding_fit_opts_default();
     f.tol = -1.0;
-    lse_assert_status(lse_predcoding_learn(m, &f, NULL), LSE_EDOM);
-    lse_assert_status(lse_predcoding_infer(NULL, 10, 0.0, NULL), LSE_EFAULT);
-    lse_assert_status(lse_predcoding_learn(NULL, NULL, NULL), LSE_EFAULT);
+    lse_assert_status(lse_predcoding_learn(m, &f, NULL, NULL), LSE_EDOM);
+    lse_assert_status(lse_predcoding_infer(NULL, 10, 0.0, NULL, NULL),
+                      LSE_EFAULT);
+    lse_assert_status(lse_predcoding_learn(NULL, NULL, NULL, NULL), LSE_EFAULT);
     gsl_matrix_free(bad_x);
     gsl_matrix_free(out);
     lse_predcoding_free(m);
     gsl_matrix_free(x);
+}
+END_TEST
+
+/* The public error channel: a failing call fills the caller's lse_error
+ * with the returned status and a message naming the function, and the
+ * same call accepts a NULL lse_error. */
+START_TEST(test_error_channel)
+{
+    double x = 0.0;
+    lse_error e = {.status = LSE_OK, .message = "untouched"};
+    lse_status st = lse_predcoding_error(NULL, 0, &x, &e);
+    ck_assert_int_eq(st, LSE_EFAULT);
+    ck_assert_int_eq(e.status, st);
+    ck_assert_ptr_nonnull(strstr(e.message, "lse_predcoding_error"));
+    ck_assert_int_eq(lse_predcoding_error(NULL, 0, &x, NULL), st);
+    (void)x;
 }
 END_TEST
 
@@ -630,6 +647,7 @@ Suite *lse_test_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_gradcheck_per_sample);
+    tcase_add_test(tc, test_error_channel);
     tcase_add_test(tc, test_gradcheck_mixture);
     tcase_add_test(tc, test_seed_gradients_by_hand);
     tcase_add_test(tc, test_per_sample_energy_is_classic);

@@ -382,9 +382,11 @@ START_TEST(test_hopfield_fixed_point)
     lse_hopfield *h = NULL;
     lse_assert_ok(lse_hopfield_new(pat, 2.0, &h, NULL));
     gsl_matrix *cccp = gsl_matrix_alloc(n, d), *gd = gsl_matrix_alloc(n, d);
-    lse_assert_ok(lse_hopfield_set_tol(h, 0.0, 1e-12));
-    lse_assert_ok(lse_hopfield_retrieve(h, q, LSE_HOPFIELD_CCCP, 100000, cccp, NULL));
-    lse_assert_ok(lse_hopfield_retrieve(h, q, LSE_HOPFIELD_GD, 100000, gd, NULL));
+    lse_assert_ok(lse_hopfield_set_tol(h, 0.0, 1e-12, NULL));
+    lse_assert_ok(lse_hopfield_retrieve(h, q, LSE_HOPFIELD_CCCP, 100000, cccp,
+                                        NULL, NULL));
+    lse_assert_ok(
+        lse_hopfield_retrieve(h, q, LSE_HOPFIELD_GD, 100000, gd, NULL, NULL));
     lse_graph *g = lse_hopfield_graph(h);
     lse_node *state = lse_graph_find_node(g, "state");
     lse_node *mem = lse_graph_find_node(g, "memories");

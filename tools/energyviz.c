@@ -26,6 +26,9 @@
 
 #include "cliutil.h"
 #include "tool_outputs.h"
+
+/* Error detail of the last failing model call (lse_error channel). */
+static lse_error model_err;
 #ifdef LSE_HAVE_PLOTS
 #include "plot.h"
 #endif
@@ -280,8 +283,8 @@ static lse_graph *build_hopfield(const model_opts *o, char *title, size_t len)
     S.model = h;
     S.model_free = free_hopfield;
     double e;
-    if (lse_hopfield_energy(h, q, &e) != LSE_OK)
-        die(1, "hopfield: %s", cli_strip_function(lse_hopfield_errmsg(h)));
+    if (lse_hopfield_energy(h, q, &e, &model_err) != LSE_OK)
+        die(1, "hopfield: %s", cli_strip_function(model_err.message));
     plate("memories", "K = %zu patterns", K);
     plate("state", "N = %zu states", n);
     snprintf(title, len,
@@ -552,9 +555,9 @@ static lse_graph *build_idwnet(const model_opts *o, char *title, size_t len)
     S.model_free = free_idwnet;
     gsl_matrix *x = random_matrix(o->n, o->d, 1.0);
     gsl_matrix *logits = matrix(o->n, o->classes);
-    if (lse_idwnet_init(net, x, 0.5, 1) != LSE_OK ||
-        lse_idwnet_forward(net, x, logits, NULL) != LSE_OK)
-        die(1, "idwnet: %s", cli_strip_function(lse_idwnet_errmsg(net)));
+    if (lse_idwnet_init(net, x, 0.5, 1, &model_err) != LSE_OK ||
+        lse_idwnet_forward(net, x, logits, NULL, &model_err) != LSE_OK)
+        die(1, "idwnet: %s", cli_strip_function(model_err.message));
     plate("q", "N = %zu inputs", o->n);
     plate("keys", "P = %zu prototypes", o->protos);
     snprintf(title, len,
@@ -597,9 +600,9 @@ static lse_graph *build_daam(const model_opts *o, char *title, size_t len)
     S.model = m;
     S.model_free = free_daam;
     lse_daam_fit_report rep;
-    if (lse_daam_init(m, 1) != LSE_OK ||
-        lse_daam_fit(m, 5000, 1e-9, &rep) != LSE_OK)
-        die(1, "daam: %s", cli_strip_function(lse_daam_errmsg(m)));
+    if (lse_daam_init(m, 1, &model_err) != LSE_OK ||
+        lse_daam_fit(m, 5000, 1e-9, &rep, &model_err) != LSE_OK)
+        die(1, "daam: %s", cli_strip_function(model_err.message));
     char collapsed[96] = "";
     if (rep.n_collapsed > 0) /* too few rows per head: say so */
         snprintf(collapsed, sizeof collapsed,

@@ -52,8 +52,8 @@ extern "C" {
  * lse_error err;
  * if (lse_attention_cross_new(q, k, NULL, &a, &err) != LSE_OK) // (n,d),(m,d)
  *     fprintf(stderr, "%s\n", err.message);
- * lse_attention_step(a, v, out);   // out (n, d_v) = softmax(QK'/sqrt d) V
- * lse_attention_free(a);
+ * lse_attention_step(a, v, out, &err);   // out (n, d_v) = softmax(QK'/sqrt d)
+ * V lse_attention_free(a);
  * @endcode
  */
 
@@ -146,7 +146,9 @@ LSE_API lse_status lse_attention_slot_new(const gsl_matrix *tokens,
 /** @brief Free @p a and its graph; NULL is a no-op. */
 LSE_API void lse_attention_free(lse_attention *a);
 
-/** @brief "function: facts" of the last failure on @p a ("" if none). */
+/** @brief "function: facts" of the last failure on @p a ("" if none).
+ *  @deprecated Alias of the message of the last failing call; read the
+ *  lse_error *err of that call instead. */
 LSE_API const char *lse_attention_errmsg(const lse_attention *a);
 
 LSE_API lse_attention_kind lse_attention_kind_of(const lse_attention *a);
@@ -166,7 +168,8 @@ LSE_API const gsl_matrix *lse_attention_softmax(const lse_attention *a);
 
 /** @brief Energy at the current node values (refreshes the softmax).
  *  @return LSE_OK, LSE_EFAULT or the graph's error. */
-LSE_API lse_status lse_attention_energy(lse_attention *a, double *energy);
+LSE_API lse_status lse_attention_energy(lse_attention *a, double *energy,
+                                        lse_error *err);
 
 /**
  * @brief One attention step at the current node values. Evaluates the
@@ -183,8 +186,8 @@ LSE_API lse_status lse_attention_energy(lse_attention *a, double *energy);
  *  LSE_EINVAL (values NULL without a bound term); the graph's errors.
  */
 LSE_API lse_status lse_attention_step(lse_attention *a,
-                                      const gsl_matrix *values,
-                                      gsl_matrix *out);
+                                      const gsl_matrix *values, gsl_matrix *out,
+                                      lse_error *err);
 
 /* ------------------------------------------------------------------ */
 /* Slot attention: EM and the detection of a collapse of W_K, W_Q.     */
@@ -256,11 +259,11 @@ typedef struct lse_slot_report {
  * @return LSE_OK (a detected collapse is not an error: see rep->collapsed);
  *  LSE_EFAULT; LSE_EINVAL (not a slot graph); LSE_EDOM (bad options);
  *  LSE_ENUMERIC (singular M-step statistics, e.g. after the slots
- *  collapsed too); the solver's errors. Message in lse_attention_errmsg().
+ *  collapsed too); the solver's errors. Message in @p err.
  */
 LSE_API lse_status lse_attention_slot_fit(lse_attention *a,
                                           const lse_slot_fit_opts *opts,
-                                          lse_slot_report *rep);
+                                          lse_slot_report *rep, lse_error *err);
 
 /** @brief The live report of the current or last slot fit (borrowed),
  *  or NULL for other kinds. */

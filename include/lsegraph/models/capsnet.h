@@ -90,7 +90,9 @@ LSE_API lse_status lse_capsnet_new(const lse_capsnet_opts *opts,
                                    lse_capsnet **out, lse_error *err);
 /** @brief Free; NULL is a no-op. */
 LSE_API void lse_capsnet_free(lse_capsnet *c);
-/** @brief "function: facts" of the last failure on @p c ("" if none). */
+/** @brief "function: facts" of the last failure on @p c ("" if none).
+ *  @deprecated Alias of the message of the last failing call; read the
+ *  lse_error *err of that call instead. */
 LSE_API const char *lse_capsnet_errmsg(const lse_capsnet *c);
 /** @brief The graph (borrowed, owned by @p c). */
 LSE_API lse_graph *lse_capsnet_graph(const lse_capsnet *c);
@@ -101,7 +103,8 @@ LSE_API size_t lse_capsnet_n_params(const lse_capsnet *c);
 /** @brief Replace the optimizer's options (its state is reset).
  *  @return LSE_OK; LSE_EFAULT; LSE_EDOM. */
 LSE_API lse_status lse_capsnet_set_optim(lse_capsnet *c,
-                                         const lse_optim_opts *opts);
+                                         const lse_optim_opts *opts,
+                                         lse_error *err);
 
 /**
  * @brief Route one batch: set the children (B N, dc; example b owns rows
@@ -113,7 +116,8 @@ LSE_API lse_status lse_capsnet_set_optim(lse_capsnet *c,
  */
 LSE_API lse_status lse_capsnet_route(lse_capsnet *c, const gsl_matrix *children,
                                      gsl_matrix *parents,
-                                     lse_capsnet_route_info *info);
+                                     lse_capsnet_route_info *info,
+                                     lse_error *err);
 
 /** @brief Routing coefficients (N, S) of example @p b at the last
  *  routing or energy evaluation (borrowed), NULL if b >= B. */
@@ -121,8 +125,10 @@ LSE_API const gsl_matrix *lse_capsnet_coupling(const lse_capsnet *c, size_t b);
 
 /** @brief The routing energy E at @p children (B N, dc) and @p parents
  *  (B S, dp). @return LSE_OK; LSE_EFAULT; LSE_EDIM; LSE_ENONFINITE. */
-LSE_API lse_status lse_capsnet_energy(lse_capsnet *c, const gsl_matrix *children,
-                                      const gsl_matrix *parents, double *energy);
+LSE_API lse_status lse_capsnet_energy(lse_capsnet *c,
+                                      const gsl_matrix *children,
+                                      const gsl_matrix *parents, double *energy,
+                                      lse_error *err);
 
 /**
  * @brief One learning step on a batch: route (E-step), then one optimizer
@@ -135,15 +141,17 @@ LSE_API lse_status lse_capsnet_energy(lse_capsnet *c, const gsl_matrix *children
  */
 LSE_API lse_status lse_capsnet_train_step(lse_capsnet *c,
                                           const gsl_matrix *children,
-                                          const size_t *labels, double *loss);
+                                          const size_t *labels, double *loss,
+                                          lse_error *err);
 
 /**
  * @brief Classify @p n examples, rows of @p children (n N, dc), in batches
  * of B (the last padded with zero children): label = argmax_j ||v_j||.
  * @return LSE_OK; LSE_EFAULT; LSE_EDIM; a routing error.
  */
-LSE_API lse_status lse_capsnet_predict(lse_capsnet *c, const gsl_matrix *children,
-                                       size_t n, size_t *labels);
+LSE_API lse_status lse_capsnet_predict(lse_capsnet *c,
+                                       const gsl_matrix *children, size_t n,
+                                       size_t *labels, lse_error *err);
 
 /** @brief The capsule similarity S(i, j) = (W_ij u_i) . v_j with i the
  *  child's row within the term's view: one parameter "W" (n_child n_parent,

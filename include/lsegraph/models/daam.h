@@ -34,11 +34,11 @@ extern "C" {
  * lse_daam *m = NULL;
  * lse_error err;
  * lse_daam_new(3, 4, LSE_DAAM_ROWS, 1e-5, x, &m, &err);  // x (N, 4)
- * lse_daam_init(m, 1);                  // heads at 3 random rows, c = 1
+ * lse_daam_init(m, 1, &err);                  // heads at 3 random rows, c = 1
  * lse_daam_fit_report rep;
- * lse_daam_fit(m, 500, 1e-9, &rep);     // density fit of delta, c
+ * lse_daam_fit(m, 500, 1e-9, &rep, &err);     // density fit of delta, c
  * gsl_vector *imp = gsl_vector_alloc(4);
- * lse_daam_importance(m, NULL, imp);    // IF per feature, in [0, 1]
+ * lse_daam_importance(m, NULL, imp, &err);    // IF per feature, in [0, 1]
  * lse_daam_free(m);
  * @endcode
  */
@@ -65,7 +65,9 @@ LSE_API lse_status lse_daam_new(size_t n_head, size_t dim, lse_daam_axis axis,
 /** @brief Free @p m; NULL is a no-op. */
 LSE_API void lse_daam_free(lse_daam *m);
 
-/** @brief "function: facts" of the last failure on @p m ("" if none). */
+/** @brief "function: facts" of the last failure on @p m ("" if none).
+ *  @deprecated Alias of the message of the last failing call; read the
+ *  lse_error *err of that call instead. */
 LSE_API const char *lse_daam_errmsg(const lse_daam *m);
 
 LSE_API lse_graph *lse_daam_graph(const lse_daam *m);
@@ -89,14 +91,16 @@ LSE_API size_t lse_daam_n_head(const lse_daam *m);
 /** @brief Set the floor on |c_h| used by lse_daam_fit() (default
  *  LSE_DAAM_MIN_WIDTH). @return LSE_OK; LSE_EFAULT; LSE_EDOM (not finite
  *  or <= 0). */
-LSE_API lse_status lse_daam_set_min_width(lse_daam *m, double min_width);
+LSE_API lse_status lse_daam_set_min_width(lse_daam *m, double min_width,
+                                          lse_error *err);
 
 /** @brief The floor on |c_h| (NaN for NULL). */
 LSE_API double lse_daam_min_width(const lse_daam *m);
 
 /** @brief Replace the data (same shape, copied).
  *  @return LSE_OK, LSE_EFAULT, LSE_EDIM, LSE_ENONFINITE. */
-LSE_API lse_status lse_daam_set_data(lse_daam *m, const gsl_matrix *x);
+LSE_API lse_status lse_daam_set_data(lse_daam *m, const gsl_matrix *x,
+                                     lse_error *err);
 
 /**
  * @brief Start the heads at @p n_head distinct data rows r_h drawn with the
@@ -104,20 +108,24 @@ LSE_API lse_status lse_daam_set_data(lse_daam *m, const gsl_matrix *x);
  * LSE_DAAM_FEATURES, m is row r_h's own mean), c_h = 1.
  * @return LSE_OK; LSE_EFAULT; LSE_EINVAL (more heads than rows).
  */
-LSE_API lse_status lse_daam_init(lse_daam *m, unsigned long seed);
+LSE_API lse_status lse_daam_init(lse_daam *m, unsigned long seed,
+                                 lse_error *err);
 
 /** @brief Gate of head @p h: @p out (N, dim) = g_h, computed directly from
  *  the formula. @return LSE_OK; LSE_EFAULT; LSE_ERANGE (h >= H); LSE_EDIM;
  *  LSE_EDOM (c_h = 0). */
-LSE_API lse_status lse_daam_gate(lse_daam *m, size_t h, gsl_matrix *out);
+LSE_API lse_status lse_daam_gate(lse_daam *m, size_t h, gsl_matrix *out,
+                                 lse_error *err);
 
 /** @brief The paper's output (Algorithm 1): @p out (N, H dim) =
  *  [X .* g_1, ..., X .* g_H], heads concatenated along the columns. */
-LSE_API lse_status lse_daam_forward(lse_daam *m, gsl_matrix *out);
+LSE_API lse_status lse_daam_forward(lse_daam *m, gsl_matrix *out,
+                                    lse_error *err);
 
 /** @brief Head-mixed output: @p out (N, dim) = sum_h A_ih (x_i .* g_ih),
  *  A the term's softmax over heads (evaluates the graph). */
-LSE_API lse_status lse_daam_forward_mixed(lse_daam *m, gsl_matrix *out);
+LSE_API lse_status lse_daam_forward_mixed(lse_daam *m, gsl_matrix *out,
+                                          lse_error *err);
 
 /**
  * @brief Importance factors per feature (the paper's IF): the density attention
@@ -128,7 +136,7 @@ LSE_API lse_status lse_daam_forward_mixed(lse_daam *m, gsl_matrix *out);
  * @return LSE_OK; LSE_EFAULT; LSE_EDIM; the graph's errors.
  */
 LSE_API lse_status lse_daam_importance(lse_daam *m, gsl_vector *da,
-                                       gsl_vector *imp);
+                                       gsl_vector *imp, lse_error *err);
 
 /**
  * @brief The density-fit energy and its gradient (docs/models/daam.md):
@@ -143,7 +151,8 @@ LSE_API lse_status lse_daam_importance(lse_daam *m, gsl_vector *da,
  * @param gdelta (H, dim) or NULL, @param gc (H, 1) or NULL: overwritten.
  */
 LSE_API lse_status lse_daam_fit_energy(lse_daam *m, double *energy,
-                                       gsl_matrix *gdelta, gsl_matrix *gc);
+                                       gsl_matrix *gdelta, gsl_matrix *gc,
+                                       lse_error *err);
 
 /** @brief What lse_daam_fit() did. */
 typedef struct lse_daam_fit_report {
@@ -168,7 +177,7 @@ typedef struct lse_daam_fit_report {
  * @return LSE_OK; LSE_EFAULT; LSE_EDOM (tol < 0); the graph's errors.
  */
 LSE_API lse_status lse_daam_fit(lse_daam *m, size_t max_iter, double tol,
-                                lse_daam_fit_report *report);
+                                lse_daam_fit_report *report, lse_error *err);
 
 /* ------------------------------------------------------------------ */
 /* DAAM trained on a task (models/daam_net.c)                          */
@@ -189,10 +198,10 @@ LSE_API lse_status lse_daam_fit(lse_daam *m, size_t max_iter, double tol,
  * @code
  * lse_daam_net *net;
  * lse_daam_net_new(2, 1, 10, 32, xtrain, &net, &err);  // H = 2, K = 1
- * lse_daam_net_init(net, 1);
- * lse_daam_net_train(net, xtrain, ytrain, NULL, NULL);  // Adam, 20 epochs
- * lse_daam_net_evaluate(net, xtest, ytest, &loss, &acc);
- * lse_daam_net_importance(net, xtrain, NULL, imp);      // IF per feature
+ * lse_daam_net_init(net, 1, &err);
+ * lse_daam_net_train(net, xtrain, ytrain, NULL, NULL, &err);  // Adam, 20
+ * epochs lse_daam_net_evaluate(net, xtest, ytest, &loss, &acc, &err);
+ * lse_daam_net_importance(net, xtrain, NULL, imp, &err);      // IF per feature
  * @endcode
  */
 typedef struct lse_daam_net lse_daam_net;
@@ -212,7 +221,9 @@ LSE_API lse_status lse_daam_net_new(size_t n_head, size_t n_gauss,
                                     const gsl_matrix *x, lse_daam_net **out,
                                     lse_error *err);
 LSE_API void lse_daam_net_free(lse_daam_net *m);
-/** @brief "function: facts" of the last failure ("" if none). */
+/** @brief "function: facts" of the last failure ("" if none).
+ *  @deprecated Alias of the message of the last failing call; read the
+ *  lse_error *err of that call instead. */
 LSE_API const char *lse_daam_net_errmsg(const lse_daam_net *m);
 LSE_API lse_graph *lse_daam_net_graph(const lse_daam_net *m);
 LSE_API lse_term *lse_daam_net_term(const lse_daam_net *m);
@@ -225,7 +236,8 @@ LSE_API lse_node *lse_daam_net_weights(const lse_daam_net *m);
 LSE_API const lse_gate_config *lse_daam_net_gate(const lse_daam_net *m);
 /** @brief delta ~ N(0, 1) (GSL mt19937 seeded by @p seed; breaks the
  *  symmetry between heads), widths 1, weights 0 (initial loss log C). */
-LSE_API lse_status lse_daam_net_init(lse_daam_net *m, unsigned long seed);
+LSE_API lse_status lse_daam_net_init(lse_daam_net *m, unsigned long seed,
+                                     lse_error *err);
 
 typedef struct lse_daam_net_train_opts {
     size_t epochs;     /**< default 20 */
@@ -251,21 +263,22 @@ LSE_API lse_daam_net_train_opts lse_daam_net_train_opts_default(void);
 LSE_API lse_status lse_daam_net_train(lse_daam_net *m, const gsl_matrix *x,
                                       const size_t *y,
                                       const lse_daam_net_train_opts *opts,
-                                      lse_daam_net_train_report *report);
+                                      lse_daam_net_train_report *report,
+                                      lse_error *err);
 /** @brief Mean cross-entropy and accuracy (argmax) on (x, y); either
  *  output may be NULL. */
 LSE_API lse_status lse_daam_net_evaluate(lse_daam_net *m, const gsl_matrix *x,
                                          const size_t *y, double *loss,
-                                         double *accuracy);
+                                         double *accuracy, lse_error *err);
 /**
  * @brief The paper's importance factors from the trained gates:
  * DA_j = mean over the rows of @p x and the heads of g_hj(x_ij), then
  * IF_j = (DA_j - min DA) / (max DA - min DA) in [0, 1] (all 1 when every
  * DA_j is equal). @p da (d) may be NULL; @p imp (d) required.
  */
-LSE_API lse_status lse_daam_net_importance(lse_daam_net *m,
-                                           const gsl_matrix *x, gsl_vector *da,
-                                           gsl_vector *imp);
+LSE_API lse_status lse_daam_net_importance(lse_daam_net *m, const gsl_matrix *x,
+                                           gsl_vector *da, gsl_vector *imp,
+                                           lse_error *err);
 
 #ifdef __cplusplus
 }

@@ -41,8 +41,8 @@ extern "C" {
  *     fprintf(stderr, "%s\n", err.message);
  * lse_hopfield_info info;
  * if (lse_hopfield_retrieve(h, queries, LSE_HOPFIELD_CCCP, 100, states,
- *                           &info) != LSE_OK)                  // (n, d)
- *     fprintf(stderr, "%s\n", lse_hopfield_errmsg(h));
+ *                           &info, &err) != LSE_OK)                  // (n, d)
+ *     fprintf(stderr, "%s\n", err.message);
  * const gsl_matrix *a = lse_hopfield_softmax(h);  // (n, K) at the result
  * lse_hopfield_free(h);
  * @endcode
@@ -94,7 +94,9 @@ LSE_API lse_status lse_hopfield_new(const gsl_matrix *patterns, double beta,
 LSE_API void lse_hopfield_free(lse_hopfield *h);
 
 /** @brief "function: facts" of the last failure of a call on @p h ("" if
- *  none); borrowed, valid until the next call on @p h. */
+ *  none); borrowed, valid until the next call on @p h.
+ *  @deprecated Alias of the message of the last failing call; read the
+ *  lse_error *err of that call instead. */
 LSE_API const char *lse_hopfield_errmsg(const lse_hopfield *h);
 
 /** @brief Number of stored patterns K. */
@@ -124,7 +126,7 @@ LSE_API const gsl_matrix *lse_hopfield_softmax(const lse_hopfield *h);
  *  tolerance.
  */
 LSE_API lse_status lse_hopfield_set_tol(lse_hopfield *h, double tol_energy,
-                                        double tol_grad);
+                                        double tol_grad, lse_error *err);
 
 /** @brief Call @p cb (NULL: none) after every retrieval iteration with the
  *  solver (read lse_solver_energy() etc.); a non-zero return stops the
@@ -141,13 +143,14 @@ LSE_API void lse_hopfield_set_callback(lse_hopfield *h, lse_iter_fn cb,
  * @return LSE_OK (also when max_iter is reached: see info->converged);
  *  LSE_EFAULT; LSE_EDIM (queries or states not (n, d) with n >= 1);
  *  LSE_EINVAL (unknown method); LSE_ENONFINITE; LSE_ENOMEM; a solver error.
- *  The message is in lse_hopfield_errmsg().
+ *  The message is in @p err.
  */
 LSE_API lse_status lse_hopfield_retrieve(lse_hopfield *h,
                                          const gsl_matrix *queries,
                                          lse_hopfield_method method,
                                          size_t max_iter, gsl_matrix *states,
-                                         lse_hopfield_info *info);
+                                         lse_hopfield_info *info,
+                                         lse_error *err);
 
 /**
  * @brief Energy E at @p states (n, d): sets the state node and evaluates
@@ -155,8 +158,8 @@ LSE_API lse_status lse_hopfield_retrieve(lse_hopfield *h,
  * @return LSE_OK; LSE_EFAULT; LSE_EDIM; LSE_ENONFINITE; LSE_ENOMEM.
  */
 LSE_API lse_status lse_hopfield_energy(lse_hopfield *h,
-                                       const gsl_matrix *states,
-                                       double *energy);
+                                       const gsl_matrix *states, double *energy,
+                                       lse_error *err);
 
 #ifdef __cplusplus
 }

@@ -31,11 +31,11 @@ extern "C" {
  * lse_idwnet *net = NULL;
  * lse_error err;
  * lse_idwnet_new(20, 64, 10, lse_sim_idw, &cfg, 4, &net, &err);
- * lse_idwnet_init(net, xtrain, 0.1, 1);          // paper's key init
+ * lse_idwnet_init(net, xtrain, 0.1, 1, &err);          // paper's key init
  * lse_idwnet_train_opts o = lse_idwnet_train_opts_default();
- * lse_idwnet_train(net, xtrain, ytrain, &o, NULL); // AMSGrad + cosine
+ * lse_idwnet_train(net, xtrain, ytrain, &o, NULL, &err); // AMSGrad + cosine
  * double loss, acc;
- * lse_idwnet_evaluate(net, xtest, ytest, &loss, &acc);
+ * lse_idwnet_evaluate(net, xtest, ytest, &loss, &acc, &err);
  * lse_idwnet_free(net);
  * @endcode
  */
@@ -70,7 +70,9 @@ LSE_API lse_status lse_idwnet_new(size_t n_proto, size_t dim, size_t n_class,
 LSE_API void lse_idwnet_free(lse_idwnet *m);
 
 /** @brief "function: facts" of the last failure of a call on @p m ("" if
- *  none), valid until the next call on @p m. */
+ *  none), valid until the next call on @p m.
+ *  @deprecated Alias of the message of the last failing call; read the
+ *  lse_error *err of that call instead. */
 LSE_API const char *lse_idwnet_errmsg(const lse_idwnet *m);
 
 /** @brief The graph (owned by @p m; replaced by lse_idwnet_add_prototype). */
@@ -95,7 +97,8 @@ LSE_API size_t lse_idwnet_batch(const lse_idwnet *m);
  * @return LSE_OK; LSE_EFAULT; LSE_EDIM; LSE_EDOM (noise < 0).
  */
 LSE_API lse_status lse_idwnet_init(lse_idwnet *m, const gsl_matrix *x,
-                                   double noise, unsigned long seed);
+                                   double noise, unsigned long seed,
+                                   lse_error *err);
 
 /**
  * @brief Forward pass: @p logits (n, n_class) = A V with A = softmax over
@@ -104,7 +107,8 @@ LSE_API lse_status lse_idwnet_init(lse_idwnet *m, const gsl_matrix *x,
  * @return LSE_OK; LSE_EFAULT; LSE_EDIM; the graph's errors.
  */
 LSE_API lse_status lse_idwnet_forward(lse_idwnet *m, const gsl_matrix *x,
-                                      gsl_matrix *logits, gsl_matrix *attn);
+                                      gsl_matrix *logits, gsl_matrix *attn,
+                                      lse_error *err);
 
 /**
  * @brief Mean cross-entropy of the rows of @p x (b, dim), b <= batch, with
@@ -119,19 +123,20 @@ LSE_API lse_status lse_idwnet_forward(lse_idwnet *m, const gsl_matrix *x,
  */
 LSE_API lse_status lse_idwnet_loss_grad(lse_idwnet *m, const gsl_matrix *x,
                                         const size_t *y, double *loss,
-                                        gsl_matrix *dkeys, gsl_matrix *dvalues);
+                                        gsl_matrix *dkeys, gsl_matrix *dvalues,
+                                        lse_error *err);
 
 /** @brief Mean cross-entropy @p loss and accuracy @p accuracy (fraction of
  *  argmax logits equal to the label; ties go to the lower class) over the
  *  rows of @p x (n, dim); either output may be NULL. */
 LSE_API lse_status lse_idwnet_evaluate(lse_idwnet *m, const gsl_matrix *x,
                                        const size_t *y, double *loss,
-                                       double *accuracy);
+                                       double *accuracy, lse_error *err);
 
 /** @brief Predicted class (argmax of the logits, lowest index on ties) of
  *  every row of @p x into @p labels (n entries). */
 LSE_API lse_status lse_idwnet_predict(lse_idwnet *m, const gsl_matrix *x,
-                                      size_t *labels);
+                                      size_t *labels, lse_error *err);
 
 /** @brief Per-epoch callback of lse_idwnet_train(): @p epoch counts from
  *  1, @p loss is the mean of the minibatch losses of that epoch (at the
@@ -179,7 +184,8 @@ typedef struct lse_idwnet_train_report {
 LSE_API lse_status lse_idwnet_train(lse_idwnet *m, const gsl_matrix *x,
                                     const size_t *y,
                                     const lse_idwnet_train_opts *opts,
-                                    lse_idwnet_train_report *report);
+                                    lse_idwnet_train_report *report,
+                                    lse_error *err);
 
 /**
  * @brief Append one prototype (key @p key (dim), value @p value (n_class)),
@@ -190,7 +196,8 @@ LSE_API lse_status lse_idwnet_train(lse_idwnet *m, const gsl_matrix *x,
  */
 LSE_API lse_status lse_idwnet_add_prototype(lse_idwnet *m,
                                             const gsl_vector *key,
-                                            const gsl_vector *value);
+                                            const gsl_vector *value,
+                                            lse_error *err);
 
 /**
  * @brief Low-impact special case (the IDW paper section 2.2, eq. 7): make the
@@ -211,7 +218,7 @@ LSE_API lse_status lse_idwnet_add_prototype(lse_idwnet *m,
  */
 LSE_API lse_status lse_idwnet_special_case(lse_idwnet *m, const gsl_vector *q,
                                            size_t c, double margin, double *eta,
-                                           int *inserted);
+                                           int *inserted, lse_error *err);
 
 #ifdef __cplusplus
 }

@@ -60,7 +60,9 @@ LSE_API lse_status lse_layernorm_new(const gsl_matrix *x, double gamma,
 /** @brief Free @p ln and its graph; NULL is a no-op. */
 LSE_API void lse_layernorm_free(lse_layernorm *ln);
 
-/** @brief "function: facts" of the last failure on @p ln ("" if none). */
+/** @brief "function: facts" of the last failure on @p ln ("" if none).
+ *  @deprecated Alias of the message of the last failing call; read the
+ *  lse_error *err of that call instead. */
 LSE_API const char *lse_layernorm_errmsg(const lse_layernorm *ln);
 
 /** @brief The graph (nodes "x", "gamma", "delta"; term "layernorm"),
@@ -70,11 +72,12 @@ LSE_API lse_graph *lse_layernorm_graph(const lse_layernorm *ln);
 /** @brief Replace the inputs by @p x (B, D), copied.
  *  @return LSE_OK; LSE_EFAULT; LSE_EDIM; LSE_ENONFINITE. */
 LSE_API lse_status lse_layernorm_set_input(lse_layernorm *ln,
-                                           const gsl_matrix *x);
+                                           const gsl_matrix *x, lse_error *err);
 
 /** @brief Energy E at the current values. @return LSE_OK; LSE_EFAULT; the
  *  graph's errors. */
-LSE_API lse_status lse_layernorm_energy(lse_layernorm *ln, double *energy);
+LSE_API lse_status lse_layernorm_energy(lse_layernorm *ln, double *energy,
+                                        lse_error *err);
 
 /**
  * @brief LayerNorm of the current inputs computed as dE/dx: evaluates the
@@ -84,7 +87,7 @@ LSE_API lse_status lse_layernorm_energy(lse_layernorm *ln, double *energy);
  *  errors.
  */
 LSE_API lse_status lse_layernorm_forward(lse_layernorm *ln, gsl_matrix *out,
-                                         double *energy);
+                                         double *energy, lse_error *err);
 
 /**
  * @brief One-shot LayerNorm: out = gamma (x - mean)/sqrt(var + eps) + delta

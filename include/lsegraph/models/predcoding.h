@@ -31,9 +31,9 @@ extern "C" {
  *     fprintf(stderr, "%s\n", err.message);
  * lse_predcoding_fit_opts f = lse_predcoding_fit_opts_default();
  * lse_solver_result r;
- * lse_predcoding_learn(pc, &f, &r);          // EM: latents, then W, b
+ * lse_predcoding_learn(pc, &f, &r, &err);          // EM: latents, then W, b
  * double mse;
- * lse_predcoding_error(pc, 1, &mse);         // reconstruction of X
+ * lse_predcoding_error(pc, 1, &mse, &err);         // reconstruction of X
  * lse_predcoding_free(pc);
  * @endcode
  */
@@ -122,8 +122,8 @@ LSE_API lse_status lse_predcoding_new(const gsl_matrix *x, size_t n_layers,
 /** @brief Free @p m and its graph; NULL is a no-op. */
 LSE_API void lse_predcoding_free(lse_predcoding *m);
 
-/** @brief The graph (owned by @p m): error messages of the calls below are
- *  in lse_graph_errmsg() of it. */
+/** @brief The graph (owned by @p m). The calls below report through their
+ *  @p err (may be NULL): the status and the graph's message. */
 LSE_API lse_graph *lse_predcoding_graph(const lse_predcoding *m);
 /** @brief Number of latent layers L. */
 LSE_API size_t lse_predcoding_n_layers(const lse_predcoding *m);
@@ -141,7 +141,7 @@ LSE_API lse_term *lse_predcoding_term(const lse_predcoding *m, size_t l);
 /** @brief Replace the data by @p x (same shape; copied).
  *  @return LSE_OK, LSE_EFAULT, LSE_EDIM, LSE_ENONFINITE. */
 LSE_API lse_status lse_predcoding_set_data(lse_predcoding *m,
-                                           const gsl_matrix *x);
+                                           const gsl_matrix *x, lse_error *err);
 
 /**
  * @brief Inference: gradient descent (lse_solver_gd, Armijo line search)
@@ -151,10 +151,11 @@ LSE_API lse_status lse_predcoding_set_data(lse_predcoding *m,
  * first trial step.
  * @param res may be NULL; filled with the solver's result.
  * @return LSE_OK or the solver's error (LSE_EFAULT, LSE_EDOM for tol < 0,
- *  LSE_ENOMEM, LSE_ENONFINITE); message on the graph.
+ *  LSE_ENOMEM, LSE_ENONFINITE); message in @p err.
  */
 LSE_API lse_status lse_predcoding_infer(lse_predcoding *m, size_t max_iter,
-                                        double tol, lse_solver_result *res);
+                                        double tol, lse_solver_result *res,
+                                        lse_error *err);
 
 /**
  * @brief Learning: EM coordinate descent (lse_solver_em) over the whole
@@ -169,7 +170,7 @@ LSE_API lse_status lse_predcoding_infer(lse_predcoding *m, size_t max_iter,
  */
 LSE_API lse_status lse_predcoding_learn(lse_predcoding *m,
                                         const lse_predcoding_fit_opts *opts,
-                                        lse_solver_result *res);
+                                        lse_solver_result *res, lse_error *err);
 
 /**
  * @brief Top-down prediction of layer l-1 from layer l:
@@ -178,7 +179,7 @@ LSE_API lse_status lse_predcoding_learn(lse_predcoding *m,
  * @return LSE_OK; LSE_EFAULT; LSE_ERANGE (l not in 1..L); LSE_EDIM.
  */
 LSE_API lse_status lse_predcoding_predict(const lse_predcoding *m, size_t l,
-                                          gsl_matrix *out);
+                                          gsl_matrix *out, lse_error *err);
 
 /**
  * @brief Mean squared prediction error of layer l-1 under layer l at the
@@ -189,7 +190,7 @@ LSE_API lse_status lse_predcoding_predict(const lse_predcoding *m, size_t l,
  * @return LSE_OK; LSE_EFAULT; LSE_ERANGE; the graph's errors.
  */
 LSE_API lse_status lse_predcoding_error(lse_predcoding *m, size_t l,
-                                        double *mse);
+                                        double *mse, lse_error *err);
 
 #ifdef __cplusplus
 }

@@ -16,4 +16,6 @@
 #include <lsegraph/models/idwnet.h>
 #include <lsegraph/models/daam.h>
 #include <lsegraph/models/capsnet.h>
+#include <lsegraph/models/stattn.h>
+//DMA #include <lsegraph/models/dma.h>
 #endif /* LSEGRAPH_MODELS_H */

@@ -763,6 +763,7 @@ START_TEST(test_help_version)
                                         "idwnet",
                                         "daam",
                                         "dar-attention",
+                                        "stattn",
                                         "--covariance",
                                         "--markov",
                                         "--causal",

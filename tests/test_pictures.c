@@ -197,6 +197,7 @@ static const struct {
     {"daam", "c", "H = 4 heads"},
     {"idwnet", "keys", "P = 20 prototypes"},
     {"slot-attention", "slots", "S = 3 slots"},
+    {"stattn", "x1", "T = 3 steps x K = 3 slots"},
 };
 #define N_PLATES (sizeof plates / sizeof plates[0])
 
@@ -236,7 +237,8 @@ static const char *const builtins[] = {
     "gmm",           "hopfield",   "cross-attention",  "self-attention --causal",
     "slot-attention", "predcoding", "slds",             "slds --markov -k 3",
     "layernorm",     "idwnet",     "daam",             "dar-attention",
-    "predcoding --mixture"};
+    "predcoding --mixture",
+    "stattn"};
 #define N_BUILTINS (sizeof builtins / sizeof builtins[0])
 
 /* No edge passes through a plate label or the legend, in any built-in. */

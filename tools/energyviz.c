@@ -620,6 +620,38 @@ static lse_graph *build_daam(const model_opts *o, char *title, size_t len)
     return lse_daam_graph(m);
 }
 
+static void free_stattn(void *p) { lse_stattn_free(p); }
+
+/* Spatiotemporal attention: one slot layer over T steps (inter-layer,
+ * intra-layer and temporal terms), data and slots at seeded random values,
+ * projections the identity plus noise. */
+static lse_graph *build_stattn(const model_opts *o, char *title, size_t len)
+{
+    lse_stattn_config c = lse_stattn_config_default();
+    c.n_layers = 2;
+    c.n_slots[0] = o->n;
+    c.dim[0] = c.dim[1] = o->d;
+    c.n_slots[1] = o->s;
+    c.T = o->T;
+    c.init_sd = 0.1;
+    lse_stattn *m = NULL;
+    lse_error err = {0};
+    check(lse_stattn_new(&c, &m, &err), &err, "stattn");
+    S.model = m;
+    S.model_free = free_stattn;
+    gsl_matrix *x = random_matrix(o->T * o->n, o->d, 1.0);
+    if (lse_stattn_set_data(m, x, &err) != LSE_OK ||
+        lse_stattn_init_slots(m, 1.0, 1, &err) != LSE_OK)
+        die(1, "stattn: %s", cli_strip_function(err.message));
+    plate("x0", "T = %zu steps x N = %zu rows", o->T, o->n);
+    plate("x1", "T = %zu steps x K = %zu slots", o->T, o->s);
+    snprintf(title, len,
+             "Spatiotemporal attention: N = %zu rows -> K = %zu slots, d = "
+             "%zu, T = %zu steps",
+             o->n, o->s, o->d, o->T);
+    return lse_stattn_graph(m);
+}
+
 typedef lse_graph *(*build_fn)(const model_opts *o, char *title, size_t len);
 
 typedef struct model_def {
@@ -671,6 +703,10 @@ static const model_def models[] = {
      "cross-attention with the DAR similarity",
      "-n queries (6) -m keys (6) -d D (8) --beta B (1)\n"
      "--lambda (0.2) --rho (0.5) --alpha (8) --steps (0: static)"},
+    {"stattn", build_stattn, "-n -s -d -T",
+     "spatiotemporal attention (LSE project: inter-layer, intra-layer, "
+     "temporal)",
+     "-n data rows per step (6) -s slots (3) -d D (4) -T steps (3)"},
 };
 #define N_MODELS (sizeof models / sizeof models[0])
 
@@ -710,6 +746,7 @@ static void model_defaults(const char *model, model_opts *o)
         {"idwnet", 0, 8, 10},
         {"daam", 0, 16, 40},
         {"dar-attention", 0, 8, 6},
+        {"stattn", 0, 4, 6},
     };
     for (size_t i = 0; i < sizeof def / sizeof def[0]; i++) {
         if (strcmp(def[i].model, model) != 0)
@@ -725,6 +762,8 @@ static void model_defaults(const char *model, model_opts *o)
         o->m = 6;
     if (o->s == 0)
         o->s = 3;
+    if (o->T == 0 && strcmp(model, "stattn") == 0)
+        o->T = 3;
     if (o->T == 0)
         o->T = 200;
     if (o->lags == 0)

@@ -17,5 +17,5 @@
 #include <lsegraph/models/daam.h>
 #include <lsegraph/models/capsnet.h>
 #include <lsegraph/models/stattn.h>
-//DMA #include <lsegraph/models/dma.h>
+#include <lsegraph/models/dma.h>
 #endif /* LSEGRAPH_MODELS_H */

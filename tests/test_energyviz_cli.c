@@ -764,6 +764,7 @@ START_TEST(test_help_version)
                                         "daam",
                                         "dar-attention",
                                         "stattn",
+                                        "dma",
                                         "--covariance",
                                         "--markov",
                                         "--causal",

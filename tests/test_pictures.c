@@ -198,6 +198,8 @@ static const struct {
     {"idwnet", "keys", "P = 20 prototypes"},
     {"slot-attention", "slots", "S = 3 slots"},
     {"stattn", "x1", "T = 3 steps x K = 3 slots"},
+    {"dma", "next", "T-1 = 199 transitions"},
+    {"dma", "m", "K = 2 modes"},
 };
 #define N_PLATES (sizeof plates / sizeof plates[0])
 
@@ -238,7 +240,8 @@ static const char *const builtins[] = {
     "slot-attention", "predcoding", "slds",             "slds --markov -k 3",
     "layernorm",     "idwnet",     "daam",             "dar-attention",
     "predcoding --mixture",
-    "stattn"};
+    "stattn",
+    "dma"};
 #define N_BUILTINS (sizeof builtins / sizeof builtins[0])
 
 /* No edge passes through a plate label or the legend, in any built-in. */

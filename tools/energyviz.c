@@ -652,6 +652,37 @@ static lse_graph *build_stattn(const model_opts *o, char *title, size_t len)
     return lse_stattn_graph(m);
 }
 
+static void free_dma(void *p) { lse_dma_free(p); }
+
+/* Dynamic mixture attention: a threshold-switching series (K modes, d
+ * dimensions, T steps) with seeded random parameters. */
+static lse_graph *build_dma(const model_opts *o, char *title, size_t len)
+{
+    lse_dma_config c = lse_dma_config_default();
+    c.n_modes = o->k;
+    c.dim = o->d;
+    c.T = o->T;
+    lse_dma *m = NULL;
+    lse_error err = {0};
+    check(lse_dma_new(&c, &m, &err), &err, "dma");
+    S.model = m;
+    S.model_free = free_dma;
+    gsl_matrix *x = random_matrix(o->T, o->d, 1.0);
+    check(lse_dma_set_series(m, x, &err), &err, "dma");
+    gsl_matrix_memcpy(lse_node_value(lse_dma_node(m, LSE_DMA_M)),
+                      random_matrix(o->k, o->d, 1.0));
+    plate("next", "T-1 = %zu transitions", o->T - 1);
+    plate("prev", "T-1 = %zu transitions", o->T - 1);
+    plate("b", "K = %zu modes", o->k);
+    plate("m", "K = %zu modes", o->k);
+    plate("A", "K = %zu modes", o->k);
+    plate("chol", "K = %zu modes", o->k);
+    snprintf(title, len,
+             "Dynamic mixture attention: K = %zu modes, d = %zu, T = %zu",
+             o->k, o->d, o->T);
+    return lse_dma_graph(m);
+}
+
 typedef lse_graph *(*build_fn)(const model_opts *o, char *title, size_t len);
 
 typedef struct model_def {
@@ -707,6 +738,9 @@ static const model_def models[] = {
      "spatiotemporal attention (LSE project: inter-layer, intra-layer, "
      "temporal)",
      "-n data rows per step (6) -s slots (3) -d D (4) -T steps (3)"},
+    {"dma", build_dma, "-k -d -T",
+     "dynamic mixture attention (LSE sum: attention + lingauss)",
+     "-k modes (2) -d D (1) -T steps (200)"},
 };
 #define N_MODELS (sizeof models / sizeof models[0])
 
@@ -747,6 +781,7 @@ static void model_defaults(const char *model, model_opts *o)
         {"daam", 0, 16, 40},
         {"dar-attention", 0, 8, 6},
         {"stattn", 0, 4, 6},
+        {"dma", 2, 1, 0},
     };
     for (size_t i = 0; i < sizeof def / sizeof def[0]; i++) {
         if (strcmp(def[i].model, model) != 0)

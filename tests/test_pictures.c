@@ -197,6 +197,10 @@ static const struct {
     {"daam", "c", "H = 4 heads"},
     {"idwnet", "keys", "P = 20 prototypes"},
     {"slot-attention", "slots", "S = 3 slots"},
+    {"et", "tokens", "N = 16 patch tokens"},
+    {"et", "memories", "M = 6 memories"},
+    {"capsnet", "children", "N = 6 child capsules"},
+    {"capsnet", "parents", "S = 3 parent capsules"},
 };
 #define N_PLATES (sizeof plates / sizeof plates[0])
 
@@ -236,7 +240,7 @@ static const char *const builtins[] = {
     "gmm",           "hopfield",   "cross-attention",  "self-attention --causal",
     "slot-attention", "predcoding", "slds",             "slds --markov -k 3",
     "layernorm",     "idwnet",     "daam",             "dar-attention",
-    "predcoding --mixture"};
+    "predcoding --mixture", "et", "capsnet"};
 #define N_BUILTINS (sizeof builtins / sizeof builtins[0])
 
 /* No edge passes through a plate label or the legend, in any built-in. */

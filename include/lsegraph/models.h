@@ -16,4 +16,5 @@
 #include <lsegraph/models/idwnet.h>
 #include <lsegraph/models/daam.h>
 #include <lsegraph/models/capsnet.h>
+#include <lsegraph/models/etransformer.h>
 #endif /* LSEGRAPH_MODELS_H */

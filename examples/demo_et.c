@@ -11,7 +11,7 @@
  * data/digits.csv (360). Baselines: the mean training image, and the
  * nearest training image (1437) on the visible pixels.
  *
- * Usage: demo_et [DIGITS.csv] [STEPS]   (default the bundled file, 300)
+ * Usage: demo_et [DIGITS.csv] [STEPS]   (default the bundled file, 2000)
  * Exits 1 unless the trained block beats the mean image's error and its
  * energy never rises along the descent of the test images. */
 #include <math.h>
@@ -168,7 +168,7 @@ static lse_status evaluate(lse_et *et, const gsl_matrix *train,
 int main(int argc, char **argv)
 {
     const char *path = argc > 1 ? argv[1] : LSE_DATA_DIR "/digits.csv";
-    const long steps = argc > 2 ? strtol(argv[2], NULL, 10) : 300;
+    const long steps = argc > 2 ? strtol(argv[2], NULL, 10) : 2000;
     if (steps < 1)
         return die("STEPS", "must be a positive integer");
     /* one thread: every evaluation is tiny (16 tokens per image), and the
@@ -181,14 +181,8 @@ int main(int argc, char **argv)
     lse_et_config cfg = lse_et_config_default();
     lse_et *et = NULL;
     lse_error err;
-    if (getenv("ET_ALPHA")) cfg.alpha = atof(getenv("ET_ALPHA"));
-    if (getenv("ET_T")) cfg.steps = (size_t)atoi(getenv("ET_T"));
-    if (getenv("ET_D")) cfg.dim = (size_t)atoi(getenv("ET_D"));
-    if (getenv("ET_M")) cfg.n_memories = (size_t)atoi(getenv("ET_M"));
-    if (getenv("ET_BM")) cfg.beta_mem = atof(getenv("ET_BM"));
     if (lse_et_new(&cfg, &et, &err) != LSE_OK)
         return die("lse_et_new", err.message);
-    if (getenv("ET_LR")) { lse_optim_opts oo = lse_optim_opts_default(); oo.lr = atof(getenv("ET_LR")); lse_et_set_optim(et, &oo, &err); }
     const size_t B = cfg.batch;
     printf("digits: %zu training images, %zu test; a 4x4 block (2x2 of the 16 "
            "2x2 patches) hidden\n",

@@ -95,9 +95,9 @@ static const lse_custom_type loss_type = {"et-loss", 0, loss_check,
 
 lse_et_config lse_et_config_default(void)
 {
-    return (lse_et_config){.side = 8, .patch = 2, .dim = 16, .n_heads = 4,
+    return (lse_et_config){.side = 8, .patch = 2, .dim = 32, .n_heads = 4,
                            .head_dim = 8, .n_memories = 32, .beta_mem = 1.0,
-                           .batch = 40, .steps = 6, .alpha = 0.5,
+                           .batch = 40, .steps = 3, .alpha = 0.2,
                            .eps = 1e-5, .seed = 1};
 }
 
@@ -748,8 +748,17 @@ static lse_status loss_eval(lse_et *et, const gsl_matrix *images,
 {
     size_t nh = 0;
     for (size_t b = 0; b < et->c.batch; b++)
-        for (size_t t = 0; t < et->N; t++)
-            nh += gsl_matrix_get(hidden, b, t) != 0.0;
+        for (size_t t = 0; t < et->N; t++) {
+            if (gsl_matrix_get(hidden, b, t) == 0.0)
+                continue;
+            nh++;
+            for (size_t q = 0; q < et->P; q++)
+                if (!isfinite(gsl_matrix_get(images, b, pixel(et, t, q))))
+                    return lse_error_set(err, LSE_ENONFINITE, fn,
+                                         "image %zu pixel %zu is hidden and "
+                                         "not finite (the loss's target)",
+                                         b + 1, pixel(et, t, q) + 1);
+        }
     if (nh == 0)
         return lse_error_set(err, LSE_EDOM, fn, "no patch is hidden");
     lse_status st = forward(et, images, hidden, NULL, fn, err);

@@ -234,6 +234,7 @@ START_TEST(test_digits_beats_mean_image)
     lse_assert_ok(
         lse_table_to_matrix(t, NULL, 0, LSE_MISSING_ERROR, &m, NULL, &err));
     lse_table_free(t);
+    lse_set_num_threads(1); /* tiny evaluations: threads only cost */
     lse_et_config c = lse_et_config_default();
     c.batch = 20;
     lse_et *et = make(&c);
@@ -246,7 +247,7 @@ START_TEST(test_digits_beats_mean_image)
     for (size_t i = 0; i < 1000; i++)
         for (size_t p = 0; p < 64; p++)
             *gsl_vector_ptr(mean, p) += gsl_matrix_get(m, i, p) / 16000.0;
-    for (size_t s = 0; s < 80; s++) {
+    for (size_t s = 0; s < 250; s++) {
         for (size_t b = 0; b < 20; b++)
             for (size_t p = 0; p < 64; p++)
                 gsl_matrix_set(img, b, p,
@@ -275,6 +276,7 @@ START_TEST(test_digits_beats_mean_image)
     gsl_matrix_free(out);
     gsl_vector_free(mean);
     lse_et_free(et);
+    lse_set_num_threads(0);
 }
 END_TEST
 
@@ -346,6 +348,9 @@ START_TEST(test_builder_errors)
     gsl_matrix_set(img, 0, 0, 0.5);
     lse_assert_ok(lse_et_complete(et, img, hid, out, NULL, NULL));
     ck_assert(isnan(gsl_matrix_get(out, 1, 0)) == 0);
+    expect(lse_et_loss(et, img, hid, &l, NULL, &e), LSE_ENONFINITE, &e,
+           "image 2 pixel 1 is hidden");
+    gsl_matrix_set(img, 1, 0, 0.5);
     expect(lse_et_loss(et, img, none, &l, NULL, &e), LSE_EDOM, &e,
            "no patch is hidden");
     gsl_vector *v = gsl_vector_alloc(3);

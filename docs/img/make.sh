@@ -36,6 +36,8 @@ cd "$out"
 "$ev" idwnet -o idwnet.svg
 "$ev" daam -o daam.svg
 "$ev" dar-attention -o dar-attention.svg
+"$ev" et -o et.svg
+"$ev" capsnet -o capsnet.svg
 
 # Expanded views: attention of causal self-attention, and a GMM fitted to
 # Old Faithful drawn on its data (responsibilities of the first 24 rows)

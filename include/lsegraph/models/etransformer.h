@@ -49,14 +49,14 @@ typedef struct lse_et_config {
     size_t side;       /**< image side in pixels (default 8) */
     size_t patch;      /**< patch side, divides side (default 2); at least
                           two patches */
-    size_t dim;        /**< token dimension D >= 2 (default 16) */
+    size_t dim;        /**< token dimension D >= 2 (default 32) */
     size_t n_heads;    /**< H, 1 .. LSE_HEADS_MAX (default 4) */
     size_t head_dim;   /**< k >= 1 (default 8) */
     size_t n_memories; /**< M >= 1 Hopfield memories (default 32) */
     double beta_mem;   /**< Hopfield inverse temperature > 0 (default 1) */
     size_t batch;      /**< B images per evaluation >= 1 (default 40) */
-    size_t steps;      /**< T descent steps >= 1 (default 6) */
-    double alpha;      /**< step size > 0 (default 0.5) */
+    size_t steps;      /**< T descent steps >= 1 (default 3) */
+    double alpha;      /**< step size > 0 (default 0.2) */
     double eps;        /**< LayerNorm eps > 0 (default 1e-5) */
     uint64_t seed;     /**< seed of the initial parameters (default 1) */
 } lse_et_config;

@@ -225,14 +225,23 @@ int main(int argc, char **argv)
     printf("| Energy Transformer block, trained | %.3f |\n\n", e1.rmse_et);
     printf("training loss (mean of the first / last %ld steps): %.4f -> %.4f\n",
            win, first, last);
-    printf("energy of the first test batch along the descent: %.4f -> %.4f; "
-           "largest rise over one step %.2e (all test batches)\n",
+    printf("energy of the first test batch (sum over its 40 images) along the "
+           "descent: %.4f -> %.4f;\nlargest change over one step, all test "
+           "batches: %.4g (a rise would be > 0)\n",
            e1.e0, e1.eT, e1.max_rise);
+    gsl_vector *th = gsl_vector_alloc(lse_et_n_params(et));
+    lse_et_params_get(et, th, NULL);
+    /* gamma follows W_enc (D, P), pos (N, D) and mask (1, D) */
+    printf("LayerNorm gain gamma after training: %.4f (the descent lowers E "
+           "for gamma > 0)\n",
+           gsl_vector_get(th, cfg.dim * 4 + 16 * cfg.dim + cfg.dim));
+    gsl_vector_free(th);
     const int ok = e1.rmse_et < e1.rmse_mean && e1.max_rise <= 0.0;
-    printf("trained block beats the mean image by %.0f%% and the nearest "
-           "neighbour by %.0f%%; energy non-increasing: %s\n",
-           100.0 * (1.0 - e1.rmse_et / e1.rmse_mean),
-           100.0 * (1.0 - e1.rmse_et / e1.rmse_nn), ok ? "yes" : "NO");
+    const double vs_nn = 100.0 * (1.0 - e1.rmse_et / e1.rmse_nn);
+    printf("trained block: %.0f%% below the mean image's error, %.0f%% %s the "
+           "nearest neighbour's; energy non-increasing: %s\n",
+           100.0 * (1.0 - e1.rmse_et / e1.rmse_mean), fabs(vs_nn),
+           vs_nn >= 0 ? "below" : "above", ok ? "yes" : "NO");
     gsl_matrix_free(img);
     gsl_matrix_free(hid);
     gsl_matrix_free(train);

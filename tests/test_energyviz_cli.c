@@ -531,6 +531,44 @@ START_TEST(test_models)
 }
 END_TEST
 
+/* The built-ins whose terms a spec cannot describe (a heads term, a
+ * model's own similarity), so their DOT is not read back: every format,
+ * and the DOT holds their nodes, factors, labels and shapes. */
+static const struct {
+    const char *args, *items[8];
+} nospec[] = {
+    {"et", {"tokens", "W_Q", "W_K", "memories", "attend0", "memory",
+            "heads(H=4, base=dot)", "rows=32"}},
+    {"capsnet -n 5 -k 4", {"children", "parents", "W", "route0", "bound",
+                           "readout", "LSE capsule", "rows=20"}},
+};
+
+START_TEST(test_models_nospec)
+{
+    make_dir();
+    static const char *const formats[] = {"dot", "svg", "png", "pdf"};
+    for (size_t f = 0; f < 4; f++) {
+        char args[512];
+        snprintf(args, sizeof args, "%s -o out.%s", nospec[_i].args,
+                 formats[f]);
+        const int rc = run(args);
+        ck_assert_msg(rc == 0, "energyviz %s: status %d: %s", args, rc,
+                      err_text);
+        ck_assert_str_eq(err_text, "");
+    }
+    char *dot = read_file("out.dot", NULL);
+    for (size_t i = 0; i < 8; i++)
+        ck_assert_msg(strstr(dot, nospec[_i].items[i]) != NULL,
+                      "%s: the DOT lacks %s", nospec[_i].args,
+                      nospec[_i].items[i]);
+    free(dot);
+    check_svg("out.svg");
+    check_magic("out.png", "\x89PNG\r\n\x1a\n", 8);
+    check_magic("out.pdf", "%PDF-", 5);
+    remove_dir();
+}
+END_TEST
+
 /* --format overrides the extension; the layouts; the expanded view. */
 START_TEST(test_views)
 {
@@ -992,6 +1030,8 @@ Suite *lse_test_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_xml_checker);
     tcase_add_loop_test(tc, test_models, 0, (int)N_CASES);
+    tcase_add_loop_test(tc, test_models_nospec, 0,
+                        (int)(sizeof nospec / sizeof nospec[0]));
     tcase_add_test(tc, test_views);
     tcase_add_test(tc, test_matrix);
     tcase_add_test(tc, test_fitted);

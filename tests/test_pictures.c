@@ -200,6 +200,10 @@ static const struct {
     {"stattn", "x1", "T = 3 steps x K = 3 slots"},
     {"dma", "next", "T-1 = 199 transitions"},
     {"dma", "m", "K = 2 modes"},
+    {"et", "tokens", "N = 16 patch tokens"},
+    {"et", "memories", "M = 6 memories"},
+    {"capsnet", "children", "N = 6 child capsules"},
+    {"capsnet", "parents", "S = 3 parent capsules"},
 };
 #define N_PLATES (sizeof plates / sizeof plates[0])
 
@@ -241,7 +245,7 @@ static const char *const builtins[] = {
     "layernorm",     "idwnet",     "daam",             "dar-attention",
     "predcoding --mixture",
     "stattn",
-    "dma"};
+    "dma", "et", "capsnet"};
 #define N_BUILTINS (sizeof builtins / sizeof builtins[0])
 
 /* No edge passes through a plate label or the legend, in any built-in. */

@@ -681,6 +681,72 @@ static lse_graph *build_dma(const model_opts *o, char *title, size_t len)
              "Dynamic mixture attention: K = %zu modes, d = %zu, T = %zu",
              o->k, o->d, o->T);
     return lse_dma_graph(m);
+static void free_et(void *p) { lse_et_free(p); }
+
+/* Energy Transformer block (models/etransformer.c): one 8x8 image of 2x2
+ * patches (a random one, top-left block hidden), its tokens layer-normalized
+ * and put into the energy graph, so the heads' and the memory's softmax are
+ * those of real tokens. */
+static lse_graph *build_et(const model_opts *o, char *title, size_t len)
+{
+    lse_et_config c = lse_et_config_default();
+    c.batch = 1;
+    c.dim = o->d;
+    c.n_heads = o->heads;
+    c.n_memories = o->m;
+    lse_et *et = NULL;
+    lse_error err = {0};
+    check(lse_et_new(&c, &et, &err), &err, "et");
+    S.model = et;
+    S.model_free = free_et;
+    const size_t N = lse_et_n_tokens(et);
+    gsl_matrix *img = matrix(1, c.side * c.side), *hid = matrix(1, N),
+               *x = matrix(N, c.dim);
+    for (size_t p = 0; p < img->size2; p++)
+        gsl_matrix_set(img, 0, p, gsl_rng_uniform(S.rng));
+    gsl_matrix_set(hid, 0, 0, 1.0);
+    double e;
+    if (lse_et_embed(et, img, hid, x, &model_err) != LSE_OK ||
+        lse_et_energy(et, x, &e, NULL, &model_err) != LSE_OK)
+        die(1, "et: %s", cli_strip_function(model_err.message));
+    plate("tokens", "N = %zu patch tokens", N);
+    plate("W_Q", "H = %zu heads", c.n_heads);
+    plate("memories", "M = %zu memories", c.n_memories);
+    snprintf(title, len,
+             "Energy Transformer block: %zu heads, %zu memories, D = %zu",
+             c.n_heads, c.n_memories, c.dim);
+    return lse_et_graph(et);
+}
+
+static void free_capsnet(void *p) { lse_capsnet_free(p); }
+
+/* Capsule routing (models/capsnet.c): one example of N random child
+ * capsules routed to S parents, so the routing coefficients are drawn. */
+static lse_graph *build_capsnet(const model_opts *o, char *title, size_t len)
+{
+    lse_capsnet_opts c = lse_capsnet_opts_default();
+    c.n_child = o->n;
+    c.d_child = 4;
+    c.n_parent = o->k;
+    c.d_parent = 2;
+    c.batch = 1;
+    c.init_sd = 0.5;
+    lse_capsnet *net = NULL;
+    lse_error err = {0};
+    check(lse_capsnet_new(&c, &net, &err), &err, "capsnet");
+    S.model = net;
+    S.model_free = free_capsnet;
+    gsl_matrix *u = random_matrix(o->n, 4, 1.0);
+    if (lse_capsnet_route(net, u, NULL, NULL, &model_err) != LSE_OK)
+        die(1, "capsnet: %s", cli_strip_function(model_err.message));
+    plate("children", "N = %zu child capsules", o->n);
+    plate("parents", "S = %zu parent capsules", o->k);
+    plate("W", "N S = %zu pairs", o->n * o->k);
+    snprintf(title, len,
+             "Capsule routing: N = %zu children (dim 4) to S = %zu parents "
+             "(dim 2)",
+             o->n, o->k);
+    return lse_capsnet_graph(net);
 }
 
 typedef lse_graph *(*build_fn)(const model_opts *o, char *title, size_t len);
@@ -741,6 +807,12 @@ static const model_def models[] = {
     {"dma", build_dma, "-k -d -T",
      "dynamic mixture attention (LSE sum: attention + lingauss)",
      "-k modes (2) -d D (1) -T steps (200)"},
+    {"et", build_et, "-d -m --heads",
+     "Energy Transformer block (heads + Hopfield memory)",
+     "-d D (16) -m memories (6) --heads H (4)"},
+    {"capsnet", build_capsnet, "-n -k",
+     "capsule routing (LSE over transformed predictions)",
+     "-n children (6) -k parents (3)"},
 };
 #define N_MODELS (sizeof models / sizeof models[0])
 
@@ -782,6 +854,8 @@ static void model_defaults(const char *model, model_opts *o)
         {"dar-attention", 0, 8, 6},
         {"stattn", 0, 4, 6},
         {"dma", 2, 1, 0},
+        {"et", 0, 16, 0},
+        {"capsnet", 3, 0, 6},
     };
     for (size_t i = 0; i < sizeof def / sizeof def[0]; i++) {
         if (strcmp(def[i].model, model) != 0)

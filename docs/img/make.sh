@@ -38,6 +38,8 @@ cd "$out"
 "$ev" dar-attention -o dar-attention.svg
 "$ev" stattn -o stattn.svg
 "$ev" dma -o dma.svg
+"$ev" et -o et.svg
+"$ev" capsnet -o capsnet.svg
 
 # Expanded views: attention of causal self-attention, and a GMM fitted to
 # Old Faithful drawn on its data (responsibilities of the first 24 rows)

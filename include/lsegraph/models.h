@@ -18,4 +18,5 @@
 #include <lsegraph/models/capsnet.h>
 #include <lsegraph/models/stattn.h>
 #include <lsegraph/models/dma.h>
+#include <lsegraph/models/etransformer.h>
 #endif /* LSEGRAPH_MODELS_H */

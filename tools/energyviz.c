@@ -681,6 +681,8 @@ static lse_graph *build_dma(const model_opts *o, char *title, size_t len)
              "Dynamic mixture attention: K = %zu modes, d = %zu, T = %zu",
              o->k, o->d, o->T);
     return lse_dma_graph(m);
+}
+
 static void free_et(void *p) { lse_et_free(p); }
 
 /* Energy Transformer block (models/etransformer.c): one 8x8 image of 2x2

@@ -1,12 +1,16 @@
 /* This machine's dgemm rate: C = A B with n x n matrices (default 2000)
  * through the CBLAS the library links (OpenBLAS when found), best of 5
- * runs after a warm-up, on THREADS OpenBLAS threads.
+ * runs after a warm-up, on THREADS OpenBLAS threads. It calls the library
+ * once so that OpenBLAS runs the kernel set the library runs (lib/threads.c
+ * switches OpenBLAS off its SSE3 fallback when it is loaded).
  *
  *   dgemm_peak THREADS [N] */
 
 #include <math.h>
 
 #include <gsl/gsl_cblas.h>
+
+#include <lsegraph/lsegraph.h>
 
 #include "bench_util.h"
 
@@ -20,6 +24,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s THREADS [N]\n", argv[0]);
         return 2;
     }
+    (void)lse_get_num_threads(); /* load the library (see above) */
     const int threads = atoi(argv[1]);
     const int n = argc > 2 ? atoi(argv[2]) : 2000;
 #ifdef LSE_HAVE_OPENBLAS

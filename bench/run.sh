@@ -16,6 +16,8 @@
 #                        back to its Prescott (SSE3) kernels, 4-5x slower;
 #                        every program (lsegraph, NumPy/scikit-learn,
 #                        dgemm_peak) gets the same setting.
+#                        (liblsegraph itself no longer needs it: it switches
+#                        OpenBLAS off that fallback when loaded, lib/threads.c)
 #   SKIP_NUMPY_MARKOV=1  skip the slow NumPy Markov reference (minutes)
 set -eu
 

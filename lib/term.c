@@ -826,7 +826,10 @@ lse_status lse_term_run(lse_term *t, unsigned flags, double *acc, size_t stride)
         return LSE_EINTERNAL;
     lse_sim_args base;
     whole_args(t, &base);
-    int nt = lse_threads_for(p->n_chunk);
+    const double dc = 1.0 + (double)t->shape.d_child;
+    int nt = lse_threads_for_work(p->n_chunk, (double)t->child.count *
+                                                  (double)t->parent.count *
+                                                  dc * dc);
     if (nt > (int)p->n_slot)
         nt = (int)p->n_slot;
     if ((flags & LSE_RUN_GRAD) && !rows_disjoint(t))

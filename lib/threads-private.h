@@ -17,6 +17,13 @@
  * n_tasks), at least 1 (1 without OpenMP). */
 int lse_threads_for(size_t n_tasks);
 
+/* lse_threads_for for tasks that together do about @p work flops: 1 when
+ * the thread count is the default (neither lse_set_num_threads nor
+ * LSE_NUM_THREADS chose one) and the work is too small to gain from a
+ * second thread; an explicit count is always honoured. The chunks do not
+ * depend on it, so neither do the results. */
+int lse_threads_for_work(size_t n_tasks, double work);
+
 /* Processors available (omp_get_num_procs), at least 1. */
 int lse_threads_procs(void);
 

@@ -1,4 +1,7 @@
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <gsl/gsl_randist.h>
@@ -562,6 +565,66 @@ START_TEST(test_num_threads_setting)
 }
 END_TEST
 
+/* The default thread count runs a small term on the calling thread (its
+ * work, rows x columns x (1 + d)^2, is far below lib/threads.c's
+ * threshold), an explicit count is honoured, and both give the same bits. */
+static pthread_t spy_main;
+static atomic_int spy_other;
+static lse_status (*spy_eval_base)(const lse_sim_args *, gsl_matrix *);
+
+static lse_status spy_eval(const lse_sim_args *a, gsl_matrix *s)
+{
+    if (!pthread_equal(pthread_self(), spy_main))
+        atomic_store(&spy_other, 1);
+    return spy_eval_base(a, s);
+}
+
+static double small_term_energy(int threads, int *other)
+{
+    lse_set_num_threads(threads);
+    lse_sim_type spy = *lse_sim_dot;
+    spy_eval_base = spy.eval;
+    spy.eval = spy_eval;
+    lse_graph *g = lse_graph_new();
+    ck_assert_ptr_nonnull(g);
+    lse_graph_set_block_rows(g, 32); /* 600 rows: 19 blocks, 16 chunks */
+    lse_node *xn, *pn;
+    lse_assert_ok(lse_graph_add_node(g, "x", 600, 2, LSE_NODE_CLAMPED, &xn));
+    lse_assert_ok(lse_graph_add_node(g, "p", 3, 2, LSE_NODE_PARAM, &pn));
+    gsl_matrix *x = gsl_matrix_alloc(600, 2);
+    blobs(x, 3, 11);
+    lse_assert_ok(lse_node_set_value(xn, x));
+    for (size_t c = 0; c < 3; c++)
+        for (size_t j = 0; j < 2; j++)
+            gsl_matrix_set(lse_node_value(pn), c, j, 0.3 * (double)(c + j));
+    lse_term_spec spec = lse_term_spec_default();
+    spec.child = lse_view_all(xn);
+    spec.parent = lse_view_all(pn);
+    spec.sim = &spy;
+    lse_assert_ok(lse_graph_add_lse(g, "small", &spec, NULL));
+    spy_main = pthread_self();
+    atomic_store(&spy_other, 0);
+    double e = 0.0;
+    lse_assert_ok(lse_graph_energy(g, &e));
+    *other = atomic_load(&spy_other);
+    lse_graph_free(g);
+    gsl_matrix_free(x);
+    return e;
+}
+
+START_TEST(test_small_term_default_one_thread)
+{
+    int other_default = 0, other_two = 0;
+    const double e_default = small_term_energy(0, &other_default);
+    const double e_two = small_term_energy(2, &other_two);
+    const char *env = getenv("LSE_NUM_THREADS");
+    if (env == NULL || *env == '\0') /* else the default is explicit */
+        ck_assert_int_eq(other_default, 0);
+    ck_assert(e_default == e_two); /* bit for bit */
+    ck_assert(isfinite(e_default));
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("perf_invariants");
@@ -569,6 +632,7 @@ Suite *lse_test_suite(void)
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_num_threads_setting);
+    tcase_add_test(tc, test_small_term_default_one_thread);
     tcase_add_test(tc, test_em_full_threads_identical);
     tcase_add_test(tc, test_em_diag_threads_identical);
     tcase_add_test(tc, test_simd_copies_agree);

@@ -95,6 +95,9 @@ LSE_API void lse_log(lse_log_level level, const char *fmt, ...)
  * lib/threads.c). @p n >= 1 sets the count for the whole process; n <= 0
  * restores the default: the environment variable LSE_NUM_THREADS if it
  * holds a positive integer, else OpenMP's default (omp_get_max_threads).
+ * With the default (neither this call nor LSE_NUM_THREADS chose a count),
+ * a term whose pass is small (rows x columns x (1 + d)^2 below 2^20) runs
+ * on one thread: a second one costs more than it saves there.
  * Inside the library's parallel regions BLAS runs single-threaded; BLAS
  * calls outside them (small factorizations) keep the BLAS library's own
  * setting (OPENBLAS_NUM_THREADS), which this call does not change.

@@ -103,6 +103,43 @@ lse_status lse_gauss_check_common(const char *name, const lse_sim_shape *shape,
     return LSE_OK;
 }
 
+/* A zeroed (n1, n2) matrix for the SIMD kernels: tda n2 rounded up to 8
+ * and every row starting `lead` doubles before a 64-byte boundary, so that
+ * their 8-wide loads and stores of whole rows (Q, R, the statistics: lead
+ * 0; V, whose first entry is the constant 1: lead 1) never straddle two
+ * cache lines, whatever address malloc would have given. gsl_matrix_free
+ * frees it (gsl_block_free calls free(), which takes aligned_alloc's
+ * memory). NULL on failure or overflow. */
+static gsl_matrix *matrix_lines(size_t n1, size_t n2, size_t lead)
+{
+    size_t tda, n, bytes;
+    if (n1 == 0 || n2 == 0 || lead >= 8 || lse_size_add(n2, 7, &tda))
+        return NULL;
+    tda = tda / 8 * 8;
+    if (lse_size_mul(n1, tda, &n) || lse_size_add(n, 8, &n) ||
+        lse_size_mul(n, sizeof(double), &bytes))
+        return NULL;
+    gsl_block *blk = malloc(sizeof *blk);
+    gsl_matrix *m = malloc(sizeof *m);
+    double *data = aligned_alloc(64, bytes); /* a multiple of 64 */
+    if (blk == NULL || m == NULL || data == NULL) {
+        free(blk);
+        free(m);
+        free(data);
+        return NULL;
+    }
+    memset(data, 0, bytes);
+    blk->size = n;
+    blk->data = data;
+    m->size1 = n1;
+    m->size2 = n2;
+    m->tda = tda;
+    m->data = data + (8 - lead) % 8;
+    m->block = blk;
+    m->owner = 1;
+    return m;
+}
+
 void lse_gauss_work_free(void *work)
 {
     lse_gauss_work *w = work;
@@ -231,10 +268,10 @@ lse_status lse_gauss_work_new(const lse_sim_shape *shape, const void *config,
     if (ok && dc == 0 && (!tri || (d >= 2 && nv <= d * (d + 1)))) {
         w->nv = nv;
         const size_t kp = (K + 7) / 8 * 8; /* whole tiles of 8 */
-        ok = (w->vblk = gsl_matrix_alloc(block, nv)) != NULL &&
-             (w->qcoef = gsl_matrix_calloc(nv, kp)) != NULL &&
-             (w->rbuf = gsl_matrix_calloc(block, kp)) != NULL &&
-             (w->qacc = gsl_matrix_alloc(nv, kp)) != NULL;
+        ok = (w->vblk = matrix_lines(block, nv, 1)) != NULL &&
+             (w->qcoef = matrix_lines(nv, kp, 0)) != NULL &&
+             (w->rbuf = matrix_lines(block, kp, 0)) != NULL &&
+             (w->qacc = matrix_lines(nv, kp, 0)) != NULL;
     }
     if (ok && !tri && dc == 0) /* transposed parameters of the fused loops */
         ok = (w->mut = gsl_matrix_calloc(d, K)) != NULL &&
@@ -685,7 +722,7 @@ static lse_status fast_eval(lse_gauss_work *w, const gsl_matrix *x,
         const int whole = w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED;
         w->zrows = 0;
         double *v = w->vblk->data;
-        const size_t vt = whole ? w->vblk->tda : nv;
+        const size_t vt = w->vblk->tda;
         const double *q = w->qcoef->data;
         const size_t kp = w->qcoef->tda;
         if (whole) {
@@ -767,7 +804,7 @@ static lse_status fast_stats_fma(lse_gauss_work *w, const gsl_matrix *x,
      * at the head of vblk */
     const int whole = w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED;
     double *v = w->vblk->data;
-    const size_t vt = whole ? w->vblk->tda : nv;
+    const size_t vt = w->vblk->tda;
     if (whole && !cache_holds(w, x)) {
         w->zrows = 0;
         lse_gauss_v_rows_fma(w, x->data, x->tda, b, v, vt);

@@ -83,6 +83,7 @@ typedef struct lse_lslds_post {
     gsl_matrix *cov;   /**< (T, D*D) Cov_q[x_t] */
     gsl_matrix *cross; /**< (T, D*D) Cov_q[x_t, x_{t-1}] (0 at starts) */
     double hz;         /**< entropy of q(z) */
+    double hx;         /**< entropy of q(x) (set with it) */
     int have_z, have_x; /**< which factors have been computed */
 } lse_lslds_post;
 

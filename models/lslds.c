@@ -809,7 +809,9 @@ static double obs_residuals(const lse_lslds_params *p, const gsl_matrix *y,
     const size_t rows = pr ? pr->n_own : q->T, ctx = pr ? pr->ctx : 0;
     const size_t off = pr ? pr->offset : 0, ct = p->C->tda;
     const size_t rs = p->r->stride, ds = p->d->stride;
-    double tot = 0.0;
+    double tot = 0.0, *lr = malloc(E * N * sizeof(double));
+    for (size_t ik = 0; lr != NULL && ik < E * N; ik++)
+        lr[ik] = LOG_2PI + log(p->r->data[ik * rs]);
     for (size_t tl = 0; tl < rows; tl++) {
         const size_t ty = ctx + tl, tq = off + tl;
         const double *yr = y->data + ty * y->tda;
@@ -827,11 +829,12 @@ static double obs_residuals(const lse_lslds_params *p, const gsl_matrix *y,
                 double res = yr[i] - p->d->data[ik * ds];
                 for (size_t j = 0; j < D; j++)
                     res -= c[j] * m[j];
-                a += -0.5 * (LOG_2PI + log(ri) + res * res / ri);
+                a += -0.5 * ((lr ? lr[ik] : LOG_2PI + log(ri)) + res * res / ri);
             }
             tot += E > 1 ? w * a : a;
         }
     }
+    free(lr);
     return tot;
 }
 

@@ -25,6 +25,10 @@ program:
           sequence). The generating parameters' value is the row "truth".
   ms_iter seconds per EM iteration (ssm: after a small warm-up fit, so
           numba's compilation is excluded) and us/step/iter.
+  cpu_s   CPU seconds of the whole fit (lsefit: the child process's user +
+          system time; ssm: this process's), which a loaded machine
+          inflates far less than the wall-clock seconds; cpu_us_step_iter
+          the same per row and iteration.
 
 ssm is not in Debian. To run its side, get the sources of
 github:lindermanlab/ssm and github:HIPS/autograd, build ssm's Cython
@@ -39,6 +43,7 @@ import csv
 import itertools
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -143,18 +148,21 @@ def score(lsefit, model, test_csv):
 
 def lsefit_side(lsefit, K, D, train_csv, test_csv, iters, tmp):
     model = os.path.join(tmp, "lse.json")
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     run([lsefit, "slds", train_csv, "--sequence", "seq", "-k", str(K),
          "--latent-dim", str(D), "--markov", "--max-iter", str(iters),
-         "--seed", "1", "-q", "-o", model])
+         "--seed", "1", "--threads", "1", "-q", "-o", model])
     secs = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
     doc = json.load(open(model))
     seg = list(csv.DictReader(io_text(run([lsefit, "slds", "segment", model,
                                            train_csv, "--sequence", "seq"]))))
     zhat = np.array([int(r["viterbi"]) for r in seg])
     xhat = np.array([[float(r["x%d" % i]) for i in range(D)] for r in seg])
     return dict(zhat=zhat, xhat=xhat, elbo=doc["elbo"], iters=doc["n_iter"],
-                secs=secs, heldout=score(lsefit, model, test_csv))
+                secs=secs, cpu=cpu, heldout=score(lsefit, model, test_csv))
 
 
 def io_text(s):
@@ -200,12 +208,14 @@ def ssm_side(ssm, lsefit, K, D, N, train, test_csv, iters, tmp):
           initialize=False)
     m = ssm.SLDS(N, K, D, emissions="gaussian")
     np.random.seed(1)
+    c0 = time.process_time()
     t0 = time.perf_counter()
     m.initialize(train)
     elbos, q = m.fit(train, method="laplace_em",
                      variational_posterior="structured_meanfield",
                      num_iters=iters, initialize=False)
     secs = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     xs = q.mean_continuous_states
     zhat = np.concatenate([m.most_likely_states(x, y)
                            for x, y in zip(xs, train)])
@@ -222,7 +232,7 @@ def ssm_side(ssm, lsefit, K, D, N, train, test_csv, iters, tmp):
     path = os.path.join(tmp, "ssm.json")
     json.dump(model_json(fitted, N), open(path, "w"))
     return dict(zhat=zhat, xhat=np.concatenate(xs), elbo=float(elbos[-1]),
-                iters=iters, secs=secs,
+                iters=iters, secs=secs, cpu=cpu,
                 heldout=score(lsefit, path, test_csv))
 
 
@@ -243,7 +253,7 @@ def main():
         print("# ssm: not run (set LSE_SSM_PATH, see the header)")
     rows = []
     header = ("config,program,acc,r2,elbo_per_row,heldout_per_row,iters,"
-              "s_per_iter,us_per_step_iter")
+              "s_per_iter,us_per_step_iter,cpu_s,cpu_us_per_step_iter")
     print(header)
     for ci, (K, D, N, T, S) in enumerate(configs):
         rng = np.random.default_rng(100 + ci)
@@ -261,7 +271,7 @@ def main():
             truth = os.path.join(tmp, "truth.json")
             json.dump(model_json(m, N), open(truth, "w"))
             name = "K%d_D%d_N%d_T%d_S%d" % (K, D, N, T, S)
-            rows.append("%s,truth,,,,%.4f,,," % (name, score(lsefit, truth,
+            rows.append("%s,truth,,,,%.4f,,,,," % (name, score(lsefit, truth,
                                                            test_csv)))
             print(rows[-1], flush=True)
             sides = [("lsefit", lambda: lsefit_side(lsefit, K, D, train_csv,
@@ -276,10 +286,11 @@ def main():
                     print("# %s %s failed: %s" % (name, prog, e), flush=True)
                     continue
                 per = r["secs"] / max(r["iters"], 1)
-                rows.append("%s,%s,%.4f,%.4f,%.4f,%.4f,%d,%.4g,%.3g" % (
+                cper = r["cpu"] / max(r["iters"], 1)
+                rows.append("%s,%s,%.4f,%.4f,%.4f,%.4f,%d,%.4g,%.3g,%.4g,%.3g" % (
                     name, prog, accuracy(z, r["zhat"], K), r2(x, r["xhat"]),
                     r["elbo"] / T, r["heldout"], r["iters"], per,
-                    per / T * 1e6))
+                    per / T * 1e6, r["cpu"], cper / T * 1e6))
                 print(rows[-1], flush=True)
     if out:
         with open(out, "w") as f:

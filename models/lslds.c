@@ -12,6 +12,8 @@
 
 #include <lsegraph/lsegraph.h>
 
+#include "lslds-private.h"
+
 /* Switching LDS with latent states by structured variational EM
  * (include/lsegraph/models/lslds.h, docs/models/slds.md). D and K are
  * small; the per-row work uses small dense matrices. */
@@ -23,39 +25,6 @@
 static int is_start(const size_t *seq, size_t t)
 {
     return t == 0 || (seq != NULL && seq[t] != seq[t - 1]);
-}
-
-/* inverse and log-determinant of an SPD matrix; 0 on success */
-static int spd_inv(const gsl_matrix *a, gsl_matrix *inv, double *logdet,
-                   gsl_matrix *work)
-{
-    gsl_matrix_memcpy(work, a);
-    gsl_error_handler_t *old = gsl_set_error_handler_off();
-    int st = gsl_linalg_cholesky_decomp1(work);
-    if (st == GSL_SUCCESS) {
-        double ld = 0.0;
-        for (size_t i = 0; i < a->size1; i++)
-            ld += 2.0 * log(gsl_matrix_get(work, i, i));
-        if (logdet)
-            *logdet = ld;
-        if (inv) {
-            gsl_matrix_memcpy(inv, work);
-            st = gsl_linalg_cholesky_invert(inv);
-        }
-        if (!isfinite(ld))
-            st = GSL_EDOM;
-    }
-    gsl_set_error_handler(old);
-    return st == GSL_SUCCESS ? 0 : -1;
-}
-
-static double trace_prod(const gsl_matrix *a, const gsl_matrix *b)
-{
-    double s = 0.0; /* tr(a b) for symmetric b */
-    for (size_t i = 0; i < a->size1; i++)
-        for (size_t j = 0; j < a->size2; j++)
-            s += gsl_matrix_get(a, i, j) * gsl_matrix_get(b, j, i);
-    return s;
 }
 
 /* Several processes (lse_lslds_opts.reduce): this process's y rows
@@ -262,236 +231,99 @@ static lse_status check_args(const char *fn, const lse_lslds_params *p,
     return LSE_OK;
 }
 
-/* Per-mode inverses and log-determinants of Q_k. */
-static int mode_inverses(const lse_lslds_params *p, gsl_matrix *Qi, double *ld,
-                         gsl_matrix *work)
+/* The workspace's transition blocks from p: LSE_ENUMERIC when a Q_k (or,
+ * with @p need_p0, P0) is not positive definite. */
+static lse_status ws_modes(lsw *w, const lse_lslds_params *p, int need_p0,
+                           const char *fn, lse_error *err)
 {
-    const size_t D = p->D, DD = D * D;
-    for (size_t k = 0; k < p->K; k++) {
-        gsl_matrix_const_view Qk =
-            gsl_matrix_const_view_array(p->Q->data + k * p->Q->tda, D, D);
-        gsl_matrix_view Qik = gsl_matrix_view_array(Qi->data + k * DD, D, D);
-        if (spd_inv(&Qk.matrix, &Qik.matrix, &ld[k], work) != 0)
-            return -1;
+    const int rc = lse_lsw_modes(w, p);
+    if (rc == -1 || (rc == -2 && need_p0))
+        return lse_error_set(err, LSE_ENUMERIC, fn,
+                             rc == -1 ? "a Q_k is not positive definite"
+                                      : "P0 is not positive definite");
+    return LSE_OK;
+}
+
+static lse_status ws_alloc(lsw *w, size_t T, const lse_lslds_params *p,
+                           const char *fn, lse_error *err)
+{
+    if (lse_lsw_alloc(w, T, p->K, p->D) != 0)
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory (T = %zu)", T);
+    return LSE_OK;
+}
+
+/* Observed entries of y must be finite. */
+static lse_status check_y(const gsl_matrix *y, const unsigned char *observed,
+                          const char *fn, lse_error *err)
+{
+    const size_t N = y->size2;
+    for (size_t t = 0; t < y->size1; t++)
+        for (size_t i = 0; i < N; i++)
+            if ((observed == NULL || observed[t * N + i]) &&
+                !isfinite(y->data[t * y->tda + i]))
+                return lse_error_set(err, LSE_ENONFINITE, fn,
+                                     "y row %zu column %zu is observed and "
+                                     "not finite (mask it as missing)",
+                                     t + 1, i + 1);
+    return LSE_OK;
+}
+
+/* obs_potentials with one shared emission block: C' R^-1 C once, the
+ * rows' linear terms and constants; rows with a missing entry sum their
+ * observed columns. 0, or -1 out of memory. */
+static int obs_shared(const lse_lslds_params *p, const gsl_matrix *y,
+                      const unsigned char *observed, size_t T, size_t rows,
+                      size_t ctx, size_t off, double *obs)
+{
+    const size_t D = p->D, DD = D * D, N = p->N, W = DD + D;
+    double *Ct = malloc((N * D + DD + N) * sizeof(double));
+    if (Ct == NULL)
+        return -1;
+    double *Jsh = Ct + N * D, *lr = Jsh + DD;
+    const double *C = p->C->data, *r = p->r->data, *d = p->d->data;
+    const size_t ct = p->C->tda, rs = p->r->stride, ds = p->d->stride;
+    memset(Jsh, 0, DD * sizeof(double));
+    for (size_t i = 0; i < N; i++) {
+        const double ri = r[i * rs];
+        lr[i] = LOG_2PI + log(ri);
+        for (size_t a = 0; a < D; a++) {
+            Ct[i * D + a] = C[i * ct + a] / ri;
+            for (size_t b = 0; b < D; b++)
+                Jsh[a * D + b] += C[i * ct + a] * C[i * ct + b] / ri;
+        }
     }
+    memset(obs, 0, (T * W + 1) * sizeof(double));
+    double c = 0.0;
+    for (size_t tl = 0; tl < rows; tl++) {
+        const size_t ty = ctx + tl;
+        const double *yr = y->data + ty * y->tda;
+        const unsigned char *ob = observed ? observed + ty * N : NULL;
+        double *o = obs + (off + tl) * W, *h = o + DD;
+        int full = 1;
+        for (size_t i = 0; ob != NULL && i < N; i++)
+            full &= ob[i] != 0;
+        if (full)
+            memcpy(o, Jsh, DD * sizeof(double));
+        for (size_t i = 0; i < N; i++) {
+            if (!full && !ob[i])
+                continue;
+            const double ri = r[i * rs], e = yr[i] - d[i * ds];
+            const double *cti = Ct + i * D;
+            for (size_t a = 0; a < D; a++)
+                h[a] += cti[a] * e;
+            if (!full)
+                for (size_t a = 0; a < D; a++)
+                    for (size_t b = 0; b < D; b++)
+                        o[a * D + b] += C[i * ct + a] * C[i * ct + b] / ri;
+            c += -0.5 * (lr[i] + e * e / ri);
+        }
+    }
+    obs[T * W] = c;
+    free(Ct);
     return 0;
 }
 
-/* Scratch of mix_modes: the q(z_t)-weighted sums over the modes of the
- * precisions Lam = sum w Qi_k, SA = sum w Qi_k A_k, SAA = sum w A_k' Qi_k
- * A_k, g = sum w Qi_k b_k, sAb = sum w A_k' Qi_k b_k; tmp and tv are
- * scratch. */
-typedef struct xmix {
-    gsl_matrix *Lam, *SA, *SAA, *tmp;
-    gsl_vector *g, *sAb, *tv;
-} xmix;
-
-/* Row t's mode mixture of the transition potentials (weights q(z_t), or
- * uniform before q(z) exists) into x, with sum w b' Qi b and sum w log
- * det Qi_k (ld) in *sbQb and *sld. */
-static void mix_modes(const lse_lslds_params *p, const lse_lslds_post *q,
-                      size_t t, const gsl_matrix *Qi, const double *ld,
-                      xmix *x, double *sbQb, double *sld)
-{
-    const size_t K = p->K, D = p->D, DD = D * D;
-    *sbQb = 0.0;
-    *sld = 0.0;
-    gsl_matrix_set_zero(x->Lam);
-    gsl_matrix_set_zero(x->SA);
-    gsl_matrix_set_zero(x->SAA);
-    gsl_vector_set_zero(x->g);
-    gsl_vector_set_zero(x->sAb);
-    for (size_t k = 0; k < K; k++) {
-        const double w =
-            q->have_z ? gsl_matrix_get(q->w, t, k) : 1.0 / (double)K;
-        if (w == 0.0)
-            continue;
-        gsl_matrix_const_view Qik =
-            gsl_matrix_const_view_array(Qi->data + k * DD, D, D);
-        gsl_matrix_const_view Ak =
-            gsl_matrix_const_view_array(p->A->data + k * p->A->tda, D, D);
-        gsl_vector_const_view bk = gsl_matrix_const_row(p->b, k);
-        gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &Qik.matrix,
-                       &Ak.matrix, 0.0, x->tmp); /* Qi A */
-        for (size_t i = 0; i < D; i++)
-            for (size_t j = 0; j < D; j++) {
-                gsl_matrix_set(x->Lam, i, j,
-                               gsl_matrix_get(x->Lam, i, j) +
-                                   w * gsl_matrix_get(&Qik.matrix, i, j));
-                gsl_matrix_set(x->SA, i, j,
-                               gsl_matrix_get(x->SA, i, j) +
-                                   w * gsl_matrix_get(x->tmp, i, j));
-            }
-        gsl_blas_dgemm(CblasTrans, CblasNoTrans, w, &Ak.matrix, x->tmp, 1.0,
-                       x->SAA); /* A'QiA */
-        gsl_blas_dgemv(CblasNoTrans, 1.0, &Qik.matrix, &bk.vector, 0.0,
-                       x->tv); /* Qi b */
-        gsl_blas_daxpy(w, x->tv, x->g);
-        gsl_blas_dgemv(CblasTrans, w, &Ak.matrix, x->tv, 1.0, x->sAb);
-        double bqb;
-        gsl_blas_ddot(&bk.vector, x->tv, &bqb);
-        *sbQb += w * bqb;
-        *sld += w * ld[k];
-    }
-}
-
-/* The residual potential on x_{t-1} of the mixed transition (Ae = Qe SA,
- * be = Qe g): J += SAA - SA' Qe SA (symmetrized), h += -(sAb - SA' be);
- * x->SAA is overwritten, tv2 is scratch. */
-static void residual_potential(xmix *x, const gsl_matrix *Ae,
-                               const gsl_vector *be, gsl_matrix *J,
-                               gsl_vector *h, gsl_vector *tv2)
-{
-    const size_t D = J->size1;
-    gsl_blas_dgemm(CblasTrans, CblasNoTrans, -1.0, x->SA, Ae, 1.0, x->SAA);
-    for (size_t i = 0; i < D; i++)
-        for (size_t j = 0; j < D; j++)
-            gsl_matrix_set(J, i, j,
-                           gsl_matrix_get(J, i, j) +
-                               0.5 * (gsl_matrix_get(x->SAA, i, j) +
-                                      gsl_matrix_get(x->SAA, j, i)));
-    gsl_blas_dgemv(CblasTrans, 1.0, x->SA, be, 0.0, tv2);
-    gsl_vector_sub(h, x->sAb);
-    gsl_vector_add(h, tv2);
-}
-
-/* Adds the observation potentials obs (layout of update_x_impl) to J (T x
- * D*D) and h (T x D); returns their constant. */
-static double add_potentials(const double *obs, gsl_matrix *J, gsl_matrix *h)
-{
-    const size_t T = J->size1, D = h->size2, DD = D * D;
-    for (size_t t = 0; t < T; t++) {
-        const double *o = obs + t * (DD + D);
-        for (size_t i = 0; i < DD; i++)
-            J->data[t * J->tda + i] += o[i];
-        for (size_t i = 0; i < D; i++)
-            h->data[t * h->tda + i] += o[DD + i];
-    }
-    return obs[T * (DD + D)];
-}
-
-/* The q(x) update. With @p obs (several processes) y is not read: the
- * observations enter as the potentials obs[t*(DD+D) ..] (J_t then h_t) of
- * every global row, with the constant obs[T*(DD+D)], and the Kalman
- * smoother sees no observed entry. */
-static lse_status update_x_impl(const lse_lslds_params *p, const gsl_matrix *y,
-                                const unsigned char *observed,
-                                const size_t *seq, lse_lslds_post *q,
-                                double *logzx, const double *obs,
-                                const char *fn, lse_error *err)
-{
-    lse_status st = LSE_OK;
-    const size_t T = q->T, K = p->K, D = p->D, DD = D * D;
-    const size_t N = obs ? 1 : p->N;
-    gsl_matrix *ydum = NULL, *Cdum = NULL;
-    unsigned char *nomask = NULL;
-    if (obs != NULL) {
-        ydum = gsl_matrix_calloc(T, 1);
-        Cdum = gsl_matrix_calloc(1, D);
-        nomask = calloc(T, 1);
-        if (!ydum || !Cdum || !nomask) {
-            st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
-            gsl_matrix_free(ydum);
-            gsl_matrix_free(Cdum);
-            free(nomask);
-            return st;
-        }
-    }
-    gsl_matrix *Ae = gsl_matrix_calloc(T, DD), *be = gsl_matrix_calloc(T, D);
-    gsl_matrix *Qe = gsl_matrix_calloc(T, DD), *J = gsl_matrix_calloc(T, DD);
-    gsl_matrix *h = gsl_matrix_calloc(T, D), *R = gsl_matrix_calloc(N, N);
-    gsl_matrix *Qi = gsl_matrix_alloc(K, DD), *work = gsl_matrix_alloc(D, D);
-    gsl_matrix *Lam = gsl_matrix_alloc(D, D), *QeT = gsl_matrix_alloc(D, D);
-    gsl_matrix *SA = gsl_matrix_alloc(D, D), *SAA = gsl_matrix_alloc(D, D);
-    gsl_matrix *tmp = gsl_matrix_alloc(D, D);
-    gsl_vector *g = gsl_vector_alloc(D), *sAb = gsl_vector_alloc(D);
-    gsl_vector *tv = gsl_vector_alloc(D), *tv2 = gsl_vector_alloc(D);
-    double *ld = malloc(K * sizeof(double));
-    if (!Ae || !be || !Qe || !J || !h || !R || !Qi || !work || !Lam || !QeT ||
-        !SA || !SAA || !tmp || !g || !sAb || !tv || !tv2 || !ld) {
-        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
-        goto done;
-    }
-    if (mode_inverses(p, Qi, ld, work) != 0) {
-        st = lse_error_set(err, LSE_ENUMERIC, fn,
-                           "a Q_k is not positive definite");
-        goto done;
-    }
-    xmix mx = {Lam, SA, SAA, tmp, g, sAb, tv};
-    double csum = 0.0;
-    for (size_t t = 0; t < T; t++) {
-        if (is_start(seq, t))
-            continue;
-        double sbQb, sld;
-        mix_modes(p, q, t, Qi, ld, &mx, &sbQb, &sld);
-        double ldLam;
-        if (spd_inv(Lam, QeT, &ldLam, work) != 0) {
-            st = lse_error_set(err, LSE_ENUMERIC, fn,
-                               "weighted precision of row %zu is singular",
-                               t + 1);
-            goto done;
-        }
-        gsl_matrix_view Qet = gsl_matrix_view_array(Qe->data + t * DD, D, D);
-        gsl_matrix_memcpy(&Qet.matrix, QeT);
-        gsl_matrix_view Aet = gsl_matrix_view_array(Ae->data + t * DD, D, D);
-        gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, QeT, SA, 0.0,
-                       &Aet.matrix);
-        gsl_vector_view bet = gsl_matrix_row(be, t);
-        gsl_blas_dgemv(CblasNoTrans, 1.0, QeT, g, 0.0, &bet.vector);
-        /* residual potential on x_{t-1}: J += SAA - SA' Qe SA,
-         * h += -(sAb - SA' Qe g) */
-        gsl_matrix_view Jt = gsl_matrix_view_array(J->data + (t - 1) * DD, D, D);
-        gsl_vector_view ht = gsl_matrix_row(h, t - 1);
-        residual_potential(&mx, &Aet.matrix, &bet.vector, &Jt.matrix,
-                           &ht.vector, tv2);
-        double gQg;
-        gsl_blas_ddot(g, &bet.vector, &gQg);
-        csum += -0.5 * sbQb + 0.5 * gQg - 0.5 * sld - 0.5 * ldLam;
-    }
-    for (size_t i = 0; i < N; i++)
-        gsl_matrix_set(R, i, i, obs ? 1.0 : gsl_vector_get(p->r, i));
-    if (obs != NULL)
-        csum += add_potentials(obs, J, h);
-    lse_kalman_model km = {Ae, be, Qe, obs ? Cdum : p->C, obs ? NULL : p->d,
-                           R, p->m0, p->P0, J, h};
-    lse_kalman_result kr = {NULL, NULL, q->mean, q->cov, q->cross};
-    double ll;
-    lse_error kerr;
-    st = lse_kalman_smooth(&km, obs ? ydum : y, obs ? nomask : observed, seq,
-                           &ll, &kr, &kerr);
-    if (st != LSE_OK) {
-        lse_error_set(err, st, fn, "%s", kerr.message);
-        goto done;
-    }
-    q->have_x = 1;
-    if (logzx)
-        *logzx = ll + csum;
-done:
-    gsl_matrix_free(Ae);
-    gsl_matrix_free(be);
-    gsl_matrix_free(Qe);
-    gsl_matrix_free(J);
-    gsl_matrix_free(h);
-    gsl_matrix_free(R);
-    gsl_matrix_free(Qi);
-    gsl_matrix_free(work);
-    gsl_matrix_free(Lam);
-    gsl_matrix_free(QeT);
-    gsl_matrix_free(SA);
-    gsl_matrix_free(SAA);
-    gsl_matrix_free(tmp);
-    gsl_vector_free(g);
-    gsl_vector_free(sAb);
-    gsl_vector_free(tv);
-    gsl_vector_free(tv2);
-    free(ld);
-    gsl_matrix_free(ydum);
-    gsl_matrix_free(Cdum);
-    free(nomask);
-    return st;
-}
-
-/* The observation potentials (layout of update_x_impl) of the y rows
+/* The observation potentials (layout of lsw.obs) of the y rows
  * [ctx, ctx + rows) as q rows [offset, ..) (pr NULL: all rows), each
  * emission block k weighted by q(z_t = k) (uniform before q(z) exists),
  * or by the mode path @p path (global rows) when given. */
@@ -503,6 +335,8 @@ static void obs_potentials(const lse_lslds_params *p, const gsl_matrix *y,
     const size_t T = q->T, D = p->D, DD = D * D, N = p->N, W = DD + D;
     const size_t rows = pr ? pr->n_own : T, ctx = pr ? pr->ctx : 0;
     const size_t off = pr ? pr->offset : 0, E = NE(p);
+    if (E == 1 && obs_shared(p, y, observed, T, rows, ctx, off, obs) == 0)
+        return;
     memset(obs, 0, (T * W + 1) * sizeof(double));
     double c = 0.0;
     for (size_t tl = 0; tl < rows; tl++) {
@@ -538,113 +372,76 @@ static void obs_potentials(const lse_lslds_params *p, const gsl_matrix *y,
     obs[T * W] = c;
 }
 
+/* w->obs for p and q(z): this process's rows (pr) summed over the
+ * processes, or all rows. */
+static lse_status ws_obs(lsw *w, const lse_lslds_params *p,
+                         const gsl_matrix *y, const unsigned char *observed,
+                         const lse_lslds_post *q, par *pr, const char *fn,
+                         lse_error *err)
+{
+    obs_potentials(p, y, observed, q, pr, NULL, w->obs);
+    if (pr == NULL)
+        return LSE_OK;
+    return lse_comm_sum(&pr->comm, w->obs, q->T * (p->D * p->D + p->D) + 1,
+                        fn, err);
+}
+
+/* The q(x) update from the workspace's transition blocks and observation
+ * potentials. */
+static lse_status ws_smooth(lsw *w, const size_t *seq, lse_lslds_post *q,
+                            double *logzx, const char *fn, lse_error *err)
+{
+    double lz, hx;
+    const size_t bad = lse_lsw_smooth(w, seq, q, &lz, &hx);
+    if (bad != 0)
+        return lse_error_set(err, LSE_ENUMERIC, fn,
+                             "posterior precision of row %zu is not positive "
+                             "definite",
+                             bad);
+    q->hx = hx;
+    q->have_x = 1;
+    if (logzx)
+        *logzx = lz;
+    return LSE_OK;
+}
+
 lse_status lse_lslds_update_x(const lse_lslds_params *p, const gsl_matrix *y,
                               const unsigned char *observed, const size_t *seq,
                               lse_lslds_post *q, double *logzx, lse_error *err)
 {
     static const char fn[] = "lse_lslds_update_x";
     lse_status st = check_args(fn, p, y, q, err);
-    if (st != LSE_OK || !p->per_mode_emission)
-        return st != LSE_OK
-                   ? st
-                   : update_x_impl(p, y, observed, seq, q, logzx, NULL, fn, err);
-    /* per-mode emissions: the mode-weighted observations as potentials */
-    const size_t W = p->D * p->D + p->D;
-    if (q->T > (SIZE_MAX / sizeof(double) - 1) / W)
-        return lse_error_set(err, LSE_EINVAL, fn, "T = %zu is too large", q->T);
-    double *obs = malloc((q->T * W + 1) * sizeof(double));
-    if (obs == NULL)
-        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
-    obs_potentials(p, y, observed, q, NULL, NULL, obs);
-    st = update_x_impl(p, y, observed, seq, q, logzx, obs, fn, err);
-    free(obs);
+    if (st == LSE_OK)
+        st = check_y(y, observed, fn, err);
+    lsw w;
+    if (st != LSE_OK || (st = ws_alloc(&w, q->T, p, fn, err)) != LSE_OK)
+        return st;
+    st = ws_modes(&w, p, 1, fn, err);
+    if (st == LSE_OK) {
+        obs_potentials(p, y, observed, q, NULL, NULL, w.obs);
+        st = ws_smooth(&w, seq, q, logzx, fn, err);
+    }
+    lse_lsw_free(&w);
     return st;
 }
 
-/* Several processes: the observation potentials of this process's rows,
- * summed over the processes into @p obs (T (DD + D) + 1 doubles), then
- * the q(x) update. */
-static lse_status update_x_par(const lse_lslds_params *p, const gsl_matrix *y,
-                               const unsigned char *observed, const size_t *seq,
-                               lse_lslds_post *q, par *pr, double *obs,
-                               lse_error *err)
-{
-    static const char fn[] = "lse_lslds_fit";
-    const size_t W = p->D * p->D + p->D;
-    obs_potentials(p, y, observed, q, pr, NULL, obs);
-    lse_status st = lse_comm_sum(&pr->comm, obs, q->T * W + 1, fn, err);
-    if (st != LSE_OK)
-        return st;
-    return update_x_impl(p, y, observed, seq, q, NULL, obs, fn, err);
-}
-
 /* Emission scores s (T, K): E_q(x)[log N(x_t; A_k x_{t-1} + b_k, Q_k)],
- * 0 at sequence starts. */
+ * 0 at sequence starts. -2 out of memory, -1 a Q_k not positive
+ * definite. */
 static int scores(const lse_lslds_params *p, const size_t *seq,
                   const lse_lslds_post *q, gsl_matrix *s)
 {
-    const size_t T = q->T, K = p->K, D = p->D, DD = D * D;
-    gsl_matrix *Qi = gsl_matrix_alloc(K, DD), *work = gsl_matrix_alloc(D, D);
-    gsl_matrix *E = gsl_matrix_alloc(D, D), *AX = gsl_matrix_alloc(D, D);
-    gsl_matrix *AP = gsl_matrix_alloc(D, D);
-    gsl_vector *e = gsl_vector_alloc(D);
-    double *ld = malloc(K * sizeof(double));
-    int rc = -2;
-    if (!Qi || !work || !E || !AX || !AP || !e || !ld)
-        goto done;
-    rc = -1;
-    if (mode_inverses(p, Qi, ld, work) != 0)
-        goto done;
-    rc = 0;
-    gsl_matrix_set_zero(s);
-    for (size_t t = 0; t < T; t++) {
-        if (is_start(seq, t))
-            continue;
-        gsl_matrix_const_view Pt =
-            gsl_matrix_const_view_array(q->cov->data + t * q->cov->tda, D, D);
-        gsl_matrix_const_view Pp = gsl_matrix_const_view_array(
-            q->cov->data + (t - 1) * q->cov->tda, D, D);
-        gsl_matrix_const_view X =
-            gsl_matrix_const_view_array(q->cross->data + t * q->cross->tda, D, D);
-        gsl_vector_const_view mt = gsl_matrix_const_row(q->mean, t);
-        gsl_vector_const_view mp = gsl_matrix_const_row(q->mean, t - 1);
-        for (size_t k = 0; k < K; k++) {
-            gsl_matrix_const_view Ak =
-                gsl_matrix_const_view_array(p->A->data + k * p->A->tda, D, D);
-            gsl_matrix_const_view Qik =
-                gsl_matrix_const_view_array(Qi->data + k * DD, D, D);
-            /* E = P_t - A X' - X A' + A P_{t-1} A' + e e' */
-            gsl_matrix_memcpy(E, &Pt.matrix);
-            gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &Ak.matrix,
-                           &X.matrix, 0.0, AX);
-            for (size_t i = 0; i < D; i++)
-                for (size_t j = 0; j < D; j++)
-                    gsl_matrix_set(E, i, j,
-                                   gsl_matrix_get(E, i, j) -
-                                       gsl_matrix_get(AX, i, j) -
-                                       gsl_matrix_get(AX, j, i));
-            gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &Ak.matrix,
-                           &Pp.matrix, 0.0, AP);
-            gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, AP, &Ak.matrix, 1.0,
-                           E);
-            gsl_vector_memcpy(e, &mt.vector);
-            gsl_blas_dgemv(CblasNoTrans, -1.0, &Ak.matrix, &mp.vector, 1.0, e);
-            gsl_vector_const_view bk = gsl_matrix_const_row(p->b, k);
-            gsl_vector_sub(e, &bk.vector);
-            gsl_blas_dger(1.0, e, e, E);
-            gsl_matrix_set(s, t, k,
-                           -0.5 * ((double)D * LOG_2PI + ld[k] +
-                                   trace_prod(&Qik.matrix, E)));
-        }
+    lsw w;
+    if (lse_lsw_alloc(&w, q->T, p->K, p->D) != 0)
+        return -2;
+    int rc = lse_lsw_modes(&w, p) == -1 ? -1 : 0;
+    if (rc == 0) {
+        lse_lsw_moments(&w, q, seq);
+        lse_lsw_scores(&w);
+        for (size_t t = 0; t < q->T; t++)
+            memcpy(s->data + t * s->tda, w.s + t * p->K, p->K * sizeof(double));
     }
-done:
-    gsl_matrix_free(Qi);
-    gsl_matrix_free(work);
-    gsl_matrix_free(E);
-    gsl_matrix_free(AX);
-    gsl_matrix_free(AP);
-    gsl_vector_free(e);
-    free(ld);
+    lse_lsw_free(&w);
     return rc;
 }
 
@@ -652,54 +449,168 @@ static double xlogy(double x, double y) { return x > 0.0 ? x * log(y) : 0.0; }
 
 /* Without Markov dependence: q(z_t = k) ∝ init_k exp(s_tk) into q->w;
  * returns the entropy of q(z). */
-static double mixture_posterior(const lse_lslds_params *p,
-                                const gsl_matrix *s, lse_lslds_post *q)
+static double mixture_posterior(const lse_lslds_params *p, const double *s,
+                                lse_lslds_post *q)
 {
     const size_t T = q->T, K = p->K;
     double hz = 0.0;
     for (size_t t = 0; t < T; t++) {
+        double *wt = q->w->data + t * q->w->tda;
         double mx = -INFINITY;
         for (size_t k = 0; k < K; k++)
-            mx = fmax(mx, log(gsl_vector_get(p->init, k)) +
-                              gsl_matrix_get(s, t, k));
+            mx = fmax(mx, log(gsl_vector_get(p->init, k)) + s[t * K + k]);
         double z = 0.0;
         for (size_t k = 0; k < K; k++) {
-            const double v = exp(log(gsl_vector_get(p->init, k)) +
-                                 gsl_matrix_get(s, t, k) - mx);
-            gsl_matrix_set(q->w, t, k, v);
-            z += v;
+            wt[k] = exp(log(gsl_vector_get(p->init, k)) + s[t * K + k] - mx);
+            z += wt[k];
         }
         for (size_t k = 0; k < K; k++) {
-            const double v = gsl_matrix_get(q->w, t, k) / z;
-            gsl_matrix_set(q->w, t, k, v);
-            hz -= xlogy(v, v);
+            wt[k] /= z;
+            hz -= xlogy(wt[k], wt[k]);
         }
     }
     return hz;
 }
 
-/* The scaled backward pass of the mode chain: beta from the scores s,
- * their row maxima M and the forward pass's normalizers c. */
+/* Scratch of the mode chain's forward-backward (T x K each, T). */
+typedef struct fbw {
+    double *alpha, *beta, *e, *c;
+} fbw;
+
+/* The scaled backward pass: beta from the emission weights e and the
+ * forward pass's normalizers c. */
 static void backward_pass(const lse_lslds_params *p, const size_t *seq,
-                          const gsl_matrix *s, const double *M,
-                          const double *c, gsl_matrix *beta)
+                          size_t T, fbw *f)
 {
-    const size_t T = s->size1, K = p->K;
+    const size_t K = p->K;
+    const double *P = p->trans->data;
+    const size_t pt = p->trans->tda;
     for (size_t t = T; t-- > 0;) {
         const int last = t + 1 == T || is_start(seq, t + 1);
+        double *b = f->beta + t * K;
+        const double *b1 = f->beta + (t + 1) * K, *e1 = f->e + (t + 1) * K;
         for (size_t j = 0; j < K; j++) {
-            double b = 1.0;
+            double v = 1.0;
             if (!last) {
-                b = 0.0;
+                v = 0.0;
                 for (size_t k = 0; k < K; k++)
-                    b += gsl_matrix_get(p->trans, j, k) *
-                         exp(gsl_matrix_get(s, t + 1, k) - M[t + 1]) *
-                         gsl_matrix_get(beta, t + 1, k);
-                b /= c[t + 1];
+                    v += P[j * pt + k] * e1[k] * b1[k];
+                v /= f->c[t + 1];
             }
-            gsl_matrix_set(beta, t, j, b);
+            b[j] = v;
         }
     }
+}
+
+/* Forward pass: alpha (rows normalized), e = exp(s - max), c; log Z into
+ * *logz. 0, or the 1-based row where it underflows. */
+static size_t forward_pass(const lse_lslds_params *p, const size_t *seq,
+                           const double *s, size_t T, fbw *f, double *logz)
+{
+    const size_t K = p->K, pt = p->trans->tda;
+    const double *P = p->trans->data;
+    double lz = 0.0;
+    for (size_t t = 0; t < T; t++) {
+        const double *st = s + t * K;
+        double *a = f->alpha + t * K, *e = f->e + t * K;
+        const double *a0 = f->alpha + (t - (t > 0)) * K;
+        double mx = -INFINITY;
+        for (size_t k = 0; k < K; k++)
+            mx = fmax(mx, st[k]);
+        double z = 0.0;
+        const int start = is_start(seq, t);
+        for (size_t k = 0; k < K; k++) {
+            double v = 0.0;
+            if (start)
+                v = gsl_vector_get(p->init, k);
+            else
+                for (size_t j = 0; j < K; j++)
+                    v += a0[j] * P[j * pt + k];
+            e[k] = exp(st[k] - mx);
+            a[k] = v * e[k];
+            z += a[k];
+        }
+        if (!(z > 0.0) || !isfinite(z))
+            return t + 1;
+        f->c[t] = z;
+        lz += log(z) + mx;
+        for (size_t k = 0; k < K; k++)
+            a[k] /= z;
+    }
+    *logz = lz;
+    return 0;
+}
+
+/* q(z) (Markov): posteriors, expected transitions, entropy. */
+static lse_status markov_posterior(const lse_lslds_params *p,
+                                   const size_t *seq, const double *s,
+                                   lse_lslds_post *q, const char *fn,
+                                   lse_error *err)
+{
+    const size_t T = q->T, K = p->K, pt = p->trans->tda;
+    const double *P = p->trans->data;
+    fbw f = {malloc(T * K * sizeof(double)), malloc(T * K * sizeof(double)),
+             malloc(T * K * sizeof(double)), malloc(T * sizeof(double))};
+    lse_status st = LSE_OK;
+    double logz = 0.0;
+    size_t bad;
+    if (!f.alpha || !f.beta || !f.e || !f.c)
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    else if ((bad = forward_pass(p, seq, s, T, &f, &logz)) != 0)
+        st = lse_error_set(err, LSE_ENUMERIC, fn,
+                           "forward pass underflows at row %zu", bad);
+    if (st != LSE_OK)
+        goto done;
+    backward_pass(p, seq, T, &f);
+    double *xi = q->xi->data;
+    const size_t xt = q->xi->tda;
+    gsl_matrix_set_zero(q->xi);
+    double sws = 0.0, ez = 0.0;
+    for (size_t t = 0; t < T; t++) {
+        double *wt = q->w->data + t * q->w->tda;
+        const double *a = f.alpha + t * K, *b = f.beta + t * K;
+        const int start = is_start(seq, t);
+        for (size_t k = 0; k < K; k++) {
+            wt[k] = a[k] * b[k];
+            sws += wt[k] * s[t * K + k];
+            if (start)
+                ez += xlogy(wt[k], gsl_vector_get(p->init, k));
+        }
+        if (start)
+            continue;
+        const double *a0 = f.alpha + (t - 1) * K, *e = f.e + t * K;
+        for (size_t j = 0; j < K; j++)
+            for (size_t k = 0; k < K; k++)
+                xi[j * xt + k] += a0[j] * P[j * pt + k] * e[k] * b[k] / f.c[t];
+    }
+    for (size_t j = 0; j < K; j++)
+        for (size_t k = 0; k < K; k++)
+            ez += xlogy(xi[j * xt + k], P[j * pt + k]);
+    /* q(z) = p(z) exp(sum s) / Z: H = log Z - E[log p(z)] - E[sum s] */
+    q->hz = logz - ez - sws;
+done:
+    free(f.alpha);
+    free(f.beta);
+    free(f.e);
+    free(f.c);
+    return st;
+}
+
+/* q(z) from the scores s (T x K, raw, emission scores included). */
+static lse_status update_z_s(const lse_lslds_params *p, const size_t *seq,
+                             const double *s, lse_lslds_post *q,
+                             const char *fn, lse_error *err)
+{
+    if (!p->markov) {
+        q->hz = mixture_posterior(p, s, q);
+        gsl_matrix_set_zero(q->xi);
+    } else {
+        lse_status st = markov_posterior(p, seq, s, q, fn, err);
+        if (st != LSE_OK)
+            return st;
+    }
+    q->have_z = 1;
+    return LSE_OK;
 }
 
 static lse_status update_z_impl(const lse_lslds_params *p, const size_t *seq,
@@ -732,6 +643,14 @@ lse_status lse_lslds_update_z_with(const lse_lslds_params *p, const size_t *seq,
     return update_z_impl(p, seq, es, q, fn, err);
 }
 
+/* w->s += es */
+static void add_es(lsw *w, const gsl_matrix *es)
+{
+    for (size_t t = 0; t < w->T; t++)
+        for (size_t k = 0; k < w->K; k++)
+            w->s[t * w->K + k] += es->data[t * es->tda + k];
+}
+
 static lse_status update_z_impl(const lse_lslds_params *p, const size_t *seq,
                                 const gsl_matrix *es, lse_lslds_post *q,
                                 const char *fn, lse_error *err)
@@ -743,96 +662,19 @@ static lse_status update_z_impl(const lse_lslds_params *p, const size_t *seq,
     if (!q->have_x)
         return lse_error_set(err, LSE_EINVAL, fn,
                              "q(x) has not been computed (lse_lslds_update_x)");
-    const size_t T = q->T, K = p->K;
-    gsl_matrix *s = gsl_matrix_alloc(T, K), *alpha = gsl_matrix_alloc(T, K);
-    gsl_matrix *beta = gsl_matrix_alloc(T, K);
-    double *c = malloc(T * sizeof(double)), *M = malloc(T * sizeof(double));
-    lse_status st = LSE_OK;
-    if (!s || !alpha || !beta || !c || !M) {
-        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
-        goto done;
+    lsw w;
+    lse_status st = ws_alloc(&w, q->T, p, fn, err);
+    if (st != LSE_OK)
+        return st;
+    st = ws_modes(&w, p, 0, fn, err);
+    if (st == LSE_OK) {
+        lse_lsw_moments(&w, q, seq);
+        lse_lsw_scores(&w);
+        if (es != NULL)
+            add_es(&w, es);
+        st = update_z_s(p, seq, w.s, q, fn, err);
     }
-    int rc = scores(p, seq, q, s);
-    if (rc != 0) {
-        st = lse_error_set(err, rc == -2 ? LSE_ENOMEM : LSE_ENUMERIC, fn,
-                           rc == -2 ? "out of memory"
-                                    : "a Q_k is not positive definite");
-        goto done;
-    }
-    if (es != NULL)
-        gsl_matrix_add(s, es);
-    double hz = 0.0;
-    if (!p->markov) {
-        hz = mixture_posterior(p, s, q);
-        gsl_matrix_set_zero(q->xi);
-    } else {
-        double logz = 0.0;
-        for (size_t t = 0; t < T; t++) {
-            double mx = -INFINITY;
-            for (size_t k = 0; k < K; k++)
-                mx = fmax(mx, gsl_matrix_get(s, t, k));
-            M[t] = mx;
-            double z = 0.0;
-            for (size_t k = 0; k < K; k++) {
-                double a = 0.0;
-                if (is_start(seq, t))
-                    a = gsl_vector_get(p->init, k);
-                else
-                    for (size_t j = 0; j < K; j++)
-                        a += gsl_matrix_get(alpha, t - 1, j) *
-                             gsl_matrix_get(p->trans, j, k);
-                a *= exp(gsl_matrix_get(s, t, k) - mx);
-                gsl_matrix_set(alpha, t, k, a);
-                z += a;
-            }
-            if (!(z > 0.0) || !isfinite(z)) {
-                st = lse_error_set(err, LSE_ENUMERIC, fn,
-                                   "forward pass underflows at row %zu", t + 1);
-                goto done;
-            }
-            c[t] = z;
-            logz += log(z) + mx;
-            for (size_t k = 0; k < K; k++)
-                gsl_matrix_set(alpha, t, k, gsl_matrix_get(alpha, t, k) / z);
-        }
-        backward_pass(p, seq, s, M, c, beta);
-        gsl_matrix_set_zero(q->xi);
-        double sws = 0.0, ez = 0.0;
-        for (size_t t = 0; t < T; t++) {
-            for (size_t k = 0; k < K; k++) {
-                const double w =
-                    gsl_matrix_get(alpha, t, k) * gsl_matrix_get(beta, t, k);
-                gsl_matrix_set(q->w, t, k, w);
-                sws += w * gsl_matrix_get(s, t, k);
-                if (is_start(seq, t))
-                    ez += xlogy(w, gsl_vector_get(p->init, k));
-            }
-            if (is_start(seq, t))
-                continue;
-            for (size_t j = 0; j < K; j++)
-                for (size_t k = 0; k < K; k++) {
-                    const double x = gsl_matrix_get(alpha, t - 1, j) *
-                                     gsl_matrix_get(p->trans, j, k) *
-                                     exp(gsl_matrix_get(s, t, k) - M[t]) *
-                                     gsl_matrix_get(beta, t, k) / c[t];
-                    gsl_matrix_set(q->xi, j, k, gsl_matrix_get(q->xi, j, k) + x);
-                }
-        }
-        for (size_t j = 0; j < K; j++)
-            for (size_t k = 0; k < K; k++)
-                ez += xlogy(gsl_matrix_get(q->xi, j, k),
-                            gsl_matrix_get(p->trans, j, k));
-        /* q(z) = p(z) exp(sum s) / Z: H = log Z - E[log p(z)] - E[sum s] */
-        hz = logz - ez - sws;
-    }
-    q->hz = hz;
-    q->have_z = 1;
-done:
-    gsl_matrix_free(s);
-    gsl_matrix_free(alpha);
-    gsl_matrix_free(beta);
-    free(c);
-    free(M);
+    lse_lsw_free(&w);
     return st;
 }
 
@@ -889,24 +731,6 @@ static void obs_term_k(const lse_lslds_params *p, const gsl_matrix *y,
     }
 }
 
-/* *acc += E_q log p(y_t | x_t, z_t) under q(z_t) (per-mode emissions) or
- * with the shared emission. */
-static void obs_term(const lse_lslds_params *p, const gsl_matrix *y,
-                     const unsigned char *observed, size_t ty,
-                     const lse_lslds_post *q, size_t tq, gsl_vector *cp,
-                     double *acc)
-{
-    if (!p->per_mode_emission) {
-        obs_term_k(p, y, observed, ty, q, tq, 0, 1.0, cp, acc);
-        return;
-    }
-    for (size_t k = 0; k < p->K; k++) {
-        const double w = gsl_matrix_get(q->w, tq, k);
-        if (w > 0.0)
-            obs_term_k(p, y, observed, ty, q, tq, k, w, cp, acc);
-    }
-}
-
 /* es (T, K) = E_q(x) log N(y_t; C_k x_t + d_k, R_k) of this process's rows
  * (all rows when pr is NULL), summed over the processes. */
 static lse_status emis_scores(const lse_lslds_params *p, const gsl_matrix *y,
@@ -957,7 +781,7 @@ lse_status lse_lslds_emission_scores(const lse_lslds_params *p,
 
 static lse_status elbo_impl(const lse_lslds_params *p, const gsl_matrix *y,
                             const unsigned char *observed, const size_t *seq,
-                            const lse_lslds_post *q, par *pr, double *elbo,
+                            const lse_lslds_post *q, double *elbo,
                             const char *fn, lse_error *err);
 
 lse_status lse_lslds_elbo(const lse_lslds_params *p, const gsl_matrix *y,
@@ -968,124 +792,120 @@ lse_status lse_lslds_elbo(const lse_lslds_params *p, const gsl_matrix *y,
     lse_status st = check_args(fn, p, y, q, err);
     if (st != LSE_OK)
         return st;
-    return elbo_impl(p, y, observed, seq, q, NULL, elbo, fn, err);
+    return elbo_impl(p, y, observed, seq, q, elbo, fn, err);
 }
 
-/* With @p pr (several processes) the observation terms of this process's
- * rows, summed over the processes. */
-static lse_status elbo_impl(const lse_lslds_params *p, const gsl_matrix *y,
-                            const unsigned char *observed, const size_t *seq,
-                            const lse_lslds_post *q, par *pr, double *elbo,
-                            const char *fn, lse_error *err)
+/* The residual part of E_q log p(y | x, z) over this process's rows (all
+ * rows without pr): sum over the observed entries and emission blocks
+ * (weighted by q(z_t = k)) of -1/2 (log 2 pi r + (y - c'm - d)^2 / r);
+ * with -1/2 tr(J_t P_t) of the potentials it is the expectation, without
+ * the cancellation of the potentials' constant against h'm when r is
+ * tiny. */
+static double obs_residuals(const lse_lslds_params *p, const gsl_matrix *y,
+                            const unsigned char *observed,
+                            const lse_lslds_post *q, const par *pr)
 {
-    lse_status st = LSE_OK;
-    if (elbo == NULL)
-        return lse_error_set(err, LSE_EFAULT, fn, "elbo is NULL");
-    if (!q->have_x || !q->have_z)
-        return lse_error_set(err, LSE_EINVAL, fn,
-                             "q(z) and q(x) must both be computed");
-    const size_t T = q->T, K = p->K, D = p->D;
-    gsl_matrix *s = gsl_matrix_alloc(T, K), *work = gsl_matrix_alloc(D, D);
-    gsl_matrix *P0i = gsl_matrix_alloc(D, D), *E = gsl_matrix_alloc(D, D);
-    gsl_matrix *Pi = gsl_matrix_alloc(D, D), *cond = gsl_matrix_alloc(D, D);
-    gsl_matrix *XP = gsl_matrix_alloc(D, D);
-    gsl_vector *e = gsl_vector_alloc(D), *cp = gsl_vector_alloc(D);
-    if (!s || !work || !P0i || !E || !Pi || !cond || !XP || !e || !cp) {
-        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
-        goto done;
+    const size_t D = p->D, N = p->N, E = NE(p);
+    const size_t rows = pr ? pr->n_own : q->T, ctx = pr ? pr->ctx : 0;
+    const size_t off = pr ? pr->offset : 0, ct = p->C->tda;
+    const size_t rs = p->r->stride, ds = p->d->stride;
+    double tot = 0.0, *lr = malloc(E * N * sizeof(double));
+    for (size_t ik = 0; lr != NULL && ik < E * N; ik++)
+        lr[ik] = LOG_2PI + log(p->r->data[ik * rs]);
+    for (size_t tl = 0; tl < rows; tl++) {
+        const size_t ty = ctx + tl, tq = off + tl;
+        const double *yr = y->data + ty * y->tda;
+        const double *m = q->mean->data + tq * q->mean->tda;
+        for (size_t k = 0; k < E; k++) {
+            const double w = E > 1 ? gsl_matrix_get(q->w, tq, k) : 1.0;
+            if (w == 0.0)
+                continue;
+            double a = 0.0;
+            for (size_t i = 0; i < N; i++) {
+                if (observed != NULL && !observed[ty * N + i])
+                    continue;
+                const size_t ik = k * N + i;
+                const double *c = p->C->data + ik * ct, ri = p->r->data[ik * rs];
+                double res = yr[i] - p->d->data[ik * ds];
+                for (size_t j = 0; j < D; j++)
+                    res -= c[j] * m[j];
+                a += -0.5 * ((lr ? lr[ik] : LOG_2PI + log(ri)) + res * res / ri);
+            }
+            tot += E > 1 ? w * a : a;
+        }
     }
-    int rc = scores(p, seq, q, s);
-    double ldP0;
-    if (rc != 0 || spd_inv(p->P0, P0i, &ldP0, work) != 0) {
-        st = lse_error_set(err, rc == -2 ? LSE_ENOMEM : LSE_ENUMERIC, fn,
-                           "Q_k or P0 is not positive definite");
-        goto done;
-    }
-    double total = q->hz;
+    free(lr);
+    return tot;
+}
+
+/* The ELBO from the workspace: its scores w->s (p and q(x)), observation
+ * potentials w->obs (p and q(z); with several processes already summed)
+ * and initial-state terms, the entropies q->hz, q->hx. */
+static lse_status elbo_ws(const lsw *w, const lse_lslds_params *p,
+                          const gsl_matrix *y, const unsigned char *observed,
+                          const size_t *seq, const lse_lslds_post *q, par *pr,
+                          double *elbo, const char *fn, lse_error *err)
+{
+    const size_t T = q->T, K = p->K, D = p->D, DD = D * D;
+    double total = q->hz + q->hx;
     for (size_t t = 0; t < T; t++) {
         const int start = is_start(seq, t);
+        const double *wt = q->w->data + t * q->w->tda, *s = w->s + t * K;
         for (size_t k = 0; k < K; k++) {
-            const double w = gsl_matrix_get(q->w, t, k);
-            total += w * gsl_matrix_get(s, t, k);
+            total += wt[k] * s[k];
             if (!p->markov || start)
-                total += xlogy(w, gsl_vector_get(p->init, k));
+                total += xlogy(wt[k], gsl_vector_get(p->init, k));
         }
-        gsl_matrix_const_view Pt =
-            gsl_matrix_const_view_array(q->cov->data + t * q->cov->tda, D, D);
-        gsl_vector_const_view mt = gsl_matrix_const_row(q->mean, t);
-        double ldc;
-        if (start) {
-            gsl_matrix_memcpy(E, &Pt.matrix);
-            gsl_vector_memcpy(e, &mt.vector);
-            gsl_vector_sub(e, p->m0);
-            gsl_blas_dger(1.0, e, e, E);
-            total += -0.5 * ((double)D * LOG_2PI + ldP0 + trace_prod(P0i, E));
-            gsl_matrix_memcpy(cond, &Pt.matrix);
-        } else {
-            /* H(x_t | x_{t-1}): cov P_t - X P_{t-1}^-1 X' */
-            gsl_matrix_const_view Pp = gsl_matrix_const_view_array(
-                q->cov->data + (t - 1) * q->cov->tda, D, D);
-            gsl_matrix_const_view X = gsl_matrix_const_view_array(
-                q->cross->data + t * q->cross->tda, D, D);
-            if (spd_inv(&Pp.matrix, Pi, NULL, work) != 0) {
-                st = lse_error_set(err, LSE_ENUMERIC, fn,
-                                   "Cov_q[x] of row %zu is singular", t);
-                goto done;
-            }
-            gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &X.matrix, Pi, 0.0,
-                           XP);
-            gsl_matrix_memcpy(cond, &Pt.matrix);
-            gsl_blas_dgemm(CblasNoTrans, CblasTrans, -1.0, XP, &X.matrix, 1.0,
-                           cond);
-            for (size_t i = 0; i < D; i++)
-                for (size_t j = 0; j < i; j++) {
-                    const double v = 0.5 * (gsl_matrix_get(cond, i, j) +
-                                            gsl_matrix_get(cond, j, i));
-                    gsl_matrix_set(cond, i, j, v);
-                    gsl_matrix_set(cond, j, i, v);
-                }
-        }
-        if (spd_inv(cond, NULL, &ldc, work) != 0) {
-            st = lse_error_set(err, LSE_ENUMERIC, fn,
-                               "conditional covariance of row %zu is not "
-                               "positive definite",
-                               t + 1);
-            goto done;
-        }
-        total += 0.5 * ((double)D * (1.0 + LOG_2PI) + ldc);
-        /* E log p(y_t | x_t), observed entries */
-        if (pr == NULL)
-            obs_term(p, y, observed, t, q, t, cp, &total);
+        const double *J = w->obs + t * (DD + D);
+        const double *P = q->cov->data + t * q->cov->tda;
+        double tr = 0.0;
+        for (size_t i = 0; i < DD; i++)
+            tr += J[i] * P[i];
+        total -= 0.5 * tr;
     }
+    total += lse_lsw_start_expect(w, q, seq);
+    double o = obs_residuals(p, y, observed, q, pr);
     if (pr != NULL) {
-        double o = 0.0;
-        for (size_t tl = 0; tl < pr->n_own; tl++)
-            obs_term(p, y, observed, pr->ctx + tl, q, pr->offset + tl, cp, &o);
-        st = lse_comm_sum(&pr->comm, &o, 1, fn, err);
+        lse_status st = lse_comm_sum(&pr->comm, &o, 1, fn, err);
         if (st != LSE_OK)
-            goto done;
-        total += o;
+            return st;
     }
+    total += o;
     if (p->markov)
         for (size_t j = 0; j < K; j++)
             for (size_t k = 0; k < K; k++)
                 total += xlogy(gsl_matrix_get(q->xi, j, k),
                                gsl_matrix_get(p->trans, j, k));
-    if (!isfinite(total)) {
-        st = lse_error_set(err, LSE_ENONFINITE, fn, "ELBO is not finite");
-        goto done;
-    }
+    if (!isfinite(total))
+        return lse_error_set(err, LSE_ENONFINITE, fn, "ELBO is not finite");
     *elbo = total;
-done:
-    gsl_matrix_free(s);
-    gsl_matrix_free(work);
-    gsl_matrix_free(P0i);
-    gsl_matrix_free(E);
-    gsl_matrix_free(Pi);
-    gsl_matrix_free(cond);
-    gsl_matrix_free(XP);
-    gsl_vector_free(e);
-    gsl_vector_free(cp);
+    return LSE_OK;
+}
+
+static lse_status elbo_impl(const lse_lslds_params *p, const gsl_matrix *y,
+                            const unsigned char *observed, const size_t *seq,
+                            const lse_lslds_post *q, double *elbo,
+                            const char *fn, lse_error *err)
+{
+    if (elbo == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "elbo is NULL");
+    if (!q->have_x || !q->have_z)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "q(z) and q(x) must both be computed");
+    lsw w;
+    lse_status st = ws_alloc(&w, q->T, p, fn, err);
+    if (st != LSE_OK)
+        return st;
+    if (lse_lsw_modes(&w, p) != 0) {
+        st = lse_error_set(err, LSE_ENUMERIC, fn,
+                           "Q_k or P0 is not positive definite");
+    } else {
+        lse_lsw_moments(&w, q, seq);
+        lse_lsw_scores(&w);
+        obs_potentials(p, y, observed, q, NULL, NULL, w.obs);
+        st = elbo_ws(&w, p, y, observed, seq, q, NULL, elbo, fn, err);
+    }
+    lse_lsw_free(&w);
     return st;
 }
 
@@ -1103,56 +923,6 @@ static int solve_right(const gsl_matrix *S, gsl_matrix *B, gsl_matrix *work)
         gsl_linalg_cholesky_svx(work, &r.vector);
     }
     return 0;
-}
-
-/* Mode k's expected dynamics statistics, weighted by q(z_t = k) over the
- * rows that are not sequence starts: Sxx = E[x~ x~'] of the previous
- * states x~ = (x_{t-1}, 1), Stx = E[x_t x~'], Stt = E[x_t x_t']. Returns
- * the total weight. */
-static double dyn_stats(const lse_lslds_post *q, const size_t *seq, size_t k,
-                        gsl_matrix *Sxx, gsl_matrix *Stx, gsl_matrix *Stt)
-{
-    const size_t T = q->T, D = Stt->size1, D1 = D + 1;
-    double n = 0.0;
-    gsl_matrix_set_zero(Sxx);
-    gsl_matrix_set_zero(Stx);
-    gsl_matrix_set_zero(Stt);
-    for (size_t t = 0; t < T; t++) {
-        if (is_start(seq, t))
-            continue;
-        const double w = gsl_matrix_get(q->w, t, k);
-        n += w;
-        for (size_t i = 0; i < D1; i++)
-            for (size_t j = 0; j < D1; j++) {
-                const double mi =
-                    i < D ? gsl_matrix_get(q->mean, t - 1, i) : 1.0;
-                const double mj =
-                    j < D ? gsl_matrix_get(q->mean, t - 1, j) : 1.0;
-                const double c =
-                    (i < D && j < D)
-                        ? gsl_matrix_get(q->cov, t - 1, i * D + j)
-                        : 0.0;
-                gsl_matrix_set(Sxx, i, j,
-                               gsl_matrix_get(Sxx, i, j) + w * (c + mi * mj));
-            }
-        for (size_t i = 0; i < D; i++) {
-            const double mi = gsl_matrix_get(q->mean, t, i);
-            for (size_t j = 0; j < D1; j++) {
-                const double mj =
-                    j < D ? gsl_matrix_get(q->mean, t - 1, j) : 1.0;
-                const double c =
-                    j < D ? gsl_matrix_get(q->cross, t, i * D + j) : 0.0;
-                gsl_matrix_set(Stx, i, j,
-                               gsl_matrix_get(Stx, i, j) + w * (c + mi * mj));
-            }
-            for (size_t j = 0; j < D; j++)
-                gsl_matrix_set(Stt, i, j,
-                               gsl_matrix_get(Stt, i, j) +
-                                   w * (gsl_matrix_get(q->cov, t, i * D + j) +
-                                        mi * gsl_matrix_get(q->mean, t, j)));
-        }
-    }
-    return n;
 }
 
 /* The initial state (m0, P0 + reg I) from the sequence starts, the mode
@@ -1209,10 +979,122 @@ static void mstep_start(lse_lslds_params *p, const size_t *seq,
         }
 }
 
+/* Mode k's expected dynamics statistics from the weighted moment sums WM
+ * (lse_lsw_moment_sums): Sxx = E[x~ x~'] of the previous states x~ =
+ * (x_{t-1}, 1), Stx = E[x_t x~'], Stt = E[x_t x_t'], weighted by
+ * q(z_t = k) over the rows that are not sequence starts. Returns the
+ * total weight. */
+static double dyn_stats(const double *WM, size_t D, size_t k, gsl_matrix *Sxx,
+                        gsl_matrix *Stx, gsl_matrix *Stt)
+{
+    const size_t DD = D * D, M = 3 * DD + 2 * D + 1;
+    const double *r = WM + k * M, *m1 = r + 3 * DD, *m0 = m1 + D;
+    const double n = r[M - 1];
+    for (size_t i = 0; i < D; i++) {
+        for (size_t j = 0; j < D; j++) {
+            gsl_matrix_set(Sxx, i, j, r[2 * DD + i * D + j]);
+            gsl_matrix_set(Stx, i, j, -0.5 * r[DD + i * D + j]);
+            gsl_matrix_set(Stt, i, j, r[i * D + j]);
+        }
+        gsl_matrix_set(Sxx, i, D, 0.5 * m0[i]);
+        gsl_matrix_set(Sxx, D, i, 0.5 * m0[i]);
+        gsl_matrix_set(Stx, i, D, -0.5 * m1[i]);
+    }
+    gsl_matrix_set(Sxx, D, D, n);
+    return n;
+}
+
+/* Emission statistics of one shared block, per column (layout of
+ * mstep_impl's es: Sxx (D1 D1), Sy (D1), n, yy): the moments of all own
+ * rows once, minus the rows where the column is missing. */
+static int emis_stats_shared(const gsl_matrix *y,
+                              const unsigned char *observed,
+                              const lse_lslds_post *q, const par *pr,
+                              size_t N, double *es)
+{
+    const size_t D = q->D, D1 = D + 1, SW = D1 * D1 + D1 + 2;
+    const size_t rows = pr ? pr->n_own : q->T;
+    double *com = calloc(2 * D1 * D1, sizeof(double)), *rowS = com + D1 * D1;
+    if (com == NULL)
+        return -1;
+    for (size_t tl = 0; tl < rows; tl++) {
+        const size_t t = pr ? pr->ctx + tl : tl, tq = pr ? pr->offset + tl : tl;
+        const double *m = q->mean->data + tq * q->mean->tda;
+        const double *P = q->cov->data + tq * q->cov->tda;
+        for (size_t a = 0; a < D1; a++)
+            for (size_t c = 0; c < D1; c++) {
+                const double ma = a < D ? m[a] : 1.0, mc = c < D ? m[c] : 1.0;
+                rowS[a * D1 + c] = (a < D && c < D ? P[a * D + c] : 0.0) + ma * mc;
+            }
+        for (size_t i = 0; i < D1 * D1; i++)
+            com[i] += rowS[i];
+        const double *yr = y->data + t * y->tda;
+        for (size_t i = 0; i < N; i++) {
+            double *e = es + i * SW, *ey = e + D1 * D1;
+            if (observed != NULL && !observed[t * N + i]) {
+                for (size_t a = 0; a < D1 * D1; a++)
+                    e[a] -= rowS[a];
+                continue;
+            }
+            const double yt = yr[i];
+            for (size_t a = 0; a < D; a++)
+                ey[a] += yt * m[a];
+            ey[D] += yt;
+            e[SW - 2] += 1.0;
+            e[SW - 1] += yt * yt;
+        }
+    }
+    for (size_t i = 0; i < N; i++)
+        for (size_t a = 0; a < D1 * D1; a++)
+            es[i * SW + a] += com[a];
+    free(com);
+    return 0;
+}
+
+/* Emission statistics of the blocks (per mode: rows weighted by
+ * q(z_t = k)), per observed column. */
+static void emis_stats_modes(const lse_lslds_params *p, const gsl_matrix *y,
+                             const unsigned char *observed,
+                             const lse_lslds_post *q, const par *pr,
+                             double *es)
+{
+    const size_t T = q->T, D = p->D, N = p->N, D1 = D + 1, E = NE(p);
+    const size_t SW = D1 * D1 + D1 + 2;
+    for (size_t ik = 0; ik < E * N; ik++) {
+        const size_t i = ik % N, k = ik / N;
+        double *e = es + ik * SW, *eS = e, *ey = e + D1 * D1;
+        double n = 0.0, yy = 0.0;
+        const size_t rows = pr ? pr->n_own : T;
+        for (size_t tl = 0; tl < rows; tl++) {
+            const size_t t = pr ? pr->ctx + tl : tl; /* y row */
+            const size_t tq = pr ? pr->offset + tl : tl; /* q row */
+            if (observed != NULL && !observed[t * N + i])
+                continue;
+            const double w = gsl_matrix_get(q->w, tq, k);
+            const double yt = gsl_matrix_get(y, t, i), wy = w * yt;
+            const double *m = q->mean->data + tq * q->mean->tda;
+            const double *P = q->cov->data + tq * q->cov->tda;
+            n += w;
+            yy += wy * yt;
+            for (size_t a = 0; a < D1; a++) {
+                const double ma = a < D ? m[a] : 1.0;
+                ey[a] += wy * ma;
+                for (size_t c = 0; c < D1; c++) {
+                    const double mc = c < D ? m[c] : 1.0;
+                    const double v = (a < D && c < D) ? P[a * D + c] : 0.0;
+                    eS[a * D1 + c] += w * (v + ma * mc);
+                }
+            }
+        }
+        e[SW - 2] = n;
+        e[SW - 1] = yy;
+    }
+}
+
 static lse_status mstep_impl(lse_lslds_params *p, const gsl_matrix *y,
                              const unsigned char *observed, const size_t *seq,
                              const lse_lslds_post *q, double reg, par *pr,
-                             const char *fn, lse_error *err);
+                             lsw *ws, const char *fn, lse_error *err);
 
 lse_status lse_lslds_mstep(lse_lslds_params *p, const gsl_matrix *y,
                            const unsigned char *observed, const size_t *seq,
@@ -1222,37 +1104,17 @@ lse_status lse_lslds_mstep(lse_lslds_params *p, const gsl_matrix *y,
     lse_status st = check_args(fn, p, y, q, err);
     if (st != LSE_OK)
         return st;
-    return mstep_impl(p, y, observed, seq, q, reg, NULL, fn, err);
+    return mstep_impl(p, y, observed, seq, q, reg, NULL, NULL, fn, err);
 }
 
-/* With @p pr (several processes) the emission statistics of this
- * process's rows, summed over the processes. */
-static lse_status mstep_impl(lse_lslds_params *p, const gsl_matrix *y,
-                             const unsigned char *observed, const size_t *seq,
-                             const lse_lslds_post *q, double reg, par *pr,
-                             const char *fn, lse_error *err)
+/* The dynamics of every mode from the moment sums WM. */
+static void mstep_dynamics(lse_lslds_params *p, const double *WM, double reg,
+                           gsl_matrix *Sxx, gsl_matrix *Stx, gsl_matrix *Stt,
+                           gsl_matrix *W, gsl_matrix *work)
 {
-    lse_status st = LSE_OK;
-    if (!q->have_x || !q->have_z)
-        return lse_error_set(err, LSE_EINVAL, fn,
-                             "q(z) and q(x) must both be computed");
-    if (!(reg >= 0.0) || !isfinite(reg))
-        return lse_error_set(err, LSE_EDOM, fn, "reg = %g must be >= 0", reg);
-    const size_t T = q->T, K = p->K, D = p->D, N = p->N, D1 = D + 1;
-    gsl_matrix *Sxx = gsl_matrix_alloc(D1, D1), *Stx = gsl_matrix_alloc(D, D1);
-    gsl_matrix *Stt = gsl_matrix_alloc(D, D), *work = gsl_matrix_alloc(D1, D1);
-    gsl_matrix *W = gsl_matrix_alloc(D, D1), *Wy = gsl_matrix_alloc(1, D1);
-    gsl_vector *sy = gsl_vector_alloc(D1);
-    /* emission statistics per column: Sxx (D1 D1), Sy (D1), n, yy */
-    const size_t SW = D1 * D1 + D1 + 2, E = NE(p);
-    double *es = calloc(E * N * SW, sizeof(double));
-    if (!Sxx || !Stx || !Stt || !work || !W || !sy || !Wy || !es) {
-        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
-        goto done;
-    }
-    /* dynamics, per mode */
-    for (size_t k = 0; k < K; k++) {
-        const double n = dyn_stats(q, seq, k, Sxx, Stx, Stt);
+    const size_t D = p->D;
+    for (size_t k = 0; k < p->K; k++) {
+        const double n = dyn_stats(WM, D, k, Sxx, Stx, Stt);
         if (n < 1e-8)
             continue;
         gsl_matrix_memcpy(W, Stx);
@@ -1271,42 +1133,15 @@ static lse_status mstep_impl(lse_lslds_params *p, const gsl_matrix *y,
             gsl_matrix_set(p->b, k, i, gsl_matrix_get(W, i, D));
         }
     }
-    /* emission, per observed column (diagonal R) and emission block (per
-     * mode: rows weighted by q(z_t = k)) */
-    for (size_t ik = 0; ik < E * N; ik++) {
-        const size_t i = ik % N, k = ik / N;
-        double *e = es + ik * SW, *eS = e, *ey = e + D1 * D1;
-        double n = 0.0, yy = 0.0;
-        const size_t rows = pr ? pr->n_own : T;
-        for (size_t tl = 0; tl < rows; tl++) {
-            const size_t t = pr ? pr->ctx + tl : tl; /* y row */
-            const size_t tq = pr ? pr->offset + tl : tl; /* q row */
-            if (observed != NULL && !observed[t * N + i])
-                continue;
-            const double w = E > 1 ? gsl_matrix_get(q->w, tq, k) : 1.0;
-            const double yt = gsl_matrix_get(y, t, i), wy = w * yt;
-            n += w;
-            yy += wy * yt;
-            for (size_t a = 0; a < D1; a++) {
-                const double ma = a < D ? gsl_matrix_get(q->mean, tq, a) : 1.0;
-                ey[a] += wy * ma;
-                for (size_t c = 0; c < D1; c++) {
-                    const double mc =
-                        c < D ? gsl_matrix_get(q->mean, tq, c) : 1.0;
-                    const double v = (a < D && c < D)
-                                         ? gsl_matrix_get(q->cov, tq, a * D + c)
-                                         : 0.0;
-                    eS[a * D1 + c] = E > 1 ? eS[a * D1 + c] + w * (v + ma * mc)
-                                           : eS[a * D1 + c] + v + ma * mc;
-                }
-            }
-        }
-        e[SW - 2] = n;
-        e[SW - 1] = yy;
-    }
-    if (pr != NULL &&
-        (st = lse_comm_sum(&pr->comm, es, E * N * SW, fn, err)) != LSE_OK)
-        goto done;
+}
+
+/* The emission blocks from the per-column statistics es. */
+static void mstep_emission(lse_lslds_params *p, const double *es, double reg,
+                           gsl_matrix *Sxx, gsl_matrix *Wy, gsl_vector *sy,
+                           gsl_matrix *work)
+{
+    const size_t D = p->D, N = p->N, D1 = D + 1, E = NE(p);
+    const size_t SW = D1 * D1 + D1 + 2;
     for (size_t ik = 0; ik < E * N; ik++) {
         const double *e = es + ik * SW;
         const double n = e[SW - 2], yy = e[SW - 1];
@@ -1329,8 +1164,58 @@ static lse_status mstep_impl(lse_lslds_params *p, const gsl_matrix *y,
         gsl_vector_set(p->d, ik, Wy->data[D]);
         gsl_vector_set(p->r, ik, fmax((yy - wsy) / n, 0.0) + reg);
     }
+}
+
+/* With @p pr (several processes) the emission statistics of this
+ * process's rows, summed over the processes. @p ws: a workspace whose
+ * moment rows are those of q (NULL: made here). */
+static lse_status mstep_impl(lse_lslds_params *p, const gsl_matrix *y,
+                             const unsigned char *observed, const size_t *seq,
+                             const lse_lslds_post *q, double reg, par *pr,
+                             lsw *ws, const char *fn, lse_error *err)
+{
+    lse_status st = LSE_OK;
+    if (!q->have_x || !q->have_z)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "q(z) and q(x) must both be computed");
+    if (!(reg >= 0.0) || !isfinite(reg))
+        return lse_error_set(err, LSE_EDOM, fn, "reg = %g must be >= 0", reg);
+    const size_t K = p->K, D = p->D, N = p->N, D1 = D + 1;
+    const size_t M = 3 * D * D + 2 * D + 1;
+    lsw own;
+    if (ws == NULL) {
+        if ((st = ws_alloc(&own, q->T, p, fn, err)) != LSE_OK)
+            return st;
+        lse_lsw_moments(&own, q, seq);
+    }
+    gsl_matrix *Sxx = gsl_matrix_alloc(D1, D1), *Stx = gsl_matrix_alloc(D, D1);
+    gsl_matrix *Stt = gsl_matrix_alloc(D, D), *work = gsl_matrix_alloc(D1, D1);
+    gsl_matrix *W = gsl_matrix_alloc(D, D1), *Wy = gsl_matrix_alloc(1, D1);
+    gsl_vector *sy = gsl_vector_alloc(D1);
+    /* emission statistics per column: Sxx (D1 D1), Sy (D1), n, yy */
+    const size_t SW = D1 * D1 + D1 + 2, E = NE(p);
+    double *es = calloc(E * N * SW, sizeof(double));
+    double *WM = malloc(K * M * sizeof(double));
+    if (!Sxx || !Stx || !Stt || !work || !W || !sy || !Wy || !es || !WM) {
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+        goto done;
+    }
+    lse_lsw_moment_sums(ws ? ws : &own, q, WM);
+    mstep_dynamics(p, WM, reg, Sxx, Stx, Stt, W, work);
+    if (E > 1)
+        emis_stats_modes(p, y, observed, q, pr, es);
+    else if (emis_stats_shared(y, observed, q, pr, N, es) != 0) {
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+        goto done;
+    }
+    if (pr != NULL &&
+        (st = lse_comm_sum(&pr->comm, es, E * N * SW, fn, err)) != LSE_OK)
+        goto done;
+    mstep_emission(p, es, reg, Sxx, Wy, sy, work);
     mstep_start(p, seq, q, reg); /* initial state and mode probabilities */
 done:
+    if (ws == NULL)
+        lse_lsw_free(&own);
     gsl_matrix_free(Sxx);
     gsl_matrix_free(Stx);
     gsl_matrix_free(Stt);
@@ -1339,6 +1224,7 @@ done:
     gsl_vector_free(sy);
     gsl_matrix_free(Wy);
     free(es);
+    free(WM);
     return st;
 }
 
@@ -1502,10 +1388,6 @@ static lse_status init_impl(lse_lslds_params *p, const gsl_matrix *y,
                             const unsigned char *observed, const size_t *seq,
                             par *pr, unsigned long seed, const char *fn,
                             lse_error *err);
-static lse_status update_x_par(const lse_lslds_params *p, const gsl_matrix *y,
-                               const unsigned char *observed, const size_t *seq,
-                               lse_lslds_post *q, par *pr, double *obs,
-                               lse_error *err);
 
 /* LSE_LSLDS_INIT_LDS_ITERS EM iterations of the one-mode model from the
  * PCA emission of block 0 of @p p (its C, d, r are replaced by the
@@ -1517,16 +1399,16 @@ static lse_status lds_refine(lse_lslds_params *p, const gsl_matrix *y,
                              par *pr, gsl_matrix *X, const char *fn,
                              lse_error *err)
 {
-    const size_t T = X->size1, D = p->D, N = p->N, W = D * D + D;
+    const size_t T = X->size1, D = p->D, N = p->N;
     lse_lslds_params *p1 = NULL;
     lse_lslds_post *q = NULL;
-    double *obs = NULL;
+    lsw w;
+    int have_w = 0;
     lse_status st = lse_lslds_params_new(1, D, N, 1, &p1, err);
     if (st == LSE_OK)
         st = lse_lslds_post_new(T, 1, D, &q, err);
-    if (st == LSE_OK && pr != NULL &&
-        (obs = malloc((T * W + 1) * sizeof(double))) == NULL)
-        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    if (st == LSE_OK && (st = ws_alloc(&w, T, p1, fn, err)) == LSE_OK)
+        have_w = 1;
     if (st != LSE_OK)
         goto done;
     for (size_t i = 0; i < N; i++) {
@@ -1536,12 +1418,18 @@ static lse_status lds_refine(lse_lslds_params *p, const gsl_matrix *y,
         gsl_vector_set(p1->r, i, gsl_vector_get(p->r, i));
     }
     for (size_t it = 0; st == LSE_OK && it <= LSE_LSLDS_INIT_LDS_ITERS; it++) {
-        st = pr ? update_x_par(p1, y, observed, seq, q, pr, obs, err)
-                : update_x_impl(p1, y, observed, seq, q, NULL, NULL, fn, err);
-        if (st == LSE_OK && it < LSE_LSLDS_INIT_LDS_ITERS)
-            st = update_z_impl(p1, seq, NULL, q, fn, err);
-        if (st == LSE_OK && it < LSE_LSLDS_INIT_LDS_ITERS)
-            st = mstep_impl(p1, y, observed, seq, q, 1e-6, pr, fn, err);
+        st = ws_modes(&w, p1, 1, fn, err);
+        if (st == LSE_OK)
+            st = ws_obs(&w, p1, y, observed, q, pr, fn, err);
+        if (st == LSE_OK)
+            st = ws_smooth(&w, seq, q, NULL, fn, err);
+        if (st != LSE_OK || it == LSE_LSLDS_INIT_LDS_ITERS)
+            break;
+        lse_lsw_moments(&w, q, seq);
+        lse_lsw_scores(&w);
+        st = update_z_s(p1, seq, w.s, q, fn, err);
+        if (st == LSE_OK)
+            st = mstep_impl(p1, y, observed, seq, q, 1e-6, pr, &w, fn, err);
     }
     if (st != LSE_OK)
         goto done;
@@ -1553,9 +1441,10 @@ static lse_status lds_refine(lse_lslds_params *p, const gsl_matrix *y,
         gsl_vector_set(p->r, i, gsl_vector_get(p1->r, i));
     }
 done:
+    if (have_w)
+        lse_lsw_free(&w);
     lse_lslds_params_free(p1);
     lse_lslds_post_free(q);
-    free(obs);
     return st;
 }
 
@@ -1753,39 +1642,64 @@ static void post_copy(lse_lslds_post *dst, const lse_lslds_post *src)
     gsl_matrix_memcpy(dst->cov, src->cov);
     gsl_matrix_memcpy(dst->cross, src->cross);
     dst->hz = src->hz;
+    dst->hx = src->hx;
     dst->have_x = dst->have_z = 1;
 }
 
-/* The q(x) update of lse_lslds_fit: on this process alone, or (pr) over
- * the processes with the potentials buffer obs. */
-static lse_status update_x_any(const lse_lslds_params *p, const gsl_matrix *y,
-                               const unsigned char *observed, const size_t *seq,
-                               lse_lslds_post *q, par *pr, double *obs,
-                               lse_error *err)
+/* The state of lse_lslds_fit's loop: the workspace (its transition
+ * blocks are those of the current parameters, its scores those of the
+ * current parameters and q(x), its observation potentials those of the
+ * current parameters and, with per-mode emissions, q(z)), the emission
+ * scores (per-mode emissions), several processes. */
+typedef struct fitctx {
+    const gsl_matrix *y;
+    const unsigned char *observed;
+    const size_t *seq;
+    par *pr;
+    lsw w;
+    gsl_matrix *es;
+} fitctx;
+
+/* q(x) then its moments and the scores: the start of a run, and the
+ * second half of the E-step. */
+static lse_status fit_qx(fitctx *c, const lse_lslds_params *cur,
+                         lse_lslds_post *qc, const char *fn, lse_error *err)
 {
-    return pr ? update_x_par(p, y, observed, seq, q, pr, obs, err)
-              : lse_lslds_update_x(p, y, observed, seq, q, NULL, err);
+    lse_status st = ws_smooth(&c->w, c->seq, qc, NULL, fn, err);
+    if (st == LSE_OK) {
+        lse_lsw_moments(&c->w, qc, c->seq);
+        lse_lsw_scores(&c->w);
+    }
+    (void)cur;
+    return st;
 }
 
 /* One E-step of lse_lslds_fit: (emission scores,) q(z), the ELBO e1, q(x),
  * the ELBO e2. */
-static lse_status fit_estep(const lse_lslds_params *cur, const gsl_matrix *y,
-                            const unsigned char *observed, const size_t *seq,
-                            lse_lslds_post *qc, par *pr, double *obs,
-                            gsl_matrix *es, size_t it, double prev,
+static lse_status fit_estep(fitctx *c, const lse_lslds_params *cur,
+                            lse_lslds_post *qc, size_t it, double prev,
                             double *e1, double *e2, lse_error *err)
 {
     static const char fn[] = "lse_lslds_fit";
-    lse_status st = es ? emis_scores(cur, y, observed, qc, pr, es, fn, err)
-                       : LSE_OK;
+    lse_status st = LSE_OK;
+    if (c->es != NULL) {
+        st = emis_scores(cur, c->y, c->observed, qc, c->pr, c->es, fn, err);
+        if (st != LSE_OK)
+            return st;
+        add_es(&c->w, c->es); /* the scores are recomputed after q(x) */
+    }
+    st = update_z_s(cur, c->seq, c->w.s, qc, fn, err);
+    if (st == LSE_OK && c->es != NULL) { /* potentials weighted by q(z) */
+        st = ws_obs(&c->w, cur, c->y, c->observed, qc, c->pr, fn, err);
+        if (st == LSE_OK) /* the ELBO's scores without the emission ones */
+            lse_lsw_scores(&c->w);
+    }
     if (st == LSE_OK)
-        st = update_z_impl(cur, seq, es, qc, fn, err);
+        st = elbo_ws(&c->w, cur, c->y, c->observed, c->seq, qc, c->pr, e1, fn, err);
     if (st == LSE_OK)
-        st = elbo_impl(cur, y, observed, seq, qc, pr, e1, fn, err);
+        st = fit_qx(c, cur, qc, fn, err);
     if (st == LSE_OK)
-        st = update_x_any(cur, y, observed, seq, qc, pr, obs, err);
-    if (st == LSE_OK)
-        st = elbo_impl(cur, y, observed, seq, qc, pr, e2, fn, err);
+        st = elbo_ws(&c->w, cur, c->y, c->observed, c->seq, qc, c->pr, e2, fn, err);
     if (st == LSE_OK && (dropped(prev, *e1) || dropped(*e1, *e2)))
         st = lse_error_set(err, LSE_EINCREASE, fn,
                            "ELBO decreased in the E-step of iteration "
@@ -1795,10 +1709,10 @@ static lse_status fit_estep(const lse_lslds_params *cur, const gsl_matrix *y,
 }
 
 /* One M-step of lse_lslds_fit (m0, P0 kept with opts->fix_initial, in
- * m0s, P0s), then the ELBO e3. */
-static lse_status fit_mstep(lse_lslds_params *cur, const gsl_matrix *y,
-                            const unsigned char *observed, const size_t *seq,
-                            const lse_lslds_post *qc, par *pr,
+ * m0s, P0s), the workspace brought to the new parameters, then the ELBO
+ * e3. */
+static lse_status fit_mstep(fitctx *c, lse_lslds_params *cur,
+                            const lse_lslds_post *qc,
                             const lse_lslds_opts *opts, gsl_vector *m0s,
                             gsl_matrix *P0s, size_t it, double e2, double *e3,
                             lse_error *err)
@@ -1808,14 +1722,20 @@ static lse_status fit_mstep(lse_lslds_params *cur, const gsl_matrix *y,
         gsl_vector_memcpy(m0s, cur->m0);
         gsl_matrix_memcpy(P0s, cur->P0);
     }
-    lse_status st =
-        mstep_impl(cur, y, observed, seq, qc, opts->reg, pr, fn, err);
+    lse_status st = mstep_impl(cur, c->y, c->observed, c->seq, qc, opts->reg,
+                               c->pr, &c->w, fn, err);
     if (opts->fix_initial) {
         gsl_vector_memcpy(cur->m0, m0s);
         gsl_matrix_memcpy(cur->P0, P0s);
     }
     if (st == LSE_OK)
-        st = elbo_impl(cur, y, observed, seq, qc, pr, e3, fn, err);
+        st = ws_modes(&c->w, cur, 1, fn, err);
+    if (st == LSE_OK) {
+        lse_lsw_scores(&c->w);
+        st = ws_obs(&c->w, cur, c->y, c->observed, qc, c->pr, fn, err);
+    }
+    if (st == LSE_OK)
+        st = elbo_ws(&c->w, cur, c->y, c->observed, c->seq, qc, c->pr, e3, fn, err);
     /* the ridge (reg added to Q_k, r, P0) moves the M-step off the ELBO's
      * maximum: a decrease up to reg T (N + D) nats is the ridge's, not an
      * error */
@@ -1825,6 +1745,41 @@ static lse_status fit_mstep(lse_lslds_params *cur, const gsl_matrix *y,
                            "ELBO decreased in the M-step of iteration "
                            "%zu (%.17g -> %.17g)",
                            it, e2, *e3);
+    return st;
+}
+
+/* One run of lse_lslds_fit from cur (initialized): q(x) from uniform
+ * weights, then EM until the ELBO gains <= tol per row. */
+static lse_status fit_run(fitctx *c, lse_lslds_params *cur, lse_lslds_post *qc,
+                          const lse_lslds_opts *opts, gsl_vector *m0s,
+                          gsl_matrix *P0s, double *e_out, size_t *it_out,
+                          lse_error *err)
+{
+    static const char fn[] = "lse_lslds_fit";
+    qc->have_z = 0;
+    qc->have_x = 0;
+    lse_status st = ws_modes(&c->w, cur, 1, fn, err);
+    if (st == LSE_OK)
+        st = ws_obs(&c->w, cur, c->y, c->observed, qc, c->pr, fn, err);
+    if (st == LSE_OK)
+        st = fit_qx(c, cur, qc, fn, err);
+    double prev = -INFINITY, e1 = 0, e2 = 0, e3 = -INFINITY;
+    size_t it = 0;
+    for (it = 1; st == LSE_OK && it <= opts->max_iter; it++) {
+        st = fit_estep(c, cur, qc, it, prev, &e1, &e2, err);
+        if (st == LSE_OK)
+            st = fit_mstep(c, cur, qc, opts, m0s, P0s, it, e2, &e3, err);
+        if (st != LSE_OK)
+            break;
+        const double gain = e3 - prev;
+        prev = e3;
+        if (gain <= opts->tol * (double)qc->T)
+            break;
+    }
+    if (it > opts->max_iter)
+        it = opts->max_iter;
+    *e_out = e3;
+    *it_out = it;
     return st;
 }
 
@@ -1840,8 +1795,9 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
     const size_t runs = opts.init_given || opts.n_init == 0 ? 1 : opts.n_init;
     lse_lslds_params *cur = NULL, *best = NULL;
     lse_lslds_post *qc = NULL, *qb = NULL;
-    par prv, *pr = NULL;
-    gsl_matrix *es = NULL; /* emission scores (per-mode emissions) */
+    par prv;
+    fitctx c = {y, observed, seq, NULL, {0}, NULL};
+    int have_w = 0;
     gsl_vector *m0s = NULL; /* fix_initial: m0, P0 kept across M-steps */
     gsl_matrix *P0s = NULL;
     size_t *gseq = NULL;
@@ -1850,19 +1806,21 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
     if (y->size2 != p->N)
         return lse_error_set(err, LSE_EDIM, fn, "y has %zu columns, want %zu",
                              y->size2, p->N);
+    if ((st = check_y(y, observed, fn, err)) != LSE_OK)
+        return st;
     if (opts.reduce != NULL) {
-        pr = &prv;
-        st = par_setup(pr, &opts, y, seq, p->D, &gseq, &obs, err);
+        c.pr = &prv;
+        st = par_setup(c.pr, &opts, y, seq, p->D, &gseq, &obs, err);
         if (st != LSE_OK)
             goto done;
-        seq = gseq;
+        c.seq = seq = gseq;
     }
-    const size_t T = pr ? pr->comm.n_total : y->size1;
+    const size_t T = c.pr ? c.pr->comm.n_total : y->size1;
     st = params_new_like(p, &cur, err);
     if (st == LSE_OK)
         st = params_new_like(p, &best, err);
     if (st == LSE_OK && p->per_mode_emission &&
-        (es = gsl_matrix_alloc(T, p->K)) == NULL)
+        (c.es = gsl_matrix_alloc(T, p->K)) == NULL)
         st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     if (st == LSE_OK && ((m0s = gsl_vector_alloc(p->D)) == NULL ||
                          (P0s = gsl_matrix_alloc(p->D, p->D)) == NULL))
@@ -1871,6 +1829,8 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
         st = lse_lslds_post_new(T, p->K, p->D, &qc, err);
     if (st == LSE_OK)
         st = lse_lslds_post_new(T, p->K, p->D, &qb, err);
+    if (st == LSE_OK && (st = ws_alloc(&c.w, T, p, fn, err)) == LSE_OK)
+        have_w = 1;
     if (st != LSE_OK)
         goto done;
     double best_elbo = -INFINITY;
@@ -1878,33 +1838,16 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
     for (size_t run = 0; run < runs; run++) {
         params_copy(cur, p);
         if (!opts.init_given) {
-            st = init_impl(cur, y, observed, seq, pr, opts.seed + run, fn, err);
+            st = init_impl(cur, y, observed, seq, c.pr, opts.seed + run, fn,
+                           err);
             if (st != LSE_OK)
                 goto done;
         }
-        qc->have_z = 0;
-        qc->have_x = 0;
-        st = update_x_any(cur, y, observed, seq, qc, pr, obs, err);
+        double e3;
+        size_t it;
+        st = fit_run(&c, cur, qc, &opts, m0s, P0s, &e3, &it, err);
         if (st != LSE_OK)
             goto done;
-        double prev = -INFINITY, e1 = 0, e2 = 0, e3 = -INFINITY;
-        size_t it = 0;
-        for (it = 1; it <= opts.max_iter; it++) {
-            st = fit_estep(cur, y, observed, seq, qc, pr, obs, es, it, prev,
-                           &e1, &e2, err);
-            if (st != LSE_OK)
-                goto done;
-            st = fit_mstep(cur, y, observed, seq, qc, pr, &opts, m0s, P0s, it,
-                           e2, &e3, err);
-            if (st != LSE_OK)
-                goto done;
-            const double gain = e3 - prev;
-            prev = e3;
-            if (gain <= opts.tol * (double)T)
-                break;
-        }
-        if (it > opts.max_iter)
-            it = opts.max_iter;
         if (e3 > best_elbo) {
             best_elbo = e3;
             best_iter = it;
@@ -1929,16 +1872,17 @@ done:
     lse_lslds_params_free(best);
     lse_lslds_post_free(qc);
     lse_lslds_post_free(qb);
-    if (pr != NULL)
-        lse_comm_free(&pr->comm);
+    if (c.pr != NULL)
+        lse_comm_free(&c.pr->comm);
+    if (have_w)
+        lse_lsw_free(&c.w);
     free(gseq);
     free(obs);
-    gsl_matrix_free(es);
+    gsl_matrix_free(c.es);
     gsl_vector_free(m0s);
     gsl_matrix_free(P0s);
     return st;
 }
-
 lse_status lse_lslds_simulate(const lse_lslds_params *p, unsigned long seed,
                               gsl_matrix *y, gsl_matrix *x, size_t *z,
                               lse_error *err)

@@ -110,9 +110,27 @@ START_TEST(test_k1_is_kalman)
         gsl_matrix_set(R, i, i, gsl_vector_get(p->r, i));
     lse_kalman_model km = {p->A, p->b, p->Q, p->C, p->d, R, p->m0, p->P0,
                            NULL, NULL};
-    lse_assert_ok(lse_kalman_smooth(&km, y, obs, seq, &ll, NULL, NULL));
+    gsl_matrix *km_mean = gsl_matrix_alloc(T, 2);
+    gsl_matrix *km_cov = gsl_matrix_alloc(T, 4), *km_cross = gsl_matrix_alloc(T, 4);
+    lse_kalman_result kres = {NULL, NULL, km_mean, km_cov, km_cross};
+    lse_assert_ok(lse_kalman_smooth(&km, y, obs, seq, &ll, &kres, NULL));
     ck_assert_msg(fabs(elbo - ll) <= 1e-9 * fabs(ll), "elbo %.17g ll %.17g",
                   elbo, ll);
+    /* q(x) (information-form smoother) = the covariance-form RTS smoother */
+    for (size_t t = 0; t < T; t++)
+        for (size_t i = 0; i < 4; i++) {
+            if (i < 2)
+                ck_assert_double_eq_tol(gsl_matrix_get(q->mean, t, i),
+                                        gsl_matrix_get(km_mean, t, i), 1e-9);
+            ck_assert_double_eq_tol(gsl_matrix_get(q->cov, t, i),
+                                    gsl_matrix_get(km_cov, t, i), 1e-9);
+            if (t != 0 && t != 25)
+                ck_assert_double_eq_tol(gsl_matrix_get(q->cross, t, i),
+                                        gsl_matrix_get(km_cross, t, i), 1e-9);
+        }
+    gsl_matrix_free(km_mean);
+    gsl_matrix_free(km_cov);
+    gsl_matrix_free(km_cross);
     ck_assert_msg(fabs(logzx - ll) <= 1e-9 * fabs(ll), "logzx %.17g ll %.17g",
                   logzx, ll);
     gsl_matrix_free(R);

@@ -8,6 +8,7 @@ libcsv-dev libopenblas-dev libgraphviz-dev graphviz
 libplplot-dev plplot-driver-cairo libpng-dev"
 [ "${LSE_WITH_MPI:-0}" = 1 ] && pkgs="$pkgs libopenmpi-dev openmpi-bin python3"
 [ "${LSE_WITH_VALGRIND:-0}" = 1 ] && pkgs="$pkgs valgrind"
+pkgs="$pkgs python3-numpy" # tests/test_lslds_numpy.py (K = 1 latent SLDS vs NumPy Kalman)
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

@@ -32,9 +32,10 @@ extern "C" {
  *
  * fitted by structured variational EM with q(z) q(x): q(z) by forward-
  * backward with the expected Gaussian log-likelihoods as emission scores,
- * q(x) by the Kalman smoother (lse_kalman_smooth) with the mode-weighted
- * dynamics, and closed-form M-steps. Shapes: T rows, K modes, latent
- * dimension D, N observed columns; sequences (@p seq) and missing entries
+ * q(x) by an information-form smoother of the block-tridiagonal precision
+ * (mode-weighted dynamics, observation potentials; models/lslds_kern.c),
+ * and closed-form M-steps. Shapes: T rows, K modes, latent dimension D,
+ * N observed columns; sequences (@p seq) and missing entries
  * (@p observed, T*N bytes, nonzero = observed, NULL = all) as in
  * kalman.h.
  */
@@ -83,6 +84,7 @@ typedef struct lse_lslds_post {
     gsl_matrix *cov;   /**< (T, D*D) Cov_q[x_t] */
     gsl_matrix *cross; /**< (T, D*D) Cov_q[x_t, x_{t-1}] (0 at starts) */
     double hz;         /**< entropy of q(z) */
+    double hx;         /**< entropy of q(x) (set with it) */
     int have_z, have_x; /**< which factors have been computed */
 } lse_lslds_post;
 
@@ -90,8 +92,8 @@ LSE_API lse_status lse_lslds_post_new(size_t T, size_t K, size_t D,
                                       lse_lslds_post **out, lse_error *err);
 LSE_API void lse_lslds_post_free(lse_lslds_post *q);
 
-/** @brief q(x) update: the Kalman smoother with the dynamics weighted by
- *  q(z) (uniform weights when q(z) has not been computed; per-mode
+/** @brief q(x) update: the smoother (information form) with the dynamics
+ *  weighted by q(z) (uniform weights when q(z) has not been computed; per-mode
  *  emissions: the emissions too, entering as Gaussian potentials of x_t);
  *  @p logzx (may be NULL) gets log of its normalizer. */
 LSE_API lse_status lse_lslds_update_x(const lse_lslds_params *p,

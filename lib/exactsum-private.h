@@ -39,7 +39,7 @@ typedef struct lse_xsum_parts {
 
 /* Split v into its parts; 0 (and nothing written) for a non-finite v.
  * Always inlined: without it GCC stops inlining lse_xsum_add2 into the
- * exact-statistics kernels (lingauss.c), +4 % instructions there. */
+ * exact-statistics kernel of lingauss.c (callgrind: more instructions). */
 static inline __attribute__((always_inline)) int
 lse_xsum_split(const double v, lse_xsum_parts *p)
 {

@@ -39,7 +39,7 @@ static int gmm_fit(const gsl_matrix *x, const gsl_matrix *means,
     const size_t k = means->size1, d = means->size2;
     lse_gmm *m = NULL;
     lse_error err = {0};
-    lse_status st = lse_gmm_new(k, d, type, &m);
+    lse_status st = lse_gmm_new(k, d, type, &m, NULL);
     gsl_vector_const_view wv = gsl_matrix_const_column(w0, 0);
     if (st == LSE_OK)
         st = lse_gmm_set_weights(m, &wv.vector, &err);

@@ -44,7 +44,7 @@ int main(void)
     }
     lse_gmm *m = NULL;
     lse_error err = {0};
-    lse_status st = lse_gmm_new(2, 2, LSE_COV_FULL, &m);
+    lse_status st = lse_gmm_new(2, 2, LSE_COV_FULL, &m, &err);
     lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
     o.seed = 1;
     o.n_init = 3;

@@ -6,6 +6,8 @@
 
 #include <lsegraph/sim.h>
 
+#include "exactsum-carry-private.h"
+
 /*
  * The hot part of lse_xsum (lib/exactsum.c, docs/core.md): an inline
  * exact add for kernels (never installed).
@@ -26,40 +28,52 @@
 /* sizeof(lse_xsum) in doubles */
 #define LSE_XSUM_DOUBLES (sizeof(lse_xsum) / sizeof(double))
 
-/* Invariant: n_add < 2^30 and |digit| <= (n_add + 1) 2^32 < 2^63. One
- * addition raises n_add by 1; single additions carry at this count. */
-#define LSE_XSUM_CARRY_EVERY (INT64_C(1) << 29)
+/* A finite double v's parts (lse_xsum_split): digit index i, the low part
+ * lo < 2^32 for digit i, the high part hi (< 2^53) for the digits above,
+ * and the sign mask neg (0 or all ones: a part p enters as (p ^ neg) -
+ * neg). */
+typedef struct lse_xsum_parts {
+    unsigned i;
+    uint64_t lo, hi, neg;
+} lse_xsum_parts;
 
-/* Propagate the carries: digits 0 .. LSE_XSUM_DIGITS - 2 in [0, 2^32),
- * the top one signed; n_add = 0. */
-void lse_xsum_carry(lse_xsum *x);
-/* A non-finite term (counted). */
-void lse_xsum_add_special(lse_xsum *x, double v);
+/* Split v into its parts; 0 (and nothing written) for a non-finite v.
+ * Always inlined: without it GCC stops inlining lse_xsum_add2 into the
+ * exact-statistics kernel of lingauss.c (callgrind: more instructions). */
+static inline __attribute__((always_inline)) int
+lse_xsum_split(const double v, lse_xsum_parts *p)
+{
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    const unsigned e = (unsigned)(bits >> 52) & 0x7ffu;
+    if (e == 0x7ffu)
+        return 0;
+    const uint64_t mant = (bits & ((UINT64_C(1) << 52) - 1)) |
+                          ((uint64_t)(e != 0) << 52);
+    const unsigned b = e - (e != 0); /* max(e, 1) - 1 */
+    const unsigned s = b & 31u;
+    p->i = b >> 5;
+    p->lo = (mant << s) & 0xffffffffu;
+    p->hi = (mant >> 1) >> (31u - s); /* mant >> (32 - s), < 2^53 */
+    p->neg = (uint64_t)0 - (bits >> 63);
+    return 1;
+}
 
 /* x += v, without the count of additions: the caller has reserved room
  * (lse_xsum_reserve). Branch-free but for non-finite v (the sign of a
  * residual is unpredictable). */
 static inline void lse_xsum_add_unchecked(lse_xsum *x, const double v)
 {
-    uint64_t bits;
-    memcpy(&bits, &v, sizeof bits);
-    const unsigned e = (unsigned)(bits >> 52) & 0x7ffu;
-    if (e == 0x7ffu) {
+    lse_xsum_parts p;
+    if (!lse_xsum_split(v, &p)) {
         lse_xsum_add_special(x, v);
         return;
     }
-    const uint64_t mant = (bits & ((UINT64_C(1) << 52) - 1)) |
-                          ((uint64_t)(e != 0) << 52);
-    const unsigned b = e - (e != 0); /* max(e, 1) - 1 */
-    const unsigned i = b >> 5, s = b & 31u;
-    const uint64_t lo = (mant << s) & 0xffffffffu;
-    const uint64_t hi = (mant >> 1) >> (31u - s); /* mant >> (32 - s) */
     /* negate by (p ^ m) - m with m = 0 or -1 */
-    const uint64_t neg = (uint64_t)0 - (bits >> 63);
-    int64_t *dg = x->digit + i;
-    dg[0] += (int64_t)((lo ^ neg) - neg);
-    dg[1] += (int64_t)(((hi & 0xffffffffu) ^ neg) - neg);
-    dg[2] += (int64_t)(((hi >> 32) ^ neg) - neg);
+    int64_t *dg = x->digit + p.i;
+    dg[0] += (int64_t)((p.lo ^ p.neg) - p.neg);
+    dg[1] += (int64_t)(((p.hi & 0xffffffffu) ^ p.neg) - p.neg);
+    dg[2] += (int64_t)(((p.hi >> 32) ^ p.neg) - p.neg);
 }
 
 /* Room for n_more additions (lse_xsum_add_unchecked) to each of x[0..n)
@@ -90,23 +104,14 @@ static inline void lse_xsum_reserve2(lse_xsum *x, size_t n, int64_t n_more)
  * lse_xsum_reserve2). */
 static inline void lse_xsum_add2(lse_xsum *x, const double v)
 {
-    uint64_t bits;
-    memcpy(&bits, &v, sizeof bits);
-    const unsigned e = (unsigned)(bits >> 52) & 0x7ffu;
-    if (e == 0x7ffu) {
+    lse_xsum_parts p;
+    if (!lse_xsum_split(v, &p)) {
         lse_xsum_add_special(x, v);
         return;
     }
-    const uint64_t mant = (bits & ((UINT64_C(1) << 52) - 1)) |
-                          ((uint64_t)(e != 0) << 52);
-    const unsigned b = e - (e != 0); /* max(e, 1) - 1 */
-    const unsigned i = b >> 5, s = b & 31u;
-    const uint64_t lo = (mant << s) & 0xffffffffu;
-    const uint64_t hi = (mant >> 1) >> (31u - s); /* < 2^53 */
-    const uint64_t neg = (uint64_t)0 - (bits >> 63);
-    int64_t *dg = x->digit + i;
-    dg[0] += (int64_t)((lo ^ neg) - neg);
-    dg[1] += (int64_t)((hi ^ neg) - neg);
+    int64_t *dg = x->digit + p.i;
+    dg[0] += (int64_t)((p.lo ^ p.neg) - p.neg);
+    dg[1] += (int64_t)((p.hi ^ p.neg) - p.neg);
 }
 
 static inline void lse_xsum_add_inline(lse_xsum *x, const double v)

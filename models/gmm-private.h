@@ -107,6 +107,12 @@ lse_status gmm_graph_build(const lse_gmm *m, const gsl_matrix *x,
                            const char *fn, lse_error *err);
 lse_status gmm_query(const lse_gmm *m, const gsl_matrix *x, gmm_graph *gg,
                      double *energy, const char *fn, lse_error *err);
+lse_status gmm_add_event(fit_ctx *c, size_t k, size_t sample);
+/* The weight of row i of the fit's data (1 without weights). */
+static inline double gmm_row_weight(const fit_ctx *c, size_t i)
+{
+    return c->w != NULL ? gsl_vector_get(c->w, i) : 1.0;
+}
 /* models/gmm_init.c */
 lse_status gmm_init_start(const fit_ctx *c, lse_cov_type cov,
                           const lse_gmm_fit_opts *o, init_work *iw,
@@ -116,9 +122,6 @@ int gmm_init_work_alloc(init_work *iw, size_t n, size_t k, unsigned long seed,
 void gmm_init_work_free(init_work *iw);
 void gmm_init_resp_rows(init_work *iw, size_t i0, gsl_matrix *out);
 void gmm_init_resp_done(init_work *iw, size_t K);
-/* models/gmm_fit.c */
-lse_status gmm_add_event(fit_ctx *c, size_t k, size_t sample);
-double gmm_row_weight(const fit_ctx *c, size_t i);
 /* models/gmm_missing.c */
 lse_status gmm_miss_work_new(const lse_gmm *m, const gsl_matrix *x,
                              const lse_gmm_fit_opts *o, fit_ctx *c,

@@ -60,17 +60,23 @@ void lse_gmm_free(lse_gmm *m)
     free(m);
 }
 
-lse_status lse_gmm_new(size_t k, size_t d, lse_cov_type cov, lse_gmm **out)
+lse_status lse_gmm_new(size_t k, size_t d, lse_cov_type cov, lse_gmm **out,
+                       lse_error *err)
 {
+    static const char fn[] = "lse_gmm_new";
     if (out == NULL)
-        return LSE_EFAULT;
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
     *out = NULL;
     lse_gsl_quiet();
-    if (k == 0 || d == 0 || lse_gmm_cov_name(cov) == NULL)
-        return LSE_EINVAL;
+    if (k == 0 || d == 0)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "k = %zu and d = %zu must both be positive", k, d);
+    if (lse_gmm_cov_name(cov) == NULL)
+        return lse_error_set(err, LSE_EINVAL, fn, "unknown covariance type %d",
+                             (int)cov);
     lse_gmm *m = calloc(1, sizeof *m);
     if (m == NULL)
-        return LSE_ENOMEM;
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     m->k = k;
     m->d = d;
     m->cov = cov;
@@ -82,7 +88,7 @@ lse_status lse_gmm_new(size_t k, size_t d, lse_cov_type cov, lse_gmm **out)
     if (m->weights == NULL || m->means == NULL || m->chol == NULL ||
         m->covs == NULL) {
         lse_gmm_free(m);
-        return LSE_ENOMEM;
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     }
     gsl_vector_set_all(m->weights, 1.0 / (double)k);
     lse_cov_chol_scaled_identity(cov, d, 1.0, m->chol);
@@ -93,14 +99,15 @@ lse_status lse_gmm_new(size_t k, size_t d, lse_cov_type cov, lse_gmm **out)
 }
 
 lse_status lse_gmm_new_model(size_t k, size_t d, lse_cov_model model,
-                             lse_gmm **out)
+                             lse_gmm **out, lse_error *err)
 {
     const lse_cov_type cov = lse_cov_model_layout(model);
     if (out != NULL)
         *out = NULL;
     if (out != NULL && lse_cov_model_name(model) == NULL)
-        return LSE_EINVAL;
-    const lse_status st = lse_gmm_new(k, d, cov, out);
+        return lse_error_set(err, LSE_EINVAL, "lse_gmm_new_model",
+                             "unknown covariance model %d", (int)model);
+    const lse_status st = lse_gmm_new(k, d, cov, out, err);
     if (st == LSE_OK)
         (*out)->model = model;
     return st;
@@ -579,3 +586,24 @@ lse_gmm_fit_opts lse_gmm_fit_opts_default(void)
     return o;
 }
 
+/* The fit's list of re-seeding events (gmm_fit.c, gmm_missing.c). */
+lse_status gmm_add_event(fit_ctx *c, size_t k, size_t sample)
+{
+    if (c->n_events == c->cap_events) {
+        const size_t cap = c->cap_events > 0 ? 2 * c->cap_events : 16;
+        lse_gmm_event *e = realloc(c->events, cap * sizeof *e);
+        if (e == NULL) {
+            c->hook_failed = 1;
+            return lse_error_set(c->err, LSE_ENOMEM, "lse_gmm_fit",
+                                 "out of memory");
+        }
+        c->events = e;
+        c->cap_events = cap;
+    }
+    c->events[c->n_events++] = (lse_gmm_event){.run = c->run,
+                                               .iteration = c->iteration,
+                                               .component = k,
+                                               .action = LSE_GMM_RESEED,
+                                               .sample = sample};
+    return LSE_OK;
+}

@@ -196,9 +196,9 @@ lse_status lse_gmm_from_json(const lse_json *doc, const char *source,
     if (st == LSE_OK)
         st = read_covariances(doc, cov, k, d, &covs, err);
     if (st == LSE_OK &&
-        (st = model != LSE_COV_MODEL_NONE ? lse_gmm_new_model(k, d, model, &m)
-                                          : lse_gmm_new(k, d, cov, &m)) !=
-            LSE_OK)
+        (st = model != LSE_COV_MODEL_NONE
+                  ? lse_gmm_new_model(k, d, model, &m, err)
+                  : lse_gmm_new(k, d, cov, &m, err)) != LSE_OK)
         lse_error_set(err, st, fn, "out of memory");
     if (st == LSE_OK && (st = lse_gmm_set_weights(m, w, err)) != LSE_OK)
         setter_fail(err, src, "weights");

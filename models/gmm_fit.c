@@ -15,11 +15,6 @@
  * same loop on the pattern graph of data with missing values
  * (models/gmm_missing.c). docs/models/gmm.md.
  */
-double gmm_row_weight(const fit_ctx *c, size_t i)
-{
-    return c->w != NULL ? gsl_vector_get(c->w, i) : 1.0;
-}
-
 static int row_equals(const gsl_matrix *x, size_t a, const double *v)
 {
     const double *xa = gsl_matrix_const_ptr(x, a, 0);
@@ -168,27 +163,6 @@ static lse_status lowest_row(fit_ctx *c, lse_term *term, const gsl_vector *rl,
     if (st != LSE_OK)
         c->hook_failed = 1;
     return st;
-}
-
-lse_status gmm_add_event(fit_ctx *c, size_t k, size_t sample)
-{
-    if (c->n_events == c->cap_events) {
-        const size_t cap = c->cap_events > 0 ? 2 * c->cap_events : 16;
-        lse_gmm_event *e = realloc(c->events, cap * sizeof *e);
-        if (e == NULL) {
-            c->hook_failed = 1;
-            return lse_error_set(c->err, LSE_ENOMEM, "lse_gmm_fit",
-                                 "out of memory");
-        }
-        c->events = e;
-        c->cap_events = cap;
-    }
-    c->events[c->n_events++] = (lse_gmm_event){.run = c->run,
-                                               .iteration = c->iteration,
-                                               .component = k,
-                                               .action = LSE_GMM_RESEED,
-                                               .sample = sample};
-    return LSE_OK;
 }
 
 /*

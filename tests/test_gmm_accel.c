@@ -47,7 +47,7 @@ static double fit(const gsl_matrix *x, size_t k, lse_cov_type cov,
 {
     lse_gmm *m = NULL;
     lse_error err;
-    lse_assert_ok(lse_gmm_new(k, x->size2, cov, &m));
+    lse_assert_ok(lse_gmm_new(k, x->size2, cov, &m, NULL));
     lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
     o.accel = accel;
     o.missing = missing;
@@ -131,7 +131,7 @@ START_TEST(test_bad_accel)
     gsl_matrix *x = read_csv(LSE_DATA_DIR "/faithful.csv", 0, 2);
     lse_gmm *m = NULL;
     lse_error err;
-    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &m));
+    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &m, NULL));
     lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
     ck_assert_int_eq(o.accel, LSE_GMM_ACCEL_NONE);
     o.accel = (lse_gmm_accel)7;

@@ -40,7 +40,7 @@ static lse_gmm *fitted(lse_cov_type cov)
                            (double)((i % 3) * (j + 1)) + gsl_rng_uniform(r));
     lse_gmm *m = NULL;
     lse_error err;
-    lse_assert_ok(lse_gmm_new(3, 3, cov, &m));
+    lse_assert_ok(lse_gmm_new(3, 3, cov, &m, NULL));
     lse_assert_ok(lse_gmm_fit(m, x, NULL, &err));
     gsl_matrix_free(x);
     gsl_rng_free(r);

@@ -97,7 +97,7 @@ START_TEST(test_fit_at_mclust_optimum)
         lse_cov_model model;
         lse_assert_ok(lse_cov_model_parse(name, &model));
         lse_gmm *m = NULL;
-        lse_assert_ok(lse_gmm_new_model(K, d, model, &m));
+        lse_assert_ok(lse_gmm_new_model(K, d, model, &m, NULL));
         ck_assert_int_eq(lse_gmm_cov_model(m), model);
         ck_assert_int_eq(lse_gmm_cov_type(m), lse_cov_model_layout(model));
         ck_assert_uint_eq(lse_gmm_n_params(m), (size_t)strtoul(tok, NULL, 10));
@@ -149,7 +149,7 @@ START_TEST(test_file_roundtrip_and_queries)
     for (size_t t = 0; t < 3; t++) {
         lse_gmm *m = NULL, *back = NULL;
         lse_error err;
-        lse_assert_ok(lse_gmm_new_model(3, 4, models[t], &m));
+        lse_assert_ok(lse_gmm_new_model(3, 4, models[t], &m, NULL));
         lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
         o.n_init = 3;
         lse_assert_ok(lse_gmm_fit(m, x, &o, &err));
@@ -199,24 +199,25 @@ END_TEST
 START_TEST(test_errors)
 {
     lse_gmm *m = NULL;
-    lse_assert_status(lse_gmm_new_model(2, 2, LSE_COV_MODEL_NONE, &m),
+    lse_assert_status(lse_gmm_new_model(2, 2, LSE_COV_MODEL_NONE, &m, NULL),
                       LSE_EINVAL);
     ck_assert_ptr_null(m);
-    lse_assert_status(lse_gmm_new_model(2, 2, (lse_cov_model)99, &m),
+    lse_assert_status(lse_gmm_new_model(2, 2, (lse_cov_model)99, &m, NULL),
                       LSE_EINVAL);
-    lse_assert_status(lse_gmm_new_model(2, 2, LSE_COV_VEV, NULL), LSE_EFAULT);
+    lse_assert_status(lse_gmm_new_model(2, 2, LSE_COV_VEV, NULL, NULL),
+                      LSE_EFAULT);
     ck_assert_int_eq(lse_gmm_cov_model(NULL), LSE_COV_MODEL_NONE);
     /* missing values need one of the four plain types */
     gsl_matrix *x = read_csv(LSE_DATA_DIR "/faithful.csv", 2);
     gsl_matrix_set(x, 3, 1, NAN);
-    lse_assert_ok(lse_gmm_new_model(2, 2, LSE_COV_VEV, &m));
+    lse_assert_ok(lse_gmm_new_model(2, 2, LSE_COV_VEV, &m, NULL));
     lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
     o.missing = LSE_GMM_MISSING_MARGINALIZE;
     lse_error err;
     lse_assert_status(lse_gmm_fit(m, x, &o, &err), LSE_ENOTSUP);
     ck_assert_ptr_nonnull(strstr(err.message, "VEV"));
     lse_gmm_free(m);
-    lse_assert_ok(lse_gmm_new_model(2, 2, LSE_COV_VVI, &m));
+    lse_assert_ok(lse_gmm_new_model(2, 2, LSE_COV_VVI, &m, NULL));
     lse_assert_ok(lse_gmm_fit(m, x, &o, &err));
     lse_gmm_free(m);
     gsl_matrix_free(x);

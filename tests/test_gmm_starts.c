@@ -79,7 +79,7 @@ START_TEST(test_init_labels)
     const double reg = 1e-3;
     for (size_t t = 0; t < 4; t++) {
         lse_gmm *m = NULL;
-        lse_assert_ok(lse_gmm_new(2, 2, types[t], &m));
+        lse_assert_ok(lse_gmm_new(2, 2, types[t], &m, NULL));
         lse_assert_ok(lse_gmm_init_labels(m, x, lab, reg, &err));
         gsl_matrix *s = gsl_matrix_alloc(2, 2);
         for (size_t c = 0; c < 2; c++) {
@@ -112,7 +112,7 @@ START_TEST(test_init_labels)
     }
     /* a cluster of one row: the pseudo-row fallback keeps it definite */
     lse_gmm *m = NULL;
-    lse_assert_ok(lse_gmm_new(3, 2, LSE_COV_FULL, &m));
+    lse_assert_ok(lse_gmm_new(3, 2, LSE_COV_FULL, &m, NULL));
     lab[17] = 2;
     lse_assert_ok(lse_gmm_init_labels(m, x, lab, 0.0, &err));
     gsl_matrix *s = gsl_matrix_alloc(2, 2);
@@ -143,7 +143,7 @@ START_TEST(test_emem)
     const size_t starts = 6;
     for (size_t s = 0; s < starts; s++) {
         lse_gmm *m = NULL;
-        lse_assert_ok(lse_gmm_new(4, 2, LSE_COV_FULL, &m));
+        lse_assert_ok(lse_gmm_new(4, 2, LSE_COV_FULL, &m, NULL));
         lse_gmm_fit_opts so = o;
         so.seed = s;
         lse_assert_ok(lse_gmm_fit(m, x, &so, &err));
@@ -151,7 +151,7 @@ START_TEST(test_emem)
         lse_gmm_free(m);
     }
     lse_gmm *m = NULL;
-    lse_assert_ok(lse_gmm_new(4, 2, LSE_COV_FULL, &m));
+    lse_assert_ok(lse_gmm_new(4, 2, LSE_COV_FULL, &m, NULL));
     lse_assert_ok(lse_gmm_fit_emem(m, x, &o, starts, 5, starts, NULL, &err));
     const double ll = lse_gmm_info(m)->loglik;
     ck_assert_double_eq_tol(ll, best, 1e-7 * fabs(best));
@@ -196,7 +196,7 @@ START_TEST(test_bootstrap_rate)
     for (size_t r = 0; r < 2; r++) {
         gsl_matrix *x = simulate(ns[r], 11, NULL);
         lse_gmm *m = NULL;
-        lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &m));
+        lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &m, NULL));
         lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
         lse_assert_ok(lse_gmm_fit(m, x, &o, &err));
         lse_gmm_boot b;

@@ -269,7 +269,7 @@ static lse_gmm *model_from_tb(const tb *t)
 {
     lse_gmm *m = NULL;
     lse_error err;
-    lse_assert_ok(lse_gmm_new(t->k, t->d, t->cov, &m));
+    lse_assert_ok(lse_gmm_new(t->k, t->d, t->cov, &m, NULL));
     gsl_vector *w = gsl_vector_alloc(t->k);
     gsl_matrix *mu = gsl_matrix_alloc(t->k, t->d);
     for (size_t k = 0; k < t->k; k++) {
@@ -488,7 +488,7 @@ START_TEST(test_monotone)
     gsl_matrix *x = read_faithful();
     for (size_t c = 0; c < 4; c++) {
         lse_gmm *m = NULL;
-        lse_assert_ok(lse_gmm_new(3, 2, all_cov[c], &m));
+        lse_assert_ok(lse_gmm_new(3, 2, all_cov[c], &m, NULL));
         lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
         o.max_iter = 300;
         o.tol = 0.0;
@@ -619,7 +619,7 @@ START_TEST(test_recovery)
 {
     gsl_matrix *x = draw_truth(3000, 20240611UL, NULL);
     lse_gmm *m = NULL;
-    lse_assert_ok(lse_gmm_new(3, 2, LSE_COV_FULL, &m));
+    lse_assert_ok(lse_gmm_new(3, 2, LSE_COV_FULL, &m, NULL));
     lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
     o.seed = 3;
     o.n_init = 3;
@@ -676,7 +676,7 @@ START_TEST(test_bic_selects_k)
     size_t best = 0;
     for (size_t k = 1; k <= 5; k++) {
         lse_gmm *m = NULL;
-        lse_assert_ok(lse_gmm_new(k, 2, LSE_COV_FULL, &m));
+        lse_assert_ok(lse_gmm_new(k, 2, LSE_COV_FULL, &m, NULL));
         lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
         o.seed = 5;
         o.n_init = 2;
@@ -726,9 +726,9 @@ START_TEST(test_same_seed_identical)
     for (size_t c = 0; c < 4; c++)
         for (size_t i = 0; i < 2; i++) {
             lse_gmm *a = NULL, *b = NULL, *d = NULL;
-            lse_assert_ok(lse_gmm_new(4, 2, all_cov[c], &a));
-            lse_assert_ok(lse_gmm_new(4, 2, all_cov[c], &b));
-            lse_assert_ok(lse_gmm_new(4, 2, all_cov[c], &d));
+            lse_assert_ok(lse_gmm_new(4, 2, all_cov[c], &a, NULL));
+            lse_assert_ok(lse_gmm_new(4, 2, all_cov[c], &b, NULL));
+            lse_assert_ok(lse_gmm_new(4, 2, all_cov[c], &d, NULL));
             lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
             o.init = inits[i];
             o.n_init = 2;
@@ -752,8 +752,8 @@ START_TEST(test_n_init_picks_best)
 {
     gsl_matrix *x = read_faithful();
     lse_gmm *m1 = NULL, *m8 = NULL;
-    lse_assert_ok(lse_gmm_new(5, 2, LSE_COV_FULL, &m1));
-    lse_assert_ok(lse_gmm_new(5, 2, LSE_COV_FULL, &m8));
+    lse_assert_ok(lse_gmm_new(5, 2, LSE_COV_FULL, &m1, NULL));
+    lse_assert_ok(lse_gmm_new(5, 2, LSE_COV_FULL, &m8, NULL));
     lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
     o.init = LSE_GMM_INIT_RANDOM;
     o.seed = 2;
@@ -832,7 +832,7 @@ START_TEST(test_collapse_reseeds)
     gsl_matrix *x = duplicates();
     for (size_t c = 0; c < 4; c++) {
         lse_gmm *m = NULL;
-        lse_assert_ok(lse_gmm_new(5, 2, all_cov[c], &m));
+        lse_assert_ok(lse_gmm_new(5, 2, all_cov[c], &m, NULL));
         lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
         o.seed = 4;
         logbuf lb = {0};
@@ -932,7 +932,7 @@ START_TEST(test_singular_covariance)
 {
     gsl_matrix *x = duplicates();
     lse_gmm *m = NULL;
-    lse_assert_ok(lse_gmm_new(3, 2, LSE_COV_FULL, &m));
+    lse_assert_ok(lse_gmm_new(3, 2, LSE_COV_FULL, &m, NULL));
     lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
     o.reg_covar = 0.0;
     lse_error err;
@@ -1017,12 +1017,12 @@ START_TEST(test_n_params)
     static const size_t want[4] = {17, 14, 11, 11}; /* K = 3, d = 2 */
     for (size_t c = 0; c < 4; c++) {
         lse_gmm *m = NULL;
-        lse_assert_ok(lse_gmm_new(3, 2, all_cov[c], &m));
+        lse_assert_ok(lse_gmm_new(3, 2, all_cov[c], &m, NULL));
         ck_assert_uint_eq(lse_gmm_n_params(m), want[c]);
         lse_gmm_free(m);
     }
     lse_gmm *m = NULL;
-    lse_assert_ok(lse_gmm_new(4, 5, LSE_COV_FULL, &m));
+    lse_assert_ok(lse_gmm_new(4, 5, LSE_COV_FULL, &m, NULL));
     ck_assert_uint_eq(lse_gmm_n_params(m), 4 * 15 + 20 + 3);
     lse_gmm_free(m);
 }
@@ -1131,7 +1131,7 @@ START_TEST(test_setter_errors)
 {
     lse_gmm *m = NULL;
     lse_error err;
-    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &m));
+    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &m, NULL));
     const gsl_matrix *chol0 = lse_gmm_chol(m);
     const double c00 = gsl_matrix_get(chol0, 0, 0);
     /* not positive definite: component 1 */
@@ -1178,19 +1178,19 @@ START_TEST(test_setter_errors)
     lse_assert_status(lse_gmm_set_weights(m, w3, &err), LSE_EDIM);
     lse_gmm_free(m);
     /* diag and spherical variances must be > 0 */
-    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_DIAG, &m));
+    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_DIAG, &m, NULL));
     gsl_matrix_set_all(c2, 1.0);
     gsl_matrix_set(c2, 1, 0, 0.0);
     lse_assert_status(lse_gmm_set_covariances(m, c2, &err), LSE_ENUMERIC);
     ck_assert(strstr(err.message, "component 1") != NULL);
     lse_gmm_free(m);
-    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_SPHERICAL, &m));
+    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_SPHERICAL, &m, NULL));
     gsl_matrix *c3 = gsl_matrix_alloc(2, 1);
     gsl_matrix_set(c3, 0, 0, 1.0);
     gsl_matrix_set(c3, 1, 0, -1.0);
     lse_assert_status(lse_gmm_set_covariances(m, c3, &err), LSE_ENUMERIC);
     lse_gmm_free(m);
-    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_TIED, &m));
+    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_TIED, &m, NULL));
     gsl_matrix_set(c2, 0, 0, 1.0);
     gsl_matrix_set(c2, 0, 1, 3.0);
     gsl_matrix_set(c2, 1, 0, 3.0);
@@ -1206,16 +1206,45 @@ START_TEST(test_setter_errors)
 }
 END_TEST
 
+/* The constructors report through the trailing lse_error like every other
+ * model call: the status, and a message naming the function and the facts;
+ * NULL is accepted for err. */
+START_TEST(test_error_channel)
+{
+    lse_gmm *m = NULL;
+    lse_error e = {.status = LSE_OK, .message = "untouched"};
+    lse_assert_status(lse_gmm_new(0, 2, LSE_COV_FULL, &m, &e), LSE_EINVAL);
+    ck_assert_int_eq(e.status, LSE_EINVAL);
+    ck_assert_ptr_null(m);
+    ck_assert_str_eq(e.message,
+                     "lse_gmm_new: k = 0 and d = 2 must both be positive");
+    lse_assert_status(lse_gmm_new(2, 2, (lse_cov_type)9, &m, &e), LSE_EINVAL);
+    ck_assert_str_eq(e.message, "lse_gmm_new: unknown covariance type 9");
+    lse_assert_status(lse_gmm_new(2, 2, LSE_COV_FULL, NULL, &e), LSE_EFAULT);
+    ck_assert_int_eq(e.status, LSE_EFAULT);
+    ck_assert_str_eq(e.message, "lse_gmm_new: NULL argument");
+    lse_assert_status(lse_gmm_new_model(2, 2, (lse_cov_model)99, &m, &e),
+                      LSE_EINVAL);
+    ck_assert_str_eq(e.message,
+                     "lse_gmm_new_model: unknown covariance model 99");
+    ck_assert_ptr_null(m);
+    lse_assert_status(lse_gmm_new_model(0, 2, LSE_COV_VEV, &m, &e),
+                      LSE_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.message, "lse_gmm_new: k = 0"));
+    lse_assert_status(lse_gmm_new(0, 2, LSE_COV_FULL, &m, NULL), LSE_EINVAL);
+}
+END_TEST
+
 START_TEST(test_fit_errors)
 {
     lse_gmm *m = NULL;
     lse_error err;
     /* constructor */
-    lse_assert_status(lse_gmm_new(0, 2, LSE_COV_FULL, &m), LSE_EINVAL);
+    lse_assert_status(lse_gmm_new(0, 2, LSE_COV_FULL, &m, NULL), LSE_EINVAL);
     ck_assert(m == NULL);
-    lse_assert_status(lse_gmm_new(2, 0, LSE_COV_FULL, &m), LSE_EINVAL);
-    lse_assert_status(lse_gmm_new(2, 2, (lse_cov_type)9, &m), LSE_EINVAL);
-    lse_assert_status(lse_gmm_new(2, 2, LSE_COV_FULL, NULL), LSE_EFAULT);
+    lse_assert_status(lse_gmm_new(2, 0, LSE_COV_FULL, &m, NULL), LSE_EINVAL);
+    lse_assert_status(lse_gmm_new(2, 2, (lse_cov_type)9, &m, NULL), LSE_EINVAL);
+    lse_assert_status(lse_gmm_new(2, 2, LSE_COV_FULL, NULL, NULL), LSE_EFAULT);
     lse_cov_type ct;
     lse_assert_ok(lse_gmm_cov_parse("spherical", &ct));
     ck_assert_int_eq(ct, LSE_COV_SPHERICAL);
@@ -1225,13 +1254,13 @@ START_TEST(test_fit_errors)
     gsl_matrix *x3 = gsl_matrix_alloc(3, 2);
     for (size_t i = 0; i < 6; i++)
         x3->data[i] = 0.4127 * (double)i;
-    lse_assert_ok(lse_gmm_new(5, 2, LSE_COV_FULL, &m));
+    lse_assert_ok(lse_gmm_new(5, 2, LSE_COV_FULL, &m, NULL));
     lse_assert_status(lse_gmm_fit(m, x3, NULL, &err), LSE_EINVAL);
     ck_assert_str_eq(err.message, "lse_gmm_fit: k = 5 > 3 samples");
     lse_gmm_free(m);
 
     gsl_matrix *x = read_faithful();
-    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &m));
+    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &m, NULL));
     /* d mismatch */
     gsl_matrix *x1 = gsl_matrix_alloc(272, 3);
     gsl_matrix_set_all(x1, 1.0);
@@ -1612,8 +1641,8 @@ START_TEST(test_missing_monotone_and_reproducible)
     gsl_matrix *x = faithful_missing(NULL);
     for (size_t c = 0; c < 4; c++) {
         lse_gmm *m = NULL, *m2 = NULL;
-        lse_assert_ok(lse_gmm_new(3, 2, all_cov[c], &m));
-        lse_assert_ok(lse_gmm_new(3, 2, all_cov[c], &m2));
+        lse_assert_ok(lse_gmm_new(3, 2, all_cov[c], &m, NULL));
+        lse_assert_ok(lse_gmm_new(3, 2, all_cov[c], &m2, NULL));
         lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
         o.missing = LSE_GMM_MISSING_MARGINALIZE;
         o.max_iter = 300;
@@ -1660,7 +1689,7 @@ START_TEST(test_missing_recovery)
                 gsl_matrix_set(x, i, j, NAN);
     gsl_rng_free(rng);
     lse_gmm *m = NULL;
-    lse_assert_ok(lse_gmm_new(3, 2, LSE_COV_FULL, &m));
+    lse_assert_ok(lse_gmm_new(3, 2, LSE_COV_FULL, &m, NULL));
     lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
     o.missing = LSE_GMM_MISSING_MARGINALIZE;
     o.seed = 3;
@@ -1738,7 +1767,7 @@ START_TEST(test_missing_errors)
     gsl_matrix *x = faithful_missing(NULL);
     lse_gmm *m = NULL;
     lse_error err;
-    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &m));
+    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &m, NULL));
     lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
     /* default: NaN is an error */
     lse_assert_status(lse_gmm_fit(m, x, &o, &err), LSE_ENONFINITE);
@@ -1795,7 +1824,7 @@ START_TEST(test_faithful_reference)
 {
     gsl_matrix *x = read_faithful();
     lse_gmm *m = NULL;
-    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &m));
+    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &m, NULL));
     lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
     o.seed = 1;
     o.tol = 1e-10;
@@ -1876,7 +1905,7 @@ static void fit_shares(const gsl_matrix *x, const gsl_vector *w,
         j->o.reduce_user = &j->me;
         j->o.rank = r;
         j->o.n_ranks = P;
-        lse_assert_ok(lse_gmm_new(K, x->size2, cov, &j->m));
+        lse_assert_ok(lse_gmm_new(K, x->size2, cov, &j->m, NULL));
         ck_assert_int_eq(pthread_create(&th[r], NULL, gmm_job_run, j), 0);
     }
     for (size_t r = 0; r < P; r++) {
@@ -1962,7 +1991,7 @@ START_TEST(test_parallel_equals_serial)
             o.n_init = 2;
             o.init = inits[q];
             lse_gmm *serial = NULL;
-            lse_assert_ok(lse_gmm_new(3, 2, all_cov[c], &serial));
+            lse_assert_ok(lse_gmm_new(3, 2, all_cov[c], &serial, NULL));
             lse_assert_ok(lse_gmm_fit(serial, x, &o, NULL));
             gmm_job jobs[3];
             const size_t P = c % 2 == 0 ? 3 : 2;
@@ -1990,7 +2019,7 @@ START_TEST(test_parallel_weights_and_reseed)
     o.seed = 3;
     o.sample_weight = w;
     lse_gmm *serial = NULL;
-    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &serial));
+    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &serial, NULL));
     lse_assert_ok(lse_gmm_fit(serial, x, &o, NULL));
     gmm_job jobs[3];
     fit_shares(x, w, cuts, 3, 2, LSE_COV_FULL, &o, 0, jobs, NULL);
@@ -2004,7 +2033,7 @@ START_TEST(test_parallel_weights_and_reseed)
     static const size_t dcuts[] = {0, 7, 8, 30};
     lse_gmm_fit_opts od = lse_gmm_fit_opts_default();
     od.seed = 4;
-    lse_assert_ok(lse_gmm_new(5, 2, LSE_COV_DIAG, &serial));
+    lse_assert_ok(lse_gmm_new(5, 2, LSE_COV_DIAG, &serial, NULL));
     lse_assert_ok(lse_gmm_fit(serial, dup, &od, NULL));
     ck_assert_uint_gt(lse_gmm_n_events(serial), 0);
     fit_shares(dup, NULL, dcuts, 3, 5, LSE_COV_DIAG, &od, 0, jobs, NULL);
@@ -2031,7 +2060,7 @@ START_TEST(test_parallel_errors)
     gsl_matrix *x = read_faithful();
     lse_gmm *m = NULL;
     lse_error err;
-    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &m));
+    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &m, NULL));
     lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
     /* several processes need a hook; the rank must be below n_ranks */
     o.n_ranks = 2;
@@ -2099,6 +2128,7 @@ Suite *lse_test_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_energy_is_nll);
+    tcase_add_test(tc, test_error_channel);
     tcase_add_test(tc, test_graph_shape);
     tcase_add_test(tc, test_em_equals_textbook);
     tcase_add_test(tc, test_weighted_em_equals_repeated_rows);

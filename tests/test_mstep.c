@@ -42,7 +42,7 @@ static lse_graph *mixture(const gsl_matrix *x, lse_cov_type cov)
     lse_gmm *m = NULL;
     lse_graph *g = NULL;
     lse_error err;
-    lse_assert_ok(lse_gmm_new(K, D, cov, &m));
+    lse_assert_ok(lse_gmm_new(K, D, cov, &m, NULL));
     lse_assert_ok(lse_gmm_graph_new(m, x, &g, &err));
     lse_gmm_free(m);
     double e;

@@ -152,7 +152,7 @@ START_TEST(test_workspace_errors)
     lse_gmm *m = NULL;
     lse_graph *g = NULL;
     lse_error err;
-    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &m));
+    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &m, NULL));
     lse_assert_ok(lse_gmm_graph_new(m, x, &g, &err));
     lse_term *t = lse_graph_find_term(g, "mixture");
     ck_assert_ptr_nonnull(t);

@@ -243,7 +243,7 @@ START_TEST(test_gmm_model_threads_identical)
         lse_set_num_threads(nt);
         lse_gmm *m = NULL;
         lse_error err;
-        lse_assert_ok(lse_gmm_new(3, 2, LSE_COV_FULL, &m));
+        lse_assert_ok(lse_gmm_new(3, 2, LSE_COV_FULL, &m, NULL));
         lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
         o.seed = 9;
         o.max_iter = 15;

@@ -64,6 +64,57 @@ START_TEST(test_causal_masks)
 }
 END_TEST
 
+/* Masks on views of different nodes (docs/core.md, "Masks"): positions are
+ * row indices in each view's own node, whatever node it is, so CAUSAL with
+ * children x[2..4] and parents y[1..4] allows y row r for x row s when
+ * r <= s, and NO_SELF forbids r == s. */
+START_TEST(test_masks_views_of_different_nodes)
+{
+    lse_graph *g = lse_graph_new();
+    lse_node *x, *y;
+    lse_assert_ok(lse_graph_add_node(g, "x", 6, 3, 0, &x));
+    lse_assert_ok(lse_graph_add_node(g, "y", 5, 3, 0, &y));
+    fill(lse_node_value(x), 0.31);
+    fill(lse_node_value(y), 2.03);
+    const unsigned masks[3] = {LSE_MASK_CAUSAL, LSE_MASK_NO_SELF,
+                               LSE_MASK_CAUSAL | LSE_MASK_NO_SELF};
+    for (size_t m = 0; m < 3; m++) {
+        lse_term_spec spec = lse_term_spec_default();
+        spec.child = lse_view_rows(x, 2, 3);
+        spec.parent = lse_view_rows(y, 1, 4);
+        spec.sim = lse_sim_scaled_dot;
+        spec.mask = masks[m];
+        spec.keep_matrices = 1;
+        char name[16];
+        snprintf(name, sizeof name, "cross%zu", m);
+        lse_term *t;
+        lse_assert_ok(lse_graph_add_lse(g, name, &spec, &t));
+        double e;
+        lse_assert_ok(lse_graph_gradient(g, &e));
+        const gsl_matrix *A = lse_term_softmax(t);
+        for (size_t i = 0; i < 3; i++) {
+            double row = 0.0;
+            for (size_t j = 0; j < 4; j++) {
+                const size_t s = 2 + i, r = 1 + j;
+                const int want = (!(masks[m] & LSE_MASK_CAUSAL) || r <= s) &&
+                                 (!(masks[m] & LSE_MASK_NO_SELF) || r != s);
+                ck_assert_int_eq(lse_term_allowed(t, i, j), want);
+                if (!want)
+                    ck_assert_double_eq(gsl_matrix_get(A, i, j), 0.0);
+                else
+                    ck_assert(gsl_matrix_get(A, i, j) > 0.0);
+                row += gsl_matrix_get(A, i, j);
+            }
+            ck_assert_double_eq_tol(row, 1.0, 1e-12);
+        }
+    }
+    lse_gradcheck res;
+    lse_assert_ok(lse_graph_check_gradient(g, NULL, 1e-6, 1.0, &res));
+    ck_assert_msg(res.max_error < 1e-7, "%g at %s", res.max_error, res.where);
+    lse_graph_free(g);
+}
+END_TEST
+
 START_TEST(test_fully_masked_term_is_zero)
 {
     lse_graph *g = lse_graph_new();
@@ -252,6 +303,7 @@ Suite *lse_test_suite(void)
     Suite *s = suite_create("term");
     TCase *tc = tcase_create("term");
     tcase_add_test(tc, test_causal_masks);
+    tcase_add_test(tc, test_masks_views_of_different_nodes);
     tcase_add_test(tc, test_fully_masked_term_is_zero);
     tcase_add_test(tc, test_user_mask_and_weights);
     tcase_add_test(tc, test_blocking_and_streaming);

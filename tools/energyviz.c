@@ -236,7 +236,7 @@ static lse_graph *build_gmm(const model_opts *o, char *title, size_t len)
     const lse_cov_type cov = parse_cov(o->covariance);
     lse_gmm *m = NULL;
     lse_error err = {0};
-    check(lse_gmm_new(K, d, cov, &m), NULL, "gmm");
+    check(lse_gmm_new(K, d, cov, &m, NULL), NULL, "gmm");
     gsl_matrix *mu = matrix(K, d), *x = matrix(n, d);
     for (size_t k = 0; k < K; k++)
         for (size_t j = 0; j < d; j++)

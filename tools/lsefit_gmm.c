@@ -619,8 +619,8 @@ static int gmm_create(lsefit_fit *f, size_t k, void **m)
 {
     lse_gmm *g = NULL;
     if ((f->cov_model != LSE_COV_MODEL_NONE
-             ? lse_gmm_new_model(k, f->d.d, f->cov_model, &g)
-             : lse_gmm_new(k, f->d.d, f->cov, &g)) != LSE_OK)
+             ? lse_gmm_new_model(k, f->d.d, f->cov_model, &g, NULL)
+             : lse_gmm_new(k, f->d.d, f->cov, &g, NULL)) != LSE_OK)
         return lsefit_fail("out of memory");
     *m = g;
     return LSEFIT_OK;

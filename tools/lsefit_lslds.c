@@ -455,7 +455,7 @@ static int fit_main(args *a)
         const lse_lslds_opts o = fit_opts(a, mpi);
         if (lse_lslds_fit(p, data.x, mask, data.seq, &o, NULL, &c->elbo,
                           &c->n_iter, &err) != LSE_OK) {
-            rc = lsefit_fail_lib(&err, "try other -k, --latent-dim or --seed");
+            rc = lsefit_fail_lib(&err, "; try other -k, --latent-dim or --seed");
             break;
         }
         c->npar = n_params(c->K, c->D, data.d, a->markov, a->per_mode, a->fit0);

@@ -373,6 +373,21 @@ static void class_legend(size_t K, const char *extra)
     plschr(0, 1.0);
 }
 
+/* The one-panel frame of the two plotted dimensions over the ranges r
+ * (xmin, xmax, ymin, ymax), and their axis labels into xl, yl (200 each). */
+static void frame_2d(const plot_args *a, const gmm_model *g, const double r[4],
+                     char *xl, char *yl)
+{
+    pladv(0);
+    plvpor(0.11, 0.95, 0.16, 0.9);
+    plwind(r[0], r[1], r[2], r[3]);
+    plcol0(1);
+    plbox("bcnst", 0, 0, "bcnstv", 0, 0);
+    const char *unit = g->mean != NULL ? " (standardized)" : "";
+    snprintf(xl, 200, "%s%s", g->names[a->dim[0]], unit);
+    snprintf(yl, 200, "%s%s", g->names[a->dim[1]], unit);
+}
+
 static int gmm_scatter(const plot_args *a, const gmm_model *g,
                        const lsefit_data *data, int uncertainty)
 {
@@ -395,15 +410,8 @@ static int gmm_scatter(const plot_args *a, const gmm_model *g,
         gsl_matrix_free(resp);
         return plot_failed(emsg);
     }
-    pladv(0);
-    plvpor(0.11, 0.95, 0.16, 0.9);
-    plwind(r[0], r[1], r[2], r[3]);
-    plcol0(1);
-    plbox("bcnst", 0, 0, "bcnstv", 0, 0);
     char xl[200], yl[200], title[300];
-    const char *unit = g->mean != NULL ? " (standardized)" : "";
-    snprintf(xl, sizeof xl, "%s%s", g->names[a->dim[0]], unit);
-    snprintf(yl, sizeof yl, "%s%s", g->names[a->dim[1]], unit);
+    frame_2d(a, g, r, xl, yl);
     snprintf(title, sizeof title, "%s: K = %zu, %s covariance, N = %zu",
              uncertainty ? "Classification uncertainty" : "Classification",
              K, lse_gmm_cov_name(lse_gmm_cov_type(m)), n);
@@ -605,15 +613,8 @@ static int gmm_density(const plot_args *a, const gmm_model *g,
         free(cinv);
         return plot_failed(emsg);
     }
-    pladv(0);
-    plvpor(0.11, 0.95, 0.16, 0.9);
-    plwind(r[0], r[1], r[2], r[3]);
-    plcol0(1);
-    plbox("bcnst", 0, 0, "bcnstv", 0, 0);
     char xl[200], yl[200], title[300];
-    const char *unit = g->mean != NULL ? " (standardized)" : "";
-    snprintf(xl, sizeof xl, "%s%s", g->names[a->dim[0]], unit);
-    snprintf(yl, sizeof yl, "%s%s", g->names[a->dim[1]], unit);
+    frame_2d(a, g, r, xl, yl);
     snprintf(title, sizeof title, "Mixture density: K = %zu, %s covariance", K,
              lse_gmm_cov_name(lse_gmm_cov_type(m)));
     pllab(xl, yl, title);
@@ -680,7 +681,7 @@ static int gmm_bic(const plot_args *a, const gmm_model *g,
             *b = NAN;
             lse_gmm *m = NULL;
             lse_error err;
-            if (lse_gmm_new(k, d, covs[c], &m) != LSE_OK)
+            if (lse_gmm_new(k, d, covs[c], &m, NULL) != LSE_OK)
                 continue;
             lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
             o.seed = g->seed;

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph-private.h"
+#include <lsegraph/core.h>
 #include "sim-size-private.h"
 
 /* DAAM-gated similarity (docs/models/daam.md, "Trained on a task"):

@@ -4,7 +4,7 @@
 #include <gsl/gsl_blas.h>
 #include <gsl/gsl_errno.h>
 
-#include "gauss-private.h"
+#include "gauss_solve-private.h"
 
 /*
  * lse_sim_gaussian: S_ik = log pi_k + log N(x_i; mu_k, Sigma_k).
@@ -146,12 +146,7 @@ static lse_status grad(const lse_sim_args *a, const gsl_matrix *g,
             }
         }
     }
-    if (glogw != NULL && a->param[P_LOGW] != NULL) {
-        if (glogw->size1 != K || glogw->size2 != 1)
-            return LSE_EDIM;
-        lse_gauss_grad_logw(w, g, glogw);
-    }
-    return LSE_OK;
+    return lse_gauss_grad_logw_tail(w, a->param[P_LOGW], g, glogw);
 }
 
 /* acc: N (K) | s1 (K, d) | s2 (lse_gauss_s2_size) for diag and spherical;
@@ -190,32 +185,6 @@ static lse_status stats(const lse_sim_args *a, const gsl_matrix *resp,
         return lse_gauss_stats_diag(w, a->child, a->parent, resp, weight, acc);
     }
     return lse_gauss_stats_wide(w, a->child, resp, weight, acc);
-}
-
-/* The statistics are finite, the counts not negative and not all 0;
- * @p total gets their sum. */
-static lse_status check_stats(const double *acc, size_t K, size_t d,
-                              lse_cov_type cov, double *total, char *msg,
-                              size_t msg_len)
-{
-    const size_t n_acc = K + K * d + lse_gauss_s2_size(cov, K, d);
-    for (size_t i = 0; i < n_acc; i++)
-        if (!isfinite(acc[i]))
-            return lse_gauss_fail(msg, msg_len, LSE_ENONFINITE,
-                                  "%s: statistic %zu is not finite", NAME, i);
-    double sum = 0.0;
-    for (size_t k = 0; k < K; k++) {
-        if (acc[k] < 0.0)
-            return lse_gauss_fail(msg, msg_len, LSE_EDOM,
-                                  "%s: component %zu has negative count %g",
-                                  NAME, k, acc[k]);
-        sum += acc[k];
-    }
-    if (!(sum > 0.0))
-        return lse_gauss_fail(msg, msg_len, LSE_EDOM,
-                              "%s: total responsibility is 0", NAME);
-    *total = sum;
-    return LSE_OK;
 }
 
 /* Component k's new mean (into w->new_parent) and covariance from its
@@ -274,58 +243,27 @@ static lse_status solve_component(lse_gauss_work *w, size_t k, double n_k,
     return st;
 }
 
-/* The tied covariance: the pooled scatter (symmetrized) over the total
- * count. */
-static lse_status solve_tied(lse_gauss_work *w, double total,
-                             const lse_mstep_opts *opts, char *msg,
-                             size_t msg_len)
-{
-    const size_t d = w->dim;
-    for (size_t i = 0; i < d; i++)
-        for (size_t j = 0; j <= i; j++) {
-            const double v = 0.5 *
-                             (gsl_matrix_get(w->pool, i, j) +
-                              gsl_matrix_get(w->pool, j, i)) /
-                             total;
-            gsl_matrix_set(w->dd, i, j, v);
-            gsl_matrix_set(w->dd, j, i, v);
-        }
-    return lse_gauss_chol_from_cov(w, NAME, 0, w->dd, opts->reg_covar, total,
-                                   msg, msg_len);
-}
-
 static lse_status solve(const lse_sim_args *a, const double *acc,
                         gsl_matrix *parent, gsl_matrix *const *param,
                         const lse_mstep_opts *opts, lse_mstep_report *report,
                         char *msg, size_t msg_len)
 {
-    lse_gauss_work *w = a != NULL ? a->work : NULL;
-    if (w == NULL || a->parent == NULL || a->param == NULL || acc == NULL ||
-        parent == NULL || param == NULL || param[P_CHOL] == NULL ||
-        a->param[P_CHOL] == NULL)
-        return lse_gauss_fail(msg, msg_len, LSE_EFAULT,
-                              "%s: NULL argument to solve", NAME);
-    lse_gsl_quiet();
+    lse_status st = lse_gauss_solve_begin(a, acc, parent, param, P_CHOL,
+                                          P_LOGW, 0, NAME, msg, msg_len);
+    if (st != LSE_OK)
+        return st;
+    lse_gauss_work *w = a->work;
     const size_t d = w->dim, K = w->n_comp;
     const lse_cov_type cov = w->cov;
     const gsl_matrix *chol = a->param[P_CHOL];
-    if (parent->size1 != K || parent->size2 != d || a->parent->size1 != K ||
-        a->parent->size2 != d || param[P_CHOL]->size1 != chol->size1 ||
-        param[P_CHOL]->size2 != chol->size2 ||
-        chol->size1 != w->new_chol->size1 ||
-        chol->size2 != w->new_chol->size2 ||
-        (param[P_LOGW] != NULL &&
-         (param[P_LOGW]->size1 != K || param[P_LOGW]->size2 != 1)))
-        return lse_gauss_fail(msg, msg_len, LSE_EDIM,
-                              "%s: solve outputs do not match the term's "
-                              "shapes",
-                              NAME);
     lse_mstep_opts o;
-    lse_status st = lse_gauss_opts(NAME, opts, &o, msg, msg_len);
+    st = lse_gauss_opts(NAME, opts, &o, msg, msg_len);
     if (st != LSE_OK)
         return st;
     double total = 0.0;
-    st = check_stats(acc, K, d, cov, &total, msg, msg_len);
+    st = lse_gauss_check_counts(NAME, acc,
+                                K + K * d + lse_gauss_s2_size(cov, K, d), K,
+                                &total, msg, msg_len);
     if (st != LSE_OK)
         return st;
 
@@ -372,27 +310,15 @@ static lse_status solve(const lse_sim_args *a, const double *acc,
             return st;
     }
     if (cov == LSE_COV_TIED) {
-        st = solve_tied(w, total, &o, msg, msg_len);
+        st = lse_gauss_solve_pooled(w, NAME, total, o.reg_covar, msg, msg_len);
         if (st != LSE_OK)
             return st;
     }
 
 commit:
-    /* commit (the args' const pointers may alias the outputs) */
-    rc = gsl_matrix_memcpy(parent, w->new_parent);
-    if (rc == GSL_SUCCESS)
-        rc = gsl_matrix_memcpy(param[P_CHOL], w->new_chol);
-    if (rc != GSL_SUCCESS)
-        return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc), "%s: %s",
-                              NAME, gsl_strerror(rc));
-    lse_gauss_finish_weights(acc, K, o.min_count, param[P_LOGW], report);
-    w->prepared = 0; /* the factor cache is stale now */
-    return LSE_OK;
-}
-
-static int describe(const void *config, char *buf, size_t len)
-{
-    return lse_gauss_describe(config, buf, len);
+    return lse_gauss_solve_commit(w, NAME, acc, o.min_count, parent,
+                                  param[P_CHOL], NULL, param[P_LOGW], report,
+                                  msg, msg_len);
 }
 
 static const lse_sim_type gaussian_type = {
@@ -412,7 +338,7 @@ static const lse_sim_type gaussian_type = {
     .stats_size = stats_size,
     .stats = stats,
     .solve = solve,
-    .describe = describe,
+    .describe = lse_gauss_describe,
 };
 
 const lse_sim_type *const lse_sim_gaussian = &gaussian_type;

@@ -7,7 +7,7 @@
 #include <gsl/gsl_linalg.h>
 
 #include "../exactsum-private.h"
-#include "gauss-private.h"
+#include "gauss_solve-private.h"
 #include "kernels-private.h"
 
 /*
@@ -542,12 +542,7 @@ static lse_status grad(const lse_sim_args *a, const gsl_matrix *g,
             }
         }
     }
-    if (glogw != NULL && a->param[P_LOGW] != NULL) {
-        if (glogw->size1 != K || glogw->size2 != 1)
-            return LSE_EDIM;
-        lse_gauss_grad_logw(w, g, glogw);
-    }
-    return LSE_OK;
+    return lse_gauss_grad_logw_tail(w, a->param[P_LOGW], g, glogw);
 }
 
 /* acc: N (K) | Sxx (K, (dc+1)^2) | Srx (K, d (dc+1)) | Srr (s2 layout) */
@@ -720,49 +715,29 @@ static lse_status solve(const lse_sim_args *a, const double *acc,
                         const lse_mstep_opts *opts, lse_mstep_report *report,
                         char *msg, size_t msg_len)
 {
-    lse_gauss_work *w = a != NULL ? a->work : NULL;
-    if (w == NULL || a->parent == NULL || a->param == NULL || acc == NULL ||
-        parent == NULL || param == NULL || param[P_CHOL] == NULL ||
-        param[P_A] == NULL || a->param[P_CHOL] == NULL || a->param[P_A] == NULL)
-        return lse_gauss_fail(msg, msg_len, LSE_EFAULT,
-                              "%s: NULL argument to solve", NAME);
-    lse_gsl_quiet();
+    lse_status st = lse_gauss_solve_begin(
+        a, acc, parent, param, P_CHOL, P_LOGW,
+        param != NULL && a != NULL && a->param != NULL &&
+            (param[P_A] == NULL || a->param[P_A] == NULL),
+        NAME, msg, msg_len);
+    if (st != LSE_OK)
+        return st;
+    lse_gauss_work *w = a->work;
     const size_t d = w->dim, K = w->n_comp, dc = w->dim_ctx, m = dc + 1;
     const lse_cov_type cov = w->cov;
     const gsl_matrix *chol = a->param[P_CHOL], *am = a->param[P_A];
-    if (parent->size1 != K || parent->size2 != d || a->parent->size1 != K ||
-        a->parent->size2 != d || am->size1 != K || am->size2 != d * dc ||
-        param[P_A]->size1 != K || param[P_A]->size2 != d * dc ||
-        param[P_CHOL]->size1 != chol->size1 ||
-        param[P_CHOL]->size2 != chol->size2 ||
-        chol->size1 != w->new_chol->size1 ||
-        chol->size2 != w->new_chol->size2 ||
-        (param[P_LOGW] != NULL &&
-         (param[P_LOGW]->size1 != K || param[P_LOGW]->size2 != 1)))
-        return lse_gauss_fail(msg, msg_len, LSE_EDIM,
-                              "%s: solve outputs do not match the term's "
-                              "shapes",
-                              NAME);
+    if (am->size1 != K || am->size2 != d * dc || param[P_A]->size1 != K ||
+        param[P_A]->size2 != d * dc)
+        return lse_gauss_solve_shape_fail(NAME, msg, msg_len);
     lse_mstep_opts o;
-    lse_status st = lse_gauss_opts(NAME, opts, &o, msg, msg_len);
+    st = lse_gauss_opts(NAME, opts, &o, msg, msg_len);
     if (st != LSE_OK)
         return st;
     const size_t n_acc = K * (1 + m * m + d * m) + lse_gauss_s2_size(cov, K, d);
-    for (size_t i = 0; i < n_acc; i++)
-        if (!isfinite(acc[i]))
-            return lse_gauss_fail(msg, msg_len, LSE_ENONFINITE,
-                                  "%s: statistic %zu is not finite", NAME, i);
     double total = 0.0;
-    for (size_t k = 0; k < K; k++) {
-        if (acc[k] < 0.0)
-            return lse_gauss_fail(msg, msg_len, LSE_EDOM,
-                                  "%s: component %zu has negative count %g",
-                                  NAME, k, acc[k]);
-        total += acc[k];
-    }
-    if (!(total > 0.0))
-        return lse_gauss_fail(msg, msg_len, LSE_EDOM,
-                              "%s: total responsibility is 0", NAME);
+    st = lse_gauss_check_counts(NAME, acc, n_acc, K, &total, msg, msg_len);
+    if (st != LSE_OK)
+        return st;
     const double *axx = acc + K, *arx = axx + K * m * m;
     const double *arr = arx + K * d * m;
 
@@ -805,38 +780,14 @@ static lse_status solve(const lse_sim_args *a, const double *acc,
             return st;
     }
     if (cov == LSE_COV_TIED) {
-        for (size_t i = 0; i < d; i++)
-            for (size_t j = 0; j <= i; j++) {
-                const double v = 0.5 *
-                                 (gsl_matrix_get(w->pool, i, j) +
-                                  gsl_matrix_get(w->pool, j, i)) /
-                                 total;
-                gsl_matrix_set(w->dd, i, j, v);
-                gsl_matrix_set(w->dd, j, i, v);
-            }
-        st = lse_gauss_chol_from_cov(w, NAME, 0, w->dd, o.reg_covar, total, msg,
-                                     msg_len);
+        st = lse_gauss_solve_pooled(w, NAME, total, o.reg_covar, msg, msg_len);
         if (st != LSE_OK)
             return st;
     }
 
-    /* commit (the args' const pointers may alias the outputs) */
-    rc = gsl_matrix_memcpy(parent, w->new_parent);
-    if (rc == GSL_SUCCESS)
-        rc = gsl_matrix_memcpy(param[P_A], w->new_a);
-    if (rc == GSL_SUCCESS)
-        rc = gsl_matrix_memcpy(param[P_CHOL], w->new_chol);
-    if (rc != GSL_SUCCESS)
-        return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc), "%s: %s",
-                              NAME, gsl_strerror(rc));
-    lse_gauss_finish_weights(acc, K, o.min_count, param[P_LOGW], report);
-    w->prepared = 0; /* the factor cache is stale now */
-    return LSE_OK;
-}
-
-static int describe(const void *config, char *buf, size_t len)
-{
-    return lse_gauss_describe(config, buf, len);
+    return lse_gauss_solve_commit(w, NAME, acc, o.min_count, parent,
+                                  param[P_CHOL], param[P_A], param[P_LOGW],
+                                  report, msg, msg_len);
 }
 
 static const lse_sim_type lingauss_type = {
@@ -855,9 +806,9 @@ static const lse_sim_type lingauss_type = {
     .grad = grad,
     .stats_size = stats_size,
     .stats = stats,
-    .solve = solve,
-    .describe = describe,
     .stats_exact = stats_exact,
+    .solve = solve,
+    .describe = lse_gauss_describe,
 };
 
 const lse_sim_type *const lse_sim_lingauss = &lingauss_type;

@@ -5,7 +5,7 @@
 
 #include <gsl/gsl_blas.h>
 
-#include "graph-private.h"
+#include <lsegraph/core.h>
 #include "sim-size-private.h"
 
 /* Projected similarity (docs/learning.md section 4):

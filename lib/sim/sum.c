@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph-private.h"
+#include <lsegraph/core.h>
 #include "sim-size-private.h"
 
 /* Weighted sum of similarities (docs/learning.md section 4):

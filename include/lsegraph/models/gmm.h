@@ -36,7 +36,7 @@ extern "C" {
  * @code
  * lse_gmm *m = NULL;
  * lse_error err;
- * lse_status st = lse_gmm_new(2, 2, LSE_COV_FULL, &m);
+ * lse_status st = lse_gmm_new(2, 2, LSE_COV_FULL, &m, &err);
  * lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
  * o.seed = 42;
  * if (st == LSE_OK)
@@ -193,11 +193,13 @@ typedef struct lse_gmm_event {
 
 /** @brief A new mixture of @p k components in @p d dimensions with
  *  covariance structure @p cov: equal weights, zero means, identity
- *  covariances. OUT @p out is owned by the caller (lse_gmm_free).
+ *  covariances. OUT @p out is owned by the caller (lse_gmm_free). On
+ *  failure @p err (may be NULL) holds the status and "lse_gmm_new: facts",
+ *  as for every model constructor.
  *  @return LSE_OK; LSE_EFAULT (NULL out); LSE_EINVAL (k or d is 0, unknown
  *  cov); LSE_ENOMEM. */
 LSE_API lse_status lse_gmm_new(size_t k, size_t d, lse_cov_type cov,
-                               lse_gmm **out);
+                               lse_gmm **out, lse_error *err);
 /** @brief lse_gmm_new with one of mclust's 14 covariance models
  *  (<lsegraph/covmodel.h>): the covariances are kept in the model's layout
  *  (lse_cov_model_layout, lse_gmm_cov_type) and lse_gmm_fit runs the
@@ -209,7 +211,7 @@ LSE_API lse_status lse_gmm_new(size_t k, size_t d, lse_cov_type cov,
  *  @return as lse_gmm_new; LSE_EINVAL also for LSE_COV_MODEL_NONE or an
  *  unknown model. */
 LSE_API lse_status lse_gmm_new_model(size_t k, size_t d, lse_cov_model model,
-                                     lse_gmm **out);
+                                     lse_gmm **out, lse_error *err);
 /** @brief The mclust model of @p m, or LSE_COV_MODEL_NONE for a mixture
  *  made by lse_gmm_new (or NULL). */
 LSE_API lse_cov_model lse_gmm_cov_model(const lse_gmm *m);

@@ -38,8 +38,12 @@
  * inside the tasks (lse_blas_serial_begin), so the bits do not depend on
  * the thread count; the energy is summed in row order afterwards. */
 
-#define BQ 128 /* query rows per tile */
+#ifndef BQ
+#define BQ 256 /* query rows per tile */
+#endif
+#ifndef BK
 #define BK 256 /* key rows per tile */
+#endif
 
 typedef struct stream_ctx {
     size_t n, m, d, dv;

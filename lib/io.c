@@ -1,6 +1,7 @@
 #define _XOPEN_SOURCE 700 /* realpath */
 /* Files and CSV tables: reading whole files, atomic writes, CSV text to a
- * table of strings (parsed by libcsv), tables to matrices and matrices to
+ * table of strings (lines with quotes parsed by libcsv, the others split
+ * here: docs/design-notes.md), tables to matrices and matrices to
  * CSV text. The dialect and every message are described in docs/io.md. */
 #include <errno.h>
 #include <fcntl.h>

@@ -17,6 +17,9 @@ dense T x T matrices); the energy and both gradient norms must agree to
 would hold 32 GiB per T x T matrix). The roofline is 6 T^2 d flops at the
 dgemm rate plus T^2 exponentials at the library's exp rate, both measured
 by bench/attn_stream in the same process; seconds are the best of R runs.
+CPU columns: CPU seconds per thread (process CPU time / threads) and rates
+measured the same way, the figures to read on a loaded machine (the wall
+clock there mostly counts waiting for a core).
 PyTorch is skipped when it cannot be imported (Debian: python3-torch).
 """
 import argparse
@@ -62,18 +65,19 @@ def run_lsegraph(build, T, threads, reps):
 def run_torch(T, threads, reps):
     torch.set_num_threads(threads)
     qn, kn = lcg_inputs(T, D)
-    best = float("inf")
+    best = best_cpu = float("inf")
     for _ in range(reps):
         q = torch.tensor(qn, requires_grad=True)
         k = torch.tensor(kn, requires_grad=True)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         e = -torch.logsumexp(q @ k.T / D ** 0.5, dim=1).sum()
         e.backward()
         best = min(best, time.perf_counter() - t0)
+        best_cpu = min(best_cpu, (time.process_time() - c0) / threads)
         res = (e.item(), q.grad.norm().item(), k.grad.norm().item())
         del q, k, e
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    return best, res, rss
+    return best, best_cpu, res, rss
 
 
 def main():
@@ -92,13 +96,15 @@ def main():
           f"{a.threads} thread(s), best of {a.reps}")
     r = run_lsegraph(a.build, 8192, a.threads, a.reps)
     print(f"machine: dgemm {r['dgemm_gflops']} GFLOP/s, library exp "
-          f"{r['exp_per_ns']} /ns (measured in the lsegraph process)")
-    print("| T | lsegraph s | roofline s | lsegraph/roofline | peak RSS MiB "
-          "| PyTorch s | PyTorch/lsegraph |")
-    print("|---|---|---|---|---|---|---|")
-    torch_cell = "skipped (no torch)", "-"
+          f"{r['exp_per_ns']} /ns (wall); per CPU time {r['cpu_dgemm_gflops']}"
+          f" GFLOP/s, {r['cpu_exp_per_ns']} /ns (in the lsegraph process)")
+    print("| T | lsegraph s | roofline s | ratio | lsegraph CPU s | CPU roofline s "
+          "| CPU ratio | peak MiB | PyTorch s | PyTorch CPU s | PyTorch/lsegraph "
+          "(wall, CPU) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    torch_cell = "skipped (no torch)", "-", "-"
     if torch is not None:
-        ts, (te, tq, tk), trss = run_torch(8192, a.threads, a.reps)
+        ts, tcpu, (te, tq, tk), trss = run_torch(8192, a.threads, a.reps)
         for name, x, y in (("energy", float(r["energy"]), te),
                            ("|dE/dQ|", float(r["gq"]), tq),
                            ("|dE/dK|", float(r["gk"]), tk)):
@@ -106,16 +112,20 @@ def main():
             if rel > 1e-10:
                 sys.exit(f"attn_torch: {name} differs: lsegraph {x!r}, "
                          f"PyTorch {y!r} (relative {rel:.2e} > 1e-10)")
-        torch_cell = f"{ts:.3f} (RSS {trss:.0f} MiB)", \
-            f"{ts / float(r['seconds']):.2f}"
-    print(f"| 8192 | {float(r['seconds']):.3f} | {float(r['roofline']):.3f} "
-          f"| {r['ratio']} | {r['maxrss_mib']} | {torch_cell[0]} "
-          f"| {torch_cell[1]} |")
+        torch_cell = f"{ts:.3f} (RSS {trss:.0f} MiB)", f"{tcpu:.3f}", \
+            f"{ts / float(r['seconds']):.2f}, " \
+            f"{tcpu / float(r['cpu_seconds']):.2f}"
+
+    def row(T, x):
+        return (f"| {T} | {float(x['seconds']):.3f} | {float(x['roofline']):.3f} "
+                f"| {x['ratio']} | {float(x['cpu_seconds']):.3f} "
+                f"| {float(x['cpu_roofline']):.3f} | {x['cpu_ratio']} "
+                f"| {x['maxrss_mib']} |")
+    print(row(8192, r) + f" {torch_cell[0]} | {torch_cell[1]} "
+          f"| {torch_cell[2]} |")
     if a.big > 0:
         b = run_lsegraph(a.build, a.big, a.threads, 1)
-        print(f"| {a.big} | {float(b['seconds']):.2f} | "
-              f"{float(b['roofline']):.2f} | {b['ratio']} | "
-              f"{b['maxrss_mib']} | - | - |")
+        print(row(a.big, b) + " - | - | - |")
         print(f"(T = {a.big}: dgemm {b['dgemm_gflops']} GFLOP/s, exp "
               f"{b['exp_per_ns']} /ns in that process; one run)")
     if torch is not None:

@@ -8,7 +8,8 @@
  *
  *   csv_read FILE [REPS]        (default 5)
  *
- * Set b of docs/performance.md as CSV: bench/csv_bench.sh writes it. */
+ * Set b of docs/performance.md as CSV: bench/csv_bench.sh writes it and
+ * runs this. */
 
 #include <lsegraph/lsegraph.h>
 

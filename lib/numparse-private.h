@@ -12,7 +12,13 @@
  * small enough for an exact method (Clinger's with doubles; with the x87
  * 64-bit long double, one rounding and a midpoint check). Otherwise
  * (other syntax: hex, inf, nan, text; too many digits; a halfway case) it
- * returns 0 and the caller must use strtod. */
-int lse_parse_decimal(const char *s, size_t n, double *v);
+ * returns 0 and the caller must use strtod. x87: lse_parse_decimal_x87(),
+ * asked once by the caller for a batch of numbers (0: Clinger's path only). */
+int lse_parse_decimal(const char *s, size_t n, double *v, int x87);
+
+/* 1 when the x87 path can be used: x86 with 64-bit long double arithmetic
+ * in this thread now (the precision control may have been lowered, and
+ * valgrind emulates long doubles in double precision). */
+int lse_parse_decimal_x87(void);
 
 #endif /* LSEGRAPH_NUMPARSE_PRIVATE_H */

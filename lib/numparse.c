@@ -23,6 +23,19 @@ static const long double pow10_ld[28] = {
 #define LSE_X87_PATH 0
 #endif
 
+int lse_parse_decimal_x87(void)
+{
+#if LSE_X87_PATH
+    /* 1 + 2^-63 needs the 64-bit significand: false when the x87
+     * precision control was set to 53 bits, or under valgrind, which
+     * computes long doubles in double precision */
+    volatile long double one = 1.0L, tiny = 0x1p-63L;
+    return one + tiny != one;
+#else
+    return 0;
+#endif
+}
+
 /* Digits from p while below e: accumulated into *w (10 *w + d, wrapping
  * harmlessly past 19 digits, which the caller refuses); returns the end. */
 static const char *digits(const char *p, const char *e, uint64_t *w)
@@ -38,7 +51,7 @@ static const char *digits(const char *p, const char *e, uint64_t *w)
     return p;
 }
 
-int lse_parse_decimal(const char *s, size_t n, double *v)
+int lse_parse_decimal(const char *s, size_t n, double *v, int x87)
 {
     const char *p = s, *e = s + n;
     int neg = 0;
@@ -96,7 +109,7 @@ int lse_parse_decimal(const char *s, size_t n, double *v)
                       : (double)w * pow10_d[exp10];
     } else {
 #if LSE_X87_PATH
-        if (exp10 < -27 || exp10 > 27)
+        if (exp10 < -27 || exp10 > 27 || !x87)
             return 0;
         /* one rounding to 64 bits; the rounding to 53 bits is then right
          * unless the 64-bit result is exactly a midpoint between two
@@ -111,6 +124,7 @@ int lse_parse_decimal(const char *s, size_t n, double *v)
             return 0;
         r = (double)x;
 #else
+        (void)x87;
         return 0;
 #endif
     }

@@ -25,7 +25,8 @@ static uint64_t next(void)
 static int check(const char *s)
 {
     double fast = 0.0;
-    const int ok = lse_parse_decimal(s, strlen(s), &fast);
+    const int ok = lse_parse_decimal(s, strlen(s), &fast,
+                                     lse_parse_decimal_x87());
     if (!ok)
         return 0;
     char *stop = NULL;
@@ -48,8 +49,14 @@ START_TEST(test_edge_cases)
         "0.000000000000000000000000001", "1844674407370955161e-10",
         "9999999999999999999", "1.7976931348623157", "2.2250738585072014",
         "0e999999", "4.35", "3.14159265358979323"};
-    for (size_t i = 0; i < sizeof yes / sizeof *yes; i++)
-        ck_assert_msg(check(yes[i]), "'%s' refused", yes[i]);
+    /* without the x87 path only Clinger's cases are accepted */
+    const int x87 = lse_parse_decimal_x87();
+    for (size_t i = 0; i < sizeof yes / sizeof *yes; i++) {
+        double v;
+        const int clinger = lse_parse_decimal(yes[i], strlen(yes[i]), &v, 0);
+        ck_assert_msg(check(yes[i]) || (!x87 && !clinger), "'%s' refused",
+                      yes[i]);
+    }
     static const char *const no[] = {
         "", "-", "+", ".", "e5", "1e", "1e+", "1e-", "0x1p3", "inf",
         "-Infinity", "nan", "NA", "1,5", " 1", "1 ", "1..2", "1.2.3", "--1",
@@ -116,9 +123,15 @@ START_TEST(test_random_against_strtod)
         }
 #endif
     }
-    /* the data the benchmark reads: nearly all must take the fast path */
-    ck_assert_msg(accepted > total * 95 / 100, "accepted %zu of %zu",
-                  accepted, total);
+    /* the data the benchmark reads: nearly all must take the fast path
+     * (17 digits need the x87 path; without it, under valgrind or off x86,
+     * the fixed-point strings of up to 15 digits still do) */
+    if (lse_parse_decimal_x87())
+        ck_assert_msg(accepted > total * 95 / 100, "accepted %zu of %zu",
+                      accepted, total);
+    else
+        ck_assert_msg(accepted > total * 30 / 100, "accepted %zu of %zu",
+                      accepted, total);
 }
 END_TEST
 

@@ -1,6 +1,7 @@
 #define _XOPEN_SOURCE 700 /* realpath */
 /* Files and CSV tables: reading whole files, atomic writes, CSV text to a
- * table of strings (parsed by libcsv), tables to matrices and matrices to
+ * table of strings (lines with quotes parsed by libcsv, the others split
+ * here: docs/design-notes.md), tables to matrices and matrices to
  * CSV text. The dialect and every message are described in docs/io.md. */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +19,7 @@
 #include <csv.h>
 
 #include "graph-private.h"
+#include "numparse-private.h"
 #include "size-private.h"
 
 /* ------------------------------------------------------------------ */
@@ -236,6 +238,14 @@ static void on_field(void *s, size_t len, void *data)
     if (t->n_stored > 0 && st->fields > t->n_cols)
         return;
     size_t off = 0;
+    if (t->n_cell < t->cell_cap && len < t->text_cap - t->text_len) {
+        /* room for both: the common case, without the checks of grow */
+        memcpy(t->text + t->text_len, s, len);
+        t->text[t->text_len + len] = '\0';
+        t->cell[t->n_cell++] = t->text_len;
+        t->text_len += len + 1;
+        return;
+    }
     size_t *cell = grow(t->cell, &t->cell_cap, t->n_cell + 1, sizeof *cell);
     if (cell == NULL || append_text(t, s, len, &off) != 0) {
         if (cell != NULL)
@@ -286,8 +296,9 @@ static void on_row(int c, void *data)
 /* End of the physical line starting at p: just past LF, CRLF or CR. */
 static const char *line_end(const char *p, const char *end)
 {
-    while (p < end && *p != '\n' && *p != '\r')
-        p++;
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    const char *cr = memchr(p, '\r', (size_t)((nl != NULL ? nl : end) - p));
+    p = cr != NULL ? cr : nl != NULL ? nl : end;
     if (p < end && *p == '\r') {
         p++;
         if (p < end && *p == '\n')
@@ -380,7 +391,7 @@ typedef enum cell_kind {
 
 /* Classify a cell; *value gets the number when there is one. Call in the
  * C locale. */
-static cell_kind classify(const char *s, double *value)
+static cell_kind classify(const char *s, double *value, int x87)
 {
     while (is_space(*s))
         s++;
@@ -391,6 +402,8 @@ static cell_kind classify(const char *s, double *value)
     *value = NAN;
     if (n == 0 || equals_word(s, n, "na"))
         return CELL_MISSING;
+    if (lse_parse_decimal(s, n, value, x87)) /* strtod's value, faster */
+        return CELL_NUMBER;
     char *stop = NULL;
     const double v = strtod(s, &stop);
     if (stop != e)
@@ -418,7 +431,8 @@ static lse_status detect_header(lse_table *t, lse_error *err)
     t->has_header = 0;
     for (size_t j = 0; j < t->n_cols && !t->has_header; j++) {
         double v;
-        t->has_header = classify(stored_cell(t, 0, j), &v) == CELL_TEXT;
+        t->has_header = classify(stored_cell(t, 0, j), &v,
+                                 lse_parse_decimal_x87()) == CELL_TEXT;
     }
     c_locale_leave(&loc);
     return LSE_OK;
@@ -607,6 +621,36 @@ static void parse_white_line(parse_state *st, const char *p, size_t n,
         on_row(0, st);
 }
 
+/* A line that starts a row and holds no quote, split by the library:
+ * exactly what libcsv makes of it (fields between delimiters, spaces and
+ * tabs around a field trimmed unless the tab is the delimiter, the row
+ * ends at the line end), without its per-byte state machine and copies
+ * (docs/io.md "Speed"). LSE_CSV_LIBCSV=1 in the environment turns it off
+ * (the tests compare both). */
+static void parse_plain_line(parse_state *st, const char *p, size_t n)
+{
+    const char delim = st->t->delimiter;
+    const char *e = p + n;
+    while (e > p && (e[-1] == '\n' || e[-1] == '\r'))
+        e--;
+    for (;;) {
+        const char *q = p;
+        const char *f = memchr(p, delim, (size_t)(e - p));
+        const char *fe = f != NULL ? f : e;
+        while (q < fe && (*q == ' ' || *q == '\t') && *q != delim)
+            q++;
+        const char *r = fe;
+        while (r > q && (r[-1] == ' ' || r[-1] == '\t') && r[-1] != delim)
+            r--;
+        on_field((void *)q, (size_t)(r - q), st);
+        if (f == NULL || st->status != LSE_OK)
+            break;
+        p = f + 1;
+    }
+    if (st->status == LSE_OK)
+        on_row(0, st);
+}
+
 /* Feed the text to libcsv one physical line at a time, so that the line
  * number of every row and of every quoting error is known. */
 static lse_status parse_rows(lse_table *t, const char *p, const char *end,
@@ -623,10 +667,14 @@ static lse_status parse_rows(lse_table *t, const char *p, const char *end,
     char *scratch = NULL;
     size_t scratch_cap = 0;
     size_t lineno = 0;
+    const char *env = getenv("LSE_CSV_LIBCSV");
+    const int plain_ok = !white && (env == NULL || env[0] == '\0' ||
+                                    (env[0] == '0' && env[1] == '\0'));
     while (p < end && st.status == LSE_OK) {
         const char *next = line_end(p, end);
         const size_t n = (size_t)(next - p);
         lineno++;
+        const int fresh = !st.open; /* libcsv is between rows */
         if (!st.open) {
             if (is_blank_line(p, n, white ? '\0' : t->delimiter) ||
                 (comment != '\0' && *p == comment)) {
@@ -645,6 +693,11 @@ static lse_status parse_rows(lse_table *t, const char *p, const char *end,
         }
         if (white) {
             parse_white_line(&st, p, n, lineno, &scratch, &scratch_cap);
+            p = next;
+            continue;
+        }
+        if (plain_ok && fresh && memchr(p, '"', n) == NULL) {
+            parse_plain_line(&st, p, n);
             p = next;
             continue;
         }
@@ -948,18 +1001,22 @@ lse_status lse_table_find_column(const lse_table *t, const char *key, size_t *j,
                          t->name, key, t->n_cols, list);
 }
 
-/* Check data row i, selected columns; *keep is 0 when a missing value
- * drops the row. */
+/* Check data row i, selected columns, and convert it into vals (n_cols
+ * doubles, NAN for a missing value); *keep is 0 when a missing value drops
+ * the row. */
 static lse_status check_row(const lse_table *t, size_t i, const size_t *cols,
                             size_t n_cols, lse_missing missing, int *keep,
-                            lse_error *err)
+                            double *vals, int x87, lse_error *err)
 {
     *keep = 1;
     for (size_t k = 0; k < n_cols; k++) {
         const size_t j = cols != NULL ? cols[k] : k;
         const char *s = lse_table_cell(t, i, j);
         double v;
-        const cell_kind kind = classify(s, &v);
+        const cell_kind kind = classify(s, &v, x87);
+        vals[k] = v; /* NAN when missing */
+        if (kind == CELL_NUMBER)
+            continue;
         if (kind == CELL_TEXT)
             return lse_error_set(
                 err, LSE_EPARSE, "lse_table_to_matrix",
@@ -983,25 +1040,20 @@ static lse_status check_row(const lse_table *t, size_t i, const size_t *cols,
     return LSE_OK;
 }
 
-static lse_status fill_matrix(const lse_table *t, const size_t *cols,
-                              size_t n_cols, const unsigned char *keep,
-                              gsl_matrix *m, size_t *row_index)
+/* The kept rows of all (rows x n_cols, every row converted) into m. */
+static void keep_rows(const gsl_matrix *all, const unsigned char *keep,
+                      gsl_matrix *m, size_t *row_index)
 {
     size_t r = 0;
-    for (size_t i = 0; i < lse_table_rows(t); i++) {
+    for (size_t i = 0; i < all->size1; i++) {
         if (!keep[i])
             continue;
         if (row_index != NULL)
             row_index[r] = i;
-        for (size_t k = 0; k < n_cols; k++) {
-            const size_t j = cols != NULL ? cols[k] : k;
-            double v;
-            classify(lse_table_cell(t, i, j), &v); /* NAN when missing */
-            gsl_matrix_set(m, r, k, v);
-        }
+        memcpy(m->data + r * m->tda, all->data + i * all->tda,
+               all->size2 * sizeof(double));
         r++;
     }
-    return r == m->size1 ? LSE_OK : LSE_EINTERNAL;
 }
 
 lse_status lse_table_to_matrix(const lse_table *t, const size_t *cols,
@@ -1032,49 +1084,60 @@ lse_status lse_table_to_matrix(const lse_table *t, const size_t *cols,
     lse_gsl_quiet();
 
     const size_t rows = lse_table_rows(t);
+    if (lse_size_matrix_overflows(rows, n_cols))
+        return lse_error_set(err, LSE_ENOMEM, __func__,
+                             "%s: a %zu x %zu matrix exceeds the address "
+                             "space",
+                             t->name, rows, n_cols);
+    /* every row converted once into all; the kept ones are then copied
+     * (or all is the result when every row is kept) */
     unsigned char *keep = malloc(rows);
+    gsl_matrix *all = gsl_matrix_alloc(rows, n_cols);
     gsl_matrix *m = NULL;
     size_t *index = NULL;
     c_locale loc;
-    if (keep == NULL || c_locale_enter(&loc) != 0) {
+    if (keep == NULL || all == NULL || c_locale_enter(&loc) != 0) {
         free(keep);
-        return lse_error_set(err, LSE_ENOMEM, __func__, "out of memory");
+        gsl_matrix_free(all);
+        return lse_error_set(err, LSE_ENOMEM, __func__,
+                             "out of memory for a %zu x %zu matrix", rows,
+                             n_cols);
     }
     lse_status status = LSE_OK;
     size_t kept = 0;
+    const int x87 = lse_parse_decimal_x87();
     for (size_t i = 0; i < rows && status == LSE_OK; i++) {
         int k = 0;
-        status = check_row(t, i, cols, n_cols, missing, &k, err);
+        status = check_row(t, i, cols, n_cols, missing, &k,
+                           all->data + i * all->tda, x87, err);
         keep[i] = (unsigned char)k;
         kept += (size_t)k;
     }
+    c_locale_leave(&loc);
     if (status == LSE_OK && kept == 0)
         status = lse_error_set(err, LSE_EPARSE, __func__,
                                "%s: no rows left: every row has a missing "
                                "value",
                                t->name);
-    if (status == LSE_OK && lse_size_matrix_overflows(kept, n_cols))
-        status = lse_error_set(err, LSE_ENOMEM, __func__,
-                               "%s: a %zu x %zu matrix exceeds the address "
-                               "space",
-                               t->name, kept, n_cols);
     if (status == LSE_OK) {
-        m = gsl_matrix_alloc(kept, n_cols);
+        m = kept == rows ? all : gsl_matrix_alloc(kept, n_cols);
         index = row_index != NULL ? calloc(kept, sizeof *index) : NULL;
         if (m == NULL || (row_index != NULL && index == NULL))
             status = lse_error_set(err, LSE_ENOMEM, __func__,
                                    "out of memory for a %zu x %zu matrix", kept,
                                    n_cols);
     }
-    if (status == LSE_OK) {
-        status = fill_matrix(t, cols, n_cols, keep, m, index);
-        if (status != LSE_OK)
-            lse_error_set(err, status, __func__, "row count changed");
-    }
-    c_locale_leave(&loc);
+    if (status == LSE_OK && m != all)
+        keep_rows(all, keep, m, index);
+    else if (status == LSE_OK)
+        for (size_t i = 0; index != NULL && i < rows; i++)
+            index[i] = i;
     free(keep);
+    if (m != all)
+        gsl_matrix_free(all);
     if (status != LSE_OK) {
-        gsl_matrix_free(m);
+        if (m != all)
+            gsl_matrix_free(m);
         free(index);
         return status;
     }

@@ -31,6 +31,7 @@ struct lse_attention {
     lse_term *bound; /* or NULL */
     double lambda;   /* 0 without a bound term */
     lse_error last;
+    int stream; /* the LSE term is the streaming custom term below */
     /* slot attention */
     lse_slot_fit_opts fit;
     lse_slot_report rep;
@@ -43,7 +44,8 @@ lse_attention_opts lse_attention_opts_default(void)
                                   .param = NULL,
                                   .beta = 1.0,
                                   .mask = 0,
-                                  .bound = -1.0};
+                                  .bound = -1.0,
+                                  .stream = 0};
     return o;
 }
 
@@ -148,6 +150,144 @@ static lse_status build_failed(lse_attention *a, lse_status st, const char *fn,
     return st;
 }
 
+/* ------------------------------------------------------------------ */
+/* Streaming LSE term (opts.stream): a custom term evaluated by
+ * lse_attn_stream, never holding the (n, m) scores.
+ *   cross: views queries (n, d), keys (m, d); S = a q.k
+ *   self:  views x (N, d), W_Q (k, d), W_K (k, d); S = a (W_Q x).(W_K x),
+ *          Q = X W_Q', K = X W_K' (N, k) formed per evaluation, then
+ *          dE/dX = dQ W_Q + dK W_K, dE/dW_Q = dQ' X, dE/dW_K = dK' X. */
+
+typedef struct stream_cfg {
+    double beta, scale;
+    unsigned mask;
+    int self;
+} stream_cfg;
+
+static lse_status stream_check(const gsl_matrix *const *value, size_t n_view,
+                               const void *config, char *msg, size_t msg_len)
+{
+    const stream_cfg *c = config;
+    if (c == NULL)
+        return LSE_EFAULT;
+    if (n_view != (c->self ? 3u : 2u)) {
+        snprintf(msg, msg_len, "streaming attention takes %d views, got %zu",
+                 c->self ? 3 : 2, n_view);
+        return LSE_EINVAL;
+    }
+    const size_t d = value[0]->size2;
+    if (!c->self && value[1]->size2 != d) {
+        snprintf(msg, msg_len, "queries have %zu columns and keys %zu", d,
+                 value[1]->size2);
+        return LSE_EDIM;
+    }
+    if (c->self && (value[1]->size2 != d || value[2]->size2 != d ||
+                    value[1]->size1 != value[2]->size1)) {
+        snprintf(msg, msg_len,
+                 "x is N x %zu, W_Q %zux%zu and W_K %zux%zu: expected both "
+                 "k x %zu",
+                 d, value[1]->size1, value[1]->size2, value[2]->size1,
+                 value[2]->size2, d);
+        return LSE_EDIM;
+    }
+    return LSE_OK;
+}
+
+/* Q = X W_Q', K = X W_K' of the self term (caller frees). */
+static lse_status stream_project(const gsl_matrix *const *value,
+                                 gsl_matrix **q, gsl_matrix **k)
+{
+    const size_t n = value[0]->size1, kd = value[1]->size1;
+    *q = gsl_matrix_alloc(n, kd);
+    *k = gsl_matrix_alloc(n, kd);
+    if (*q == NULL || *k == NULL)
+        return LSE_ENOMEM;
+    int rc = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, value[0], value[1],
+                            0.0, *q);
+    if (rc == 0)
+        rc = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, value[0], value[2],
+                            0.0, *k);
+    return lse_status_from_gsl(rc);
+}
+
+static lse_status stream_grad(const gsl_matrix *const *value, size_t n_view,
+                              const void *config, gsl_matrix *const *grad,
+                              double *energy)
+{
+    (void)n_view;
+    const stream_cfg *c = config;
+    if (!c->self)
+        return lse_attn_stream(value[0], value[1], c->beta, c->scale, c->mask,
+                               energy, grad != NULL ? grad[0] : NULL,
+                               grad != NULL ? grad[1] : NULL, NULL);
+    gsl_matrix *q = NULL, *k = NULL, *dq = NULL, *dk = NULL;
+    lse_status st = stream_project(value, &q, &k);
+    const int want = grad != NULL &&
+                     (grad[0] != NULL || grad[1] != NULL || grad[2] != NULL);
+    if (st == LSE_OK && want) {
+        dq = gsl_matrix_calloc(q->size1, q->size2);
+        dk = gsl_matrix_calloc(k->size1, k->size2);
+        if (dq == NULL || dk == NULL)
+            st = LSE_ENOMEM;
+    }
+    if (st == LSE_OK)
+        st = lse_attn_stream(q, k, c->beta, c->scale, c->mask, energy, dq, dk,
+                             NULL);
+    int rc = 0;
+    if (st == LSE_OK && want && grad[0] != NULL) {
+        rc = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, dq, value[1],
+                            1.0, grad[0]);
+        if (rc == 0)
+            rc = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, dk, value[2],
+                                1.0, grad[0]);
+    }
+    if (st == LSE_OK && want && rc == 0 && grad[1] != NULL)
+        rc = gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, dq, value[0], 1.0,
+                            grad[1]);
+    if (st == LSE_OK && want && rc == 0 && grad[2] != NULL)
+        rc = gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, dk, value[0], 1.0,
+                            grad[2]);
+    if (st == LSE_OK && rc != 0)
+        st = lse_status_from_gsl(rc);
+    gsl_matrix_free(q);
+    gsl_matrix_free(k);
+    gsl_matrix_free(dq);
+    gsl_matrix_free(dk);
+    return st;
+}
+
+static lse_status stream_energy(const gsl_matrix *const *value, size_t n_view,
+                                const void *config, double *energy)
+{
+    return stream_grad(value, n_view, config, NULL, energy);
+}
+
+static int stream_describe(const void *config, char *buf, size_t len)
+{
+    const stream_cfg *c = config;
+    return snprintf(buf, len, "streaming %s, beta=%g, scale=%g",
+                    c->self ? "bilinear" : "dot", c->beta, c->scale);
+}
+
+static const lse_custom_type stream_type = {
+    .name = "attention-stream",
+    .config_size = sizeof(stream_cfg),
+    .check = stream_check,
+    .energy = stream_energy,
+    .grad = stream_grad,
+    .describe = stream_describe,
+};
+
+/* The streaming term over views v[0..n_view). */
+static lse_status add_stream_term(lse_attention *a, const char *name,
+                                  const lse_view *v, size_t n_view,
+                                  const stream_cfg *cfg)
+{
+    a->stream = 1;
+    return lse_graph_add_custom(a->g, name, &stream_type, cfg, v, n_view,
+                                &a->term);
+}
+
 lse_status lse_attention_cross_new(const gsl_matrix *queries,
                                    const gsl_matrix *keys,
                                    const lse_attention_opts *opts,
@@ -166,6 +306,11 @@ lse_status lse_attention_cross_new(const gsl_matrix *queries,
     if (st != LSE_OK)
         return st;
     const lse_sim_type *sim = o.sim != NULL ? o.sim : lse_sim_scaled_dot;
+    if (o.stream && sim != lse_sim_dot && sim != lse_sim_scaled_dot)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "streaming (stream = %d) takes the dot or "
+                             "scaled-dot similarity, not '%s'",
+                             o.stream, sim->name);
     for (size_t k = 0; o.param != NULL && k < sim->n_param; k++)
         if (o.param[k] != NULL && !all_finite(o.param[k]))
             return lse_error_set(err, LSE_ENONFINITE, fn,
@@ -194,7 +339,17 @@ lse_status lse_attention_cross_new(const gsl_matrix *queries,
             snprintf(name, sizeof name, "param%zu", k);
         st = add_node(a->g, name, o.param[k], LSE_NODE_PARAM, &pn[k]);
     }
-    if (st == LSE_OK) {
+    if (st == LSE_OK && o.stream) {
+        const stream_cfg cfg = {
+            .beta = o.beta,
+            .scale = sim == lse_sim_scaled_dot
+                         ? 1.0 / sqrt((double)queries->size2)
+                         : 1.0,
+            .mask = o.mask,
+            .self = 0};
+        const lse_view v[] = {lse_view_all(a->state), lse_view_all(kn)};
+        st = add_stream_term(a, "attend", v, 2, &cfg);
+    } else if (st == LSE_OK) {
         lse_term_spec spec = lse_term_spec_default();
         spec.child = lse_view_all(a->state);
         spec.parent = lse_view_all(kn);
@@ -241,7 +396,16 @@ lse_status lse_attention_self_new(const gsl_matrix *x, const gsl_matrix *w_q,
         st = add_node(a->g, "W_Q", w_q, LSE_NODE_PARAM, &wq);
     if (st == LSE_OK)
         st = add_node(a->g, "W_K", w_k, LSE_NODE_PARAM, &wk);
-    if (st == LSE_OK) {
+    if (st == LSE_OK && o.stream) {
+        const lse_bilinear_config *bc = o.config;
+        const stream_cfg cfg = {.beta = o.beta,
+                                .scale = bc != NULL ? bc->scale : 1.0,
+                                .mask = o.mask,
+                                .self = 1};
+        const lse_view v[] = {lse_view_all(a->state), lse_view_all(wq),
+                              lse_view_all(wk)};
+        st = add_stream_term(a, "self", v, 3, &cfg);
+    } else if (st == LSE_OK) {
         lse_node *const pn[] = {wq, wk}; /* W_c = W_Q, W_p = W_K */
         lse_term_spec spec = lse_term_spec_default();
         spec.child = lse_view_all(a->state);
@@ -283,6 +447,11 @@ lse_status lse_attention_slot_new(const gsl_matrix *tokens,
         return lse_error_set(err, LSE_EINVAL, fn,
                              "slot attention takes no mask (mask = 0x%x)",
                              o.mask);
+    if (o.stream)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "slot attention does not stream (stream = %d): "
+                             "its M-step needs the softmax",
+                             o.stream);
     lse_attention *a = NULL;
     st = model_new(LSE_ATTENTION_SLOT, fn, &a, err);
     if (st != LSE_OK)
@@ -392,6 +561,35 @@ lse_status lse_attention_energy(lse_attention *a, double *energy,
                            "lse_attention_energy", lse_attention_errmsg(a));
 }
 
+/* A V of a streaming model at the current node values (as the dense
+ * step, the energy and gradient are evaluated first). */
+static lse_status stream_step(lse_attention *a, const gsl_matrix *values,
+                              gsl_matrix *out)
+{
+    static const char fn[] = "lse_attention_step";
+    double e;
+    lse_status st = lse_graph_gradient(a->g, &e);
+    if (st != LSE_OK)
+        return fail_graph(a, st, fn);
+    const stream_cfg *c = lse_term_config(a->term);
+    const size_t nv = c->self ? 3 : 2;
+    const gsl_matrix *val[3];
+    for (size_t i = 0; i < nv; i++)
+        val[i] = lse_node_value(lse_term_param(a->term, i));
+    gsl_matrix *q = NULL, *k = NULL;
+    if (c->self)
+        st = stream_project(val, &q, &k);
+    if (st == LSE_OK)
+        st = lse_attn_stream_apply(c->self ? q : val[0], c->self ? k : val[1],
+                                   values, c->beta, c->scale, c->mask, out,
+                                   NULL, &a->last);
+    else
+        lse_error_set(&a->last, st, fn, "out of memory");
+    gsl_matrix_free(q);
+    gsl_matrix_free(k);
+    return st;
+}
+
 static lse_status lse_attention_step_impl(lse_attention *a,
                                           const gsl_matrix *values,
                                           gsl_matrix *out)
@@ -402,8 +600,13 @@ static lse_status lse_attention_step_impl(lse_attention *a,
     a->last = (lse_error){0};
     if (out == NULL)
         return lse_error_set(&a->last, LSE_EFAULT, fn, "NULL out");
-    const size_t nc = lse_term_child(a->term).count;
-    const size_t np = lse_term_parent(a->term).count;
+    /* a streaming (custom) term: views queries, keys or x, W_Q, W_K */
+    const size_t nc = a->stream ? lse_term_view(a->term, 0).count
+                                : lse_term_child(a->term).count;
+    const size_t np =
+        a->stream ? lse_term_view(a->term, a->kind == LSE_ATTENTION_CROSS)
+                        .count
+                  : lse_term_parent(a->term).count;
     const gsl_matrix *x = lse_node_value(a->state);
     if (values != NULL) {
         if (values->size1 != np || out->size1 != nc ||
@@ -424,6 +627,8 @@ static lse_status lse_attention_step_impl(lse_attention *a,
                                  out->size1, out->size2,
                                  lse_node_name(a->state), x->size1, x->size2);
     }
+    if (a->stream && values != NULL)
+        return stream_step(a, values, out);
     double e;
     lse_status st = lse_graph_gradient(a->g, &e);
     if (st != LSE_OK)

@@ -31,6 +31,7 @@
 #include <lsegraph/optim.h>
 #include <lsegraph/loss.h>
 #include <lsegraph/heads.h>
+#include <lsegraph/stream.h>
 #include <lsegraph/kalman.h>
 #ifdef LSEGRAPH_CORE_SET_INSIDE
 #undef LSEGRAPH_INSIDE

@@ -89,9 +89,17 @@ typedef struct lse_attention_opts {
      *  < 0 (default -1) means 1/sqrt(d_state) (Ramsauer's beta = 1/sqrt(d)
      *  correspondence for scaled-dot attention). */
     double bound;
+    /** cross (dot or scaled-dot similarity) and self attention: 1 evaluates
+     *  the LSE term by streaming (lse_attn_stream, <lsegraph/stream.h>):
+     *  a custom term "attend"/"self" that never holds the (n, m) score or
+     *  softmax matrix, for long sequences; lse_attention_softmax is then
+     *  NULL and lse_attention_step streams A V. 0 (default): the dense LSE
+     *  term. Slot attention takes 0. */
+    int stream;
 } lse_attention_opts;
 
-/** @brief sim NULL, config NULL, param NULL, beta 1, mask 0, bound -1. */
+/** @brief sim NULL, config NULL, param NULL, beta 1, mask 0, bound -1,
+ *  stream 0. */
 LSE_API lse_attention_opts lse_attention_opts_default(void);
 
 /**

@@ -70,7 +70,26 @@ typedef struct lse_slds_config {
     size_t lags;      /**< L >= 1 (default 1) */
     int markov;       /**< 0 (default): mixture; 1: Markov switching */
     lse_cov_type cov; /**< noise covariance structure (default full) */
+    /** p >= 0 exogenous regressors (default 0): with p > 0 every series
+     *  argument has d + p columns, the d modeled values then the p
+     *  regressors u_t, and mode k's mean is A_k [x_{t-1}; ...] + b_k +
+     *  B_k u_t (B_k = lse_slds_get_beta, d x p); the regressors are data,
+     *  never modeled (docs/models/slds.md "Exogenous regressors"). */
+    size_t n_exog;
+    /** Parts of the dynamics every mode shares (0, default: every part
+     *  switches): an OR of LSE_SLDS_SHARE_* flags. Whether the noise
+     *  switches is the covariance type (tied: shared). Shared parts are
+     *  fitted jointly over the modes, weighted by the responsibilities
+     *  and the modes' noise (an ECM step, docs/models/slds.md). */
+    unsigned shared;
 } lse_slds_config;
+
+/** @brief Flags of lse_slds_config.shared. */
+enum {
+    LSE_SLDS_SHARE_INTERCEPT = 1u, /**< b_k = b */
+    LSE_SLDS_SHARE_AR = 2u,        /**< A_k = A */
+    LSE_SLDS_SHARE_EXOG = 4u       /**< B_k = B */
+};
 
 /** @brief K = 2, d = 1, L = 1, mixture, full covariances. */
 LSE_API lse_slds_config lse_slds_config_default(void);
@@ -91,6 +110,10 @@ LSE_API size_t lse_slds_dim(const lse_slds *m);
 LSE_API size_t lse_slds_lags(const lse_slds *m);
 LSE_API int lse_slds_is_markov(const lse_slds *m);
 LSE_API lse_cov_type lse_slds_cov_type(const lse_slds *m);
+/** @brief p, the exogenous regressors (lse_slds_config.n_exog). */
+LSE_API size_t lse_slds_n_exog(const lse_slds *m);
+/** @brief The LSE_SLDS_SHARE_* flags (lse_slds_config.shared). */
+LSE_API unsigned lse_slds_shared(const lse_slds *m);
 
 /* ------------------------------------------------------------------ */
 /* Parameters. Getters copy into caller-owned outputs and return LSE_OK,
@@ -109,6 +132,12 @@ LSE_API lse_status lse_slds_set_weights(lse_slds *m, const gsl_vector *w,
 LSE_API lse_status lse_slds_get_a(const lse_slds *m, size_t k, gsl_matrix *a);
 LSE_API lse_status lse_slds_set_a(lse_slds *m, size_t k, const gsl_matrix *a,
                                   lse_error *err);
+/** @brief B_k (d, p), the coefficients of the exogenous regressors;
+ *  LSE_EDIM also when p = 0. */
+LSE_API lse_status lse_slds_get_beta(const lse_slds *m, size_t k,
+                                     gsl_matrix *beta);
+LSE_API lse_status lse_slds_set_beta(lse_slds *m, size_t k,
+                                     const gsl_matrix *beta, lse_error *err);
 /** @brief Offset b_k (d). */
 LSE_API lse_status lse_slds_get_b(const lse_slds *m, size_t k, gsl_vector *b);
 LSE_API lse_status lse_slds_set_b(lse_slds *m, size_t k, const gsl_vector *b,

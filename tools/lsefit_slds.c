@@ -191,7 +191,27 @@ static void help_simulate(FILE *f)
 /* ------------------------------------------------------------------ */
 /* Model files                                                         */
 
-LSEFIT_MODEL_FILE_FUNCTIONS(slds)
+/* The model-file functions of LSEFIT_MODEL_FILE_FUNCTIONS, but a model
+ * with p regressors reads d + p columns (the values, then the regressors,
+ * named by "feature_names" and "exog_names"). */
+static lse_status slds_from_json(const lse_json *doc, const char *path,
+                                 void **m, char ***names, lse_error *err)
+{
+    lse_slds *model = NULL;
+    const lse_status st = lse_slds_from_json(doc, path, &model, names, err);
+    *m = model;
+    return st;
+}
+static size_t slds_dim(const void *m)
+{
+    return lse_slds_dim(m) + lse_slds_n_exog(m);
+}
+static void slds_free(void *m) { lse_slds_free(m); }
+static lse_status slds_to_json(const void *m, const char *const *names,
+                               lse_json *doc, lse_error *err)
+{
+    return lse_slds_to_json(m, names, doc, err);
+}
 
 /* Mixture weights, or the stationary distribution of a Markov chain. */
 static int mode_weights(const lse_slds *m, gsl_vector *w)
@@ -228,6 +248,8 @@ typedef struct slds_own {
     lse_slds_opts opts;
     int lags_given, markov_given;
     const char *modes;
+    const char *exog;      /* --exog LIST or NULL */
+    const char *switching; /* --switching LIST or NULL */
     size_t n_rows, n_seq;
 } slds_own;
 
@@ -502,6 +524,8 @@ enum {
     OPT_LABELS,
     OPT_PROBA,
     OPT_EXACT,
+    OPT_EXOG,
+    OPT_SWITCHING,
     OPT_COLUMNS = LSEFIT_FIT_OPT_COLUMNS,
     OPT_IGNORE = LSEFIT_FIT_OPT_IGNORE,
     OPT_MISSING = LSEFIT_FIT_OPT_MISSING
@@ -521,6 +545,8 @@ static const struct option fit_options[] = {
     {"proba", required_argument, NULL, OPT_PROBA},
     LSEFIT_FIT_OPTIONS_RUN,
     {"exact-sums", no_argument, NULL, OPT_EXACT},
+    {"exog", required_argument, NULL, OPT_EXOG},
+    {"switching", required_argument, NULL, OPT_SWITCHING},
     LSEFIT_FIT_OPTIONS_END};
 
 /* --init names. The k-means++ start always runs Lloyd iterations until no
@@ -570,6 +596,12 @@ static int slds_option(lsefit_fit *f, int c, const char *arg, char **argv)
     case OPT_EXACT:
         s->opts.exact_sums = 1;
         return LSEFIT_OK;
+    case OPT_EXOG:
+        s->exog = arg;
+        return LSEFIT_OK;
+    case OPT_SWITCHING:
+        s->switching = arg;
+        return LSEFIT_OK;
     default:
         return lsefit_opt_bad("slds", c, argv, fit_options);
     }
@@ -593,6 +625,46 @@ static int slds_finish(lsefit_fit *f)
                            "library (lse_slds_fit) cannot fit rows with "
                            "missing values; use --missing drop");
     s->cfg.cov = f->cov;
+    if ((s->exog != NULL || s->switching != NULL) &&
+        (f->standardize || f->mpi))
+        return lsefit_usage("slds", "--exog and --switching do not combine "
+                                    "with %s (fit in data units on one "
+                                    "process)",
+                            f->standardize ? "--standardize" : "--mpi");
+    if (s->switching != NULL) {
+        /* parts left out of the list are shared by the modes */
+        unsigned sw = 0u;
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", s->switching);
+        for (char *t = strtok(buf, ","); t != NULL; t = strtok(NULL, ",")) {
+            if (strcmp(t, "intercept") == 0)
+                sw |= LSE_SLDS_SHARE_INTERCEPT;
+            else if (strcmp(t, "ar") == 0)
+                sw |= LSE_SLDS_SHARE_AR;
+            else if (strcmp(t, "exog") == 0)
+                sw |= LSE_SLDS_SHARE_EXOG;
+            else if (strcmp(t, "variance") == 0)
+                sw |= 8u;
+            else if (strcmp(t, "all") == 0)
+                sw |= 15u;
+            else
+                return lsefit_usage("slds",
+                                    "--switching '%s': unknown part '%s' "
+                                    "(intercept, ar, exog, variance or all)",
+                                    s->switching, t);
+        }
+        s->cfg.shared = ~sw & (LSE_SLDS_SHARE_INTERCEPT | LSE_SLDS_SHARE_AR |
+                               (s->exog != NULL ? LSE_SLDS_SHARE_EXOG : 0u));
+        if (!(sw & 8u)) {
+            if (f->cov_given && f->cov != LSE_COV_TIED)
+                return lsefit_usage("slds",
+                                    "--switching without 'variance' shares "
+                                    "the noise covariance (tied), but "
+                                    "--covariance is '%s'",
+                                    lse_gmm_cov_name(f->cov));
+            s->cfg.cov = f->cov = LSE_COV_TIED;
+        }
+    }
     s->opts.init = f->init_file                      ? LSE_SLDS_INIT_GIVEN
                    : strcmp(f->init, "random") == 0 ? LSE_SLDS_INIT_RANDOM
                                                     : LSE_SLDS_INIT_KMEANSPP;
@@ -646,6 +718,74 @@ static size_t slds_lags(const lsefit_fit *f)
     return s->cfg.lags;
 }
 
+/* --exog LIST: the regressors, read from the same file with the same
+ * row policy, joined after the series' columns (the library's layout:
+ * d values, then p regressors). */
+static int load_exog(lsefit_fit *f)
+{
+    slds_own *s = f->own;
+    lsefit_data_opts o = f->data;
+    o.columns = s->exog;
+    o.ignore = NULL;
+    o.weights = NULL;
+    o.sequence = NULL;
+    o.model_names = NULL;
+    o.n_model_names = 0;
+    lsefit_data e;
+    int rc = lsefit_data_load(&o, &e);
+    if (rc != LSEFIT_OK)
+        return rc;
+    lsefit_data *d = &f->d;
+    for (size_t i = 0; rc == LSEFIT_OK && i < d->d; i++)
+        for (size_t j = 0; j < e.d; j++)
+            if (d->cols[i] == e.cols[j])
+                rc = lsefit_usage("slds",
+                                  "--exog column '%s' is also a column of "
+                                  "the series (leave it out with --ignore "
+                                  "or --columns)",
+                                  e.names[j]);
+    if (rc == LSEFIT_OK && e.x->size1 != d->x->size1)
+        rc = lsefit_fail("%s: --exog %s keeps %zu rows but the series %zu "
+                         "(missing values: use --missing error)",
+                         f->data.path, s->exog, e.x->size1, d->x->size1);
+    const size_t n = d->x->size1, dd = d->d, p = e.d;
+    gsl_matrix *x = rc == LSEFIT_OK ? gsl_matrix_alloc(n, dd + p) : NULL;
+    size_t *cols = rc == LSEFIT_OK ? malloc((dd + p) * sizeof *cols) : NULL;
+    const char **names =
+        rc == LSEFIT_OK ? malloc((dd + p) * sizeof *names) : NULL;
+    if (rc == LSEFIT_OK && (x == NULL || cols == NULL || names == NULL))
+        rc = lsefit_fail("out of memory");
+    if (rc == LSEFIT_OK) {
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < dd + p; j++)
+                gsl_matrix_set(x, i, j,
+                               j < dd ? gsl_matrix_get(d->x, i, j)
+                                      : gsl_matrix_get(e.x, i, j - dd));
+        for (size_t j = 0; j < dd + p; j++) {
+            cols[j] = j < dd ? d->cols[j] : e.cols[j - dd];
+            /* the same file: the series' table holds the name too */
+            names[j] = j < dd ? d->names[j]
+                              : lse_table_column_name(d->table, e.cols[j - dd]);
+        }
+        gsl_matrix_free(d->x);
+        free(d->cols);
+        free(d->names);
+        d->x = x;
+        d->cols = cols;
+        d->names = names;
+        d->d = dd + p;
+        s->cfg.n_exog = p;
+        x = NULL;
+        cols = NULL;
+        names = NULL;
+    }
+    gsl_matrix_free(x);
+    free(cols);
+    free(names);
+    lsefit_data_free(&e);
+    return rc;
+}
+
 /* The rows and sequences of the whole series, for the summary. */
 static int slds_loaded(lsefit_fit *f)
 {
@@ -658,8 +798,9 @@ static int slds_loaded(lsefit_fit *f)
     for (size_t i = h > 0 ? h : 1; data->seq != NULL && i < data->x->size1;
          i++)
         s->n_seq += data->seq[i] != data->seq[i - 1];
-    return f->comm != NULL ? lsefit_mpi_sum_size(f->comm, &s->n_seq)
-                           : LSEFIT_OK;
+    if (f->comm != NULL)
+        return lsefit_mpi_sum_size(f->comm, &s->n_seq);
+    return s->exog != NULL ? load_exog(f) : LSEFIT_OK;
 }
 
 static void slds_prepare(lsefit_fit *f)
@@ -676,7 +817,7 @@ static int slds_create(lsefit_fit *f, size_t k, void **m)
     const slds_own *s = f->own;
     lse_slds_config cfg = s->cfg;
     cfg.n_modes = k;
-    cfg.dim = f->d.d;
+    cfg.dim = f->d.d - cfg.n_exog;
     lse_slds *model = NULL;
     lse_error err;
     if (lse_slds_new(&cfg, &model, &err) != LSE_OK)

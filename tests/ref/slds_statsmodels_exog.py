@@ -13,7 +13,12 @@ e_t ~ N(0, sigma2[k]), conditioned on the first value; a part that does
 not switch (switching_trend / switching_exog / switching_variance False)
 is lsefit's shared part (lse_slds_config.shared; the variance: covariance
 type tied). As in tests/ref/slds_statsmodels.py, statsmodels is
-initialized with a known p0 and the test gives lsefit (P^T)^2 p0.
+initialized with a known p0 and the test gives lsefit (P^T)^2 p0. On GDP
+that p0 matters: lsefit's family frees the first step's mode
+probabilities and its maximum (log-likelihood -242.68, the recession
+mode less persistent) is not statsmodels' (-243.14, with p0 on the
+recession mode; -243.60 with p0 on the expansion), so the test checks
+lsefit's fit against the GDP reference by log-likelihood only.
 
 Sets:
   gdp-mean: US GDP growth, only the intercept switches (Hamilton 1989's
@@ -47,8 +52,8 @@ data = os.path.join(here, "..", "..", "data")
 # variance), p0, start
 SETS = [
     ("gdp-mean", "gdp_growth.csv", "growth_pct", None,
-     (True, [False], False), [0.0, 1.0],
-     [0.9, 0.25, 0.3, 1.2, 0.3, 0.7]),
+     (True, [False], False), [1.0, 0.0],
+     [0.7, 0.05, -0.38, 0.84, 0.14, 0.52]),
     ("dax-exog", "dax_vol.csv", "logret_pct", "abs_prev_pct",
      (True, [True, True], True), [0.0, 1.0],
      [0.97, 0.013, -0.1, 0.1, 0.0, -0.02, 0.1, 0.0, 2.5, 0.55]),

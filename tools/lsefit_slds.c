@@ -106,6 +106,18 @@ static void help_fit(FILE *f)
         "1 bad input or failed fit, 2 usage error.\n",
         d.n_init, d.max_iter, d.tol, d.reg_covar, d.seed, LSEFIT_DATA_HELP);
     fputs("\n"
+          "Regressors and shared parts (statsmodels' MarkovRegression with\n"
+          "exog and switching_*; docs/models/slds.md):\n"
+          "  --exog LIST             exogenous regressors u_t (columns, by name\n"
+          "                          or 1-based index): mode k's mean adds B_k\n"
+          "                          u_t; they are left out of the series\n"
+          "  --switching LIST        parts that differ between the modes:\n"
+          "                          intercept, ar, exog, variance (default\n"
+          "                          all); the others are shared (no variance:\n"
+          "                          --covariance tied); not with --mpi or\n"
+          "                          --standardize\n",
+          f);
+    fputs("\n"
           "Latent states (--latent-dim D; lsefit slds --latent-dim D --help):\n"
           "  lsefit slds SERIES.csv -k K --latent-dim D -o MODEL.json fits\n"
           "  y_t = C x_t + d + v_t with x_t switching linear dynamics, by\n"
@@ -250,6 +262,7 @@ typedef struct slds_own {
     const char *modes;
     const char *exog;      /* --exog LIST or NULL */
     const char *switching; /* --switching LIST or NULL */
+    char ignore_buf[1024]; /* --ignore plus the --exog columns */
     size_t n_rows, n_seq;
 } slds_own;
 
@@ -333,6 +346,19 @@ static int print_summary(FILE *f, const lsefit_model_file *g,
     fprintf(f, "), lags L = %zu, %s noise covariance%s\n", l,
             lse_gmm_cov_name(lse_slds_cov_type(m)),
             lse_slds_cov_type(m) == LSE_COV_TIED ? "" : "s");
+    const size_t ne = lse_slds_n_exog(m);
+    if (ne > 0) {
+        fprintf(f, "exogenous regressors (B): ");
+        for (size_t j = 0; j < ne; j++)
+            fprintf(f, "%s%s", j ? ", " : "", data->names[d + j]);
+        fputc('\n', f);
+    }
+    const unsigned sh = lse_slds_shared(m);
+    if (sh != 0u)
+        fprintf(f, "shared by every mode:%s%s%s\n",
+                sh & LSE_SLDS_SHARE_INTERCEPT ? " intercept b" : "",
+                sh & LSE_SLDS_SHARE_AR ? " A" : "",
+                sh & LSE_SLDS_SHARE_EXOG ? " B" : "");
     fprintf(f, "data: %s, %zu rows, %zu sequence%s, %zu steps%s\n", path,
             r->n_rows, n_seq, n_seq == 1 ? "" : "s", r->n_steps,
             g->mean != NULL ? ", standardized (parameters below in data "
@@ -394,6 +420,12 @@ static int print_summary(FILE *f, const lsefit_model_file *g,
             lsefit_print_row(f, r1 == 0 ? (l > 1 ? "A (lag 1..)" : "A") : "",
                       gsl_matrix_const_ptr(a, r1, 0), d * l, 1);
         lsefit_print_row(f, "b", b->data, d, b->stride);
+        gsl_matrix *be = ne > 0 ? gsl_matrix_alloc(d, ne) : NULL;
+        if (be != NULL && lse_slds_get_beta(m, i, be) == LSE_OK)
+            for (size_t r1 = 0; r1 < d; r1++)
+                lsefit_print_row(f, r1 == 0 ? "B" : "",
+                                 gsl_matrix_const_ptr(be, r1, 0), ne, 1);
+        gsl_matrix_free(be);
         for (size_t r1 = 0; r1 < d; r1++)
             lsefit_print_row(f, r1 == 0 ? "covariance" : "",
                       gsl_matrix_const_ptr(c, r1, 0), d, 1);
@@ -631,6 +663,16 @@ static int slds_finish(lsefit_fit *f)
                                     "with %s (fit in data units on one "
                                     "process)",
                             f->standardize ? "--standardize" : "--mpi");
+    if (s->exog != NULL && f->data.columns == NULL) {
+        /* the series: every column but --ignore, --sequence and --exog */
+        const int n = snprintf(s->ignore_buf, sizeof s->ignore_buf, "%s%s%s",
+                               f->data.ignore ? f->data.ignore : "",
+                               f->data.ignore ? "," : "", s->exog);
+        if (n < 0 || (size_t)n >= sizeof s->ignore_buf)
+            return lsefit_usage("slds", "--ignore and --exog lists are too "
+                                        "long together (use --columns)");
+        f->data.ignore = s->ignore_buf;
+    }
     if (s->switching != NULL) {
         /* parts left out of the list are shared by the modes */
         unsigned sw = 0u;
@@ -705,6 +747,15 @@ static int slds_restart(lsefit_fit *f)
                            "--standardize, so it cannot restart a "
                            "standardized fit",
                            f->init);
+    if ((lse_slds_n_exog(m) > 0) != (s->exog != NULL))
+        return lsefit_fail("--init %s: the model has %zu exogenous "
+                           "regressors; give the same with --exog",
+                           f->init, lse_slds_n_exog(m));
+    if (s->switching != NULL && s->cfg.shared != lse_slds_shared(m))
+        return lsefit_fail("--init %s: the model's switching parts differ "
+                           "from --switching %s",
+                           f->init, s->switching);
+    s->cfg.shared = lse_slds_shared(m);
     f->kmin = f->kmax = k;
     s->cfg.markov = lse_slds_is_markov(m);
     s->cfg.lags = lse_slds_lags(m);

@@ -992,7 +992,15 @@ static int write_summary(const char *path, const lse_slds *m,
     if (rc == LSEFIT_OK) {
         fputs("parameter,estimate,std_err,z\n", b.f);
         for (size_t i = 0; i < n; i++) {
-            fprintf(b.f, "%s,", names[i]);
+            /* the library's exog<j> is the regressor's column name */
+            unsigned j = 0;
+            int len = 0;
+            if (sscanf(names[i], "exog%u%n", &j, &len) == 1 && j >= 1 &&
+                j <= lse_slds_n_exog(m))
+                fprintf(b.f, "%s%s,", data->names[lse_slds_dim(m) + j - 1],
+                        names[i] + len);
+            else
+                fprintf(b.f, "%s,", names[i]);
             lsefit_csv_number(b.f, gsl_vector_get(est, i));
             fputc(',', b.f);
             lsefit_csv_number(b.f, gsl_vector_get(se, i));

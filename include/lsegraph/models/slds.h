@@ -260,7 +260,9 @@ LSE_API lse_slds_opts lse_slds_opts_default(void);
  * weights (lse_sim_lingauss), closed-form initial and transition
  * probabilities (chain reduction).
  * @param seq T sequence ids or NULL (borrowed). @param opts borrowed; NULL
- * gives the defaults.
+ * gives the defaults. With p regressors @p x is (T, d + p) (every series
+ * argument below likewise); with shared parts the M-step is
+ * docs/models/slds.md's ECM step (LSE_ENOTSUP with several processes).
  * @return LSE_OK (converged or not: see lse_slds_converged); LSE_EFAULT;
  * LSE_EDIM (x has not d columns); LSE_EINVAL (no step: T <= L in every
  * sequence; bad option); LSE_ENONFINITE (NaN or infinity in x);
@@ -318,7 +320,9 @@ LSE_API size_t lse_slds_n_stderr(const lse_slds *m);
  *  Markov p[i->j] = P(j | i) for j < K-1 and every i (the last column is
  *  1 - the others; p0 is held fixed), mixture pi[k] for k < K-1; const[k]
  *  (b_k); ar.Ll[k] (A_k's lag-l coefficient, statsmodels' exog column xl
- *  when the lags are the regressors); sigma2[k] (one "sigma2" when tied).
+ *  when the lags are the regressors); exog<j>[k] (B_k's regressor j,
+ *  1-based); sigma2[k] (one "sigma2" when tied). A shared part appears
+ *  once, without "[k]".
  *  @p est and @p se have lse_slds_n_stderr(m) entries; @p names (may be
  *  NULL) as many. @return LSE_OK; LSE_EFAULT; LSE_EDIM; LSE_ENOTSUP (d >
  *  1 or latent states); LSE_EDOM (a probability within 4 steps of 0);
@@ -334,8 +338,9 @@ LSE_API lse_status lse_slds_most_likely(const lse_slds *m, const gsl_matrix *x,
                                         lse_error *err);
 
 /** @brief Draw a series of T rows into @p x (T, d) and its modes into
- *  @p modes (T entries, or NULL). The L values before row 0 are taken as
- *  zero; mixture modes are drawn i.i.d. from pi, Markov modes start from
+ *  @p modes (T entries, or NULL). With p regressors @p x is (T, d + p) and
+ *  its last p columns are input (u_t, finite; LSE_ENONFINITE otherwise),
+ *  left unchanged. The L values before row 0 are taken as zero; mixture modes are drawn i.i.d. from pi, Markov modes start from
  *  p0 and follow P. Deterministic for a given @p seed.
  *  @return LSE_OK; LSE_EFAULT; LSE_EDIM; LSE_EINVAL (T = 0); LSE_ENOMEM. */
 LSE_API lse_status lse_slds_simulate(const lse_slds *m, size_t T,
@@ -361,7 +366,8 @@ LSE_API int lse_slds_converged(const lse_slds *m);
 /** @brief EM iterations whose energy rose (lse_solver_n_increase) in the
  *  kept initialization; 0 for a correct EM. */
 LSE_API size_t lse_slds_n_increase(const lse_slds *m);
-/** @brief Free parameters: K d^2 L + K d + covariance parameters
+/** @brief Free parameters: K d^2 L + K d + K d p (each shared part
+ *  once instead of K times) + covariance parameters
  *  (full K d(d+1)/2, diag K d, spherical K, tied d(d+1)/2), plus K - 1
  *  weights (mixture) or K - 1 + K (K - 1) probabilities (Markov). */
 LSE_API size_t lse_slds_n_params(const lse_slds *m);
@@ -392,7 +398,10 @@ LSE_API lse_status lse_slds_graph_new(const lse_slds *m, const gsl_matrix *x,
  * or for a Markov model the stationary distribution of P,
  * lse_chain_stationary from p0), "A" [K][d][d L], "b" [K][d],
  * "covariances" [K][d][d], and for a Markov model "transition" [K][K] and
- * "initial" [K]. The covariance type is read from "options.covariance"
+ * "initial" [K]; with p regressors then "n_exog", "exog_names" (@p names
+ * then holds d + p strings: the features, then the regressors) and "beta"
+ * [K][d][p]; with shared parts "shared" (a list of "intercept", "ar",
+ * "exog"). The covariance type is read from "options.covariance"
  * (absent: full), which the caller writes (lse_slds_save does); a caller
  * may append its own keys (lsefit adds the fit summary, "options" and
  * "standardize").
@@ -408,8 +417,8 @@ LSE_API lse_status lse_slds_to_json(const lse_slds *m,
  * initial probabilities and transition rows >= 0 summing to 1 within
  * 1e-6, covariances as lse_slds_set_cov accepts them. @p source (NULL:
  * "<model>") names the document in messages. @p out gets the model
- * (lse_slds_free) and, when @p names is not NULL, the d feature names in
- * one malloc'ed block (free(*names)).
+ * (lse_slds_free) and, when @p names is not NULL, the d feature names
+ * (then the p regressor names) in one malloc'ed block (free(*names)).
  * @return LSE_OK; LSE_EFAULT; LSE_ENOTFOUND / LSE_EPARSE (a key absent or
  * of the wrong type or shape); LSE_EINVAL (another model, an unknown
  * covariance type); LSE_EDOM / LSE_EDIM ("source: key 'initial' sums to

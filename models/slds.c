@@ -572,11 +572,11 @@ static lse_status fit_check(const lse_slds *m, const gsl_matrix *x,
         return lse_error_set(
             err, LSE_ENOTSUP, fn,
             "latent states are not supported with several processes");
-    if (par && m->shared != 0u)
+    if (par && (m->shared != 0u || m->p > 0))
         return lse_error_set(err, LSE_ENOTSUP, fn,
-                             "shared parts (shared 0x%x) are not supported "
-                             "with several processes",
-                             m->shared);
+                             "regressors (p = %zu) and shared parts (shared "
+                             "0x%x) are not supported with several processes",
+                             m->p, m->shared);
     const lse_status st = check_series(m, x, fn, err);
     if (st != LSE_OK)
         return st;

@@ -456,6 +456,17 @@ START_TEST(test_slds_exog_switching)
     assert_error(RUN("slds", gdp, "--columns", "growth_pct", "-k", "2",
                      "--exog", "growth_pct"),
                  2, "also a column");
+    /* simulate: the regressors from --exog-file, printed after the series */
+    ASSERT_OK(RUN("slds", "simulate", model, "-T", "3", "--exog-file", dax));
+    ck_assert(strncmp(out_text, "logret_pct,abs_prev_pct\n", 24) == 0);
+    line = strchr(out_text, '\n') + 1;
+    double v, u;
+    ck_assert_int_eq(sscanf(line, "%lf,%lf", &v, &u), 2);
+    ck_assert_double_eq_tol(u, 0.9326550004, 1e-12);
+    assert_error(RUN("slds", "simulate", model, "-T", "3"), 1, "--exog-file");
+    assert_error(RUN("slds", "simulate", model, "-T", "5000", "--exog-file",
+                     dax),
+                 1, "fewer than -T 5000");
     ASSERT_OK(RUN("slds", "--help"));
     ck_assert_ptr_nonnull(strstr(out_text, "--switching LIST"));
 }

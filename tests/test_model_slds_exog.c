@@ -62,6 +62,14 @@ static gsl_matrix *draw_series(lse_slds *m, size_t T, unsigned long seed,
     return x;
 }
 
+static lse_status dummy_reduce(double *buf, size_t n, void *user)
+{
+    (void)buf;
+    (void)n;
+    (void)user;
+    return LSE_OK;
+}
+
 START_TEST(test_config)
 {
     lse_slds_config cfg = lse_slds_config_default();
@@ -112,6 +120,13 @@ START_TEST(test_config)
     ck_assert_ptr_nonnull(strstr(err.message, "regressors"));
     lse_slds *m0 = make(2, 0, 0, 0, LSE_COV_FULL);
     lse_assert_status(lse_slds_get_beta(m0, 0, B), LSE_EDIM);
+    /* not over several processes */
+    gsl_matrix *x3p = gsl_matrix_calloc(10, 3);
+    lse_slds_opts po = lse_slds_opts_default();
+    po.reduce = dummy_reduce;
+    lse_assert_status(lse_slds_fit(m, x3p, NULL, &po, &err), LSE_ENOTSUP);
+    ck_assert_ptr_nonnull(strstr(err.message, "several processes"));
+    gsl_matrix_free(x3p);
     /* latent states need no regressors */
     gsl_matrix *x3 = gsl_matrix_calloc(10, 3);
     lse_assert_ok(lse_slds_set_latent(m, 1.0, &err));

@@ -195,6 +195,10 @@ static void help_simulate(FILE *f)
           "  --seed S            random seed (default 0)\n"
           "  -o, --output FILE   write here instead of stdout\n"
           "  --modes FILE        the mode (0-based) of each row\n"
+          "  --exog-file FILE    a model with regressors (--exog): their\n"
+          "                      values, the columns named as the model's\n"
+          "                      exog_names, one row per simulated row (also\n"
+          "                      printed after the series' columns)\n"
           "  -q, --quiet         no warnings\n"
           "  -h, --help          this help\n",
           f);
@@ -1076,10 +1080,99 @@ static int segment_main(int argc, char **argv)
 /* ------------------------------------------------------------------ */
 /* lsefit slds simulate MODEL.json -T N                                */
 
+/* simulate --exog-file FILE: the file of the regressors' values and the
+ * model file (for the regressors' names), found in main */
+static const char *sim_exog_file, *sim_model_path;
+
+/* The first n rows of the model's regressor columns of sim_exog_file into
+ * x's last p columns. */
+static lse_status read_sim_exog(const lse_slds *m, gsl_matrix *x,
+                                lse_error *err)
+{
+    static const char fn[] = "slds simulate";
+    const size_t d = lse_slds_dim(m), p = lse_slds_n_exog(m), n = x->size1;
+    if (sim_exog_file == NULL)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "the model has %zu exogenous regressor%s: give "
+                             "their values with --exog-file FILE",
+                             p, p == 1 ? "" : "s");
+    lse_slds *mm = NULL;
+    char **names = NULL;
+    lse_status st = lse_slds_load(sim_model_path, &mm, &names, err);
+    lse_slds_free(mm);
+    if (st != LSE_OK)
+        return st;
+    char cols[1024] = "";
+    size_t len = 0;
+    for (size_t j = 0; j < p && len < sizeof cols; j++)
+        len += (size_t)snprintf(cols + len, sizeof cols - len, "%s%s",
+                                j ? "," : "", names[d + j]);
+    free(names);
+    if (len >= sizeof cols)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "the regressors' names are too long");
+    lsefit_data_opts o = {0};
+    o.path = sim_exog_file;
+    o.columns = cols;
+    lsefit_data e;
+    if (lsefit_data_load(&o, &e) != LSEFIT_OK)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "--exog-file %s: cannot read the columns %s",
+                             sim_exog_file, cols);
+    if (e.x->size1 < n) {
+        st = lse_error_set(err, LSE_EINVAL, fn,
+                           "--exog-file %s has %zu rows, fewer than -T %zu",
+                           sim_exog_file, e.x->size1, n);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < p; j++)
+                gsl_matrix_set(x, i, d + j, gsl_matrix_get(e.x, i, j));
+    }
+    lsefit_data_free(&e);
+    return st;
+}
+
 static lse_status slds_draw(const void *m, size_t n, unsigned long seed,
                             gsl_matrix *x, size_t *modes, lse_error *err)
 {
+    if (lse_slds_n_exog(m) > 0) {
+        const lse_status st = read_sim_exog(m, x, err);
+        if (st != LSE_OK)
+            return st;
+    }
     return lse_slds_simulate(m, n, seed, x, modes, err);
+}
+
+/* lsefit slds simulate: take --exog-file FILE out of argv (the shared
+ * draw command does not know it) and note the model file, the first
+ * argument that is neither an option nor an option's value. */
+static int take_exog_file(int argc, char **argv)
+{
+    int out = 1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--exog-file") == 0 && i + 1 < argc) {
+            sim_exog_file = argv[++i];
+            continue;
+        }
+        if (strncmp(argv[i], "--exog-file=", 12) == 0) {
+            sim_exog_file = argv[i] + 12;
+            continue;
+        }
+        argv[out++] = argv[i];
+    }
+    argv[out] = NULL;
+    static const char *const with_value[] = {
+        "-T", "--length", "--seed", "-o", "--output", "--modes"};
+    for (int i = 1; i < out; i++) {
+        int skip = 0;
+        for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
+            skip |= strcmp(argv[i], with_value[k]) == 0;
+        if (skip)
+            i++;
+        else if (argv[i][0] != '-' && sim_model_path == NULL)
+            sim_model_path = argv[i];
+    }
+    return out;
 }
 
 static const lsefit_draw slds_simulate = {
@@ -1101,8 +1194,8 @@ int lsefit_slds_main(int argc, char **argv)
                       strcmp(argv[1], "summary") == 0))
         return segment_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "simulate") == 0)
-        return lsefit_draw_main(&slds_model, &slds_simulate, argc - 1,
-                                argv + 1);
+        return lsefit_draw_main(&slds_model, &slds_simulate,
+                                take_exog_file(argc - 1, argv + 1), argv + 1);
     if (argc >= 2 && strcmp(argv[1], "plot") == 0) /* lsefit_plot.c */
         return lsefit_slds_plot_main(argc - 1, argv + 1);
     slds_own own; /* lsefit slds SERIES.csv ...: a fit */

@@ -262,7 +262,8 @@ LSE_API lse_slds_opts lse_slds_opts_default(void);
  * @param seq T sequence ids or NULL (borrowed). @param opts borrowed; NULL
  * gives the defaults. With p regressors @p x is (T, d + p) (every series
  * argument below likewise); with shared parts the M-step is
- * docs/models/slds.md's ECM step (LSE_ENOTSUP with several processes).
+ * docs/models/slds.md's ECM step. LSE_ENOTSUP for regressors or shared
+ * parts with several processes or latent states.
  * @return LSE_OK (converged or not: see lse_slds_converged); LSE_EFAULT;
  * LSE_EDIM (x has not d columns); LSE_EINVAL (no step: T <= L in every
  * sequence; bad option); LSE_ENONFINITE (NaN or infinity in x);

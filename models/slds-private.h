@@ -13,10 +13,12 @@
 
 struct lse_slds {
     size_t K, d, L;
+    size_t p;        /* exogenous regressors: series have d + p columns */
+    unsigned shared; /* LSE_SLDS_SHARE_* */
     int markov;
     lse_cov_type cov;
     gsl_matrix *logw;   /* (K, 1) mixture log-weights (logits) */
-    gsl_matrix *a;      /* (K, d * d * L), row k = row-major A_k (d, dL) */
+    gsl_matrix *a; /* (K, d * (dL + p)), row k = row-major [A_k B_k] */
     gsl_matrix *b;      /* (K, d) offsets */
     gsl_matrix *chol;   /* (K or 1, d*d, d or 1) covariance factors */
     gsl_matrix *init;   /* (1, K) initial logits */
@@ -78,8 +80,8 @@ typedef struct par_ctx {
 
 /* slds_params.c */
 /* Allocation only (no validation) with the default parameter values. */
-lse_slds *slds_model_alloc(size_t K, size_t d, size_t L, int markov,
-                           lse_cov_type cov);
+lse_slds *slds_model_alloc(size_t K, size_t d, size_t L, size_t p,
+                           int markov, lse_cov_type cov);
 /* Copy every parameter of src into dst (same configuration). */
 void slds_copy_params(lse_slds *dst, const lse_slds *src);
 /* Normalized log-probabilities of a row of logits. */
@@ -111,5 +113,16 @@ lse_status slds_initialize(const lse_slds *m, sgraph *sg,
                            const lse_slds_opts *o, const lse_mstep_opts *mo,
                            gsl_rng *rng, par_ctx *pc, const char *fn,
                            lse_error *err);
+
+/* slds_shared.c */
+/* The M-step of the dynamics when some parts are shared by the modes
+ * (m->shared != 0), from responsibilities resp (n, K) and the
+ * covariances in prev (the chol layout: the current iterate's noise):
+ * generalized least squares of every coefficient given prev, then each
+ * covariance given the coefficients; writes the graph's b, A and chol
+ * nodes, and prev <- the new chol. */
+lse_status slds_shared_mstep(const lse_slds *m, sgraph *sg,
+                             const gsl_matrix *resp, gsl_matrix *prev,
+                             double reg_covar, const char *fn, lse_error *err);
 
 #endif /* LSEGRAPH_MODELS_SLDS_PRIVATE_H */

@@ -81,7 +81,9 @@ static lse_status layout_make(const lse_slds *m, size_t T, const size_t *seq,
             err, LSE_EINVAL, fn,
             "no step: every sequence has T <= L = %zu rows (T = %zu)", m->L, T);
     }
-    lay->views = m->L == 1 && lay->n_raw == 1;
+    /* regressors or shared parts: always stacked (the shared M-step reads
+     * the nodes "x" and "z") */
+    lay->views = m->L == 1 && lay->n_raw == 1 && m->p == 0 && m->shared == 0u;
     return LSE_OK;
 }
 
@@ -100,10 +102,15 @@ static lse_status check_series(const lse_slds *m, const gsl_matrix *x,
 {
     if (x == NULL)
         return lse_error_set(err, LSE_EFAULT, fn, "NULL series");
-    if (x->size2 != m->d)
+    if (x->size2 != m->d + m->p && m->p == 0)
         return lse_error_set(err, LSE_EDIM, fn,
                              "series has %zu columns, the model d = %zu",
                              x->size2, m->d);
+    if (x->size2 != m->d + m->p)
+        return lse_error_set(err, LSE_EDIM, fn,
+                             "series has %zu columns, the model d + p = %zu + "
+                             "%zu (values, then exogenous regressors)",
+                             x->size2, m->d, m->p);
     return slds_check_finite(x, fn, "x", err);
 }
 
@@ -167,13 +174,15 @@ static lse_status build_graph(const lse_slds *m, const gsl_matrix *x,
         return st;
     layout *lay = &sg->lay;
     const size_t K = m->K, d = m->d, L = m->L, T = x->size1, n = lay->n_steps;
+    const size_t p = m->p, dc = d * L + p;
     if (latent && !lay->views) {
         layout_free(lay);
         return lse_error_set(
             err, LSE_ENOTSUP, fn,
-            "latent states need one sequence and L = 1 (got %zu "
-            "sequences, L = %zu)",
-            lay->n_raw, L);
+            "latent states need one sequence, L = 1, no regressors and no "
+            "shared parts (got %zu sequences, L = %zu, p = %zu, shared "
+            "0x%x)",
+            lay->n_raw, L, p, m->shared);
     }
     sg->latent = latent;
     sg->g = lse_graph_new();
@@ -198,7 +207,7 @@ static lse_status build_graph(const lse_slds *m, const gsl_matrix *x,
     } else {
         st = add_node(sg, "x", n, d, LSE_NODE_CLAMPED, &sg->x, fn, err);
         if (st == LSE_OK)
-            st = add_node(sg, "z", n, d * L, LSE_NODE_CLAMPED, &sg->z, fn, err);
+            st = add_node(sg, "z", n, dc, LSE_NODE_CLAMPED, &sg->z, fn, err);
         if (st == LSE_OK) {
             gsl_matrix *xv = lse_node_value(sg->x), *zv = lse_node_value(sg->z);
             size_t i = 0;
@@ -210,6 +219,12 @@ static lse_status build_graph(const lse_slds *m, const gsl_matrix *x,
                             gsl_matrix_set(zv, i, (l - 1) * d + j,
                                            gsl_matrix_get(x, t - l, j));
                     }
+            i = 0; /* the regressors of the step's own row */
+            for (size_t q = 0; q < lay->n_seg; q++)
+                for (size_t t = lay->seg0[q] + L; t < lay->seg1[q]; t++, i++)
+                    for (size_t j = 0; j < p; j++)
+                        gsl_matrix_set(zv, i, d * L + j,
+                                       gsl_matrix_get(x, t, d + j));
         }
         child = lse_view_all(sg->x);
         context = lse_view_all(sg->z);
@@ -219,7 +234,7 @@ static lse_status build_graph(const lse_slds *m, const gsl_matrix *x,
     if (st == LSE_OK && !m->markov)
         st = add_node(sg, "logw", K, 1, LSE_NODE_PARAM, &sg->logw, fn, err);
     if (st == LSE_OK)
-        st = add_node(sg, "A", K, d * d * L, LSE_NODE_PARAM, &sg->a, fn, err);
+        st = add_node(sg, "A", K, d * dc, LSE_NODE_PARAM, &sg->a, fn, err);
     if (st == LSE_OK)
         st = add_node(sg, "chol", m->chol->size1, m->chol->size2,
                       LSE_NODE_PARAM, &sg->chol, fn, err);
@@ -501,6 +516,34 @@ static lse_status run_markov_par(par_ctx *pc, sgraph *sg, const lse_slds *m,
     return st;
 }
 
+/* Shared parts (lse_slds_config.shared): after the lingauss M-step of
+ * the dynamics term (the call with a report of its parents; the chain's
+ * call has none) the shared M-step replaces b, A and the covariances,
+ * from the same responsibilities and the covariances of the iterate. */
+typedef struct shared_hook_ctx {
+    const lse_slds *m;
+    sgraph *sg;
+    gsl_matrix *prev; /* the iterate's covariance factors */
+    double reg_covar;
+    const char *fn;
+    lse_error *err;
+    int failed; /* err holds the message */
+} shared_hook_ctx;
+
+static lse_status shared_mstep_hook(lse_graph *g, lse_term *t,
+                                    const lse_mstep_report *rep, void *user)
+{
+    (void)g;
+    shared_hook_ctx *c = user;
+    if (t != c->sg->dyn || rep->empty == NULL)
+        return LSE_OK;
+    const lse_status st =
+        slds_shared_mstep(c->m, c->sg, lse_term_softmax(t), c->prev,
+                          c->reg_covar, c->fn, c->err);
+    c->failed = st != LSE_OK;
+    return st;
+}
+
 /* The checks of lse_slds_fit's options and series (before any graph). */
 static lse_status fit_check(const lse_slds *m, const gsl_matrix *x,
                             const lse_slds_opts *o, const char *fn,
@@ -529,6 +572,11 @@ static lse_status fit_check(const lse_slds *m, const gsl_matrix *x,
         return lse_error_set(
             err, LSE_ENOTSUP, fn,
             "latent states are not supported with several processes");
+    if (par && (m->shared != 0u || m->p > 0))
+        return lse_error_set(err, LSE_ENOTSUP, fn,
+                             "regressors (p = %zu) and shared parts (shared "
+                             "0x%x) are not supported with several processes",
+                             m->p, m->shared);
     const lse_status st = check_series(m, x, fn, err);
     if (st != LSE_OK)
         return st;
@@ -549,6 +597,7 @@ typedef struct fit_state {
     lse_solver *s;
     lse_solver_opts so;
     gsl_rng *rng;
+    gsl_matrix *prev_chol;   /* shared parts: the iterate's covariances */
     lse_slds *best;          /* parameters and results of the best run */
     gsl_matrix *best_states; /* its latent states (latent) */
     int have;                /* a run succeeded */
@@ -578,11 +627,31 @@ static lse_status fit_run(fit_state *f, const lse_slds *m, const gsl_matrix *x,
         rs = run_markov_par(pc, sg, m, f->o, &f->so, run, res, fn, err);
         *obj = -res->energy;
     } else if (rs == LSE_OK) {
+        shared_hook_ctx hc = {.m = m,
+                              .sg = sg,
+                              .prev = f->prev_chol,
+                              .reg_covar = f->o->reg_covar,
+                              .fn = fn,
+                              .err = err};
+        if (m->shared != 0u) {
+            /* the start obeys the sharing: one shared M-step from the
+             * responsibilities at the initial parameters */
+            double e;
+            gsl_matrix_memcpy(f->prev_chol, lse_node_value(sg->chol));
+            rs = graph_energy(sg, &e, fn, err);
+            if (rs == LSE_OK)
+                rs = slds_shared_mstep(m, sg, lse_term_softmax(sg->dyn),
+                                       f->prev_chol, f->o->reg_covar, fn, err);
+            lse_solver_set_mstep_hook(f->s, shared_mstep_hook, &hc);
+        }
         progress_ctx ctx = {.o = f->o, .run = run};
-        rs = lse_solver_run(f->s, f->o->max_iter,
-                            f->o->progress ? on_iter : NULL, &ctx, res);
-        if (rs != LSE_OK)
-            rs = slds_graph_fail(err, rs, fn, sg->g);
+        if (rs == LSE_OK) {
+            rs = lse_solver_run(f->s, f->o->max_iter,
+                                f->o->progress ? on_iter : NULL, &ctx, res);
+            if (rs != LSE_OK && !hc.failed)
+                rs = slds_graph_fail(err, rs, fn, sg->g);
+        }
+        lse_solver_set_mstep_hook(f->s, NULL, NULL);
         *obj = -lse_solver_energy(f->s);
     }
     return rs;
@@ -635,11 +704,13 @@ static lse_status fit_setup(fit_state *f, const lse_slds *m,
     if (n < m->K && o->init != LSE_SLDS_INIT_GIVEN)
         return lse_error_set(err, LSE_EINVAL, fn, "%zu steps for K = %zu modes",
                              n, m->K);
-    f->best = slds_model_alloc(m->K, m->d, m->L, m->markov, m->cov);
+    f->best = slds_model_alloc(m->K, m->d, m->L, m->p, m->markov, m->cov);
     f->rng = gsl_rng_alloc(gsl_rng_mt19937);
     f->s = lse_solver_new(f->sg.g, lse_solver_em);
     f->best_states = f->sg.latent ? gsl_matrix_alloc(x->size1, x->size2) : NULL;
+    f->prev_chol = gsl_matrix_alloc(m->chol->size1, m->chol->size2);
     if (f->best == NULL || f->rng == NULL || f->s == NULL ||
+        f->prev_chol == NULL ||
         (f->sg.latent && f->best_states == NULL))
         return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     gsl_rng_set(f->rng, o->seed);
@@ -662,6 +733,7 @@ static lse_status fit_setup(fit_state *f, const lse_slds *m,
 static void fit_free(fit_state *f)
 {
     gsl_matrix_free(f->best_states);
+    gsl_matrix_free(f->prev_chol);
     lse_solver_free(f->s);
     gsl_rng_free(f->rng);
     lse_slds_free(f->best);

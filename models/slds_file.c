@@ -43,7 +43,17 @@ static lse_status mode_weights(const lse_slds *m, gsl_vector *w, lse_error *err)
 typedef struct file_params {
     gsl_matrix *a, *b, *cov, *p;
     gsl_vector *w, *p0;
+    gsl_matrix *beta; /* (K d, p) regressor coefficients, p > 0 only */
 } file_params;
+
+/* Names of the LSE_SLDS_SHARE_* flags in the key "shared". */
+static const struct {
+    const char *name;
+    unsigned flag;
+} share_names[] = {{"intercept", LSE_SLDS_SHARE_INTERCEPT},
+                   {"ar", LSE_SLDS_SHARE_AR},
+                   {"exog", LSE_SLDS_SHARE_EXOG}};
+#define N_SHARE (sizeof share_names / sizeof share_names[0])
 
 static void params_free(file_params *f)
 {
@@ -53,14 +63,21 @@ static void params_free(file_params *f)
     gsl_matrix_free(f->p);
     gsl_vector_free(f->w);
     gsl_vector_free(f->p0);
+    gsl_matrix_free(f->beta);
 }
 
 static lse_status params_get(const lse_slds *m, file_params *f, lse_error *err)
 {
     static const char fn[] = "lse_slds_to_json";
     const size_t k = lse_slds_n_modes(m), d = lse_slds_dim(m),
-                 l = lse_slds_lags(m);
+                 l = lse_slds_lags(m), p = lse_slds_n_exog(m);
     memset(f, 0, sizeof *f);
+    if (p > 0 && (f->beta = gsl_matrix_alloc(k * d, p)) == NULL)
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    for (size_t i = 0; p > 0 && i < k; i++) {
+        gsl_matrix_view bi = gsl_matrix_submatrix(f->beta, i * d, 0, d, p);
+        lse_slds_get_beta(m, i, &bi.matrix);
+    }
     f->a = gsl_matrix_alloc(k * d, d * l);
     f->b = gsl_matrix_alloc(k, d);
     f->cov = gsl_matrix_alloc(k * d, d);
@@ -118,7 +135,104 @@ lse_status lse_slds_to_json(const lse_slds *m, const char *const *names,
         st = lse_json_set_matrix(doc, "transition", f.p, err);
     if (st == LSE_OK && markov)
         st = lse_json_set_vector(doc, "initial", f.p0, err);
+    /* regressors and shared parts: keys only when there are some, so that
+     * the files of other models are those of before */
+    const size_t p = lse_slds_n_exog(m);
+    if (st == LSE_OK && p > 0)
+        st = lse_json_set_integer(doc, "n_exog", (long long)p, err);
+    if (st == LSE_OK && p > 0)
+        st = lse_json_set_strings(doc, "exog_names", names + d, p, err);
+    if (st == LSE_OK && p > 0)
+        st = lse_json_set_stack(doc, "beta", f.beta, k, err);
+    const unsigned sh = lse_slds_shared(m);
+    if (st == LSE_OK && sh != 0u) {
+        const char *sn[N_SHARE];
+        size_t n = 0;
+        for (size_t i = 0; i < N_SHARE; i++)
+            if (sh & share_names[i].flag)
+                sn[n++] = share_names[i].name;
+        st = lse_json_set_strings(doc, "shared", sn, n, err);
+    }
     params_free(&f);
+    return st;
+}
+
+static lse_status get_count(const lse_json *doc, const char *src,
+                            const char *key, size_t *out, lse_error *err);
+
+/* names (d, a block) followed by more (p, a block) in one new block. */
+static lse_status join_names(char ***names, char **more, size_t d, size_t p,
+                             lse_error *err)
+{
+    size_t bytes = (d + p + 1) * sizeof(char *);
+    for (size_t i = 0; i < d; i++)
+        bytes += strlen((*names)[i]) + 1;
+    for (size_t i = 0; i < p; i++)
+        bytes += strlen(more[i]) + 1;
+    char **out = malloc(bytes);
+    if (out == NULL)
+        return lse_error_set(err, LSE_ENOMEM, "lse_slds_from_json",
+                             "out of memory");
+    char *q = (char *)(out + d + p + 1);
+    for (size_t i = 0; i < d + p; i++) {
+        const char *s = i < d ? (*names)[i] : more[i - d];
+        const size_t len = strlen(s) + 1;
+        memcpy(q, s, len);
+        out[i] = q;
+        q += len;
+    }
+    out[d + p] = NULL;
+    free(*names);
+    *names = out;
+    return LSE_OK;
+}
+
+/* The keys of regressors and shared parts (absent: none). */
+static lse_status read_exog(const lse_json *doc, const char *src,
+                            lse_slds_config *cfg, file_params *f,
+                            char ***names, lse_error *err)
+{
+    static const char fn[] = "lse_slds_from_json";
+    const size_t k = cfg->n_modes, d = cfg->dim;
+    lse_status st = LSE_OK;
+    if (lse_json_has(doc, "n_exog")) {
+        char **en = NULL;
+        size_t ne = 0;
+        st = get_count(doc, src, "n_exog", &cfg->n_exog, err);
+        if (st == LSE_OK)
+            st = lse_json_get_strings(doc, "exog_names", &en, &ne, err);
+        if (st == LSE_OK && ne != cfg->n_exog)
+            st = lse_error_set(err, LSE_EDIM, fn,
+                               "%s: key 'exog_names' has %zu names but n_exog "
+                               "is %zu",
+                               src, ne, cfg->n_exog);
+        if (st == LSE_OK)
+            st = join_names(names, en, d, ne, err);
+        free(en);
+        if (st == LSE_OK)
+            st = lse_model_names_unique(*names, d + ne, src, err);
+        if (st == LSE_OK)
+            st = lse_json_get_stack(doc, "beta", k, d, cfg->n_exog, &f->beta,
+                                    NULL, err);
+    }
+    if (st != LSE_OK || !lse_json_has(doc, "shared"))
+        return st;
+    char **sn = NULL;
+    size_t ns = 0;
+    st = lse_json_get_strings(doc, "shared", &sn, &ns, err);
+    for (size_t i = 0; st == LSE_OK && i < ns; i++) {
+        size_t j = 0;
+        while (j < N_SHARE && strcmp(sn[i], share_names[j].name) != 0)
+            j++;
+        if (j == N_SHARE)
+            st = lse_error_set(err, LSE_EINVAL, fn,
+                               "%s: key 'shared' [%zu] is '%s': expected "
+                               "intercept, ar or exog",
+                               src, i, sn[i]);
+        else
+            cfg->shared |= share_names[j].flag;
+    }
+    free(sn);
     return st;
 }
 
@@ -201,6 +315,8 @@ static lse_status read_config(const lse_json *doc, const char *src,
                              src, f->a->size2, d);
     if (st == LSE_OK)
         cfg->lags = f->a->size2 / d;
+    if (st == LSE_OK)
+        st = read_exog(doc, src, cfg, f, names, err);
     if (st != LSE_OK || !lse_json_has(doc, "options"))
         return st;
     lse_json *opt = NULL;
@@ -279,8 +395,14 @@ static lse_status set_params(lse_slds *m, const char *src,
             st = setter_failed(st, src, "A", i, 1, err);
         else if ((st = lse_slds_set_b(m, i, &bi.vector, err)) != LSE_OK)
             st = setter_failed(st, src, "b", i, 1, err);
-        else if ((cfg->cov != LSE_COV_TIED || i == 0) &&
-                 (st = lse_slds_set_cov(m, i, &ci.matrix, err)) != LSE_OK)
+        else if (f->beta != NULL) {
+            gsl_matrix_const_view ei = gsl_matrix_const_submatrix(
+                f->beta, i * d, 0, d, f->beta->size2);
+            if ((st = lse_slds_set_beta(m, i, &ei.matrix, err)) != LSE_OK)
+                st = setter_failed(st, src, "beta", i, 1, err);
+        }
+        if (st == LSE_OK && (cfg->cov != LSE_COV_TIED || i == 0) &&
+            (st = lse_slds_set_cov(m, i, &ci.matrix, err)) != LSE_OK)
             st = setter_failed(st, src, "covariances", i, 1, err);
     }
     if (st == LSE_OK && !cfg->markov &&

@@ -8,6 +8,8 @@
 
 #include <lsegraph/lsegraph.h>
 
+#include "slds-private.h"
+
 /* Inference on a fitted SLDS through its public API only: filtered mode
  * probabilities (the forward pass of the chain) and standard errors from
  * the numerical Hessian of the exact log-likelihood, the two quantities
@@ -140,7 +142,45 @@ size_t lse_slds_n_stderr(const lse_slds *m)
     const size_t K = lse_slds_n_modes(m), L = lse_slds_lags(m);
     const size_t probs = lse_slds_is_markov(m) ? K * (K - 1) : K - 1;
     const size_t vars = lse_slds_cov_type(m) == LSE_COV_TIED ? 1 : K;
-    return probs + K + K * L + vars;
+    const size_t ki = m->shared & LSE_SLDS_SHARE_INTERCEPT ? 1 : K,
+                 ka = m->shared & LSE_SLDS_SHARE_AR ? 1 : K,
+                 ke = m->shared & LSE_SLDS_SHARE_EXOG ? 1 : K;
+    return probs + ki + ka * L + ke * m->p + vars;
+}
+
+/* Coefficient c of mode k of a univariate model: c = 0 the intercept
+ * b_k, 1..L the lags, then the regressors. */
+static double *coef_ptr(lse_slds *m, size_t k, size_t c)
+{
+    return c == 0 ? gsl_matrix_ptr(m->b, k, 0) : gsl_matrix_ptr(m->a, k, c - 1);
+}
+static double coef(const lse_slds *m, size_t k, size_t c)
+{
+    return c == 0 ? gsl_matrix_get(m->b, k, 0) : gsl_matrix_get(m->a, k, c - 1);
+}
+static int coef_shared(const lse_slds *m, size_t c)
+{
+    const unsigned f = c == 0        ? LSE_SLDS_SHARE_INTERCEPT
+                       : c <= m->L ? LSE_SLDS_SHARE_AR
+                                   : LSE_SLDS_SHARE_EXOG;
+    return (m->shared & f) != 0u;
+}
+/* statsmodels' names: const, ar.L<l> (its exog column x<l> when the lags
+ * are the regressors), exog<j>; "[k]" when the part switches. */
+static void coef_name(const lse_slds *m, size_t c, const size_t *k,
+                      char *out)
+{
+    char base[24];
+    if (c == 0)
+        snprintf(base, sizeof base, "const");
+    else if (c <= m->L)
+        snprintf(base, sizeof base, "ar.L%u", (unsigned)(c % 100000));
+    else
+        snprintf(base, sizeof base, "exog%u", (unsigned)((c - m->L) % 100000));
+    if (k != NULL)
+        snprintf(out, 32, "%s[%u]", base, (unsigned)(*k % 1000));
+    else
+        snprintf(out, 32, "%s", base);
 }
 
 /* The parameter vector: see lse_slds_stderr. */
@@ -174,19 +214,14 @@ static lse_status get_theta(const lse_slds *m, gsl_vector *th,
                 snprintf(names[i], 32, "pi[%u]", (unsigned)(k % 1000));
         }
     }
-    for (size_t k = 0; k < K; k++, i++) {
-        lse_slds_get_b(m, k, b);
-        gsl_vector_set(th, i, gsl_vector_get(b, 0));
-        if (names != NULL)
-            snprintf(names[i], 32, "const[%u]", (unsigned)(k % 1000));
-    }
-    for (size_t l = 0; l < L; l++)
-        for (size_t k = 0; k < K; k++, i++) {
-            lse_slds_get_a(m, k, A);
-            gsl_vector_set(th, i, gsl_matrix_get(A, 0, l));
+    for (size_t c = 0; c < 1 + L + m->p; c++) {
+        const size_t nk = coef_shared(m, c) ? 1 : K;
+        for (size_t k = 0; k < nk; k++, i++) {
+            gsl_vector_set(th, i, coef(m, k, c));
             if (names != NULL)
-                snprintf(names[i], 32, "ar.L%u[%u]", (unsigned)((l + 1) % 1000), (unsigned)(k % 1000));
+                coef_name(m, c, nk == 1 ? NULL : &k, names[i]);
         }
+    }
     const size_t vars = lse_slds_cov_type(m) == LSE_COV_TIED ? 1 : K;
     for (size_t k = 0; k < vars; k++, i++) {
         lse_slds_get_cov(m, k, C);
@@ -248,17 +283,12 @@ static lse_status set_theta(lse_slds *m, const gsl_vector *th)
         if (st == LSE_OK)
             st = lse_slds_set_weights(m, w, NULL);
     }
-    for (size_t k = 0; k < K && st == LSE_OK; k++, i++) {
-        gsl_vector_set(b, 0, gsl_vector_get(th, i));
-        st = lse_slds_set_b(m, k, b, NULL);
+    for (size_t c = 0; c < 1 + L + m->p && st == LSE_OK; c++) {
+        const size_t nk = coef_shared(m, c) ? 1 : K;
+        for (size_t k = 0; k < K; k++)
+            *coef_ptr(m, k, c) = gsl_vector_get(th, i + (nk == 1 ? 0 : k));
+        i += nk;
     }
-    for (size_t k = 0; k < K && st == LSE_OK; k++) {
-        lse_slds_get_a(m, k, A);
-        for (size_t l = 0; l < L; l++)
-            gsl_matrix_set(A, 0, l, gsl_vector_get(th, i + l * K + k));
-        st = lse_slds_set_a(m, k, A, NULL);
-    }
-    i += K * L;
     const size_t vars = lse_slds_cov_type(m) == LSE_COV_TIED ? 1 : K;
     for (size_t k = 0; k < vars && st == LSE_OK; k++, i++) {
         gsl_matrix_set(C, 0, 0, gsl_vector_get(th, i));
@@ -282,7 +312,9 @@ static lse_status copy_model(const lse_slds *m, lse_slds **out,
                                  .dim = lse_slds_dim(m),
                                  .lags = lse_slds_lags(m),
                                  .markov = lse_slds_is_markov(m),
-                                 .cov = lse_slds_cov_type(m)};
+                                 .cov = lse_slds_cov_type(m),
+                                 .n_exog = lse_slds_n_exog(m),
+                                 .shared = lse_slds_shared(m)};
     lse_status st = lse_slds_new(&cfg, out, err);
     if (st != LSE_OK)
         return st;

@@ -254,7 +254,7 @@ lse_status slds_initialize(const lse_slds *m, sgraph *sg,
         if (st == LSE_OK) {
             const gsl_matrix *av = lse_node_value(sg->a);
             const gsl_matrix_const_view a0 = gsl_matrix_const_view_array(
-                gsl_matrix_const_ptr(av, 0, 0), d, d * m->L);
+                gsl_matrix_const_ptr(av, 0, 0), d, args.context->size2);
             gsl_matrix_view res = gsl_matrix_submatrix(r, 0, 0, n, d);
             gsl_matrix_view pos = gsl_matrix_submatrix(r, 0, d, n, d);
             int rc = gsl_matrix_memcpy(&res.matrix, args.child);

@@ -1,4 +1,5 @@
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,8 +54,8 @@ void lse_slds_free(lse_slds *m)
 }
 
 /* Allocation only (no validation) with the default parameter values. */
-lse_slds *slds_model_alloc(size_t K, size_t d, size_t L, int markov,
-                           lse_cov_type cov)
+lse_slds *slds_model_alloc(size_t K, size_t d, size_t L, size_t p,
+                           int markov, lse_cov_type cov)
 {
     lse_slds *m = calloc(1, sizeof *m);
     if (m == NULL)
@@ -62,10 +63,11 @@ lse_slds *slds_model_alloc(size_t K, size_t d, size_t L, int markov,
     m->K = K;
     m->d = d;
     m->L = L;
+    m->p = p;
     m->markov = markov != 0;
     m->cov = cov;
     m->logw = gsl_matrix_calloc(K, 1);
-    m->a = gsl_matrix_calloc(K, d * d * L);
+    m->a = gsl_matrix_calloc(K, d * (d * L + p));
     m->b = gsl_matrix_calloc(K, d);
     m->chol =
         gsl_matrix_calloc(lse_cov_chol_rows(cov, K), lse_cov_chol_cols(cov, d));
@@ -102,10 +104,29 @@ lse_status lse_slds_new(const lse_slds_config *cfg, lse_slds **out,
     if (lse_cov_chol_cols(cfg->cov, cfg->dim) == 0)
         return lse_error_set(err, LSE_EINVAL, fn, "unknown covariance type %d",
                              (int)cfg->cov);
+    const unsigned all = LSE_SLDS_SHARE_INTERCEPT | LSE_SLDS_SHARE_AR |
+                         LSE_SLDS_SHARE_EXOG;
+    if ((cfg->shared & ~all) != 0u)
+        return lse_error_set(err, LSE_EINVAL, fn, "unknown shared flags 0x%x",
+                             cfg->shared & ~all);
+    if ((cfg->shared & LSE_SLDS_SHARE_EXOG) != 0u && cfg->n_exog == 0)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "LSE_SLDS_SHARE_EXOG without exogenous "
+                             "regressors (n_exog = 0)");
+    /* K d (d L + p) entries of A */
+    if (cfg->dim > 1000000 || cfg->lags > 1000000 || cfg->n_exog > 1000000 ||
+        cfg->n_modes > 1000000 ||
+        (double)cfg->n_modes * (double)cfg->dim *
+                ((double)cfg->dim * (double)cfg->lags + (double)cfg->n_exog) >
+            (double)(SIZE_MAX / sizeof(double)))
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "K = %zu, d = %zu, L = %zu, p = %zu: too large",
+                             cfg->n_modes, cfg->dim, cfg->lags, cfg->n_exog);
     lse_slds *m = slds_model_alloc(cfg->n_modes, cfg->dim, cfg->lags,
-                                   cfg->markov, cfg->cov);
+                                   cfg->n_exog, cfg->markov, cfg->cov);
     if (m == NULL)
         return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    m->shared = cfg->shared;
     *out = m;
     return LSE_OK;
 }
@@ -114,6 +135,8 @@ size_t lse_slds_n_modes(const lse_slds *m) { return m ? m->K : 0; }
 size_t lse_slds_dim(const lse_slds *m) { return m ? m->d : 0; }
 size_t lse_slds_lags(const lse_slds *m) { return m ? m->L : 0; }
 int lse_slds_is_markov(const lse_slds *m) { return m ? m->markov : 0; }
+size_t lse_slds_n_exog(const lse_slds *m) { return m ? m->p : 0; }
+unsigned lse_slds_shared(const lse_slds *m) { return m ? m->shared : 0u; }
 lse_cov_type lse_slds_cov_type(const lse_slds *m)
 {
     return m ? m->cov : LSE_COV_FULL;
@@ -227,9 +250,47 @@ lse_status lse_slds_get_a(const lse_slds *m, size_t k, gsl_matrix *a)
     const size_t dc = m->d * m->L;
     if (a->size1 != m->d || a->size2 != dc)
         return LSE_EDIM;
-    const gsl_matrix_const_view ak =
-        gsl_matrix_const_view_array(gsl_matrix_const_ptr(m->a, k, 0), m->d, dc);
+    const gsl_matrix_const_view ak = gsl_matrix_const_view_array_with_tda(
+        gsl_matrix_const_ptr(m->a, k, 0), m->d, dc, dc + m->p);
     gsl_matrix_memcpy(a, &ak.matrix);
+    return LSE_OK;
+}
+
+lse_status lse_slds_get_beta(const lse_slds *m, size_t k, gsl_matrix *beta)
+{
+    if (m == NULL || beta == NULL)
+        return LSE_EFAULT;
+    if (k >= m->K)
+        return LSE_ERANGE;
+    const size_t dc = m->d * m->L;
+    if (m->p == 0 || beta->size1 != m->d || beta->size2 != m->p)
+        return LSE_EDIM;
+    const gsl_matrix_const_view bk = gsl_matrix_const_view_array_with_tda(
+        gsl_matrix_const_ptr(m->a, k, dc), m->d, m->p, dc + m->p);
+    gsl_matrix_memcpy(beta, &bk.matrix);
+    return LSE_OK;
+}
+
+lse_status lse_slds_set_beta(lse_slds *m, size_t k, const gsl_matrix *beta,
+                             lse_error *err)
+{
+    static const char fn[] = "lse_slds_set_beta";
+    slds_clear_err(err);
+    if (m == NULL || beta == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
+    if (k >= m->K)
+        return lse_error_set(err, LSE_ERANGE, fn, "mode %zu, K = %zu", k, m->K);
+    const size_t dc = m->d * m->L;
+    if (m->p == 0 || beta->size1 != m->d || beta->size2 != m->p)
+        return lse_error_set(err, LSE_EDIM, fn,
+                             "B is %zux%zu, expected d x p = %zux%zu",
+                             beta->size1, beta->size2, m->d, m->p);
+    const lse_status st = slds_check_finite(beta, fn, "B", err);
+    if (st != LSE_OK)
+        return st;
+    gsl_matrix_view bk = gsl_matrix_view_array_with_tda(
+        gsl_matrix_ptr(m->a, k, dc), m->d, m->p, dc + m->p);
+    gsl_matrix_memcpy(&bk.matrix, beta);
     return LSE_OK;
 }
 
@@ -250,8 +311,8 @@ lse_status lse_slds_set_a(lse_slds *m, size_t k, const gsl_matrix *a,
     const lse_status st = slds_check_finite(a, fn, "A", err);
     if (st != LSE_OK)
         return st;
-    gsl_matrix_view ak =
-        gsl_matrix_view_array(gsl_matrix_ptr(m->a, k, 0), m->d, dc);
+    gsl_matrix_view ak = gsl_matrix_view_array_with_tda(
+        gsl_matrix_ptr(m->a, k, 0), m->d, dc, dc + m->p);
     gsl_matrix_memcpy(&ak.matrix, a);
     return LSE_OK;
 }
@@ -552,11 +613,18 @@ lse_status lse_slds_simulate(const lse_slds *m, size_t T, unsigned long seed,
         return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
     if (T == 0)
         return lse_error_set(err, LSE_EINVAL, fn, "T = 0");
-    if (x->size1 != T || x->size2 != m->d)
+    if (x->size1 != T || x->size2 != m->d + m->p)
         return lse_error_set(err, LSE_EDIM, fn,
-                             "output is %zux%zu, expected %zux%zu", x->size1,
-                             x->size2, T, m->d);
-    const size_t K = m->K, d = m->d, L = m->L;
+                             "output is %zux%zu, expected %zux%zu (T x d%s)",
+                             x->size1, x->size2, T, m->d + m->p,
+                             m->p > 0 ? " + p" : "");
+    const size_t K = m->K, d = m->d, L = m->L, p = m->p, dc = d * L + p;
+    for (size_t t = 0; t < T; t++) /* the regressors are input */
+        for (size_t j = d; j < d + p; j++)
+            if (!isfinite(gsl_matrix_get(x, t, j)))
+                return lse_error_set(err, LSE_ENONFINITE, fn,
+                                     "regressor x[%zu,%zu] = %g", t, j,
+                                     gsl_matrix_get(x, t, j));
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_matrix *fac = gsl_matrix_alloc(K * d, d);
     gsl_vector *z = gsl_vector_alloc(d);
@@ -597,8 +665,10 @@ lse_status lse_slds_simulate(const lse_slds *m, size_t T, unsigned long seed,
             double v = gsl_matrix_get(m->b, k, i) + gsl_vector_get(z, i);
             for (size_t l = 1; l <= L && l <= t; l++)
                 for (size_t j = 0; j < d; j++)
-                    v += ak[i * d * L + (l - 1) * d + j] *
+                    v += ak[i * dc + (l - 1) * d + j] *
                          gsl_matrix_get(x, t - l, j);
+            for (size_t j = 0; j < p; j++)
+                v += ak[i * dc + d * L + j] * gsl_matrix_get(x, t, d + j);
             gsl_matrix_set(x, t, i, v);
         }
     }
@@ -627,7 +697,11 @@ size_t lse_slds_n_params(const lse_slds *m)
     if (m == NULL)
         return 0;
     const size_t K = m->K, d = m->d;
-    size_t p = K * d * d * m->L + K * d;
+    /* coefficients: once when shared, per mode otherwise */
+    const size_t ki = m->shared & LSE_SLDS_SHARE_INTERCEPT ? 1 : K,
+                 ka = m->shared & LSE_SLDS_SHARE_AR ? 1 : K,
+                 ke = m->shared & LSE_SLDS_SHARE_EXOG ? 1 : K;
+    size_t p = ka * d * d * m->L + ki * d + ke * d * m->p;
     switch (m->cov) {
     case LSE_COV_FULL:
         p += K * d * (d + 1) / 2;

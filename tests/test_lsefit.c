@@ -412,6 +412,66 @@ START_TEST(test_slds_filtered_summary)
 }
 END_TEST
 
+/* slds --exog and --switching: the model file's keys, segment and summary
+ * read the regressor by name, the shared parts print once; usage errors */
+START_TEST(test_slds_exog_switching)
+{
+    const char *dax = data("dax_vol.csv"), *model = tmp("dax-exog.json");
+    ASSERT_OK(RUN("slds", dax, "--ignore", "time_decimal_year", "--exog",
+                  "abs_prev_pct", "--markov", "-k", "2", "--switching",
+                  "intercept,variance", "--seed", "1", "-q", "-o", model));
+    char *json = slurp(model);
+    ck_assert_ptr_nonnull(strstr(json, "\"exog_names\": [\"abs_prev_pct\"]"));
+    ck_assert_ptr_nonnull(strstr(json, "\"shared\": [\"ar\", \"exog\"]"));
+    ck_assert_ptr_nonnull(strstr(json, "\"feature_names\": [\"logret_pct\"]"));
+    free(json);
+    ASSERT_OK(RUN("slds", "summary", model, dax));
+    static const char *const names[] = {
+        "p[0->0]",      "p[1->0]",   "const[0]", "const[1]", "ar.L1",
+        "abs_prev_pct", "sigma2[0]", "sigma2[1]"};
+    const char *line = strchr(out_text, '\n') + 1;
+    for (size_t i = 0; i < 8; i++) {
+        char name[32];
+        ck_assert_int_eq(sscanf(line, "%31[^,],", name), 1);
+        ck_assert_str_eq(name, names[i]);
+        line = strchr(line, '\n') + 1;
+    }
+    ck_assert_str_eq(line, "");
+    ASSERT_OK(RUN("slds", "segment", model, dax, "-q"));
+    ck_assert(strncmp(out_text, "p0,p1,mode,viterbi\n", 19) == 0);
+    /* the file without the regressor column */
+    assert_error(RUN("slds", "segment", model, data("dax_returns.csv")), 1,
+                 "abs_prev_pct");
+    /* usage */
+    const char *gdp = data("gdp_growth.csv");
+    assert_error(RUN("slds", gdp, "--columns", "growth_pct", "-k", "2",
+                     "--switching", "slope"),
+                 2, "unknown part 'slope'");
+    assert_error(RUN("slds", gdp, "--columns", "growth_pct", "-k", "2",
+                     "--switching", "intercept", "--covariance", "diag"),
+                 2, "tied");
+    assert_error(RUN("slds", gdp, "--columns", "growth_pct", "-k", "2",
+                     "--exog", "realgdp", "--standardize"),
+                 2, "--standardize");
+    assert_error(RUN("slds", gdp, "--columns", "growth_pct", "-k", "2",
+                     "--exog", "growth_pct"),
+                 2, "also a column");
+    /* simulate: the regressors from --exog-file, printed after the series */
+    ASSERT_OK(RUN("slds", "simulate", model, "-T", "3", "--exog-file", dax));
+    ck_assert(strncmp(out_text, "logret_pct,abs_prev_pct\n", 24) == 0);
+    line = strchr(out_text, '\n') + 1;
+    double v, u;
+    ck_assert_int_eq(sscanf(line, "%lf,%lf", &v, &u), 2);
+    ck_assert_double_eq_tol(u, 0.9326550004, 1e-12);
+    assert_error(RUN("slds", "simulate", model, "-T", "3"), 1, "--exog-file");
+    assert_error(RUN("slds", "simulate", model, "-T", "5000", "--exog-file",
+                     dax),
+                 1, "fewer than -T 5000");
+    ASSERT_OK(RUN("slds", "--help"));
+    ck_assert_ptr_nonnull(strstr(out_text, "--switching LIST"));
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 /* Old Faithful, K = 2, full covariances                               */
 
@@ -2145,6 +2205,7 @@ Suite *lse_test_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_help_version);
     tcase_add_test(tc, test_slds_filtered_summary);
+    tcase_add_test(tc, test_slds_exog_switching);
     tcase_add_test(tc, test_faithful_k2);
     tcase_add_test(tc, test_standardize);
     tcase_add_test(tc, test_iris_k3);

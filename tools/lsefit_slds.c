@@ -106,6 +106,18 @@ static void help_fit(FILE *f)
         "1 bad input or failed fit, 2 usage error.\n",
         d.n_init, d.max_iter, d.tol, d.reg_covar, d.seed, LSEFIT_DATA_HELP);
     fputs("\n"
+          "Regressors and shared parts (statsmodels' MarkovRegression with\n"
+          "exog and switching_*; docs/models/slds.md):\n"
+          "  --exog LIST             exogenous regressors u_t (columns, by name\n"
+          "                          or 1-based index): mode k's mean adds B_k\n"
+          "                          u_t; they are left out of the series\n"
+          "  --switching LIST        parts that differ between the modes:\n"
+          "                          intercept, ar, exog, variance (default\n"
+          "                          all); the others are shared (no variance:\n"
+          "                          --covariance tied); not with --mpi or\n"
+          "                          --standardize\n",
+          f);
+    fputs("\n"
           "Latent states (--latent-dim D; lsefit slds --latent-dim D --help):\n"
           "  lsefit slds SERIES.csv -k K --latent-dim D -o MODEL.json fits\n"
           "  y_t = C x_t + d + v_t with x_t switching linear dynamics, by\n"
@@ -183,6 +195,10 @@ static void help_simulate(FILE *f)
           "  --seed S            random seed (default 0)\n"
           "  -o, --output FILE   write here instead of stdout\n"
           "  --modes FILE        the mode (0-based) of each row\n"
+          "  --exog-file FILE    a model with regressors (--exog): their\n"
+          "                      values, the columns named as the model's\n"
+          "                      exog_names, one row per simulated row (also\n"
+          "                      printed after the series' columns)\n"
           "  -q, --quiet         no warnings\n"
           "  -h, --help          this help\n",
           f);
@@ -191,7 +207,27 @@ static void help_simulate(FILE *f)
 /* ------------------------------------------------------------------ */
 /* Model files                                                         */
 
-LSEFIT_MODEL_FILE_FUNCTIONS(slds)
+/* The model-file functions of LSEFIT_MODEL_FILE_FUNCTIONS, but a model
+ * with p regressors reads d + p columns (the values, then the regressors,
+ * named by "feature_names" and "exog_names"). */
+static lse_status slds_from_json(const lse_json *doc, const char *path,
+                                 void **m, char ***names, lse_error *err)
+{
+    lse_slds *model = NULL;
+    const lse_status st = lse_slds_from_json(doc, path, &model, names, err);
+    *m = model;
+    return st;
+}
+static size_t slds_dim(const void *m)
+{
+    return lse_slds_dim(m) + lse_slds_n_exog(m);
+}
+static void slds_free(void *m) { lse_slds_free(m); }
+static lse_status slds_to_json(const void *m, const char *const *names,
+                               lse_json *doc, lse_error *err)
+{
+    return lse_slds_to_json(m, names, doc, err);
+}
 
 /* Mixture weights, or the stationary distribution of a Markov chain. */
 static int mode_weights(const lse_slds *m, gsl_vector *w)
@@ -228,6 +264,9 @@ typedef struct slds_own {
     lse_slds_opts opts;
     int lags_given, markov_given;
     const char *modes;
+    const char *exog;      /* --exog LIST or NULL */
+    const char *switching; /* --switching LIST or NULL */
+    char ignore_buf[1024]; /* --ignore plus the --exog columns */
     size_t n_rows, n_seq;
 } slds_own;
 
@@ -311,6 +350,19 @@ static int print_summary(FILE *f, const lsefit_model_file *g,
     fprintf(f, "), lags L = %zu, %s noise covariance%s\n", l,
             lse_gmm_cov_name(lse_slds_cov_type(m)),
             lse_slds_cov_type(m) == LSE_COV_TIED ? "" : "s");
+    const size_t ne = lse_slds_n_exog(m);
+    if (ne > 0) {
+        fprintf(f, "exogenous regressors (B): ");
+        for (size_t j = 0; j < ne; j++)
+            fprintf(f, "%s%s", j ? ", " : "", data->names[d + j]);
+        fputc('\n', f);
+    }
+    const unsigned sh = lse_slds_shared(m);
+    if (sh != 0u)
+        fprintf(f, "shared by every mode:%s%s%s\n",
+                sh & LSE_SLDS_SHARE_INTERCEPT ? " intercept b" : "",
+                sh & LSE_SLDS_SHARE_AR ? " A" : "",
+                sh & LSE_SLDS_SHARE_EXOG ? " B" : "");
     fprintf(f, "data: %s, %zu rows, %zu sequence%s, %zu steps%s\n", path,
             r->n_rows, n_seq, n_seq == 1 ? "" : "s", r->n_steps,
             g->mean != NULL ? ", standardized (parameters below in data "
@@ -372,6 +424,12 @@ static int print_summary(FILE *f, const lsefit_model_file *g,
             lsefit_print_row(f, r1 == 0 ? (l > 1 ? "A (lag 1..)" : "A") : "",
                       gsl_matrix_const_ptr(a, r1, 0), d * l, 1);
         lsefit_print_row(f, "b", b->data, d, b->stride);
+        gsl_matrix *be = ne > 0 ? gsl_matrix_alloc(d, ne) : NULL;
+        if (be != NULL && lse_slds_get_beta(m, i, be) == LSE_OK)
+            for (size_t r1 = 0; r1 < d; r1++)
+                lsefit_print_row(f, r1 == 0 ? "B" : "",
+                                 gsl_matrix_const_ptr(be, r1, 0), ne, 1);
+        gsl_matrix_free(be);
         for (size_t r1 = 0; r1 < d; r1++)
             lsefit_print_row(f, r1 == 0 ? "covariance" : "",
                       gsl_matrix_const_ptr(c, r1, 0), d, 1);
@@ -502,6 +560,8 @@ enum {
     OPT_LABELS,
     OPT_PROBA,
     OPT_EXACT,
+    OPT_EXOG,
+    OPT_SWITCHING,
     OPT_COLUMNS = LSEFIT_FIT_OPT_COLUMNS,
     OPT_IGNORE = LSEFIT_FIT_OPT_IGNORE,
     OPT_MISSING = LSEFIT_FIT_OPT_MISSING
@@ -521,6 +581,8 @@ static const struct option fit_options[] = {
     {"proba", required_argument, NULL, OPT_PROBA},
     LSEFIT_FIT_OPTIONS_RUN,
     {"exact-sums", no_argument, NULL, OPT_EXACT},
+    {"exog", required_argument, NULL, OPT_EXOG},
+    {"switching", required_argument, NULL, OPT_SWITCHING},
     LSEFIT_FIT_OPTIONS_END};
 
 /* --init names. The k-means++ start always runs Lloyd iterations until no
@@ -570,6 +632,12 @@ static int slds_option(lsefit_fit *f, int c, const char *arg, char **argv)
     case OPT_EXACT:
         s->opts.exact_sums = 1;
         return LSEFIT_OK;
+    case OPT_EXOG:
+        s->exog = arg;
+        return LSEFIT_OK;
+    case OPT_SWITCHING:
+        s->switching = arg;
+        return LSEFIT_OK;
     default:
         return lsefit_opt_bad("slds", c, argv, fit_options);
     }
@@ -593,6 +661,56 @@ static int slds_finish(lsefit_fit *f)
                            "library (lse_slds_fit) cannot fit rows with "
                            "missing values; use --missing drop");
     s->cfg.cov = f->cov;
+    if ((s->exog != NULL || s->switching != NULL) &&
+        (f->standardize || f->mpi))
+        return lsefit_usage("slds", "--exog and --switching do not combine "
+                                    "with %s (fit in data units on one "
+                                    "process)",
+                            f->standardize ? "--standardize" : "--mpi");
+    if (s->exog != NULL && f->data.columns == NULL) {
+        /* the series: every column but --ignore, --sequence and --exog */
+        const int n = snprintf(s->ignore_buf, sizeof s->ignore_buf, "%s%s%s",
+                               f->data.ignore ? f->data.ignore : "",
+                               f->data.ignore ? "," : "", s->exog);
+        if (n < 0 || (size_t)n >= sizeof s->ignore_buf)
+            return lsefit_usage("slds", "--ignore and --exog lists are too "
+                                        "long together (use --columns)");
+        f->data.ignore = s->ignore_buf;
+    }
+    if (s->switching != NULL) {
+        /* parts left out of the list are shared by the modes */
+        unsigned sw = 0u;
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", s->switching);
+        for (char *t = strtok(buf, ","); t != NULL; t = strtok(NULL, ",")) {
+            if (strcmp(t, "intercept") == 0)
+                sw |= LSE_SLDS_SHARE_INTERCEPT;
+            else if (strcmp(t, "ar") == 0)
+                sw |= LSE_SLDS_SHARE_AR;
+            else if (strcmp(t, "exog") == 0)
+                sw |= LSE_SLDS_SHARE_EXOG;
+            else if (strcmp(t, "variance") == 0)
+                sw |= 8u;
+            else if (strcmp(t, "all") == 0)
+                sw |= 15u;
+            else
+                return lsefit_usage("slds",
+                                    "--switching '%s': unknown part '%s' "
+                                    "(intercept, ar, exog, variance or all)",
+                                    s->switching, t);
+        }
+        s->cfg.shared = ~sw & (LSE_SLDS_SHARE_INTERCEPT | LSE_SLDS_SHARE_AR |
+                               (s->exog != NULL ? LSE_SLDS_SHARE_EXOG : 0u));
+        if (!(sw & 8u)) {
+            if (f->cov_given && f->cov != LSE_COV_TIED)
+                return lsefit_usage("slds",
+                                    "--switching without 'variance' shares "
+                                    "the noise covariance (tied), but "
+                                    "--covariance is '%s'",
+                                    lse_gmm_cov_name(f->cov));
+            s->cfg.cov = f->cov = LSE_COV_TIED;
+        }
+    }
     s->opts.init = f->init_file                      ? LSE_SLDS_INIT_GIVEN
                    : strcmp(f->init, "random") == 0 ? LSE_SLDS_INIT_RANDOM
                                                     : LSE_SLDS_INIT_KMEANSPP;
@@ -633,6 +751,15 @@ static int slds_restart(lsefit_fit *f)
                            "--standardize, so it cannot restart a "
                            "standardized fit",
                            f->init);
+    if ((lse_slds_n_exog(m) > 0) != (s->exog != NULL))
+        return lsefit_fail("--init %s: the model has %zu exogenous "
+                           "regressors; give the same with --exog",
+                           f->init, lse_slds_n_exog(m));
+    if (s->switching != NULL && s->cfg.shared != lse_slds_shared(m))
+        return lsefit_fail("--init %s: the model's switching parts differ "
+                           "from --switching %s",
+                           f->init, s->switching);
+    s->cfg.shared = lse_slds_shared(m);
     f->kmin = f->kmax = k;
     s->cfg.markov = lse_slds_is_markov(m);
     s->cfg.lags = lse_slds_lags(m);
@@ -644,6 +771,74 @@ static size_t slds_lags(const lsefit_fit *f)
 {
     const slds_own *s = f->own;
     return s->cfg.lags;
+}
+
+/* --exog LIST: the regressors, read from the same file with the same
+ * row policy, joined after the series' columns (the library's layout:
+ * d values, then p regressors). */
+static int load_exog(lsefit_fit *f)
+{
+    slds_own *s = f->own;
+    lsefit_data_opts o = f->data;
+    o.columns = s->exog;
+    o.ignore = NULL;
+    o.weights = NULL;
+    o.sequence = NULL;
+    o.model_names = NULL;
+    o.n_model_names = 0;
+    lsefit_data e;
+    int rc = lsefit_data_load(&o, &e);
+    if (rc != LSEFIT_OK)
+        return rc;
+    lsefit_data *d = &f->d;
+    for (size_t i = 0; rc == LSEFIT_OK && i < d->d; i++)
+        for (size_t j = 0; j < e.d; j++)
+            if (d->cols[i] == e.cols[j])
+                rc = lsefit_usage("slds",
+                                  "--exog column '%s' is also a column of "
+                                  "the series (leave it out with --ignore "
+                                  "or --columns)",
+                                  e.names[j]);
+    if (rc == LSEFIT_OK && e.x->size1 != d->x->size1)
+        rc = lsefit_fail("%s: --exog %s keeps %zu rows but the series %zu "
+                         "(missing values: use --missing error)",
+                         f->data.path, s->exog, e.x->size1, d->x->size1);
+    const size_t n = d->x->size1, dd = d->d, p = e.d;
+    gsl_matrix *x = rc == LSEFIT_OK ? gsl_matrix_alloc(n, dd + p) : NULL;
+    size_t *cols = rc == LSEFIT_OK ? malloc((dd + p) * sizeof *cols) : NULL;
+    const char **names =
+        rc == LSEFIT_OK ? malloc((dd + p) * sizeof *names) : NULL;
+    if (rc == LSEFIT_OK && (x == NULL || cols == NULL || names == NULL))
+        rc = lsefit_fail("out of memory");
+    if (rc == LSEFIT_OK) {
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < dd + p; j++)
+                gsl_matrix_set(x, i, j,
+                               j < dd ? gsl_matrix_get(d->x, i, j)
+                                      : gsl_matrix_get(e.x, i, j - dd));
+        for (size_t j = 0; j < dd + p; j++) {
+            cols[j] = j < dd ? d->cols[j] : e.cols[j - dd];
+            /* the same file: the series' table holds the name too */
+            names[j] = j < dd ? d->names[j]
+                              : lse_table_column_name(d->table, e.cols[j - dd]);
+        }
+        gsl_matrix_free(d->x);
+        free(d->cols);
+        free(d->names);
+        d->x = x;
+        d->cols = cols;
+        d->names = names;
+        d->d = dd + p;
+        s->cfg.n_exog = p;
+        x = NULL;
+        cols = NULL;
+        names = NULL;
+    }
+    gsl_matrix_free(x);
+    free(cols);
+    free(names);
+    lsefit_data_free(&e);
+    return rc;
 }
 
 /* The rows and sequences of the whole series, for the summary. */
@@ -658,8 +853,9 @@ static int slds_loaded(lsefit_fit *f)
     for (size_t i = h > 0 ? h : 1; data->seq != NULL && i < data->x->size1;
          i++)
         s->n_seq += data->seq[i] != data->seq[i - 1];
-    return f->comm != NULL ? lsefit_mpi_sum_size(f->comm, &s->n_seq)
-                           : LSEFIT_OK;
+    if (f->comm != NULL)
+        return lsefit_mpi_sum_size(f->comm, &s->n_seq);
+    return s->exog != NULL ? load_exog(f) : LSEFIT_OK;
 }
 
 static void slds_prepare(lsefit_fit *f)
@@ -676,7 +872,7 @@ static int slds_create(lsefit_fit *f, size_t k, void **m)
     const slds_own *s = f->own;
     lse_slds_config cfg = s->cfg;
     cfg.n_modes = k;
-    cfg.dim = f->d.d;
+    cfg.dim = f->d.d - cfg.n_exog;
     lse_slds *model = NULL;
     lse_error err;
     if (lse_slds_new(&cfg, &model, &err) != LSE_OK)
@@ -800,7 +996,15 @@ static int write_summary(const char *path, const lse_slds *m,
     if (rc == LSEFIT_OK) {
         fputs("parameter,estimate,std_err,z\n", b.f);
         for (size_t i = 0; i < n; i++) {
-            fprintf(b.f, "%s,", names[i]);
+            /* the library's exog<j> is the regressor's column name */
+            unsigned j = 0;
+            int len = 0;
+            if (sscanf(names[i], "exog%u%n", &j, &len) == 1 && j >= 1 &&
+                j <= lse_slds_n_exog(m))
+                fprintf(b.f, "%s%s,", data->names[lse_slds_dim(m) + j - 1],
+                        names[i] + len);
+            else
+                fprintf(b.f, "%s,", names[i]);
             lsefit_csv_number(b.f, gsl_vector_get(est, i));
             fputc(',', b.f);
             lsefit_csv_number(b.f, gsl_vector_get(se, i));
@@ -876,10 +1080,99 @@ static int segment_main(int argc, char **argv)
 /* ------------------------------------------------------------------ */
 /* lsefit slds simulate MODEL.json -T N                                */
 
+/* simulate --exog-file FILE: the file of the regressors' values and the
+ * model file (for the regressors' names), found in main */
+static const char *sim_exog_file, *sim_model_path;
+
+/* The first n rows of the model's regressor columns of sim_exog_file into
+ * x's last p columns. */
+static lse_status read_sim_exog(const lse_slds *m, gsl_matrix *x,
+                                lse_error *err)
+{
+    static const char fn[] = "slds simulate";
+    const size_t d = lse_slds_dim(m), p = lse_slds_n_exog(m), n = x->size1;
+    if (sim_exog_file == NULL)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "the model has %zu exogenous regressor%s: give "
+                             "their values with --exog-file FILE",
+                             p, p == 1 ? "" : "s");
+    lse_slds *mm = NULL;
+    char **names = NULL;
+    lse_status st = lse_slds_load(sim_model_path, &mm, &names, err);
+    lse_slds_free(mm);
+    if (st != LSE_OK)
+        return st;
+    char cols[1024] = "";
+    size_t len = 0;
+    for (size_t j = 0; j < p && len < sizeof cols; j++)
+        len += (size_t)snprintf(cols + len, sizeof cols - len, "%s%s",
+                                j ? "," : "", names[d + j]);
+    free(names);
+    if (len >= sizeof cols)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "the regressors' names are too long");
+    lsefit_data_opts o = {0};
+    o.path = sim_exog_file;
+    o.columns = cols;
+    lsefit_data e;
+    if (lsefit_data_load(&o, &e) != LSEFIT_OK)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "--exog-file %s: cannot read the columns %s",
+                             sim_exog_file, cols);
+    if (e.x->size1 < n) {
+        st = lse_error_set(err, LSE_EINVAL, fn,
+                           "--exog-file %s has %zu rows, fewer than -T %zu",
+                           sim_exog_file, e.x->size1, n);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < p; j++)
+                gsl_matrix_set(x, i, d + j, gsl_matrix_get(e.x, i, j));
+    }
+    lsefit_data_free(&e);
+    return st;
+}
+
 static lse_status slds_draw(const void *m, size_t n, unsigned long seed,
                             gsl_matrix *x, size_t *modes, lse_error *err)
 {
+    if (lse_slds_n_exog(m) > 0) {
+        const lse_status st = read_sim_exog(m, x, err);
+        if (st != LSE_OK)
+            return st;
+    }
     return lse_slds_simulate(m, n, seed, x, modes, err);
+}
+
+/* lsefit slds simulate: take --exog-file FILE out of argv (the shared
+ * draw command does not know it) and note the model file, the first
+ * argument that is neither an option nor an option's value. */
+static int take_exog_file(int argc, char **argv)
+{
+    int out = 1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--exog-file") == 0 && i + 1 < argc) {
+            sim_exog_file = argv[++i];
+            continue;
+        }
+        if (strncmp(argv[i], "--exog-file=", 12) == 0) {
+            sim_exog_file = argv[i] + 12;
+            continue;
+        }
+        argv[out++] = argv[i];
+    }
+    argv[out] = NULL;
+    static const char *const with_value[] = {
+        "-T", "--length", "--seed", "-o", "--output", "--modes"};
+    for (int i = 1; i < out; i++) {
+        int skip = 0;
+        for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
+            skip |= strcmp(argv[i], with_value[k]) == 0;
+        if (skip)
+            i++;
+        else if (argv[i][0] != '-' && sim_model_path == NULL)
+            sim_model_path = argv[i];
+    }
+    return out;
 }
 
 static const lsefit_draw slds_simulate = {
@@ -901,8 +1194,8 @@ int lsefit_slds_main(int argc, char **argv)
                       strcmp(argv[1], "summary") == 0))
         return segment_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "simulate") == 0)
-        return lsefit_draw_main(&slds_model, &slds_simulate, argc - 1,
-                                argv + 1);
+        return lsefit_draw_main(&slds_model, &slds_simulate,
+                                take_exog_file(argc - 1, argv + 1), argv + 1);
     if (argc >= 2 && strcmp(argv[1], "plot") == 0) /* lsefit_plot.c */
         return lsefit_slds_plot_main(argc - 1, argv + 1);
     slds_own own; /* lsefit slds SERIES.csv ...: a fit */

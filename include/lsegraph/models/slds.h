@@ -70,7 +70,26 @@ typedef struct lse_slds_config {
     size_t lags;      /**< L >= 1 (default 1) */
     int markov;       /**< 0 (default): mixture; 1: Markov switching */
     lse_cov_type cov; /**< noise covariance structure (default full) */
+    /** p >= 0 exogenous regressors (default 0): with p > 0 every series
+     *  argument has d + p columns, the d modeled values then the p
+     *  regressors u_t, and mode k's mean is A_k [x_{t-1}; ...] + b_k +
+     *  B_k u_t (B_k = lse_slds_get_beta, d x p); the regressors are data,
+     *  never modeled (docs/models/slds.md "Exogenous regressors"). */
+    size_t n_exog;
+    /** Parts of the dynamics every mode shares (0, default: every part
+     *  switches): an OR of LSE_SLDS_SHARE_* flags. Whether the noise
+     *  switches is the covariance type (tied: shared). Shared parts are
+     *  fitted jointly over the modes, weighted by the responsibilities
+     *  and the modes' noise (an ECM step, docs/models/slds.md). */
+    unsigned shared;
 } lse_slds_config;
+
+/** @brief Flags of lse_slds_config.shared. */
+enum {
+    LSE_SLDS_SHARE_INTERCEPT = 1u, /**< b_k = b */
+    LSE_SLDS_SHARE_AR = 2u,        /**< A_k = A */
+    LSE_SLDS_SHARE_EXOG = 4u       /**< B_k = B */
+};
 
 /** @brief K = 2, d = 1, L = 1, mixture, full covariances. */
 LSE_API lse_slds_config lse_slds_config_default(void);
@@ -91,6 +110,10 @@ LSE_API size_t lse_slds_dim(const lse_slds *m);
 LSE_API size_t lse_slds_lags(const lse_slds *m);
 LSE_API int lse_slds_is_markov(const lse_slds *m);
 LSE_API lse_cov_type lse_slds_cov_type(const lse_slds *m);
+/** @brief p, the exogenous regressors (lse_slds_config.n_exog). */
+LSE_API size_t lse_slds_n_exog(const lse_slds *m);
+/** @brief The LSE_SLDS_SHARE_* flags (lse_slds_config.shared). */
+LSE_API unsigned lse_slds_shared(const lse_slds *m);
 
 /* ------------------------------------------------------------------ */
 /* Parameters. Getters copy into caller-owned outputs and return LSE_OK,
@@ -109,6 +132,12 @@ LSE_API lse_status lse_slds_set_weights(lse_slds *m, const gsl_vector *w,
 LSE_API lse_status lse_slds_get_a(const lse_slds *m, size_t k, gsl_matrix *a);
 LSE_API lse_status lse_slds_set_a(lse_slds *m, size_t k, const gsl_matrix *a,
                                   lse_error *err);
+/** @brief B_k (d, p), the coefficients of the exogenous regressors;
+ *  LSE_EDIM also when p = 0. */
+LSE_API lse_status lse_slds_get_beta(const lse_slds *m, size_t k,
+                                     gsl_matrix *beta);
+LSE_API lse_status lse_slds_set_beta(lse_slds *m, size_t k,
+                                     const gsl_matrix *beta, lse_error *err);
 /** @brief Offset b_k (d). */
 LSE_API lse_status lse_slds_get_b(const lse_slds *m, size_t k, gsl_vector *b);
 LSE_API lse_status lse_slds_set_b(lse_slds *m, size_t k, const gsl_vector *b,
@@ -231,7 +260,10 @@ LSE_API lse_slds_opts lse_slds_opts_default(void);
  * weights (lse_sim_lingauss), closed-form initial and transition
  * probabilities (chain reduction).
  * @param seq T sequence ids or NULL (borrowed). @param opts borrowed; NULL
- * gives the defaults.
+ * gives the defaults. With p regressors @p x is (T, d + p) (every series
+ * argument below likewise); with shared parts the M-step is
+ * docs/models/slds.md's ECM step. LSE_ENOTSUP for regressors or shared
+ * parts with several processes or latent states.
  * @return LSE_OK (converged or not: see lse_slds_converged); LSE_EFAULT;
  * LSE_EDIM (x has not d columns); LSE_EINVAL (no step: T <= L in every
  * sequence; bad option); LSE_ENONFINITE (NaN or infinity in x);
@@ -289,7 +321,9 @@ LSE_API size_t lse_slds_n_stderr(const lse_slds *m);
  *  Markov p[i->j] = P(j | i) for j < K-1 and every i (the last column is
  *  1 - the others; p0 is held fixed), mixture pi[k] for k < K-1; const[k]
  *  (b_k); ar.Ll[k] (A_k's lag-l coefficient, statsmodels' exog column xl
- *  when the lags are the regressors); sigma2[k] (one "sigma2" when tied).
+ *  when the lags are the regressors); exog<j>[k] (B_k's regressor j,
+ *  1-based); sigma2[k] (one "sigma2" when tied). A shared part appears
+ *  once, without "[k]".
  *  @p est and @p se have lse_slds_n_stderr(m) entries; @p names (may be
  *  NULL) as many. @return LSE_OK; LSE_EFAULT; LSE_EDIM; LSE_ENOTSUP (d >
  *  1 or latent states); LSE_EDOM (a probability within 4 steps of 0);
@@ -305,8 +339,9 @@ LSE_API lse_status lse_slds_most_likely(const lse_slds *m, const gsl_matrix *x,
                                         lse_error *err);
 
 /** @brief Draw a series of T rows into @p x (T, d) and its modes into
- *  @p modes (T entries, or NULL). The L values before row 0 are taken as
- *  zero; mixture modes are drawn i.i.d. from pi, Markov modes start from
+ *  @p modes (T entries, or NULL). With p regressors @p x is (T, d + p) and
+ *  its last p columns are input (u_t, finite; LSE_ENONFINITE otherwise),
+ *  left unchanged. The L values before row 0 are taken as zero; mixture modes are drawn i.i.d. from pi, Markov modes start from
  *  p0 and follow P. Deterministic for a given @p seed.
  *  @return LSE_OK; LSE_EFAULT; LSE_EDIM; LSE_EINVAL (T = 0); LSE_ENOMEM. */
 LSE_API lse_status lse_slds_simulate(const lse_slds *m, size_t T,
@@ -332,7 +367,8 @@ LSE_API int lse_slds_converged(const lse_slds *m);
 /** @brief EM iterations whose energy rose (lse_solver_n_increase) in the
  *  kept initialization; 0 for a correct EM. */
 LSE_API size_t lse_slds_n_increase(const lse_slds *m);
-/** @brief Free parameters: K d^2 L + K d + covariance parameters
+/** @brief Free parameters: K d^2 L + K d + K d p (each shared part
+ *  once instead of K times) + covariance parameters
  *  (full K d(d+1)/2, diag K d, spherical K, tied d(d+1)/2), plus K - 1
  *  weights (mixture) or K - 1 + K (K - 1) probabilities (Markov). */
 LSE_API size_t lse_slds_n_params(const lse_slds *m);
@@ -363,7 +399,10 @@ LSE_API lse_status lse_slds_graph_new(const lse_slds *m, const gsl_matrix *x,
  * or for a Markov model the stationary distribution of P,
  * lse_chain_stationary from p0), "A" [K][d][d L], "b" [K][d],
  * "covariances" [K][d][d], and for a Markov model "transition" [K][K] and
- * "initial" [K]. The covariance type is read from "options.covariance"
+ * "initial" [K]; with p regressors then "n_exog", "exog_names" (@p names
+ * then holds d + p strings: the features, then the regressors) and "beta"
+ * [K][d][p]; with shared parts "shared" (a list of "intercept", "ar",
+ * "exog"). The covariance type is read from "options.covariance"
  * (absent: full), which the caller writes (lse_slds_save does); a caller
  * may append its own keys (lsefit adds the fit summary, "options" and
  * "standardize").
@@ -379,8 +418,8 @@ LSE_API lse_status lse_slds_to_json(const lse_slds *m,
  * initial probabilities and transition rows >= 0 summing to 1 within
  * 1e-6, covariances as lse_slds_set_cov accepts them. @p source (NULL:
  * "<model>") names the document in messages. @p out gets the model
- * (lse_slds_free) and, when @p names is not NULL, the d feature names in
- * one malloc'ed block (free(*names)).
+ * (lse_slds_free) and, when @p names is not NULL, the d feature names
+ * (then the p regressor names) in one malloc'ed block (free(*names)).
  * @return LSE_OK; LSE_EFAULT; LSE_ENOTFOUND / LSE_EPARSE (a key absent or
  * of the wrong type or shape); LSE_EINVAL (another model, an unknown
  * covariance type); LSE_EDOM / LSE_EDIM ("source: key 'initial' sums to

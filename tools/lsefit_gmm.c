@@ -53,11 +53,9 @@ static void help_fit(FILE *f)
         "                          (scikit-learn's default); random;\n"
         "                          hcvvv: mclust's default, one start per K\n"
         "                          from its hcVVV tree of the data;\n"
-        "                          emem (default): short runs of 30\n"
-        "                          iterations from 10 + 2K k-means++ (or\n"
-        "                          --n-init N), 2K random and the K - 1\n"
-        "                          splits of the K - 1 fit; the best 3\n"
-        "                          (and each kind's best) to convergence;\n"
+        "                          emem (default): short runs from k-means++,\n"
+        "                          random and split starts, the best to\n"
+        "                          convergence (docs/lsefit.md, Starts);\n"
         "                          emem+hc: emem with the hcvvv start too\n"
         "  --init-file FILE        restart from a model file (K, covariance\n"
         "                          type, columns and standardization come\n"
@@ -77,7 +75,7 @@ static void help_fit(FILE *f)
         "  --seed S                random seed (default %lu); equal seeds "
         "give\n"
         "                          bit-identical fits\n"
-        "  --accel none|squarem    EM acceleration (default squarem):\n"
+        "  --accel none|squarem    EM acceleration (default none); squarem\n"
         "                          extrapolates and stays monotone\n"
         "Data:\n"
         "  --columns LIST          columns to use, by name or 1-based index,\n"
@@ -497,7 +495,6 @@ static void gmm_defaults(lsefit_fit *f)
 {
     gmm_own *g = f->own;
     g->opts = lse_gmm_fit_opts_default();
-    g->opts.accel = LSE_GMM_ACCEL_SQUAREM; /* docs/lsefit.md, "Starts" */
     LSEFIT_FIT_FROM_OPTS(f, g->opts);
     f->init = "emem"; /* docs/lsefit.md, "Starts" */
 }

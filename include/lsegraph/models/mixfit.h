@@ -46,7 +46,7 @@ LSE_API lse_status lse_gmm_init_labels(lse_gmm *m, const gsl_matrix *x,
 #define LSE_GMM_EMEM_STARTS_PER_K 2
 #define LSE_GMM_EMEM_RANDOM 0
 #define LSE_GMM_EMEM_RANDOM_PER_K 2
-#define LSE_GMM_EMEM_SHORT 30
+#define LSE_GMM_EMEM_SHORT 40
 #define LSE_GMM_EMEM_KEEP 3
 /** @} */
 

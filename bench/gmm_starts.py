@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Which start should `lsefit gmm` use by default? (docs/lsefit.md,
 "Starts"). On the bundled Faithful and Iris (columns 1-4), for K = 1..8 and
-the four covariance types, the best log-likelihood each method reaches and
-its wall time:
+the four covariance types (64 cells), the log-likelihood each method
+reaches and its time:
 
   lsefit gmm DATA -k 1:8 --covariance C --init M   for each start M
   scikit-learn GaussianMixture (defaults: k-means start, tol 1e-3), n_init
@@ -10,22 +10,35 @@ its wall time:
   mclust's Mclust (default: hcVVV start), models VVV/VVI/VII/EEE = full,
   diag, spherical, tied (skipped without R and mclust)
 
-    bench/gmm_starts.py BUILD_DIR [--starts kmeans++,kmeans,hcvvv,emem,emem+hc]
+    bench/gmm_starts.py BUILD_DIR [--starts kmeans++,...] [--repeat R]
+    bench/gmm_starts.py best BUILD_DIR [STARTS]
+
+The target of each cell is fixed: bench/gmm_starts_best.txt, written by
+`best` (bench/gmm_search.c, built by `ninja -C BUILD_DIR
+bench/gmm_search`: STARTS (default 1000) short runs of 30 iterations from
+each of k-means++, k-means and random-responsibility starts plus the splits
+of the K - 1 optimum, the 20 best of each kind to a relative change of
+1e-12), the best NON-DEGENERATE optimum found: no covariance eigenvalue
+below 1e-4 (100 x reg_covar). Faithful's waiting times are integers and
+Iris is measured to 0.1 cm, so a component can collapse onto a lattice line
+and gain without bound but for reg_covar; such fits are higher still and
+count as reaching the target, but they are not the target. A method
+"reaches" a cell when it is within 0.01 of the target (lsefit and
+scikit-learn add reg_covar 1e-6 to the covariances, mclust nothing).
 
 Every tool runs on one thread (LSE_NUM_THREADS, OMP_NUM_THREADS and
 OPENBLAS_NUM_THREADS are set to 1 here): mclust is single-threaded, and on
-data this small threads only add synchronization (on a loaded 2-core
-machine lsefit's default thread count made these fits 40x slower).
-
-"best known" is the largest log-likelihood any method reached; a method
-"reaches" it within 0.01 (lsefit and scikit-learn add reg_covar 1e-6 to the
-covariances, mclust nothing). Prints a Markdown table: per method, the
-(K, covariance) cells below the best known (and by how much at most), and
-the total wall time of the 2 x 4 runs of K = 1..8. The machine may be
-shared: wall times are of one run.
+data this small threads only add synchronization. The methods run
+interleaved, cell by cell (A B C ... A B C ...), R times (--repeat,
+default 1), and the table gives the median over repeats of each method's
+summed wall time, and its summed CPU time (user + system; mclust's and
+scikit-learn's are measured inside R / Python around the fits, lsefit's
+is the whole process: reading, fitting, printing). Wall times on a loaded
+machine follow the load; CPU times much less.
 """
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -36,27 +49,35 @@ for _v in ("LSE_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[_v] = "1"
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SETS = {"faithful": ("data/faithful.csv", []),
-        "iris": ("data/iris.csv", ["--ignore", "species"])}
+SETS = {"faithful": ("data/faithful.csv", [], 2),
+        "iris": ("data/iris.csv", ["--ignore", "species"], 4)}
 COVS = ["full", "diag", "spherical", "tied"]
 MCLUST = {"full": "VVV", "diag": "VVI", "spherical": "VII", "tied": "EEE"}
 KMAX = 8
 TOL = 0.01
+BEST = os.path.join(ROOT, "bench", "gmm_starts_best.txt")
+
+
+def child_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def run_lsefit(lsefit, path, extra, cov, init):
     cmd = [lsefit, "gmm", path, "-k", "1:%d" % KMAX, "--covariance", cov,
            "--init", init, "-q"] + extra
+    c0 = child_cpu()
     t0 = time.perf_counter()
     out = subprocess.run(cmd, check=True, capture_output=True,
                          text=True).stdout
     secs = time.perf_counter() - t0
+    cpu = child_cpu() - c0
     ll = {}
     for line in out.splitlines():
         m = re.match(r"\s*(\d+)\s+\d+\s+(\S+)\s", line)
         if m:
             ll[int(m.group(1))] = float(m.group(2))
-    return ll, secs
+    return ll, secs, cpu
 
 
 def run_sklearn(x, cov, n_init):
@@ -64,6 +85,7 @@ def run_sklearn(x, cov, n_init):
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.mixture import GaussianMixture
     ll = {}
+    c0 = time.process_time()
     t0 = time.perf_counter()
     for k in range(1, KMAX + 1):
         with warnings.catch_warnings():
@@ -71,7 +93,7 @@ def run_sklearn(x, cov, n_init):
             g = GaussianMixture(k, covariance_type=cov, n_init=n_init,
                                 random_state=0).fit(x)
         ll[k] = g.score(x) * x.shape[0]
-    return ll, time.perf_counter() - t0
+    return ll, time.perf_counter() - t0, time.process_time() - c0
 
 
 R_SCRIPT = r"""
@@ -80,43 +102,91 @@ a <- commandArgs(TRUE)
 X <- read.csv(a[1])
 if (a[2] == "iris") X <- X[, 1:4]
 X <- as.matrix(X)
-t0 <- proc.time()[["elapsed"]]
+t0 <- proc.time()
 b <- mclustBIC(X, G = 1:%d, modelNames = a[3], verbose = FALSE)
-secs <- proc.time()[["elapsed"]] - t0
+t1 <- proc.time()
 for (k in 1:%d) {
   f <- tryCatch(summary(b, X, G = k, modelNames = a[3]), error = function(e) NULL)
   cat(k, if (is.null(f)) NA else sprintf("%%.10g", f$loglik), "\n")
 }
-cat("secs", secs, "\n")
+cat("secs", t1[["elapsed"]] - t0[["elapsed"]],
+    t1[["user.self"]] + t1[["sys.self"]] - t0[["user.self"]] - t0[["sys.self"]],
+    "\n")
 """ % (KMAX, KMAX)
 
 
 def run_mclust(path, name, model, script):
     out = subprocess.run(["Rscript", script, path, name, model], check=True,
                          capture_output=True, text=True).stdout
-    ll, secs = {}, 0.0
+    ll, secs, cpu = {}, 0.0, 0.0
     for line in out.splitlines():
         f = line.split()
         if f[0] == "secs":
-            secs = float(f[1])
+            secs, cpu = float(f[1]), float(f[2])
         elif f[1] != "NA":
             ll[int(f[0])] = float(f[1])
-    return ll, secs
+    return ll, secs, cpu
+
+
+def best_main(build, starts):
+    """bench/gmm_starts.py best BUILD_DIR [STARTS]: the fixed targets"""
+    prog = os.path.join(build, "bench", "gmm_search")
+    if not os.path.exists(prog):
+        sys.exit("gmm_starts.py: %s missing: ninja -C %s bench/gmm_search"
+                 % (prog, build))
+    lines = ["# best-known log-likelihoods: bench/gmm_starts.py best %s %d"
+             % (os.path.basename(build.rstrip("/")), starts),
+             "# set cov K best_nondegenerate found_by best_overall found_by"]
+    for n, (p, _, d) in SETS.items():
+        for c in COVS:
+            out = subprocess.run([prog, os.path.join(ROOT, p), str(d), c,
+                                  str(KMAX), str(starts), "30", "20"],
+                                 check=True, capture_output=True,
+                                 text=True).stdout
+            for line in out.splitlines():
+                lines.append("%s %s %s" % (n, c, line))
+                print(lines[-1], flush=True)
+    with open(BEST, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def load_best():
+    best = {}
+    with open(BEST) as f:
+        for line in f:
+            if line.startswith("#"):
+                continue
+            g = line.split()
+            best[(g[0], g[1], int(g[2]))] = float(g[3])
+    return best
+
+
+def median(v):
+    v = sorted(v)
+    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] +
+                                              v[len(v) // 2]) / 2
 
 
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
+    if sys.argv[1] == "best":
+        return best_main(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3
+                         else 1000)
     lsefit = os.path.join(sys.argv[1], "tools", "lsefit")
     starts = "kmeans++,kmeans,hcvvv,emem,emem+hc".split(",")
-    if len(sys.argv) > 3 and sys.argv[2] == "--starts":
-        starts = sys.argv[3].split(",")
-    methods = ["lsefit --init " + s for s in starts]
-    res = {}  # method -> (set, cov) -> ({k: ll}, secs)
-    for s in starts:
-        res["lsefit --init " + s] = {
-            (n, c): run_lsefit(lsefit, os.path.join(ROOT, p), e, c, s)
-            for n, (p, e) in SETS.items() for c in COVS}
+    repeat = 1
+    args = sys.argv[2:]
+    while args:
+        if args[0] == "--starts":
+            starts = args[1].split(",")
+        elif args[0] == "--repeat":
+            repeat = int(args[1])
+        args = args[2:]
+    target = load_best()
+    runners = [("lsefit --init " + s,
+                lambda n, c, s=s: run_lsefit(lsefit, os.path.join(
+                    ROOT, SETS[n][0]), SETS[n][1], c, s)) for s in starts]
     try:
         import numpy as np
         data = {"faithful": np.loadtxt(os.path.join(ROOT, SETS["faithful"][0]),
@@ -124,59 +194,68 @@ def main():
                 "iris": np.loadtxt(os.path.join(ROOT, SETS["iris"][0]),
                                    delimiter=",", skiprows=1,
                                    usecols=(0, 1, 2, 3))}
+        import sklearn  # noqa: F401
         for ni in (1, 10):
-            key = "scikit-learn n_init=%d" % ni
-            methods.append(key)
-            res[key] = {(n, c): run_sklearn(data[n], c, ni)
-                        for n in SETS for c in COVS}
+            runners.append(("scikit-learn n_init=%d" % ni,
+                            lambda n, c, ni=ni: run_sklearn(data[n], c, ni)))
     except ImportError:
         print("(scikit-learn missing: skipped)")
     have_r = shutil.which("Rscript") is not None and subprocess.run(
         ["Rscript", "-e", "library(mclust)"], capture_output=True
     ).returncode == 0
+    script = None
     if have_r:
         with tempfile.NamedTemporaryFile("w", suffix=".R",
                                          delete=False) as f:
             f.write(R_SCRIPT)
-        key = "mclust default (hcVVV)"
-        methods.append(key)
-        res[key] = {(n, c): run_mclust(os.path.join(ROOT, p), n, MCLUST[c],
-                                       f.name)
-                    for n, (p, e) in SETS.items() for c in COVS}
-        os.unlink(f.name)
+        script = f.name
+        runners.append(("mclust default (hcVVV)",
+                        lambda n, c: run_mclust(os.path.join(ROOT, SETS[n][0]),
+                                                n, MCLUST[c], script)))
     else:
         print("(R or mclust missing: skipped)")
-    best = {}
+    methods = [m for m, _ in runners]
+    res = {m: {} for m in methods}      # method -> (set, cov) -> {k: ll}
+    wall = {m: [0.0] * repeat for m in methods}
+    cpu = {m: [0.0] * repeat for m in methods}
+    for r in range(repeat):
+        for n in SETS:
+            for c in COVS:
+                for m, run in runners:   # interleaved, cell by cell
+                    ll, secs, cs = run(n, c)
+                    res[m][(n, c)] = ll
+                    wall[m][r] += secs
+                    cpu[m][r] += cs
+    if script is not None:
+        os.unlink(script)
+    print("| method | cells below the target (of 64) | largest gap | "
+          "cells above it | wall time (s) | CPU time (s) |")
+    print("|---|---|---|---|---|---|")
     for m in methods:
-        for key, (ll, _) in res[m].items():
-            for k, v in ll.items():
-                best[key + (k,)] = max(best.get(key + (k,), -1e300), v)
-    print("| method | cells below the best known (of 64) | largest gap | "
-          "wall time (s) |")
-    print("|---|---|---|---|")
-    for m in methods:
-        below, gap, secs = [], 0.0, 0.0
-        for key, (ll, t) in res[m].items():
-            secs += t
+        below, above, gap = [], 0, 0.0
+        for key, ll in res[m].items():
             for k in range(1, KMAX + 1):
-                b = best[key + (k,)]
+                b = target[key + (k,)]
                 v = ll.get(k, float("-inf"))
                 if v < b - TOL:
-                    below.append("%s %s K=%d" % (key[0], key[1], k))
+                    below.append(key + (k,))
                     gap = max(gap, b - v)
-        print("| %s | %d | %.3g | %.1f |" % (m, len(below), gap, secs))
+                elif v > b + TOL:
+                    above += 1
+        print("| %s | %d | %.3g | %d | %.2f | %.2f |" % (
+            m, len(below), gap, above, median(wall[m]), median(cpu[m])))
     print()
-    print("Best known log-likelihoods:")
+    print("Targets (bench/gmm_starts_best.txt):")
     for n in SETS:
         for c in COVS:
             print("  %s %s: %s" % (n, c, " ".join(
-                "%.3f" % best[(n, c, k)] for k in range(1, KMAX + 1))))
+                "%.3f" % target[(n, c, k)] for k in range(1, KMAX + 1))))
     print()
     for m in methods:
         cells = []
-        for key, (ll, t) in res[m].items():
+        for key, ll in res[m].items():
             for k in range(1, KMAX + 1):
-                if ll.get(k, float("-inf")) < best[key + (k,)] - TOL:
+                if ll.get(k, float("-inf")) < target[key + (k,)] - TOL:
                     cells.append("%s/%s/K%d" % (key[0][:4], key[1][:4], k))
         print("%s: below at %s" % (m, ", ".join(cells) if cells else "none"))
 

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <gsl/gsl_eigen.h>
 #include <gsl/gsl_linalg.h>
+#include <gsl/gsl_math.h>
 
 #include <lsegraph/core.h>
 #include <lsegraph/models/gmm.h>
@@ -222,65 +224,124 @@ out:
     return st;
 }
 
+lse_gmm_emem_opts lse_gmm_emem_opts_default(size_t k)
+{
+    lse_gmm_emem_opts e;
+    e.n_starts = LSE_GMM_EMEM_STARTS + LSE_GMM_EMEM_STARTS_PER_K * k;
+    e.n_random = LSE_GMM_EMEM_RANDOM + LSE_GMM_EMEM_RANDOM_PER_K * k;
+    e.short_iter = LSE_GMM_EMEM_SHORT;
+    e.n_keep = LSE_GMM_EMEM_KEEP;
+    return e;
+}
+
+/* keep[0..*n_kept) in decreasing kll: insert a clone of m at ll if it is
+ * among the n_keep best and no kept run has the same log-likelihood (to
+ * 1e-10 relative: a second run that reached the same point) */
+static lse_status keep_insert(lse_gmm **keep, double *kll, size_t *n_kept,
+                              size_t n_keep, const lse_gmm *m, double ll,
+                              lse_error *err)
+{
+    for (size_t i = 0; i < *n_kept; i++)
+        if (fabs(kll[i] - ll) <= 1e-10 * fabs(ll))
+            return LSE_OK;
+    size_t pos = *n_kept;
+    while (pos > 0 && kll[pos - 1] < ll)
+        pos--;
+    if (pos >= n_keep)
+        return LSE_OK;
+    lse_gmm *c = NULL;
+    lse_status st = clone(m, &c, err);
+    if (st != LSE_OK)
+        return st;
+    if (*n_kept == n_keep) {
+        lse_gmm_free(keep[n_keep - 1]);
+        (*n_kept)--;
+    }
+    memmove(keep + pos + 1, keep + pos, (*n_kept - pos) * sizeof *keep);
+    memmove(kll + pos + 1, kll + pos, (*n_kept - pos) * sizeof *kll);
+    keep[pos] = c;
+    kll[pos] = ll;
+    (*n_kept)++;
+    return LSE_OK;
+}
+
 lse_status lse_gmm_fit_emem(lse_gmm *m, const gsl_matrix *x,
-                            const lse_gmm_fit_opts *o, size_t n_starts,
-                            size_t short_iter, size_t n_keep,
-                            const size_t *labels, lse_error *err)
+                            const lse_gmm_fit_opts *o,
+                            const lse_gmm_emem_opts *e,
+                            const lse_gmm *const *given, size_t n_given,
+                            lse_error *err)
 {
     static const char fn[] = "lse_gmm_fit_emem";
-    if (m == NULL || x == NULL || o == NULL)
+    if (m == NULL || x == NULL || o == NULL || e == NULL ||
+        (given == NULL && n_given > 0))
         return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
-    if (n_starts == 0 || short_iter == 0 || n_keep == 0)
+    const size_t n_runs = e->n_starts + e->n_random + n_given;
+    if (n_runs == 0 || e->short_iter == 0 || e->n_keep == 0)
         return lse_error_set(err, LSE_EINVAL, fn,
-                             "n_starts, short_iter and n_keep must be >= 1");
-    if (o->init == LSE_GMM_INIT_GIVEN)
+                             "no start, or short_iter or n_keep 0");
+    if (o->init == LSE_GMM_INIT_GIVEN && e->n_starts > 0)
         return lse_error_set(err, LSE_EINVAL, fn,
                              "emEM draws its starts: init must not be "
                              "LSE_GMM_INIT_GIVEN");
-    lse_gmm **keep = calloc(n_keep + 1, sizeof *keep);
-    double *kll = malloc((n_keep + 1) * sizeof *kll);
-    size_t n_kept = 0;
+    for (size_t g = 0; g < n_given; g++)
+        if (given[g] == NULL || lse_gmm_k(given[g]) != lse_gmm_k(m) ||
+            lse_gmm_dim(given[g]) != lse_gmm_dim(m) ||
+            lse_gmm_cov_type(given[g]) != lse_gmm_cov_type(m) ||
+            lse_gmm_cov_model(given[g]) != lse_gmm_cov_model(m))
+            return lse_error_set(err, LSE_EINVAL, fn,
+                                 "given start %zu is not a mixture of m's "
+                                 "K, d and covariance type", g);
+    lse_gmm **keep = calloc(e->n_keep + 4, sizeof *keep);
+    double *kll = malloc((e->n_keep + 4) * sizeof *kll);
+    lse_gmm *kb[3] = {NULL, NULL, NULL}; /* best of each kind of start */
+    double kbll[3];
+    size_t n_kept = 0, n_kb[3] = {0, 0, 0};
     lse_status st = LSE_OK, last = LSE_OK;
     lse_error e2;
     if (keep == NULL || kll == NULL) {
         st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
         goto out;
     }
-    /* short runs on m; the n_keep best, in decreasing order */
-    for (size_t s = 0; s < n_starts + (labels != NULL); s++) {
+    /* short runs on m: o->init's draws, random responsibilities, the given
+     * starts; the n_keep best, in decreasing order */
+    for (size_t s = 0; s < n_runs; s++) {
         lse_gmm_fit_opts so = *o;
         so.n_init = 1;
-        so.max_iter = short_iter;
+        so.max_iter = e->short_iter;
         so.seed = o->seed + s;
         so.progress = NULL;
-        if (s == n_starts) { /* the given partition */
+        if (s >= e->n_starts && s < e->n_starts + e->n_random)
+            so.init = LSE_GMM_INIT_RANDOM;
+        else if (s >= e->n_starts + e->n_random) {
             so.init = LSE_GMM_INIT_GIVEN;
-            last = lse_gmm_init_labels(m, x, labels, o->reg_covar, &e2);
-            if (last != LSE_OK)
-                continue;
+            st = copy_params(m, given[s - e->n_starts - e->n_random], err);
+            if (st != LSE_OK)
+                goto out;
         }
         last = lse_gmm_fit(m, x, &so, &e2);
         if (last != LSE_OK)
             continue;
         const double ll = lse_gmm_info(m)->loglik;
-        size_t pos = n_kept;
-        while (pos > 0 && kll[pos - 1] < ll)
-            pos--;
-        if (pos >= n_keep)
-            continue;
-        lse_gmm *c = NULL;
-        st = clone(m, &c, err);
+        const size_t kind = s < e->n_starts ? 0 : s < e->n_starts + e->n_random ? 1 : 2;
+        st = keep_insert(keep, kll, &n_kept, e->n_keep, m, ll, err);
+        if (st == LSE_OK)
+            st = keep_insert(kb + kind, kbll + kind, n_kb + kind, 1, m, ll,
+                             err);
         if (st != LSE_OK)
             goto out;
-        if (n_kept == n_keep) {
-            lse_gmm_free(keep[n_keep - 1]);
-            n_kept--;
-        }
-        memmove(keep + pos + 1, keep + pos, (n_kept - pos) * sizeof *keep);
-        memmove(kll + pos + 1, kll + pos, (n_kept - pos) * sizeof *kll);
-        keep[pos] = c;
-        kll[pos] = ll;
-        n_kept++;
+    }
+    /* and the best of each kind of start when it is not among them */
+    for (size_t kind = 0; kind < 3; kind++) {
+        if (n_kb[kind] == 0)
+            continue;
+        size_t i = 0;
+        while (i < n_kept && fabs(kll[i] - kbll[kind]) > 1e-10 * fabs(kll[i]))
+            i++;
+        if (i < n_kept)
+            continue;
+        keep[n_kept] = kb[kind];
+        kll[n_kept++] = kbll[kind];
+        kb[kind] = NULL;
     }
     if (n_kept == 0) {
         if (err != NULL)
@@ -322,8 +383,157 @@ lse_status lse_gmm_fit_emem(lse_gmm *m, const gsl_matrix *x,
 out:
     for (size_t i = 0; keep != NULL && i < n_kept; i++)
         lse_gmm_free(keep[i]);
+    for (size_t kind = 0; kind < 3; kind++)
+        lse_gmm_free(kb[kind]);
     free(keep);
     free(kll);
+    return st;
+}
+
+/* the responsibility-weighted mean and covariance of component j over the
+ * complete rows of x (sample weights w or NULL) into mu (d) and cv (d, d);
+ * 0 when the component has no mass */
+static int comp_scatter(const lse_gmm *src, const gsl_matrix *x,
+                        const gsl_vector *w, const gsl_matrix *resp,
+                        size_t j, gsl_vector *mu, gsl_matrix *cv)
+{
+    const size_t n = x->size1, d = x->size2;
+    double tot = 0.0;
+    gsl_vector_set_zero(mu);
+    gsl_matrix_set_zero(cv);
+    for (size_t i = 0; i < n; i++) {
+        const double r = gsl_matrix_get(resp, i, j) *
+                         (w != NULL ? gsl_vector_get(w, i) : 1.0);
+        if (!(r > 0.0))
+            continue;
+        tot += r;
+        for (size_t a = 0; a < d; a++)
+            *gsl_vector_ptr(mu, a) += r * gsl_matrix_get(x, i, a);
+    }
+    if (!(tot > 0.0))
+        return 0;
+    gsl_vector_scale(mu, 1.0 / tot);
+    for (size_t i = 0; i < n; i++) {
+        const double r = gsl_matrix_get(resp, i, j) *
+                         (w != NULL ? gsl_vector_get(w, i) : 1.0);
+        if (!(r > 0.0))
+            continue;
+        for (size_t a = 0; a < d; a++)
+            for (size_t b = 0; b < d; b++)
+                *gsl_matrix_ptr(cv, a, b) +=
+                    r * (gsl_matrix_get(x, i, a) - gsl_vector_get(mu, a)) *
+                    (gsl_matrix_get(x, i, b) - gsl_vector_get(mu, b)) / tot;
+    }
+    (void)src;
+    return 1;
+}
+
+lse_status lse_gmm_split(const lse_gmm *src, const gsl_matrix *x,
+                         const gsl_vector *sample_weight, size_t j,
+                         lse_gmm *dst, lse_error *err)
+{
+    static const char fn[] = "lse_gmm_split";
+    if (src == NULL || x == NULL || dst == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
+    const size_t k = lse_gmm_k(src), d = lse_gmm_dim(src), n = x->size1;
+    const lse_cov_type t = lse_gmm_cov_type(src);
+    if (lse_gmm_k(dst) != k + 1 || lse_gmm_dim(dst) != d ||
+        lse_gmm_cov_type(dst) != t ||
+        lse_gmm_cov_model(src) != LSE_COV_MODEL_NONE ||
+        lse_gmm_cov_model(dst) != LSE_COV_MODEL_NONE)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "dst must have K + 1 = %zu components, d = %zu "
+                             "and src's covariance type (full, diag, "
+                             "spherical or tied)", k + 1, d);
+    if (j >= k)
+        return lse_error_set(err, LSE_ERANGE, fn,
+                             "component %zu of K = %zu", j, k);
+    if (x->size2 != d || n == 0)
+        return lse_error_set(err, LSE_EDIM, fn,
+                             "the data are %zu x %zu, the model d = %zu", n,
+                             x->size2, d);
+    if (sample_weight != NULL && sample_weight->size != n)
+        return lse_error_set(err, LSE_EDIM, fn,
+                             "%zu sample weights for %zu rows",
+                             sample_weight->size, n);
+    gsl_matrix *resp = gsl_matrix_alloc(n, k), *cv = gsl_matrix_alloc(d, d);
+    gsl_matrix *ev = gsl_matrix_alloc(d, d);
+    gsl_vector *mu = gsl_vector_alloc(d), *lam = gsl_vector_alloc(d);
+    gsl_vector *w = gsl_vector_alloc(k + 1);
+    gsl_matrix *means = gsl_matrix_alloc(k + 1, d), *cov = NULL;
+    gsl_eigen_symmv_workspace *ws = gsl_eigen_symmv_alloc(d);
+    const gsl_matrix *c0 = lse_gmm_covariances(src);
+    const size_t cr = c0->size1, rows = t == LSE_COV_FULL ? d : 1;
+    lse_status st = LSE_OK;
+    if (t != LSE_COV_TIED)
+        cov = gsl_matrix_alloc(cr + rows, c0->size2);
+    if (resp == NULL || cv == NULL || ev == NULL || mu == NULL ||
+        lam == NULL || w == NULL || means == NULL || ws == NULL ||
+        (t != LSE_COV_TIED && cov == NULL)) {
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+        goto out;
+    }
+    st = lse_gmm_posterior(src, x, LSE_GMM_MISSING_MARGINALIZE, resp, NULL,
+                           err);
+    if (st != LSE_OK)
+        goto out;
+    /* rows with a missing value leave the scatter */
+    for (size_t i = 0; i < n; i++)
+        for (size_t a = 0; a < d; a++)
+            if (isnan(gsl_matrix_get(x, i, a)))
+                for (size_t c = 0; c < k; c++)
+                    gsl_matrix_set(resp, i, c, 0.0);
+    if (!comp_scatter(src, x, sample_weight, resp, j, mu, cv)) {
+        st = lse_error_set(err, LSE_EINVAL, fn,
+                           "component %zu has no complete row", j);
+        goto out;
+    }
+    gsl_eigen_symmv(cv, lam, ev, ws);
+    gsl_eigen_symmv_sort(lam, ev, GSL_EIGEN_SORT_VAL_DESC);
+    /* the two halves of a Gaussian cut through its mean across the
+     * principal axis have means mu +- sqrt(2 / pi) sd along it */
+    const double step = sqrt(fmax(gsl_vector_get(lam, 0), 0.0) * 2.0 / M_PI);
+    const gsl_vector *w0 = lse_gmm_weights(src);
+    const gsl_matrix *m0 = lse_gmm_means(src);
+    for (size_t c = 0; c < k; c++) {
+        gsl_vector_set(w, c, gsl_vector_get(w0, c));
+        for (size_t a = 0; a < d; a++)
+            gsl_matrix_set(means, c, a, gsl_matrix_get(m0, c, a));
+    }
+    gsl_vector_set(w, j, gsl_vector_get(w0, j) / 2.0);
+    gsl_vector_set(w, k, gsl_vector_get(w0, j) / 2.0);
+    for (size_t a = 0; a < d; a++) {
+        const double va = step * gsl_matrix_get(ev, a, 0);
+        gsl_matrix_set(means, j, a, gsl_matrix_get(m0, j, a) + va);
+        gsl_matrix_set(means, k, a, gsl_matrix_get(m0, j, a) - va);
+    }
+    st = lse_gmm_set_weights(dst, w, err);
+    if (st == LSE_OK)
+        st = lse_gmm_set_means(dst, means, err);
+    if (st == LSE_OK && t != LSE_COV_TIED) {
+        /* both halves keep component j's covariance */
+        gsl_matrix_const_view top = gsl_matrix_const_submatrix(c0, 0, 0, cr,
+                                                               c0->size2);
+        gsl_matrix_view dtop = gsl_matrix_submatrix(cov, 0, 0, cr, c0->size2);
+        gsl_matrix_memcpy(&dtop.matrix, &top.matrix);
+        gsl_matrix_const_view bj =
+            gsl_matrix_const_submatrix(c0, j * rows, 0, rows, c0->size2);
+        gsl_matrix_view bk = gsl_matrix_submatrix(cov, cr, 0, rows, c0->size2);
+        gsl_matrix_memcpy(&bk.matrix, &bj.matrix);
+        st = lse_gmm_set_covariances(dst, cov, err);
+    } else if (st == LSE_OK)
+        st = lse_gmm_set_covariances(dst, c0, err);
+out:
+    gsl_matrix_free(resp);
+    gsl_matrix_free(cv);
+    gsl_matrix_free(ev);
+    gsl_vector_free(mu);
+    gsl_vector_free(lam);
+    gsl_vector_free(w);
+    gsl_matrix_free(means);
+    gsl_matrix_free(cov);
+    if (ws != NULL)
+        gsl_eigen_symmv_free(ws);
     return st;
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include <gsl/gsl_math.h>
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
@@ -152,7 +153,8 @@ START_TEST(test_emem)
     }
     lse_gmm *m = NULL;
     lse_assert_ok(lse_gmm_new(4, 2, LSE_COV_FULL, &m, NULL));
-    lse_assert_ok(lse_gmm_fit_emem(m, x, &o, starts, 5, starts, NULL, &err));
+    lse_gmm_emem_opts e = {starts, 0, 5, starts};
+    lse_assert_ok(lse_gmm_fit_emem(m, x, &o, &e, NULL, 0, &err));
     const double ll = lse_gmm_info(m)->loglik;
     ck_assert_double_eq_tol(ll, best, 1e-7 * fabs(best));
     gsl_vector *sc = gsl_vector_alloc(x->size1);
@@ -169,13 +171,26 @@ START_TEST(test_emem)
     lse_assert_ok(lse_hc_svd(x, z, &err));
     lse_assert_ok(lse_hc_vvv(z, pairs, cost, &err));
     lse_assert_ok(lse_hc_cut(x->size1, pairs, 4, lab));
-    lse_assert_ok(
-        lse_gmm_fit_emem(m, x, &o, starts, 5, starts + 1, lab, &err));
+    lse_gmm *hc = NULL;
+    lse_assert_ok(lse_gmm_new(4, 2, LSE_COV_FULL, &hc));
+    lse_assert_ok(lse_gmm_init_labels(hc, x, lab, o.reg_covar, &err));
+    const lse_gmm *given[1] = {hc};
+    e.n_keep = starts + 1;
+    lse_assert_ok(lse_gmm_fit_emem(m, x, &o, &e, given, 1, &err));
     ck_assert(lse_gmm_info(m)->loglik >= fmax(best, -1111.26));
-    lse_assert_status(lse_gmm_fit_emem(m, x, &o, 0, 5, 1, NULL, &err),
+    lse_gmm_emem_opts bad = {0, 0, 5, 1};
+    lse_assert_status(lse_gmm_fit_emem(m, x, &o, &bad, NULL, 0, &err),
                       LSE_EINVAL);
+    lse_assert_status(lse_gmm_fit_emem(m, x, &o, &e, NULL, 1, &err),
+                      LSE_EFAULT);
+    lse_gmm_free(hc);
+    lse_assert_ok(lse_gmm_new(3, 2, LSE_COV_FULL, &hc));
+    given[0] = hc;
+    lse_assert_status(lse_gmm_fit_emem(m, x, &o, &e, given, 1, &err),
+                      LSE_EINVAL);
+    lse_gmm_free(hc);
     o.init = LSE_GMM_INIT_GIVEN;
-    lse_assert_status(lse_gmm_fit_emem(m, x, &o, 2, 5, 1, NULL, &err),
+    lse_assert_status(lse_gmm_fit_emem(m, x, &o, &e, NULL, 0, &err),
                       LSE_EINVAL);
     free(pairs);
     free(cost);
@@ -183,6 +198,110 @@ START_TEST(test_emem)
     gsl_vector_free(sc);
     lse_gmm_free(m);
     gsl_matrix_free(x);
+}
+END_TEST
+
+/* lse_gmm_split: the halves of component j across the principal axis of
+ * its scatter (for K = 1 the data's covariance), the rest copied */
+START_TEST(test_split)
+{
+    gsl_matrix *x = simulate(400, 3, NULL);
+    lse_error err;
+    const lse_cov_type types[4] = {LSE_COV_FULL, LSE_COV_DIAG,
+                                   LSE_COV_SPHERICAL, LSE_COV_TIED};
+    /* the data's mean and covariance, its principal axis */
+    const size_t n = x->size1;
+    double mu[2] = {0, 0}, c[2][2] = {{0, 0}, {0, 0}};
+    for (size_t i = 0; i < n; i++)
+        for (size_t a = 0; a < 2; a++)
+            mu[a] += gsl_matrix_get(x, i, a) / (double)n;
+    for (size_t i = 0; i < n; i++)
+        for (size_t a = 0; a < 2; a++)
+            for (size_t b = 0; b < 2; b++)
+                c[a][b] += (gsl_matrix_get(x, i, a) - mu[a]) *
+                           (gsl_matrix_get(x, i, b) - mu[b]) / (double)n;
+    const double tr = c[0][0] + c[1][1], det = c[0][0] * c[1][1] - c[0][1] * c[0][1];
+    const double lam = tr / 2 + sqrt(tr * tr / 4 - det);
+    double v[2] = {c[0][1], lam - c[0][0]};
+    const double nv = hypot(v[0], v[1]);
+    v[0] /= nv;
+    v[1] /= nv;
+    for (size_t t = 0; t < 4; t++) {
+        lse_gmm *one = NULL, *two = NULL;
+        lse_assert_ok(lse_gmm_new(1, 2, types[t], &one));
+        lse_assert_ok(lse_gmm_new(2, 2, types[t], &two));
+        lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
+        lse_assert_ok(lse_gmm_fit(one, x, &o, &err));
+        lse_assert_ok(lse_gmm_split(one, x, NULL, 0, two, &err));
+        const gsl_vector *w = lse_gmm_weights(two);
+        ck_assert_double_eq_tol(gsl_vector_get(w, 0), 0.5, 1e-12);
+        ck_assert_double_eq_tol(gsl_vector_get(w, 1), 0.5, 1e-12);
+        const gsl_matrix *m1 = lse_gmm_means(one), *m2 = lse_gmm_means(two);
+        const double step = sqrt(2.0 * lam / M_PI);
+        for (size_t a = 0; a < 2; a++) {
+            /* symmetric about the mean, sqrt(2 lambda / pi) along v */
+            const double da = gsl_matrix_get(m2, 0, a) - gsl_matrix_get(m1, 0, a);
+            ck_assert_double_eq_tol(gsl_matrix_get(m2, 1, a),
+                                    gsl_matrix_get(m1, 0, a) - da, 1e-12);
+            ck_assert_double_eq_tol(fabs(da), step * fabs(v[a]), 1e-9);
+        }
+        gsl_matrix *s1 = gsl_matrix_alloc(2, 2), *s2 = gsl_matrix_alloc(2, 2);
+        lse_assert_ok(lse_gmm_get_covariance(one, 0, s1));
+        for (size_t j = 0; j < 2; j++) {
+            lse_assert_ok(lse_gmm_get_covariance(two, j, s2));
+            for (size_t a = 0; a < 4; a++)
+                ck_assert_double_eq_tol(s2->data[a], s1->data[a],
+                                        1e-12 * (1 + fabs(s1->data[a])));
+        }
+        /* errors: j, the shape of dst, the data */
+        lse_assert_status(lse_gmm_split(one, x, NULL, 1, two, &err),
+                          LSE_ERANGE);
+        lse_assert_status(lse_gmm_split(one, x, NULL, 0, one, &err),
+                          LSE_EINVAL);
+        gsl_matrix_view x1 = gsl_matrix_submatrix(x, 0, 0, n, 1);
+        lse_assert_status(lse_gmm_split(one, &x1.matrix, NULL, 0, two, &err),
+                          LSE_EDIM);
+        lse_assert_status(lse_gmm_split(NULL, x, NULL, 0, two, &err),
+                          LSE_EFAULT);
+        gsl_matrix_free(s1);
+        gsl_matrix_free(s2);
+        lse_gmm_free(one);
+        lse_gmm_free(two);
+    }
+    /* a split start of K = 2 from K = 1, run by emEM as a given start */
+    lse_gmm *one = NULL, *two = NULL, *m = NULL;
+    lse_assert_ok(lse_gmm_new(1, 2, LSE_COV_FULL, &one));
+    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &two));
+    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &m));
+    lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
+    lse_assert_ok(lse_gmm_fit(one, x, &o, &err));
+    lse_assert_ok(lse_gmm_split(one, x, NULL, 0, two, &err));
+    lse_gmm_emem_opts e = {0, 0, 5, 1};
+    const lse_gmm *given[1] = {two};
+    lse_assert_ok(lse_gmm_fit_emem(m, x, &o, &e, given, 1, &err));
+    o.init = LSE_GMM_INIT_GIVEN;
+    lse_assert_ok(lse_gmm_fit(two, x, &o, &err));
+    ck_assert_double_eq_tol(lse_gmm_info(m)->loglik, lse_gmm_info(two)->loglik,
+                            1e-9 * fabs(lse_gmm_info(two)->loglik));
+    lse_gmm_free(one);
+    lse_gmm_free(two);
+    lse_gmm_free(m);
+    gsl_matrix_free(x);
+}
+END_TEST
+
+/* the default budget grows with K as documented */
+START_TEST(test_emem_default)
+{
+    for (size_t k = 1; k <= 9; k++) {
+        const lse_gmm_emem_opts e = lse_gmm_emem_opts_default(k);
+        ck_assert_uint_eq(e.n_starts, LSE_GMM_EMEM_STARTS +
+                                          LSE_GMM_EMEM_STARTS_PER_K * k);
+        ck_assert_uint_eq(e.n_random, LSE_GMM_EMEM_RANDOM +
+                                          LSE_GMM_EMEM_RANDOM_PER_K * k);
+        ck_assert_uint_eq(e.short_iter, LSE_GMM_EMEM_SHORT);
+        ck_assert_uint_eq(e.n_keep, LSE_GMM_EMEM_KEEP);
+    }
 }
 END_TEST
 
@@ -300,6 +419,56 @@ START_TEST(test_cli_hcvvv)
     snprintf(args, sizeof args, "gmm '%s/faithful.csv' -k 2 --bootstrap 1",
              LSE_DATA_DIR);
     ck_assert_int_eq(run_cmd(args, out), 2);
+    lse_tmpdir_remove(dir);
+}
+END_TEST
+
+/* the default start: K's fit does not depend on the range it is fitted in
+ * (the chain K = 1, 2, ... is recomputed when needed), and on Faithful
+ * (full, K = 1..4) it reaches the best-known optima of
+ * bench/gmm_starts_best.txt within 0.01 */
+START_TEST(test_cli_default_start)
+{
+    lse_tmpdir_make(dir, sizeof dir, "gmm_starts");
+    char out[128], model[128], args[1024], line[512];
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    snprintf(model, sizeof model, "%s/m.json", dir);
+    double target[5] = {0}, table[5] = {0};
+    FILE *f = fopen(LSE_DATA_DIR "/../bench/gmm_starts_best.txt", "r");
+    ck_assert_ptr_nonnull(f);
+    while (fgets(line, sizeof line, f) != NULL) {
+        size_t k;
+        double v;
+        if (sscanf(line, "faithful full %zu %lf", &k, &v) == 2 && k <= 4)
+            target[k] = v;
+    }
+    fclose(f);
+    snprintf(args, sizeof args, "gmm '%s/faithful.csv' -k 1:4 -q",
+             LSE_DATA_DIR);
+    ck_assert_int_eq(run_cmd(args, out), 0);
+    f = fopen(out, "r");
+    ck_assert_ptr_nonnull(f);
+    while (fgets(line, sizeof line, f) != NULL) {
+        size_t k, p;
+        double v;
+        if (sscanf(line, "%zu %zu %lf", &k, &p, &v) == 3 && k >= 1 && k <= 4)
+            table[k] = v;
+    }
+    fclose(f);
+    for (size_t k = 1; k <= 4; k++) {
+        ck_assert_msg(target[k] < 0 && table[k] >= target[k] - 0.01,
+                      "K = %zu: %.4f, best known %.4f", k, table[k],
+                      target[k]);
+        snprintf(args, sizeof args, "gmm '%s/faithful.csv' -k %zu -o '%s' -q",
+                 LSE_DATA_DIR, k, model);
+        ck_assert_int_eq(run_cmd(args, out), 0);
+        lse_json *doc = load_json(model);
+        double ll;
+        lse_error err;
+        lse_assert_ok(lse_json_get_number(doc, "loglik", &ll, &err));
+        ck_assert_double_eq_tol(ll, table[k], 1e-4); /* printed to 1e-4 */
+        lse_json_free(doc);
+    }
     lse_tmpdir_remove(dir);
 }
 END_TEST
@@ -428,8 +597,11 @@ Suite *lse_test_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_init_labels);
     tcase_add_test(tc, test_emem);
+    tcase_add_test(tc, test_split);
+    tcase_add_test(tc, test_emem_default);
     tcase_add_test(tc, test_bootstrap_rate);
     tcase_add_test(tc, test_cli_hcvvv);
+    tcase_add_test(tc, test_cli_default_start);
     tcase_add_test(tc, test_cli_uncertainty);
     tcase_add_test(tc, test_cli_bootstrap_mclust);
     suite_add_tcase(s, tc);

@@ -55,6 +55,91 @@ static lse_status hc_labels(lsefit_gmm_start *s, const gsl_matrix *x,
     return st;
 }
 
+/* the clone of m into s->prev (the chain's last fit) */
+static lse_status keep_prev(lsefit_gmm_start *s, const lse_gmm *m,
+                            lse_error *err)
+{
+    lse_gmm *c = NULL;
+    lse_status st = lse_gmm_new(lse_gmm_k(m), lse_gmm_dim(m),
+                                lse_gmm_cov_type(m), &c);
+    if (st != LSE_OK)
+        return lse_error_set(err, st, "--init", "out of memory");
+    st = lse_gmm_set_weights(c, lse_gmm_weights(m), err);
+    if (st == LSE_OK)
+        st = lse_gmm_set_means(c, lse_gmm_means(m), err);
+    if (st == LSE_OK)
+        st = lse_gmm_set_covariances(c, lse_gmm_covariances(m), err);
+    if (st != LSE_OK) {
+        lse_gmm_free(c);
+        return st;
+    }
+    lse_gmm_free(s->prev);
+    s->prev = c;
+    return LSE_OK;
+}
+
+/* emEM for K = lse_gmm_k(m) with the splits of the chain's fit for K - 1
+ * (computed first, by the same rule, when s->prev does not hold it) and
+ * the hcVVV partition (labels, or NULL) as further starts */
+static lse_status emem_chain(lsefit_gmm_start *s, lse_gmm *m,
+                             const gsl_matrix *x, const lse_gmm_fit_opts *o,
+                             const size_t *labels, lse_error *err)
+{
+    const size_t k = lse_gmm_k(m), d = lse_gmm_dim(m);
+    const int split = k >= 2 && o->reduce == NULL &&
+                      lse_gmm_cov_model(m) == LSE_COV_MODEL_NONE;
+    lse_gmm_emem_opts e = lse_gmm_emem_opts_default(k);
+    if (o->n_init > 1)
+        e.n_starts = o->n_init;
+    lse_gmm **given = calloc(k + 1, sizeof *given);
+    size_t n_given = 0;
+    lse_status st = given == NULL ? lse_error_set(err, LSE_ENOMEM, "--init",
+                                                  "out of memory")
+                                  : LSE_OK;
+    if (st == LSE_OK && split &&
+        (s->prev == NULL || lse_gmm_k(s->prev) != k - 1 ||
+         lse_gmm_cov_type(s->prev) != lse_gmm_cov_type(m))) {
+        lse_gmm *p = NULL;
+        lse_gmm_fit_opts po = *o;
+        po.progress = NULL;
+        if (lse_gmm_new(k - 1, d, lse_gmm_cov_type(m), &p) != LSE_OK)
+            st = lse_error_set(err, LSE_ENOMEM, "--init", "out of memory");
+        if (st == LSE_OK)
+            st = emem_chain(s, p, x, &po, NULL, err);
+        lse_gmm_free(p);
+    }
+    for (size_t j = 0; st == LSE_OK && split && j < k - 1; j++) {
+        st = lse_gmm_new(k, d, lse_gmm_cov_type(m), &given[n_given]);
+        if (st != LSE_OK) {
+            st = lse_error_set(err, st, "--init", "out of memory");
+            break;
+        }
+        n_given++;
+        lse_error e2;
+        if (lse_gmm_split(s->prev, x, o->sample_weight, j, given[n_given - 1],
+                          &e2) != LSE_OK)
+            lse_gmm_free(given[--n_given]); /* a component without rows */
+    }
+    if (st == LSE_OK && labels != NULL) {
+        st = lse_gmm_new(k, d, lse_gmm_cov_type(m), &given[n_given]);
+        if (st == LSE_OK) {
+            n_given++;
+            st = lse_gmm_init_labels(given[n_given - 1], x, labels,
+                                     o->reg_covar, err);
+        } else
+            st = lse_error_set(err, st, "--init", "out of memory");
+    }
+    if (st == LSE_OK)
+        st = lse_gmm_fit_emem(m, x, o, &e, (const lse_gmm *const *)given,
+                              n_given, err);
+    if (st == LSE_OK && lse_gmm_cov_model(m) == LSE_COV_MODEL_NONE)
+        st = keep_prev(s, m, err);
+    for (size_t i = 0; i < n_given; i++)
+        lse_gmm_free(given[i]);
+    free(given);
+    return st;
+}
+
 lse_status lsefit_gmm_start_fit(lsefit_gmm_start *s, lse_gmm *m,
                                 const gsl_matrix *x, const lse_gmm_fit_opts *o,
                                 lse_error *err)
@@ -81,9 +166,7 @@ lse_status lsefit_gmm_start_fit(lsefit_gmm_start *s, lse_gmm *m,
         st = hc_labels(s, x, k, labels, err);
     }
     if (st == LSE_OK && emem)
-        st = lse_gmm_fit_emem(m, x, o,
-                              o->n_init > 1 ? o->n_init : LSEFIT_EMEM_STARTS,
-                              LSEFIT_EMEM_SHORT, LSEFIT_EMEM_KEEP, labels, err);
+        st = emem_chain(s, m, x, o, labels, err);
     else if (st == LSE_OK) {
         st = lse_gmm_init_labels(m, x, labels, o->reg_covar, err);
         lse_gmm_fit_opts g = *o;
@@ -100,6 +183,8 @@ void lsefit_gmm_start_free(lsefit_gmm_start *s)
 {
     free(s->pairs);
     s->pairs = NULL;
+    lse_gmm_free(s->prev);
+    s->prev = NULL;
 }
 
 static void print_se(FILE *f, const char *what, const gsl_matrix *v)

@@ -6,11 +6,6 @@
 
 #include "lsefit_data.h"
 
-/* emEM's budget: short runs (or --n-init N when N > 1), their length, and
- * how many of the best are run to convergence */
-#define LSEFIT_EMEM_STARTS 20
-#define LSEFIT_EMEM_SHORT 20
-#define LSEFIT_EMEM_KEEP 3
 /* the hcVVV tree: n^2 doubles, O(n^3) time; emem+hc leaves it out above
  * LSEFIT_HC_DEFAULT_ROWS rows, --init hcvvv refuses above LSEFIT_HC_MAX_ROWS */
 #define LSEFIT_HC_DEFAULT_ROWS 2000
@@ -20,6 +15,8 @@ typedef struct lsefit_gmm_start {
     const char *method; /* "hcvvv", "emem", or anything else: lse_gmm_fit */
     size_t *pairs;      /* hcVVV tree of the data, computed once */
     size_t n;
+    lse_gmm *prev;      /* emem: the last fit of the chain K = 1, 2, ...
+                           whose splits start the next K */
 } lsefit_gmm_start;
 
 /* usage check of --init hcvvv|emem against the other options */

@@ -39,22 +39,70 @@ LSE_API lse_status lse_gmm_init_labels(lse_gmm *m, const gsl_matrix *x,
                                        const size_t *labels, double reg_covar,
                                        lse_error *err);
 
+/** @name emEM's default budget (lse_gmm_emem_opts_default)
+ *  n_starts = STARTS + STARTS_PER_K K, n_random = RANDOM + RANDOM_PER_K K
+ *  @{ */
+#define LSE_GMM_EMEM_STARTS 10
+#define LSE_GMM_EMEM_STARTS_PER_K 2
+#define LSE_GMM_EMEM_RANDOM 0
+#define LSE_GMM_EMEM_RANDOM_PER_K 2
+#define LSE_GMM_EMEM_SHORT 40
+#define LSE_GMM_EMEM_KEEP 3
+/** @} */
+
+/** @brief emEM's budget (lse_gmm_fit_emem). */
+typedef struct lse_gmm_emem_opts {
+    size_t n_starts;   /**< short runs from the starts o->init draws */
+    size_t n_random;   /**< short runs from random responsibilities
+                            (LSE_GMM_INIT_RANDOM) */
+    size_t short_iter; /**< EM iterations of each short run (>= 1) */
+    size_t n_keep;     /**< best short runs continued to convergence (>= 1) */
+} lse_gmm_emem_opts;
+
+/** @brief The default budget for K components: the LSE_GMM_EMEM_* values
+ *  above (more starts for larger K). */
+LSE_API lse_gmm_emem_opts lse_gmm_emem_opts_default(size_t k);
+
 /**
- * @brief emEM: @p n_starts short fits of @p short_iter EM iterations from
- * the starts @p o->init draws (seeds o->seed, o->seed + 1, ...; one run
- * each), and one more from the partition @p labels (lse_gmm_init_labels;
- * NULL: none, e.g. a cut of lse_hc_vvv's tree), then the @p n_keep best of them by log-likelihood continued to
- * convergence (o->max_iter, o->tol); @p m gets the best final fit and its
- * fit info (the info of the run that produced it). o->progress sees only
- * the final runs. n_keep is capped at the number of short runs that
- * succeeded. With n_starts = n_keep = 1 this is lse_gmm_fit.
- * @return LSE_OK; LSE_EINVAL (n_starts, short_iter or n_keep 0, init
- * LSE_GMM_INIT_GIVEN); lse_gmm_fit's errors when every short run fails.
+ * @brief emEM: short fits of e->short_iter EM iterations from
+ * e->n_starts starts that o->init draws (seeds o->seed, o->seed + 1, ...;
+ * one run each), then e->n_random from random responsibilities (the seeds
+ * that follow), then one from each of the @p n_given mixtures @p given
+ * (their parameters, e.g. lse_gmm_init_labels of a cut of lse_hc_vvv's
+ * tree, or lse_gmm_split of a fit with one component fewer; same K, d and
+ * covariance type as @p m); then the e->n_keep best of them by
+ * log-likelihood continued to convergence (o->max_iter, o->tol, o->accel).
+ * @p m gets the best final fit and its fit info (the info of the run that
+ * produced it). o->progress sees only the final runs. n_keep is capped at
+ * the number of short runs that succeeded. With one start and n_keep = 1
+ * this is lse_gmm_fit.
+ * @return LSE_OK; LSE_EFAULT; LSE_EINVAL (no start, short_iter or n_keep
+ * 0, init LSE_GMM_INIT_GIVEN with n_starts > 0, a given start of another
+ * shape); lse_gmm_fit's errors when every short run fails.
  */
 LSE_API lse_status lse_gmm_fit_emem(lse_gmm *m, const gsl_matrix *x,
-                                    const lse_gmm_fit_opts *o, size_t n_starts,
-                                    size_t short_iter, size_t n_keep,
-                                    const size_t *labels, lse_error *err);
+                                    const lse_gmm_fit_opts *o,
+                                    const lse_gmm_emem_opts *e,
+                                    const lse_gmm *const *given,
+                                    size_t n_given, lse_error *err);
+
+/**
+ * @brief A start for K + 1 components from a fit @p src of K: component
+ * @p j is cut in two across the principal axis v of its
+ * responsibility-weighted scatter of the complete rows of @p x (sample
+ * weights @p sample_weight or NULL; rows with NaN left out). The halves
+ * get half of its weight each, the means mu_j +- sqrt(2 lambda / pi) v
+ * (lambda the axis' variance: the means of the two halves of a Gaussian
+ * cut through its mean), and component j's covariance (tied: the shared
+ * one); the others are copied, the new half is component K. Into @p dst
+ * (K + 1 components, same d and type; the four plain covariance types).
+ * @return LSE_OK; LSE_EFAULT; LSE_EINVAL (dst's shape, an mclust model,
+ * component j without complete rows); LSE_ERANGE (j >= K); LSE_EDIM;
+ * LSE_ENOMEM.
+ */
+LSE_API lse_status lse_gmm_split(const lse_gmm *src, const gsl_matrix *x,
+                                 const gsl_vector *sample_weight, size_t j,
+                                 lse_gmm *dst, lse_error *err);
 
 /** @brief Bootstrap standard errors of a fitted mixture
  *  (lse_gmm_bootstrap); the matrices are owned (lse_gmm_boot_free). */

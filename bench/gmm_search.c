@@ -105,7 +105,7 @@ static int insert(lse_gmm **p, double *q, size_t keep, const lse_gmm *m,
     p[pos] = NULL;
     q[pos] = ll;
     return lse_gmm_new(lse_gmm_k(m), lse_gmm_dim(m), lse_gmm_cov_type(m),
-                       &p[pos]) != LSE_OK ||
+                       &p[pos], NULL) != LSE_OK ||
            lse_gmm_set_weights(p[pos], lse_gmm_weights(m), NULL) ||
            lse_gmm_set_means(p[pos], lse_gmm_means(m), NULL) ||
            lse_gmm_set_covariances(p[pos], lse_gmm_covariances(m), NULL);
@@ -135,7 +135,7 @@ int main(int argc, char **argv)
     lse_gmm *prev = NULL; /* best non-degenerate fit of K - 1 */
     for (size_t k = 1; k <= kmax; k++) {
         lse_gmm *m = NULL, *bestnd = NULL;
-        if (lse_gmm_new(k, d, cov, &m) != LSE_OK)
+        if (lse_gmm_new(k, d, cov, &m, NULL) != LSE_OK)
             return 1;
         double top[2] = {-INFINITY, -INFINITY};
         const char *topkind[2] = {"none", "none"};

@@ -172,7 +172,7 @@ START_TEST(test_emem)
     lse_assert_ok(lse_hc_vvv(z, pairs, cost, &err));
     lse_assert_ok(lse_hc_cut(x->size1, pairs, 4, lab));
     lse_gmm *hc = NULL;
-    lse_assert_ok(lse_gmm_new(4, 2, LSE_COV_FULL, &hc));
+    lse_assert_ok(lse_gmm_new(4, 2, LSE_COV_FULL, &hc, NULL));
     lse_assert_ok(lse_gmm_init_labels(hc, x, lab, o.reg_covar, &err));
     const lse_gmm *given[1] = {hc};
     e.n_keep = starts + 1;
@@ -184,7 +184,7 @@ START_TEST(test_emem)
     lse_assert_status(lse_gmm_fit_emem(m, x, &o, &e, NULL, 1, &err),
                       LSE_EFAULT);
     lse_gmm_free(hc);
-    lse_assert_ok(lse_gmm_new(3, 2, LSE_COV_FULL, &hc));
+    lse_assert_ok(lse_gmm_new(3, 2, LSE_COV_FULL, &hc, NULL));
     given[0] = hc;
     lse_assert_status(lse_gmm_fit_emem(m, x, &o, &e, given, 1, &err),
                       LSE_EINVAL);
@@ -228,8 +228,8 @@ START_TEST(test_split)
     v[1] /= nv;
     for (size_t t = 0; t < 4; t++) {
         lse_gmm *one = NULL, *two = NULL;
-        lse_assert_ok(lse_gmm_new(1, 2, types[t], &one));
-        lse_assert_ok(lse_gmm_new(2, 2, types[t], &two));
+        lse_assert_ok(lse_gmm_new(1, 2, types[t], &one, NULL));
+        lse_assert_ok(lse_gmm_new(2, 2, types[t], &two, NULL));
         lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
         lse_assert_ok(lse_gmm_fit(one, x, &o, &err));
         lse_assert_ok(lse_gmm_split(one, x, NULL, 0, two, &err));
@@ -270,9 +270,9 @@ START_TEST(test_split)
     }
     /* a split start of K = 2 from K = 1, run by emEM as a given start */
     lse_gmm *one = NULL, *two = NULL, *m = NULL;
-    lse_assert_ok(lse_gmm_new(1, 2, LSE_COV_FULL, &one));
-    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &two));
-    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &m));
+    lse_assert_ok(lse_gmm_new(1, 2, LSE_COV_FULL, &one, NULL));
+    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &two, NULL));
+    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &m, NULL));
     lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
     lse_assert_ok(lse_gmm_fit(one, x, &o, &err));
     lse_assert_ok(lse_gmm_split(one, x, NULL, 0, two, &err));

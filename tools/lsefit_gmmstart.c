@@ -61,7 +61,7 @@ static lse_status keep_prev(lsefit_gmm_start *s, const lse_gmm *m,
 {
     lse_gmm *c = NULL;
     lse_status st = lse_gmm_new(lse_gmm_k(m), lse_gmm_dim(m),
-                                lse_gmm_cov_type(m), &c);
+                                lse_gmm_cov_type(m), &c, NULL);
     if (st != LSE_OK)
         return lse_error_set(err, st, "--init", "out of memory");
     st = lse_gmm_set_weights(c, lse_gmm_weights(m), err);
@@ -102,14 +102,14 @@ static lse_status emem_chain(lsefit_gmm_start *s, lse_gmm *m,
         lse_gmm *p = NULL;
         lse_gmm_fit_opts po = *o;
         po.progress = NULL;
-        if (lse_gmm_new(k - 1, d, lse_gmm_cov_type(m), &p) != LSE_OK)
+        if (lse_gmm_new(k - 1, d, lse_gmm_cov_type(m), &p, NULL) != LSE_OK)
             st = lse_error_set(err, LSE_ENOMEM, "--init", "out of memory");
         if (st == LSE_OK)
             st = emem_chain(s, p, x, &po, NULL, err);
         lse_gmm_free(p);
     }
     for (size_t j = 0; st == LSE_OK && split && j < k - 1; j++) {
-        st = lse_gmm_new(k, d, lse_gmm_cov_type(m), &given[n_given]);
+        st = lse_gmm_new(k, d, lse_gmm_cov_type(m), &given[n_given], NULL);
         if (st != LSE_OK) {
             st = lse_error_set(err, st, "--init", "out of memory");
             break;
@@ -121,7 +121,7 @@ static lse_status emem_chain(lsefit_gmm_start *s, lse_gmm *m,
             lse_gmm_free(given[--n_given]); /* a component without rows */
     }
     if (st == LSE_OK && labels != NULL) {
-        st = lse_gmm_new(k, d, lse_gmm_cov_type(m), &given[n_given]);
+        st = lse_gmm_new(k, d, lse_gmm_cov_type(m), &given[n_given], NULL);
         if (st == LSE_OK) {
             n_given++;
             st = lse_gmm_init_labels(given[n_given - 1], x, labels,

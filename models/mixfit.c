@@ -265,18 +265,19 @@ static lse_status keep_insert(lse_gmm **keep, double *kll, size_t *n_kept,
     return LSE_OK;
 }
 
-lse_status lse_gmm_fit_emem(lse_gmm *m, const gsl_matrix *x,
-                            const lse_gmm_fit_opts *o,
-                            const lse_gmm_emem_opts *e,
-                            const lse_gmm *const *given, size_t n_given,
-                            lse_error *err)
+/* lse_gmm_fit_emem's arguments */
+static lse_status emem_check(const lse_gmm *m, const gsl_matrix *x,
+                             const lse_gmm_fit_opts *o,
+                             const lse_gmm_emem_opts *e,
+                             const lse_gmm *const *given, size_t n_given,
+                             lse_error *err)
 {
     static const char fn[] = "lse_gmm_fit_emem";
     if (m == NULL || x == NULL || o == NULL || e == NULL ||
         (given == NULL && n_given > 0))
         return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
-    const size_t n_runs = e->n_starts + e->n_random + n_given;
-    if (n_runs == 0 || e->short_iter == 0 || e->n_keep == 0)
+    if (e->n_starts + e->n_random + n_given == 0 || e->short_iter == 0 ||
+        e->n_keep == 0)
         return lse_error_set(err, LSE_EINVAL, fn,
                              "no start, or short_iter or n_keep 0");
     if (o->init == LSE_GMM_INIT_GIVEN && e->n_starts > 0)
@@ -291,12 +292,26 @@ lse_status lse_gmm_fit_emem(lse_gmm *m, const gsl_matrix *x,
             return lse_error_set(err, LSE_EINVAL, fn,
                                  "given start %zu is not a mixture of m's "
                                  "K, d and covariance type", g);
+    return LSE_OK;
+}
+
+lse_status lse_gmm_fit_emem(lse_gmm *m, const gsl_matrix *x,
+                            const lse_gmm_fit_opts *o,
+                            const lse_gmm_emem_opts *e,
+                            const lse_gmm *const *given, size_t n_given,
+                            lse_error *err)
+{
+    static const char fn[] = "lse_gmm_fit_emem";
+    lse_status st = emem_check(m, x, o, e, given, n_given, err);
+    if (st != LSE_OK)
+        return st;
+    const size_t n_runs = e->n_starts + e->n_random + n_given;
     lse_gmm **keep = calloc(e->n_keep + 4, sizeof *keep);
     double *kll = malloc((e->n_keep + 4) * sizeof *kll);
     lse_gmm *kb[3] = {NULL, NULL, NULL}; /* best of each kind of start */
     double kbll[3];
     size_t n_kept = 0, n_kb[3] = {0, 0, 0};
-    lse_status st = LSE_OK, last = LSE_OK;
+    lse_status last = LSE_OK;
     lse_error e2;
     if (keep == NULL || kll == NULL) {
         st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");

@@ -321,6 +321,54 @@ static lse_status slds_json_options(const lsefit_fit *f, lse_json *o,
 /* Printing (in data units: x = mean + S z gives A_x = S A S^-1,       */
 /* b_x = mean + S b - sum_j A_x^j mean, Sigma_x = S Sigma S)           */
 
+/* The summary's chain block: transition matrix, initial and stationary
+ * distributions, expected durations (p, p0 are work space). */
+static void print_chain(FILE *f, const lse_slds *m, gsl_matrix *p,
+                        gsl_vector *p0, const gsl_vector *w)
+{
+    const size_t k = p->size1;
+    lse_slds_get_transition(m, p);
+    lse_slds_get_initial(m, p0);
+    fprintf(f, "\ntransition P(from row mode to column mode):\n");
+    for (size_t i = 0; i < k; i++) {
+        char label[32];
+        snprintf(label, sizeof label, "from %zu", i);
+        lsefit_print_row(f, label, gsl_matrix_const_ptr(p, i, 0), k, 1);
+    }
+    lsefit_print_row(f, "initial", p0->data, k, p0->stride);
+    lsefit_print_row(f, "stationary", w->data, k, w->stride);
+    fprintf(f, "expected duration of each mode (steps):\n");
+    fprintf(f, "  %-11s", "");
+    for (size_t i = 0; i < k; i++) {
+        const double stay = gsl_matrix_get(p, i, i);
+        fprintf(f, " %12.6g", stay < 1.0 ? 1.0 / (1.0 - stay) : INFINITY);
+    }
+    fputc('\n', f);
+}
+
+/* One mode's A (d x dL), b and covariance c from standardized to data units. */
+static void unstandardize_mode(const lsefit_model_file *g, gsl_matrix *a,
+                               gsl_vector *b, gsl_matrix *c)
+{
+    const size_t d = b->size, dl = a->size2;
+    for (size_t r1 = 0; r1 < d; r1++) {
+        const double sr = gsl_vector_get(g->scale, r1);
+        double bx = gsl_vector_get(g->mean, r1) + sr * gsl_vector_get(b, r1);
+        for (size_t q = 0; q < dl; q++) {
+            const size_t jc = q % d;
+            const double ax =
+                gsl_matrix_get(a, r1, q) * sr / gsl_vector_get(g->scale, jc);
+            gsl_matrix_set(a, r1, q, ax);
+            bx -= ax * gsl_vector_get(g->mean, jc);
+        }
+        gsl_vector_set(b, r1, bx);
+        for (size_t q = 0; q < d; q++)
+            gsl_matrix_set(c, r1, q,
+                           gsl_matrix_get(c, r1, q) * sr *
+                               gsl_vector_get(g->scale, q));
+    }
+}
+
 static int print_summary(FILE *f, const lsefit_model_file *g,
                          const lsefit_fit_result *r,
                          const lsefit_data *data, const char *path, double tol)
@@ -375,48 +423,14 @@ static int print_summary(FILE *f, const lsefit_model_file *g,
     fprintf(f, "EM: %zu iteration%s, %s (tol %g)\n", r->n_iter,
             r->n_iter == 1 ? "" : "s",
             r->converged ? "converged" : "NOT converged", tol);
-    if (markov) {
-        lse_slds_get_transition(m, p);
-        lse_slds_get_initial(m, p0);
-        fprintf(f, "\ntransition P(from row mode to column mode):\n");
-        for (size_t i = 0; i < k; i++) {
-            char label[32];
-            snprintf(label, sizeof label, "from %zu", i);
-            lsefit_print_row(f, label, gsl_matrix_const_ptr(p, i, 0), k, 1);
-        }
-        lsefit_print_row(f, "initial", p0->data, k, p0->stride);
-        lsefit_print_row(f, "stationary", w->data, k, w->stride);
-        fprintf(f, "expected duration of each mode (steps):\n");
-        fprintf(f, "  %-11s", "");
-        for (size_t i = 0; i < k; i++) {
-            const double stay = gsl_matrix_get(p, i, i);
-            fprintf(f, " %12.6g", stay < 1.0 ? 1.0 / (1.0 - stay) : INFINITY);
-        }
-        fputc('\n', f);
-    }
+    if (markov)
+        print_chain(f, m, p, p0, w);
     for (size_t i = 0; i < k; i++) {
         lse_slds_get_a(m, i, a);
         lse_slds_get_b(m, i, b);
         lse_slds_get_cov(m, i, c);
-        if (g->mean != NULL) {
-            for (size_t r1 = 0; r1 < d; r1++) {
-                const double sr = gsl_vector_get(g->scale, r1);
-                double bx =
-                    gsl_vector_get(g->mean, r1) + sr * gsl_vector_get(b, r1);
-                for (size_t q = 0; q < d * l; q++) {
-                    const size_t jc = q % d;
-                    const double ax = gsl_matrix_get(a, r1, q) * sr /
-                                      gsl_vector_get(g->scale, jc);
-                    gsl_matrix_set(a, r1, q, ax);
-                    bx -= ax * gsl_vector_get(g->mean, jc);
-                }
-                gsl_vector_set(b, r1, bx);
-                for (size_t q = 0; q < d; q++)
-                    gsl_matrix_set(c, r1, q,
-                                   gsl_matrix_get(c, r1, q) * sr *
-                                       gsl_vector_get(g->scale, q));
-            }
-        }
+        if (g->mean != NULL)
+            unstandardize_mode(g, a, b, c);
         fprintf(f, "\nmode %zu: %s %.6g\n", i,
                 markov ? "stationary probability" : "weight",
                 gsl_vector_get(w, i));

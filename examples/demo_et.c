@@ -22,6 +22,8 @@
 
 #include <lsegraph/lsegraph.h>
 
+#include "digits_csv.h"
+
 #ifndef LSE_DATA_DIR
 #define LSE_DATA_DIR "data"
 #endif
@@ -47,18 +49,10 @@ static unsigned long long mix(unsigned long long i)
 static int load(const char *path, gsl_matrix **train, gsl_matrix **test)
 {
     lse_error err;
-    lse_table *t = NULL;
-    gsl_matrix *m = NULL;
-    lse_status st = lse_table_read(path, NULL, &t, &err);
-    if (st == LSE_OK)
-        st = lse_table_to_matrix(t, NULL, 0, LSE_MISSING_ERROR, &m, NULL, &err);
-    lse_table_free(t);
-    if (st != LSE_OK)
-        return die(path, err.message);
-    if (m->size2 != NPIX + 1) {
-        gsl_matrix_free(m);
-        return die(path, "expected 64 pixel columns and a label");
-    }
+    const char *why = NULL;
+    gsl_matrix *m = digits_csv_read(path, NPIX, &err, &why);
+    if (m == NULL)
+        return die(path, why);
     const size_t n = m->size1, nt = (n + 4) / 5;
     *train = gsl_matrix_alloc(n - nt, NPIX);
     *test = gsl_matrix_alloc(nt, NPIX);

@@ -28,6 +28,8 @@
 #include <gsl/gsl_blas.h>
 #include <lsegraph/lsegraph.h>
 
+#include "digits_csv.h"
+
 #define LR 0.03
 
 enum { NPIX = 64, HALF = 32, NCLASS = 10, NBANK = 500, BATCH = 64,
@@ -62,18 +64,10 @@ static double hash11(unsigned long long i)
 static int load(const char *path, data *d)
 {
     lse_error err;
-    lse_table *t = NULL;
-    gsl_matrix *m = NULL;
-    lse_status st = lse_table_read(path, NULL, &t, &err);
-    if (st == LSE_OK)
-        st = lse_table_to_matrix(t, NULL, 0, LSE_MISSING_ERROR, &m, NULL, &err);
-    lse_table_free(t);
-    if (st != LSE_OK)
-        return die(path, err.message);
-    if (m->size2 != NPIX + 1) {
-        gsl_matrix_free(m);
-        return die(path, "expected 64 pixel columns and a label");
-    }
+    const char *why = NULL;
+    gsl_matrix *m = digits_csv_read(path, NPIX, &err, &why);
+    if (m == NULL)
+        return die(path, why);
     const size_t n = m->size1, nt = (n + 4) / 5;
     d->train = gsl_matrix_alloc(n - nt, NPIX);
     d->test = gsl_matrix_alloc(nt, NPIX);

@@ -1,6 +1,7 @@
 #!/bin/sh
 # The whole benchmark of docs/performance.md: lsegraph against
-# scikit-learn's GaussianMixture, VLFeat's vl_gmm (diagonal) and a NumPy SLDS
+# scikit-learn's GaussianMixture, VLFeat's vl_gmm (diagonal), Armadillo's
+# gmm_full/gmm_diag (C++, OpenMP) and a NumPy SLDS
 # EM, same data, same initialization, same iteration count, with 1 and 2
 # threads, plus the dgemm rate of this machine and the streaming
 # self-attention memory test. Prints the RESULT lines, then the table.
@@ -29,9 +30,11 @@ py=/usr/bin/python3
 export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-Haswell}"
 
 targets="bench/lse_bench_gen bench/lse_bench bench/dgemm_peak"
-if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^bench/vlfeat_gmm:'; then
-    targets="$targets bench/vlfeat_gmm"
-fi
+for peer in vlfeat_gmm arma_gmm; do
+    if ninja -C "$build" -t targets all 2>/dev/null | grep -q "^bench/$peer:"; then
+        targets="$targets bench/$peer"
+    fi
+done
 # shellcheck disable=SC2086
 ninja -C "$build" $targets >/dev/null
 
@@ -58,6 +61,9 @@ for t in $threads; do
             (cd "$src/bench" && run "$py" sklearn_gmm.py "$data" "$tag" "$cov")
             if [ "$cov" = diag ] && [ -x "$build/bench/vlfeat_gmm" ]; then
                 run "$build/bench/vlfeat_gmm" "$data" "$tag" "$t"
+            fi
+            if [ -x "$build/bench/arma_gmm" ]; then
+                run "$build/bench/arma_gmm" "$data" "$tag" "$cov" "$t"
             fi
         done
     done

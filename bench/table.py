@@ -69,7 +69,7 @@ def main():
         ms_l = float(lse["ms_per_iter"])
         ll_l = float(lse["loglik"])
         rss_l = fnum(lse.get("rss_mib"), "{:.0f}")
-        peers = [p for p in ("sklearn", "vlfeat", "numpy") if p in tools]
+        peers = [p for p in ("sklearn", "vlfeat", "armadillo", "numpy") if p in tools]
         if not peers:
             print(f"| {case} ({lse['iters']} it) | {t} | {ms_l:.1f} | - | - "
                   f"| - | {roof} | {ll_l:.10e} | - | - | {rss_l} / - |")

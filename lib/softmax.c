@@ -526,9 +526,14 @@ LSE_KERNEL void softmax_narrow8_body(const gsl_matrix *s, gsl_matrix *a,
         _mm512_mask_storeu_pd(
             al, tail, _mm512_mul_pd(_mm512_maskz_loadu_pd(tail, al), inv));
     }
-    /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0 */
-    for (r = 0; r < b; r++)
-        lse[r] = m[r] + lse_log_pos(lse[r]) / beta;
+    /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0; x / 1 = x
+     * exactly, so beta = 1 skips the division */
+    if (beta == 1.0)
+        for (r = 0; r < b; r++)
+            lse[r] = m[r] + lse_log_pos(lse[r]);
+    else
+        for (r = 0; r < b; r++)
+            lse[r] = m[r] + lse_log_pos(lse[r]) / beta;
 }
 
 LSE_TARGET_AVX512

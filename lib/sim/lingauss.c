@@ -268,6 +268,49 @@ LSE_KERNEL void lg_rho8(lg_v *o, const double *p, const lg_perm *pm,
         break;
     }
 }
+/* The inverse of lg_perm_make: vector q of LG_LN contiguous rows of n <= 4
+ * entries from the n columns; lane l is entry g = 8 q + l, i.e. lane g / n
+ * of column g % n (the same two-stage shuffle as lg_perm_apply) */
+LSE_KERNEL void lg_perm_out_make(lg_perm *pm, const size_t n, const size_t q)
+{
+    long long ia[LG_LN], ib[LG_LN], ic[LG_LN];
+    for (size_t l = 0; l < LG_LN; l++) {
+        const size_t g = LG_LN * q + l;
+        const long long c = (long long)(g % n), row = (long long)(g / n);
+        const long long ll = (long long)l;
+        ia[l] = c < 2 ? c * 8 + row : 0;
+        ib[l] = c >= 2 ? (c - 2) * 8 + row : 0;
+        ic[l] = c < 2 ? ll : n == 3 ? 8 + row : 8 + ll;
+    }
+    memcpy(&pm->ia, ia, sizeof ia);
+    memcpy(&pm->ib, ib, sizeof ib);
+    memcpy(&pm->ic, ic, sizeof ic);
+}
+
+/* The scores of LG_LN rows (one vector per mode, K <= 4) stored as
+ * contiguous rows s (K a constant in each case) */
+LSE_KERNEL void lg_store_rows(double *s, const lg_v *sk, const lg_perm *pm,
+                              const size_t K)
+{
+    for (size_t q = 0; q < K; q++) {
+        lg_v o;
+        switch (K) {
+        case 1:
+            lg_perm_apply(&o, sk, &pm[q], 1);
+            break;
+        case 2:
+            lg_perm_apply(&o, sk, &pm[q], 2);
+            break;
+        case 3:
+            lg_perm_apply(&o, sk, &pm[q], 3);
+            break;
+        default:
+            lg_perm_apply(&o, sk, &pm[q], 4);
+            break;
+        }
+        memcpy(s + LG_LN * q, &o, sizeof o);
+    }
+}
 #else
 #define LG_SHUFFLE 0
 #endif
@@ -325,8 +368,18 @@ LSE_KERNEL size_t lg_eval8_body(const lse_gauss_work *w, const lse_sim_args *a,
     const size_t st = s->tda;
     const lse_cov_type cov = w->cov;
     const size_t mt = w->minv != NULL ? w->minv->tda : 0;
+#if LG_SHUFFLE
+    /* contiguous score rows of K <= 4: stored by shuffles */
+    const int oshuf = st == K && K <= 4;
+    lg_perm opm[4];
+    for (size_t q = 0; oshuf && q < K; q++)
+        lg_perm_out_make(&opm[q], K, q);
+#endif
     for (size_t i0 = 0; i0 < b8; i0 += LG_LN) {
         lg_v yv[3], xv[3], r[3];
+#if LG_SHUFFLE
+        lg_v sk[4];
+#endif
         lg_load8(a->child, a->context, i0, yv, xv, d, dc);
         for (size_t k = 0; k < K; k++) {
             const double *ak = am->data + k * am->tda;
@@ -354,9 +407,19 @@ LSE_KERNEL size_t lg_eval8_body(const lse_gauss_work *w, const lse_sim_args *a,
                 q *= inv[0] * inv[0];
             }
             const lg_v sv = w->cnst->data[k] - 0.5 * q;
+#if LG_SHUFFLE
+            if (oshuf) {
+                sk[k] = sv;
+                continue;
+            }
+#endif
             for (size_t l = 0; l < LG_LN; l++)
                 s->data[(i0 + l) * st + k] = sv[l];
         }
+#if LG_SHUFFLE
+        if (oshuf)
+            lg_store_rows(s->data + i0 * st, sk, opm, K);
+#endif
     }
     return b8;
 }
@@ -366,6 +429,82 @@ LSE_KERNEL double lg_hsum(const lg_v *p)
 {
     const lg_v v = *p;
     return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+}
+
+/* lg_stats8_mode for d = dc = 2 and a full or tied covariance with the 16
+ * running sums in named variables, so that they stay in registers (the
+ * same operations in the same order as lg_stats8_mode: the same bits). */
+LSE_KERNEL size_t lg_stats8_mode22(const lse_sim_args *a,
+                                   const gsl_matrix *resp,
+                                   const gsl_vector *weight, size_t k,
+                                   size_t K, double *loc)
+{
+    const size_t b = a->child->size1, b8 = b - b % LG_LN, rt = resp->tda;
+    const double *ak = a->param[P_A]->data + k * a->param[P_A]->tda;
+    const double *bk = a->parent->data + k * a->parent->tda;
+#if LG_SHUFFLE
+    const int rshuf = rt == K && K <= 4;
+    lg_perm rpm;
+    lg_perm_make(&rpm, K <= 4 ? K : 1, k);
+#else
+    (void)K;
+#endif
+    const lg_v zero = {0.0}, one = zero + 1.0;
+    lg_v n = zero, xx00 = zero, xx01 = zero, xx02 = zero, xx11 = zero;
+    lg_v xx12 = zero, xx22 = zero, rx00 = zero, rx01 = zero, rx02 = zero;
+    lg_v rx10 = zero, rx11 = zero, rx12 = zero, rr00 = zero, rr10 = zero;
+    lg_v rr11 = zero;
+    for (size_t i0 = 0; i0 < b8; i0 += LG_LN) {
+        lg_v yv[2], xv[2], r[2], rho, wt;
+        lg_load8(a->child, a->context, i0, yv, xv, 2, 2);
+#if LG_SHUFFLE
+        if (rshuf)
+            lg_rho8(&rho, resp->data + i0 * rt, &rpm, K);
+        else
+#endif
+            lg_col8(&rho, resp->data + i0 * rt + k, rt);
+        if (weight != NULL) {
+            lg_col8(&wt, weight->data + i0 * weight->stride, weight->stride);
+            rho *= wt;
+        }
+        lg_residual8(yv, xv, ak, bk, r, 2, 2);
+        n += rho;
+        const lg_v rap0 = rho * xv[0], rap1 = rho * xv[1], rap2 = rho * one;
+        xx00 += rap0 * xv[0];
+        xx01 += rap0 * xv[1];
+        xx02 += rap0 * one;
+        xx11 += rap1 * xv[1];
+        xx12 += rap1 * one;
+        xx22 += rap2 * one;
+        const lg_v rr0 = rho * r[0], rr1 = rho * r[1];
+        rx00 += rr0 * xv[0];
+        rx01 += rr0 * xv[1];
+        rx02 += rr0 * one;
+        rr00 += rr0 * r[0];
+        rx10 += rr1 * xv[0];
+        rx11 += rr1 * xv[1];
+        rx12 += rr1 * one;
+        rr10 += rr1 * r[0];
+        rr11 += rr1 * r[1];
+    }
+    /* loc: n | sxx (3 x 3, upper) | srx (2 x 3) | srr (2 x 2, lower) */
+    loc[0] = lg_hsum(&n);
+    loc[1] = lg_hsum(&xx00);
+    loc[2] = lg_hsum(&xx01);
+    loc[3] = lg_hsum(&xx02);
+    loc[5] = lg_hsum(&xx11);
+    loc[6] = lg_hsum(&xx12);
+    loc[9] = lg_hsum(&xx22);
+    loc[10] = lg_hsum(&rx00);
+    loc[11] = lg_hsum(&rx01);
+    loc[12] = lg_hsum(&rx02);
+    loc[13] = lg_hsum(&rx10);
+    loc[14] = lg_hsum(&rx11);
+    loc[15] = lg_hsum(&rx12);
+    loc[16] = lg_hsum(&rr00);
+    loc[18] = lg_hsum(&rr10);
+    loc[19] = lg_hsum(&rr11);
+    return b8;
 }
 
 /* lg_stats_mode over the rows [0, b - b % LG_LN) with one running sum per
@@ -382,6 +521,8 @@ LSE_KERNEL size_t lg_stats8_mode(const lse_gauss_work *w, const lse_sim_args *a,
     const double *bk = a->parent->data + k * a->parent->tda;
     const lse_cov_type cov = w->cov;
     const int tri = cov == LSE_COV_FULL || cov == LSE_COV_TIED;
+    if (d == 2 && dc == 2 && tri)
+        return lg_stats8_mode22(a, resp, weight, k, w->n_comp, loc);
     const size_t rt = resp->tda;
     /* n, sxx (m x m), srx (d x m), srr (d x d): at most 1 + 16 + 12 + 9 */
     lg_v v[38] = {{0.0}};

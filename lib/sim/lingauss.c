@@ -631,7 +631,8 @@ LSE_KERNEL void lg_stats_mode(const lse_gauss_work *w, const lse_sim_args *a,
 LSE_KERNEL void lg_stats_body(const lse_gauss_work *w, const lse_sim_args *a,
                               const gsl_matrix *resp, const gsl_vector *weight,
                               double *acc, double *r, const size_t d,
-                              const size_t dc, const int local)
+                              const size_t dc, const int local,
+                              const int lanes)
 {
     const size_t K = w->n_comp, m = dc + 1;
     const lse_cov_type cov = w->cov;
@@ -646,7 +647,8 @@ LSE_KERNEL void lg_stats_body(const lse_gauss_work *w, const lse_sim_args *a,
             double *lxx = loc + 1, *lrx = lxx + m * m, *lrr = lrx + d * m;
             /* rows in groups of LG_LN across the lanes, the rest row by
              * row */
-            const size_t b8 = lg_stats8_mode(w, a, resp, weight, k, loc, d, dc);
+            const size_t b8 =
+                lanes ? lg_stats8_mode(w, a, resp, weight, k, loc, d, dc) : 0;
             lg_stats_mode(w, a, resp, weight, k, loc, lxx, lrx, lrr, r, b8, d,
                           dc);
             acc[k] += loc[0];
@@ -765,8 +767,12 @@ LSE_KERNEL void lg_stats_exact_body(const lse_gauss_work *w,
     }
 }
 
-/* The copies: (d, dc) = (1, 1), (2, 2), (3, 3) and any. */
-#define LG_COPIES(SUFFIX, TARGET)                                              \
+/* The copies: (d, dc) = (1, 1), (1, 2), (2, 2), (3, 3) and any. LANES: run
+ * the small sizes LG_LN rows per vector (the AVX-512 copy, where a vector
+ * of 8 doubles is one register; with AVX2 or SSE2 GCC splits it and the
+ * two-vector shuffles, and the row loops are faster). */
+#define LG_EVAL8(L, D, DC) ((L) ? lg_eval8_body(w, a, s, D, DC) : 0)
+#define LG_COPIES(SUFFIX, TARGET, LANES)                                       \
     TARGET static void lg_eval_##SUFFIX(const lse_gauss_work *w,               \
                                         const lse_sim_args *a, gsl_matrix *s,  \
                                         double *r)                             \
@@ -774,13 +780,13 @@ LSE_KERNEL void lg_stats_exact_body(const lse_gauss_work *w,
         const size_t d = w->dim, dc = w->dim_ctx;                              \
         double rl[3];                                                          \
         if (d == 1 && dc == 1)                                                 \
-            lg_eval_body(w, a, s, rl, lg_eval8_body(w, a, s, 1, 1), 1, 1);     \
+            lg_eval_body(w, a, s, rl, LG_EVAL8(LANES, 1, 1), 1, 1);        \
         else if (d == 1 && dc == 2)                                            \
-            lg_eval_body(w, a, s, rl, lg_eval8_body(w, a, s, 1, 2), 1, 2);     \
+            lg_eval_body(w, a, s, rl, LG_EVAL8(LANES, 1, 2), 1, 2);        \
         else if (d == 2 && dc == 2)                                            \
-            lg_eval_body(w, a, s, rl, lg_eval8_body(w, a, s, 2, 2), 2, 2);     \
+            lg_eval_body(w, a, s, rl, LG_EVAL8(LANES, 2, 2), 2, 2);        \
         else if (d == 3 && dc == 3)                                            \
-            lg_eval_body(w, a, s, rl, lg_eval8_body(w, a, s, 3, 3), 3, 3);     \
+            lg_eval_body(w, a, s, rl, LG_EVAL8(LANES, 3, 3), 3, 3);        \
         else                                                                   \
             lg_eval_body(w, a, s, r, 0, d, dc);                                \
     }                                                                          \
@@ -792,15 +798,15 @@ LSE_KERNEL void lg_stats_exact_body(const lse_gauss_work *w,
         const size_t d = w->dim, dc = w->dim_ctx;                              \
         double rl[3];                                                          \
         if (d == 1 && dc == 1)                                                 \
-            lg_stats_body(w, a, resp, weight, acc, rl, 1, 1, 1);               \
+            lg_stats_body(w, a, resp, weight, acc, rl, 1, 1, 1, LANES);        \
         else if (d == 1 && dc == 2)                                            \
-            lg_stats_body(w, a, resp, weight, acc, rl, 1, 2, 1);               \
+            lg_stats_body(w, a, resp, weight, acc, rl, 1, 2, 1, LANES);        \
         else if (d == 2 && dc == 2)                                            \
-            lg_stats_body(w, a, resp, weight, acc, rl, 2, 2, 1);               \
+            lg_stats_body(w, a, resp, weight, acc, rl, 2, 2, 1, LANES);        \
         else if (d == 3 && dc == 3)                                            \
-            lg_stats_body(w, a, resp, weight, acc, rl, 3, 3, 1);               \
+            lg_stats_body(w, a, resp, weight, acc, rl, 3, 3, 1, LANES);        \
         else                                                                   \
-            lg_stats_body(w, a, resp, weight, acc, r, d, dc, 0);               \
+            lg_stats_body(w, a, resp, weight, acc, r, d, dc, 0, 0);            \
     }                                                                          \
     TARGET static void lg_stats_exact_##SUFFIX(                                \
         const lse_gauss_work *w, const lse_sim_args *a,                        \
@@ -819,10 +825,10 @@ LSE_KERNEL void lg_stats_exact_body(const lse_gauss_work *w,
             lg_stats_exact_body(w, a, resp, weight, acc, r, d, dc);            \
     }
 
-LG_COPIES(plain, )
+LG_COPIES(plain, , 0)
 #if LSE_HAVE_AVX2_PATH
-LG_COPIES(avx2, LSE_TARGET_AVX2)
-LG_COPIES(avx512, LSE_TARGET_AVX512)
+LG_COPIES(avx2, LSE_TARGET_AVX2, 0)
+LG_COPIES(avx512, LSE_TARGET_AVX512, 1)
 #endif
 
 static void lg_eval(const lse_gauss_work *w, const lse_sim_args *a,

@@ -17,8 +17,13 @@ given x_0, exactly lsegraph's SLDS energy. One EM iteration:
 Starts from lse_bench_gen's initialization and runs exactly ITERS
 (default 20) iterations; the time per iteration is the loop's time / ITERS;
 the log-likelihood is evaluated after the loop, at the final parameters.
+With BENCH_CLOCK=cpu (as bench/bench_util.h) the loop is timed by the
+process's CPU time (time.process_time) instead of the wall clock: on a
+shared machine, with OPENBLAS_NUM_THREADS=1, the figure to compare with
+lse_bench's CPU time.
 """
 import math
+import os
 import sys
 import time
 
@@ -116,14 +121,16 @@ def main():
             return estep_markov(logn, p0, trans)
         return estep_mixture(logn, weights)
 
-    t0 = time.perf_counter()
+    clock = (time.process_time if os.environ.get("BENCH_CLOCK") == "cpu"
+             else time.perf_counter)
+    t0 = clock()
     for _ in range(iters):
         resp, _, g0, xi = estep(a, b, cov)
         a, b, cov, weights = mstep(y, x, resp, k)
         if markov:
             p0 = g0 / g0.sum()
             trans = xi / xi.sum(axis=1, keepdims=True)
-    seconds = time.perf_counter() - t0
+    seconds = clock() - t0
     _, loglik, _, _ = estep(a, b, cov)
     benchio.result(tool="numpy", case=f"slds-{kind}",
                    threads=benchio.threads(), iters=iters,

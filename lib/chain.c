@@ -1,8 +1,10 @@
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "graph-private.h"
+#include "kernels-private.h"
 #include "size-private.h"
 
 /* Chain reduction of an LSE term: a hidden Markov chain over the child rows
@@ -24,6 +26,8 @@ struct lse_chain {
     gsl_matrix *beta;   /* (n, K) scaled backward */
     gsl_matrix *em;     /* (n, K) exp(S - rowmax S) */
     gsl_vector *scale;  /* (n) c_t: alpha_t before normalization sums to it */
+    double *rowmax;     /* (n) max_k S_tk */
+    double *lgm;        /* (n) log c_t + max_k S_tk */
     gsl_matrix *trans;  /* (K, K) transition probabilities exp(logT) */
     gsl_matrix *logT;   /* (K, K) */
     gsl_vector *logp0;  /* (K) */
@@ -41,6 +45,8 @@ void lse_chain_free(lse_chain *c)
     gsl_matrix_free(c->beta);
     gsl_matrix_free(c->em);
     gsl_vector_free(c->scale);
+    free(c->rowmax);
+    free(c->lgm);
     gsl_matrix_free(c->trans);
     gsl_matrix_free(c->logT);
     gsl_vector_free(c->logp0);
@@ -76,6 +82,8 @@ lse_status lse_chain_new(lse_term *t, const size_t *starts, size_t n_starts,
     c->beta = gsl_matrix_alloc(n, K);
     c->em = gsl_matrix_alloc(n, K);
     c->scale = gsl_vector_alloc(n);
+    c->rowmax = malloc((n > 0 ? n : 1) * sizeof *c->rowmax);
+    c->lgm = malloc((n > 0 ? n : 1) * sizeof *c->lgm);
     c->trans = gsl_matrix_alloc(K, K);
     c->logT = gsl_matrix_alloc(K, K);
     c->logp0 = gsl_vector_alloc(K);
@@ -83,7 +91,8 @@ lse_status lse_chain_new(lse_term *t, const size_t *starts, size_t n_starts,
     c->post0 = gsl_matrix_calloc(1, K);
     c->tmp = malloc(K * sizeof *c->tmp);
     if (c->starts == NULL || c->alpha == NULL || c->beta == NULL ||
-        c->em == NULL || c->scale == NULL || c->trans == NULL ||
+        c->em == NULL || c->scale == NULL || c->rowmax == NULL ||
+        c->lgm == NULL || c->trans == NULL ||
         c->logT == NULL || c->logp0 == NULL || c->xi == NULL ||
         c->post0 == NULL || c->tmp == NULL) {
         lse_chain_free(c);
@@ -133,25 +142,85 @@ static void chain_probs(lse_chain *c, const gsl_matrix *u, const gsl_matrix *V)
             tr[j * tt + k] = exp(gsl_matrix_get(c->logT, j, k));
 }
 
-/* Scaled forward pass over rows [s0, s1) of S from the initial
- * probabilities p0: emissions em, normalized alpha, scales; returns the
- * sequence's log-likelihood sum_t (log c_t + max S_t). */
-static double chain_forward(lse_chain *c, const gsl_matrix *S, const double *p0,
-                            size_t s0, size_t s1)
+/* Emissions of rows [s0, s1): rowmax_t = max_k S_tk, em_tk = exp(S_tk -
+ * rowmax_t) by lse_exp_nonpos in one loop over the rows' entries (it
+ * vectorizes; a row of K entries does not). */
+LSE_KERNEL void chain_emit_body(lse_chain *c, const gsl_matrix *S, size_t s0,
+                                size_t s1)
 {
-    const size_t K = c->K, ta = c->alpha->tda, ts = S->tda;
-    const size_t tt = c->trans->tda;
-    double *al = c->alpha->data, *em = c->em->data;
-    const double *tr = c->trans->data;
-    double ll = 0.0;
+    const size_t K = c->K, ta = c->em->tda, ts = S->tda;
+    double *em = c->em->data, *mx = c->rowmax;
     for (size_t i = s0; i < s1; i++) {
         const double *si = S->data + i * ts;
         double m = -INFINITY;
         for (size_t k = 0; k < K; k++)
             m = si[k] > m ? si[k] : m;
-        double *ei = em + i * ta, *ai = al + i * ta;
+        mx[i] = m;
+        double *ei = em + i * ta;
         for (size_t k = 0; k < K; k++)
-            ei[k] = exp(si[k] - m);
+            ei[k] = si[k] - m;
+    }
+    /* a fully masked row (m = -INFINITY) gives NaN: its log-likelihood
+     * is not finite and lse_chain_eval fails, as with libm's exp */
+    const size_t nr = ta == K ? 1 : s1 - s0, len = ta == K ? (s1 - s0) * K : K;
+    for (size_t r = 0; r < nr; r++) {
+        double *e = em + (s0 + r) * ta;
+        for (size_t j = 0; j < len; j++)
+            e[j] = lse_exp_nonpos(e[j]);
+    }
+}
+
+/* lgm_t = log c_t + rowmax_t of rows [s0, s1) by lse_log_pos (vectorized)
+ * where c_t is a positive normal number, else by libm's log. */
+LSE_KERNEL void chain_loglik_body(lse_chain *c, size_t s0, size_t s1)
+{
+    const double *sc = c->scale->data, *mx = c->rowmax;
+    double *lgm = c->lgm;
+    for (size_t i = s0; i < s1; i++)
+        lgm[i] = lse_log_pos(sc[i]) + mx[i];
+    for (size_t i = s0; i < s1; i++)
+        if (!(sc[i] >= DBL_MIN && sc[i] <= DBL_MAX))
+            lgm[i] = log(sc[i]) + mx[i];
+}
+
+static void chain_emit_plain(lse_chain *c, const gsl_matrix *S, size_t s0,
+                             size_t s1)
+{
+    chain_emit_body(c, S, s0, s1);
+}
+
+static void chain_loglik_plain(lse_chain *c, size_t s0, size_t s1)
+{
+    chain_loglik_body(c, s0, s1);
+}
+
+#if LSE_HAVE_AVX2_PATH
+LSE_TARGET_AVX2
+static void chain_emit_avx2(lse_chain *c, const gsl_matrix *S, size_t s0,
+                            size_t s1)
+{
+    chain_emit_body(c, S, s0, s1);
+}
+
+LSE_TARGET_AVX2
+static void chain_loglik_avx2(lse_chain *c, size_t s0, size_t s1)
+{
+    chain_loglik_body(c, s0, s1);
+}
+#endif
+
+/* The forward recursion of rows [s0, s1) on the emissions (K a constant
+ * in the common cases, so that the loops unroll and the transitions stay in
+ * registers): normalized alpha and the scales. */
+LSE_KERNEL void chain_fwd_body(lse_chain *c, const double *p0, size_t s0,
+                               size_t s1, const size_t K)
+{
+    const size_t ta = c->alpha->tda, tt = c->trans->tda;
+    double *al = c->alpha->data, *sc = c->scale->data;
+    const double *tr = c->trans->data, *em = c->em->data;
+    for (size_t i = s0; i < s1; i++) {
+        const double *ei = em + i * ta;
+        double *ai = al + i * ta;
         if (i == s0) {
             for (size_t k = 0; k < K; k++)
                 ai[k] = p0[k] * ei[k];
@@ -167,24 +236,76 @@ static double chain_forward(lse_chain *c, const gsl_matrix *S, const double *p0,
         double sum = 0.0;
         for (size_t k = 0; k < K; k++)
             sum += ai[k];
-        gsl_vector_set(c->scale, i, sum);
+        sc[i] = sum;
         const double inv = 1.0 / sum;
         for (size_t k = 0; k < K; k++)
             ai[k] *= inv;
-        ll += log(sum) + m;
     }
+}
+
+/* Scaled forward pass over rows [s0, s1) of S from the initial
+ * probabilities p0: emissions em (exp(S_t - max S_t), computed first for
+ * the whole sequence), normalized alpha, scales; returns the sequence's
+ * log-likelihood sum_t (log c_t + max S_t), summed in the order of t. */
+static double chain_forward(lse_chain *c, const gsl_matrix *S, const double *p0,
+                            size_t s0, size_t s1)
+{
+#if LSE_HAVE_AVX2_PATH
+    const int avx2 = lse_cpu_avx2();
+    if (avx2)
+        chain_emit_avx2(c, S, s0, s1);
+    else
+#endif
+        chain_emit_plain(c, S, s0, s1);
+    switch (c->K) {
+    case 2:
+        chain_fwd_body(c, p0, s0, s1, 2);
+        break;
+    case 3:
+        chain_fwd_body(c, p0, s0, s1, 3);
+        break;
+    case 4:
+        chain_fwd_body(c, p0, s0, s1, 4);
+        break;
+    default:
+        chain_fwd_body(c, p0, s0, s1, c->K);
+        break;
+    }
+#if LSE_HAVE_AVX2_PATH
+    if (avx2)
+        chain_loglik_avx2(c, s0, s1);
+    else
+#endif
+        chain_loglik_plain(c, s0, s1);
+    double ll = 0.0;
+    for (size_t i = s0; i < s1; i++)
+        ll += c->lgm[i];
     return ll;
 }
 
+/* Largest K whose expected counts the backward pass keeps in locals */
+#define CHAIN_LOCAL 4
+
 /* Backward pass over rows [s0, s1), adding the expected transitions into
- * xi; then the posteriors of those rows into post (tda tp). */
-static void chain_backward(lse_chain *c, double *post, size_t tp, size_t s0,
-                           size_t s1)
+ * xi; then the posteriors of those rows into post (tda tp). K a constant
+ * up to CHAIN_LOCAL: the counts are summed in locals (the same additions
+ * in the same order) and added to xi at the end. */
+LSE_KERNEL void chain_bwd_body(lse_chain *c, double *post, size_t tp,
+                               size_t s0, size_t s1, const size_t K)
 {
-    const size_t K = c->K, ta = c->alpha->tda, tt = c->trans->tda;
+    const size_t ta = c->alpha->tda, tt = c->trans->tda;
     const size_t tx = c->xi->tda;
     const double *al = c->alpha->data, *em = c->em->data, *tr = c->trans->data;
-    double *be = c->beta->data, *xi = c->xi->data;
+    const double *sc = c->scale->data;
+    double *be = c->beta->data, *xg = c->xi->data;
+    double xl[CHAIN_LOCAL * CHAIN_LOCAL];
+    const int local = K <= CHAIN_LOCAL;
+    double *xi = local ? xl : xg;
+    const size_t tl = local ? K : tx;
+    if (local)
+        for (size_t j = 0; j < K; j++)
+            for (size_t k = 0; k < K; k++)
+                xl[j * K + k] = xg[j * tx + k];
     double *bl = be + (s1 - 1) * ta;
     for (size_t k = 0; k < K; k++)
         bl[k] = 1.0;
@@ -192,17 +313,21 @@ static void chain_backward(lse_chain *c, double *post, size_t tp, size_t s0,
         const double *ei = em + i * ta, *bi = be + i * ta;
         const double *ap = al + (i - 1) * ta;
         double *bp = be + (i - 1) * ta;
-        const double inv = 1.0 / gsl_vector_get(c->scale, i);
+        const double inv = 1.0 / sc[i];
         for (size_t j = 0; j < K; j++) {
             double v = 0.0;
             for (size_t k = 0; k < K; k++) {
                 const double w = tr[j * tt + k] * ei[k] * bi[k] * inv;
                 v += w;
-                xi[j * tx + k] += ap[j] * w;
+                xi[j * tl + k] += ap[j] * w;
             }
             bp[j] = v;
         }
     }
+    if (local)
+        for (size_t j = 0; j < K; j++)
+            for (size_t k = 0; k < K; k++)
+                xg[j * tx + k] = xl[j * K + k];
     /* gamma_t = alpha_t beta_t sums to 1 only in exact arithmetic (the
      * scaled products drift by a few ulps per step): renormalize each
      * row, so every posterior is in [0, 1] (x / s <= 1 for 0 <= x <= s
@@ -218,6 +343,25 @@ static void chain_backward(lse_chain *c, double *post, size_t tp, size_t s0,
             const double p = pi[k] * inv;
             pi[k] = p < 1.0 ? p : 1.0;
         }
+    }
+}
+
+static void chain_backward(lse_chain *c, double *post, size_t tp, size_t s0,
+                           size_t s1)
+{
+    switch (c->K) {
+    case 2:
+        chain_bwd_body(c, post, tp, s0, s1, 2);
+        break;
+    case 3:
+        chain_bwd_body(c, post, tp, s0, s1, 3);
+        break;
+    case 4:
+        chain_bwd_body(c, post, tp, s0, s1, 4);
+        break;
+    default:
+        chain_bwd_body(c, post, tp, s0, s1, c->K);
+        break;
     }
 }
 

@@ -371,9 +371,134 @@ LSE_KERNEL void softmax8_rows(const gsl_matrix *s, gsl_matrix *a, double beta,
     }
 }
 
+/* Rows of at most this many entries in contiguous blocks are done eight
+ * rows at a time across the rows (softmax_cols8). */
+#define COLS_ROWS 4
+
+/* The permutations between eight contiguous rows of n <= COLS_ROWS entries
+ * (n vectors of 8, row-major) and their n columns (one vector of 8 rows
+ * each): column j takes lane i from flat entry i n + j, i.e. lane
+ * (i n + j) % 8 of vector (i n + j) / 8. */
+typedef struct cols8_perm {
+    __m512i in_idx[COLS_ROWS][COLS_ROWS], out_idx[COLS_ROWS][COLS_ROWS];
+    __mmask8 in_mask[COLS_ROWS][COLS_ROWS], out_mask[COLS_ROWS][COLS_ROWS];
+} cols8_perm;
+
+LSE_TARGET_AVX512
+static void cols8_perm_make(cols8_perm *p, size_t n)
+{
+    for (size_t j = 0; j < n; j++)
+        for (size_t q = 0; q < n; q++) {
+            int64_t ii[8] = {0}, oi[8] = {0};
+            unsigned im = 0, om = 0;
+            for (size_t i = 0; i < 8; i++) {
+                const size_t f = i * n + j; /* column j, row i */
+                if (f / 8 == q) {
+                    ii[i] = (int64_t)(f % 8);
+                    im |= 1u << i;
+                }
+                const size_t g = 8 * q + i; /* vector q, lane i */
+                if (g % n == j) {
+                    oi[i] = (int64_t)(g / n);
+                    om |= 1u << i;
+                }
+            }
+            p->in_idx[j][q] = _mm512_loadu_si512(ii);
+            p->out_idx[j][q] = _mm512_loadu_si512(oi);
+            p->in_mask[j][q] = (__mmask8)im;
+            p->out_mask[j][q] = (__mmask8)om;
+        }
+}
+
+/* Eight contiguous rows of n <= COLS_ROWS entries from row r0 (a may alias
+ * s): the softmax8_rows arithmetic lane for lane with the rows in the
+ * lanes and the entries in n vectors, so that no lane is idle. The maximum
+ * and the sum follow _mm512_reduce_max_pd's and _mm512_reduce_add_pd's
+ * order over the row (lanes n..7 hold -INFINITY and exp gives +0 there,
+ * which leave a maximum and a sum unchanged), so the results are those of
+ * softmax8_rows bit for bit. Writes the normalized row, m and the
+ * (positive) sum to lse as softmax_narrow8_body's first pass. */
+LSE_TARGET_AVX512
+LSE_KERNEL void softmax_cols8(const double *s, double *a, double beta,
+                              double *lse, double *m, size_t r0,
+                              const cols8_perm *p, const size_t n)
+{
+    const __m512d ninf = _mm512_set1_pd(-INFINITY);
+    __m512d v[COLS_ROWS], c[COLS_ROWS];
+    for (size_t q = 0; q < n; q++)
+        v[q] = _mm512_loadu_pd(s + r0 * n + 8 * q);
+    for (size_t j = 0; j < n; j++) {
+        c[j] = ninf;
+        for (size_t q = 0; q < n; q++)
+            c[j] = _mm512_mask_permutexvar_pd(c[j], p->in_mask[j][q],
+                                              p->in_idx[j][q], v[q]);
+    }
+    for (size_t j = n; j < COLS_ROWS; j++)
+        c[j] = ninf;
+    /* _mm512_reduce_max_pd: max(max(c2, c0), max(c3, c1)) */
+    const __m512d mx =
+        _mm512_max_pd(_mm512_max_pd(c[2], c[0]), _mm512_max_pd(c[3], c[1]));
+    /* a fully masked row keeps -INFINITY (exp gives 0) */
+    const __mmask8 allm = _mm512_cmp_pd_mask(mx, ninf, _CMP_EQ_OQ);
+    const __m512d sh = _mm512_mask_mov_pd(mx, allm, _mm512_setzero_pd());
+    const __m512d vbeta = _mm512_set1_pd(beta);
+    for (size_t j = 0; j < COLS_ROWS; j++)
+        c[j] = j < n ? lse_exp_nonpos8(
+                           _mm512_mul_pd(vbeta, _mm512_sub_pd(c[j], sh)))
+                     : _mm512_setzero_pd();
+    /* _mm512_reduce_add_pd: (c2 + c0) + (c3 + c1) */
+    __m512d tot = _mm512_add_pd(_mm512_add_pd(c[2], c[0]),
+                                _mm512_add_pd(c[3], c[1]));
+    /* a masked row has sum 0 and exponentials 0: 1 scales it to 0 */
+    const __mmask8 pos = _mm512_cmp_pd_mask(tot, _mm512_setzero_pd(),
+                                            _CMP_GT_OQ);
+    tot = _mm512_mask_mov_pd(_mm512_set1_pd(1.0), pos, tot);
+    _mm512_storeu_pd(m + r0, mx);
+    _mm512_storeu_pd(lse + r0, tot);
+    const __m512d inv = _mm512_div_pd(_mm512_set1_pd(1.0), tot);
+    for (size_t j = 0; j < n; j++)
+        c[j] = _mm512_mul_pd(c[j], inv);
+    for (size_t q = 0; q < n; q++) {
+        __m512d o = _mm512_setzero_pd();
+        for (size_t j = 0; j < n; j++)
+            o = _mm512_mask_permutexvar_pd(o, p->out_mask[j][q],
+                                           p->out_idx[j][q], c[j]);
+        _mm512_storeu_pd(a + r0 * n + 8 * q, o);
+    }
+}
+
+/* The rows [0, b8) (b8 a multiple of 8) of a contiguous block of n <=
+ * COLS_ROWS entries per row by softmax_cols8. */
+LSE_TARGET_AVX512
+static void softmax_cols8_rows(const gsl_matrix *s, gsl_matrix *a, double beta,
+                               double *lse, double *m, size_t b8)
+{
+    const size_t n = s->size2;
+    cols8_perm p;
+    cols8_perm_make(&p, n);
+    for (size_t r = 0; r < b8; r += 8) {
+        switch (n) {
+        case 1:
+            softmax_cols8(s->data, a->data, beta, lse, m, r, &p, 1);
+            break;
+        case 2:
+            softmax_cols8(s->data, a->data, beta, lse, m, r, &p, 2);
+            break;
+        case 3:
+            softmax_cols8(s->data, a->data, beta, lse, m, r, &p, 3);
+            break;
+        default:
+            softmax_cols8(s->data, a->data, beta, lse, m, r, &p, 4);
+            break;
+        }
+    }
+}
+
 /* softmax_narrow_body with AVX-512F: a row in nvec = ceil(n / 8) vectors
  * of 8 (the last one masked), four rows at a time; the row sum is
- * _mm512_reduce_add_pd of the lane-wise sum. */
+ * _mm512_reduce_add_pd of the lane-wise sum. Contiguous blocks of rows of
+ * at most COLS_ROWS entries go eight rows at a time across the rows
+ * (softmax_cols8, same bits). */
 LSE_TARGET_AVX512
 LSE_KERNEL void softmax_narrow8_body(const gsl_matrix *s, gsl_matrix *a,
                                      double beta, double *lse, double *m,
@@ -382,12 +507,17 @@ LSE_KERNEL void softmax_narrow8_body(const gsl_matrix *s, gsl_matrix *a,
     const size_t b = s->size1, n = s->size2, at = a->tda;
     const size_t rem = n - (nvec - 1) * 8; /* 1 to 8 entries in the last */
     const __mmask8 tail = (__mmask8)((1u << rem) - 1u);
-    size_t r = 0;
+    size_t r = 0, r0 = 0;
+    if (n <= COLS_ROWS && s->tda == n && at == n && b >= 8) {
+        r0 = b - b % 8;
+        softmax_cols8_rows(s, a, beta, lse, m, r0);
+        r = r0;
+    }
     for (; r + 4 <= b; r += 4)
         softmax8_rows(s, a, beta, lse, m, r, 4, nvec, tail);
     for (; r < b; r++)
         softmax8_rows(s, a, beta, lse, m, r, 1, nvec, tail);
-    for (r = 0; r < b; r++) {
+    for (r = r0; r < b; r++) {
         double *ar = a->data + r * at;
         const __m512d inv = _mm512_set1_pd(1.0 / lse[r]);
         if (nvec == 2)
@@ -396,9 +526,14 @@ LSE_KERNEL void softmax_narrow8_body(const gsl_matrix *s, gsl_matrix *a,
         _mm512_mask_storeu_pd(
             al, tail, _mm512_mul_pd(_mm512_maskz_loadu_pd(tail, al), inv));
     }
-    /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0 */
-    for (r = 0; r < b; r++)
-        lse[r] = m[r] + lse_log_pos(lse[r]) / beta;
+    /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0; x / 1 = x
+     * exactly, so beta = 1 skips the division */
+    if (beta == 1.0)
+        for (r = 0; r < b; r++)
+            lse[r] = m[r] + lse_log_pos(lse[r]);
+    else
+        for (r = 0; r < b; r++)
+            lse[r] = m[r] + lse_log_pos(lse[r]) / beta;
 }
 
 LSE_TARGET_AVX512

@@ -636,6 +636,87 @@ START_TEST(test_stats_additive)
 }
 END_TEST
 
+/* The small sizes (d, dc) = (1, 1), (1, 2), (2, 2), (3, 3) run 8 rows per
+ * vector (lib/sim/lingauss.c, lg_eval8_body / lg_stats8_mode) and the rows
+ * left over one at a time: a block of 37 rows gives the scores of 37
+ * one-row blocks bit for bit, and the statistics of the one-row blocks to
+ * rounding (another summation order); responsibilities with padded rows
+ * (not contiguous: loaded lane by lane) give the same bits as contiguous
+ * ones (vector loads and shuffles when K <= 4). */
+START_TEST(test_lane_rows_agree)
+{
+    const size_t dd[4][2] = {{1, 1}, {1, 2}, {2, 2}, {3, 3}};
+    for (int c = 0; c < 4; c++)
+        for (size_t q = 0; q < 4; q++)
+            for (size_t K = 1; K <= 5; K++) {
+                const size_t n = 37;
+                inst in;
+                inst_init(&in, all_cov[c], n, K, dd[q][0], dd[q][1], 1,
+                          300u + (unsigned)(c * 40 + (int)(q * 8 + K)));
+                inst_work(&in, n);
+                gsl_matrix_view cv, xv;
+                lse_sim_args a = inst_args(&in, 0, n, &cv, &xv);
+                lse_assert_ok(lse_sim_lingauss->prepare(&a));
+                gsl_matrix *s1 = gsl_matrix_alloc(n, K);
+                gsl_matrix *s2 = gsl_matrix_alloc(n, K);
+                lse_assert_ok(lse_sim_lingauss->eval(&a, s1));
+                for (size_t i = 0; i < n; i++) {
+                    a = inst_args(&in, i, 1, &cv, &xv);
+                    gsl_matrix_view sb = gsl_matrix_submatrix(s2, i, 0, 1, K);
+                    lse_assert_ok(lse_sim_lingauss->eval(&a, &sb.matrix));
+                }
+                for (size_t i = 0; i < n; i++)
+                    for (size_t k = 0; k < K; k++) {
+                        const double v = gsl_matrix_get(s1, i, k);
+                        ck_assert_msg(memcmp(&v, gsl_matrix_const_ptr(s2, i, k),
+                                             sizeof v) == 0,
+                                      "cov %d d %zu K %zu S(%zu,%zu) %.17g vs "
+                                      "%.17g",
+                                      c, in.d, K, i, k, v,
+                                      gsl_matrix_get(s2, i, k));
+                        const double want =
+                            log_pi(&in, k) + log_density(&in, i, k);
+                        ck_assert_msg(rel_err(v, want) < 1e-12,
+                                      "cov %d S(%zu,%zu) = %.15g want %.15g",
+                                      c, i, k, v, want);
+                    }
+                gsl_matrix *resp = make_resp(n, K, 11u + K);
+                gsl_matrix *pad = gsl_matrix_alloc(n, K + 2);
+                gsl_matrix_view rp = gsl_matrix_submatrix(pad, 0, 0, n, K);
+                gsl_matrix_memcpy(&rp.matrix, resp);
+                gsl_vector *weight = make_weight(n);
+                const size_t ns =
+                    lse_sim_lingauss->stats_size(&in.shape, &in.cfg);
+                double *whole = calloc(ns, sizeof *whole);
+                double *padded = calloc(ns, sizeof *padded);
+                double *rows = calloc(ns, sizeof *rows);
+                lse_assert_ok(stats_rows(&in, 0, n, resp, weight, whole));
+                lse_assert_ok(stats_rows(&in, 0, n, &rp.matrix, weight, padded));
+                for (size_t i = 0; i < n; i++)
+                    lse_assert_ok(stats_rows(&in, i, 1, resp, weight, rows));
+                for (size_t p = 0; p < ns; p++) {
+                    ck_assert_msg(memcmp(&whole[p], &padded[p],
+                                         sizeof whole[p]) == 0,
+                                  "cov %d d %zu K %zu stat %zu: %.17g vs %.17g",
+                                  c, in.d, K, p, whole[p], padded[p]);
+                    ck_assert_msg(fabs(whole[p] - rows[p]) <=
+                                      1e-12 * (1.0 + fabs(rows[p])),
+                                  "cov %d d %zu K %zu stat %zu: %.17g vs %.17g",
+                                  c, in.d, K, p, whole[p], rows[p]);
+                }
+                free(whole);
+                free(padded);
+                free(rows);
+                gsl_matrix_free(resp);
+                gsl_matrix_free(pad);
+                gsl_vector_free(weight);
+                gsl_matrix_free(s1);
+                gsl_matrix_free(s2);
+                inst_free(&in);
+            }
+}
+END_TEST
+
 START_TEST(test_mstep_empty_components)
 {
     for (int c = 0; c < 4; c++) {
@@ -860,6 +941,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_mstep_equals_wls);
     tcase_add_test(tc, test_mstep_zero_gradient);
     tcase_add_test(tc, test_stats_additive);
+    tcase_add_test(tc, test_lane_rows_agree);
     tcase_add_test(tc, test_mstep_empty_components);
     tcase_add_test(tc, test_mstep_singular_context);
     tcase_add_test(tc, test_mstep_singular_covariance);

@@ -122,7 +122,6 @@ typedef struct lse_gauss_work {
     double *otri;     /* (K, dp) (mu_k - c) L_k^-T, zero-padded */
     double *mtri;     /* (K, dp) the means, zero-padded */
     double *xtri;     /* (block, dp) the block's rows, zero-padded */
-    double *rtri;     /* (block, dp) x_i - mu_k */
     double *wtri;     /* (block, dp) + 16: rho_ik (x_i - mu_k) */
     double *rhot;     /* (block) rho_ik of one component */
 

@@ -166,7 +166,6 @@ static int tri_buffers(lse_gauss_work *w)
              (w->otri = doubles_lines(K, w->dp, 0)) != NULL &&
              (w->mtri = doubles_lines(K, w->dp, 0)) != NULL &&
              (w->xtri = doubles_lines(b, w->dp, 0)) != NULL &&
-             (w->rtri = doubles_lines(b, w->dp, 0)) != NULL &&
              (w->wtri = doubles_lines(b, w->dp, 16)) != NULL &&
              (w->rhot = doubles_lines(b, 1, 0)) != NULL;
     return w->tri;
@@ -217,7 +216,6 @@ void lse_gauss_work_free(void *work)
     free(w->otri);
     free(w->mtri);
     free(w->xtri);
-    free(w->rtri);
     free(w->wtri);
     free(w->rhot);
     lse_gauss_mclust_work_free(w->mcl);

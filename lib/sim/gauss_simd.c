@@ -712,10 +712,10 @@ void lse_gauss_tri_stats(lse_gauss_work *w, const gsl_matrix *x,
         double *s1 = acc + K + k * d, *s2 = acc + K + K * d + k * d * d;
         if (w->fma == 2)
             tri_stats_avx512(w->xtri, b, d, dp, w->mtri + k * dp, w->rhot,
-                             w->rtri, w->wtri, s1, s2);
+                             w->wtri, s1, s2);
         else
             tri_stats_avx2(w->xtri, b, d, dp, w->mtri + k * dp, w->rhot,
-                           w->rtri, w->wtri, s1, s2);
+                           w->wtri, s1, s2);
     }
 #endif
 }

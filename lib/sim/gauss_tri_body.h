@@ -129,12 +129,13 @@ TRI_TARGET static void TRI_FN(tri_eval)(const double *y, size_t yt, size_t b,
 }
 
 /* Scatter tile: sum_i w_i,a r_i,j for the rows a in [a0, a0 + TRI_RM) and
- * NS strips from strip s0, over the b rows of r and w (b x dp), ADDED to
- * s2 (d x d) where a <= j < d (the upper triangle). w is readable
- * TRI_RM doubles past its last row. */
-TRI_TARGET LSE_KERNEL void TRI_FN(tri_mtile)(const double *r, const double *w,
-                                             size_t dp, size_t b, size_t d,
-                                             size_t a0, size_t s0, double *s2,
+ * NS strips from strip s0, over the b rows of w (b x dp) and of r = x - mu
+ * (x: b x dp), ADDED to s2 (d x d) where a <= j < d (the upper triangle).
+ * w is readable TRI_RM doubles past its last row. */
+TRI_TARGET LSE_KERNEL void TRI_FN(tri_mtile)(const double *x, const double *mu,
+                                             const double *w, size_t dp,
+                                             size_t b, size_t d, size_t a0,
+                                             size_t s0, double *s2,
                                              const int NS)
 {
     V8 acc[TRI_RM][TRI_SM];
@@ -142,10 +143,11 @@ TRI_TARGET LSE_KERNEL void TRI_FN(tri_mtile)(const double *r, const double *w,
         for (int t = 0; t < NS; t++)
             acc[a][t] = V8_ZERO();
     for (size_t i = 0; i < b; i++) {
-        const double *ri = r + i * dp + 8 * s0, *wi = w + i * dp + a0;
+        const double *xi = x + i * dp + 8 * s0, *wi = w + i * dp + a0;
         V8 rv[TRI_SM];
         for (int t = 0; t < NS; t++)
-            rv[t] = V8_LOAD(ri + 8 * (size_t)t);
+            rv[t] = V8_SUB(V8_LOAD(xi + 8 * (size_t)t),
+                           V8_LOAD(mu + 8 * (s0 + (size_t)t)));
         for (int a = 0; a < TRI_RM; a++) {
             const V8 wb = V8_BCAST(wi[a]);
             for (int t = 0; t < NS; t++)
@@ -169,12 +171,12 @@ TRI_TARGET LSE_KERNEL void TRI_FN(tri_mtile)(const double *r, const double *w,
 /* Component k's statistics of a block: with r_i = x_i - mu_k and
  * w_i = rho_i r_i (xp (b x dp) the rows zero-padded, mu dp, rho the b
  * weights), ADD sum_i w_i to s1 (d) and the upper triangle of
- * sum_i w_i r_i' to s2 (d x d). r and w are (b x dp) scratch, w with
- * TRI_RM doubles more. */
+ * sum_i w_i r_i' to s2 (d x d). w is (b x dp) scratch with TRI_RM
+ * doubles more. */
 TRI_TARGET static void TRI_FN(tri_stats)(const double *xp, size_t b, size_t d,
                                          size_t dp, const double *mu,
-                                         const double *rho, double *r,
-                                         double *w, double *s1, double *s2)
+                                         const double *rho, double *w,
+                                         double *s1, double *s2)
 {
     const size_t nst = dp / 8;
     double sum[8];
@@ -184,7 +186,6 @@ TRI_TARGET static void TRI_FN(tri_stats)(const double *xp, size_t b, size_t d,
         for (size_t i = 0; i < b; i++) {
             const V8 ri = V8_SUB(V8_LOAD(xp + i * dp + 8 * s), m);
             const V8 wi = V8_MUL(V8_BCAST(rho[i]), ri);
-            V8_STORE(r + i * dp + 8 * s, ri);
             V8_STORE(w + i * dp + 8 * s, wi);
             acc = V8_ADD(acc, wi);
         }
@@ -195,12 +196,12 @@ TRI_TARGET static void TRI_FN(tri_stats)(const double *xp, size_t b, size_t d,
     for (size_t a0 = 0; a0 < d; a0 += TRI_RM) {
         size_t s = a0 / 8;
         for (; s + TRI_SM <= nst; s += TRI_SM)
-            TRI_FN(tri_mtile)(r, w, dp, b, d, a0, s, s2, TRI_SM);
+            TRI_FN(tri_mtile)(xp, mu, w, dp, b, d, a0, s, s2, TRI_SM);
         if (TRI_SM > 2 && s + 2 <= nst) {
-            TRI_FN(tri_mtile)(r, w, dp, b, d, a0, s, s2, 2);
+            TRI_FN(tri_mtile)(xp, mu, w, dp, b, d, a0, s, s2, 2);
             s += 2;
         }
         for (; s < nst; s++)
-            TRI_FN(tri_mtile)(r, w, dp, b, d, a0, s, s2, 1);
+            TRI_FN(tri_mtile)(xp, mu, w, dp, b, d, a0, s, s2, 1);
     }
 }

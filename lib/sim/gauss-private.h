@@ -248,7 +248,9 @@ int lse_gauss_fast_path(const lse_gauss_work *w, const gsl_matrix *parent,
  *   full: (nv, K) row-major = sum_i [1, y_i', vech(y_i y_i')']' rho_i'
  *         (row 0 is N), i.e. N | s1c (d, K) | P (d(d+1)/2, K)
  *   tied: N (K) | s1c (d, K) | sum_k P_k (d(d+1)/2)
- * Both layouts fit in K + K d + (K d^2 or d^2) doubles. */
+ * On the triangle-aware path (w->tri, full only) the moments themselves:
+ *   N (K) | s1 (K, d) | s2 (K, d, d), upper triangles (lse_gauss_tri_stats)
+ * All layouts fit in K + K d + (K d^2 or d^2) doubles. */
 lse_status lse_gauss_stats_wide(lse_gauss_work *w, const gsl_matrix *x,
                                 const gsl_matrix *resp,
                                 const gsl_vector *weight, double *acc);

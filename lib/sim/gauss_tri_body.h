@@ -157,10 +157,16 @@ TRI_TARGET LSE_KERNEL void TRI_FN(tri_mtile)(const double *x, const double *mu,
     for (int a = 0; a < TRI_RM && a0 + (size_t)a < d; a++) {
         const size_t ra = a0 + (size_t)a;
         for (int t = 0; t < NS; t++) {
+            const size_t j0 = 8 * (s0 + (size_t)t);
+            if (j0 >= ra && j0 + 8 <= d) { /* the whole strip */
+                double *o = s2 + ra * d + j0;
+                V8_STORE(o, V8_ADD(V8_LOAD(o), acc[a][t]));
+                continue;
+            }
             double l[8];
             V8_STORE(l, acc[a][t]);
             for (size_t e = 0; e < 8; e++) {
-                const size_t j = 8 * (s0 + (size_t)t) + e;
+                const size_t j = j0 + e;
                 if (j >= ra && j < d)
                     s2[ra * d + j] += l[e];
             }

@@ -6,7 +6,8 @@
  *   (a * b + c, fused), V8_ADD(a, b), V8_SUB(a, b), V8_MUL(a, b)
  *   TRI_FN(name)  the copy's function name
  *   TRI_TARGET    its target attribute
- *   TRI_RE, TRI_SE  rows x strips of 8 columns of an E-step tile
+ *   TRI_RE, TRI_SE  rows x strips of 8 columns of an E-step tile (TRI_SE
+ *                   1 or 2)
  *   TRI_RM, TRI_SM  rows x strips of 8 columns of a scatter tile (TRI_RM
  *                   divides 8 or is a multiple of it)
  * Both copies compute every entry as the same chain of fused multiply-adds
@@ -23,7 +24,7 @@ TRI_TARGET LSE_KERNEL double TRI_FN(tri_hsum)(V8 v)
     return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
 }
 
-/* Strip s of a packed factor (lse_gauss_tri_panel). */
+/* Offset of strip s in a packed factor (the layout of w->utri). */
 #ifndef LSE_GAUSS_TRI_PANEL
 #define LSE_GAUSS_TRI_PANEL
 static inline size_t tri_panel(size_t s) { return 32 * s * (s + 1); }

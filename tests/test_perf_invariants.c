@@ -135,13 +135,30 @@ static void em_run_free(em_run *r)
     gsl_matrix_free(r->chol);
 }
 
-static void check_em_threads(lse_cov_type cov)
+/* x (n, d): k blobs a thousand times further apart than their spread,
+ * so that the full covariances run the whitened (triangle-aware) path
+ * (docs/performance.md section 3: kappa above 1e4). */
+static void far_blobs(gsl_matrix *x, size_t k, unsigned long seed)
 {
-    gsl_matrix *x = gsl_matrix_alloc(4000, 3);
-    blobs(x, 4, 11);
+    blobs(x, k, seed);
+    for (size_t i = 0; i < x->size1; i++)
+        for (size_t j = 0; j < x->size2; j++)
+            *gsl_matrix_ptr(x, i, j) +=
+                1500.0 * cos(1.7 * (double)(i % k) + 0.9 * (double)j);
+}
+
+static void check_em_threads_on(lse_cov_type cov, size_t d, int far)
+{
+    gsl_matrix *x = gsl_matrix_alloc(4000, d);
+    if (far)
+        far_blobs(x, 4, 11);
+    else
+        blobs(x, 4, 11);
     em_run one;
     gmm_em(x, 4, cov, 1, &one);
-    ck_assert_int_eq(one.n_iter, 12);
+    /* far blobs: EM reaches its fixed point (no change) in a few steps */
+    ck_assert_int_eq(one.n_iter, far ? one.n_iter : 12);
+    ck_assert_int_ge(one.n_iter, 3);
     for (size_t q = 0; q < N_COUNTS; q++) {
         em_run many;
         gmm_em(x, 4, cov, thread_counts[q], &many);
@@ -156,12 +173,25 @@ static void check_em_threads(lse_cov_type cov)
         em_run_free(&many);
     }
     /* the run is a real EM: the energy went down */
-    ck_assert(one.energy[11] < one.energy[0]);
+    ck_assert(one.energy[one.n_iter - 1] < one.energy[0]);
     em_run_free(&one);
     gsl_matrix_free(x);
 }
 
+static void check_em_threads(lse_cov_type cov)
+{
+    check_em_threads_on(cov, 3, 0);
+}
+
 START_TEST(test_em_full_threads_identical) { check_em_threads(LSE_COV_FULL); }
+END_TEST
+
+/* full covariances on the whitened path, d = 11 (a whole and a padded
+ * strip of 8 columns in the triangle-aware kernels) */
+START_TEST(test_em_full_far_threads_identical)
+{
+    check_em_threads_on(LSE_COV_FULL, 11, 1);
+}
 END_TEST
 
 START_TEST(test_em_diag_threads_identical) { check_em_threads(LSE_COV_DIAG); }
@@ -217,6 +247,51 @@ static void check_simd_copies(lse_cov_type cov, size_t k)
     em_run_free(&ref);
     gsl_matrix_free(x);
 }
+
+/* The triangle-aware kernels of the whitened full path: the AVX-512 and
+ * the AVX2 copies give the same bits; the plain build (LSE_NO_SIMD: the
+ * GEMMs of the whitened path) agrees to rounding. */
+START_TEST(test_tri_copies_agree)
+{
+    static const size_t dims[] = {5, 8, 11, 19};
+    for (size_t q = 0; q < 4; q++) {
+        gsl_matrix *x = gsl_matrix_alloc(2000, dims[q]);
+        far_blobs(x, 4, 37 + q);
+        em_run ref, avx2, plain;
+        gmm_em(x, 4, LSE_COV_FULL, 2, &ref);
+        ck_assert_int_eq(setenv("LSE_NO_AVX512", "1", 1), 0);
+        gmm_em(x, 4, LSE_COV_FULL, 2, &avx2);
+        ck_assert_int_eq(unsetenv("LSE_NO_AVX512"), 0);
+        ck_assert_int_eq(setenv("LSE_NO_SIMD", "1", 1), 0);
+        gmm_em(x, 4, LSE_COV_FULL, 2, &plain);
+        ck_assert_int_eq(unsetenv("LSE_NO_SIMD"), 0);
+        for (size_t i = 0; i < 12; i++) {
+            ck_assert_msg(same_double(avx2.energy[i], ref.energy[i]),
+                          "d = %zu, iteration %zu: %.17g vs %.17g", dims[q], i,
+                          avx2.energy[i], ref.energy[i]);
+            /* (the plain run may reach its fixed point a step apart) */
+            ck_assert_msg(i >= plain.n_iter || i >= ref.n_iter ||
+                              fabs(plain.energy[i] - ref.energy[i]) <=
+                                  1e-11 * fabs(ref.energy[i]),
+                          "d = %zu, iteration %zu: %.17g vs %.17g", dims[q], i,
+                          plain.energy[i], ref.energy[i]);
+        }
+        ck_assert(same_matrix(avx2.mu, ref.mu));
+        ck_assert(same_matrix(avx2.chol, ref.chol));
+        ck_assert(same_matrix(avx2.logw, ref.logw));
+        ck_assert_double_lt(max_scaled_diff(plain.mu, ref.mu), 1e-9);
+        ck_assert_double_lt(max_scaled_diff(plain.chol, ref.chol), 1e-9);
+        ck_assert_double_lt(max_scaled_diff(plain.logw, ref.logw), 1e-9);
+        ck_assert_int_eq(avx2.n_iter, ref.n_iter);
+        ck_assert_int_ge(ref.n_iter, 3);
+        ck_assert(ref.energy[ref.n_iter - 1] < ref.energy[0]);
+        em_run_free(&ref);
+        em_run_free(&avx2);
+        em_run_free(&plain);
+        gsl_matrix_free(x);
+    }
+}
+END_TEST
 
 START_TEST(test_simd_copies_agree)
 {
@@ -634,6 +709,8 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_num_threads_setting);
     tcase_add_test(tc, test_small_term_default_one_thread);
     tcase_add_test(tc, test_em_full_threads_identical);
+    tcase_add_test(tc, test_em_full_far_threads_identical);
+    tcase_add_test(tc, test_tri_copies_agree);
     tcase_add_test(tc, test_em_diag_threads_identical);
     tcase_add_test(tc, test_simd_copies_agree);
     tcase_add_test(tc, test_gmm_model_threads_identical);

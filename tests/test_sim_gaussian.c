@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <gsl/gsl_blas.h>
 #include <gsl/gsl_linalg.h>
 #include <gsl/gsl_math.h>
 #include <gsl/gsl_matrix.h>
@@ -659,6 +660,132 @@ static double ref_moments(const inst *in, const gsl_matrix *resp,
     return nk;
 }
 
+/* ------------------------------------------------------------------ */
+/* Whitened full path (kappa > 1e4: the triangle-aware kernels)        */
+
+/* Full covariances with the means spread a thousand standard deviations
+ * apart and each child near one mean; returns kappa = max_k |L_k^-1 (mu_k
+ * - c)|^2, c the mean of the means (the quadratic path's limit is 1e4). */
+static double far_inst(inst *in, size_t n, size_t K, size_t d,
+                       unsigned long seed)
+{
+    inst_init(in, LSE_COV_FULL, n, K, d, 1, seed);
+    gsl_matrix_scale(in->parent, 1000.0);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < d; j++)
+            *gsl_matrix_ptr(in->child, i, j) +=
+                gsl_matrix_get(in->parent, i % K, j);
+    double kappa = 0.0;
+    gsl_matrix *sig = gsl_matrix_alloc(d, d);
+    gsl_vector *r = gsl_vector_alloc(d);
+    for (size_t k = 0; k < K; k++) {
+        sigma_of(in, k, sig);
+        ck_assert_int_eq(gsl_linalg_cholesky_decomp1(sig), GSL_SUCCESS);
+        for (size_t j = 0; j < d; j++) {
+            double c = 0.0;
+            for (size_t l = 0; l < K; l++)
+                c += gsl_matrix_get(in->parent, l, j) / (double)K;
+            gsl_vector_set(r, j, gsl_matrix_get(in->parent, k, j) - c);
+        }
+        gsl_blas_dtrsv(CblasLower, CblasNoTrans, CblasNonUnit, sig, r);
+        const double q = gsl_blas_dnrm2(r);
+        kappa = fmax(kappa, q * q);
+    }
+    gsl_matrix_free(sig);
+    gsl_vector_free(r);
+    return kappa;
+}
+
+/* E-step scores against the independent log density, and the M-step's
+ * defining property (weighted means and covariances), for d below, at and
+ * above one strip of 8 columns, blocks shorter and longer than a tile of
+ * rows, and with the AVX2 copy of the kernels (same bits as AVX-512). */
+START_TEST(test_whitened_full_path)
+{
+    static const size_t dims[] = {3, 8, 13, 30};
+    static const size_t blocks[] = {5, 29, 70};
+    for (size_t q = 0; q < 4; q++)
+        for (size_t bq = 0; bq < 3; bq++) {
+            const size_t d = dims[q], K = 2 + 4 * bq, n = 70;
+            inst in;
+            ck_assert_double_gt(far_inst(&in, n, K, d, 71u + q), 1e5);
+            inst_work(&in, n);
+            gsl_matrix *s = gsl_matrix_alloc(n, K), *s2 = gsl_matrix_alloc(n, K);
+            lse_assert_ok(inst_eval(&in, s));
+            for (size_t i = 0; i < n; i++)
+                for (size_t k = 0; k < K; k++)
+                    ck_assert_msg(rel_err(gsl_matrix_get(s, i, k),
+                                          log_pi(&in, k) +
+                                              log_density(&in, i, k)) < 1e-11,
+                                  "d %zu K %zu S(%zu,%zu)", d, K, i, k);
+            /* the AVX2 copy (a new workspace reads the switch) */
+            lse_sim_gaussian->work_free(in.work);
+            ck_assert_int_eq(setenv("LSE_NO_AVX512", "1", 1), 0);
+            inst_work(&in, n);
+            ck_assert_int_eq(unsetenv("LSE_NO_AVX512"), 0);
+            lse_assert_ok(inst_eval(&in, s2));
+            for (size_t i = 0; i < n; i++)
+                for (size_t k = 0; k < K; k++)
+                    ck_assert(gsl_matrix_get(s, i, k) ==
+                              gsl_matrix_get(s2, i, k));
+            /* M-step in blocks of blocks[bq] rows */
+            lse_sim_gaussian->work_free(in.work);
+            inst_work(&in, blocks[bq]);
+            gsl_matrix *resp = make_resp(n, K, 5u + q);
+            gsl_vector *weight = make_weight(n);
+            const double reg = 1e-6;
+            const lse_mstep_opts opts = {.reg_covar = reg, .min_count = 1e-10};
+            gsl_matrix *cov = gsl_matrix_alloc(d, d), *sig = gsl_matrix_alloc(d, d);
+            double *m = malloc(d * sizeof *m);
+            gsl_matrix *means = gsl_matrix_alloc(K, d);
+            gsl_matrix *covs = gsl_matrix_alloc(K * d, d);
+            for (size_t k = 0; k < K; k++) {
+                ref_moments(&in, resp, weight, k, m, cov);
+                for (size_t j = 0; j < d; j++)
+                    gsl_matrix_set(means, k, j, m[j]);
+                gsl_matrix_view ck = gsl_matrix_submatrix(covs, k * d, 0, d, d);
+                gsl_matrix_memcpy(&ck.matrix, cov);
+            }
+            char msg[256] = "";
+            const lse_status st =
+                run_mstep(&in, resp, weight, &opts, NULL, msg, sizeof msg);
+            ck_assert_msg(st == LSE_OK, "%s", msg);
+            for (size_t k = 0; k < K; k++) {
+                for (size_t j = 0; j < d; j++) {
+                    const double want = gsl_matrix_get(means, k, j);
+                    ck_assert(fabs(gsl_matrix_get(in.parent, k, j) - want) <=
+                              1e-12 * fabs(want) + 1e-12);
+                }
+                sigma_of(&in, k, sig);
+                double scale = 0.0; /* the covariance's largest variance */
+                for (size_t i = 0; i < d; i++)
+                    scale = fmax(scale, gsl_matrix_get(covs, k * d + i, i));
+                for (size_t i = 0; i < d; i++)
+                    for (size_t j = 0; j < d; j++) {
+                        const double want = gsl_matrix_get(covs, k * d + i, j) +
+                                            (i == j ? reg : 0.0);
+                        ck_assert_msg(fabs(gsl_matrix_get(sig, i, j) - want) <
+                                          1e-12 * scale,
+                                      "d %zu K %zu Sigma_%zu(%zu,%zu) %.15g vs "
+                                      "%.15g",
+                                      d, K, k, i, j, gsl_matrix_get(sig, i, j),
+                                      want);
+                    }
+            }
+            free(m);
+            gsl_matrix_free(means);
+            gsl_matrix_free(covs);
+            gsl_matrix_free(cov);
+            gsl_matrix_free(sig);
+            gsl_matrix_free(resp);
+            gsl_vector_free(weight);
+            gsl_matrix_free(s);
+            gsl_matrix_free(s2);
+            inst_free(&in);
+        }
+}
+END_TEST
+
 /* after solve: means = weighted means, covariances = weighted covariances
  * + reg (projected to the type), weights = N_k / N summing to 1 */
 START_TEST(test_mstep_defining_properties)
@@ -1228,6 +1355,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_gradients);
     tcase_add_test(tc, test_grad_blocks_add_up);
     tcase_add_test(tc, test_wide_chunks);
+    tcase_add_test(tc, test_whitened_full_path);
     tcase_add_test(tc, test_mstep_defining_properties);
     tcase_add_test(tc, test_mstep_zero_gradient);
     tcase_add_test(tc, test_stats_additive);

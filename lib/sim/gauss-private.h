@@ -108,6 +108,23 @@ typedef struct lse_gauss_work {
     gsl_matrix *wgrp;  /* whitened path: (block, group * d) rho-scaled
                           whitened rows of a group of components */
 
+    /* triangle-aware whitened path (full covariance with the FMA kernels
+     * of gauss_tri_body.h; otherwise the GEMMs above): the E-step is
+     * y L_k^-T with the zero half of each factor skipped, the M-step the
+     * upper triangle of sum_i rho_ik r_ik r_ik' (r_ik = x_i - mu_k), so
+     * each does about N K d^2 flops instead of 2 N K d^2 */
+    int tri;          /* this workspace runs them */
+    size_t dp;        /* d rounded up to a multiple of 8 */
+    double *utri;     /* L_k^-T, K blocks of ustr doubles: strip s (columns
+                         8 s .. 8 s + 7, zero-padded) as its rows m <
+                         min(d, 8 s + 8), 8 doubles each, from 32 s (s + 1) */
+    size_t ustr;      /* doubles per block of utri */
+    double *otri;     /* (K, dp) (mu_k - c) L_k^-T, zero-padded */
+    double *mtri;     /* (K, dp) the means, zero-padded */
+    double *xtri;     /* (block, dp) the block's rows, zero-padded */
+    double *wtri;     /* (block, dp) + 16: rho_ik (x_i - mu_k) */
+    double *rhot;     /* (block) rho_ik of one component */
+
     /* solve buffers */
     gsl_matrix *new_parent; /* (K, d) */
     gsl_matrix *mom1;       /* gaussian full/tied: (K, d) s1 */
@@ -231,7 +248,9 @@ int lse_gauss_fast_path(const lse_gauss_work *w, const gsl_matrix *parent,
  *   full: (nv, K) row-major = sum_i [1, y_i', vech(y_i y_i')']' rho_i'
  *         (row 0 is N), i.e. N | s1c (d, K) | P (d(d+1)/2, K)
  *   tied: N (K) | s1c (d, K) | sum_k P_k (d(d+1)/2)
- * Both layouts fit in K + K d + (K d^2 or d^2) doubles. */
+ * On the triangle-aware path (w->tri, full only) the moments themselves:
+ *   N (K) | s1 (K, d) | s2 (K, d, d), upper triangles (lse_gauss_tri_stats)
+ * All layouts fit in K + K d + (K d^2 or d^2) doubles. */
 lse_status lse_gauss_stats_wide(lse_gauss_work *w, const gsl_matrix *x,
                                 const gsl_matrix *resp,
                                 const gsl_vector *weight, double *acc);
@@ -386,6 +405,19 @@ void lse_gauss_qstats4_avx512(const double *v, size_t vt, size_t nv,
                               const double *rho, size_t rt, double *acc,
                               size_t kp);
 #endif
+
+/* The triangle-aware whitened path (w->tri, lib/sim/gauss_simd.c with
+ * the kernels of gauss_tri_body.h). tri_eval: S (b, K) from the centred
+ * rows y = x - c (b x d, tda yt) and the factor cache. tri_stats: ADDS to
+ * acc N (K) | s1 (K, d) | s2 (K, d, d), with s1_k = sum_i rho_ik
+ * (x_i - mu_k) and s2_k the upper triangle (a <= j) of sum_i rho_ik
+ * (x_i - mu_k)(x_i - mu_k)' (the lower triangle is left alone), rho_ik =
+ * resp_ik weight_i. */
+void lse_gauss_tri_eval(const lse_gauss_work *w, const double *y, size_t yt,
+                        size_t b, gsl_matrix *s);
+void lse_gauss_tri_stats(lse_gauss_work *w, const gsl_matrix *x,
+                         const gsl_matrix *resp, const gsl_vector *weight,
+                         double *acc);
 
 /* mclust's constrained M-steps (lib/sim/gauss_mclust.c). active: the
  * work's model has its own M-step (not NONE, VII, VVI, EEE, VVV). check:

@@ -140,6 +140,37 @@ static gsl_matrix *matrix_lines(size_t n1, size_t n2, size_t lead)
     return m;
 }
 
+/* n doubles on a cache line, zeroed; NULL on failure or overflow */
+static double *doubles_lines(size_t n1, size_t n2, size_t extra)
+{
+    size_t n, bytes;
+    if (lse_size_mul(n1, n2, &n) || lse_size_add(n, extra + 7, &n))
+        return NULL;
+    n = n / 8 * 8;
+    if (lse_size_mul(n, sizeof(double), &bytes))
+        return NULL;
+    double *p = aligned_alloc(64, bytes);
+    if (p != NULL)
+        memset(p, 0, bytes);
+    return p;
+}
+
+/* The buffers of the triangle-aware whitened path (w->tri). */
+static int tri_buffers(lse_gauss_work *w)
+{
+    const size_t K = w->n_comp, d = w->dim, b = w->block;
+    w->dp = (d + 7) / 8 * 8;
+    const size_t nst = w->dp / 8;
+    w->ustr = 32 * (nst - 1) * nst + 8 * d;
+    w->tri = (w->utri = doubles_lines(K, w->ustr, 0)) != NULL &&
+             (w->otri = doubles_lines(K, w->dp, 0)) != NULL &&
+             (w->mtri = doubles_lines(K, w->dp, 0)) != NULL &&
+             (w->xtri = doubles_lines(b, w->dp, 0)) != NULL &&
+             (w->wtri = doubles_lines(b, w->dp, 16)) != NULL &&
+             (w->rhot = doubles_lines(b, 1, 0)) != NULL;
+    return w->tri;
+}
+
 void lse_gauss_work_free(void *work)
 {
     lse_gauss_work *w = work;
@@ -181,6 +212,12 @@ void lse_gauss_work_free(void *work)
     gsl_matrix_free(w->sxx);
     gsl_matrix_free(w->delta);
     gsl_vector_free(w->rcond_work);
+    free(w->utri);
+    free(w->otri);
+    free(w->mtri);
+    free(w->xtri);
+    free(w->wtri);
+    free(w->rhot);
     lse_gauss_mclust_work_free(w->mcl);
     free(w);
 }
@@ -282,6 +319,8 @@ lse_status lse_gauss_work_new(const lse_sim_shape *shape, const void *config,
     w->avx2 = lse_cpu_avx2();
     /* 1: AVX2 + FMA kernels; 2: their AVX-512 copies (same bits) */
     w->fma = lse_cpu_avx512() ? 2 : lse_cpu_avx2_fma();
+    if (ok && cov == LSE_COV_FULL && dc == 0 && w->fma)
+        ok = tri_buffers(w);
     if (ok && dc > 0)
         ok = (w->aug = gsl_matrix_alloc(block, dc + 1)) != NULL &&
              (w->augw = gsl_matrix_alloc(block, dc + 1)) != NULL &&
@@ -411,6 +450,29 @@ static lse_status prepare_factors(lse_gauss_work *w, const gsl_matrix *chol)
     return LSE_OK;
 }
 
+/* The packed factors (L_k^-T by strips of 8 columns, see utri), padded
+ * offsets and means of the triangle-aware path. */
+static void tri_factors(lse_gauss_work *w, const gsl_matrix *parent)
+{
+    const size_t K = w->n_comp, d = w->dim, dp = w->dp;
+    for (size_t k = 0; k < K; k++) {
+        for (size_t st = 0; st < dp / 8; st++) {
+            double *pan = w->utri + k * w->ustr + 32 * st * (st + 1);
+            const size_t rows = 8 * st + 8 < d ? 8 * st + 8 : d;
+            for (size_t m = 0; m < rows; m++)
+                for (size_t e = 0; e < 8; e++) {
+                    const size_t j = 8 * st + e;
+                    pan[8 * m + e] =
+                        j < d ? gsl_matrix_get(w->minv, m, k * d + j) : 0.0;
+                }
+        }
+        memcpy(w->otri + k * dp, gsl_matrix_const_ptr(w->off, k, 0),
+               d * sizeof(double));
+        memcpy(w->mtri + k * dp, gsl_matrix_const_ptr(parent, k, 0),
+               d * sizeof(double));
+    }
+}
+
 /* The wide kernels (full/tied): center c = mean of the means,
  * off_k = (mu_k - c) L^-T, and the quadratic path when it is accurate. */
 static lse_status prepare_wide(lse_gauss_work *w, const gsl_matrix *chol,
@@ -438,6 +500,8 @@ static lse_status prepare_wide(lse_gauss_work *w, const gsl_matrix *chol,
         }
     }
     w->has_offsets = 1;
+    if (w->tri)
+        tri_factors(w, parent);
     w->fast = lse_gauss_fast_path(w, parent, chol, w->dd->data);
     if (w->fast)
         fast_coefficients(w, parent);
@@ -1003,6 +1067,13 @@ lse_status lse_gauss_eval_wide(lse_gauss_work *w, const gsl_matrix *x,
     const size_t nf = w->nfac;
     const double *off = w->off->data, *cn = w->cnst->data;
     const size_t otda = w->off->tda, cs = w->cnst->stride;
+    if (w->tri) { /* the triangle-aware kernels; nothing cached */
+        gsl_matrix_view xc = gsl_matrix_submatrix(w->res, 0, 0, b, d);
+        centered(w, x, 0, &xc.matrix);
+        w->zrows = 0;
+        lse_gauss_tri_eval(w, xc.matrix.data, xc.matrix.tda, b, s);
+        return LSE_OK;
+    }
     const lse_status st = whiten_block(w, x);
     if (st != LSE_OK)
         return st;
@@ -1027,6 +1098,10 @@ lse_status lse_gauss_stats_wide(lse_gauss_work *w, const gsl_matrix *x,
         return LSE_EINTERNAL;
     if (w->fast)
         return fast_stats(w, x, resp, weight, acc);
+    if (w->tri) {
+        lse_gauss_tri_stats(w, x, resp, weight, acc);
+        return LSE_OK;
+    }
     const size_t b = x->size1, d = w->dim, K = w->n_comp, nf = w->nfac;
     const int tied = w->cov == LSE_COV_TIED;
     gsl_matrix_view xc = gsl_matrix_submatrix(w->res, 0, 0, b, d);
@@ -1115,6 +1190,19 @@ void lse_gauss_wide_moments(lse_gauss_work *w, const gsl_matrix *parent,
     const int tied = w->cov == LSE_COV_TIED;
     if (lse_gauss_fast_path(w, parent, chol, w->dd->data)) {
         fast_moments(w, parent, acc, s1, s2);
+        return;
+    }
+    if (w->tri) { /* the moments themselves, upper triangles of s2 */
+        memcpy(s1, acc + K, K * d * sizeof(double));
+        for (size_t k = 0; k < K; k++) {
+            const double *in = acc + K + K * d + k * d * d;
+            double *out = s2 + k * d * d;
+            for (size_t a = 0; a < d; a++)
+                for (size_t j = a; j < d; j++) {
+                    out[a * d + j] = in[a * d + j];
+                    out[j * d + a] = in[a * d + j];
+                }
+        }
         return;
     }
     const double *uacc = acc + K, *cacc = acc + K + K * d;

@@ -605,3 +605,117 @@ void lse_gauss_stats_diag_rows(const gsl_matrix *x, const double *mu,
 #endif
     stats_diag_plain(x, mu, rho, sph, s1, s2);
 }
+
+/* ------------------------------------------------------------------ */
+/* Triangle-aware whitened path (full covariance): gauss_tri_body.h   *
+ * twice, with 8-lane AVX-512F vectors and with pairs of AVX2 vectors. */
+
+#if LSE_HAVE_AVX2_PATH
+#define V8 __m512d
+#define V8_ZERO() _mm512_setzero_pd()
+#define V8_LOAD(p) _mm512_loadu_pd(p)
+#define V8_STORE(p, v) _mm512_storeu_pd((p), (v))
+#define V8_BCAST(x) _mm512_set1_pd(x)
+#define V8_FMA(a, b, c) _mm512_fmadd_pd((a), (b), (c))
+#define V8_ADD(a, b) _mm512_add_pd((a), (b))
+#define V8_SUB(a, b) _mm512_sub_pd((a), (b))
+#define V8_MUL(a, b) _mm512_mul_pd((a), (b))
+#define TRI_FN(name) name##_avx512
+#define TRI_TARGET LSE_TARGET_AVX512
+#define TRI_RE 12
+#define TRI_SE 2
+#define TRI_RM 8
+#define TRI_SM 3
+#include "gauss_tri_body.h"
+#undef V8
+#undef V8_ZERO
+#undef V8_LOAD
+#undef V8_STORE
+#undef V8_BCAST
+#undef V8_FMA
+#undef V8_ADD
+#undef V8_SUB
+#undef V8_MUL
+#undef TRI_FN
+#undef TRI_TARGET
+#undef TRI_RE
+#undef TRI_SE
+#undef TRI_RM
+#undef TRI_SM
+
+/* 8 lanes as two AVX2 vectors (lanes 0-3, 4-7) */
+typedef struct v8x2 {
+    __m256d lo, hi;
+} v8x2;
+#define V8_2(op, a, b)                                                         \
+    ((v8x2){op((a).lo, (b).lo), op((a).hi, (b).hi)})
+#define V8 v8x2
+#define V8_ZERO() ((v8x2){_mm256_setzero_pd(), _mm256_setzero_pd()})
+#define V8_LOAD(p) ((v8x2){_mm256_loadu_pd(p), _mm256_loadu_pd((p) + 4)})
+#define V8_STORE(p, v)                                                         \
+    (_mm256_storeu_pd((p), (v).lo), _mm256_storeu_pd((p) + 4, (v).hi))
+#define V8_BCAST(x) ((v8x2){_mm256_set1_pd(x), _mm256_set1_pd(x)})
+#define V8_FMA(a, b, c)                                                        \
+    ((v8x2){_mm256_fmadd_pd((a).lo, (b).lo, (c).lo),                           \
+            _mm256_fmadd_pd((a).hi, (b).hi, (c).hi)})
+#define V8_ADD(a, b) V8_2(_mm256_add_pd, a, b)
+#define V8_SUB(a, b) V8_2(_mm256_sub_pd, a, b)
+#define V8_MUL(a, b) V8_2(_mm256_mul_pd, a, b)
+#define TRI_FN(name) name##_avx2
+#define TRI_TARGET LSE_TARGET_AVX2_FMA
+#define TRI_RE 6
+#define TRI_SE 1
+#define TRI_RM 6
+#define TRI_SM 1
+#include "gauss_tri_body.h"
+#endif
+
+void lse_gauss_tri_eval(const lse_gauss_work *w, const double *y, size_t yt,
+                        size_t b, gsl_matrix *s)
+{
+#if LSE_HAVE_AVX2_PATH
+    if (w->fma == 2)
+        tri_eval_avx512(y, yt, b, w->dim, w->dp, w->n_comp, w->utri, w->ustr, w->otri,
+                        w->cnst->data, w->cnst->stride, s->data, s->tda);
+    else
+        tri_eval_avx2(y, yt, b, w->dim, w->dp, w->n_comp, w->utri, w->ustr, w->otri,
+                      w->cnst->data, w->cnst->stride, s->data, s->tda);
+#else
+    (void)w;
+    (void)y;
+    (void)yt;
+    (void)b;
+    (void)s;
+#endif
+}
+
+void lse_gauss_tri_stats(lse_gauss_work *w, const gsl_matrix *x,
+                         const gsl_matrix *resp, const gsl_vector *weight,
+                         double *acc)
+{
+    const size_t b = x->size1, d = w->dim, dp = w->dp, K = w->n_comp;
+    for (size_t i = 0; i < b; i++) {
+        const double wi = weight != NULL ? gsl_vector_get(weight, i) : 1.0;
+        const double *ri = gsl_matrix_const_ptr(resp, i, 0);
+        for (size_t k = 0; k < K; k++)
+            acc[k] += ri[k] * wi;
+        double *xp = w->xtri + i * dp;
+        memcpy(xp, gsl_matrix_const_ptr(x, i, 0), d * sizeof(double));
+        for (size_t j = d; j < dp; j++)
+            xp[j] = 0.0;
+    }
+#if LSE_HAVE_AVX2_PATH
+    for (size_t k = 0; k < K; k++) {
+        for (size_t i = 0; i < b; i++)
+            w->rhot[i] = gsl_matrix_get(resp, i, k) *
+                         (weight != NULL ? gsl_vector_get(weight, i) : 1.0);
+        double *s1 = acc + K + k * d, *s2 = acc + K + K * d + k * d * d;
+        if (w->fma == 2)
+            tri_stats_avx512(w->xtri, b, d, dp, w->mtri + k * dp, w->rhot,
+                             w->wtri, s1, s2);
+        else
+            tri_stats_avx2(w->xtri, b, d, dp, w->mtri + k * dp, w->rhot,
+                           w->wtri, s1, s2);
+    }
+#endif
+}

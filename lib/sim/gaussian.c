@@ -150,8 +150,8 @@ static lse_status grad(const lse_sim_args *a, const gsl_matrix *g,
 }
 
 /* acc: N (K) | s1 (K, d) | s2 (lse_gauss_s2_size) for diag and spherical;
- * full and tied: N (K) | u (K, d) | C (d, K d; tied d, d), the whitened
- * statistics of lse_gauss_stats_wide (same size) */
+ * full and tied: the statistics of lse_gauss_stats_wide for the path
+ * prepare chose (same size) */
 static size_t stats_size(const lse_sim_shape *shape, const void *config)
 {
     const lse_gaussian_config *c =

@@ -136,6 +136,9 @@ typedef struct lsefit_fit_result {
     size_t n_missing; /* NaN cells marginalized */
     double loglik, loglik_per, bic, aic; /* loglik_per: per sample/step */
     int converged;
+    size_t sub;         /* the value of the model's second range (D) */
+    double crit, crit_se; /* the model's own criterion (higher is better,
+                             lsefit_model.crit_label) and its se, or NaN */
 } lsefit_fit_result;
 
 typedef struct lsefit_model lsefit_model;
@@ -145,8 +148,10 @@ typedef struct lsefit_fit {
     const lsefit_model *model;
     lsefit_data_opts data;
     size_t kmin, kmax;
+    size_t smin, smax; /* the model's second range (sub_label), 0:0 without */
+    size_t sub;        /* its value for the fit under way */
     int k_given, select_given;
-    const char *select; /* "bic" or "aic" */
+    const char *select; /* "bic", "aic" or the model's select_own */
     lse_cov_type cov;
     lse_cov_model cov_model; /* one of mclust's models, or NONE */
     int cov_given;
@@ -188,6 +193,16 @@ struct lsefit_model {
     const struct option *options;  /* the getopt_long table of the fit */
     void (*help)(FILE *f);
     int cov_models; /* --covariance also takes mclust's names (EII ... VVV) */
+    /* optional (NULL: as for the GMM): "model" of its files (default
+     * name); a second range fitted next to K ("D": f->smin..smax, the
+     * model sets it); the name of loglik in tables and notes ("ELBO"); a
+     * --select criterion besides bic and aic ("heldout", computed by
+     * scored into lsefit_fit_result.crit) and its column in the table */
+    const char *file_model;
+    const char *sub_label;
+    const char *loglik_label;
+    const char *select_own;
+    const char *crit_label;
 
     /* the model file (lse_<model>_from_json, _dim, _free, _to_json) */
     lse_status (*from_json)(const lse_json *doc, const char *path, void **m,
@@ -205,8 +220,10 @@ struct lsefit_model {
     int (*option)(lsefit_fit *f, int c, const char *arg, char **argv);
     int (*check_mpi)(const lsefit_fit *f);
     int (*finish)(lsefit_fit *f);
-    /* the model's outputs besides -o and --log-json (declared between) */
+    /* the model's outputs besides -o and --log-json (declared between);
+     * its inputs besides the data and --init-file (may be NULL) */
     size_t (*outputs)(const lsefit_fit *f, lsefit_path *out);
+    size_t (*inputs)(const lsefit_fit *f, lsefit_path *in);
     /* --init-file: check the restart model against the options and take
      * its shape (K, covariance, ...) */
     int (*restart)(lsefit_fit *f);
@@ -233,6 +250,12 @@ struct lsefit_model {
                    const lsefit_model_file *back, const lsefit_fit_result *r);
     /* more keys in the model file of the chosen model (may be NULL) */
     int (*after_json)(lsefit_fit *f, const void *m, lse_json *doc);
+    /* optional: after result, the model's own criterion into r->crit */
+    int (*scored)(lsefit_fit *f, const void *m, lsefit_fit_result *r);
+    /* optional: the whole model file of the chosen model, instead of
+     * parameters, summary keys, "options" and "standardize" */
+    int (*model_json)(const lsefit_fit *f, const void *m,
+                      const lsefit_fit_result *r, lse_json **doc);
 };
 
 /** lsefit MODEL DATA.csv ...: the whole fit command of @p model; @p own
@@ -258,6 +281,15 @@ typedef struct lsefit_draw {
  *  [--LABELS FILE]. */
 int lsefit_draw_main(const lsefit_model *model, const lsefit_draw *dr,
                      int argc, char **argv);
+/** Its command line (and the files, lsefit_plan): *help when -h was
+ *  given (nothing else done); else the count, seed, output ("-" when not
+ *  given), labels file (NULL) and argv[optind] the model file. */
+int lsefit_draw_parse(const lsefit_draw *dr, int argc, char **argv,
+                      size_t *n, unsigned long *seed, const char **output,
+                      const char **labels, int *help);
+/** The labels file of a draw: the column dr->labels_column. */
+int lsefit_draw_labels(const lsefit_draw *dr, const char *path,
+                       const size_t *labels, size_t n);
 
 /* lsefit gmm predict|score, lsefit slds segment: MODEL.json DATA.csv and
  * the options of reading the data (--columns, --ignore, --missing, -o,

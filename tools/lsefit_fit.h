@@ -8,8 +8,10 @@
  *   read it back -> per-row outputs / summary -> commit [MPI end]
  *
  * A model plugs in with one lsefit_model table (lsefit_gmm.c gmm_model,
- * lsefit_slds.c slds_model): its getopt table, its own options, its model
- * file, and the steps that differ. Options every fit takes are parsed
+ * lsefit_slds.c slds_model, lsefit_lslds.c lslds_model): its getopt
+ * table, its own options, its model file, and the steps that differ (the
+ * latent SLDS also a second range D fitted next to K, its own --select
+ * criterion and its own model-file keys). Options every fit takes are parsed
  * here (the LSEFIT_FIT_OPT_* codes); a model's own options take codes
  * from LSEFIT_FIT_OPT_MODEL up and are handed to lsefit_model.option. */
 #ifndef LSEFIT_FIT_H

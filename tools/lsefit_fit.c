@@ -402,7 +402,9 @@ static int fit_all(lsefit_fit *f, void **models, lsefit_fit_result *res,
         if (M->fit(f, models[i], &err) != LSE_OK) {
             const char *hint = NULL;
             char sub[64];
-            if (err.status == LSE_ENUMERIC)
+            if (M->fit_hint != NULL)
+                hint = M->fit_hint;
+            else if (err.status == LSE_ENUMERIC)
                 hint = " (try a larger --reg-covar)";
             return lsefit_fail("%s: K = %zu%s: %s%s", f->data.path, k,
                                sub_text(f, f->sub, sub, sizeof sub),

@@ -201,6 +201,8 @@ struct lsefit_model {
      * --select criterion besides bic and aic ("heldout", computed by
      * scored into lsefit_fit_result.crit) and its column in the table */
     const char *file_model;
+    const char *fit_hint; /* " (try ...)" after a failed fit (default: a
+                             larger --reg-covar for a numerical failure) */
     const char *sub_label;
     const char *loglik_label;
     const char *select_own;

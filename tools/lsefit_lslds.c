@@ -548,6 +548,7 @@ static const lsefit_model lslds_model = {
     .options = fit_options,
     .help = help,
     .file_model = "slds-latent",
+    .fit_hint = " (try other -k, --latent-dim or --seed)",
     .sub_label = "D",
     .loglik_label = "ELBO",
     .select_own = "heldout",
@@ -795,7 +796,7 @@ static int query_write(const loaded *l, const query_own *o, int score,
 static int query_main(int argc, char **argv)
 {
     const int score = strcmp(argv[0], "score") == 0;
-    query_own o = {score ? "slds score" : "slds segment", score, 0, 1000, 0};
+    query_own o = {CMD, score, 0, 1000, 0}; /* messages: 'lsefit slds --help' */
     const lsefit_query q = {o.cmd, query_options, "SERIES.csv", query_option,
                             &o};
     lsefit_data_opts dopt = {0};
@@ -827,7 +828,7 @@ static int query_main(int argc, char **argv)
 /* simulate: draw (z, x, y)                                            */
 
 static const lsefit_draw lslds_simulate = {
-    .cmd = "slds simulate",
+    .cmd = "slds", /* messages: 'lsefit slds --help' */
     .count = 'T',
     .count_long = "length",
     .count_what = "the length of the series",

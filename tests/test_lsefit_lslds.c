@@ -453,6 +453,20 @@ START_TEST(test_common_options)
                          "--reg-covar 1e-6 -q -o x.json"),
                      0);
 
+    /* values whose squares overflow: refused, without offering
+     * --standardize (the latent fit has none) */
+    f = fopen(strcat(strcpy(cmd, dir), "/h.csv"), "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("a\n", f);
+    for (size_t t = 0; t < 300; t++)
+        fprintf(f, "%.17g\n", 1e200 * gsl_matrix_get(y, t, 0));
+    fclose(f);
+    ck_assert_int_eq(run("slds h.csv -k 1 --latent-dim 1 -o x.json"), 1);
+    ck_assert_msg(strstr(slurp("err"), "is too large for a covariance") !=
+                          NULL &&
+                      strstr(slurp("err"), "--standardize") == NULL,
+                  "%s", slurp("err"));
+
     /* observed-state options are refused by name */
     snprintf(cmd, sizeof cmd, "%s --covariance diag -o x.json", fit);
     ck_assert_int_eq(run(cmd), 2);

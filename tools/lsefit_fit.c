@@ -342,7 +342,8 @@ static int load(lsefit_fit *f)
         return lsefit_data_standardize(d);
     /* every process checks its rows */
     return lsefit_data_check_scale(
-        d, comm != NULL ? lsefit_mpi_total_rows(comm) : d->x->size1);
+        d, comm != NULL ? lsefit_mpi_total_rows(comm) : d->x->size1,
+        !M->no_standardize);
 }
 
 /* ------------------------------------------------------------------ */

@@ -195,6 +195,8 @@ struct lsefit_model {
     const struct option *options;  /* the getopt_long table of the fit */
     void (*help)(FILE *f);
     int cov_models; /* --covariance also takes mclust's names (EII ... VVV) */
+    int no_standardize; /* fits in data units only: the scale check's
+                           message does not offer --standardize */
     /* optional (NULL: as for the GMM): "model" of its files (default
      * name); a second range fitted next to K ("D": f->smin..smax, the
      * model sets it); the name of loglik in tables and notes ("ELBO"); a

@@ -275,8 +275,7 @@ static int lslds_option(lsefit_fit *f, int c, const char *arg, char **argv)
         opt_word(argv, word, sizeof word);
         return lsefit_usage(CMD,
                             "'%s' is an option of the observed-state fit; it "
-                            "does not apply with --latent-dim ('lsefit slds "
-                            "--latent-dim 1 --help')",
+                            "does not apply with --latent-dim",
                             word);
     }
 }
@@ -547,6 +546,7 @@ static const lsefit_model lslds_model = {
     .n_subcommands = 3,
     .options = fit_options,
     .help = help,
+    .no_standardize = 1,
     .file_model = "slds-latent",
     .fit_hint = " (try other -k, --latent-dim or --seed)",
     .sub_label = "D",

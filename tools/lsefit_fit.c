@@ -765,7 +765,7 @@ int lsefit_query_parse(const lsefit_query *q, int argc, char **argv,
 /* ------------------------------------------------------------------ */
 /* Drawing from a model file                                           */
 
-int lsefit_draw_parse(const lsefit_draw *dr, int argc, char **argv,
+static int draw_parse(const lsefit_draw *dr, int argc, char **argv,
                       size_t *n, unsigned long *seed, const char **output,
                       const char **labels, int *help)
 {
@@ -811,7 +811,8 @@ int lsefit_draw_parse(const lsefit_draw *dr, int argc, char **argv,
     return lsefit_plan(in, 1, out, 2);
 }
 
-int lsefit_draw_labels(const lsefit_draw *dr, const char *path,
+/* The labels column of a draw. */
+static int draw_labels(const lsefit_draw *dr, const char *path,
                        const size_t *labels, size_t n)
 {
     lsefit_buf b;
@@ -833,8 +834,8 @@ int lsefit_draw_main(const lsefit_model *model, const lsefit_draw *dr,
     size_t n = 0;
     unsigned long seed = 0;
     int help = 0;
-    int rc = lsefit_draw_parse(dr, argc, argv, &n, &seed, &output,
-                               &labels_path, &help);
+    int rc = draw_parse(dr, argc, argv, &n, &seed, &output, &labels_path,
+                        &help);
     if (help) {
         dr->help(stdout);
         return LSEFIT_OK;
@@ -845,27 +846,37 @@ int lsefit_draw_main(const lsefit_model *model, const lsefit_draw *dr,
     if (rc != LSEFIT_OK)
         return rc;
     lse_error err;
-    gsl_matrix *x = gsl_matrix_alloc(n, model->dim(g.m));
+    const size_t d = model->dim(g.m), w = d + (dr->extra ? dr->extra(g.m) : 0);
+    gsl_matrix *x = gsl_matrix_alloc(n, w);
     size_t *labels = malloc(n * sizeof *labels);
-    if (x == NULL || labels == NULL)
+    const char **names = malloc(w * sizeof *names);
+    char(*extra)[32] = malloc((w - d + 1) * sizeof *extra);
+    if (x == NULL || labels == NULL || names == NULL || extra == NULL)
         rc = lsefit_fail("out of memory");
     else if (dr->draw(g.m, n, seed, x, labels, &err) != LSE_OK)
         rc = lsefit_fail_lib(&err, NULL);
+    for (size_t j = 0; rc == LSEFIT_OK && j < w; j++) {
+        if (j >= d)
+            dr->extra_name(g.m, j - d, extra[j - d], sizeof *extra);
+        names[j] = j < d ? g.names[j] : extra[j - d];
+    }
     if (rc == LSEFIT_OK) {
-        lsefit_unstandardize(x, g.mean, g.scale);
+        gsl_matrix_view v = gsl_matrix_submatrix(x, 0, 0, n, d);
+        lsefit_unstandardize(&v.matrix, g.mean, g.scale);
         char *text = NULL;
         size_t len = 0;
-        if (lse_matrix_format_csv(x, (const char *const *)g.names, 17, &text,
-                                  &len, &err) != LSE_OK)
+        if (lse_matrix_format_csv(x, names, 17, &text, &len, &err) != LSE_OK)
             rc = lsefit_fail_lib(&err, NULL);
         if (rc == LSEFIT_OK)
             rc = lsefit_write(output, text, len);
         free(text);
     }
     if (rc == LSEFIT_OK && labels_path != NULL)
-        rc = lsefit_draw_labels(dr, labels_path, labels, n);
+        rc = draw_labels(dr, labels_path, labels, n);
     gsl_matrix_free(x);
     free(labels);
+    free(names);
+    free(extra);
     lsefit_model_file_free(model, &g);
     return rc;
 }

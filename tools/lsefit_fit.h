@@ -281,21 +281,17 @@ typedef struct lsefit_draw {
     void (*help)(FILE *f);
     lse_status (*draw)(const void *m, size_t n, unsigned long seed,
                        gsl_matrix *x, size_t *labels, lse_error *err);
+    /* optional: columns drawn after the model's (x is n x (dim + extra));
+     * the name of extra column j into buf */
+    size_t (*extra)(const void *m);
+    void (*extra_name)(const void *m, size_t j, char *buf, size_t size);
 } lsefit_draw;
 
 /** lsefit MODEL SUBCOMMAND MODEL.json -n N [--seed S] [-o FILE]
  *  [--LABELS FILE]. */
 int lsefit_draw_main(const lsefit_model *model, const lsefit_draw *dr,
                      int argc, char **argv);
-/** Its command line (and the files, lsefit_plan): *help when -h was
- *  given (nothing else done); else the count, seed, output ("-" when not
- *  given), labels file (NULL) and argv[optind] the model file. */
-int lsefit_draw_parse(const lsefit_draw *dr, int argc, char **argv,
-                      size_t *n, unsigned long *seed, const char **output,
-                      const char **labels, int *help);
-/** The labels file of a draw: the column dr->labels_column. */
-int lsefit_draw_labels(const lsefit_draw *dr, const char *path,
-                       const size_t *labels, size_t n);
+
 
 /* lsefit gmm predict|score, lsefit slds segment: MODEL.json DATA.csv and
  * the options of reading the data (--columns, --ignore, --missing, -o,

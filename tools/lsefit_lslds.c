@@ -4,7 +4,7 @@
  * second range next to K, selection by BIC on the ELBO, AIC or the
  * held-out log p(y) (--select heldout), and the model file keeps the
  * latent schema ("model": "slds-latent"). segment and score read their
- * options with lsefit_query_parse, simulate with lsefit_draw_parse.
+ * options with lsefit_query_parse, simulate is an lsefit_draw_main draw.
  * Reached from lsefit_slds_main when --latent-dim is given or the model
  * file of a subcommand says "slds-latent" (lsefit_lslds_wanted). Data are
  * used in their own units (no --standardize). */
@@ -827,6 +827,41 @@ static int query_main(int argc, char **argv)
 /* ------------------------------------------------------------------ */
 /* simulate: draw (z, x, y)                                            */
 
+/* The draw: y in the model's columns, then the mode and x0..x(D-1). */
+static lse_status lslds_draw(const void *m, size_t n, unsigned long seed,
+                             gsl_matrix *out, size_t *z, lse_error *err)
+{
+    const lse_lslds_params *p = m;
+    gsl_matrix *y = gsl_matrix_alloc(n, p->N), *x = gsl_matrix_alloc(n, p->D);
+    lse_status st = y == NULL || x == NULL
+                        ? lse_error_set(err, LSE_ENOMEM, "lsefit", "out of "
+                                                                   "memory")
+                        : lse_lslds_simulate(p, seed, y, x, z, err);
+    for (size_t t = 0; st == LSE_OK && t < n; t++)
+        for (size_t j = 0; j < p->N + 1 + p->D; j++)
+            gsl_matrix_set(out, t, j,
+                           j < p->N    ? gsl_matrix_get(y, t, j)
+                           : j == p->N ? (double)z[t]
+                                       : gsl_matrix_get(x, t, j - p->N - 1));
+    gsl_matrix_free(y);
+    gsl_matrix_free(x);
+    return st;
+}
+
+static size_t lslds_draw_extra(const void *m)
+{
+    return 1 + ((const lse_lslds_params *)m)->D;
+}
+
+static void lslds_draw_name(const void *m, size_t j, char *buf, size_t size)
+{
+    (void)m;
+    if (j == 0)
+        snprintf(buf, size, "mode");
+    else
+        snprintf(buf, size, "x%zu", j - 1);
+}
+
 static const lsefit_draw lslds_simulate = {
     .cmd = "slds", /* messages: 'lsefit slds --help' */
     .count = 'T',
@@ -835,74 +870,10 @@ static const lsefit_draw lslds_simulate = {
     .labels_opt = "--modes",
     .labels_column = "mode",
     .help = help,
+    .draw = lslds_draw,
+    .extra = lslds_draw_extra,
+    .extra_name = lslds_draw_name,
 };
-
-/* The table y (names), mode, x0.. of a draw. */
-static int write_draw(const char *path, const char *const *names,
-                      const gsl_matrix *y, const gsl_matrix *x,
-                      const size_t *z)
-{
-    lsefit_buf b = {0};
-    int rc = lsefit_buf_open(&b);
-    if (rc != LSEFIT_OK)
-        return rc;
-    for (size_t i = 0; i < y->size2; i++) {
-        lsefit_csv_cell(b.f, names[i]);
-        fputc(',', b.f);
-    }
-    fprintf(b.f, "mode");
-    for (size_t i = 0; i < x->size2; i++)
-        fprintf(b.f, ",x%zu", i);
-    fputc('\n', b.f);
-    for (size_t t = 0; t < y->size1; t++) {
-        for (size_t i = 0; i < y->size2; i++)
-            fprintf(b.f, "%.17g,", gsl_matrix_get(y, t, i));
-        fprintf(b.f, "%zu", z[t]);
-        for (size_t i = 0; i < x->size2; i++)
-            fprintf(b.f, ",%.17g", gsl_matrix_get(x, t, i));
-        fputc('\n', b.f);
-    }
-    rc = lsefit_buf_write(&b, path);
-    lsefit_buf_free(&b);
-    return rc;
-}
-
-static int simulate_main(int argc, char **argv)
-{
-    const char *output = "-", *modes = NULL;
-    size_t T = 0;
-    unsigned long seed = 0;
-    int help_given = 0;
-    int rc = lsefit_draw_parse(&lslds_simulate, argc, argv, &T, &seed,
-                               &output, &modes, &help_given);
-    if (help_given) {
-        help(stdout);
-        return LSEFIT_OK;
-    }
-    lsefit_model_file g;
-    if (rc == LSEFIT_OK)
-        rc = lsefit_model_read(&lslds_model, argv[optind], &g);
-    if (rc != LSEFIT_OK)
-        return rc;
-    const lse_lslds_params *p = g.m;
-    gsl_matrix *y = gsl_matrix_alloc(T, p->N), *x = gsl_matrix_alloc(T, p->D);
-    size_t *z = malloc(T * sizeof *z);
-    lse_error err;
-    if (y == NULL || x == NULL || z == NULL)
-        rc = lsefit_fail("out of memory (-T %zu)", T);
-    if (rc == LSEFIT_OK &&
-        lse_lslds_simulate(p, seed, y, x, z, &err) != LSE_OK)
-        rc = lsefit_fail_lib(&err, NULL);
-    if (rc == LSEFIT_OK)
-        rc = write_draw(output, (const char *const *)g.names, y, x, z);
-    if (rc == LSEFIT_OK && modes != NULL)
-        rc = lsefit_draw_labels(&lslds_simulate, modes, z, T);
-    gsl_matrix_free(y);
-    gsl_matrix_free(x);
-    free(z);
-    lsefit_model_file_free(&lslds_model, &g);
-    return rc;
-}
 
 /* ------------------------------------------------------------------ */
 /* lsefit slds plot (lsefit_plot.c)                                    */
@@ -991,7 +962,8 @@ int lsefit_lslds_main(int argc, char **argv)
                       strcmp(argv[1], "score") == 0))
         return query_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "simulate") == 0)
-        return simulate_main(argc - 1, argv + 1);
+        return lsefit_draw_main(&lslds_model, &lslds_simulate, argc - 1,
+                                argv + 1);
     lslds_own own; /* lsefit slds SERIES.csv --latent-dim D ...: a fit */
     memset(&own, 0, sizeof own);
     const int rc = lsefit_fit_main(&lslds_model, &own, argc, argv);

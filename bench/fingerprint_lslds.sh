@@ -30,9 +30,17 @@ run fit-heldout slds "$g" --columns growth_pct -k 1:2 --latent-dim 1 --max-iter 
 run segment slds segment "$out/markov.json" "$g" --columns growth_pct --variances
 run segment-o slds segment "$out/mix.json" "$g" --columns growth_pct -o "$out/segment.csv"
 run score slds score "$out/markov.json" "$g" --columns growth_pct --samples 200 --seed 1
-run simulate slds simulate "$out/markov.json" -n 40 --seed 3
+run simulate slds simulate "$out/markov.json" -T 40 --seed 3
 run help slds --latent-dim 1 --help
 run help-short slds --help
+# the options every fit takes (the shared pipeline, tools/lsefit_fit.c)
+run fit-maxiter0 slds "$g" --columns growth_pct -k 2 --latent-dim 1 --max-iter 0 -o "$out/maxiter0.json"
+run fit-verbose slds "$g" --columns growth_pct -k 2 --latent-dim 1 --markov --max-iter 30 -v -o "$out/verbose.json"
+run fit-tol slds "$d/faithful.csv" -k 2 --latent-dim 2 --tol 1e-3 --reg-covar 1e-5 --seed 2 -o "$out/tol.json"
+run fit-aic slds "$g" --columns growth_pct -k 1:2 --latent-dim 1 --select aic --max-iter 20 -o "$out/aic.json"
+run simulate-modes slds simulate "$out/markov.json" -T 5 --seed 3 --modes "$out/modes.csv"
+run err-covariance slds "$g" --columns growth_pct -k 2 --latent-dim 1 --covariance diag -o "$out/x.json"
+run err-segment-opt slds segment "$out/markov.json" "$g" --columns growth_pct --samples 5
 run err-nok slds "$g" --columns growth_pct --latent-dim 1 -o "$out/x.json"
 run err-noout slds "$g" --columns growth_pct -k 2 --latent-dim 1
 run err-d slds "$g" --columns growth_pct -k 2 --latent-dim 3 -o "$out/x.json"
@@ -53,6 +61,9 @@ awk -F, -v OFS=, 'NR > 1 { for (j = 1; j <= 2; j++) if ((NR * 7 + j * 5) % 13 ==
     "$d/faithful.csv" >"${TMPDIR:-/tmp}/fingerprint_lslds_miss.csv"
 run fit-miss slds "${TMPDIR:-/tmp}/fingerprint_lslds_miss.csv" -k 2 --latent-dim 1 --missing marginalize --max-iter 10 --seed 1 -o "$out/miss.json"
 run err-miss slds "${TMPDIR:-/tmp}/fingerprint_lslds_miss.csv" -k 2 --latent-dim 1 --max-iter 10 -o "$out/x.json"
+# a constant column: refused unless --reg-covar
+printf 'a,b\n1.5,2\n0.3,2\n-0.7,2\n2.2,2\n0.1,2\n' >"${TMPDIR:-/tmp}/fingerprint_lslds_const.csv"
+run err-const slds "${TMPDIR:-/tmp}/fingerprint_lslds_const.csv" -k 1 --latent-dim 1 -o "$out/x.json"
 # a fit that fails (8 rows, one blank): its message and hint
 printf 'growth_pct\n1.0\n\n2.0\n0.5\n1.5\n0.2\n0.9\n1.1\n' >"${TMPDIR:-/tmp}/fingerprint_lslds_tiny.csv"
 run err-fitfail slds "${TMPDIR:-/tmp}/fingerprint_lslds_tiny.csv" -k 2 --latent-dim 1 --max-iter 10 -o "$out/x.json"

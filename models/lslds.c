@@ -1778,6 +1778,8 @@ static lse_status fit_run(fitctx *c, lse_lslds_params *cur, lse_lslds_post *qc,
     }
     if (it > opts->max_iter)
         it = opts->max_iter;
+    if (st == LSE_OK && opts->max_iter == 0) /* the start, after one E-step */
+        st = fit_estep(c, cur, qc, 0, prev, &e1, &e3, err);
     *e_out = e3;
     *it_out = it;
     return st;

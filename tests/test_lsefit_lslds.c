@@ -180,14 +180,32 @@ START_TEST(test_cli)
     ck_assert(isfinite(ll) && se >= 0.0);
     ck_assert_msg(ll >= elbo - 4.0 * se - 1e-9, "loglik %g < elbo %g", ll, elbo);
 
-    /* simulate */
-    ck_assert_int_eq(run("slds simulate m.json -n 5 --seed 3"), 0);
-    out = slurp("out");
+    /* simulate: -T N as for the observed model; --modes FILE holds the
+     * mode column of the table */
+    ck_assert_int_eq(run("slds simulate m.json -T 5 --seed 3 --modes z.csv"),
+                     0);
+    out = strdup(slurp("out"));
+    ck_assert_ptr_nonnull(out);
     ck_assert(strncmp(out, "a,b,c,mode,x0,x1\n", 17) == 0);
     size_t lines = 0;
     for (char *c = out; *c; c++)
         lines += *c == '\n';
     ck_assert_uint_eq(lines, 6);
+    char *zs = strdup(slurp("z.csv"));
+    ck_assert_ptr_nonnull(zs);
+    ck_assert(strncmp(zs, "mode\n", 5) == 0);
+    line = strchr(out, '\n') + 1;
+    for (const char *zl = zs + 5; *zl; zl = strchr(zl, '\n') + 1) {
+        size_t zi = 9, zt = 8; /* the mode after the three values */
+        ck_assert_int_eq(sscanf(zl, "%zu", &zi), 1);
+        ck_assert_int_eq(sscanf(line, "%*[^,],%*[^,],%*[^,],%zu", &zt), 1);
+        ck_assert_uint_eq(zi, zt);
+        line = strchr(line, '\n') + 1;
+    }
+    free(zs);
+    free(out);
+    ck_assert_int_eq(run("slds simulate m.json -n 5"), 2);
+    ck_assert(strstr(slurp("err"), "-n") != NULL);
 
     /* errors name the option or the file */
     ck_assert_int_eq(run("slds y.csv -k 2 --latent-dim 4 --missing "
@@ -214,23 +232,27 @@ START_TEST(test_cli)
 }
 END_TEST
 
-/* One row of the selection table: K, D, params, ELBO, BIC(ELBO)[, held-out
- * log p(y), se]; the number of rows read and the chosen one. */
-static size_t read_table(const char *out, double (*row)[7], int held,
+/* One row of the selection table: K, D, params, ELBO, BIC, AIC, iter,
+ * then converged (yes/no) [, held-out log p(y), se]; the number of rows
+ * read and the best one. */
+static size_t read_table(const char *out, double (*row)[9], int held,
                          size_t *chosen)
 {
     size_t n = 0;
     const char *line = strchr(out, '\n') + 1; /* after the header */
     while (line != NULL && isdigit((unsigned char)line[strspn(line, " ")]) &&
            n < 16) {
-        const int want = held ? 7 : 5;
-        ck_assert_int_eq(sscanf(line, "%lg %lg %lg %lg %lg %lg %lg", &row[n][0],
-                                &row[n][1], &row[n][2], &row[n][3],
-                                &row[n][4], &row[n][5], &row[n][6]) >= want,
-                         1);
+        char conv[8], one[512];
+        double *r = row[n];
+        snprintf(one, sizeof one, "%.*s", (int)strcspn(line, "\n"), line);
+        const int got = sscanf(one, "%lg %lg %lg %lg %lg %lg %lg %7s %lg %lg",
+                               &r[0], &r[1], &r[2], &r[3], &r[4], &r[5], &r[6],
+                               conv, &r[7], &r[8]);
+        const int want = held ? 10 : 8;
+        ck_assert_int_eq(got, want);
         const char *eol = strchr(line, '\n');
-        if (strstr(line, "<- chosen") != NULL &&
-            (eol == NULL || strstr(line, "<- chosen") < eol))
+        if (strstr(line, "<- best") != NULL &&
+            (eol == NULL || strstr(line, "<- best") < eol))
             *chosen = n;
         n++;
         line = eol ? eol + 1 : NULL;
@@ -250,7 +272,7 @@ START_TEST(test_select)
     ck_assert_int_eq(run("slds y.csv -k 1:2 --latent-dim 1:2 --markov "
                          "--max-iter 40 -o b.json"),
                      0);
-    double row[16][7];
+    double row[16][9];
     size_t chosen = 99;
     char *out = slurp("out");
     ck_assert_msg(strstr(out, "BIC on the ELBO") != NULL, "%s", out);
@@ -261,6 +283,8 @@ START_TEST(test_select)
         ck_assert_double_eq(row[i][0], (double)(1 + i / 2));
         ck_assert_double_eq(row[i][1], (double)(1 + i % 2));
         ck_assert_double_eq_tol(row[i][4], -2.0 * row[i][3] + row[i][2] * log(500.0),
+                                1e-3);
+        ck_assert_double_eq_tol(row[i][5], -2.0 * row[i][3] + 2.0 * row[i][2],
                                 1e-3);
         ck_assert(row[chosen][4] <= row[i][4]);
     }
@@ -285,9 +309,12 @@ START_TEST(test_select)
                      0);
     out = slurp("out");
     ck_assert_uint_eq(read_table(out, row, 1, &chosen), 4);
+    ck_assert_msg(strstr(out, "by held-out log p(y) (higher is better)") !=
+                      NULL,
+                  "%s", out);
     for (size_t i = 0; i < 4; i++) {
-        ck_assert(isfinite(row[i][5]) && row[i][6] >= 0.0);
-        ck_assert(row[chosen][5] >= row[i][5]);
+        ck_assert(isfinite(row[i][7]) && row[i][8] >= 0.0);
+        ck_assert(row[chosen][7] >= row[i][7]);
     }
     ck_assert_double_eq(row[chosen][1], 2.0);
     /* ... and equals what score reports for that model on v.csv */
@@ -297,7 +324,17 @@ START_TEST(test_select)
     ck_assert_int_eq(sscanf(strchr(out, '\n') + 1, "%lg,%lg,%lg,%lg,%lg,%lg",
                             &sc[0], &sc[1], &sc[2], &sc[3], &sc[4], &sc[5]),
                      6);
-    ck_assert_double_eq_tol(sc[3], row[chosen][5], 1e-3);
+    ck_assert_double_eq_tol(sc[3], row[chosen][7], 1e-3);
+
+    /* --select aic: the least AIC on the ELBO */
+    ck_assert_int_eq(run("slds y.csv -k 1:2 --latent-dim 1:2 --markov "
+                         "--max-iter 40 --select aic -o a.json"),
+                     0);
+    out = slurp("out");
+    ck_assert_msg(strstr(out, "by AIC on the ELBO") != NULL, "%s", out);
+    ck_assert_uint_eq(read_table(out, row, 0, &chosen), 4);
+    for (size_t i = 0; i < 4; i++)
+        ck_assert(row[chosen][5] <= row[i][5]);
 
     /* per-mode emissions: the file says so, segment and score read it,
      * and the selection counts K (N D + 2 N) emission parameters */
@@ -315,7 +352,7 @@ START_TEST(test_select)
     ck_assert(strstr(slurp("err"), "--emission") != NULL);
 
     /* errors name the option */
-    ck_assert_int_eq(run("slds y.csv -k 2 --latent-dim 1 --select heldout "
+    ck_assert_int_eq(run("slds y.csv -k 1:2 --latent-dim 1 --select heldout "
                          "-o x.json"),
                      2);
     ck_assert(strstr(slurp("err"), "--validation") != NULL);
@@ -324,11 +361,128 @@ START_TEST(test_select)
     ck_assert_int_eq(run("slds y.csv -k 2 --latent-dim 1 --select aic "
                          "-o x.json"),
                      2);
-    ck_assert(strstr(slurp("err"), "--select") != NULL);
+    ck_assert(strstr(slurp("err"), "--select needs a range of K or D") !=
+              NULL);
+    ck_assert_int_eq(run("slds y.csv -k 1:2 --latent-dim 1 --select icl "
+                         "-o x.json"),
+                     2);
+    ck_assert(strstr(slurp("err"), "expected bic, aic or heldout") != NULL);
 
     free(z);
     gsl_matrix_free(y);
     gsl_matrix_free(v);
+    lse_lslds_params_free(p);
+    lse_tmpdir_remove(dir);
+}
+END_TEST
+
+/* The options every lsefit fit takes behave the same with --latent-dim
+ * (the shared pipeline, tools/lsefit_fit.c). */
+START_TEST(test_common_options)
+{
+    lse_tmpdir_make(dir, sizeof dir, "lsefit_lslds_common");
+    lse_lslds_params *p = truth();
+    gsl_matrix *y = gsl_matrix_alloc(300, 3);
+    size_t *z = malloc(300 * sizeof(size_t));
+    write_series(p, "y.csv", 300, 5, 0, z, y);
+    const char *fit = "slds y.csv -k 2 --latent-dim 2 --markov --max-iter 15";
+    char cmd[512];
+
+    /* -v is accepted and changes no bit of the model file */
+    snprintf(cmd, sizeof cmd, "%s -o a.json", fit);
+    ck_assert_int_eq(run(cmd), 0);
+    char *a = strdup(slurp("a.json"));
+    ck_assert_ptr_nonnull(a);
+    snprintf(cmd, sizeof cmd, "%s -v -o b.json", fit);
+    ck_assert_int_eq(run(cmd), 0);
+    ck_assert_str_eq(slurp("b.json"), a);
+    /* the note names K, D and the ELBO; 15 iterations did not converge */
+    ck_assert_msg(strstr(slurp("err"), "wrote b.json: K = 2, D = 2, ELBO ") !=
+                      NULL,
+                  "%s", slurp("err"));
+    ck_assert(strstr(slurp("err"), "did not converge in 15 iterations") !=
+              NULL);
+    free(a);
+
+    /* --max-iter 0: the start after one E-step, written and readable */
+    ck_assert_int_eq(run("slds y.csv -k 2 --latent-dim 2 --max-iter 0 "
+                         "-o z.json"),
+                     0);
+    ck_assert(strstr(slurp("z.json"), "\"n_iter\": 0,") != NULL);
+    ck_assert(strstr(slurp("err"), "did not converge in 0 iterations") != NULL);
+    ck_assert_int_eq(run("slds score z.json y.csv --samples 20"), 0);
+
+    /* --tol: a loose tolerance stops early, converged (no warning) */
+    ck_assert_int_eq(run("slds y.csv -k 2 --latent-dim 2 --tol 1 -o t.json"),
+                     0);
+    ck_assert(strstr(slurp("err"), "did not converge") == NULL);
+    /* (the first iteration always runs on: its gain is from -inf) */
+    ck_assert(strstr(slurp("t.json"), "\"n_iter\": 2,") != NULL);
+
+    /* without -o the model is printed */
+    snprintf(cmd, sizeof cmd, "%s -q", fit);
+    ck_assert_int_eq(run(cmd), 0);
+    const char *out = slurp("out");
+    ck_assert_msg(strncmp(out, "Latent switching LDS: K = 2 modes, Markov "
+                               "switching, D = 2, N = 3 (a, b, c)",
+                          60) == 0,
+                  "%s", out);
+    ck_assert(strstr(out, "transition P(from row mode") != NULL);
+    ck_assert_str_eq(slurp("err"), "");
+
+    /* --ignore: the columns of the model */
+    ck_assert_int_eq(run("slds y.csv -k 1 --latent-dim 1 --ignore c "
+                         "--max-iter 5 -q -o i.json"),
+                     0);
+    ck_assert(strstr(slurp("i.json"), "\"n_features\": 2,") != NULL);
+
+    /* a constant column: refused as by every fit, unless --reg-covar */
+    FILE *f = fopen(strcat(strcpy(cmd, dir), "/c.csv"), "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("a,b\n", f);
+    for (size_t t = 0; t < 300; t++)
+        fprintf(f, "%.17g,2.5\n", gsl_matrix_get(y, t, 0));
+    fclose(f);
+    ck_assert_int_eq(run("slds c.csv -k 1 --latent-dim 1 -o x.json"), 1);
+    ck_assert_msg(strstr(slurp("err"), "column 'b' is constant") != NULL,
+                  "%s", slurp("err"));
+    /* (given explicitly, the default ridge: larger ones stop in the
+     * library's M-step check, which allows a smaller ELBO decrease than
+     * a ridge on a near-zero observation variance causes) */
+    ck_assert_int_eq(run("slds c.csv -k 1 --latent-dim 1 --max-iter 5 "
+                         "--reg-covar 1e-6 -q -o x.json"),
+                     0);
+
+    /* values whose squares overflow: refused, without offering
+     * --standardize (the latent fit has none) */
+    f = fopen(strcat(strcpy(cmd, dir), "/h.csv"), "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("a\n", f);
+    for (size_t t = 0; t < 300; t++)
+        fprintf(f, "%.17g\n", 1e200 * gsl_matrix_get(y, t, 0));
+    fclose(f);
+    ck_assert_int_eq(run("slds h.csv -k 1 --latent-dim 1 -o x.json"), 1);
+    ck_assert_msg(strstr(slurp("err"), "is too large for a covariance") !=
+                          NULL &&
+                      strstr(slurp("err"), "--standardize") == NULL,
+                  "%s", slurp("err"));
+
+    /* observed-state options are refused by name */
+    snprintf(cmd, sizeof cmd, "%s --covariance diag -o x.json", fit);
+    ck_assert_int_eq(run(cmd), 2);
+    ck_assert_msg(strstr(slurp("err"), "'--covariance' is an option of the "
+                                       "observed-state fit") != NULL,
+                  "%s", slurp("err"));
+    /* segment and score take their own options only */
+    ck_assert_int_eq(run("slds segment a.json y.csv --samples 5"), 2);
+    ck_assert(strstr(slurp("err"), "'lsefit slds score'") != NULL);
+    ck_assert_int_eq(run("slds score a.json y.csv --variances"), 2);
+    ck_assert(strstr(slurp("err"), "'lsefit slds segment'") != NULL);
+    ck_assert_int_eq(run("slds segment a.json y.csv --latent-dim 2"), 2);
+    ck_assert(strstr(slurp("err"), "for the fit only") != NULL);
+
+    free(z);
+    gsl_matrix_free(y);
     lse_lslds_params_free(p);
     lse_tmpdir_remove(dir);
 }
@@ -341,6 +495,7 @@ Suite *lse_test_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_cli);
     tcase_add_test(tc, test_select);
+    tcase_add_test(tc, test_common_options);
     suite_add_tcase(s, tc);
     return s;
 }

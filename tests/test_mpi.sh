@@ -197,7 +197,7 @@ cat >lat_gen.json <<'JSON'
  "initial_cov": [[1, 0], [0, 1]], "initial": [0.5, 0.5],
  "transition": [[0.97, 0.03], [0.05, 0.95]]}
 JSON
-"$LSEFIT" slds simulate lat_gen.json -n 600 --seed 5 -o lat.csv
+"$LSEFIT" slds simulate lat_gen.json -T 600 --seed 5 -o lat.csv
 ok $? "latent: simulate 600 rows"
 python3 - <<'PY'
 import os

@@ -1129,7 +1129,7 @@ START_TEST(test_fit_plots)
               f);
         fclose(f);
     }
-    ck_assert_msg(run_prog(lsefit, "slds simulate g.json -n 300 --seed 2 "
+    ck_assert_msg(run_prog(lsefit, "slds simulate g.json -T 300 --seed 2 "
                                    "-o g.csv") == 0,
                   "%s", err_text);
     ck_assert_msg(run_prog(lsefit, "slds g.csv -k 2 --latent-dim 1 --markov "

@@ -140,32 +140,39 @@ int lsefit_opt_seed(const char *cmd, const char *s, unsigned long *out)
     return LSEFIT_OK;
 }
 
-int lsefit_opt_krange(const char *cmd, const char *s, size_t *kmin,
-                      size_t *kmax)
+int lsefit_opt_range(const char *cmd, const char *opt, const char *what,
+                     const char *s, size_t *lo_out, size_t *hi_out)
 {
     const char *colon = strchr(s, ':');
     if (colon == NULL) {
-        const int rc = lsefit_opt_size(cmd, "-k", s, 1, kmin);
+        const int rc = lsefit_opt_size(cmd, opt, s, 1, lo_out);
         if (rc == LSEFIT_OK)
-            *kmax = *kmin;
+            *hi_out = *lo_out;
         return rc;
     }
     char lo[64];
     const size_t n = (size_t)(colon - s);
     if (n == 0 || n >= sizeof lo)
-        return lsefit_usage(cmd, "-k '%s': expected K or a range A:B", s);
+        return lsefit_usage(cmd, "%s '%s': expected %s or a range A:B", opt, s,
+                            what);
     if (colon[1] == '\0')
-        return lsefit_usage(cmd, "-k %s: the range needs an upper end, e.g. "
-                                 "%s8", s, s);
+        return lsefit_usage(cmd, "%s %s: the range needs an upper end, e.g. "
+                                 "%s8", opt, s, s);
     memcpy(lo, s, n);
     lo[n] = '\0';
-    int rc = lsefit_opt_size(cmd, "-k", lo, 1, kmin);
+    int rc = lsefit_opt_size(cmd, opt, lo, 1, lo_out);
     if (rc == LSEFIT_OK)
-        rc = lsefit_opt_size(cmd, "-k", colon + 1, 1, kmax);
-    if (rc == LSEFIT_OK && *kmax < *kmin)
-        return lsefit_usage(cmd, "-k %s: empty range (%zu > %zu)", s, *kmin,
-                            *kmax);
+        rc = lsefit_opt_size(cmd, opt, colon + 1, 1, hi_out);
+    if (rc == LSEFIT_OK && *hi_out < *lo_out)
+        return lsefit_usage(cmd, "%s %s: empty range (%zu > %zu)", opt, s,
+                            *lo_out, *hi_out);
     return rc;
+}
+
+int lsefit_opt_krange(const char *cmd, const char *s, size_t *kmin,
+                      size_t *kmax)
+{
+    return lsefit_opt_range(cmd, "-k", "K", s, kmin, kmax);
 }
 
 int lsefit_opt_missing(const char *cmd, const char *s, lse_missing *out)

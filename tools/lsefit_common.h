@@ -62,9 +62,12 @@ int lsefit_opt_size(const char *cmd, const char *opt, const char *s, size_t min,
 int lsefit_opt_double(const char *cmd, const char *opt, const char *s,
                       double min, int min_inclusive, double *out);
 int lsefit_opt_seed(const char *cmd, const char *s, unsigned long *out);
-/** "K" or "A:B" with 1 <= A <= B. */
+/** "K" or "A:B" with 1 <= A <= B (-k). */
 int lsefit_opt_krange(const char *cmd, const char *s, size_t *kmin,
                       size_t *kmax);
+/** The same for the option @p opt of a count named @p what ("D"). */
+int lsefit_opt_range(const char *cmd, const char *opt, const char *what,
+                     const char *s, size_t *lo, size_t *hi);
 /** error, drop or marginalize (LSE_MISSING_KEEP). */
 int lsefit_opt_missing(const char *cmd, const char *s, lse_missing *out);
 /** One getopt_long failure ('?' or ':') turned into a usage message; an

@@ -634,8 +634,10 @@ static double column_max_abs(const gsl_matrix *x, size_t j, size_t *at)
     return m;
 }
 
-int lsefit_data_check_scale(const lsefit_data *data, size_t total_rows)
+int lsefit_data_check_scale(const lsefit_data *data, size_t total_rows,
+                            int can_standardize)
 {
+    const char *way = can_standardize ? "pass --standardize, or " : "";
     const gsl_matrix *x = data->x;
     const double n = (double)total_rows, d = (double)x->size2;
     /* a covariance and k-means++ sum up to n * d squares of differences
@@ -649,18 +651,17 @@ int lsefit_data_check_scale(const lsefit_data *data, size_t total_rows)
             return lsefit_fail(
                 "%s:%zu:%zu: value %.6g (column '%s') is too large for a "
                 "covariance: squares of values above %.3g overflow when "
-                "summed over %zu rows; pass --standardize, or divide the "
-                "column by 1e%d",
+                "summed over %zu rows; %sdivide the column by 1e%d",
                 lse_table_name(data->table),
                 lse_table_line(data->table, data->rows[at]),
                 data->cols[j] + 1, gsl_matrix_get(x, at, j), data->names[j],
-                limit, total_rows, (int)floor(log10(m)));
+                limit, total_rows, way, (int)floor(log10(m)));
         if (m > 0.0 && m < sqrt(DBL_MIN))
             lsefit_note("warning: %s: column '%s' has no value larger than "
                         "%.3g in magnitude: its squares underflow, so the "
                         "components cannot be told apart (they come out "
-                        "alike); pass --standardize, or rescale the column",
-                        lse_table_name(data->table), data->names[j], m);
+                        "alike); %srescale the column",
+                        lse_table_name(data->table), data->names[j], m, way);
     }
     return LSEFIT_OK;
 }

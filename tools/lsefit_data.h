@@ -97,8 +97,10 @@ int lsefit_data_check_constant(const lsefit_data *data, int reg_covar_given);
 /** Refuse values whose squares or products overflow in a covariance
  *  summed over @p total_rows rows (every process's rows under --mpi; fits
  *  without --standardize); warn (unless -q) when the squares underflow
- *  (subnormal data). */
-int lsefit_data_check_scale(const lsefit_data *data, size_t total_rows);
+ *  (subnormal data). The messages offer --standardize when
+ *  @p can_standardize. */
+int lsefit_data_check_scale(const lsefit_data *data, size_t total_rows,
+                            int can_standardize);
 /** Need at least @p k rows (what = "components") or steps (what =
  *  "modes"). */
 int lsefit_data_check_rows(const lsefit_data *data, size_t n_needed, size_t k,

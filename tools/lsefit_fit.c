@@ -6,6 +6,7 @@
  * fit (per-row tables, the printed summary) is computed from the model
  * read back from that very text, so "lsefit MODEL predict|segment" on the
  * file reproduces them bit for bit. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,8 @@ int lsefit_model_from_json(const lsefit_model *model, const lse_json *doc,
 {
     memset(f, 0, sizeof *f);
     lse_error err;
-    int rc = lsefit_json_check_model(doc, path, model->name);
+    int rc = lsefit_json_check_model(
+        doc, path, model->file_model ? model->file_model : model->name);
     if (rc == LSEFIT_OK &&
         model->from_json(doc, path, &f->m, &f->names, &err) != LSE_OK)
         rc = lsefit_fail_lib(&err, NULL);
@@ -177,8 +179,14 @@ static int option_common(lsefit_fit *f, int c, const char *arg,
     case LSEFIT_FIT_OPT_SELECT:
         f->select = arg;
         f->select_given = 1;
-        if (strcmp(arg, "bic") != 0 && strcmp(arg, "aic") != 0)
-            return lsefit_usage(cmd, "--select '%s': expected bic or aic", arg);
+        if (strcmp(arg, "bic") != 0 && strcmp(arg, "aic") != 0 &&
+            (f->model->select_own == NULL ||
+             strcmp(arg, f->model->select_own) != 0))
+            return lsefit_usage(cmd, "--select '%s': expected bic%s aic%s%s",
+                                arg, f->model->select_own ? "," : " or",
+                                f->model->select_own ? " or " : "",
+                                f->model->select_own ? f->model->select_own
+                                                     : "");
         return LSEFIT_OK;
     case LSEFIT_FIT_OPT_LOGJSON:
         f->log_json = arg;
@@ -227,9 +235,11 @@ static int parse_operands(lsefit_fit *f, int argc, char **argv)
     f->data.path = f->shards != NULL ? f->shards : argv[optind];
     if (!f->k_given && !f->init_file)
         return lsefit_usage(cmd, "missing -k K (the number of %s)", M->k_noun);
-    if (f->select_given && f->kmin == f->kmax && f->k_given)
-        return lsefit_usage(cmd, "--select needs a range of K such as -k %s",
-                            M->k_example);
+    if (f->select_given && f->kmin == f->kmax && f->k_given &&
+        f->smin == f->smax)
+        return lsefit_usage(cmd, "--select needs a range of K%s%s such as -k %s",
+                            M->sub_label ? " or " : "",
+                            M->sub_label ? M->sub_label : "", M->k_example);
     if (f->init_file && f->kmin != f->kmax)
         return lsefit_usage(cmd, "--init-file FILE fixes K: a range of K "
                                  "cannot be used with it");
@@ -273,16 +283,17 @@ static int parse(lsefit_fit *f, int argc, char **argv, int *help)
 /* The files of a fit, declared before any work (lsefit_plan). */
 static int plan(const lsefit_fit *f)
 {
-    const lsefit_path in[] = {
+    lsefit_path in[4] = {
         {f->shards != NULL ? NULL : f->data.path, f->model->data_role},
         {f->init_file ? f->init : NULL, "--init"}};
+    const size_t n_in = 2 + (f->model->inputs ? f->model->inputs(f, in + 2) : 0);
     lsefit_path out[8] = {{f->output, "-o"}};
-    size_t n_out = 1 + f->model->outputs(f, out + 1);
+    size_t n_out = 1 + (f->model->outputs ? f->model->outputs(f, out + 1) : 0);
     out[n_out++] = (lsefit_path){f->log_json, "--log-json"};
     int rc =
         f->shards != NULL ? lsefit_plan_glob(f->shards, "--shards") : LSEFIT_OK;
     if (rc == LSEFIT_OK)
-        rc = lsefit_plan(in, 2, out, n_out);
+        rc = lsefit_plan(in, n_in, out, n_out);
     return rc;
 }
 
@@ -331,23 +342,53 @@ static int load(lsefit_fit *f)
         return lsefit_data_standardize(d);
     /* every process checks its rows */
     return lsefit_data_check_scale(
-        d, comm != NULL ? lsefit_mpi_total_rows(comm) : d->x->size1);
+        d, comm != NULL ? lsefit_mpi_total_rows(comm) : d->x->size1,
+        !M->no_standardize);
 }
 
 /* ------------------------------------------------------------------ */
 /* Fitting over K                                                      */
+
+/* Fits of the command: every K of the range (by every value of the
+ * model's second range, inner). */
+static size_t n_fits(const lsefit_fit *f)
+{
+    return (f->kmax - f->kmin + 1) * (f->smax - f->smin + 1);
+}
+
+/* Is fit i better than fit b by --select? (the first of equals wins) */
+static int better(const lsefit_fit *f, const lsefit_fit_result *i,
+                  const lsefit_fit_result *b)
+{
+    if (strcmp(f->select, "aic") == 0)
+        return i->aic < b->aic;
+    if (strcmp(f->select, "bic") == 0)
+        return i->bic < b->bic;
+    return i->crit > b->crit; /* the model's own: higher is better */
+}
+
+/* ", D = 2" of a model with a second range, else "". */
+static const char *sub_text(const lsefit_fit *f, size_t sub, char *buf,
+                            size_t size)
+{
+    buf[0] = '\0';
+    if (f->model->sub_label != NULL)
+        snprintf(buf, size, ", %s = %zu", f->model->sub_label, sub);
+    return buf;
+}
 
 /* Fit every K of the range into models[] and res[]; *best by --select. */
 static int fit_all(lsefit_fit *f, void **models, lsefit_fit_result *res,
                    size_t *best)
 {
     const lsefit_model *M = f->model;
-    const int aic = strcmp(f->select, "aic") == 0;
+    const size_t n_sub = f->smax - f->smin + 1;
     int rc = LSEFIT_OK;
     lse_error err;
     *best = 0;
-    for (size_t i = 0; rc == LSEFIT_OK && i < f->kmax - f->kmin + 1; i++) {
-        const size_t k = f->kmin + i;
+    for (size_t i = 0; rc == LSEFIT_OK && i < n_fits(f); i++) {
+        const size_t k = f->kmin + i / n_sub;
+        f->sub = f->smin + i % n_sub;
         if (f->init_file) {
             models[i] = f->start.m;
             f->start.m = NULL;
@@ -361,31 +402,65 @@ static int fit_all(lsefit_fit *f, void **models, lsefit_fit_result *res,
         lsefit_progress_start(&f->prog, k, f->init_file ? 1 : f->n_init);
         if (M->fit(f, models[i], &err) != LSE_OK) {
             const char *hint = NULL;
-            if (err.status == LSE_ENUMERIC)
+            char sub[64];
+            if (M->fit_hint != NULL)
+                hint = M->fit_hint;
+            else if (err.status == LSE_ENUMERIC)
                 hint = " (try a larger --reg-covar)";
-            return lsefit_fail("%s: K = %zu: %s%s", f->data.path, k,
+            return lsefit_fail("%s: K = %zu%s: %s%s", f->data.path, k,
+                               sub_text(f, f->sub, sub, sizeof sub),
                                lsefit_strip(&err), hint ? hint : "");
         }
         res[i] = M->result(f, models[i]);
-        if (i > 0 &&
-            (aic ? res[i].aic < res[*best].aic : res[i].bic < res[*best].bic))
+        res[i].sub = f->sub;
+        res[i].crit = res[i].crit_se = NAN;
+        if (M->scored != NULL)
+            rc = M->scored(f, models[i], &res[i]);
+        if (rc == LSEFIT_OK && i > 0 && better(f, &res[i], &res[*best]))
             *best = i;
     }
     return rc;
 }
 
-static void print_table(FILE *f, const lsefit_fit_result *res, size_t n,
-                        size_t best, const char *select)
+/* The table of the fits over K (and the model's second range). */
+static void print_table(FILE *f, const lsefit_fit *fit,
+                        const lsefit_fit_result *res, size_t n, size_t best)
 {
-    fprintf(f, "%4s %7s %16s %16s %16s %6s %9s\n", "K", "params", "loglik",
-            "BIC", "AIC", "iter", "converged");
-    for (size_t i = 0; i < n; i++)
-        fprintf(f, "%4zu %7zu %16.8g %16.8g %16.8g %6zu %9s%s\n", res[i].k,
-                res[i].n_params, res[i].loglik, res[i].bic, res[i].aic,
-                res[i].n_iter, res[i].converged ? "yes" : "no",
-                i == best ? "  <- best" : "");
-    fprintf(f, "best K = %zu by %s (lower is better)\n", res[best].k,
-            strcmp(select, "aic") == 0 ? "AIC" : "BIC");
+    const lsefit_model *M = fit->model;
+    const char *sub = M->sub_label, *crit = NULL;
+    for (size_t i = 0; i < n; i++) /* the model's criterion, when computed */
+        if (!isnan(res[i].crit))
+            crit = M->crit_label;
+    const int own = strcmp(fit->select, "bic") != 0 &&
+                    strcmp(fit->select, "aic") != 0;
+    fprintf(f, "%4s ", "K");
+    if (sub != NULL)
+        fprintf(f, "%4s ", sub);
+    fprintf(f, "%7s %16s %16s %16s %6s %9s", "params",
+            M->loglik_label ? M->loglik_label : "loglik", "BIC", "AIC", "iter",
+            "converged");
+    if (crit != NULL)
+        fprintf(f, " %20s %10s", crit, "se");
+    fputc('\n', f);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "%4zu ", res[i].k);
+        if (sub != NULL)
+            fprintf(f, "%4zu ", res[i].sub);
+        fprintf(f, "%7zu %16.8g %16.8g %16.8g %6zu %9s", res[i].n_params,
+                res[i].loglik, res[i].bic, res[i].aic, res[i].n_iter,
+                res[i].converged ? "yes" : "no");
+        if (crit != NULL)
+            fprintf(f, " %20.8g %10.4g", res[i].crit, res[i].crit_se);
+        fprintf(f, "%s\n", i == best ? "  <- best" : "");
+    }
+    char sb[64];
+    fprintf(f, "best K = %zu%s by %s%s%s (%s is better)\n", res[best].k,
+            sub_text(fit, res[best].sub, sb, sizeof sb),
+            own ? M->crit_label
+                : strcmp(fit->select, "aic") == 0 ? "AIC" : "BIC",
+            !own && M->loglik_label ? " on the " : "",
+            !own && M->loglik_label ? M->loglik_label : "",
+            own ? "higher" : "lower");
 }
 
 /* ------------------------------------------------------------------ */
@@ -531,7 +606,9 @@ static int save(lsefit_fit *f, const void *m, const lsefit_fit_result *r)
     lsefit_model_file back = {0};
     char *text = NULL;
     lse_error err;
-    int rc = model_json(f, m, r, &doc);
+    char sub[64];
+    int rc = M->model_json != NULL ? M->model_json(f, m, r, &doc)
+                                   : model_json(f, m, r, &doc);
     if (rc == LSEFIT_OK && M->after_json != NULL)
         rc = M->after_json(f, m, doc);
     if (rc == LSEFIT_OK && lse_json_to_string(doc, &text, &err) != LSE_OK)
@@ -541,14 +618,16 @@ static int save(lsefit_fit *f, const void *m, const lsefit_fit_result *r)
         rc = lsefit_fail_lib(&err, NULL);
     if (rc == LSEFIT_OK)
         rc = lsefit_model_from_json(M, back_doc, name, &back);
-    if (rc == LSEFIT_OK)
+    if (rc == LSEFIT_OK && M->write_rows != NULL)
         rc = M->write_rows(f, &back);
     if (rc == LSEFIT_OK && f->output != NULL) {
         rc = lsefit_write(f->output, text, strlen(text));
         if (rc == LSEFIT_OK && strcmp(f->output, "-") != 0)
-            lsefit_note("wrote %s: K = %zu, loglik %.10g, BIC %.10g, %s "
+            lsefit_note("wrote %s: K = %zu%s, %s %.10g, BIC %.10g, %s "
                         "after %zu iterations",
-                        f->output, r->k, r->loglik, r->bic,
+                        f->output, r->k, sub_text(f, r->sub, sub, sizeof sub),
+                        M->loglik_label ? M->loglik_label : "loglik",
+                        r->loglik, r->bic,
                         r->converged ? "converged" : "NOT converged",
                         r->n_iter);
     } else if (rc == LSEFIT_OK) {
@@ -579,7 +658,7 @@ static int run(lsefit_fit *f, void ***models_out, size_t *n_k)
         rc = lsefit_progress_open(&f->prog, M->name, f->log_json);
     if (rc != LSEFIT_OK)
         return rc;
-    *n_k = f->kmax - f->kmin + 1;
+    *n_k = n_fits(f);
     lsefit_fit_result *res = calloc(*n_k, sizeof *res);
     void **models = calloc(*n_k, sizeof *models);
     *models_out = models;
@@ -597,7 +676,7 @@ static int run(lsefit_fit *f, void ***models_out, size_t *n_k)
     if (rc == LSEFIT_OK && lsefit_mpi_is_root(f->comm) && *n_k > 1) {
         FILE *tf =
             (f->output != NULL && strcmp(f->output, "-") == 0) ? stderr : stdout;
-        print_table(tf, res, *n_k, best, f->select);
+        print_table(tf, f, res, *n_k, best);
         if (f->output == NULL)
             fputc('\n', tf);
     }
@@ -767,18 +846,26 @@ int lsefit_draw_main(const lsefit_model *model, const lsefit_draw *dr,
     if (rc != LSEFIT_OK)
         return rc;
     lse_error err;
-    gsl_matrix *x = gsl_matrix_alloc(n, model->dim(g.m));
+    const size_t d = model->dim(g.m), w = d + (dr->extra ? dr->extra(g.m) : 0);
+    gsl_matrix *x = gsl_matrix_alloc(n, w);
     size_t *labels = malloc(n * sizeof *labels);
-    if (x == NULL || labels == NULL)
+    const char **names = malloc(w * sizeof *names);
+    char(*extra)[32] = malloc((w - d + 1) * sizeof *extra);
+    if (x == NULL || labels == NULL || names == NULL || extra == NULL)
         rc = lsefit_fail("out of memory");
     else if (dr->draw(g.m, n, seed, x, labels, &err) != LSE_OK)
         rc = lsefit_fail_lib(&err, NULL);
+    for (size_t j = 0; rc == LSEFIT_OK && j < w; j++) {
+        if (j >= d)
+            dr->extra_name(g.m, j - d, extra[j - d], sizeof *extra);
+        names[j] = j < d ? g.names[j] : extra[j - d];
+    }
     if (rc == LSEFIT_OK) {
-        lsefit_unstandardize(x, g.mean, g.scale);
+        gsl_matrix_view v = gsl_matrix_submatrix(x, 0, 0, n, d);
+        lsefit_unstandardize(&v.matrix, g.mean, g.scale);
         char *text = NULL;
         size_t len = 0;
-        if (lse_matrix_format_csv(x, (const char *const *)g.names, 17, &text,
-                                  &len, &err) != LSE_OK)
+        if (lse_matrix_format_csv(x, names, 17, &text, &len, &err) != LSE_OK)
             rc = lsefit_fail_lib(&err, NULL);
         if (rc == LSEFIT_OK)
             rc = lsefit_write(output, text, len);
@@ -788,6 +875,8 @@ int lsefit_draw_main(const lsefit_model *model, const lsefit_draw *dr,
         rc = draw_labels(dr, labels_path, labels, n);
     gsl_matrix_free(x);
     free(labels);
+    free(names);
+    free(extra);
     lsefit_model_file_free(model, &g);
     return rc;
 }

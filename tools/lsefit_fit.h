@@ -8,8 +8,10 @@
  *   read it back -> per-row outputs / summary -> commit [MPI end]
  *
  * A model plugs in with one lsefit_model table (lsefit_gmm.c gmm_model,
- * lsefit_slds.c slds_model): its getopt table, its own options, its model
- * file, and the steps that differ. Options every fit takes are parsed
+ * lsefit_slds.c slds_model, lsefit_lslds.c lslds_model): its getopt
+ * table, its own options, its model file, and the steps that differ (the
+ * latent SLDS also a second range D fitted next to K, its own --select
+ * criterion and its own model-file keys). Options every fit takes are parsed
  * here (the LSEFIT_FIT_OPT_* codes); a model's own options take codes
  * from LSEFIT_FIT_OPT_MODEL up and are handed to lsefit_model.option. */
 #ifndef LSEFIT_FIT_H
@@ -136,6 +138,9 @@ typedef struct lsefit_fit_result {
     size_t n_missing; /* NaN cells marginalized */
     double loglik, loglik_per, bic, aic; /* loglik_per: per sample/step */
     int converged;
+    size_t sub;         /* the value of the model's second range (D) */
+    double crit, crit_se; /* the model's own criterion (higher is better,
+                             lsefit_model.crit_label) and its se, or NaN */
 } lsefit_fit_result;
 
 typedef struct lsefit_model lsefit_model;
@@ -145,8 +150,10 @@ typedef struct lsefit_fit {
     const lsefit_model *model;
     lsefit_data_opts data;
     size_t kmin, kmax;
+    size_t smin, smax; /* the model's second range (sub_label), 0:0 without */
+    size_t sub;        /* its value for the fit under way */
     int k_given, select_given;
-    const char *select; /* "bic" or "aic" */
+    const char *select; /* "bic", "aic" or the model's select_own */
     lse_cov_type cov;
     lse_cov_model cov_model; /* one of mclust's models, or NONE */
     int cov_given;
@@ -188,6 +195,20 @@ struct lsefit_model {
     const struct option *options;  /* the getopt_long table of the fit */
     void (*help)(FILE *f);
     int cov_models; /* --covariance also takes mclust's names (EII ... VVV) */
+    int no_standardize; /* fits in data units only: the scale check's
+                           message does not offer --standardize */
+    /* optional (NULL: as for the GMM): "model" of its files (default
+     * name); a second range fitted next to K ("D": f->smin..smax, the
+     * model sets it); the name of loglik in tables and notes ("ELBO"); a
+     * --select criterion besides bic and aic ("heldout", computed by
+     * scored into lsefit_fit_result.crit) and its column in the table */
+    const char *file_model;
+    const char *fit_hint; /* " (try ...)" after a failed fit (default: a
+                             larger --reg-covar for a numerical failure) */
+    const char *sub_label;
+    const char *loglik_label;
+    const char *select_own;
+    const char *crit_label;
 
     /* the model file (lse_<model>_from_json, _dim, _free, _to_json) */
     lse_status (*from_json)(const lse_json *doc, const char *path, void **m,
@@ -205,8 +226,10 @@ struct lsefit_model {
     int (*option)(lsefit_fit *f, int c, const char *arg, char **argv);
     int (*check_mpi)(const lsefit_fit *f);
     int (*finish)(lsefit_fit *f);
-    /* the model's outputs besides -o and --log-json (declared between) */
+    /* the model's outputs besides -o and --log-json (declared between);
+     * its inputs besides the data and --init-file (may be NULL) */
     size_t (*outputs)(const lsefit_fit *f, lsefit_path *out);
+    size_t (*inputs)(const lsefit_fit *f, lsefit_path *in);
     /* --init-file: check the restart model against the options and take
      * its shape (K, covariance, ...) */
     int (*restart)(lsefit_fit *f);
@@ -233,6 +256,12 @@ struct lsefit_model {
                    const lsefit_model_file *back, const lsefit_fit_result *r);
     /* more keys in the model file of the chosen model (may be NULL) */
     int (*after_json)(lsefit_fit *f, const void *m, lse_json *doc);
+    /* optional: after result, the model's own criterion into r->crit */
+    int (*scored)(lsefit_fit *f, const void *m, lsefit_fit_result *r);
+    /* optional: the whole model file of the chosen model, instead of
+     * parameters, summary keys, "options" and "standardize" */
+    int (*model_json)(const lsefit_fit *f, const void *m,
+                      const lsefit_fit_result *r, lse_json **doc);
 };
 
 /** lsefit MODEL DATA.csv ...: the whole fit command of @p model; @p own
@@ -252,12 +281,17 @@ typedef struct lsefit_draw {
     void (*help)(FILE *f);
     lse_status (*draw)(const void *m, size_t n, unsigned long seed,
                        gsl_matrix *x, size_t *labels, lse_error *err);
+    /* optional: columns drawn after the model's (x is n x (dim + extra));
+     * the name of extra column j into buf */
+    size_t (*extra)(const void *m);
+    void (*extra_name)(const void *m, size_t j, char *buf, size_t size);
 } lsefit_draw;
 
 /** lsefit MODEL SUBCOMMAND MODEL.json -n N [--seed S] [-o FILE]
  *  [--LABELS FILE]. */
 int lsefit_draw_main(const lsefit_model *model, const lsefit_draw *dr,
                      int argc, char **argv);
+
 
 /* lsefit gmm predict|score, lsefit slds segment: MODEL.json DATA.csv and
  * the options of reading the data (--columns, --ignore, --missing, -o,

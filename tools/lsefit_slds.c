@@ -121,12 +121,14 @@ static void help_fit(FILE *f)
           "Latent states (--latent-dim D; lsefit slds --latent-dim D --help):\n"
           "  lsefit slds SERIES.csv -k K --latent-dim D -o MODEL.json fits\n"
           "  y_t = C x_t + d + v_t with x_t switching linear dynamics, by\n"
-          "  structured variational EM (docs/models/slds.md). It accepts -k,\n"
-          "  --latent-dim, --markov, --n-init, --max-iter, --seed, --columns,\n"
-          "  --sequence, --missing error|drop|marginalize, -o, -q; segment\n"
-          "  (p0.., mode, viterbi, x0.., --variances), score (ELBO and\n"
-          "  importance-sampled log p(y), --samples N) and simulate (-n T)\n"
-          "  take a latent model file. The other options above do not apply.\n",
+          "  structured variational EM (docs/models/slds.md), on the same\n"
+          "  options as this fit where they apply (-k, --n-init, --max-iter,\n"
+          "  --tol, --reg-covar, --seed, --columns, --ignore, --sequence,\n"
+          "  --missing error|drop|marginalize, the reading options, --select\n"
+          "  bic|aic|heldout, -o, -q, -v, --mpi, --shards); segment (p0..,\n"
+          "  mode, viterbi, x0.., --variances), score (ELBO and\n"
+          "  importance-sampled log p(y), --samples N) and simulate (-T N)\n"
+          "  take a latent model file.\n",
           f);
 }
 

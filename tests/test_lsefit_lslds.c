@@ -446,6 +446,9 @@ START_TEST(test_common_options)
     ck_assert_int_eq(run("slds c.csv -k 1 --latent-dim 1 -o x.json"), 1);
     ck_assert_msg(strstr(slurp("err"), "column 'b' is constant") != NULL,
                   "%s", slurp("err"));
+    /* the value the message suggests is one the latent fit can take */
+    ck_assert_msg(strstr(slurp("err"), "--reg-covar X (e.g. 1e-6)") != NULL,
+                  "%s", slurp("err"));
     /* (given explicitly, the default ridge: larger ones stop in the
      * library's M-step check, which allows a smaller ELBO decrease than
      * a ridge on a near-zero observation variance causes) */

@@ -566,7 +566,8 @@ static const char *share_name(const lsefit_data *data)
                                : lse_table_name(data->table);
 }
 
-int lsefit_data_check_constant(const lsefit_data *data, int reg_covar_given)
+int lsefit_data_check_constant(const lsefit_data *data, int reg_covar_given,
+                               const char *reg_example)
 {
     const gsl_matrix *x = data->x;
     const size_t d = x->size2, h = share_first(data);
@@ -598,9 +599,10 @@ int lsefit_data_check_constant(const lsefit_data *data, int reg_covar_given)
             rc = lsefit_fail(
                 "%s: column '%s' is constant (every value is %.17g): its "
                 "variance is 0 and the covariance is singular; pass "
-                "--reg-covar X (e.g. 1e-3) to fit anyway, or leave the column "
+                "--reg-covar X (e.g. %s) to fit anyway, or leave the column "
                 "out with --ignore",
-                share_name(data), data->names[j], buf[d + j]);
+                share_name(data), data->names[j], buf[d + j],
+                reg_example != NULL ? reg_example : "1e-3");
     }
     free(buf);
     return rc;

@@ -92,8 +92,10 @@ int lsefit_data_from_table(const lsefit_data_opts *o, lse_table *t,
 void lsefit_data_free(lsefit_data *data);
 /** Refuse a column without an observed value, and a constant column
  *  unless @p reg_covar_given (NaN cells are skipped; under --mpi over
- *  every process's rows). */
-int lsefit_data_check_constant(const lsefit_data *data, int reg_covar_given);
+ *  every process's rows); the message suggests --reg-covar @p reg_example
+ *  (NULL: "1e-3"). */
+int lsefit_data_check_constant(const lsefit_data *data, int reg_covar_given,
+                               const char *reg_example);
 /** Refuse values whose squares or products overflow in a covariance
  *  summed over @p total_rows rows (every process's rows under --mpi; fits
  *  without --standardize); warn (unless -q) when the squares underflow

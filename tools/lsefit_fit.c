@@ -331,7 +331,7 @@ static int load(lsefit_fit *f)
         rc = lsefit_fail_columns(f->data.path, d->d, f->init,
                                  M->dim(f->start.m));
     if (rc == LSEFIT_OK) /* over every process's rows under --mpi */
-        rc = lsefit_data_check_constant(d, f->reg_given);
+        rc = lsefit_data_check_constant(d, f->reg_given, M->reg_example);
     if (rc == LSEFIT_OK && M->check != NULL)
         rc = M->check(f);
     if (rc != LSEFIT_OK)

@@ -197,6 +197,10 @@ struct lsefit_model {
     int cov_models; /* --covariance also takes mclust's names (EII ... VVV) */
     int no_standardize; /* fits in data units only: the scale check's
                            message does not offer --standardize */
+    /* the --reg-covar value the constant-column message suggests (NULL:
+     * "1e-3"); the latent SLDS's ridge must stay small against the data's
+     * variance or its M-step no longer raises the ELBO */
+    const char *reg_example;
     /* optional (NULL: as for the GMM): "model" of its files (default
      * name); a second range fitted next to K ("D": f->smin..smax, the
      * model sets it); the name of loglik in tables and notes ("ELBO"); a

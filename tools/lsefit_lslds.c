@@ -547,6 +547,7 @@ static const lsefit_model lslds_model = {
     .options = fit_options,
     .help = help,
     .no_standardize = 1,
+    .reg_example = "1e-6",
     .file_model = "slds-latent",
     .fit_hint = " (try other -k, --latent-dim or --seed)",
     .sub_label = "D",

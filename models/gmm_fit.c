@@ -2,7 +2,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdio.h>
 
 #include <gsl/gsl_math.h>
 
@@ -508,7 +507,6 @@ static lse_status em_step(fit_ctx *c, const lse_gmm_fit_opts *o, fit_work *fw,
     if (st != LSE_OK)
         return st;
     const double dlt = lse_solver_delta(s), e = lse_solver_energy(s);
-    if (getenv("LSE_SQ_DEBUG") && e > e0 + 1e-10 * fabs(e0)) fprintf(stderr, "rise %.3g allow %.3g at %zu\n", e - e0, allow, n);
     if (e - e0 > allow + 1e-10 * fmax(1.0, fabs(e0))) {
         c->n_rise++;
         lse_log(LSE_LOG_WARN,

@@ -139,7 +139,7 @@ START_TEST(test_bad_accel)
     lse_error err;
     lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &m, NULL));
     lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
-    ck_assert_int_eq(o.accel, LSE_GMM_ACCEL_NONE);
+    ck_assert_int_eq(o.accel, LSE_GMM_ACCEL_SQUAREM);
     o.accel = (lse_gmm_accel)7;
     lse_assert_status(lse_gmm_fit(m, x, &o, &err), LSE_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.message, "acceleration"));

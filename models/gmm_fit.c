@@ -551,24 +551,56 @@ static void theta_put(const gmm_graph *gg, const double *v)
     }
 }
 
-/* The energy at the parameters v (summed over the processes), or +Inf
- * when they are infeasible (a singular covariance). */
-static double energy_at(fit_ctx *c, fit_work *fw, const double *v)
+/* *e = the energy of the mixture term's last evaluation summed exactly
+ * over its rows and the processes (lse_xsum), the same bits for any split
+ * of the rows; *e unchanged for a fit with missing values (one process,
+ * pattern terms). So SQUAREM's comparisons do not depend on the split. A
+ * failing reduction is the fit's error (c->err). */
+static lse_status row_sum(fit_ctx *c, fit_work *fw, double *e)
+{
+    const gsl_vector *rl =
+        fw->miss == NULL ? lse_term_row_lse(fw->gg.t) : NULL;
+    if (rl == NULL)
+        return LSE_OK;
+    lse_xsum x;
+    lse_xsum_init(&x);
+    for (size_t i = 0; i < rl->size; i++) {
+        const double l = gsl_vector_get(rl, i);
+        if (l != -INFINITY) /* a masked row adds nothing */
+            lse_xsum_add(&x, -(c->w != NULL ? gsl_vector_get(c->w, i) : 1.0) *
+                                 l);
+    }
+    const lse_status st =
+        lse_comm_xsum(c->dist, &x, 1, e, "lse_gmm_fit", c->err);
+    c->hook_failed |= st != LSE_OK;
+    return st;
+}
+
+/* *en = the energy at the parameters v (summed over the processes), or
+ * +Inf when they are infeasible (a singular covariance) on any process. */
+static lse_status energy_at(fit_ctx *c, fit_work *fw, const double *v,
+                            double *en)
 {
     theta_put(&fw->gg, v);
     lse_error e;
-    double en = INFINITY;
+    *en = INFINITY;
     if (fw->miss != NULL &&
         lse_gauss_missing_sync(fw->miss->gm, &e) != LSE_OK)
-        return INFINITY;
-    if (lse_graph_energy(fw->gg.g, &en) != LSE_OK)
-        en = INFINITY;
-    /* every process takes part in the sum, feasible or not */
-    double buf[2] = {isfinite(en) ? en : 0.0, isfinite(en) ? 0.0 : 1.0};
-    if (lse_comm_sum(c->dist, buf, 2, "lse_gmm_fit", &e) != LSE_OK ||
-        buf[1] != 0.0)
-        return INFINITY;
-    return buf[0];
+        return LSE_OK; /* one process */
+    double mine = INFINITY;
+    if (lse_graph_energy(fw->gg.g, &mine) != LSE_OK)
+        mine = INFINITY;
+    /* every process takes part in the sums, feasible or not */
+    double buf[2] = {isfinite(mine) ? mine : 0.0, isfinite(mine) ? 0.0 : 1.0};
+    lse_status st = lse_comm_sum(c->dist, buf, 2, "lse_gmm_fit", c->err);
+    if (st != LSE_OK) {
+        c->hook_failed = 1;
+        return st;
+    }
+    if (buf[1] != 0.0)
+        return LSE_OK;
+    *en = buf[0];
+    return row_sum(c, fw, en);
 }
 
 /* The extrapolated point tp = t0 - 2 alpha r + alpha^2 v (r = t1 - t0,
@@ -658,13 +690,20 @@ static lse_status squarem(fit_ctx *c, const lse_gmm_fit_opts *o, fit_work *fw,
         if (!(vv > 0.0) || !(alpha < -1.0))
             continue;
         /* theta' may not be worse than what EM guarantees for theta2 */
-        const double e1 = lse_solver_energy(s);
+        double e1 = lse_solver_energy(s); /* the rows still hold theta1's */
+        st = row_sum(c, fw, &e1);
+        if (st != LSE_OK)
+            break;
         const double b = reg_bound(c, &fw->gg);
         const double ref = e1 + (b < 0.0 ? b : 0.0);
-        const int ok =
-            extrapolate(&fw->gg, c->cov, o->reg_covar, t0, t1, t2, alpha,
-                        tp) &&
-            energy_at(c, fw, tp) <= ref;
+        double ep = INFINITY;
+        if (extrapolate(&fw->gg, c->cov, o->reg_covar, t0, t1, t2, alpha,
+                        tp)) {
+            st = energy_at(c, fw, tp, &ep);
+            if (st != LSE_OK)
+                break;
+        }
+        const int ok = ep <= ref;
         if (ok)
             c->allow = ref - e1;
         if (ok) {

@@ -232,6 +232,7 @@ lse_gmm_emem_opts lse_gmm_emem_opts_default(size_t k)
     e.short_iter = LSE_GMM_EMEM_SHORT;
     e.n_keep = LSE_GMM_EMEM_KEEP;
     e.n_rounds = LSE_GMM_EMEM_ROUNDS;
+    e.short_tol = LSE_GMM_EMEM_SHORT_TOL;
     return e;
 }
 
@@ -282,6 +283,7 @@ static lse_status short_run(lse_gmm *m, const gsl_matrix *x,
     lse_gmm_fit_opts so = *o;
     so.n_init = 1;
     so.max_iter = e->short_iter;
+    so.tol = e->short_tol > o->tol ? e->short_tol : o->tol;
     so.seed = o->seed + s;
     so.progress = NULL;
     *kind = 0;

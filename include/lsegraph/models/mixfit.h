@@ -49,6 +49,7 @@ LSE_API lse_status lse_gmm_init_labels(lse_gmm *m, const gsl_matrix *x,
 #define LSE_GMM_EMEM_SHORT 30
 #define LSE_GMM_EMEM_KEEP 2
 #define LSE_GMM_EMEM_ROUNDS 1
+#define LSE_GMM_EMEM_SHORT_TOL 1e-5
 /** @} */
 
 /** @brief emEM's budget (lse_gmm_fit_emem). */
@@ -62,6 +63,9 @@ typedef struct lse_gmm_emem_opts {
                             best third of the runs (at least n_keep, and the
                             best of each kind of start) go on (0 or 1: one
                             round) */
+    double short_tol;  /**< a short run stops early when the log-likelihood
+                            changes by at most this (relative; the larger of
+                            it and o->tol) */
 } lse_gmm_emem_opts;
 
 /** @brief The default budget for K components: the LSE_GMM_EMEM_* values
@@ -69,7 +73,8 @@ typedef struct lse_gmm_emem_opts {
 LSE_API lse_gmm_emem_opts lse_gmm_emem_opts_default(size_t k);
 
 /**
- * @brief emEM: short fits of e->short_iter EM iterations from
+ * @brief emEM: short fits of e->short_iter EM iterations (fewer when the
+ * relative change falls to e->short_tol) from
  * e->n_starts starts that o->init draws (seeds o->seed, o->seed + 1, ...;
  * one run each), then e->n_random from random responsibilities (the seeds
  * that follow), then one from each of the @p n_given mixtures @p given

@@ -26,8 +26,12 @@ static lse_status copy_params(lse_gmm *dst, const lse_gmm *src, lse_error *err)
 
 static lse_status clone(const lse_gmm *src, lse_gmm **out, lse_error *err)
 {
-    lse_status st = lse_gmm_new(lse_gmm_k(src), lse_gmm_dim(src),
-                                lse_gmm_cov_type(src), out, NULL);
+    lse_status st =
+        lse_gmm_cov_model(src) != LSE_COV_MODEL_NONE
+            ? lse_gmm_new_model(lse_gmm_k(src), lse_gmm_dim(src),
+                                lse_gmm_cov_model(src), out, NULL)
+            : lse_gmm_new(lse_gmm_k(src), lse_gmm_dim(src),
+                          lse_gmm_cov_type(src), out, NULL);
     if (st != LSE_OK)
         return lse_error_set(err, st, "lse_gmm", "out of memory");
     st = copy_params(*out, src, err);

@@ -56,6 +56,12 @@ typedef struct fit_ctx {
      * the last E-step and one row's scores (1, K), to recompute a
      * re-seeding row's responsibilities (lse_term_scores) */
     gsl_matrix *e_mu, *e_logw, *e_chol, *srow;
+    /* the rise check of em_step (gmm_fit.c): reg_covar, the summed sample
+     * weight, the rise SQUAREM allows its next step (NaN: EM's bound), the
+     * events before the last iteration, and the rises of the run */
+    double reg_covar, total, allow;
+    size_t ev_mark, n_rise;
+    int squarem; /* accelerate (opts.accel, a model it applies to) */
 } fit_ctx;
 
 /* Scratch of an initialization. The initial responsibilities are made a

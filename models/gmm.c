@@ -60,6 +60,35 @@ void lse_gmm_free(lse_gmm *m)
     free(m);
 }
 
+lse_status lse_gmm_copy(lse_gmm *dst, const lse_gmm *src, lse_error *err)
+{
+    static const char fn[] = "lse_gmm_copy";
+    if (dst == NULL || src == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
+    if (dst->k != src->k || dst->d != src->d || dst->cov != src->cov ||
+        dst->model != src->model)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "the mixtures differ in K, d or covariance");
+    if (dst == src)
+        return LSE_OK;
+    lse_gmm_event *ev = NULL;
+    if (src->n_events > 0) {
+        ev = malloc(src->n_events * sizeof *ev);
+        if (ev == NULL)
+            return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+        memcpy(ev, src->events, src->n_events * sizeof *ev);
+    }
+    gsl_vector_memcpy(dst->weights, src->weights);
+    gsl_matrix_memcpy(dst->means, src->means);
+    gsl_matrix_memcpy(dst->chol, src->chol);
+    gsl_matrix_memcpy(dst->covs, src->covs);
+    dst->info = src->info;
+    free(dst->events);
+    dst->events = ev;
+    dst->n_events = src->n_events;
+    return LSE_OK;
+}
+
 lse_status lse_gmm_new(size_t k, size_t d, lse_cov_type cov, lse_gmm **out,
                        lse_error *err)
 {
@@ -582,7 +611,7 @@ lse_gmm_fit_opts lse_gmm_fit_opts_default(void)
     o.reduce_user = NULL;
     o.rank = 0;
     o.n_ranks = 1;
-    o.accel = LSE_GMM_ACCEL_NONE;
+    o.accel = LSE_GMM_ACCEL_SQUAREM; /* docs/lsefit.md, "Acceleration" */
     return o;
 }
 

@@ -9,6 +9,9 @@
 
 #include "gmm-private.h"
 
+/* reg_bound's exact traces up to this dimension (a stack vector) */
+#define LSE_GMM_TRACE_MAXD 256
+
 /*
  * lse_gmm_fit: EM on the model's graph with lse_solver_em, several runs,
  * the re-seeding of empty components (the solver's M-step hook), and the
@@ -414,6 +417,7 @@ static lse_status fit_work_new(const lse_gmm *m, const gsl_matrix *x,
         return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     lse_solver_opts so = lse_solver_opts_default();
     so.tol_energy = 0.0; /* run_em tests |change| <= tol |energy| */
+    so.increase_tol = INFINITY; /* em_step checks, with reg_covar's bound */
     so.mstep.reg_covar = o->reg_covar;
     st = lse_solver_set_opts(fw->solver, &so);
     if (st != LSE_OK)
@@ -421,19 +425,95 @@ static lse_status fit_work_new(const lse_gmm *m, const gsl_matrix *x,
     return LSE_OK;
 }
 
-/* One EM run from the initialized graph. */
+/* tr(Sigma^-1) of row b of a covariance factor in layout cov (d
+ * dimensions): sum over j of 1 / l_j^2 (diag), d / l^2 (spherical), the
+ * squared Frobenius norm of L^-1 (full, tied; L lower triangular). */
+static double trace_inv(lse_cov_type cov, size_t d, const gsl_matrix *chol,
+                        size_t b)
+{
+    const double *l = gsl_matrix_const_ptr(chol, b, 0);
+    if (cov == LSE_COV_SPHERICAL)
+        return (double)d / (l[0] * l[0]);
+    double t = 0.0;
+    if (cov == LSE_COV_DIAG) {
+        for (size_t j = 0; j < d; j++)
+            t += 1.0 / (l[j] * l[j]);
+        return t;
+    }
+    double y[LSE_GMM_TRACE_MAXD];
+    for (size_t j = 0; j < d; j++) { /* column j of L^-1: L y = e_j */
+        for (size_t i = j; i < d; i++) {
+            double s = i == j ? 1.0 : 0.0;
+            for (size_t m = j; m < i; m++)
+                s -= l[i * d + m] * y[m];
+            y[i] = s / l[i * d + i];
+            t += y[i] * y[i];
+        }
+    }
+    return t;
+}
+
+/*
+ * How far the energy may rise in the EM iteration from the parameters of
+ * the last E-step (c->e_chol) to the graph's: with reg_covar eps the
+ * M-step maximizes Q(theta) - eps / 2 sum_k N_k tr(Sigma_k^-1), not Q, so
+ * EM only guarantees
+ *   E(new) - E(old) <= eps / 2 sum_k N_k (tr(Sigma_old,k^-1) - tr(Sigma_new,k^-1))
+ * with N_k = total pi_new,k (the M-step's weights); 0 when eps = 0 (plain
+ * EM is monotone). The bound of the M-step just done. +Inf where it does
+ * not apply (d above LSE_GMM_TRACE_MAXD).
+ */
+static double reg_bound(const fit_ctx *c, const gmm_graph *gg)
+{
+    if (!(c->reg_covar > 0.0))
+        return 0.0;
+    const gsl_matrix *chol = lse_node_value(gg->chol);
+    const gsl_matrix *logw = lse_node_value(gg->logw);
+    const size_t K = logw->size1, d = c->x->size2;
+    if ((c->cov == LSE_COV_FULL || c->cov == LSE_COV_TIED) &&
+        d > LSE_GMM_TRACE_MAXD)
+        return INFINITY;
+    const double lse = lse_logsumexp(logw->data, K, logw->tda, 1.0);
+    double b = 0.0;
+    for (size_t k = 0; k < chol->size1; k++) {
+        const double nk = chol->size1 == 1
+                              ? c->total
+                              : c->total * exp(gsl_matrix_get(logw, k, 0) - lse);
+        b += nk * (trace_inv(c->cov, d, c->e_chol, k) -
+                   trace_inv(c->cov, d, chol, k));
+    }
+    return 0.5 * c->reg_covar * b;
+}
+
 /* One EM iteration (E-step at the current parameters, M-step) with the
- * progress callback; *converged when the stopping rule holds. */
+ * progress callback; *converged when the stopping rule holds. The energy
+ * may not rise by more than reg_bound (or what SQUAREM allowed, c->allow)
+ * plus rounding (1e-10 relative); a larger rise is counted and logged.
+ * Not checked after a re-seeding. */
 static lse_status em_step(fit_ctx *c, const lse_gmm_fit_opts *o, fit_work *fw,
                           int *converged)
 {
     lse_solver *s = fw->solver;
-    c->iteration = lse_solver_n_iter(s) + 1;
+    const size_t n = lse_solver_n_iter(s);
+    double allow = NAN;
+    if (n > 0 && c->n_events == c->ev_mark)
+        allow = isnan(c->allow) ? reg_bound(c, &fw->gg) : c->allow;
+    c->allow = NAN;
+    c->ev_mark = c->n_events;
+    c->iteration = n + 1;
+    const double e0 = lse_solver_energy(s);
     snapshot_estep(c, &fw->gg);
     const lse_status st = lse_solver_iterate(s);
     if (st != LSE_OK)
         return st;
     const double dlt = lse_solver_delta(s), e = lse_solver_energy(s);
+    if (e - e0 > allow + 1e-10 * fmax(1.0, fabs(e0))) {
+        c->n_rise++;
+        lse_log(LSE_LOG_WARN,
+                "lse_gmm_fit: run %zu: EM energy rose from %.17g to %.17g at "
+                "iteration %zu (more than reg_covar's bound, %.3g)",
+                c->run, e0, e, n, allow);
+    }
     if (o->progress != NULL)
         o->progress(c->run, c->iteration, e, dlt, o->progress_user);
     *converged = lse_solver_test(s) == LSE_OK ||
@@ -471,36 +551,113 @@ static void theta_put(const gmm_graph *gg, const double *v)
     }
 }
 
-/* The energy at the parameters v (summed over the processes), or +Inf
- * when they are infeasible (a singular covariance). */
-static double energy_at(fit_ctx *c, fit_work *fw, const double *v)
+/* *e = the energy of the mixture term's last evaluation summed exactly
+ * over its rows and the processes (lse_xsum), the same bits for any split
+ * of the rows; *e unchanged for a fit with missing values (one process,
+ * pattern terms). So SQUAREM's comparisons do not depend on the split. A
+ * failing reduction is the fit's error (c->err). */
+static lse_status row_sum(fit_ctx *c, fit_work *fw, double *e)
+{
+    const gsl_vector *rl =
+        fw->miss == NULL ? lse_term_row_lse(fw->gg.t) : NULL;
+    if (rl == NULL)
+        return LSE_OK;
+    lse_xsum x;
+    lse_xsum_init(&x);
+    for (size_t i = 0; i < rl->size; i++) {
+        const double l = gsl_vector_get(rl, i);
+        if (l != -INFINITY) /* a masked row adds nothing */
+            lse_xsum_add(&x, -(c->w != NULL ? gsl_vector_get(c->w, i) : 1.0) *
+                                 l);
+    }
+    const lse_status st =
+        lse_comm_xsum(c->dist, &x, 1, e, "lse_gmm_fit", c->err);
+    c->hook_failed |= st != LSE_OK;
+    return st;
+}
+
+/* *en = the energy at the parameters v (summed over the processes), or
+ * +Inf when they are infeasible (a singular covariance) on any process. */
+static lse_status energy_at(fit_ctx *c, fit_work *fw, const double *v,
+                            double *en)
 {
     theta_put(&fw->gg, v);
     lse_error e;
-    double en = INFINITY;
+    *en = INFINITY;
     if (fw->miss != NULL &&
         lse_gauss_missing_sync(fw->miss->gm, &e) != LSE_OK)
-        return INFINITY;
-    if (lse_graph_energy(fw->gg.g, &en) != LSE_OK)
-        en = INFINITY;
-    /* every process takes part in the sum, feasible or not */
-    double buf[2] = {isfinite(en) ? en : 0.0, isfinite(en) ? 0.0 : 1.0};
-    if (lse_comm_sum(c->dist, buf, 2, "lse_gmm_fit", &e) != LSE_OK ||
-        buf[1] != 0.0)
-        return INFINITY;
-    return buf[0];
+        return LSE_OK; /* one process */
+    double mine = INFINITY;
+    if (lse_graph_energy(fw->gg.g, &mine) != LSE_OK)
+        mine = INFINITY;
+    /* every process takes part in the sums, feasible or not */
+    double buf[2] = {isfinite(mine) ? mine : 0.0, isfinite(mine) ? 0.0 : 1.0};
+    lse_status st = lse_comm_sum(c->dist, buf, 2, "lse_gmm_fit", c->err);
+    if (st != LSE_OK) {
+        c->hook_failed = 1;
+        return st;
+    }
+    if (buf[1] != 0.0)
+        return LSE_OK;
+    *en = buf[0];
+    return row_sum(c, fw, en);
+}
+
+/* The extrapolated point tp = t0 - 2 alpha r + alpha^2 v (r = t1 - t0,
+ * v = t2 - 2 t1 + t0), its log-weights renormalized; 0 when it leaves the
+ * set regularized EM can reach: a covariance factor's diagonal entry that
+ * is not finite, changes sign against t2's or falls below sqrt(reg_covar)
+ * (every EM M-step adds reg_covar to the covariances, so their factors'
+ * diagonals are at least that), or a weight that underflows. */
+static int extrapolate(const gmm_graph *gg, lse_cov_type cov, double reg_covar,
+                       const double *t0, const double *t1, const double *t2,
+                       double alpha, double *tp)
+{
+    const gsl_matrix *chol = lse_node_value(gg->chol);
+    const size_t K = lse_node_value(gg->logw)->size1;
+    const size_t np = theta_size(gg), c0 = np - chol->size1 * chol->size2;
+    for (size_t i = 0; i < np; i++) {
+        const double r = t1[i] - t0[i], v = t2[i] - 2.0 * t1[i] + t0[i];
+        tp[i] = t0[i] - 2.0 * alpha * r + alpha * alpha * v;
+    }
+    const double lse = lse_logsumexp(tp, K, 1, 1.0);
+    for (size_t k = 0; k < K; k++) {
+        tp[k] -= lse;
+        if (!(tp[k] > -700.0))
+            return 0;
+    }
+    const size_t cols = chol->size2;
+    const size_t d = cov == LSE_COV_FULL || cov == LSE_COV_TIED
+                         ? (size_t)sqrt((double)cols) : cols;
+    const double floor = sqrt(reg_covar);
+    for (size_t b = 0; b < chol->size1; b++)
+        for (size_t j = 0; j < d; j++) {
+            const size_t at = c0 + b * cols +
+                              (cov == LSE_COV_FULL || cov == LSE_COV_TIED
+                                   ? j * d + j : j);
+            if (!isfinite(tp[at]) || tp[at] * t2[at] <= 0.0 ||
+                fabs(tp[at]) < floor)
+                return 0;
+        }
+    for (size_t i = K; i < c0; i++)
+        if (!isfinite(tp[i]))
+            return 0;
+    return 1;
 }
 
 /*
  * SQUAREM (Varadhan & Roland 2008, scheme S3), made monotone: from theta0
  * two EM iterations give theta1 and theta2; with r = theta1 - theta0 and
  * v = theta2 - 2 theta1 + theta0, alpha = -|r| / |v| (at most -1, at least
- * -amax) and theta' = theta0 - 2 alpha r + alpha^2 v. theta' is kept (the
- * next iteration's E-step starts there) when its energy is finite and at
- * most that of theta1, which the solver saw last, so the energies the
- * solver reports never rise; otherwise theta2 (plain EM) and amax halves
- * (else it doubles). Iterations, the stopping rule and max_iter count EM
- * iterations as run_em does. docs/models/gmm.md, "Acceleration".
+ * -amax) and theta' = theta0 - 2 alpha r + alpha^2 v (extrapolate: weights
+ * renormalized, factors kept feasible). theta' is kept (the next
+ * iteration's E-step starts there) when its energy is finite and at most
+ * E(theta1) + min(0, reg_bound(theta1 -> theta2)): no rise, and no less
+ * than the plain EM step it replaces is guaranteed to gain; otherwise
+ * theta2, and amax halves (else it doubles). The EM steps from
+ * theta' are EM steps, so the energies never rise by more than
+ * reg_covar's bound (em_step checks it). Iterations, the stopping rule and max_iter
+ * count EM iterations as run_em does. docs/models/gmm.md, "Acceleration".
  */
 static lse_status squarem(fit_ctx *c, const lse_gmm_fit_opts *o, fit_work *fw,
                           int *converged)
@@ -532,11 +689,24 @@ static lse_status squarem(fit_ctx *c, const lse_gmm_fit_opts *o, fit_work *fw,
         const double alpha = fmax(fmin(-sqrt(rr / vv), -1.0), -amax);
         if (!(vv > 0.0) || !(alpha < -1.0))
             continue;
-        for (size_t i = 0; i < np; i++) {
-            const double r = t1[i] - t0[i], v = t2[i] - 2.0 * t1[i] + t0[i];
-            tp[i] = t0[i] - 2.0 * alpha * r + alpha * alpha * v;
+        /* theta' may not be worse than what EM guarantees for theta2 */
+        double e1 = lse_solver_energy(s); /* the rows still hold theta1's */
+        st = row_sum(c, fw, &e1);
+        if (st != LSE_OK)
+            break;
+        const double b = reg_bound(c, &fw->gg);
+        const double ref = e1 + (b < 0.0 ? b : 0.0);
+        double ep = INFINITY;
+        if (extrapolate(&fw->gg, c->cov, o->reg_covar, t0, t1, t2, alpha,
+                        tp)) {
+            st = energy_at(c, fw, tp, &ep);
+            if (st != LSE_OK)
+                break;
         }
-        if (energy_at(c, fw, tp) <= lse_solver_energy(s)) {
+        const int ok = ep <= ref;
+        if (ok)
+            c->allow = ref - e1;
+        if (ok) {
             amax = 2.0 * amax;
         } else { /* back to theta2 (and its pattern nodes) */
             theta_put(&fw->gg, t2);
@@ -557,8 +727,10 @@ static lse_status run_em(fit_ctx *c, const lse_gmm_fit_opts *o, fit_work *fw,
     static const char fn[] = "lse_gmm_fit";
     lse_solver *s = fw->solver;
     *converged = 0;
+    c->allow = NAN;
+    c->n_rise = 0;
     lse_status st = lse_solver_init(s);
-    if (st == LSE_OK && o->accel == LSE_GMM_ACCEL_SQUAREM)
+    if (st == LSE_OK && c->squarem)
         st = squarem(c, o, fw, converged);
     while (st == LSE_OK && !*converged && lse_solver_n_iter(s) < o->max_iter)
         st = em_step(c, o, fw, converged);
@@ -621,6 +793,15 @@ lse_status lse_gmm_fit(lse_gmm *m, const gsl_matrix *x,
         goto done;
     if (has_nan)
         total = fw.miss->total;
+    c.total = total;
+    /* SQUAREM's straight line stays in the model only where its
+     * constraints are linear in the factors: not for VEI ... VEV */
+    c.squarem = o.accel == LSE_GMM_ACCEL_SQUAREM &&
+                (m->model == LSE_COV_MODEL_NONE || m->model == LSE_COV_VVV ||
+                 m->model == LSE_COV_VVI || m->model == LSE_COV_VII ||
+                 m->model == LSE_COV_EEE || m->model == LSE_COV_EII ||
+                 m->model == LSE_COV_EEI);
+    c.reg_covar = o.reg_covar;
     st = fit_ctx_alloc(&c, &fw.gg);
     if (st != LSE_OK) {
         lse_error_set(err, st, fn, "out of memory");
@@ -649,7 +830,7 @@ lse_status lse_gmm_fit(lse_gmm *m, const gsl_matrix *x,
         best.n_iter = lse_solver_n_iter(fw.solver);
         best.converged = converged;
         best.best_run = run;
-        best.n_increase = lse_solver_n_increase(fw.solver);
+        best.n_increase = c.n_rise;
         gsl_matrix_memcpy(fw.best_mu, lse_node_value(fw.gg.mu));
         gsl_matrix_memcpy(fw.best_logw, lse_node_value(fw.gg.logw));
         gsl_matrix_memcpy(fw.best_chol, lse_node_value(fw.gg.chol));

@@ -26,8 +26,12 @@ static lse_status copy_params(lse_gmm *dst, const lse_gmm *src, lse_error *err)
 
 static lse_status clone(const lse_gmm *src, lse_gmm **out, lse_error *err)
 {
-    lse_status st = lse_gmm_new(lse_gmm_k(src), lse_gmm_dim(src),
-                                lse_gmm_cov_type(src), out, NULL);
+    lse_status st =
+        lse_gmm_cov_model(src) != LSE_COV_MODEL_NONE
+            ? lse_gmm_new_model(lse_gmm_k(src), lse_gmm_dim(src),
+                                lse_gmm_cov_model(src), out, NULL)
+            : lse_gmm_new(lse_gmm_k(src), lse_gmm_dim(src),
+                          lse_gmm_cov_type(src), out, NULL);
     if (st != LSE_OK)
         return lse_error_set(err, st, "lse_gmm", "out of memory");
     st = copy_params(*out, src, err);
@@ -231,37 +235,105 @@ lse_gmm_emem_opts lse_gmm_emem_opts_default(size_t k)
     e.n_random = LSE_GMM_EMEM_RANDOM + LSE_GMM_EMEM_RANDOM_PER_K * k;
     e.short_iter = LSE_GMM_EMEM_SHORT;
     e.n_keep = LSE_GMM_EMEM_KEEP;
+    e.n_rounds = LSE_GMM_EMEM_ROUNDS;
+    e.short_tol = LSE_GMM_EMEM_SHORT_TOL;
     return e;
 }
 
-/* keep[0..*n_kept) in decreasing kll: insert a clone of m at ll if it is
- * among the n_keep best and no kept run has the same log-likelihood (to
- * 1e-10 relative: a second run that reached the same point) */
-static lse_status keep_insert(lse_gmm **keep, double *kll, size_t *n_kept,
-                              size_t n_keep, const lse_gmm *m, double ll,
-                              lse_error *err)
+/* one candidate of emEM: a short run's fit, its log-likelihood and kind
+ * of start (0: o->init, 1: random, 2: given) */
+typedef struct cand {
+    lse_gmm *m;
+    double ll;
+    int kind;
+} cand;
+
+static int cand_cmp(const void *a, const void *b)
 {
-    for (size_t i = 0; i < *n_kept; i++)
-        if (fabs(kll[i] - ll) <= 1e-10 * fabs(ll))
-            return LSE_OK;
-    size_t pos = *n_kept;
-    while (pos > 0 && kll[pos - 1] < ll)
-        pos--;
-    if (pos >= n_keep)
-        return LSE_OK;
-    lse_gmm *c = NULL;
-    lse_status st = clone(m, &c, err);
-    if (st != LSE_OK)
-        return st;
-    if (*n_kept == n_keep) {
-        lse_gmm_free(keep[n_keep - 1]);
-        (*n_kept)--;
+    const double x = ((const cand *)a)->ll, y = ((const cand *)b)->ll;
+    return x > y ? -1 : x < y ? 1 : 0;
+}
+
+/* Sort c[0..*n) by decreasing log-likelihood, drop the runs that reached
+ * the point of a better one (log-likelihoods within 1e-10 relative) and
+ * keep the n_keep best (kinds: and the best of each kind); the others are
+ * freed. */
+static void cand_prune(cand *c, size_t *n, size_t n_keep, int kinds)
+{
+    qsort(c, *n, sizeof *c, cand_cmp);
+    int seen[3] = {0, 0, 0};
+    size_t out = 0;
+    for (size_t i = 0; i < *n; i++) {
+        const int dup = out > 0 && fabs(c[out - 1].ll - c[i].ll) <=
+                                       1e-10 * fabs(c[i].ll);
+        if (!dup && (out < n_keep || (kinds && !seen[c[i].kind]))) {
+            seen[c[i].kind] = 1;
+            c[out++] = c[i];
+        } else {
+            lse_gmm_free(c[i].m);
+        }
     }
-    memmove(keep + pos + 1, keep + pos, (*n_kept - pos) * sizeof *keep);
-    memmove(kll + pos + 1, kll + pos, (*n_kept - pos) * sizeof *kll);
-    keep[pos] = c;
-    kll[pos] = ll;
-    (*n_kept)++;
+    *n = out;
+}
+
+/* the short run s from its start (o->init's draw, random, given[s - ...])
+ * into m */
+static lse_status short_run(lse_gmm *m, const gsl_matrix *x,
+                            const lse_gmm_fit_opts *o,
+                            const lse_gmm_emem_opts *e,
+                            const lse_gmm *const *given, size_t s, int *kind,
+                            lse_error *err)
+{
+    lse_gmm_fit_opts so = *o;
+    so.n_init = 1;
+    so.max_iter = e->short_iter;
+    so.tol = e->short_tol > o->tol ? e->short_tol : o->tol;
+    so.seed = o->seed + s;
+    so.progress = NULL;
+    *kind = 0;
+    if (s >= e->n_starts && s < e->n_starts + e->n_random) {
+        so.init = LSE_GMM_INIT_RANDOM;
+        *kind = 1;
+    } else if (s >= e->n_starts + e->n_random) {
+        so.init = LSE_GMM_INIT_GIVEN;
+        *kind = 2;
+        const lse_status st =
+            copy_params(m, given[s - e->n_starts - e->n_random], err);
+        if (st != LSE_OK)
+            return st;
+    }
+    return lse_gmm_fit(m, x, &so, err);
+}
+
+/* Continue each candidate by max_iter EM iterations (o->tol: a converged
+ * run stops early), on m; the ones that fail are dropped. */
+static lse_status cand_continue(cand *c, size_t *n, lse_gmm *m,
+                                const gsl_matrix *x, const lse_gmm_fit_opts *o,
+                                size_t max_iter, lse_status *last,
+                                lse_error *e2, lse_error *err)
+{
+    lse_gmm_fit_opts fo = *o;
+    fo.init = LSE_GMM_INIT_GIVEN;
+    fo.n_init = 1;
+    fo.max_iter = max_iter;
+    fo.progress = max_iter == o->max_iter ? o->progress : NULL;
+    size_t out = 0;
+    for (size_t i = 0; i < *n; i++) {
+        lse_status st = copy_params(m, c[i].m, err);
+        if (st != LSE_OK)
+            return st;
+        *last = lse_gmm_fit(m, x, &fo, e2);
+        if (*last != LSE_OK) {
+            lse_gmm_free(c[i].m);
+            continue;
+        }
+        st = lse_gmm_copy(c[i].m, m, err);
+        if (st != LSE_OK)
+            return st;
+        c[i].ll = lse_gmm_info(m)->loglik;
+        c[out++] = c[i];
+    }
+    *n = out;
     return LSE_OK;
 }
 
@@ -306,102 +378,57 @@ lse_status lse_gmm_fit_emem(lse_gmm *m, const gsl_matrix *x,
     if (st != LSE_OK)
         return st;
     const size_t n_runs = e->n_starts + e->n_random + n_given;
-    lse_gmm **keep = calloc(e->n_keep + 4, sizeof *keep);
-    double *kll = malloc((e->n_keep + 4) * sizeof *kll);
-    lse_gmm *kb[3] = {NULL, NULL, NULL}; /* best of each kind of start */
-    double kbll[3];
-    size_t n_kept = 0, n_kb[3] = {0, 0, 0};
+    cand *c = calloc(n_runs, sizeof *c);
+    size_t n = 0;
     lse_status last = LSE_OK;
     lse_error e2;
-    if (keep == NULL || kll == NULL) {
-        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
-        goto out;
-    }
+    if (c == NULL)
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     /* short runs on m: o->init's draws, random responsibilities, the given
-     * starts; the n_keep best, in decreasing order */
+     * starts */
     for (size_t s = 0; s < n_runs; s++) {
-        lse_gmm_fit_opts so = *o;
-        so.n_init = 1;
-        so.max_iter = e->short_iter;
-        so.seed = o->seed + s;
-        so.progress = NULL;
-        if (s >= e->n_starts && s < e->n_starts + e->n_random)
-            so.init = LSE_GMM_INIT_RANDOM;
-        else if (s >= e->n_starts + e->n_random) {
-            so.init = LSE_GMM_INIT_GIVEN;
-            st = copy_params(m, given[s - e->n_starts - e->n_random], err);
-            if (st != LSE_OK)
-                goto out;
-        }
-        last = lse_gmm_fit(m, x, &so, &e2);
+        int kind;
+        last = short_run(m, x, o, e, given, s, &kind, &e2);
         if (last != LSE_OK)
             continue;
-        const double ll = lse_gmm_info(m)->loglik;
-        const size_t kind = s < e->n_starts ? 0 : s < e->n_starts + e->n_random ? 1 : 2;
-        st = keep_insert(keep, kll, &n_kept, e->n_keep, m, ll, err);
+        c[n].ll = lse_gmm_info(m)->loglik;
+        c[n].kind = kind;
+        st = clone(m, &c[n].m, err);
         if (st == LSE_OK)
-            st = keep_insert(kb + kind, kbll + kind, n_kb + kind, 1, m, ll,
-                             err);
+            st = lse_gmm_copy(c[n].m, m, err);
+        if (st != LSE_OK)
+            goto out;
+        n++;
+    }
+    /* further rounds of short_iter for the best third (at least n_keep,
+     * and the best of each kind) */
+    for (size_t r = 1; r < e->n_rounds && n > 0; r++) {
+        cand_prune(c, &n, e->n_keep > (n + 2) / 3 ? e->n_keep : (n + 2) / 3,
+                   1);
+        st = cand_continue(c, &n, m, x, o, e->short_iter, &last, &e2, err);
         if (st != LSE_OK)
             goto out;
     }
-    /* and the best of each kind of start when it is not among them */
-    for (size_t kind = 0; kind < 3; kind++) {
-        if (n_kb[kind] == 0)
-            continue;
-        size_t i = 0;
-        while (i < n_kept && fabs(kll[i] - kbll[kind]) > 1e-10 * fabs(kll[i]))
-            i++;
-        if (i < n_kept)
-            continue;
-        keep[n_kept] = kb[kind];
-        kll[n_kept++] = kbll[kind];
-        kb[kind] = NULL;
-    }
-    if (n_kept == 0) {
+    /* the n_keep best to convergence */
+    cand_prune(c, &n, e->n_keep, 0);
+    st = cand_continue(c, &n, m, x, o, o->max_iter, &last, &e2, err);
+    if (st != LSE_OK)
+        goto out;
+    if (n == 0) {
         if (err != NULL)
             *err = e2;
         st = last;
         goto out;
     }
-    /* the kept ones to convergence, on m; remember the best's start */
-    lse_gmm_fit_opts fo = *o;
-    fo.init = LSE_GMM_INIT_GIVEN;
-    fo.n_init = 1;
-    double best = -INFINITY;
-    size_t best_i = n_kept, last_ok = n_kept;
-    for (size_t i = 0; i < n_kept; i++) {
-        st = copy_params(m, keep[i], err);
-        if (st != LSE_OK)
-            goto out;
-        last = lse_gmm_fit(m, x, &fo, &e2);
-        if (last != LSE_OK)
-            continue;
-        last_ok = i;
-        if (lse_gmm_info(m)->loglik > best) {
-            best = lse_gmm_info(m)->loglik;
-            best_i = i;
-        }
-    }
-    if (best_i == n_kept) {
-        if (err != NULL)
-            *err = e2;
-        st = last;
-        goto out;
-    }
-    if (best_i != last_ok || last != LSE_OK) {
-        /* rerun the winner (deterministic) so that m holds its fit info */
-        st = copy_params(m, keep[best_i], err);
-        if (st == LSE_OK)
-            st = lse_gmm_fit(m, x, &fo, err);
-    }
+    size_t best = 0;
+    for (size_t i = 1; i < n; i++)
+        if (c[i].ll > c[best].ll)
+            best = i;
+    st = lse_gmm_copy(m, c[best].m, err);
 out:
-    for (size_t i = 0; keep != NULL && i < n_kept; i++)
-        lse_gmm_free(keep[i]);
-    for (size_t kind = 0; kind < 3; kind++)
-        lse_gmm_free(kb[kind]);
-    free(keep);
-    free(kll);
+    for (size_t i = 0; i < n; i++)
+        lse_gmm_free(c[i].m);
+    free(c);
     return st;
 }
 

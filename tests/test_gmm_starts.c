@@ -153,7 +153,7 @@ START_TEST(test_emem)
     }
     lse_gmm *m = NULL;
     lse_assert_ok(lse_gmm_new(4, 2, LSE_COV_FULL, &m, NULL));
-    lse_gmm_emem_opts e = {starts, 0, 5, starts};
+    lse_gmm_emem_opts e = {starts, 0, 5, starts, 1, 0.0};
     lse_assert_ok(lse_gmm_fit_emem(m, x, &o, &e, NULL, 0, &err));
     const double ll = lse_gmm_info(m)->loglik;
     ck_assert_double_eq_tol(ll, best, 1e-7 * fabs(best));
@@ -178,7 +178,7 @@ START_TEST(test_emem)
     e.n_keep = starts + 1;
     lse_assert_ok(lse_gmm_fit_emem(m, x, &o, &e, given, 1, &err));
     ck_assert(lse_gmm_info(m)->loglik >= fmax(best, -1111.26));
-    lse_gmm_emem_opts bad = {0, 0, 5, 1};
+    lse_gmm_emem_opts bad = {0, 0, 5, 1, 1, 0.0};
     lse_assert_status(lse_gmm_fit_emem(m, x, &o, &bad, NULL, 0, &err),
                       LSE_EINVAL);
     lse_assert_status(lse_gmm_fit_emem(m, x, &o, &e, NULL, 1, &err),
@@ -276,7 +276,7 @@ START_TEST(test_split)
     lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
     lse_assert_ok(lse_gmm_fit(one, x, &o, &err));
     lse_assert_ok(lse_gmm_split(one, x, NULL, 0, two, &err));
-    lse_gmm_emem_opts e = {0, 0, 5, 1};
+    lse_gmm_emem_opts e = {0, 0, 5, 1, 1, 0.0};
     const lse_gmm *given[1] = {two};
     lse_assert_ok(lse_gmm_fit_emem(m, x, &o, &e, given, 1, &err));
     o.init = LSE_GMM_INIT_GIVEN;
@@ -590,6 +590,57 @@ START_TEST(test_cli_bootstrap_mclust)
 }
 END_TEST
 
+/* emEM's rounds (n_rounds): with every run kept (n_keep = all), two
+ * rounds of 5 iterations are one of 10, EM being memoryless (plain EM,
+ * the parameters carried between rounds); and lse_gmm_copy carries the fit
+ * info with the parameters. */
+START_TEST(test_emem_rounds)
+{
+    gsl_matrix *x = load("faithful.csv", 2);
+    lse_error err;
+    lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
+    o.accel = LSE_GMM_ACCEL_NONE;
+    lse_gmm *a = NULL, *b = NULL, *c = NULL;
+    lse_assert_ok(lse_gmm_new(4, 2, LSE_COV_FULL, &a, NULL));
+    lse_assert_ok(lse_gmm_new(4, 2, LSE_COV_FULL, &b, NULL));
+    const lse_gmm_emem_opts one = {6, 2, 10, 8, 1, 0.0}, two = {6, 2, 5, 8, 2, 0.0};
+    lse_assert_ok(lse_gmm_fit_emem(a, x, &o, &one, NULL, 0, &err));
+    lse_assert_ok(lse_gmm_fit_emem(b, x, &o, &two, NULL, 0, &err));
+    const double la = lse_gmm_info(a)->loglik, lb = lse_gmm_info(b)->loglik;
+    ck_assert_double_eq_tol(la, lb, 1e-9 * fabs(la));
+    /* three rounds keeping the best third: a fit, its info its own */
+    const lse_gmm_emem_opts three = {12, 4, 5, 1, 3, 1e-5};
+    lse_assert_ok(lse_gmm_fit_emem(b, x, &o, &three, NULL, 0, &err));
+    gsl_vector *sc = gsl_vector_alloc(x->size1);
+    lse_assert_ok(lse_gmm_score_samples(b, x, sc, &err));
+    double tot = 0.0;
+    for (size_t i = 0; i < x->size1; i++)
+        tot += gsl_vector_get(sc, i);
+    ck_assert_double_eq_tol(tot, lse_gmm_info(b)->loglik, 1e-9 * fabs(tot));
+    ck_assert(lse_gmm_info(b)->converged);
+    /* lse_gmm_copy */
+    lse_assert_ok(lse_gmm_copy(a, b, &err));
+    ck_assert_double_eq(lse_gmm_info(a)->loglik, lse_gmm_info(b)->loglik);
+    ck_assert_uint_eq(lse_gmm_info(a)->n_iter, lse_gmm_info(b)->n_iter);
+    for (size_t k = 0; k < 4; k++) {
+        ck_assert_double_eq(gsl_vector_get(lse_gmm_weights(a), k),
+                            gsl_vector_get(lse_gmm_weights(b), k));
+        for (size_t j = 0; j < 4; j++)
+            ck_assert_double_eq(
+                gsl_matrix_get(lse_gmm_covariances(a), 2 * k + j / 2, j % 2),
+                gsl_matrix_get(lse_gmm_covariances(b), 2 * k + j / 2, j % 2));
+    }
+    lse_assert_ok(lse_gmm_new(3, 2, LSE_COV_FULL, &c, NULL));
+    lse_assert_status(lse_gmm_copy(c, b, &err), LSE_EINVAL);
+    lse_assert_status(lse_gmm_copy(NULL, b, &err), LSE_EFAULT);
+    gsl_vector_free(sc);
+    lse_gmm_free(a);
+    lse_gmm_free(b);
+    lse_gmm_free(c);
+    gsl_matrix_free(x);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("gmm_starts");
@@ -597,6 +648,7 @@ Suite *lse_test_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_init_labels);
     tcase_add_test(tc, test_emem);
+    tcase_add_test(tc, test_emem_rounds);
     tcase_add_test(tc, test_split);
     tcase_add_test(tc, test_emem_default);
     tcase_add_test(tc, test_bootstrap_rate);

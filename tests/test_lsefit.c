@@ -922,7 +922,10 @@ START_TEST(test_init_restart)
     ASSERT_OK(RUN("gmm", data("iris.csv"), "--init", a, "-o", b, "-q"));
     lse_json *da = load_json(a), *db = load_json(b);
     ck_assert_int_eq(jint(db, "n_components"), 3);
-    ck_assert(jnum(db, "loglik") >= jnum(da, "loglik") - 1e-9);
+    /* EM with reg_covar may lose a little (docs/models/gmm.md,
+     * "Acceleration": 3e-9 here, the regularized fixed point) */
+    ck_assert(jnum(db, "loglik") >= jnum(da, "loglik") -
+                                        1e-10 * fabs(jnum(da, "loglik")));
     lse_json_free(da);
     lse_json_free(db);
     assert_error(RUN("gmm", data("iris.csv"), "--init", a, "-k", "2"), 1,
@@ -1805,15 +1808,15 @@ START_TEST(test_input_messages)
 }
 END_TEST
 
-/* --accel squarem: the same optimum as plain EM on Faithful K = 4 in
- * fewer iterations, recorded in the model's options; a bad value is a
- * one-line usage error. */
+/* --accel squarem (the default): the same optimum as --accel none on
+ * Faithful K = 4 in fewer iterations, recorded in the model's options; a
+ * bad value is a one-line usage error. */
 START_TEST(test_accel)
 {
     const char *plain = tmp("plain.json"), *fast = tmp("fast.json");
-    ASSERT_OK(RUN("gmm", data("faithful.csv"), "-k", "4", "-q", "-o", plain));
-    ASSERT_OK(RUN("gmm", data("faithful.csv"), "-k", "4", "--accel",
-                  "squarem", "-q", "-o", fast));
+    ASSERT_OK(RUN("gmm", data("faithful.csv"), "-k", "4", "--accel", "none",
+                  "-q", "-o", plain));
+    ASSERT_OK(RUN("gmm", data("faithful.csv"), "-k", "4", "-q", "-o", fast));
     lse_json *a = load_json(plain), *b = load_json(fast);
     lse_error err;
     double la, lb;
@@ -1825,7 +1828,7 @@ START_TEST(test_accel)
     ck_assert_ptr_nonnull(strstr(text, "\"accel\": \"squarem\""));
     free(text);
     text = slurp(plain);
-    ck_assert_ptr_null(strstr(text, "accel"));
+    ck_assert_ptr_nonnull(strstr(text, "\"accel\": \"none\""));
     free(text);
     lse_json_free(a);
     lse_json_free(b);

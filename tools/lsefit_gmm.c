@@ -75,8 +75,9 @@ static void help_fit(FILE *f)
         "  --seed S                random seed (default %lu); equal seeds "
         "give\n"
         "                          bit-identical fits\n"
-        "  --accel none|squarem    EM acceleration (default none); squarem\n"
-        "                          extrapolates and stays monotone\n"
+        "  --accel none|squarem    EM acceleration (default squarem: fewer\n"
+        "                          iterations; it extrapolates and stays\n"
+        "                          monotone)\n"
         "Data:\n"
         "  --columns LIST          columns to use, by name or 1-based index,\n"
         "                          comma-separated (default: all but "
@@ -259,8 +260,10 @@ static lse_status gmm_json_options(const lsefit_fit *f, lse_json *o, int where,
                                    lse_error *err)
 {
     const gmm_own *g = f->own;
-    if (where == LSEFIT_JSON_AFTER_SEED && g->opts.accel == LSE_GMM_ACCEL_SQUAREM)
-        return lse_json_set_string(o, "accel", "squarem", err);
+    if (where == LSEFIT_JSON_AFTER_SEED)
+        return lse_json_set_string(
+            o, "accel",
+            g->opts.accel == LSE_GMM_ACCEL_SQUAREM ? "squarem" : "none", err);
     if (where != LSEFIT_JSON_AFTER_REG_COVAR)
         return LSE_OK;
     return lse_json_set_integer(o, "lloyd_iter", (long long)g->opts.lloyd_iter,

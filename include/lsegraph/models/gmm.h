@@ -85,11 +85,12 @@ typedef enum lse_gmm_missing {
 /** @brief Acceleration of lse_gmm_fit's EM (docs/models/gmm.md,
  *  "Acceleration"). */
 typedef enum lse_gmm_accel {
-    /** plain EM (default) */
+    /** plain EM */
     LSE_GMM_ACCEL_NONE = 0,
-    /** SQUAREM (Varadhan & Roland 2008): squared extrapolation over two EM
-     *  iterations, kept only when it does not raise the energy, so the
-     *  log-likelihood still never falls */
+    /** SQUAREM (Varadhan & Roland 2008; default): squared extrapolation
+     *  over two EM iterations, kept only when it raises the
+     *  log-likelihood at least as much as EM guarantees (reg_covar > 0
+     *  lets EM itself lower it by a bound; never beyond) */
     LSE_GMM_ACCEL_SQUAREM = 1
 } lse_gmm_accel;
 
@@ -146,7 +147,7 @@ typedef struct lse_gmm_fit_opts {
     size_t rank;       /**< this process, 0 <= rank < n_ranks (default 0) */
     size_t n_ranks;    /**< processes sharing the data (default 1; 0
                           counts as 1 without a hook) */
-    lse_gmm_accel accel; /**< default LSE_GMM_ACCEL_NONE */
+    lse_gmm_accel accel; /**< default LSE_GMM_ACCEL_SQUAREM */
 } lse_gmm_fit_opts;
 
 /** @brief The defaults listed in lse_gmm_fit_opts. */
@@ -217,6 +218,12 @@ LSE_API lse_status lse_gmm_new_model(size_t k, size_t d, lse_cov_model model,
 LSE_API lse_cov_model lse_gmm_cov_model(const lse_gmm *m);
 /** @brief Free @p m; NULL is a no-op. */
 LSE_API void lse_gmm_free(lse_gmm *m);
+/** @brief Copy everything of @p src (parameters, fit info, re-seeding
+ *  events) into @p dst, a mixture of the same K, d, covariance type and
+ *  model. @return LSE_OK; LSE_EFAULT; LSE_EINVAL (another shape);
+ *  LSE_ENOMEM. */
+LSE_API lse_status lse_gmm_copy(lse_gmm *dst, const lse_gmm *src,
+                                lse_error *err);
 
 /** @brief Number of components K. */
 LSE_API size_t lse_gmm_k(const lse_gmm *m);

@@ -46,8 +46,10 @@ LSE_API lse_status lse_gmm_init_labels(lse_gmm *m, const gsl_matrix *x,
 #define LSE_GMM_EMEM_STARTS_PER_K 2
 #define LSE_GMM_EMEM_RANDOM 0
 #define LSE_GMM_EMEM_RANDOM_PER_K 2
-#define LSE_GMM_EMEM_SHORT 40
-#define LSE_GMM_EMEM_KEEP 3
+#define LSE_GMM_EMEM_SHORT 30
+#define LSE_GMM_EMEM_KEEP 2
+#define LSE_GMM_EMEM_ROUNDS 1
+#define LSE_GMM_EMEM_SHORT_TOL 1e-5
 /** @} */
 
 /** @brief emEM's budget (lse_gmm_fit_emem). */
@@ -57,6 +59,13 @@ typedef struct lse_gmm_emem_opts {
                             (LSE_GMM_INIT_RANDOM) */
     size_t short_iter; /**< EM iterations of each short run (>= 1) */
     size_t n_keep;     /**< best short runs continued to convergence (>= 1) */
+    size_t n_rounds;   /**< rounds of short_iter iterations: after each, the
+                            best third of the runs (at least n_keep, and the
+                            best of each kind of start) go on (0 or 1: one
+                            round) */
+    double short_tol;  /**< a short run stops early when the log-likelihood
+                            changes by at most this (relative; the larger of
+                            it and o->tol) */
 } lse_gmm_emem_opts;
 
 /** @brief The default budget for K components: the LSE_GMM_EMEM_* values
@@ -64,14 +73,19 @@ typedef struct lse_gmm_emem_opts {
 LSE_API lse_gmm_emem_opts lse_gmm_emem_opts_default(size_t k);
 
 /**
- * @brief emEM: short fits of e->short_iter EM iterations from
+ * @brief emEM: short fits of e->short_iter EM iterations (fewer when the
+ * relative change falls to e->short_tol) from
  * e->n_starts starts that o->init draws (seeds o->seed, o->seed + 1, ...;
  * one run each), then e->n_random from random responsibilities (the seeds
  * that follow), then one from each of the @p n_given mixtures @p given
  * (their parameters, e.g. lse_gmm_init_labels of a cut of lse_hc_vvv's
  * tree, or lse_gmm_split of a fit with one component fewer; same K, d and
- * covariance type as @p m); then the e->n_keep best of them by
- * log-likelihood continued to convergence (o->max_iter, o->tol, o->accel).
+ * covariance type as @p m); with e->n_rounds > 1, after each round of
+ * short_iter iterations the best third (at least n_keep, and the best of
+ * each kind of start) go on for another round; then the e->n_keep best of
+ * them by log-likelihood (runs that reached the same point, within 1e-10
+ * relative, count once) continued to convergence (o->max_iter, o->tol,
+ * o->accel).
  * @p m gets the best final fit and its fit info (the info of the run that
  * produced it). o->progress sees only the final runs. n_keep is capped at
  * the number of short runs that succeeded. With one start and n_keep = 1

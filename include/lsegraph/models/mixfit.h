@@ -49,7 +49,7 @@ LSE_API lse_status lse_gmm_init_labels(lse_gmm *m, const gsl_matrix *x,
 #define LSE_GMM_EMEM_SHORT 30
 #define LSE_GMM_EMEM_KEEP 2
 #define LSE_GMM_EMEM_ROUNDS 1
-#define LSE_GMM_EMEM_SHORT_TOL 1e-5
+#define LSE_GMM_EMEM_SHORT_TOL 0.0
 /** @} */
 
 /** @brief emEM's budget (lse_gmm_fit_emem). */
@@ -65,7 +65,12 @@ typedef struct lse_gmm_emem_opts {
                             round) */
     double short_tol;  /**< a short run stops early when the log-likelihood
                             changes by at most this (relative; the larger of
-                            it and o->tol) */
+                            it and o->tol). Default 0: the short runs stop
+                            only at o->tol, so a fit under --mpi makes the
+                            same choices as one process (an early stop at
+                            1e-5 was 15 % faster on the start table but
+                            decides on energies that agree across process
+                            counts only to rounding) */
 } lse_gmm_emem_opts;
 
 /** @brief The default budget for K components: the LSE_GMM_EMEM_* values

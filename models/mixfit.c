@@ -691,3 +691,143 @@ out:
     lse_gmm_free(r);
     return st;
 }
+
+/* the moment-matched covariance of components i and j of src (weights
+ * wi, wj, means mi, mj, merged mean mu) into out (d x d) */
+static lse_status merged_cov(const lse_gmm *src, size_t i, size_t j,
+                             const gsl_vector *mu, gsl_matrix *out,
+                             gsl_matrix *tmp, lse_error *err)
+{
+    const size_t d = lse_gmm_dim(src);
+    const size_t c[2] = {i, j};
+    const double w[2] = {gsl_vector_get(lse_gmm_weights(src), i),
+                         gsl_vector_get(lse_gmm_weights(src), j)};
+    gsl_matrix_set_zero(out);
+    for (int h = 0; h < 2; h++) {
+        lse_status st = lse_gmm_get_covariance(src, c[h], tmp);
+        if (st != LSE_OK)
+            return lse_error_set(err, st, "lse_gmm_merge",
+                                 "covariance of component %zu", c[h]);
+        for (size_t a = 0; a < d; a++)
+            for (size_t b = 0; b < d; b++) {
+                const double ea = gsl_matrix_get(lse_gmm_means(src), c[h], a) -
+                                  gsl_vector_get(mu, a);
+                const double eb = gsl_matrix_get(lse_gmm_means(src), c[h], b) -
+                                  gsl_vector_get(mu, b);
+                *gsl_matrix_ptr(out, a, b) +=
+                    w[h] / (w[0] + w[1]) * (gsl_matrix_get(tmp, a, b) + ea * eb);
+            }
+    }
+    return LSE_OK;
+}
+
+/* dst's covariances: src's without component j, component i (< j) the
+ * merged one (mc, d x d) in the type's native shape */
+static void merged_cov_set(const lse_gmm *src, size_t i, size_t j,
+                           const gsl_matrix *mc, gsl_matrix *cov)
+{
+    const lse_cov_type t = lse_gmm_cov_type(src);
+    const gsl_matrix *c0 = lse_gmm_covariances(src);
+    const size_t k = lse_gmm_k(src), d = lse_gmm_dim(src);
+    const size_t rows = t == LSE_COV_FULL ? d : 1;
+    double trace = 0.0;
+    for (size_t e = 0; e < d; e++)
+        trace += gsl_matrix_get(mc, e, e);
+    if (t == LSE_COV_TIED) {
+        gsl_matrix_memcpy(cov, c0); /* the shared covariance stays */
+        return;
+    }
+    for (size_t c = 0, r = 0; c < k; c++) {
+        if (c == j)
+            continue;
+        for (size_t a = 0; a < rows; a++)
+            for (size_t b = 0; b < c0->size2; b++) {
+                double v = gsl_matrix_get(c0, c * rows + a, b);
+                if (c == i && t == LSE_COV_FULL)
+                    v = gsl_matrix_get(mc, a, b);
+                else if (c == i && t == LSE_COV_DIAG)
+                    v = gsl_matrix_get(mc, b, b);
+                else if (c == i) /* spherical: the mean variance */
+                    v = trace / (double)d;
+                gsl_matrix_set(cov, r * rows + a, b, v);
+            }
+        r++;
+    }
+}
+
+lse_status lse_gmm_merge(const lse_gmm *src, size_t i, size_t j, lse_gmm *dst,
+                         lse_error *err)
+{
+    static const char fn[] = "lse_gmm_merge";
+    if (src == NULL || dst == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
+    const size_t k = lse_gmm_k(src), d = lse_gmm_dim(src);
+    const lse_cov_type t = lse_gmm_cov_type(src);
+    if (k < 2 || lse_gmm_k(dst) != k - 1 || lse_gmm_dim(dst) != d ||
+        lse_gmm_cov_type(dst) != t ||
+        lse_gmm_cov_model(src) != LSE_COV_MODEL_NONE ||
+        lse_gmm_cov_model(dst) != LSE_COV_MODEL_NONE)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "src needs K >= 2 and dst K - 1 components, the "
+                             "same d and covariance type (full, diag, "
+                             "spherical or tied)");
+    if (i >= j || j >= k)
+        return lse_error_set(err, LSE_ERANGE, fn,
+                             "components %zu and %zu of K = %zu (i < j < K)",
+                             i, j, k);
+    const gsl_matrix *c0 = lse_gmm_covariances(src);
+    const size_t rows = t == LSE_COV_FULL ? d : 1;
+    gsl_vector *w = gsl_vector_alloc(k - 1), *mu = gsl_vector_alloc(d);
+    gsl_matrix *means = gsl_matrix_alloc(k - 1, d);
+    gsl_matrix *mc = gsl_matrix_alloc(d, d), *tmp = gsl_matrix_alloc(d, d);
+    gsl_matrix *cov = gsl_matrix_alloc(
+        t == LSE_COV_TIED ? c0->size1 : (k - 1) * rows, c0->size2);
+    lse_status st = LSE_OK;
+    if (w == NULL || mu == NULL || means == NULL || mc == NULL ||
+        tmp == NULL || cov == NULL) {
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+        goto out;
+    }
+    const gsl_vector *w0 = lse_gmm_weights(src);
+    const gsl_matrix *m0 = lse_gmm_means(src);
+    const double wi = gsl_vector_get(w0, i), wj = gsl_vector_get(w0, j);
+    for (size_t a = 0; a < d; a++)
+        gsl_vector_set(mu, a, wi + wj > 0.0
+                                  ? (wi * gsl_matrix_get(m0, i, a) +
+                                     wj * gsl_matrix_get(m0, j, a)) /
+                                        (wi + wj)
+                                  : gsl_matrix_get(m0, i, a));
+    for (size_t c = 0, r = 0; c < k; c++) {
+        if (c == j)
+            continue;
+        gsl_vector_set(w, r, c == i ? wi + wj : gsl_vector_get(w0, c));
+        for (size_t a = 0; a < d; a++)
+            gsl_matrix_set(means, r, a,
+                           c == i ? gsl_vector_get(mu, a)
+                                  : gsl_matrix_get(m0, c, a));
+        r++;
+    }
+    if (t != LSE_COV_TIED)
+        st = wi + wj > 0.0 ? merged_cov(src, i, j, mu, mc, tmp, err)
+                           : (lse_gmm_get_covariance(src, i, mc) == LSE_OK
+                              ? LSE_OK
+                              : lse_error_set(err, LSE_EINVAL, fn,
+                                              "covariance of component %zu",
+                                              i));
+    if (st == LSE_OK) {
+        merged_cov_set(src, i, j, mc, cov);
+        st = lse_gmm_set_weights(dst, w, err);
+    }
+    if (st == LSE_OK)
+        st = lse_gmm_set_means(dst, means, err);
+    if (st == LSE_OK)
+        st = lse_gmm_set_covariances(dst, cov, err);
+out:
+    gsl_vector_free(w);
+    gsl_vector_free(mu);
+    gsl_matrix_free(means);
+    gsl_matrix_free(mc);
+    gsl_matrix_free(tmp);
+    gsl_matrix_free(cov);
+    return st;
+}

@@ -632,6 +632,7 @@ static int gmm_create(lsefit_fit *f, size_t k, void **m)
 static lse_status gmm_fit(lsefit_fit *f, void *m, lse_error *err)
 {
     gmm_own *g = f->own;
+    g->start.kmax = f->kmax;
     return lsefit_gmm_start_fit(&g->start, m, f->d.x, &g->opts, err);
 }
 

@@ -1,4 +1,5 @@
 /* lsefit gmm --init hcvvv|emem and --bootstrap B (lsefit_gmmstart.h). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,6 +141,118 @@ static lse_status emem_chain(lsefit_gmm_start *s, lse_gmm *m,
     return st;
 }
 
+/* the log-likelihood of m on x (sample weights w or NULL) into *ll
+ * (-inf when it cannot be computed) */
+static void loglik(const lse_gmm *m, const gsl_matrix *x,
+                         const gsl_vector *w, gsl_vector *ls, double *ll)
+{
+    const lse_status st = lse_gmm_score_samples(m, x, ls, NULL);
+    double t = 0.0;
+    for (size_t i = 0; st == LSE_OK && i < x->size1; i++)
+        t += (w != NULL ? gsl_vector_get(w, i) : 1.0) * gsl_vector_get(ls, i);
+    *ll = st == LSE_OK && isfinite(t) ? t : -INFINITY;
+}
+
+/* The merges of the chain's K + 1 fit (s->next) as starts for K: every
+ * pair merged (lse_gmm_merge), scored by its log-likelihood, the
+ * LSEFIT_GMM_MERGES best run to convergence; m (the chain's fit of K)
+ * takes the best run when it is higher. docs/lsefit.md, "Starts". */
+static lse_status merge_improve(lsefit_gmm_start *s, lse_gmm *m,
+                                const gsl_matrix *x, const lse_gmm_fit_opts *o,
+                                lse_error *err)
+{
+    const size_t k = lse_gmm_k(m), d = lse_gmm_dim(m);
+    size_t pi[LSEFIT_GMM_MERGES], pj[LSEFIT_GMM_MERGES], np = 0;
+    double ps[LSEFIT_GMM_MERGES];
+    lse_gmm *t = NULL;
+    gsl_vector *ls = gsl_vector_alloc(x->size1);
+    lse_status st = lse_gmm_new(k, d, lse_gmm_cov_type(m), &t, NULL);
+    if (st != LSE_OK || ls == NULL) {
+        lse_gmm_free(t);
+        gsl_vector_free(ls);
+        return lse_error_set(err, LSE_ENOMEM, "--init", "out of memory");
+    }
+    for (size_t i = 0; i < k + 1; i++)
+        for (size_t j = i + 1; j < k + 1; j++) {
+            double sc;
+            if (lse_gmm_merge(s->next, i, j, t, NULL) != LSE_OK)
+                continue;
+            loglik(t, x, o->sample_weight, ls, &sc);
+            if (!isfinite(sc) ||
+                (np == LSEFIT_GMM_MERGES && !(sc > ps[np - 1])))
+                continue;
+            size_t q = np < LSEFIT_GMM_MERGES ? np++ : np - 1;
+            for (; q > 0 && ps[q - 1] < sc; q--) { /* best first */
+                ps[q] = ps[q - 1];
+                pi[q] = pi[q - 1];
+                pj[q] = pj[q - 1];
+            }
+            ps[q] = sc;
+            pi[q] = i;
+            pj[q] = j;
+        }
+    lse_gmm_fit_opts fo = *o;
+    fo.init = LSE_GMM_INIT_GIVEN;
+    fo.n_init = 1;
+    fo.progress = NULL;
+    for (size_t q = 0; st == LSE_OK && q < np; q++) {
+        lse_error e2;
+        if (lse_gmm_merge(s->next, pi[q], pj[q], t, NULL) != LSE_OK ||
+            lse_gmm_fit(t, x, &fo, &e2) != LSE_OK)
+            continue; /* a merge that turns singular is no candidate */
+        if (lse_gmm_info(t)->loglik > lse_gmm_info(m)->loglik)
+            st = lse_gmm_copy(m, t, err);
+    }
+    lse_gmm_free(t);
+    gsl_vector_free(ls);
+    return st;
+}
+
+/* emEM for K = lse_gmm_k(m) by the chain (emem_chain), taken from s->next
+ * when it was computed ahead; then, for K < s->kmax, the chain's K + 1
+ * computed ahead and its merges tried for K */
+static lse_status emem_merge(lsefit_gmm_start *s, lse_gmm *m,
+                             const gsl_matrix *x, const lse_gmm_fit_opts *o,
+                             const size_t *labels, lse_error *err)
+{
+    const size_t k = lse_gmm_k(m), d = lse_gmm_dim(m);
+    const int merge = k < s->kmax && o->reduce == NULL &&
+                      lse_gmm_cov_model(m) == LSE_COV_MODEL_NONE;
+    lse_status st;
+    if (s->next != NULL && lse_gmm_k(s->next) == k &&
+        lse_gmm_cov_type(s->next) == lse_gmm_cov_type(m) &&
+        s->prev != NULL && lse_gmm_k(s->prev) == k)
+        st = lse_gmm_copy(m, s->next, err);
+    else
+        st = emem_chain(s, m, x, o, labels, err);
+    lse_gmm_free(s->next);
+    s->next = NULL;
+    if (st != LSE_OK || !merge)
+        return st;
+    size_t *lab = NULL;
+    lse_gmm_fit_opts po = *o;
+    po.progress = NULL;
+    st = lse_gmm_new(k + 1, d, lse_gmm_cov_type(m), &s->next, NULL);
+    if (st != LSE_OK)
+        return lse_error_set(err, st, "--init", "out of memory");
+    if (labels != NULL) { /* emem+hc: the hcVVV cut into K + 1 */
+        lab = malloc(x->size1 * sizeof *lab);
+        st = lab == NULL ? lse_error_set(err, LSE_ENOMEM, "--init",
+                                         "out of memory")
+                         : hc_labels(s, x, k + 1, lab, err);
+    }
+    if (st == LSE_OK)
+        st = emem_chain(s, s->next, x, &po, lab, err);
+    free(lab);
+    if (st == LSE_OK)
+        st = merge_improve(s, m, x, o, err);
+    if (st != LSE_OK) {
+        lse_gmm_free(s->next);
+        s->next = NULL;
+    }
+    return st;
+}
+
 lse_status lsefit_gmm_start_fit(lsefit_gmm_start *s, lse_gmm *m,
                                 const gsl_matrix *x, const lse_gmm_fit_opts *o,
                                 lse_error *err)
@@ -166,7 +279,7 @@ lse_status lsefit_gmm_start_fit(lsefit_gmm_start *s, lse_gmm *m,
         st = hc_labels(s, x, k, labels, err);
     }
     if (st == LSE_OK && emem)
-        st = emem_chain(s, m, x, o, labels, err);
+        st = emem_merge(s, m, x, o, labels, err);
     else if (st == LSE_OK) {
         st = lse_gmm_init_labels(m, x, labels, o->reg_covar, err);
         lse_gmm_fit_opts g = *o;
@@ -185,6 +298,8 @@ void lsefit_gmm_start_free(lsefit_gmm_start *s)
     s->pairs = NULL;
     lse_gmm_free(s->prev);
     s->prev = NULL;
+    lse_gmm_free(s->next);
+    s->next = NULL;
 }
 
 static void print_se(FILE *f, const char *what, const gsl_matrix *v)

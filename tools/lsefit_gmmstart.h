@@ -10,6 +10,8 @@
  * LSEFIT_HC_DEFAULT_ROWS rows, --init hcvvv refuses above LSEFIT_HC_MAX_ROWS */
 #define LSEFIT_HC_DEFAULT_ROWS 2000
 #define LSEFIT_HC_MAX_ROWS 10000
+/* emem: the best-scored merges of the K + 1 fit run to convergence for K */
+#define LSEFIT_GMM_MERGES 2
 
 typedef struct lsefit_gmm_start {
     const char *method; /* "hcvvv", "emem", or anything else: lse_gmm_fit */
@@ -17,6 +19,10 @@ typedef struct lsefit_gmm_start {
     size_t n;
     lse_gmm *prev;      /* emem: the last fit of the chain K = 1, 2, ...
                            whose splits start the next K */
+    lse_gmm *next;      /* emem: the chain's fit for K + 1, computed ahead
+                           for the merges of K and kept for the next K */
+    size_t kmax;        /* emem: the largest K of the range (the merges of
+                           the K + 1 fit are tried for K < kmax) */
 } lsefit_gmm_start;
 
 /* usage check of --init hcvvv|emem against the other options */

@@ -123,6 +123,22 @@ LSE_API lse_status lse_gmm_split(const lse_gmm *src, const gsl_matrix *x,
                                  const gsl_vector *sample_weight, size_t j,
                                  lse_gmm *dst, lse_error *err);
 
+/**
+ * @brief A start for K - 1 components from a fit @p src of K (the inverse
+ * of lse_gmm_split; the merge moves of Ueda et al.'s split-and-merge EM,
+ * 2000): components @p i < @p j become one whose weight is the sum of
+ * theirs, whose mean is their weighted mean and whose covariance is that of
+ * their two-component mixture (moment matched: the weighted within plus
+ * between scatter; diag keeps its diagonal, spherical its mean variance,
+ * tied keeps the shared covariance); component j is dropped, the others
+ * keep their order. Into @p dst (K - 1 components, same d and type; the
+ * four plain covariance types).
+ * @return LSE_OK; LSE_EFAULT; LSE_EINVAL (K < 2, dst's shape, an mclust
+ * model); LSE_ERANGE (not i < j < K); LSE_ENOMEM.
+ */
+LSE_API lse_status lse_gmm_merge(const lse_gmm *src, size_t i, size_t j,
+                                 lse_gmm *dst, lse_error *err);
+
 /** @brief Bootstrap standard errors of a fitted mixture
  *  (lse_gmm_bootstrap); the matrices are owned (lse_gmm_boot_free). */
 typedef struct lse_gmm_boot {

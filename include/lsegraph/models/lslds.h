@@ -25,6 +25,11 @@ extern "C" {
  *     z_t ~ Markov(init, trans)  (or i.i.d. from init: mixture)
  *     x_s ~ N(m0, P0) at the first row s of a sequence,
  *     x_t = A_{z_t} x_{t-1} + b_{z_t} + N(0, Q_{z_t}) otherwise,
+ *
+ * or with L lags (lse_lslds_params_set_lags; docs/models/slds.md
+ * "Several lags") x_t ~ N(m0, P0) independently at the first L rows of a
+ * sequence and x_t = sum_l A_{z_t,l} x_{t-l} + b_{z_t} + N(0, Q_{z_t})
+ * after them,
  *     y_t = C x_t + d + N(0, diag(r))   (observed entries only)
  *
  * or, with per-mode emissions (lse_lslds_params_emission_per_mode),
@@ -44,7 +49,9 @@ extern "C" {
 typedef struct lse_lslds_params {
     size_t K, D, N;
     int markov;        /**< 1: Markov switching; 0: mixture */
-    gsl_matrix *A;     /**< (K, D*D) row-major A_k */
+    gsl_matrix *A;     /**< (K, D*L*D): row k is A_k = [A_{k,1} ...
+                          A_{k,L}] (D x L D) row-major, A_{k,l}
+                          multiplying x_{t-l} */
     gsl_matrix *b;     /**< (K, D) */
     gsl_matrix *Q;     /**< (K, D*D) SPD */
     gsl_matrix *C;     /**< (N, D); per-mode emissions: (K*N, D), rows
@@ -57,6 +64,8 @@ typedef struct lse_lslds_params {
     gsl_matrix *P0;    /**< (D, D) SPD */
     gsl_vector *init;  /**< (K) initial (Markov) or mixture probabilities */
     gsl_matrix *trans; /**< (K, K) transition probabilities (Markov) */
+    size_t lags;       /**< L >= 1 (lse_lslds_params_set_lags; 1 by
+                          default) */
 } lse_lslds_params;
 
 /** @brief New parameters: A_k = 0.9 I, b = 0, Q = I, C = the first D
@@ -75,6 +84,14 @@ LSE_API void lse_lslds_params_free(lse_lslds_params *p);
 LSE_API lse_status lse_lslds_params_emission_per_mode(lse_lslds_params *p,
                                                       lse_error *err);
 
+/** @brief Give the model L lags (1..64): A becomes (K, D*L*D) with
+ *  A_{k,1} the old A_k and A_{k,l} = 0 for l > 1 (L = 1 keeps A). Every
+ *  sequence then needs more than L rows (the fit, q(x) and the ELBO
+ *  refuse shorter ones with LSE_EINVAL).
+ *  @return LSE_OK; LSE_EFAULT; LSE_EINVAL (L out of range); LSE_ENOMEM. */
+LSE_API lse_status lse_lslds_params_set_lags(lse_lslds_params *p, size_t L,
+                                             lse_error *err);
+
 /** @brief The variational posterior q(z) q(x), owned by the struct. */
 typedef struct lse_lslds_post {
     size_t T, K, D;
@@ -86,6 +103,11 @@ typedef struct lse_lslds_post {
     double hz;         /**< entropy of q(z) */
     double hx;         /**< entropy of q(x) (set with it) */
     int have_z, have_x; /**< which factors have been computed */
+    size_t lags;       /**< L of the last q(x) update (1 before any) */
+    gsl_matrix *lagcov; /**< L > 1: (T, L*D*D), block l-1 of row t is
+                           Cov_q[x_t, x_{t-l}] (0 before the sequence
+                           start), made by the q(x) update; NULL at
+                           L = 1 */
 } lse_lslds_post;
 
 LSE_API lse_status lse_lslds_post_new(size_t T, size_t K, size_t D,

@@ -2190,14 +2190,15 @@ static double log_weight(double ll, double ssum, double logz)
 }
 
 /* L > 1: the log weights lw of n paths, p(y | z) the log normalizer of
- * the banded smoother's potentials for the path (models/lslds_lags.c). */
+ * the banded smoother's potentials for the path (models/lslds_lags.c),
+ * and their estimate of log p(y). */
 static lse_status lags_weights(const lse_lslds_params *p, const gsl_matrix *y,
                                const unsigned char *observed,
                                const size_t *seq, const lse_lslds_post *q,
                                const gsl_matrix *s, const gsl_matrix *alpha,
                                double logz, gsl_rng *rng, size_t *z,
-                               size_t n_samples, double *lw, const char *fn,
-                               lse_error *err)
+                               size_t n_samples, double *lw, double *estimate,
+                               double *se, const char *fn, lse_error *err)
 {
     lsw w;
     lse_status st = ws_alloc(&w, q->T, p, fn, err);
@@ -2220,6 +2221,8 @@ static lse_status lags_weights(const lse_lslds_params *p, const gsl_matrix *y,
         else
             lw[n] = log_weight(ll, ssum, logz);
     }
+    if (st == LSE_OK)
+        is_mean(lw, n_samples, estimate, se);
     lse_lsw_free(&w);
     return st;
 }
@@ -2297,9 +2300,7 @@ lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
     }
     if (p->lags > 1) {
         st = lags_weights(p, y, observed, seq, q, s, alpha, logz, rng, z,
-                          n_samples, lw, fn, err);
-        if (st == LSE_OK)
-            is_mean(lw, n_samples, estimate, se);
+                          n_samples, lw, estimate, se, fn, err);
         goto done;
     }
     lse_kalman_model km = {A,     B,           Qm,    pm ? Cdum : p->C,

@@ -220,6 +220,20 @@ static lse_status check_spd(const gsl_matrix *q, const gsl_matrix *P0,
     return st;
 }
 
+/* A_k and Q_k from the stacks a (K D x L D) and q (K D x D). */
+static void copy_dynamics(lse_lslds_params *p, const gsl_matrix *a,
+                          const gsl_matrix *q)
+{
+    const size_t D = p->D, P = p->lags * D;
+    for (size_t k = 0; k < p->K; k++)
+        for (size_t i = 0; i < D; i++) {
+            for (size_t j = 0; j < P; j++)
+                gsl_matrix_set(p->A, k, i * P + j, gsl_matrix_get(a, k * D + i, j));
+            for (size_t j = 0; j < D; j++)
+                gsl_matrix_set(p->Q, k, i * D + j, gsl_matrix_get(q, k * D + i, j));
+        }
+}
+
 lse_status lse_lslds_from_json(const lse_json *doc, const char *source,
                                lse_lslds_params **out, char ***names,
                                lse_error *err)
@@ -306,14 +320,7 @@ lse_status lse_lslds_from_json(const lse_json *doc, const char *source,
         st = lse_lslds_params_set_lags(p, L, err);
     if (st != LSE_OK)
         goto done;
-    for (size_t k = 0; k < K; k++)
-        for (size_t i = 0; i < D; i++) {
-            for (size_t j = 0; j < L * D; j++)
-                gsl_matrix_set(p->A, k, i * L * D + j,
-                               gsl_matrix_get(a, k * D + i, j));
-            for (size_t j = 0; j < D; j++)
-                gsl_matrix_set(p->Q, k, i * D + j, gsl_matrix_get(q, k * D + i, j));
-        }
+    copy_dynamics(p, a, q);
     gsl_matrix_memcpy(p->b, b);
     gsl_matrix_memcpy(p->C, C);
     gsl_vector_memcpy(p->d, d);

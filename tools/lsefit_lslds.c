@@ -518,9 +518,11 @@ static int lslds_summary(const lsefit_fit *f, FILE *out,
 {
     const lse_lslds_params *p = back->m;
     const size_t K = p->K, D = p->D, N = p->N;
-    fprintf(out, "Latent switching LDS: K = %zu modes, %s, D = %zu, N = %zu (",
-            K, p->markov ? "Markov switching" : "mixture (independent modes)",
-            D, N);
+    fprintf(out, "Latent switching LDS: K = %zu modes, %s, D = %zu, ", K,
+            p->markov ? "Markov switching" : "mixture (independent modes)", D);
+    if (p->lags > 1)
+        fprintf(out, "%zu lags, ", p->lags);
+    fprintf(out, "N = %zu (", N);
     for (size_t j = 0; j < N; j++)
         fprintf(out, "%s%s", j ? ", " : "", f->d.names[j]);
     fprintf(out, "), %s emission\n", p->per_mode_emission ? "per-mode" : "shared");
@@ -552,8 +554,10 @@ static int lslds_summary(const lsefit_fit *f, FILE *out,
         fprintf(out, "\nmode %zu: %s %.6g\n", k,
                 p->markov ? "initial probability" : "weight",
                 gsl_vector_get(p->init, k));
-        print_block(out, "A", gsl_matrix_const_ptr(p->A, k, 0), D,
-                    D * p->lags);
+        char al[32] = "A";
+        if (p->lags > 1) /* the row blocks [A_1 ... A_L] */
+            snprintf(al, sizeof al, "A_1..A_%zu", p->lags);
+        print_block(out, al, gsl_matrix_const_ptr(p->A, k, 0), D, D * p->lags);
         lsefit_print_row(out, "b", gsl_matrix_const_ptr(p->b, k, 0), D, 1);
         print_block(out, "Q", gsl_matrix_const_ptr(p->Q, k, 0), D, D);
         if (p->per_mode_emission)

@@ -114,7 +114,8 @@ LSE_API lse_status lse_lslds_post_new(size_t T, size_t K, size_t D,
                                       lse_lslds_post **out, lse_error *err);
 LSE_API void lse_lslds_post_free(lse_lslds_post *q);
 
-/** @brief q(x) update: the smoother (information form) with the dynamics
+/** @brief q(x) update: the smoother (information form; block-banded with
+ *  L > 1 lags, which also sets q->lagcov, allocated here) with the dynamics
  *  weighted by q(z) (uniform weights when q(z) has not been computed; per-mode
  *  emissions: the emissions too, entering as Gaussian potentials of x_t);
  *  @p logzx (may be NULL) gets log of its normalizer. */
@@ -125,7 +126,9 @@ LSE_API lse_status lse_lslds_update_x(const lse_lslds_params *p,
                                       double *logzx, lse_error *err);
 /** @brief q(z) update: forward-backward (Markov) or per-row softmax
  *  (mixture) with emission scores E_q(x)[log N(x_t; A_k x_{t-1} + b_k,
- *  Q_k)] (0 at sequence starts). Needs q(x) (LSE_EINVAL otherwise). */
+ *  Q_k)] (0 at sequence starts; with L lags A_k [x_{t-1}; ...; x_{t-L}]
+ *  and 0 at the first L rows). Needs q(x) for the model's lags
+ *  (LSE_EINVAL otherwise). */
 LSE_API lse_status lse_lslds_update_z(const lse_lslds_params *p,
                                       const size_t *seq, lse_lslds_post *q,
                                       lse_error *err);
@@ -147,7 +150,8 @@ LSE_API lse_status lse_lslds_emission_scores(const lse_lslds_params *p,
                                              gsl_matrix *es, lse_error *err);
 /** @brief The emission scores @p s (T, K) that lse_lslds_update_z uses:
  *  s(t, k) = E_q(x)[log N(x_t; A_k x_{t-1} + b_k, Q_k)], 0 at sequence
- *  starts (@p seq as for the other calls, may be NULL). With the log
+ *  starts (L lags: A_k [x_{t-1}; ...; x_{t-L}], 0 at the first L rows;
+ *  @p seq as for the other calls, may be NULL). With the log
  *  initial and transition probabilities they give the most likely mode
  *  path of q(z) (lse_chain_viterbi). Needs q(x) (LSE_EINVAL otherwise);
  *  LSE_EFAULT, LSE_EDIM, LSE_ENOMEM, LSE_ENUMERIC (a Q_k not positive
@@ -247,7 +251,7 @@ LSE_API lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
                                           lse_error *err);
 
 /** @brief Draw one sequence: y (T, N), x (T, D) and z (T) (x, z may be
- *  NULL). */
+ *  NULL); with L lags the first L rows of x from N(m0, P0). */
 LSE_API lse_status lse_lslds_simulate(const lse_lslds_params *p,
                                       unsigned long seed, gsl_matrix *y,
                                       gsl_matrix *x, size_t *z,
@@ -258,7 +262,8 @@ LSE_API lse_status lse_lslds_simulate(const lse_lslds_params *p,
 
 /** @brief Write the keys "model" ("slds-latent"), "markov", "n_modes",
  *  "latent_dim", "n_features", "feature_names" (the N strings @p names),
- *  "A" [K][D][D], "b" [K][D], "Q" [K][D][D], "C" [N][D], "d" [N],
+ *  "A" [K][D][D] (L > 1 lags: also "lags": L, and "A" [K][D][L D]),
+ *  "b" [K][D], "Q" [K][D][D], "C" [N][D], "d" [N],
  *  "R_diag" [N], "initial_mean" [D], "initial_cov" [D][D], and "initial"
  *  [K] with "transition" [K][K] (Markov) or "weights" [K] (mixture).
  *  Per-mode emissions: "emission": "per-mode", "C" [K][N][D], "d" and
@@ -269,7 +274,8 @@ LSE_API lse_status lse_lslds_to_json(const lse_lslds_params *p,
                                      lse_error *err);
 /** @brief Read what lse_lslds_to_json writes: "model" must be
  *  "slds-latent" (LSE_EINVAL otherwise; the observed-state SLDS files say
- *  "slds"), counts in 1..4096 (n_features 1..65536), probabilities >= 0
+ *  "slds"), counts in 1..4096 (n_features 1..65536; "lags" 1..64, absent:
+ *  1), probabilities >= 0
  *  summing to 1 within 1e-6 (renormalized), R_diag > 0 (LSE_EDOM), Q_k
  *  and initial_cov symmetric positive definite (LSE_ENUMERIC); absent or
  *  misshapen keys give LSE_ENOTFOUND / LSE_EPARSE / LSE_EDIM. @p source

@@ -392,6 +392,11 @@ LSE_TARGET_AVX2_FMA
 void lse_gauss_qeval6_avx2(const double *v, size_t vt, size_t nv,
                            const double *q, size_t kp, size_t K, double *s,
                            size_t st);
+/* S = V Q of a block of at least 8 rows for full/tied covariances without
+ * forming V (AVX-512F; the bits of qeval6); leaves w->vblk without V. */
+LSE_TARGET_AVX512
+void lse_gauss_qfull_eval_avx512(lse_gauss_work *w, const gsl_matrix *x,
+                                 gsl_matrix *s);
 LSE_TARGET_AVX512
 void lse_gauss_qeval6_avx512(const double *v, size_t vt, size_t nv,
                              const double *q, size_t kp, size_t K, double *s,

@@ -778,6 +778,11 @@ static lse_status fast_eval(lse_gauss_work *w, const gsl_matrix *x,
 {
     const size_t b = x->size1, nv = w->nv, K = w->n_comp;
 #if LSE_HAVE_AVX2_PATH
+    if (w->fma == 2 && b >= 8 &&
+        (w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED)) {
+        lse_gauss_qfull_eval_avx512(w, x, s); /* V is not formed */
+        return LSE_OK;
+    }
     if (w->fma && b >= 6) {
         /* diag/spherical: V of 6 rows at a time into the head of vblk (it
          * stays in L1), then S of those rows; stats recomputes V the same
@@ -866,7 +871,9 @@ static lse_status fast_stats_fma(lse_gauss_work *w, const gsl_matrix *x,
     /* V as fast_eval made it: full/tied the whole block (kept by eval
      * for this block, else made now), diag/spherical 4 rows at a time
      * at the head of vblk */
-    const int whole = w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED;
+    /* (AVX-512: eval formed no V, 4 rows at a time here as for diag) */
+    const int whole = (w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED) &&
+                      w->fma != 2;
     double *v = w->vblk->data;
     const size_t vt = w->vblk->tda;
     if (whole && !cache_holds(w, x)) {

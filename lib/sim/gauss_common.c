@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include <gsl/gsl_blas.h>
@@ -882,6 +883,14 @@ static lse_status fast_stats_fma(lse_gauss_work *w, const gsl_matrix *x,
         cache_store(w, x);
     }
     size_t i = 0;
+    if (w->fma == 2 && !whole && (w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED)) {
+        /* V transposed, 8 rows at a time (the head of vblk, aligned) */
+        double *v8 = (double *)(((uintptr_t)v + 63) & ~(uintptr_t)63);
+        for (; i + 8 <= b; i += 8)
+            lse_gauss_qfull_stats8_avx512(w, gsl_matrix_const_ptr(x, i, 0),
+                                          x->tda, rho + i * rt, rt, v8, macc,
+                                          kp);
+    }
     for (; i + 4 <= b; i += 4) {
         const double *vg = v + i * vt;
         if (!whole) {

@@ -549,6 +549,74 @@ void lse_gauss_qfull_eval_avx512(lse_gauss_work *w, const gsl_matrix *x,
     }
 }
 
+/* acc (nv, kp) += V' rho for 8 rows x (tda xt) of a full/tied block
+ * (rho (8, kp), tda rt), AVX-512F: V formed transposed, monomial-major
+ * (vt: nv x 8 doubles, 64-byte aligned: one aligned store per monomial and
+ * 8 rows, none of the row-major V's unaligned stores), then per monomial
+ * and tile of 16 (8) components the 8 rows' fused multiply-adds in row
+ * order. Every entry is the chain of qstats4 over the same rows (rows in
+ * order, one FMA each): same bits. */
+LSE_TARGET_AVX512
+void lse_gauss_qfull_stats8_avx512(const lse_gauss_work *w, const double *x,
+                                   size_t xt, const double *rho, size_t rt,
+                                   double *vt, double *acc, size_t kp)
+{
+    const size_t d = w->dim, nv = w->nv;
+    const double *c = w->center->data;
+    _mm512_store_pd(vt, _mm512_set1_pd(1.0));
+    for (size_t j0 = 0; j0 < d; j0 += 8) {
+        const size_t nj = d - j0 < 8 ? d - j0 : 8;
+        const __mmask8 m = (__mmask8)(nj == 8 ? 0xFFu : (1u << nj) - 1u);
+        const __m512d cj = _mm512_maskz_loadu_pd(m, c + j0);
+        __m512d r8[8];
+        for (size_t r = 0; r < 8; r++)
+            r8[r] = _mm512_sub_pd(_mm512_maskz_loadu_pd(m, x + r * xt + j0),
+                                  cj);
+        tr8_avx512(r8);
+        for (size_t j = 0; j < nj; j++)
+            _mm512_store_pd(vt + 8 * (1 + j0 + j), r8[j]);
+    }
+    double *vq = vt + 8 * (1 + d);
+    for (size_t a = 0; a < d; a++) {
+        const __m512d ya = _mm512_load_pd(vt + 8 * (1 + a));
+        for (size_t b = a; b < d; b++, vq += 8)
+            _mm512_store_pd(vq, _mm512_mul_pd(ya, _mm512_load_pd(vt + 8 * (1 + b))));
+    }
+    size_t k0 = 0;
+    for (; k0 + 16 <= kp; k0 += 16) {
+        __m512d r0[8], r1[8];
+        for (size_t r = 0; r < 8; r++) {
+            r0[r] = _mm512_loadu_pd(rho + r * rt + k0);
+            r1[r] = _mm512_loadu_pd(rho + r * rt + k0 + 8);
+        }
+        double *m = acc + k0;
+        const double *vp = vt;
+        for (size_t p = 0; p < nv; p++, m += kp, vp += 8) {
+            __m512d m0 = _mm512_loadu_pd(m), m1 = _mm512_loadu_pd(m + 8);
+            for (size_t r = 0; r < 8; r++) {
+                const __m512d u = _mm512_set1_pd(vp[r]);
+                m0 = _mm512_fmadd_pd(u, r0[r], m0);
+                m1 = _mm512_fmadd_pd(u, r1[r], m1);
+            }
+            _mm512_storeu_pd(m, m0);
+            _mm512_storeu_pd(m + 8, m1);
+        }
+    }
+    if (k0 < kp) { /* a last tile of 8 */
+        __m512d r0[8];
+        for (size_t r = 0; r < 8; r++)
+            r0[r] = _mm512_loadu_pd(rho + r * rt + k0);
+        double *m = acc + k0;
+        const double *vp = vt;
+        for (size_t p = 0; p < nv; p++, m += kp, vp += 8) {
+            __m512d m0 = _mm512_loadu_pd(m);
+            for (size_t r = 0; r < 8; r++)
+                m0 = _mm512_fmadd_pd(_mm512_set1_pd(vp[r]), r0[r], m0);
+            _mm512_storeu_pd(m, m0);
+        }
+    }
+}
+
 /* acc (nv, kp) += V' rho for 4 rows (rho (4, kp), tda rt), AVX-512F:
  * tiles of 16 components, a last tile of 8; the same chain of fused
  * multiply-adds per entry as qstats4_avx2 (same bits). */

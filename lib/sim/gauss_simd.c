@@ -460,14 +460,18 @@ static inline void tr8_avx512(__m512d r[8])
             _mm512_fmadd_pd(one, _mm512_set1_pd(qp[k]), acc[k]);               \
         qp += kp;                                                              \
         for (size_t a = 0; a < d; a++, qp += kp) {                             \
-            const __m512d ya = _mm512_load_pd(yt + 8 * a);                     \
+            const __m512d ya = _mm512_load_pd(yt + 8 * (1 + a));               \
             _Pragma("GCC unroll 16") for (int k = 0; k < (NA); k++) acc[k] =   \
                 _mm512_fmadd_pd(ya, _mm512_set1_pd(qp[k]), acc[k]);            \
         }                                                                      \
+        double *vq = yt + 8 * (1 + d);                                         \
         for (size_t a = 0; a < d; a++) {                                       \
-            const __m512d ya = _mm512_load_pd(yt + 8 * a);                     \
-            for (size_t b = a; b < d; b++, qp += kp) {                         \
-                const __m512d m = _mm512_mul_pd(ya, _mm512_load_pd(yt + 8 * b)); \
+            const __m512d ya = _mm512_load_pd(yt + 8 * (1 + a));               \
+            for (size_t b = a; b < d; b++, qp += kp, vq += 8) {                \
+                const __m512d m =                                              \
+                    _mm512_mul_pd(ya, _mm512_load_pd(yt + 8 * (1 + b)));       \
+                if (keep)                                                      \
+                    _mm512_store_pd(vq, m);                                    \
                 _Pragma("GCC unroll 16") for (int k = 0; k < (NA); k++)        \
                     acc[k] = _mm512_fmadd_pd(m, _mm512_set1_pd(qp[k]), acc[k]); \
             }                                                                  \
@@ -489,36 +493,39 @@ static inline void tr8_avx512(__m512d r[8])
     } while (0)
 
 LSE_TARGET_AVX512
-static void qt_tile16(const double *yt, size_t d, const double *q, size_t kp,
-                      size_t k0, size_t nk, double *s, size_t st)
+static void qt_tile16(double *yt, size_t d, const double *q, size_t kp,
+                      size_t k0, size_t nk, double *s, size_t st, int keep)
 {
     QT_BODY(16);
 }
 
 LSE_TARGET_AVX512
-static void qt_tile8(const double *yt, size_t d, const double *q, size_t kp,
-                     size_t k0, size_t nk, double *s, size_t st)
+static void qt_tile8(double *yt, size_t d, const double *q, size_t kp,
+                     size_t k0, size_t nk, double *s, size_t st, int keep)
 {
     QT_BODY(8);
 }
 #undef QT_BODY
 
 /* S (b, K) = V Q for a block of b >= 8 rows of x (full/tied covariances,
- * AVX-512F), without V: groups of 8 rows (the last one overlapping the
- * previous, its rows recomputed identically), y of every group transposed
- * first into the head of w->vblk (64-byte aligned), then tiles of 16
- * components (a last tile of 8). The same bits as qeval6. */
+ * AVX-512F), without the row-major V: groups of 8 rows (the last one
+ * overlapping the previous, its rows recomputed identically), each with
+ * its V transposed (nv x 8, row p monomial p of the 8 rows; rows 0 .. d
+ * formed first: ones and y = x - c, the rest by the first tile of
+ * components) at vt + g nv 8 (64-byte aligned; lse_gauss_qfull_stats8
+ * reads it back), then tiles of 16 components (a last tile of 8). The
+ * same bits as qeval6. */
 LSE_TARGET_AVX512
 void lse_gauss_qfull_eval_avx512(lse_gauss_work *w, const gsl_matrix *x,
-                                 gsl_matrix *s)
+                                 gsl_matrix *s, double *vt)
 {
-    const size_t b = x->size1, d = w->dim, K = w->n_comp;
+    const size_t b = x->size1, d = w->dim, K = w->n_comp, nv = w->nv;
     const size_t kp = w->qcoef->tda, ng = (b + 7) / 8;
     const double *q = w->qcoef->data, *c = w->center->data;
-    double *yt = (double *)(((uintptr_t)w->vblk->data + 63) & ~(uintptr_t)63);
     for (size_t g = 0; g < ng; g++) {
         const size_t i0 = 8 * g + 8 <= b ? 8 * g : b - 8;
-        double *yg = yt + g * d * 8;
+        double *yg = vt + g * nv * 8;
+        _mm512_store_pd(yg, _mm512_set1_pd(1.0));
         for (size_t j0 = 0; j0 < d; j0 += 8) {
             const size_t nj = d - j0 < 8 ? d - j0 : 8;
             const __mmask8 m = (__mmask8)(nj == 8 ? 0xFFu : (1u << nj) - 1u);
@@ -531,38 +538,29 @@ void lse_gauss_qfull_eval_avx512(lse_gauss_work *w, const gsl_matrix *x,
                     cj);
             tr8_avx512(r8);
             for (size_t j = 0; j < nj; j++)
-                _mm512_store_pd(yg + (j0 + j) * 8, r8[j]);
+                _mm512_store_pd(yg + (1 + j0 + j) * 8, r8[j]);
         }
     }
-    w->zrows = 0; /* vblk no longer holds V */
     for (size_t g = 0; g < ng; g++) {
         const size_t i0 = 8 * g + 8 <= b ? 8 * g : b - 8;
-        const double *yg = yt + g * d * 8;
+        double *yg = vt + g * nv * 8;
         double *sg = gsl_matrix_ptr(s, i0, 0);
         for (size_t k0 = 0; k0 < K; k0 += 16) {
             const size_t nk = K - k0;
             if (nk > 8)
-                qt_tile16(yg, d, q, kp, k0, nk, sg, s->tda);
+                qt_tile16(yg, d, q, kp, k0, nk, sg, s->tda, k0 == 0);
             else
-                qt_tile8(yg, d, q, kp, k0, nk, sg, s->tda);
+                qt_tile8(yg, d, q, kp, k0, nk, sg, s->tda, k0 == 0);
         }
     }
 }
 
-/* acc (nv, kp) += V' rho for 8 rows x (tda xt) of a full/tied block
- * (rho (8, kp), tda rt), AVX-512F: V formed transposed, monomial-major
- * (vt: nv x 8 doubles, 64-byte aligned: one aligned store per monomial and
- * 8 rows, none of the row-major V's unaligned stores), then per monomial
- * and tile of 16 (8) components the 8 rows' fused multiply-adds in row
- * order. Every entry is the chain of qstats4 over the same rows (rows in
- * order, one FMA each): same bits. */
+/* V transposed of 8 rows x (tda xt): vt (nv x 8, 64-byte aligned) row p
+ * = monomial p of the 8 rows (ones, y = x - c, then y_a y_b, b >= a). */
 LSE_TARGET_AVX512
-void lse_gauss_qfull_stats8_avx512(const lse_gauss_work *w, const double *x,
-                                   size_t xt, const double *rho, size_t rt,
-                                   double *vt, double *acc, size_t kp)
+static void qfull_vt_avx512(const double *x, size_t xt, const double *c,
+                            size_t d, double *vt)
 {
-    const size_t d = w->dim, nv = w->nv;
-    const double *c = w->center->data;
     _mm512_store_pd(vt, _mm512_set1_pd(1.0));
     for (size_t j0 = 0; j0 < d; j0 += 8) {
         const size_t nj = d - j0 < 8 ? d - j0 : 8;
@@ -582,6 +580,26 @@ void lse_gauss_qfull_stats8_avx512(const lse_gauss_work *w, const double *x,
         for (size_t b = a; b < d; b++, vq += 8)
             _mm512_store_pd(vq, _mm512_mul_pd(ya, _mm512_load_pd(vt + 8 * (1 + b))));
     }
+}
+
+/* acc (nv, kp) += V' rho for 8 rows x (tda xt) of a full/tied block
+ * (rho (8, kp), tda rt), AVX-512F: V transposed, monomial-major (vt: nv
+ * x 8 doubles, 64-byte aligned; formed here when form, else as
+ * lse_gauss_qfull_eval_avx512 left it: one aligned store per monomial and
+ * 8 rows, none of the row-major V's unaligned stores), then per monomial
+ * and tile of 16 (8) components the 8 rows' fused multiply-adds in row
+ * order. Every entry is the chain of qstats4 over the same rows (rows in
+ * order, one FMA each): same bits. */
+LSE_TARGET_AVX512
+void lse_gauss_qfull_stats8_avx512(const lse_gauss_work *w, const double *x,
+                                   size_t xt, const double *rho, size_t rt,
+                                   double *vt, int form, double *acc,
+                                   size_t kp)
+{
+    const size_t d = w->dim, nv = w->nv;
+    const double *c = w->center->data;
+    if (form)
+        qfull_vt_avx512(x, xt, c, d, vt);
     size_t k0 = 0;
     for (; k0 + 16 <= kp; k0 += 16) {
         __m512d r0[8], r1[8];

@@ -77,21 +77,18 @@ static double brute(const gsl_matrix *w, const gsl_vector *p0,
     return top;
 }
 
-/* A random case: marginals (rows summing to 1; quarter steps when
- * coarse, which makes ties common) and a zero pattern in p0 and P. */
+/* A random case: marginal-like weights in [0, 1) on a grid of 1/1024
+ * (quarter steps when coarse, which makes ties common), so that every sum
+ * of them is exact and a tie is a tie in any order of summation; a zero
+ * pattern in p0 and P. */
 static void draw_case(unsigned long *seed, int coarse, gsl_matrix *w,
                       gsl_vector *p0, gsl_matrix *P)
 {
-    for (size_t t = 0; t < w->size1; t++) {
-        double row[K], z = 0.0;
-        for (size_t k = 0; k < K; k++) {
-            row[k] = coarse ? (double)(lcg(seed) % 4)
-                            : 0.01 + (double)(lcg(seed) % 1000) / 1000.0;
-            z += row[k];
-        }
+    for (size_t t = 0; t < w->size1; t++)
         for (size_t k = 0; k < K; k++)
-            gsl_matrix_set(w, t, k, z > 0.0 ? row[k] / z : 0.0);
-    }
+            gsl_matrix_set(w, t, k,
+                           coarse ? (double)(lcg(seed) % 4) / 4.0
+                                  : (double)(lcg(seed) % 1024) / 1024.0);
     for (size_t k = 0; k < K; k++)
         gsl_vector_set(p0, k, lcg(seed) % 3 == 0 ? 0.0 : 1.0);
     gsl_vector_set(p0, lcg(seed) % K, 1.0);

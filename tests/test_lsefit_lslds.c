@@ -101,6 +101,9 @@ START_TEST(test_cli)
                                  NULL, NULL));
     ck_assert_uint_eq(g->K, 2);
     ck_assert_uint_eq(g->D, 2);
+    int all_moves = 1; /* then the default path is the per-row mode */
+    for (size_t j = 0; j < 4; j++)
+        all_moves &= g->trans->data[j / 2 * g->trans->tda + j % 2] > 0.0;
     lse_lslds_params_free(g);
 
     /* segment: T rows, modes close to the truth */
@@ -108,16 +111,18 @@ START_TEST(test_cli)
                          "--variances"),
                      0);
     char *out = slurp("out");
-    ck_assert(strncmp(out, "row,p0,p1,mode,viterbi,x0,x1,v0,v1\n", 35) == 0);
+    ck_assert(strncmp(out, "row,p0,p1,mode,viterbi,path,x0,x1,v0,v1\n", 40) ==
+              0);
     size_t same = 0, vsame = 0, n = 0;
     char *line = strchr(out, '\n') + 1;
     while (*line) {
-        size_t row, mode, vit;
+        size_t row, mode, vit, mea;
         double p0, p1;
-        ck_assert_int_eq(sscanf(line, "%zu,%lg,%lg,%zu,%zu", &row, &p0, &p1,
-                                &mode, &vit),
-                         5);
+        ck_assert_int_eq(sscanf(line, "%zu,%lg,%lg,%zu,%zu,%zu", &row, &p0,
+                                &p1, &mode, &vit, &mea),
+                         6);
         ck_assert_uint_lt(vit, 2);
+        ck_assert(all_moves && mea == mode);
         same += mode == z[row - 1];
         vsame += vit == z[row - 1];
         n++;
@@ -145,22 +150,23 @@ START_TEST(test_cli)
     ck_assert(strncmp(out, usage, strlen(usage)) == 0);
     ck_assert(strstr(out, "viterbi") != NULL || strstr(out, "Viterbi") != NULL);
 
-    /* a mixture: the viterbi column is the mode column */
+    /* a mixture: the viterbi and path columns are the mode column */
     ck_assert_int_eq(run("slds y.csv -k 2 --latent-dim 2 --max-iter 20 "
                          "--missing marginalize -o mix.json"),
                      0);
     ck_assert_int_eq(run("slds segment mix.json y.csv --missing marginalize"),
                      0);
     out = slurp("out");
-    ck_assert(strncmp(out, "row,p0,p1,mode,viterbi,x0,x1\n", 29) == 0);
+    ck_assert(strncmp(out, "row,p0,p1,mode,viterbi,path,x0,x1\n", 34) == 0);
     n = 0;
     for (line = strchr(out, '\n') + 1; *line; line = strchr(line, '\n') + 1) {
-        size_t row, mode, vit;
+        size_t row, mode, vit, mea;
         double p0, p1;
-        ck_assert_int_eq(sscanf(line, "%zu,%lg,%lg,%zu,%zu", &row, &p0, &p1,
-                                &mode, &vit),
-                         5);
+        ck_assert_int_eq(sscanf(line, "%zu,%lg,%lg,%zu,%zu,%zu", &row, &p0,
+                                &p1, &mode, &vit, &mea),
+                         6);
         ck_assert_uint_eq(vit, mode);
+        ck_assert_uint_eq(mea, mode);
         n++;
     }
     ck_assert_uint_eq(n, T);
@@ -344,7 +350,7 @@ START_TEST(test_select)
     ck_assert(strstr(slurp("pm.json"), "\"emission\": \"per-mode\"") != NULL);
     ck_assert(strstr(slurp("pm.json"), "\"n_params\": 39") != NULL);
     ck_assert_int_eq(run("slds segment pm.json v.csv"), 0);
-    ck_assert(strncmp(slurp("out"), "row,p0,p1,mode,viterbi,x0,x1\n", 29) == 0);
+    ck_assert(strncmp(slurp("out"), "row,p0,p1,mode,viterbi,path,x0,x1\n", 34) == 0);
     ck_assert_int_eq(run("slds score pm.json v.csv --samples 50"), 0);
     ck_assert_int_eq(run("slds y.csv -k 2 --latent-dim 1 --emission twice "
                          "-o x.json"),

@@ -32,10 +32,13 @@ static void help(FILE *f)
             "variational EM; docs/models/slds.md). The fit writes the model\n"
             "file (-o; without it the model is printed); segment prints per\n"
             "row the mode posteriors p0..p(K-1), the most likely mode, the\n"
-            "Viterbi path of q(z) (Markov; the mode for a mixture) and the\n"
-            "smoothed latent means x0..x(D-1) (and variances v0.. with\n"
-            "--variances); score prints the ELBO and an importance-sampled\n"
-            "log p(y) with its standard error; simulate draws (z, x, y).\n"
+            "Viterbi path of q(z) (Markov; the mode for a mixture), the\n"
+            "default segmentation 'path' (the path of q(z) with the most\n"
+            "rows expected right; the mode when every transition is\n"
+            "possible) and the smoothed latent means x0..x(D-1) (and\n"
+            "variances v0.. with --variances); score prints the ELBO and an\n"
+            "importance-sampled log p(y) with its standard error; simulate\n"
+            "draws (z, x, y).\n"
             "\n"
             "Options of the fit (the others of 'lsefit slds --help' do not\n"
             "apply):\n"
@@ -762,13 +765,13 @@ static int viterbi_path(const loaded *l, size_t *path)
 
 /* The segment table of l on b. */
 static void print_segment(FILE *f, const loaded *l, const size_t *vit,
-                          int variances)
+                          const size_t *mea, int variances)
 {
     const size_t K = l->p->K, D = l->p->D;
     fprintf(f, "row");
     for (size_t k = 0; k < K; k++)
         fprintf(f, ",p%zu", k);
-    fprintf(f, ",mode,viterbi");
+    fprintf(f, ",mode,viterbi,path");
     for (size_t i = 0; i < D; i++)
         fprintf(f, ",x%zu", i);
     for (size_t i = 0; variances && i < D; i++)
@@ -782,7 +785,7 @@ static void print_segment(FILE *f, const loaded *l, const size_t *vit,
             if (gsl_matrix_get(l->q->w, t, k) > gsl_matrix_get(l->q->w, t, best))
                 best = k;
         }
-        fprintf(f, ",%zu,%zu", best, vit[t]);
+        fprintf(f, ",%zu,%zu,%zu", best, vit[t], mea[t]);
         for (size_t i = 0; i < D; i++)
             fprintf(f, ",%.17g", gsl_matrix_get(l->q->mean, t, i));
         for (size_t i = 0; variances && i < D; i++)
@@ -797,7 +800,7 @@ static int query_write(const loaded *l, const query_own *o, int score,
 {
     const size_t T = l->data.x->size1;
     double est = NAN, se = NAN;
-    size_t *vit = NULL;
+    size_t *vit = NULL, *mea = NULL;
     lse_error err;
     int rc = LSEFIT_OK;
     if (score &&
@@ -806,7 +809,12 @@ static int query_write(const loaded *l, const query_own *o, int score,
         rc = lsefit_fail_lib(&err, NULL);
     if (!score) {
         vit = malloc(T * sizeof *vit);
-        rc = vit == NULL ? lsefit_fail("out of memory") : viterbi_path(l, vit);
+        mea = malloc(T * sizeof *mea);
+        rc = vit == NULL || mea == NULL ? lsefit_fail("out of memory")
+                                        : viterbi_path(l, vit);
+        if (rc == LSEFIT_OK &&
+            lse_lslds_mea_path(l->p, l->data.seq, l->q, mea, &err) != LSE_OK)
+            rc = lsefit_fail_lib(&err, NULL);
     }
     lsefit_buf b = {0};
     if (rc == LSEFIT_OK)
@@ -818,7 +826,7 @@ static int query_write(const loaded *l, const query_own *o, int score,
             fprintf(b.f, "%zu,%.17g,%.17g,%.17g,%.17g,%.17g\n", T, l->elbo,
                     l->elbo / (double)T, est, se, est / (double)T);
         } else {
-            print_segment(b.f, l, vit, o->variances);
+            print_segment(b.f, l, vit, mea, o->variances);
         }
         rc = lsefit_buf_write(&b, output);
     }
@@ -827,6 +835,7 @@ static int query_write(const loaded *l, const query_own *o, int score,
                     l->elbo / (double)T);
     lsefit_buf_free(&b);
     free(vit);
+    free(mea);
     return rc;
 }
 

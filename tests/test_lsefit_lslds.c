@@ -553,16 +553,16 @@ START_TEST(test_cli_lags)
     /* segment: the smoothed x0 follows the simulated states */
     ck_assert_int_eq(run("slds segment f.json y.csv --columns a,b"), 0);
     char *out = slurp("out");
-    ck_assert(strncmp(out, "row,p0,p1,mode,viterbi,x0\n", 26) == 0);
+    ck_assert(strncmp(out, "row,p0,p1,mode,viterbi,path,x0\n", 31) == 0);
     double sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0;
     size_t n = 0;
     char *line = strchr(out, '\n') + 1, *sl = strchr(sim, '\n') + 1;
     while (*line && *sl) {
-        size_t row, mode, vit, zt;
+        size_t row, mode, vit, mea, zt;
         double p0, p1, xs, ya, yb, xt;
-        ck_assert_int_eq(sscanf(line, "%zu,%lg,%lg,%zu,%zu,%lg", &row, &p0,
-                                &p1, &mode, &vit, &xs),
-                         6);
+        ck_assert_int_eq(sscanf(line, "%zu,%lg,%lg,%zu,%zu,%zu,%lg", &row,
+                                &p0, &p1, &mode, &vit, &mea, &xs),
+                         7);
         ck_assert_int_eq(sscanf(sl, "%lg,%lg,%zu,%lg", &ya, &yb, &zt, &xt), 4);
         sx += xs;
         sy += xt;

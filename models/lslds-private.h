@@ -69,6 +69,14 @@ static inline int lse_lsw_head(const size_t *seq, size_t t, size_t L,
         *s = t;
     return t - *s < L;
 }
+/* The one-lag moments and q(x) update (models/lslds_kern.c), and
+ * w->mix = W mb (the mode-weighted potentials both smoothers start from);
+ * lse_lsw_moments / lse_lsw_smooth (models/lslds_lags.c) choose between
+ * these and the L > 1 ones below. */
+void lse_lsw_moments_one(lsw *w, const lse_lslds_post *q, const size_t *seq);
+size_t lse_lsw_smooth_one(lsw *w, const size_t *seq, lse_lslds_post *q,
+                          double *logz, double *hx);
+void lse_lsw_mix(lsw *w, const lse_lslds_post *q);
 /* L > 1 (models/lslds_lags.c): moments, smoother, and the log normalizer
  * of the potentials for the mode path z (log p(y | z) with the path's
  * observation potentials in w->obs). */

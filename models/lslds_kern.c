@@ -261,13 +261,9 @@ int lse_lsw_modes(lsw *w, const lse_lslds_params *p)
     return 0;
 }
 
-void lse_lsw_moments(lsw *w, const lse_lslds_post *q, const size_t *seq)
+void lse_lsw_moments_one(lsw *w, const lse_lslds_post *q, const size_t *seq)
 {
     const size_t T = w->T, D = w->D, DD = D * D, M = w->M;
-    if (w->lags > 1) {
-        lse_lsw_moments_lags(w, q, seq);
-        return;
-    }
     for (size_t t = 0; t < T; t++) {
         double *r = w->mo + t * M;
         if (is_start(seq, t)) {
@@ -435,16 +431,19 @@ static void backward(lsw *w, size_t ts, size_t te, lse_lslds_post *q)
     memset(q->cross->data + ts * q->cross->tda, 0, DD * sizeof(double));
 }
 
-size_t lse_lsw_smooth(lsw *w, const size_t *seq, lse_lslds_post *q,
-                      double *logz, double *hx)
+void lse_lsw_mix(lsw *w, const lse_lslds_post *q)
 {
-    const size_t T = w->T, D = w->D, K = w->K, M = w->M;
+    const size_t T = w->T, K = w->K, M = w->M;
     const double *W = q->have_z ? q->w->data : w->wu;
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)M,
                 (int)K, 1.0, W, (int)(q->have_z ? q->w->tda : K), w->mb,
                 (int)M, 0.0, w->mix, (int)M);
-    if (w->lags > 1)
-        return lse_lsw_smooth_lags(w, seq, q, logz, hx);
+}
+
+size_t lse_lsw_smooth_one(lsw *w, const size_t *seq, lse_lslds_post *q,
+                          double *logz, double *hx)
+{
+    const size_t T = w->T, D = w->D, M = w->M;
     double logdet, quad;
     const size_t bad = forward(w, seq, &logdet, &quad);
     if (bad != 0)

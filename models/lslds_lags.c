@@ -359,3 +359,20 @@ lse_status lse_lslds_params_set_lags(lse_lslds_params *p, size_t L,
     p->lags = L;
     return LSE_OK;
 }
+
+void lse_lsw_moments(lsw *w, const lse_lslds_post *q, const size_t *seq)
+{
+    if (w->lags > 1)
+        lse_lsw_moments_lags(w, q, seq);
+    else
+        lse_lsw_moments_one(w, q, seq);
+}
+
+size_t lse_lsw_smooth(lsw *w, const size_t *seq, lse_lslds_post *q,
+                      double *logz, double *hx)
+{
+    lse_lsw_mix(w, q);
+    if (w->lags > 1)
+        return lse_lsw_smooth_lags(w, seq, q, logz, hx);
+    return lse_lsw_smooth_one(w, seq, q, logz, hx);
+}

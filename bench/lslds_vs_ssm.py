@@ -4,7 +4,8 @@ structured mean field) on simulated data (docs/models/slds.md, "Versus
 ssm").
 
 usage: bench/lslds_vs_ssm.py LSEFIT [--quick] [--iters N] [--seeds S]
-                             [--out FILE.csv]
+                             [--first-seed S0] [--configs I,J,..]
+                             [--cache DIR [--ssm-only]] [--out FILE.csv]
 
 For each configuration (K modes, latent dimension D, N observed columns,
 T training rows in S sequences; fixed seeds) the script draws a random
@@ -27,7 +28,14 @@ program:
   acc_mm  the same for the per-row most probable mode of each program's
           own q(z) (lsefit: the "mode" column; ssm: the argmax of its
           E_q[z_t]), the decoding that maximizes the expected accuracy
-          under q(z); labels permuted separately from acc
+          under q(z) when every transition is possible; labels permuted
+          separately from acc
+  acc_path  lsefit's default segmentation, the "path" column of lsefit
+          slds segment: the path of nonzero probability that maximizes
+          the expected number of rows labelled right under q(z) (the
+          maximum-expected-accuracy path, models/lslds_decode.c; the mode
+          column when every transition is possible); ssm has no such
+          path, its row repeats acc
   r2      R^2 of the true latent states against the smoothed latent means
           after the best affine map (least squares, all dimensions)
   elbo    the final ELBO per row (ssm: its Laplace-EM sample estimate)
@@ -47,11 +55,24 @@ program:
           inflates far less than the wall-clock seconds; cpu_us_step_iter
           the same per row and iteration.
 
---seeds S repeats every configuration on S data sets (seed s draws the
-model and the data from numpy's default_rng(100 + configuration + 1000 s);
-s = 0 is the default run) and ends with the paired differences lsefit -
-ssm per configuration, in rows, of acc, acc_pm and acc_mm (mean, standard
-deviation, wins / ties / losses), as comment lines.
+--seeds S repeats every configuration on the data seeds S0 .. S - 1 (seed
+s draws the model and the data from numpy's default_rng(100 +
+configuration + 1000 s); s = 0 is the default run; --configs picks
+configurations by index) and ends with comment lines of the paired
+differences lsefit - ssm per configuration and over all data sets:
+wins / ties / losses, the exact two-sided sign test, and the mean,
+standard error and median of the accuracy differences in rows per 1000,
+of each rule on both sides (acc, acc_pm, acc_mm) and of each of lsefit's
+decodings against ssm's own path (acc); the last line is the verdict of
+the criterion fixed before the comparison was run: lsefit's default
+segmentation (acc_path) is at least ssm's most_likely_states (acc) when
+it wins at least as many data sets as it loses.
+
+--cache DIR keeps each ssm fit (its paths, posterior means, fitted
+parameters, ELBO and times) in DIR and reuses it when present, so a
+re-run after a change to lsefit refits only lsefit; the times are those
+of the run that fitted it. --ssm-only only fills the cache (no lsefit
+run; several such processes over disjoint seeds can run side by side).
 
 ssm is not in Debian. To run its side, get the sources of
 github:lindermanlab/ssm and github:HIPS/autograd, build ssm's Cython
@@ -64,6 +85,7 @@ prints only lsefit's rows (and says so).
 """
 import csv
 import itertools
+import math
 import json
 import os
 import resource
@@ -217,22 +239,24 @@ def lsefit_side(lsefit, K, D, train_csv, test_csv, iters, tmp, lens):
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
     doc = json.load(open(model))
-    zhat, zmm, xhat = decode(lsefit, model, train_csv, D)
-    return dict(zhat=zhat, zpm=plugin_path(doc, xhat, lens), zmm=zmm,
-                xhat=xhat, elbo=doc["elbo"],
-                iters=doc["n_iter"], secs=secs, cpu=cpu,
-                heldout=score(lsefit, model, test_csv))
+    r = decode(lsefit, model, train_csv, D)
+    r.update(zpm=plugin_path(doc, r["xhat"], lens), elbo=doc["elbo"],
+             iters=doc["n_iter"], secs=secs, cpu=cpu,
+             heldout=score(lsefit, model, test_csv))
+    return r
 
 
 def decode(lsefit, model, train_csv, D):
-    """lsefit slds segment: the Viterbi path, the per-row most probable
-    mode and the smoothed latent means."""
+    """lsefit slds segment: the Viterbi path of q(z), the per-row most
+    probable mode, the default path (maximum expected accuracy) and the
+    smoothed latent means."""
     seg = list(csv.DictReader(io_text(run([lsefit, "slds", "segment", model,
                                            train_csv, "--sequence", "seq"]))))
-    zhat = np.array([int(r["viterbi"]) for r in seg])
-    zmm = np.array([int(r["mode"]) for r in seg])
-    xhat = np.array([[float(r["x%d" % i]) for i in range(D)] for r in seg])
-    return zhat, zmm, xhat
+    return dict(zhat=np.array([int(r["viterbi"]) for r in seg]),
+                zmm=np.array([int(r["mode"]) for r in seg]),
+                zpath=np.array([int(r["path"]) for r in seg]),
+                xhat=np.array([[float(r["x%d" % i]) for i in range(D)]
+                               for r in seg]))
 
 
 def io_text(s):
@@ -269,7 +293,10 @@ def ssm_import():
         return None
 
 
-def ssm_side(ssm, lsefit, K, D, N, train, test_csv, iters, tmp):
+def ssm_fit(ssm, K, D, N, train, iters):
+    """ssm's fit and decoding (no lsefit involved): its most_likely_states
+    path, the argmax of its E_q[z_t], the posterior means, the fitted
+    parameters as an lsefit model document, the ELBO and the times."""
     # warm-up: numba compiles its message passing on first use
     w = ssm.SLDS(N, K, D, emissions="gaussian")
     w.initialize([train[0][:200]])
@@ -299,32 +326,120 @@ def ssm_side(ssm, lsefit, K, D, N, train, test_csv, iters, tmp):
     Ps /= Ps.sum(1, keepdims=True)
     fitted = dict(A=dyn.As, b=dyn.bs, Q=dyn.Sigmas, C=em.Cs[0], d=em.ds[0],
                   r=np.exp(em.inv_etas[0]), m0=mu, P0=P0, pi0=pi0, P=Ps)
-    path = os.path.join(tmp, "ssm.json")
-    json.dump(model_json(fitted, N), open(path, "w"))
     zmm = np.concatenate([Ez.argmax(1) for Ez in q.mean_discrete_states])
-    return dict(zhat=zhat, zpm=zhat, zmm=zmm, xhat=np.concatenate(xs),
-                elbo=float(elbos[-1]),
-                iters=iters, secs=secs, cpu=cpu,
-                heldout=score(lsefit, path, test_csv))
+    return dict(zhat=zhat, zmm=zmm, xhat=np.concatenate(xs),
+                doc=model_json(fitted, N), elbo=float(elbos[-1]),
+                iters=iters, secs=secs, cpu=cpu)
+
+
+def ssm_cached(ssm, cache, key, K, D, N, train, iters):
+    """ssm_fit, or its stored result: with --cache DIR each fit is kept in
+    DIR/KEY.npz (paths, means, times) and DIR/KEY.json (the fitted
+    parameters), so that a re-run (e.g. after a change to lsefit's
+    decoding) does not refit ssm; the times are those of the run that
+    fitted it."""
+    if cache:
+        f = os.path.join(cache, key + ".npz")
+        if os.path.exists(f):
+            z = np.load(f)
+            r = {k: z[k] for k in ("zhat", "zmm", "xhat")}
+            r.update({k: float(z[k]) for k in ("elbo", "secs", "cpu")})
+            r["iters"] = int(z["iters"])
+            r["doc"] = json.load(open(os.path.join(cache, key + ".json")))
+            return r
+    if ssm is None:
+        return None
+    r = ssm_fit(ssm, K, D, N, train, iters)
+    if cache:
+        os.makedirs(cache, exist_ok=True)
+        json.dump(r["doc"], open(os.path.join(cache, key + ".json"), "w"))
+        np.savez(os.path.join(cache, key + ".npz"), zhat=r["zhat"],
+                 zmm=r["zmm"], xhat=r["xhat"], elbo=r["elbo"],
+                 secs=r["secs"], cpu=r["cpu"], iters=r["iters"])
+    return r
+
+
+def ssm_side(ssm, cache, key, lsefit, K, D, N, train, test_csv, iters, tmp):
+    r = ssm_cached(ssm, cache, key, K, D, N, train, iters)
+    if r is None:
+        raise RuntimeError("ssm not importable and no cached fit")
+    path = os.path.join(tmp, "ssm.json")
+    json.dump(r["doc"], open(path, "w"))
+    r["zpm"] = r["zhat"]
+    r["zpath"] = r["zhat"]  # ssm has no such path: its own (acc)
+    r["heldout"] = score(lsefit, path, test_csv)
+    return r
+
+
+# lsefit's decodings, compared with ssm's (acc, acc_pm, acc_mm: the same
+# rule on both sides; acc_path: ssm has no such path, its acc is used)
+PAIRED = (("zhat", "acc"), ("zpm", "acc_pm"), ("zmm", "acc_mm"),
+          ("zpath", "acc_path"))
+
+
+def sign_p(wins, losses):
+    """Exact two-sided sign test of wins against losses (ties dropped)."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(wins, losses) + 1))
+    return min(1.0, 2.0 * tail / 2.0 ** n)
+
+
+def stats_line(label, rows_diff, T):
+    """wins/ties/losses, the sign test, and the mean, standard error and
+    median of the accuracy differences (fractions of the rows, so every
+    data set weighs the same), in rows per 1000."""
+    d = np.asarray(rows_diff, dtype=float)
+    a = 1000.0 * d / np.asarray(T, dtype=float)
+    w, t, l = int((d > 0).sum()), int((d == 0).sum()), int((d < 0).sum())
+    se = a.std(ddof=1) / np.sqrt(len(a)) if len(a) > 1 else 0.0
+    return ("%s: wins/ties/losses %d/%d/%d, sign test p %.3g, per 1000 rows "
+            "mean %+.2f se %.2f median %+.2f" % (label, w, t, l, sign_p(w, l),
+                                                 a.mean(), se, np.median(a)))
 
 
 def paired_summary(diffs):
-    """Comment lines: per configuration, lsefit - ssm in rows over the
-    seeds, of acc, acc_pm and acc_mm."""
+    """Comment lines: per configuration and over all data sets, lsefit -
+    ssm in rows: each decoding rule on both sides (acc, acc_pm, acc_mm),
+    then each of lsefit's decodings against ssm's own path (acc), and the
+    verdict of the criterion fixed in advance (docs/models/slds.md):
+    lsefit's default segmentation, the maximum-expected-accuracy path
+    (acc_path), is at least ssm's most_likely_states (acc) when it wins
+    at least as many data sets as it loses."""
     out = []
-    for name, d in diffs.items():
+    everything = []
+    np_ = len(PAIRED)
+    for name, d in list(diffs.items()) + [("all", None)]:
+        if d is None:
+            d = everything
+        elif d:
+            everything.extend(d)
         if not d:
             continue
         a = np.array(d, dtype=float)
-        parts = []
-        for j, col in enumerate(("acc", "acc_pm", "acc_mm")):
-            v = a[:, j]
-            parts.append("%s mean %+.1f sd %.1f wins/ties/losses %d/%d/%d" % (
-                col, v.mean(), v.std(ddof=1) if len(v) > 1 else 0.0,
-                (v > 0).sum(), (v == 0).sum(), (v < 0).sum()))
-        out.append("# paired lsefit - ssm, rows, %s over %d seeds: %s" % (
-            name, len(a), "; ".join(parts)))
+        T = a[:, 2 * np_]
+        for j, (_, col) in enumerate(PAIRED[:3]):
+            out.append("# paired lsefit - ssm, %s, %d data sets, %s on both "
+                       "sides: %s" % (name, len(a), col,
+                                      stats_line(col, a[:, j], T)))
+        for j, (_, col) in enumerate(PAIRED):
+            out.append("# paired lsefit - ssm, %s, %d data sets, lsefit's %s "
+                       "against ssm's acc: %s" % (
+                           name, len(a), col,
+                           stats_line(col, a[:, np_ + j], T)))
+    if everything:
+        a = np.array(everything, dtype=float)[:, np_ + 3]
+        w, l = int((a > 0).sum()), int((a < 0).sum())
+        out.append("# criterion (lsefit's default path at least ssm's "
+                   "most_likely_states: wins >= losses over the %d data "
+                   "sets): %d wins, %d losses: %s" % (
+                       len(a), w, l, "met" if w >= l else "not met"))
     return out
+
+
+def option(args, name, default):
+    return args[args.index(name) + 1] if name in args else default
 
 
 def main():
@@ -333,27 +448,46 @@ def main():
         sys.exit(__doc__)
     lsefit = os.path.abspath(args[0])
     quick = "--quick" in args
-    iters = int(args[args.index("--iters") + 1]) if "--iters" in args else 50
-    seeds = int(args[args.index("--seeds") + 1]) if "--seeds" in args else 1
-    out = args[args.index("--out") + 1] if "--out" in args else None
+    iters = int(option(args, "--iters", 50))
+    seeds = int(option(args, "--seeds", 1))
+    out = option(args, "--out", None)
+    cache = option(args, "--cache", None)
     # (K, D, N, T, S)
     configs = [(2, 2, 4, 1000, 2)] if quick else [
         (2, 2, 4, 1000, 2), (3, 3, 10, 4000, 4), (4, 4, 20, 10000, 4),
         (2, 2, 8, 20000, 4)]
+    picked = option(args, "--configs", None)
+    chosen = [int(c) for c in picked.split(",")] if picked else \
+        range(len(configs))
+    first = int(option(args, "--first-seed", 0))
     ssm = ssm_import()
+    if "--ssm-only" in args:  # fill the cache: ssm's fits, no lsefit
+        if ssm is None or cache is None:
+            sys.exit("--ssm-only needs LSE_SSM_PATH and --cache DIR")
+        for seed in range(first, seeds):
+            for ci in chosen:
+                data = draw(ci, seed, *configs[ci])
+                key = "%s_%d" % (cfg_name(*configs[ci]), seed)
+                r = ssm_cached(ssm, cache, key, *configs[ci][:3], data[3],
+                               iters)
+                print("# cached %s: cpu %.3g s" % (key, r["cpu"]), flush=True)
+        return
     if ssm is None:
         print("# ssm: not run (set LSE_SSM_PATH, see the header)")
     rows = []
     diffs = {}
-    header = ("config,seed,program,acc,acc_pm,acc_mm,r2,elbo_per_row,heldout_per_row,"
-              "iters,s_per_iter,us_per_step_iter,cpu_s,cpu_us_per_step_iter")
+    header = ("config,seed,program,acc,acc_pm,acc_mm,acc_path,r2,"
+              "elbo_per_row,heldout_per_row,iters,s_per_iter,"
+              "us_per_step_iter,cpu_s,cpu_us_per_step_iter")
     print(header)
-    for seed in range(seeds):
-        for ci, (K, D, N, T, S) in enumerate(configs):
-            name = "K%d_D%d_N%d_T%d_S%d" % (K, D, N, T, S)
-            rows.extend(run_config(lsefit, ssm, ci, seed, K, D, N, T, S,
-                                   iters, diffs.setdefault(name, [])))
-    summary = paired_summary(diffs) if ssm is not None else []
+    for seed in range(first, seeds):
+        for ci in chosen:
+            K, D, N, T, S = configs[ci]
+            rows.extend(run_config(lsefit, ssm, cache, ci, seed, K, D, N, T,
+                                   S, iters,
+                                   diffs.setdefault(cfg_name(K, D, N, T, S),
+                                                    [])))
+    summary = paired_summary(diffs) if ssm is not None or cache else []
     for line in summary:
         print(line)
     if out:
@@ -361,19 +495,30 @@ def main():
             f.write(header + "\n" + "\n".join(rows + summary) + "\n")
 
 
-def run_config(lsefit, ssm, ci, seed, K, D, N, T, S, iters, diffs):
-    """One configuration and data seed: the truth row and one row per
-    program (printed and returned); (acc, acc_pm, acc_mm) of lsefit - ssm
-    in rows appended to diffs."""
-    rows = []
+def cfg_name(K, D, N, T, S):
+    return "K%d_D%d_N%d_T%d_S%d" % (K, D, N, T, S)
+
+
+def draw(ci, seed, K, D, N, T, S):
+    """The generating model, training and held-out sets of configuration
+    ci and data seed seed: (model, training, held-out, training y's)."""
     rng = np.random.default_rng(100 + ci + 1000 * seed)
     m = random_model(K, D, N, rng)
     train = [simulate(m, T // S, rng) for _ in range(S)]
     test = [simulate(m, max(T // (4 * S), 100), rng) for _ in range(S)]
+    return m, train, test, [t[2] for t in train]
+
+
+def run_config(lsefit, ssm, cache, ci, seed, K, D, N, T, S, iters, diffs):
+    """One configuration and data seed: the truth row and one row per
+    program (printed and returned); the paired differences lsefit - ssm
+    in rows appended to diffs (PAIRED's columns)."""
+    rows = []
+    m, train, test, ys = draw(ci, seed, K, D, N, T, S)
     z = np.concatenate([t[0] for t in train])
     x = np.concatenate([t[1] for t in train])
-    ys = [t[2] for t in train]
-    name = "K%d_D%d_N%d_T%d_S%d,%d" % (K, D, N, T, S, seed)
+    key = "%s_%d" % (cfg_name(K, D, N, T, S), seed)
+    name = "%s,%d" % (cfg_name(K, D, N, T, S), seed)
     with tempfile.TemporaryDirectory() as tmp:
         train_csv = os.path.join(tmp, "train.csv")
         test_csv = os.path.join(tmp, "test.csv")
@@ -381,19 +526,21 @@ def run_config(lsefit, ssm, ci, seed, K, D, N, T, S, iters, diffs):
         write_csv(test_csv, [t[2] for t in test])
         truth = os.path.join(tmp, "truth.json")
         json.dump(model_json(m, N), open(truth, "w"))
-        zt, zmt, xt = decode(lsefit, truth, train_csv, D)
         lens = [len(t[0]) for t in train]
-        zpt = plugin_path(model_json(m, N), xt, lens)
-        rows.append("%s,truth,%.4f,%.4f,%.4f,%.4f,,%.4f,,,,," % (
-            name, accuracy(z, zt, K), accuracy(z, zpt, K), accuracy(z, zmt, K),
-            r2(x, xt), score(lsefit, truth, test_csv)))
+        dt = decode(lsefit, truth, train_csv, D)
+        zpt = plugin_path(model_json(m, N), dt["xhat"], lens)
+        rows.append("%s,truth,%.4f,%.4f,%.4f,%.4f,%.4f,,%.4f,,,,," % (
+            name, accuracy(z, dt["zhat"], K), accuracy(z, zpt, K),
+            accuracy(z, dt["zmm"], K), accuracy(z, dt["zpath"], K),
+            r2(x, dt["xhat"]), score(lsefit, truth, test_csv)))
         print(rows[-1], flush=True)
         sides = [("lsefit", lambda: lsefit_side(lsefit, K, D, train_csv,
                                                 test_csv, iters, tmp,
                                                 lens))]
-        if ssm is not None:
-            sides.append(("ssm", lambda: ssm_side(ssm, lsefit, K, D, N, ys,
-                                                  test_csv, iters, tmp)))
+        if ssm is not None or cache:
+            sides.append(("ssm", lambda: ssm_side(ssm, cache, key, lsefit, K,
+                                                  D, N, ys, test_csv, iters,
+                                                  tmp)))
         accs = {}
         for prog, fn in sides:
             try:
@@ -403,16 +550,19 @@ def run_config(lsefit, ssm, ci, seed, K, D, N, T, S, iters, diffs):
                 continue
             per = r["secs"] / max(r["iters"], 1)
             cper = r["cpu"] / max(r["iters"], 1)
-            accs[prog] = [accuracy(z, r[c], K) for c in ("zhat", "zpm", "zmm")]
-            rows.append("%s,%s,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,%.4g,%.3g,%.4g,"
-                        "%.3g" % (
-                name, prog, *accs[prog], r2(x, r["xhat"]),
+            accs[prog] = {c: accuracy(z, r[c], K)
+                          for c, _ in PAIRED}
+            rows.append("%s,%s,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,%.4g,"
+                        "%.3g,%.4g,%.3g" % (
+                name, prog, *accs[prog].values(), r2(x, r["xhat"]),
                 r["elbo"] / T, r["heldout"], r["iters"], per, per / T * 1e6,
                 r["cpu"], cper / T * 1e6))
             print(rows[-1], flush=True)
         if len(accs) == 2:
-            diffs.append([round((accs["lsefit"][j] - accs["ssm"][j]) * T)
-                          for j in range(3)])
+            a, b = accs["lsefit"], accs["ssm"]
+            diffs.append([round((a[c] - b[c]) * T) for c, _ in PAIRED] +
+                         [round((a[c] - b["zhat"]) * T) for c, _ in PAIRED] +
+                         [T])
     return rows
 
 

@@ -18,8 +18,15 @@
  * -2 E x_t | 2 E x_{t-1} | 1] the expected log-densities of all modes are
  * s = -1/2 mo mb' (one dgemm). obs holds the observation potentials of
  * every row (J_t (D x D), h_t (D)) and their constant at obs[T (DD + D)]. */
+/* With L lags (P = L D, the stacked previous states s_{t-1} = [x_{t-1};
+ * ...; x_{t-L}]) the rows are [Qi | Qi A (D x P) | A'Qi A (P x P) | Qi b
+ * | A'Qi b (P) | b'Qi b + log det Q + D log 2 pi] (M = D^2 + D P + P^2 +
+ * D + P + 1) and the moments [E x_t x_t' | -2 E x_t s' | E s s' | -2 E
+ * x_t | 2 E s | 1], zero at the first L rows of a sequence; q(x) is then
+ * the block-banded smoother of models/lslds_lags.c. */
 typedef struct lsw {
     size_t T, K, D, M;
+    size_t lags, P; /* L, L D */
     double *mb;  /* K x M */
     double *mo;  /* T x M */
     double *mix; /* T x M */
@@ -30,10 +37,11 @@ typedef struct lsw {
     double *tmp; /* 6 DD + 4 D scratch */
     double *P0i, *P0im0; /* DD, D */
     double ldP0, m0P0im0;
+    double *Lb, *ub; /* L > 1: banded factor T (L+1) DD, T D */
 } lsw;
 
 /* 0, or -1 out of memory (T (3 D^2 + 2 D + 1) overflow included). */
-int lse_lsw_alloc(lsw *w, size_t T, size_t K, size_t D);
+int lse_lsw_alloc(lsw *w, size_t T, size_t K, size_t D, size_t L);
 void lse_lsw_free(lsw *w);
 /* mb from the parameters and the initial-state terms; -1 when a Q_k is
  * not positive definite, -2 when P0 is not. */
@@ -53,6 +61,34 @@ double lse_lsw_start_expect(const lsw *w, const lse_lslds_post *q,
                             const size_t *seq);
 /* Weighted moment sums WM (K x M) = W' mo (W = q(z)). */
 void lse_lsw_moment_sums(const lsw *w, const lse_lslds_post *q, double *WM);
+/* The row is one of the first L of its sequence (s: that start). */
+static inline int lse_lsw_head(const size_t *seq, size_t t, size_t L,
+                               size_t *s)
+{
+    if (t == 0 || (seq != NULL && seq[t] != seq[t - 1]))
+        *s = t;
+    return t - *s < L;
+}
+/* The one-lag moments and q(x) update (models/lslds_kern.c), and
+ * w->mix = W mb (the mode-weighted potentials both smoothers start from);
+ * lse_lsw_moments / lse_lsw_smooth (models/lslds_lags.c) choose between
+ * these and the L > 1 ones below. */
+void lse_lsw_moments_one(lsw *w, const lse_lslds_post *q, const size_t *seq);
+size_t lse_lsw_smooth_one(lsw *w, const size_t *seq, lse_lslds_post *q,
+                          double *logz, double *hx);
+void lse_lsw_mix(lsw *w, const lse_lslds_post *q);
+/* L > 1 (models/lslds_lags.c): moments, smoother, and the log normalizer
+ * of the potentials for the mode path z (log p(y | z) with the path's
+ * observation potentials in w->obs). */
+void lse_lsw_moments_lags(lsw *w, const lse_lslds_post *q, const size_t *seq);
+size_t lse_lsw_smooth_lags(lsw *w, const size_t *seq, lse_lslds_post *q,
+                           double *logz, double *hx);
+size_t lse_lsw_logz_path(lsw *w, const size_t *seq, const size_t *z,
+                         double *logz);
+/* small dense helpers of models/lslds_kern.c (row-major, n x n) */
+void lse_lsw_lsolve(const double *L, double *x, size_t n);
+void lse_lsw_ltsolve_mat(const double *L, double *B, size_t n);
+void lse_lsw_chol_inverse(const double *L, double *inv, double *li, size_t n);
 /* lower Cholesky factor in place (n x n, row-major); 0 or -1 */
 int lse_lsw_chol(double *a, size_t n);
 

@@ -56,6 +56,7 @@ lse_status lse_lslds_params_new(size_t K, size_t D, size_t N, int markov,
     p->D = D;
     p->N = N;
     p->markov = markov != 0;
+    p->lags = 1;
     p->A = gsl_matrix_calloc(K, D * D);
     p->b = gsl_matrix_calloc(K, D);
     p->Q = gsl_matrix_calloc(K, D * D);
@@ -148,6 +149,11 @@ static lse_status params_new_like(const lse_lslds_params *p,
                                   lse_lslds_params **out, lse_error *err)
 {
     lse_status st = lse_lslds_params_new(p->K, p->D, p->N, p->markov, out, err);
+    if (st == LSE_OK && p->lags > 1 &&
+        (st = lse_lslds_params_set_lags(*out, p->lags, err)) != LSE_OK) {
+        lse_lslds_params_free(*out);
+        *out = NULL;
+    }
     if (st == LSE_OK && p->per_mode_emission) {
         st = lse_lslds_params_emission_per_mode(*out, err);
         if (st != LSE_OK) {
@@ -195,6 +201,7 @@ lse_status lse_lslds_post_new(size_t T, size_t K, size_t D,
     q->mean = gsl_matrix_calloc(T, D);
     q->cov = gsl_matrix_calloc(T, D * D);
     q->cross = gsl_matrix_calloc(T, D * D);
+    q->lags = 1;
     if (!q->w || !q->xi || !q->mean || !q->cov || !q->cross) {
         lse_lslds_post_free(q);
         return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
@@ -213,6 +220,7 @@ void lse_lslds_post_free(lse_lslds_post *q)
     gsl_matrix_free(q->mean);
     gsl_matrix_free(q->cov);
     gsl_matrix_free(q->cross);
+    gsl_matrix_free(q->lagcov);
     free(q);
 }
 
@@ -247,8 +255,38 @@ static lse_status ws_modes(lsw *w, const lse_lslds_params *p, int need_p0,
 static lse_status ws_alloc(lsw *w, size_t T, const lse_lslds_params *p,
                            const char *fn, lse_error *err)
 {
-    if (lse_lsw_alloc(w, T, p->K, p->D) != 0)
+    if (lse_lsw_alloc(w, T, p->K, p->D, p->lags) != 0)
         return lse_error_set(err, LSE_ENOMEM, fn, "out of memory (T = %zu)", T);
+    return LSE_OK;
+}
+
+/* L > 1: q gets its lag covariances (lse_lslds_post.lagcov), and every
+ * sequence must have more than L rows. */
+static lse_status post_lags(const lse_lslds_params *p, const size_t *seq,
+                            lse_lslds_post *q, const char *fn, lse_error *err)
+{
+    const size_t L = p->lags, T = q->T;
+    if (L > 1) {
+        size_t ts = 0;
+        for (size_t t = 0; t < T; t++)
+            if (t + 1 == T || (seq != NULL && seq[t + 1] != seq[t])) {
+                if (t + 1 - ts <= L)
+                    return lse_error_set(err, LSE_EINVAL, fn,
+                                         "the sequence of rows %zu..%zu has "
+                                         "%zu rows; %zu lags need more than "
+                                         "%zu",
+                                         ts + 1, t + 1, t + 1 - ts, L, L);
+                ts = t + 1;
+            }
+    }
+    if (q->lags == L && (L == 1 || q->lagcov != NULL))
+        return LSE_OK;
+    gsl_matrix_free(q->lagcov);
+    q->lagcov = NULL;
+    q->lags = L;
+    q->have_x = 0;
+    if (L > 1 && (q->lagcov = gsl_matrix_calloc(T, L * p->D * p->D)) == NULL)
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     return LSE_OK;
 }
 
@@ -391,6 +429,9 @@ static lse_status ws_obs(lsw *w, const lse_lslds_params *p,
 static lse_status ws_smooth(lsw *w, const size_t *seq, lse_lslds_post *q,
                             double *logzx, const char *fn, lse_error *err)
 {
+    if (q->lags != w->lags)
+        return lse_error_set(err, LSE_EINVAL, fn, "q is for %zu lags, the "
+                             "model has %zu", q->lags, w->lags);
     double lz, hx;
     const size_t bad = lse_lsw_smooth(w, seq, q, &lz, &hx);
     if (bad != 0)
@@ -413,6 +454,8 @@ lse_status lse_lslds_update_x(const lse_lslds_params *p, const gsl_matrix *y,
     lse_status st = check_args(fn, p, y, q, err);
     if (st == LSE_OK)
         st = check_y(y, observed, fn, err);
+    if (st == LSE_OK)
+        st = post_lags(p, seq, q, fn, err);
     lsw w;
     if (st != LSE_OK || (st = ws_alloc(&w, q->T, p, fn, err)) != LSE_OK)
         return st;
@@ -432,7 +475,7 @@ static int scores(const lse_lslds_params *p, const size_t *seq,
                   const lse_lslds_post *q, gsl_matrix *s)
 {
     lsw w;
-    if (lse_lsw_alloc(&w, q->T, p->K, p->D) != 0)
+    if (lse_lsw_alloc(&w, q->T, p->K, p->D, p->lags) != 0)
         return -2;
     int rc = lse_lsw_modes(&w, p) == -1 ? -1 : 0;
     if (rc == 0) {
@@ -659,7 +702,7 @@ static lse_status update_z_impl(const lse_lslds_params *p, const size_t *seq,
         return lse_error_set(err, LSE_EFAULT, fn, "params and q are required");
     if (q->K != p->K || q->D != p->D)
         return lse_error_set(err, LSE_EDIM, fn, "q and params disagree on K, D");
-    if (!q->have_x)
+    if (!q->have_x || q->lags != p->lags)
         return lse_error_set(err, LSE_EINVAL, fn,
                              "q(x) has not been computed (lse_lslds_update_x)");
     lsw w;
@@ -692,7 +735,7 @@ lse_status lse_lslds_scores(const lse_lslds_params *p, const size_t *seq,
         return lse_error_set(err, LSE_EDIM, fn,
                              "s is %zu x %zu, expected %zu x %zu", s->size1,
                              s->size2, q->T, p->K);
-    if (!q->have_x)
+    if (!q->have_x || q->lags != p->lags)
         return lse_error_set(err, LSE_EINVAL, fn,
                              "q(x) has not been computed (lse_lslds_update_x)");
     const int rc = scores(p, seq, q, s);
@@ -889,7 +932,7 @@ static lse_status elbo_impl(const lse_lslds_params *p, const gsl_matrix *y,
 {
     if (elbo == NULL)
         return lse_error_set(err, LSE_EFAULT, fn, "elbo is NULL");
-    if (!q->have_x || !q->have_z)
+    if (!q->have_x || !q->have_z || q->lags != p->lags)
         return lse_error_set(err, LSE_EINVAL, fn,
                              "q(z) and q(x) must both be computed");
     lsw w;
@@ -930,11 +973,12 @@ static int solve_right(const gsl_matrix *S, gsl_matrix *B, gsl_matrix *work)
 static void mstep_start(lse_lslds_params *p, const size_t *seq,
                         const lse_lslds_post *q, double reg)
 {
-    const size_t T = q->T, K = p->K, D = p->D;
+    const size_t T = q->T, K = p->K, D = p->D, L = p->lags;
     double ns = 0.0;
+    size_t s0 = 0;
     gsl_vector_set_zero(p->m0);
     for (size_t t = 0; t < T; t++)
-        if (is_start(seq, t)) {
+        if (lse_lsw_head(seq, t, L, &s0)) {
             ns += 1.0;
             for (size_t i = 0; i < D; i++)
                 gsl_vector_set(p->m0, i,
@@ -944,7 +988,7 @@ static void mstep_start(lse_lslds_params *p, const size_t *seq,
     gsl_vector_scale(p->m0, 1.0 / ns);
     gsl_matrix_set_zero(p->P0);
     for (size_t t = 0; t < T; t++)
-        if (is_start(seq, t))
+        if (lse_lsw_head(seq, t, L, &s0))
             for (size_t i = 0; i < D; i++)
                 for (size_t j = 0; j < D; j++) {
                     const double di =
@@ -984,23 +1028,27 @@ static void mstep_start(lse_lslds_params *p, const size_t *seq,
  * (x_{t-1}, 1), Stx = E[x_t x~'], Stt = E[x_t x_t'], weighted by
  * q(z_t = k) over the rows that are not sequence starts. Returns the
  * total weight. */
-static double dyn_stats(const double *WM, size_t D, size_t k, gsl_matrix *Sxx,
-                        gsl_matrix *Stx, gsl_matrix *Stt)
+static double dyn_stats(const double *WM, size_t D, size_t P, size_t k,
+                        gsl_matrix *Sxx, gsl_matrix *Stx, gsl_matrix *Stt)
 {
-    const size_t DD = D * D, M = 3 * DD + 2 * D + 1;
-    const double *r = WM + k * M, *m1 = r + 3 * DD, *m0 = m1 + D;
+    const size_t DD = D * D, M = DD + D * P + P * P + D + P + 1;
+    const double *r = WM + k * M, *Sp = r + DD + D * P, *m1 = Sp + P * P;
+    const double *m0 = m1 + D;
     const double n = r[M - 1];
-    for (size_t i = 0; i < D; i++) {
-        for (size_t j = 0; j < D; j++) {
-            gsl_matrix_set(Sxx, i, j, r[2 * DD + i * D + j]);
-            gsl_matrix_set(Stx, i, j, -0.5 * r[DD + i * D + j]);
-            gsl_matrix_set(Stt, i, j, r[i * D + j]);
-        }
-        gsl_matrix_set(Sxx, i, D, 0.5 * m0[i]);
-        gsl_matrix_set(Sxx, D, i, 0.5 * m0[i]);
-        gsl_matrix_set(Stx, i, D, -0.5 * m1[i]);
+    for (size_t i = 0; i < P; i++) {
+        for (size_t j = 0; j < P; j++)
+            gsl_matrix_set(Sxx, i, j, Sp[i * P + j]);
+        gsl_matrix_set(Sxx, i, P, 0.5 * m0[i]);
+        gsl_matrix_set(Sxx, P, i, 0.5 * m0[i]);
     }
-    gsl_matrix_set(Sxx, D, D, n);
+    for (size_t i = 0; i < D; i++) {
+        for (size_t j = 0; j < P; j++)
+            gsl_matrix_set(Stx, i, j, -0.5 * r[DD + i * P + j]);
+        for (size_t j = 0; j < D; j++)
+            gsl_matrix_set(Stt, i, j, r[i * D + j]);
+        gsl_matrix_set(Stx, i, P, -0.5 * m1[i]);
+    }
+    gsl_matrix_set(Sxx, P, P, n);
     return n;
 }
 
@@ -1112,9 +1160,9 @@ static void mstep_dynamics(lse_lslds_params *p, const double *WM, double reg,
                            gsl_matrix *Sxx, gsl_matrix *Stx, gsl_matrix *Stt,
                            gsl_matrix *W, gsl_matrix *work)
 {
-    const size_t D = p->D;
+    const size_t D = p->D, P = p->lags * D;
     for (size_t k = 0; k < p->K; k++) {
-        const double n = dyn_stats(WM, D, k, Sxx, Stx, Stt);
+        const double n = dyn_stats(WM, D, P, k, Sxx, Stx, Stt);
         if (n < 1e-8)
             continue;
         gsl_matrix_memcpy(W, Stx);
@@ -1128,9 +1176,10 @@ static void mstep_dynamics(lse_lslds_params *p, const double *WM, double reg,
                                         gsl_matrix_get(Stt, j, i)) / n +
                                  (i == j ? reg : 0.0);
                 gsl_matrix_set(p->Q, k, i * D + j, v);
-                gsl_matrix_set(p->A, k, i * D + j, gsl_matrix_get(W, i, j));
             }
-            gsl_matrix_set(p->b, k, i, gsl_matrix_get(W, i, D));
+            for (size_t j = 0; j < P; j++)
+                gsl_matrix_set(p->A, k, i * P + j, gsl_matrix_get(W, i, j));
+            gsl_matrix_set(p->b, k, i, gsl_matrix_get(W, i, P));
         }
     }
 }
@@ -1175,33 +1224,36 @@ static lse_status mstep_impl(lse_lslds_params *p, const gsl_matrix *y,
                              lsw *ws, const char *fn, lse_error *err)
 {
     lse_status st = LSE_OK;
-    if (!q->have_x || !q->have_z)
+    if (!q->have_x || !q->have_z || q->lags != p->lags)
         return lse_error_set(err, LSE_EINVAL, fn,
                              "q(z) and q(x) must both be computed");
     if (!(reg >= 0.0) || !isfinite(reg))
         return lse_error_set(err, LSE_EDOM, fn, "reg = %g must be >= 0", reg);
     const size_t K = p->K, D = p->D, N = p->N, D1 = D + 1;
-    const size_t M = 3 * D * D + 2 * D + 1;
+    const size_t P = p->lags * D, P1 = P + 1;
+    const size_t M = D * D + D * P + P * P + D + P + 1;
     lsw own;
     if (ws == NULL) {
         if ((st = ws_alloc(&own, q->T, p, fn, err)) != LSE_OK)
             return st;
         lse_lsw_moments(&own, q, seq);
     }
-    gsl_matrix *Sxx = gsl_matrix_alloc(D1, D1), *Stx = gsl_matrix_alloc(D, D1);
+    gsl_matrix *Sxx = gsl_matrix_alloc(D1, D1), *Stx = gsl_matrix_alloc(D, P1);
     gsl_matrix *Stt = gsl_matrix_alloc(D, D), *work = gsl_matrix_alloc(D1, D1);
-    gsl_matrix *W = gsl_matrix_alloc(D, D1), *Wy = gsl_matrix_alloc(1, D1);
+    gsl_matrix *W = gsl_matrix_alloc(D, P1), *Wy = gsl_matrix_alloc(1, D1);
+    gsl_matrix *Spp = gsl_matrix_alloc(P1, P1), *wpp = gsl_matrix_alloc(P1, P1);
     gsl_vector *sy = gsl_vector_alloc(D1);
     /* emission statistics per column: Sxx (D1 D1), Sy (D1), n, yy */
     const size_t SW = D1 * D1 + D1 + 2, E = NE(p);
     double *es = calloc(E * N * SW, sizeof(double));
     double *WM = malloc(K * M * sizeof(double));
-    if (!Sxx || !Stx || !Stt || !work || !W || !sy || !Wy || !es || !WM) {
+    if (!Sxx || !Stx || !Stt || !work || !W || !sy || !Wy || !es || !WM ||
+        !Spp || !wpp) {
         st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
         goto done;
     }
     lse_lsw_moment_sums(ws ? ws : &own, q, WM);
-    mstep_dynamics(p, WM, reg, Sxx, Stx, Stt, W, work);
+    mstep_dynamics(p, WM, reg, Spp, Stx, Stt, W, wpp);
     if (E > 1)
         emis_stats_modes(p, y, observed, q, pr, es);
     else if (emis_stats_shared(y, observed, q, pr, N, es) != 0) {
@@ -1220,6 +1272,8 @@ done:
     gsl_matrix_free(Stx);
     gsl_matrix_free(Stt);
     gsl_matrix_free(work);
+    gsl_matrix_free(Spp);
+    gsl_matrix_free(wpp);
     gsl_matrix_free(W);
     gsl_vector_free(sy);
     gsl_matrix_free(Wy);
@@ -1298,17 +1352,17 @@ static int pca_states(const gsl_matrix *C0, double sig2, const gsl_matrix *Yc,
 static void modes_from_slds(lse_lslds_params *p, const lse_slds *m,
                             gsl_matrix *a, gsl_vector *bv, gsl_matrix *cv)
 {
-    const size_t D = p->D, K = p->K;
+    const size_t D = p->D, K = p->K, P = p->lags * D;
     for (size_t k = 0; k < K; k++) {
         lse_slds_get_a(m, k, a);
         lse_slds_get_b(m, k, bv);
         lse_slds_get_cov(m, k, cv);
         for (size_t i = 0; i < D; i++) {
             gsl_matrix_set(p->b, k, i, gsl_vector_get(bv, i));
-            for (size_t j = 0; j < D; j++) {
-                gsl_matrix_set(p->A, k, i * D + j, gsl_matrix_get(a, i, j));
+            for (size_t j = 0; j < P; j++)
+                gsl_matrix_set(p->A, k, i * P + j, gsl_matrix_get(a, i, j));
+            for (size_t j = 0; j < D; j++)
                 gsl_matrix_set(p->Q, k, i * D + j, gsl_matrix_get(cv, i, j));
-            }
         }
     }
     if (p->markov) {
@@ -1353,6 +1407,7 @@ static lse_status fit_arhmm(const lse_lslds_params *p, const gsl_matrix *X,
     lse_slds_config cfg = lse_slds_config_default();
     cfg.n_modes = p->K;
     cfg.dim = p->D;
+    cfg.lags = p->lags;
     cfg.markov = p->markov;
     lse_error serr;
     lse_status st = lse_slds_new(&cfg, m, &serr);
@@ -1482,7 +1537,8 @@ static lse_status init_impl(lse_lslds_params *p, const gsl_matrix *y,
     double *sn = calloc(2 * N, sizeof(double));
     gsl_vector *lam = gsl_vector_alloc(N), *mu = gsl_vector_calloc(N);
     gsl_eigen_symmv_workspace *ew = gsl_eigen_symmv_alloc(N);
-    gsl_matrix *a = gsl_matrix_alloc(D, D), *cv = gsl_matrix_alloc(D, D);
+    gsl_matrix *a = gsl_matrix_alloc(D, D * p->lags);
+    gsl_matrix *cv = gsl_matrix_alloc(D, D);
     gsl_vector *bv = gsl_vector_alloc(D);
     lse_slds *m = NULL;
     if (!Yc || !S || !U || !X || !lam || !mu || !ew || !a || !cv || !bv ||
@@ -1641,6 +1697,8 @@ static void post_copy(lse_lslds_post *dst, const lse_lslds_post *src)
     gsl_matrix_memcpy(dst->mean, src->mean);
     gsl_matrix_memcpy(dst->cov, src->cov);
     gsl_matrix_memcpy(dst->cross, src->cross);
+    if (dst->lagcov != NULL && src->lagcov != NULL)
+        gsl_matrix_memcpy(dst->lagcov, src->lagcov);
     dst->hz = src->hz;
     dst->hx = src->hx;
     dst->have_x = dst->have_z = 1;
@@ -1831,6 +1889,10 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
         st = lse_lslds_post_new(T, p->K, p->D, &qc, err);
     if (st == LSE_OK)
         st = lse_lslds_post_new(T, p->K, p->D, &qb, err);
+    if (st == LSE_OK)
+        st = post_lags(p, seq, qc, fn, err);
+    if (st == LSE_OK)
+        st = post_lags(p, seq, qb, fn, err);
     if (st == LSE_OK && (st = ws_alloc(&c.w, T, p, fn, err)) == LSE_OK)
         have_w = 1;
     if (st != LSE_OK)
@@ -1863,6 +1925,8 @@ lse_status lse_lslds_fit(lse_lslds_params *p, const gsl_matrix *y,
             st = lse_error_set(err, LSE_EDIM, fn, "q has the wrong shape");
             goto done;
         }
+        if ((st = post_lags(p, seq, q, fn, err)) != LSE_OK)
+            goto done;
         post_copy(q, qb);
     }
     if (elbo)
@@ -1896,8 +1960,9 @@ lse_status lse_lslds_simulate(const lse_lslds_params *p, unsigned long seed,
     if (y->size2 != N || (x != NULL && (x->size1 != T || x->size2 != D)))
         return lse_error_set(err, LSE_EDIM, fn, "y or x has the wrong shape");
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    const size_t P = p->lags * D; /* xp: x_{t-1}, ..., x_{t-L} */
     gsl_matrix *L = gsl_matrix_alloc(D, D), *L0 = gsl_matrix_alloc(D, D);
-    gsl_vector *xp = gsl_vector_alloc(D), *xt = gsl_vector_alloc(D);
+    gsl_vector *xp = gsl_vector_alloc(P), *xt = gsl_vector_alloc(D);
     gsl_vector *u = gsl_vector_alloc(D);
     lse_status st = LSE_OK;
     if (!r || !L || !L0 || !xp || !xt || !u) {
@@ -1926,13 +1991,13 @@ lse_status lse_lslds_simulate(const lse_lslds_params *p, unsigned long seed,
         k = nk;
         for (size_t i = 0; i < D; i++)
             gsl_vector_set(u, i, gsl_ran_gaussian(r, 1.0));
-        if (t == 0) {
+        if (t < p->lags) {
             gsl_vector_memcpy(xt, p->m0);
             gsl_blas_dtrmv(CblasLower, CblasNoTrans, CblasNonUnit, L0, u);
             gsl_vector_add(xt, u);
         } else {
             gsl_matrix_const_view Ak =
-                gsl_matrix_const_view_array(p->A->data + k * p->A->tda, D, D);
+                gsl_matrix_const_view_array(p->A->data + k * p->A->tda, D, P);
             gsl_matrix_const_view Qk =
                 gsl_matrix_const_view_array(p->Q->data + k * p->Q->tda, D, D);
             gsl_matrix_memcpy(L, &Qk.matrix);
@@ -1961,7 +2026,8 @@ lse_status lse_lslds_simulate(const lse_lslds_params *p, unsigned long seed,
         }
         if (z != NULL)
             z[t] = k;
-        gsl_vector_memcpy(xp, xt);
+        memmove(xp->data + D, xp->data, (P - D) * sizeof(double));
+        memcpy(xp->data, xt->data, D * sizeof(double));
     }
 done:
     gsl_rng_free(r);
@@ -2112,6 +2178,55 @@ static void is_mean(const double *lw, size_t n_samples, double *estimate,
     }
 }
 
+/* The log importance weight of a path: log p(z) + log p(y | z) - log m(z)
+ * with the proposal m(z) = (1 - e) q(z) + e p(z) = p(z) [(1 - e) exp(sum s
+ * - log Z) + e]; ll = log p(y | z), ssum its sum of scores. */
+static double log_weight(double ll, double ssum, double logz)
+{
+    const double lr = ssum - logz, e = LSE_LSLDS_IS_PRIOR;
+    const double lmix = lr > 0.0 ? lr + log((1.0 - e) + e * exp(-lr))
+                                 : log((1.0 - e) * exp(lr) + e);
+    return ll - lmix;
+}
+
+/* L > 1: the log weights lw of n paths, p(y | z) the log normalizer of
+ * the banded smoother's potentials for the path (models/lslds_lags.c),
+ * and their estimate of log p(y). */
+static lse_status lags_weights(const lse_lslds_params *p, const gsl_matrix *y,
+                               const unsigned char *observed,
+                               const size_t *seq, const lse_lslds_post *q,
+                               const gsl_matrix *s, const gsl_matrix *alpha,
+                               double logz, gsl_rng *rng, size_t *z,
+                               size_t n_samples, double *lw, double *estimate,
+                               double *se, const char *fn, lse_error *err)
+{
+    lsw w;
+    lse_status st = ws_alloc(&w, q->T, p, fn, err);
+    if (st != LSE_OK)
+        return st;
+    st = ws_modes(&w, p, 1, fn, err);
+    if (st == LSE_OK && !p->per_mode_emission)
+        obs_potentials(p, y, observed, q, NULL, NULL, w.obs);
+    for (size_t n = 0; st == LSE_OK && n < n_samples; n++) {
+        const double ssum = sample_path(p, seq, s, alpha, rng, z);
+        if (p->per_mode_emission)
+            obs_potentials(p, y, observed, q, NULL, z, w.obs);
+        double ll;
+        const size_t bad = lse_lsw_logz_path(&w, seq, z, &ll);
+        if (bad != 0)
+            st = lse_error_set(err, LSE_ENUMERIC, fn,
+                               "precision of row %zu is not positive "
+                               "definite",
+                               bad);
+        else
+            lw[n] = log_weight(ll, ssum, logz);
+    }
+    if (st == LSE_OK)
+        is_mean(lw, n_samples, estimate, se);
+    lse_lsw_free(&w);
+    return st;
+}
+
 lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
                                   const gsl_matrix *y,
                                   const unsigned char *observed,
@@ -2126,7 +2241,7 @@ lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
         return st;
     if (estimate == NULL)
         return lse_error_set(err, LSE_EFAULT, fn, "estimate is NULL");
-    if (!q->have_x)
+    if (!q->have_x || q->lags != p->lags)
         return lse_error_set(err, LSE_EINVAL, fn,
                              "q(x) has not been computed (lse_lslds_update_x)");
     if (n_samples < 2)
@@ -2183,6 +2298,11 @@ lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
                            "proposal underflows at row %zu", bad);
         goto done;
     }
+    if (p->lags > 1) {
+        st = lags_weights(p, y, observed, seq, q, s, alpha, logz, rng, z,
+                          n_samples, lw, estimate, se, fn, err);
+        goto done;
+    }
     lse_kalman_model km = {A,     B,           Qm,    pm ? Cdum : p->C,
                            pm ? NULL : p->d,   pm ? R1 : R, p->m0,
                            p->P0, pm ? Jo : NULL, pm ? ho : NULL};
@@ -2204,12 +2324,7 @@ lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
             lse_error_set(err, st, fn, "%s", kerr.message);
             goto done;
         }
-        /* log p(z) + log p(y|z) - log m(z), with the proposal
-         * m(z) = (1 - e) q(z) + e p(z) = p(z) [(1 - e) exp(sum s - log Z) + e] */
-        const double lr = ssum - logz, e = LSE_LSLDS_IS_PRIOR;
-        const double lmix = lr > 0.0 ? lr + log((1.0 - e) + e * exp(-lr))
-                                     : log((1.0 - e) * exp(lr) + e);
-        lw[n] = ll - lmix;
+        lw[n] = log_weight(ll, ssum, logz);
     }
     is_mean(lw, n_samples, estimate, se);
 done:

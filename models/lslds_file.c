@@ -21,21 +21,22 @@ lse_status lse_lslds_to_json(const lse_lslds_params *p,
     static const char fn[] = "lse_lslds_to_json";
     if (p == NULL || names == NULL || doc == NULL)
         return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
-    const size_t K = p->K, D = p->D, N = p->N;
-    gsl_matrix *a = gsl_matrix_alloc(K * D, D), *q = gsl_matrix_alloc(K * D, D);
+    const size_t K = p->K, D = p->D, N = p->N, P = p->lags * D;
+    gsl_matrix *a = gsl_matrix_alloc(K * D, P), *q = gsl_matrix_alloc(K * D, D);
     if (a == NULL || q == NULL) {
         gsl_matrix_free(a);
         gsl_matrix_free(q);
         return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     }
     for (size_t k = 0; k < K; k++)
-        for (size_t i = 0; i < D; i++)
-            for (size_t j = 0; j < D; j++) {
+        for (size_t i = 0; i < D; i++) {
+            for (size_t j = 0; j < P; j++)
                 gsl_matrix_set(a, k * D + i, j,
-                               gsl_matrix_get(p->A, k, i * D + j));
+                               gsl_matrix_get(p->A, k, i * P + j));
+            for (size_t j = 0; j < D; j++)
                 gsl_matrix_set(q, k * D + i, j,
                                gsl_matrix_get(p->Q, k, i * D + j));
-            }
+        }
     lse_status st = lse_json_set_string(doc, "model", "slds-latent", err);
     if (st == LSE_OK)
         st = lse_json_set_bool(doc, "markov", p->markov, err);
@@ -43,6 +44,8 @@ lse_status lse_lslds_to_json(const lse_lslds_params *p,
         st = lse_json_set_integer(doc, "n_modes", (long long)K, err);
     if (st == LSE_OK)
         st = lse_json_set_integer(doc, "latent_dim", (long long)D, err);
+    if (st == LSE_OK && p->lags > 1) /* without the key: one lag */
+        st = lse_json_set_integer(doc, "lags", (long long)p->lags, err);
     if (st == LSE_OK)
         st = lse_json_set_integer(doc, "n_features", (long long)N, err);
     if (st == LSE_OK)
@@ -217,6 +220,20 @@ static lse_status check_spd(const gsl_matrix *q, const gsl_matrix *P0,
     return st;
 }
 
+/* A_k and Q_k from the stacks a (K D x L D) and q (K D x D). */
+static void copy_dynamics(lse_lslds_params *p, const gsl_matrix *a,
+                          const gsl_matrix *q)
+{
+    const size_t D = p->D, P = p->lags * D;
+    for (size_t k = 0; k < p->K; k++)
+        for (size_t i = 0; i < D; i++) {
+            for (size_t j = 0; j < P; j++)
+                gsl_matrix_set(p->A, k, i * P + j, gsl_matrix_get(a, k * D + i, j));
+            for (size_t j = 0; j < D; j++)
+                gsl_matrix_set(p->Q, k, i * D + j, gsl_matrix_get(q, k * D + i, j));
+        }
+}
+
 lse_status lse_lslds_from_json(const lse_json *doc, const char *source,
                                lse_lslds_params **out, char ***names,
                                lse_error *err)
@@ -237,7 +254,7 @@ lse_status lse_lslds_from_json(const lse_json *doc, const char *source,
                              "%s: key 'model' is '%s', want 'slds-latent'", src,
                              model);
     int markov;
-    size_t K = 0, D = 0, N = 0;
+    size_t K = 0, D = 0, N = 0, L = 1;
     st = lse_json_get_bool(doc, "markov", &markov, err);
     if (st == LSE_OK)
         st = get_count(doc, src, "n_modes", MAX_COUNT, &K, err);
@@ -245,6 +262,8 @@ lse_status lse_lslds_from_json(const lse_json *doc, const char *source,
         st = get_count(doc, src, "latent_dim", MAX_COUNT, &D, err);
     if (st == LSE_OK)
         st = get_count(doc, src, "n_features", MAX_FEATURES, &N, err);
+    if (st == LSE_OK && lse_json_has(doc, "lags"))
+        st = get_count(doc, src, "lags", 64, &L, err);
     if (st != LSE_OK)
         return st;
     char **nm = NULL;
@@ -259,7 +278,7 @@ lse_status lse_lslds_from_json(const lse_json *doc, const char *source,
                            "%s: key 'feature_names' has %zu names, want %zu",
                            src, n_names, N);
     if (st == LSE_OK)
-        st = lse_json_get_stack(doc, "A", K, D, D, &a, NULL, err);
+        st = lse_json_get_stack(doc, "A", K, D, L * D, &a, NULL, err);
     if (st == LSE_OK)
         st = lse_json_get_matrix(doc, "b", K, D, &b, err);
     if (st == LSE_OK)
@@ -297,14 +316,11 @@ lse_status lse_lslds_from_json(const lse_json *doc, const char *source,
         st = lse_lslds_params_new(K, D, N, markov, &p, err);
     if (st == LSE_OK && pm)
         st = lse_lslds_params_emission_per_mode(p, err);
+    if (st == LSE_OK)
+        st = lse_lslds_params_set_lags(p, L, err);
     if (st != LSE_OK)
         goto done;
-    for (size_t k = 0; k < K; k++)
-        for (size_t i = 0; i < D; i++)
-            for (size_t j = 0; j < D; j++) {
-                gsl_matrix_set(p->A, k, i * D + j, gsl_matrix_get(a, k * D + i, j));
-                gsl_matrix_set(p->Q, k, i * D + j, gsl_matrix_get(q, k * D + i, j));
-            }
+    copy_dynamics(p, a, q);
     gsl_matrix_memcpy(p->b, b);
     gsl_matrix_memcpy(p->C, C);
     gsl_vector_memcpy(p->d, d);

@@ -18,19 +18,32 @@ static int is_start(const size_t *seq, size_t t)
     return t == 0 || (seq != NULL && seq[t] != seq[t - 1]);
 }
 
-int lse_lsw_alloc(lsw *w, size_t T, size_t K, size_t D)
+int lse_lsw_alloc(lsw *w, size_t T, size_t K, size_t D, size_t L)
 {
     memset(w, 0, sizeof *w);
-    if (D == 0 || K == 0 || T == 0 || D > 4096 || K > 4096)
+    if (D == 0 || K == 0 || T == 0 || D > 4096 || K > 4096 || L == 0 ||
+        L > 64)
         return -1;
-    const size_t DD = D * D, M = 3 * DD + 2 * D + 1, W = DD + D;
+    const size_t DD = D * D, P = L * D, W = DD + D;
+    const size_t M = DD + D * P + P * P + D + P + 1;
     if (T > SIZE_MAX / sizeof(double) / (M + K + 1) ||
-        T > (SIZE_MAX / sizeof(double) - 1) / W)
+        T > (SIZE_MAX / sizeof(double) - 1) / W ||
+        T > SIZE_MAX / sizeof(double) / ((L + 1) * DD + D))
         return -1;
     w->T = T;
     w->K = K;
     w->D = D;
     w->M = M;
+    w->lags = L;
+    w->P = P;
+    if (L > 1) {
+        w->Lb = malloc(T * (L + 1) * DD * sizeof(double));
+        w->ub = malloc(T * D * sizeof(double));
+        if (!w->Lb || !w->ub) {
+            lse_lsw_free(w);
+            return -1;
+        }
+    }
     w->mb = malloc(K * M * sizeof(double));
     w->mo = calloc(T * M, sizeof(double));
     w->mix = malloc(T * M * sizeof(double));
@@ -40,7 +53,7 @@ int lse_lsw_alloc(lsw *w, size_t T, size_t K, size_t D)
     w->L = malloc(T * DD * sizeof(double));
     w->U = calloc(T * DD, sizeof(double));
     w->uf = malloc(T * D * sizeof(double));
-    w->tmp = malloc((6 * DD + 4 * D) * sizeof(double));
+    w->tmp = malloc((7 * DD + 4 * D + D * P) * sizeof(double));
     w->P0i = malloc(DD * sizeof(double));
     w->P0im0 = malloc(D * sizeof(double));
     if (!w->mb || !w->mo || !w->mix || !w->wu || !w->s || !w->obs || !w->L ||
@@ -67,6 +80,8 @@ void lse_lsw_free(lsw *w)
     free(w->tmp);
     free(w->P0i);
     free(w->P0im0);
+    free(w->Lb);
+    free(w->ub);
     memset(w, 0, sizeof *w);
 }
 
@@ -156,9 +171,19 @@ static void chol_inverse(const double *L, double *inv, double *li, size_t n)
         }
 }
 
+void lse_lsw_lsolve(const double *L, double *x, size_t n) { lsolve(L, x, n); }
+void lse_lsw_ltsolve_mat(const double *L, double *B, size_t n)
+{
+    ltsolve_mat(L, B, n);
+}
+void lse_lsw_chol_inverse(const double *L, double *inv, double *li, size_t n)
+{
+    chol_inverse(L, inv, li, n);
+}
+
 int lse_lsw_modes(lsw *w, const lse_lslds_params *p)
 {
-    const size_t K = w->K, D = w->D, DD = D * D, M = w->M;
+    const size_t K = w->K, D = w->D, DD = D * D, M = w->M, P = w->P;
     double *Lq = w->tmp, *li = Lq + DD, *Qi = li + DD, *QiA = Qi + DD;
     for (size_t k = 0; k < K; k++) {
         const double *A = p->A->data + k * p->A->tda;
@@ -174,24 +199,24 @@ int lse_lsw_modes(lsw *w, const lse_lslds_params *p)
             return -1;
         chol_inverse(Lq, Qi, li, D);
         double *row = w->mb + k * M;
-        double *rQi = row, *rQiA = row + DD, *rAQA = row + 2 * DD;
-        double *rQib = row + 3 * DD, *rAQb = rQib + D;
+        double *rQi = row, *rQiA = row + DD, *rAQA = rQiA + D * P;
+        double *rQib = rAQA + P * P, *rAQb = rQib + D;
         memcpy(rQi, Qi, DD * sizeof(double));
         for (size_t i = 0; i < D; i++)
-            for (size_t j = 0; j < D; j++) {
+            for (size_t j = 0; j < P; j++) {
                 double v = 0.0;
                 for (size_t l = 0; l < D; l++)
-                    v += Qi[i * D + l] * A[l * D + j];
-                QiA[i * D + j] = v;
+                    v += Qi[i * D + l] * A[l * P + j];
+                QiA[i * P + j] = v;
             }
-        memcpy(rQiA, QiA, DD * sizeof(double));
-        for (size_t i = 0; i < D; i++)
+        memcpy(rQiA, QiA, D * P * sizeof(double));
+        for (size_t i = 0; i < P; i++)
             for (size_t j = 0; j <= i; j++) {
                 double v = 0.0;
                 for (size_t l = 0; l < D; l++)
-                    v += A[l * D + i] * QiA[l * D + j];
-                rAQA[i * D + j] = v;
-                rAQA[j * D + i] = v;
+                    v += A[l * P + i] * QiA[l * P + j];
+                rAQA[i * P + j] = v;
+                rAQA[j * P + i] = v;
             }
         double bqb = 0.0;
         for (size_t i = 0; i < D; i++) {
@@ -201,10 +226,10 @@ int lse_lsw_modes(lsw *w, const lse_lslds_params *p)
             rQib[i] = v;
             bqb += b[i] * v;
         }
-        for (size_t i = 0; i < D; i++) {
+        for (size_t i = 0; i < P; i++) {
             double v = 0.0;
             for (size_t l = 0; l < D; l++)
-                v += A[l * D + i] * rQib[l];
+                v += A[l * P + i] * rQib[l];
             rAQb[i] = v;
         }
         row[M - 1] = bqb + ld + (double)D * LSE_LSLDS_LOG_2PI;
@@ -236,7 +261,7 @@ int lse_lsw_modes(lsw *w, const lse_lslds_params *p)
     return 0;
 }
 
-void lse_lsw_moments(lsw *w, const lse_lslds_post *q, const size_t *seq)
+void lse_lsw_moments_one(lsw *w, const lse_lslds_post *q, const size_t *seq)
 {
     const size_t T = w->T, D = w->D, DD = D * D, M = w->M;
     for (size_t t = 0; t < T; t++) {
@@ -406,14 +431,19 @@ static void backward(lsw *w, size_t ts, size_t te, lse_lslds_post *q)
     memset(q->cross->data + ts * q->cross->tda, 0, DD * sizeof(double));
 }
 
-size_t lse_lsw_smooth(lsw *w, const size_t *seq, lse_lslds_post *q,
-                      double *logz, double *hx)
+void lse_lsw_mix(lsw *w, const lse_lslds_post *q)
 {
-    const size_t T = w->T, D = w->D, K = w->K, M = w->M;
+    const size_t T = w->T, K = w->K, M = w->M;
     const double *W = q->have_z ? q->w->data : w->wu;
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)M,
                 (int)K, 1.0, W, (int)(q->have_z ? q->w->tda : K), w->mb,
                 (int)M, 0.0, w->mix, (int)M);
+}
+
+size_t lse_lsw_smooth_one(lsw *w, const size_t *seq, lse_lslds_post *q,
+                          double *logz, double *hx)
+{
+    const size_t T = w->T, D = w->D, M = w->M;
     double logdet, quad;
     const size_t bad = forward(w, seq, &logdet, &quad);
     if (bad != 0)
@@ -441,8 +471,9 @@ double lse_lsw_start_expect(const lsw *w, const lse_lslds_post *q,
 {
     const size_t T = w->T, D = w->D;
     double tot = 0.0;
+    size_t s0 = 0;
     for (size_t t = 0; t < T; t++) {
-        if (!is_start(seq, t))
+        if (!lse_lsw_head(seq, t, w->lags, &s0))
             continue;
         const double *m = q->mean->data + t * q->mean->tda;
         const double *P = q->cov->data + t * q->cov->tda;

@@ -101,6 +101,9 @@ START_TEST(test_cli)
                                  NULL, NULL));
     ck_assert_uint_eq(g->K, 2);
     ck_assert_uint_eq(g->D, 2);
+    int all_moves = 1; /* then the default path is the per-row mode */
+    for (size_t j = 0; j < 4; j++)
+        all_moves &= g->trans->data[j / 2 * g->trans->tda + j % 2] > 0.0;
     lse_lslds_params_free(g);
 
     /* segment: T rows, modes close to the truth */
@@ -108,16 +111,18 @@ START_TEST(test_cli)
                          "--variances"),
                      0);
     char *out = slurp("out");
-    ck_assert(strncmp(out, "row,p0,p1,mode,viterbi,x0,x1,v0,v1\n", 35) == 0);
+    ck_assert(strncmp(out, "row,p0,p1,mode,viterbi,path,x0,x1,v0,v1\n", 40) ==
+              0);
     size_t same = 0, vsame = 0, n = 0;
     char *line = strchr(out, '\n') + 1;
     while (*line) {
-        size_t row, mode, vit;
+        size_t row, mode, vit, mea;
         double p0, p1;
-        ck_assert_int_eq(sscanf(line, "%zu,%lg,%lg,%zu,%zu", &row, &p0, &p1,
-                                &mode, &vit),
-                         5);
+        ck_assert_int_eq(sscanf(line, "%zu,%lg,%lg,%zu,%zu,%zu", &row, &p0,
+                                &p1, &mode, &vit, &mea),
+                         6);
         ck_assert_uint_lt(vit, 2);
+        ck_assert(all_moves && mea == mode);
         same += mode == z[row - 1];
         vsame += vit == z[row - 1];
         n++;
@@ -145,22 +150,23 @@ START_TEST(test_cli)
     ck_assert(strncmp(out, usage, strlen(usage)) == 0);
     ck_assert(strstr(out, "viterbi") != NULL || strstr(out, "Viterbi") != NULL);
 
-    /* a mixture: the viterbi column is the mode column */
+    /* a mixture: the viterbi and path columns are the mode column */
     ck_assert_int_eq(run("slds y.csv -k 2 --latent-dim 2 --max-iter 20 "
                          "--missing marginalize -o mix.json"),
                      0);
     ck_assert_int_eq(run("slds segment mix.json y.csv --missing marginalize"),
                      0);
     out = slurp("out");
-    ck_assert(strncmp(out, "row,p0,p1,mode,viterbi,x0,x1\n", 29) == 0);
+    ck_assert(strncmp(out, "row,p0,p1,mode,viterbi,path,x0,x1\n", 34) == 0);
     n = 0;
     for (line = strchr(out, '\n') + 1; *line; line = strchr(line, '\n') + 1) {
-        size_t row, mode, vit;
+        size_t row, mode, vit, mea;
         double p0, p1;
-        ck_assert_int_eq(sscanf(line, "%zu,%lg,%lg,%zu,%zu", &row, &p0, &p1,
-                                &mode, &vit),
-                         5);
+        ck_assert_int_eq(sscanf(line, "%zu,%lg,%lg,%zu,%zu,%zu", &row, &p0,
+                                &p1, &mode, &vit, &mea),
+                         6);
         ck_assert_uint_eq(vit, mode);
+        ck_assert_uint_eq(mea, mode);
         n++;
     }
     ck_assert_uint_eq(n, T);
@@ -344,7 +350,7 @@ START_TEST(test_select)
     ck_assert(strstr(slurp("pm.json"), "\"emission\": \"per-mode\"") != NULL);
     ck_assert(strstr(slurp("pm.json"), "\"n_params\": 39") != NULL);
     ck_assert_int_eq(run("slds segment pm.json v.csv"), 0);
-    ck_assert(strncmp(slurp("out"), "row,p0,p1,mode,viterbi,x0,x1\n", 29) == 0);
+    ck_assert(strncmp(slurp("out"), "row,p0,p1,mode,viterbi,path,x0,x1\n", 34) == 0);
     ck_assert_int_eq(run("slds score pm.json v.csv --samples 50"), 0);
     ck_assert_int_eq(run("slds y.csv -k 2 --latent-dim 1 --emission twice "
                          "-o x.json"),
@@ -491,6 +497,130 @@ START_TEST(test_common_options)
 }
 END_TEST
 
+/* Write @p text into dir/NAME. */
+static void write_text(const char *name, const char *text)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* The error file is one line naming @p what. */
+static void one_line_error(const char *what)
+{
+    const char *e = slurp("err");
+    ck_assert_msg(strstr(e, what) != NULL, "'%s' not in: %s", what, e);
+    const char *nl = strchr(e, '\n');
+    ck_assert_msg(nl != NULL && nl[1] == '\0', "not one line: %s", e);
+}
+
+/* --lags 2 (docs/models/slds.md "Several lags"): simulate from a file
+ * with "lags": 2 (a damped oscillation at D = 1 and a slow decay), fit,
+ * segment and score it; the errors of bad lags. */
+START_TEST(test_cli_lags)
+{
+    lse_tmpdir_make(dir, sizeof dir, "lsefit_lslds_lags");
+    write_text("gen.json",
+               "{\"model\": \"slds-latent\", \"markov\": true, \"n_modes\": 2,"
+               " \"latent_dim\": 1, \"lags\": 2, \"n_features\": 2,"
+               " \"feature_names\": [\"a\", \"b\"],"
+               " \"A\": [[[1.6, -0.9]], [[0.6, 0.2]]], \"b\": [[0], [1]],"
+               " \"Q\": [[[0.1]], [[0.2]]], \"C\": [[1], [0.5]], \"d\": [0, 1],"
+               " \"R_diag\": [0.05, 0.1], \"initial_mean\": [0],"
+               " \"initial_cov\": [[1]], \"initial\": [0.5, 0.5],"
+               " \"transition\": [[0.97, 0.03], [0.05, 0.95]]}\n");
+    ck_assert_int_eq(run("slds simulate gen.json -T 800 --seed 4 -o y.csv"), 0);
+    char *sim = strdup(slurp("y.csv"));
+    ck_assert(strncmp(sim, "a,b,mode,x0\n", 12) == 0);
+    ck_assert_int_eq(run("slds y.csv --columns a,b -k 2 --latent-dim 1 "
+                         "--lags 2 --markov --n-init 2 -o f.json"),
+                     0);
+    char path[700];
+    lse_lslds_params *g = NULL;
+    lse_assert_ok(lse_lslds_load(strcat(strcpy(path, dir), "/f.json"), &g,
+                                 NULL, NULL));
+    ck_assert_uint_eq(g->lags, 2);
+    ck_assert_uint_eq(g->A->size2, 2);
+    const size_t osc = gsl_matrix_get(g->A, 0, 1) < gsl_matrix_get(g->A, 1, 1) ? 0 : 1;
+    ck_assert_msg(fabs(gsl_matrix_get(g->A, osc, 0) - 1.6) < 0.15 &&
+                      fabs(gsl_matrix_get(g->A, osc, 1) + 0.9) < 0.15,
+                  "A = [%g %g]", gsl_matrix_get(g->A, osc, 0),
+                  gsl_matrix_get(g->A, osc, 1));
+    ck_assert(strstr(slurp("f.json"), "\"lags\": 2") != NULL);
+    /* segment: the smoothed x0 follows the simulated states */
+    ck_assert_int_eq(run("slds segment f.json y.csv --columns a,b"), 0);
+    char *out = slurp("out");
+    ck_assert(strncmp(out, "row,p0,p1,mode,viterbi,path,x0\n", 31) == 0);
+    double sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0;
+    size_t n = 0;
+    char *line = strchr(out, '\n') + 1, *sl = strchr(sim, '\n') + 1;
+    while (*line && *sl) {
+        size_t row, mode, vit, mea, zt;
+        double p0, p1, xs, ya, yb, xt;
+        ck_assert_int_eq(sscanf(line, "%zu,%lg,%lg,%zu,%zu,%zu,%lg", &row,
+                                &p0, &p1, &mode, &vit, &mea, &xs),
+                         7);
+        ck_assert_int_eq(sscanf(sl, "%lg,%lg,%zu,%lg", &ya, &yb, &zt, &xt), 4);
+        sx += xs;
+        sy += xt;
+        sxx += xs * xs;
+        syy += xt * xt;
+        sxy += xs * xt;
+        n++;
+        line = strchr(line, '\n') + 1;
+        sl = strchr(sl, '\n') + 1;
+    }
+    ck_assert_uint_eq(n, 800);
+    const double cov = sxy / n - sx / n * sy / n;
+    const double corr =
+        cov / sqrt((sxx / n - sx / n * sx / n) * (syy / n - sy / n * sy / n));
+    ck_assert_msg(fabs(corr) > 0.97, "corr %g", corr);
+    /* score: ELBO <= log p(y) (within its standard error) */
+    ck_assert_int_eq(run("slds score f.json y.csv --columns a,b --samples 200 "
+                         "--seed 1"),
+                     0);
+    double elbo, epr, ll, se;
+    size_t rows;
+    out = slurp("out");
+    ck_assert_int_eq(sscanf(strchr(out, '\n') + 1, "%zu,%lg,%lg,%lg,%lg",
+                            &rows, &elbo, &epr, &ll, &se),
+                     5);
+    ck_assert_uint_eq(rows, 800);
+    ck_assert_msg(ll >= elbo - 4 * se && ll - elbo < 50.0 && se < 1.0,
+                  "elbo %g log p(y) %g +- %g", elbo, ll, se);
+    /* bad input: one-line errors */
+    ck_assert_int_eq(run("slds y.csv --columns a,b -k 2 --latent-dim 1 --lags 0 "
+                         "-o x.json"),
+                     2);
+    one_line_error("--lags");
+    write_text("short.csv", "s,a,b\n1,0.1,0.2\n1,0.3,0.1\n1,0.2,0.5\n1,0.1,0.1\n"
+                            "2,0.4,0.3\n2,0.2,0.2\n");
+    ck_assert_int_ne(run("slds short.csv --columns a,b --sequence s -k 1 "
+                         "--latent-dim 1 --lags 2 -o x.json"),
+                     0);
+    one_line_error("data rows 5..6 has only 2 rows");
+    ck_assert_int_ne(run("slds segment f.json y.csv --columns a,b --lags 2"), 0);
+    one_line_error("--lags is for the fit only");
+    char *bad = strdup(slurp("f.json"));
+    char *k = strstr(bad, "\"lags\": 2");
+    k[8] = '0';
+    write_text("bad.json", bad);
+    ck_assert_int_ne(run("slds segment bad.json y.csv --columns a,b"), 0);
+    one_line_error("'lags'");
+    k[8] = '3'; /* A is 1 x 2, three lags want 1 x 3 */
+    write_text("bad.json", bad);
+    ck_assert_int_ne(run("slds score bad.json y.csv --columns a,b"), 0);
+    one_line_error("A");
+    free(bad);
+    free(sim);
+    lse_lslds_params_free(g);
+    lse_tmpdir_remove(dir);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("lsefit_lslds");
@@ -499,6 +629,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_cli);
     tcase_add_test(tc, test_select);
     tcase_add_test(tc, test_common_options);
+    tcase_add_test(tc, test_cli_lags);
     suite_add_tcase(s, tc);
     return s;
 }

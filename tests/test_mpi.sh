@@ -246,6 +246,17 @@ P=(--sequence seq --missing marginalize -k 2 --latent-dim 2 --markov
 run 3 slds latseq.csv "${P[@]}" --mpi -o latpm_3.json
 ok $? "latent --emission per-mode: 3 processes"
 same latpm.json latpm_3.json "latent --emission per-mode: equals one process"
+# several lags (--lags 2): the banded smoother runs on the replicated chain
+G=(--sequence seq --missing marginalize -k 2 --latent-dim 2 --markov --lags 2
+    --seed 2 --max-iter 30 -q)
+"$LSEFIT" slds latseq.csv "${G[@]}" -o latlag.json
+ok $? "latent --lags 2: one-process fit"
+run 3 slds latseq.csv "${G[@]}" --mpi -o latlag_3.json
+ok $? "latent --lags 2: 3 processes"
+same latlag.json latlag_3.json "latent --lags 2: 3 processes equal one process"
+run 5 slds --mpi --shards 'lq/part-*.csv' "${G[@]}" -o latlag_5.json
+ok $? "latent --lags 2: 5 shards, one cutting a sequence"
+same latlag.json latlag_5.json "latent --lags 2: shards equal one process"
 
 # ---- failures: same message everywhere, status 1, no hang -------------------
 failure() { # failure P PATTERN DESCRIPTION ARGS...

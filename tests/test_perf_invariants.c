@@ -293,6 +293,57 @@ START_TEST(test_tri_copies_agree)
 }
 END_TEST
 
+/* The quadratic path of full covariances without V (AVX-512: 8 rows in
+ * the lanes, tiles of 16 and 8 components, the last group of rows
+ * overlapping; the statistics' V 4 rows at a time): EM gives the same bits
+ * on 1, 2 and 3 threads, for odd row counts (last blocks of 211, 13 and 9
+ * rows), dimensions and component counts (masked tiles), and agrees with
+ * the AVX2 copies (V of the whole block; their softmax rounds differently)
+ * to 1e-11. tests/test_sim_gaussian.c compares the kernels bit for bit. */
+static void check_qfull(lse_cov_type cov, size_t n, size_t d, size_t k,
+                        unsigned long seed)
+{
+    gsl_matrix *x = gsl_matrix_alloc(n, d);
+    blobs(x, k, seed);
+    em_run ref, avx2;
+    gmm_em(x, k, cov, 1, &ref);
+    ck_assert_int_eq(setenv("LSE_NO_AVX512", "1", 1), 0);
+    gmm_em(x, k, cov, 1, &avx2);
+    ck_assert_int_eq(unsetenv("LSE_NO_AVX512"), 0);
+    ck_assert_int_eq(avx2.n_iter, ref.n_iter);
+    for (size_t i = 0; i < ref.n_iter; i++)
+        ck_assert_msg(fabs(avx2.energy[i] - ref.energy[i]) <=
+                          1e-11 * fabs(ref.energy[i]),
+                      "n %zu d %zu K %zu, iteration %zu: %.17g vs %.17g", n,
+                      d, k, i, avx2.energy[i], ref.energy[i]);
+    ck_assert_double_lt(max_scaled_diff(avx2.mu, ref.mu), 1e-9);
+    for (size_t q = 0; q < N_COUNTS; q++) {
+        em_run many;
+        gmm_em(x, k, cov, thread_counts[q], &many);
+        for (size_t i = 0; i < 12; i++)
+            ck_assert(same_double(many.energy[i], ref.energy[i]));
+        ck_assert(same_matrix(many.mu, ref.mu));
+        ck_assert(same_matrix(many.chol, ref.chol));
+        em_run_free(&many);
+    }
+    ck_assert(ref.energy[ref.n_iter - 1] < ref.energy[0]);
+    em_run_free(&ref);
+    em_run_free(&avx2);
+    gsl_matrix_free(x);
+}
+
+START_TEST(test_qfull_copies_agree)
+{
+    static const size_t dims[] = {2, 5, 8, 11, 16, 17};
+    static const size_t ks[] = {3, 9, 16, 20};
+    for (size_t q = 0; q < 6; q++)
+        check_qfull(LSE_COV_FULL, 2003, dims[q], ks[q % 4], 41 + q);
+    check_qfull(LSE_COV_FULL, 1500, 16, 16, 47);
+    check_qfull(LSE_COV_FULL, 13, 4, 2, 48);
+    check_qfull(LSE_COV_FULL, 9, 3, 2, 49);
+}
+END_TEST
+
 START_TEST(test_simd_copies_agree)
 {
     static const size_t ks[] = {5, 12, 20};
@@ -713,6 +764,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_tri_copies_agree);
     tcase_add_test(tc, test_em_diag_threads_identical);
     tcase_add_test(tc, test_simd_copies_agree);
+    tcase_add_test(tc, test_qfull_copies_agree);
     tcase_add_test(tc, test_gmm_model_threads_identical);
     tcase_add_test(tc, test_slds_markov_threads_identical);
     tcase_add_test(tc, test_attention_grad_threads_identical);

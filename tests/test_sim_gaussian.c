@@ -786,6 +786,135 @@ START_TEST(test_whitened_full_path)
 }
 END_TEST
 
+/* run_mstep, but each block scored first (eval) with the same workspace,
+ * so that stats reuses what eval kept (the EM solver's fused pass) */
+static lse_status run_mstep_fused(inst *in, const gsl_matrix *resp,
+                                  const gsl_vector *weight,
+                                  const lse_mstep_opts *opts, char *msg,
+                                  size_t len)
+{
+    const size_t ns = lse_sim_gaussian->stats_size(&in->shape, &in->cfg);
+    double *acc = calloc(ns, sizeof *acc);
+    ck_assert_ptr_nonnull(acc);
+    const size_t blk = in->shape.block;
+    gsl_matrix *s = gsl_matrix_alloc(blk, in->K);
+    const lse_sim_args a0 = inst_args(in, NULL);
+    lse_status st = lse_sim_gaussian->prepare(&a0);
+    for (size_t r0 = 0; r0 < in->n && st == LSE_OK; r0 += blk) {
+        const size_t b = in->n - r0 < blk ? in->n - r0 : blk;
+        gsl_matrix_view cb = gsl_matrix_submatrix(in->child, r0, 0, b, in->d);
+        gsl_matrix_view sb = gsl_matrix_submatrix(s, 0, 0, b, in->K);
+        gsl_matrix_const_view rb =
+            gsl_matrix_const_submatrix(resp, r0, 0, b, in->K);
+        gsl_vector_const_view wb = gsl_vector_const_subvector(weight, r0, b);
+        const lse_sim_args a = inst_args(in, &cb.matrix);
+        st = lse_sim_gaussian->eval(&a, &sb.matrix);
+        if (st == LSE_OK)
+            st = lse_sim_gaussian->stats(&a, &rb.matrix, &wb.vector, acc);
+    }
+    if (st == LSE_OK)
+        st = lse_sim_gaussian->solve(&a0, acc, in->parent, in->param, opts,
+                                     NULL, msg, len);
+    gsl_matrix_free(s);
+    free(acc);
+    return st;
+}
+
+/* The quadratic path of full and tied covariances (kappa <= 1e4): the
+ * AVX-512 E-step forms no V (8 rows in the lanes of a vector, tiles of
+ * 16 and 8 components, the last group of 8 rows overlapping) and the
+ * M-step statistics form V 4 rows at a time; the AVX2 copy forms V of the
+ * whole block. Scores and the M-step give the same bits in both, for
+ * dimensions below, at and above 8 and 16, component counts that leave
+ * masked tiles, and blocks of 9 to 70 rows (odd last blocks); scores
+ * agree with the independent log density. */
+START_TEST(test_quadratic_full_copies)
+{
+    static const size_t cfg[][4] = {/* d, K, n, block */
+                                    {2, 3, 70, 70},   {5, 9, 70, 29},
+                                    {8, 16, 61, 61},  {11, 17, 70, 70},
+                                    {16, 16, 45, 45}, {17, 20, 70, 13},
+                                    {16, 5, 70, 9},   {3, 24, 33, 33}};
+    for (size_t q = 0; q < 2 * sizeof cfg / sizeof cfg[0]; q++) {
+        const size_t *c = cfg[q / 2];
+        const lse_cov_type cov = q % 2 ? LSE_COV_TIED : LSE_COV_FULL;
+        const size_t d = c[0], K = c[1], n = c[2];
+        inst in;
+        inst_init(&in, cov, n, K, d, 1, 301u + q);
+        gsl_matrix *s1 = gsl_matrix_alloc(n, K), *s2 = gsl_matrix_alloc(n, K);
+        inst_work(&in, n);
+        lse_assert_ok(inst_eval(&in, s1));
+        lse_sim_gaussian->work_free(in.work);
+        ck_assert_int_eq(setenv("LSE_NO_AVX512", "1", 1), 0);
+        inst_work(&in, n);
+        ck_assert_int_eq(unsetenv("LSE_NO_AVX512"), 0);
+        lse_assert_ok(inst_eval(&in, s2));
+        lse_sim_gaussian->work_free(in.work);
+        for (size_t i = 0; i < n; i++)
+            for (size_t k = 0; k < K; k++) {
+                ck_assert_msg(gsl_matrix_get(s1, i, k) == gsl_matrix_get(s2, i, k),
+                              "q %zu S(%zu,%zu) %.17g vs %.17g", q, i, k,
+                              gsl_matrix_get(s1, i, k), gsl_matrix_get(s2, i, k));
+                ck_assert_msg(rel_err(gsl_matrix_get(s1, i, k),
+                                      log_pi(&in, k) + log_density(&in, i, k)) <
+                                  1e-9,
+                              "q %zu S(%zu,%zu)", q, i, k);
+            }
+        /* the M-step, from the same parameters, with either copy */
+        gsl_matrix *resp = make_resp(n, K, 7u + q);
+        gsl_vector *weight = make_weight(n);
+        const lse_mstep_opts opts = {.reg_covar = 1e-6, .min_count = 1e-10};
+        gsl_matrix *p0 = gsl_matrix_alloc(K, d), *l0 = gsl_matrix_alloc(
+                                                     in.param[P_CHOL]->size1,
+                                                     in.param[P_CHOL]->size2);
+        gsl_matrix *w0 = gsl_matrix_alloc(K, 1);
+        gsl_matrix_memcpy(p0, in.parent);
+        gsl_matrix_memcpy(l0, in.param[P_CHOL]);
+        gsl_matrix_memcpy(w0, in.param[P_LOGW]);
+        gsl_matrix *res[4][3];
+        for (int v = 0; v < 4; v++) { /* AVX-512, AVX2; stats alone, fused */
+            gsl_matrix_memcpy(in.parent, p0);
+            gsl_matrix_memcpy(in.param[P_CHOL], l0);
+            gsl_matrix_memcpy(in.param[P_LOGW], w0);
+            if (v % 2)
+                ck_assert_int_eq(setenv("LSE_NO_AVX512", "1", 1), 0);
+            inst_work(&in, c[3]);
+            ck_assert_int_eq(unsetenv("LSE_NO_AVX512"), 0);
+            char msg[256] = "";
+            ck_assert_msg((v < 2 ? run_mstep(&in, resp, weight, &opts, NULL,
+                                             msg, sizeof msg)
+                                 : run_mstep_fused(&in, resp, weight, &opts,
+                                                   msg, sizeof msg)) == LSE_OK,
+                          "%s", msg);
+            lse_sim_gaussian->work_free(in.work);
+            in.work = NULL;
+            res[v][0] = gsl_matrix_alloc(K, d);
+            gsl_matrix_memcpy(res[v][0], in.parent);
+            res[v][1] = gsl_matrix_alloc(l0->size1, l0->size2);
+            gsl_matrix_memcpy(res[v][1], in.param[P_CHOL]);
+            res[v][2] = gsl_matrix_alloc(K, 1);
+            gsl_matrix_memcpy(res[v][2], in.param[P_LOGW]);
+        }
+        for (int m = 0; m < 3; m++) {
+            for (int v = 1; v < 4; v++) {
+                ck_assert_msg(gsl_matrix_equal(res[0][m], res[v][m]),
+                              "q %zu run %d result %d", q, v, m);
+                gsl_matrix_free(res[v][m]);
+            }
+            gsl_matrix_free(res[0][m]);
+        }
+        gsl_matrix_free(p0);
+        gsl_matrix_free(l0);
+        gsl_matrix_free(w0);
+        gsl_matrix_free(resp);
+        gsl_vector_free(weight);
+        gsl_matrix_free(s1);
+        gsl_matrix_free(s2);
+        inst_free(&in);
+    }
+}
+END_TEST
+
 /* after solve: means = weighted means, covariances = weighted covariances
  * + reg (projected to the type), weights = N_k / N summing to 1 */
 START_TEST(test_mstep_defining_properties)
@@ -1356,6 +1485,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_grad_blocks_add_up);
     tcase_add_test(tc, test_wide_chunks);
     tcase_add_test(tc, test_whitened_full_path);
+    tcase_add_test(tc, test_quadratic_full_copies);
     tcase_add_test(tc, test_mstep_defining_properties);
     tcase_add_test(tc, test_mstep_zero_gradient);
     tcase_add_test(tc, test_stats_additive);

@@ -32,10 +32,13 @@ static void help(FILE *f)
             "variational EM; docs/models/slds.md). The fit writes the model\n"
             "file (-o; without it the model is printed); segment prints per\n"
             "row the mode posteriors p0..p(K-1), the most likely mode, the\n"
-            "Viterbi path of q(z) (Markov; the mode for a mixture) and the\n"
-            "smoothed latent means x0..x(D-1) (and variances v0.. with\n"
-            "--variances); score prints the ELBO and an importance-sampled\n"
-            "log p(y) with its standard error; simulate draws (z, x, y).\n"
+            "Viterbi path of q(z) (Markov; the mode for a mixture), the\n"
+            "default segmentation 'path' (the path of q(z) with the most\n"
+            "rows expected right; the mode when every transition is\n"
+            "possible) and the smoothed latent means x0..x(D-1) (and\n"
+            "variances v0.. with --variances); score prints the ELBO and an\n"
+            "importance-sampled log p(y) with its standard error; simulate\n"
+            "draws (z, x, y).\n"
             "\n"
             "Options of the fit (the others of 'lsefit slds --help' do not\n"
             "apply):\n"
@@ -47,6 +50,9 @@ static void help(FILE *f)
             "  --samples N             importance samples (default 1000)\n"
             "  --markov                Markov switching (default: mixture)\n"
             "  --emission E            shared (default) or per-mode C, d, R\n"
+            "  --lags L                latent lags: x_t depends on x_{t-1}..\n"
+            "                          x_{t-L} (1; every sequence needs more\n"
+            "                          than L rows)\n"
             "  --fit-initial           fit the initial-state mean and\n"
             "                          covariance too (default: kept at the\n"
             "                          spread of the states)\n"
@@ -84,7 +90,9 @@ enum {
     OPT_VAR,
     OPT_SEED,
     OPT_NA,
-    OPT_FITONLY
+    OPT_FITONLY,
+    OPT_LAGS,
+    OPT_LAGSFILE
 };
 
 static const struct option fit_options[] = {
@@ -113,7 +121,7 @@ static const struct option fit_options[] = {
     {"init-file", required_argument, NULL, OPT_NA},
     {"standardize", no_argument, NULL, OPT_NA},
     {"log-json", required_argument, NULL, OPT_NA},
-    {"lags", required_argument, NULL, OPT_NA},
+    {"lags", required_argument, NULL, OPT_LAGS},
     {"weights", required_argument, NULL, OPT_NA},
     {"modes", required_argument, NULL, OPT_NA},
     {"exact-sums", no_argument, NULL, OPT_NA},
@@ -124,6 +132,7 @@ static const struct option fit_options[] = {
 /* The latent fit's own options and state (lsefit_fit.own). */
 typedef struct lslds_own {
     int markov, per_mode, fit0;
+    size_t lags; /* --lags L (1) */
     size_t samples;
     const char *valid; /* --validation FILE */
     lse_lslds_opts opts;
@@ -207,11 +216,11 @@ static int infer(const lse_lslds_params *p, const lsefit_data *d,
  * initial state (with --fit-initial), the mode probabilities, less the
  * D^2 + D of an affine
  * change of the latent coordinates (which leaves p(y) unchanged). */
-static double n_params(size_t K, size_t D, size_t N, int markov,
+static double n_params(size_t K, size_t D, size_t N, size_t L, int markov,
                        int per_mode, int fit0)
 {
     const double k = (double)K, d = (double)D, n = (double)N;
-    return k * (d * d + d + d * (d + 1) / 2) +
+    return k * (d * d * (double)L + d + d * (d + 1) / 2) +
            (per_mode ? k : 1.0) * (n * d + 2 * n) +
            (fit0 ? d + d * (d + 1) / 2 : 0.0) + (k - 1) +
            (markov ? k * (k - 1) : 0.0) - (d * d + d);
@@ -225,6 +234,7 @@ static void lslds_defaults(lsefit_fit *f)
     lslds_own *s = f->own;
     s->opts = lse_lslds_opts_default();
     s->samples = 1000;
+    s->lags = 1;
     f->n_init = s->opts.n_init;
     f->max_iter = s->opts.max_iter;
     f->tol = s->opts.tol;
@@ -271,6 +281,12 @@ static int lslds_option(lsefit_fit *f, int c, const char *arg, char **argv)
         return LSEFIT_OK;
     case OPT_SAMPLES:
         return lsefit_opt_size(CMD, "--samples", arg, 2, &s->samples);
+    case OPT_LAGS:
+        if (lsefit_opt_size(CMD, "--lags", arg, 1, &s->lags) != LSEFIT_OK)
+            return LSEFIT_USAGE;
+        if (s->lags > 64)
+            return lsefit_usage(CMD, "--lags %s: use 1..64", arg);
+        return LSEFIT_OK;
     default: /* OPT_NA */
         opt_word(argv, word, sizeof word);
         return lsefit_usage(CMD,
@@ -338,6 +354,20 @@ static int lslds_check(lsefit_fit *f)
                             "--latent-dim %zu is more than the %zu data "
                             "column%s (the PCA start needs D <= columns)",
                             f->smax, d->d, d->d == 1 ? "" : "s");
+    for (size_t t = 0, t0 = 0; s->lags > 1 && f->comm == NULL &&
+                               t < d->x->size1;
+         t++)
+        if (t + 1 == d->x->size1 ||
+            (d->seq != NULL && d->seq[t + 1] != d->seq[t])) {
+            if (t + 1 - t0 <= s->lags)
+                return lsefit_usage(CMD,
+                                    "--lags %zu: the sequence of data rows "
+                                    "%zu..%zu has only %zu rows (each needs "
+                                    "more than %zu; use fewer lags)",
+                                    s->lags, t0 + 1, t + 1, t + 1 - t0,
+                                    s->lags);
+            t0 = t + 1;
+        }
     int rc = make_mask(d->x, &s->mask);
     if (rc == LSEFIT_OK && s->valid != NULL)
         rc = load_validation(f);
@@ -381,6 +411,7 @@ static int lslds_create(lsefit_fit *f, size_t k, void **m)
     const int ok =
         lse_lslds_params_new(k, f->sub, f->d.d, s->markov, &p, &err) ==
             LSE_OK &&
+        lse_lslds_params_set_lags(p, s->lags, &err) == LSE_OK &&
         (!s->per_mode || lse_lslds_params_emission_per_mode(p, &err) == LSE_OK);
     *m = p;
     return ok ? LSEFIT_OK : lsefit_fail_lib(&err, NULL);
@@ -401,7 +432,7 @@ static lsefit_fit_result lslds_result(const lsefit_fit *f, const void *m)
     const lslds_own *s = f->own;
     const lse_lslds_params *p = m;
     const double npar =
-        n_params(p->K, p->D, p->N, s->markov, s->per_mode, s->fit0);
+        n_params(p->K, p->D, p->N, p->lags, s->markov, s->per_mode, s->fit0);
     lsefit_fit_result r = {0};
     r.k = p->K;
     r.n_params = (size_t)npar;
@@ -490,9 +521,11 @@ static int lslds_summary(const lsefit_fit *f, FILE *out,
 {
     const lse_lslds_params *p = back->m;
     const size_t K = p->K, D = p->D, N = p->N;
-    fprintf(out, "Latent switching LDS: K = %zu modes, %s, D = %zu, N = %zu (",
-            K, p->markov ? "Markov switching" : "mixture (independent modes)",
-            D, N);
+    fprintf(out, "Latent switching LDS: K = %zu modes, %s, D = %zu, ", K,
+            p->markov ? "Markov switching" : "mixture (independent modes)", D);
+    if (p->lags > 1)
+        fprintf(out, "%zu lags, ", p->lags);
+    fprintf(out, "N = %zu (", N);
     for (size_t j = 0; j < N; j++)
         fprintf(out, "%s%s", j ? ", " : "", f->d.names[j]);
     fprintf(out, "), %s emission\n", p->per_mode_emission ? "per-mode" : "shared");
@@ -524,7 +557,10 @@ static int lslds_summary(const lsefit_fit *f, FILE *out,
         fprintf(out, "\nmode %zu: %s %.6g\n", k,
                 p->markov ? "initial probability" : "weight",
                 gsl_vector_get(p->init, k));
-        print_block(out, "A", gsl_matrix_const_ptr(p->A, k, 0), D, D);
+        char al[32] = "A";
+        if (p->lags > 1) /* the row blocks [A_1 ... A_L] */
+            snprintf(al, sizeof al, "A_1..A_%zu", p->lags);
+        print_block(out, al, gsl_matrix_const_ptr(p->A, k, 0), D, D * p->lags);
         lsefit_print_row(out, "b", gsl_matrix_const_ptr(p->b, k, 0), D, 1);
         print_block(out, "Q", gsl_matrix_const_ptr(p->Q, k, 0), D, D);
         if (p->per_mode_emission)
@@ -589,6 +625,7 @@ static const struct option query_options[] = {
     {"latent-dim", required_argument, NULL, OPT_FITONLY},
     {"mpi", no_argument, NULL, OPT_FITONLY},
     {"shards", required_argument, NULL, OPT_FITONLY},
+    {"lags", required_argument, NULL, OPT_LAGSFILE},
     LSEFIT_DATA_LONG_OPTIONS,
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
@@ -624,6 +661,9 @@ static int query_option(void *user, int c, const char *arg,
         return c == OPT_SEED
                    ? lsefit_opt_seed(o->cmd, arg, &o->seed)
                    : lsefit_opt_size(o->cmd, "--samples", arg, 2, &o->samples);
+    case OPT_LAGSFILE:
+        return lsefit_usage(o->cmd, "--lags is for the fit only (the model "
+                                    "file gives the lags)");
     default: /* OPT_FITONLY */
         return lsefit_usage(o->cmd, "--latent-dim, --mpi and --shards are "
                                     "for the fit only (the model file gives "
@@ -725,13 +765,13 @@ static int viterbi_path(const loaded *l, size_t *path)
 
 /* The segment table of l on b. */
 static void print_segment(FILE *f, const loaded *l, const size_t *vit,
-                          int variances)
+                          const size_t *mea, int variances)
 {
     const size_t K = l->p->K, D = l->p->D;
     fprintf(f, "row");
     for (size_t k = 0; k < K; k++)
         fprintf(f, ",p%zu", k);
-    fprintf(f, ",mode,viterbi");
+    fprintf(f, ",mode,viterbi,path");
     for (size_t i = 0; i < D; i++)
         fprintf(f, ",x%zu", i);
     for (size_t i = 0; variances && i < D; i++)
@@ -745,7 +785,7 @@ static void print_segment(FILE *f, const loaded *l, const size_t *vit,
             if (gsl_matrix_get(l->q->w, t, k) > gsl_matrix_get(l->q->w, t, best))
                 best = k;
         }
-        fprintf(f, ",%zu,%zu", best, vit[t]);
+        fprintf(f, ",%zu,%zu,%zu", best, vit[t], mea[t]);
         for (size_t i = 0; i < D; i++)
             fprintf(f, ",%.17g", gsl_matrix_get(l->q->mean, t, i));
         for (size_t i = 0; variances && i < D; i++)
@@ -760,7 +800,7 @@ static int query_write(const loaded *l, const query_own *o, int score,
 {
     const size_t T = l->data.x->size1;
     double est = NAN, se = NAN;
-    size_t *vit = NULL;
+    size_t *vit = NULL, *mea = NULL;
     lse_error err;
     int rc = LSEFIT_OK;
     if (score &&
@@ -769,7 +809,12 @@ static int query_write(const loaded *l, const query_own *o, int score,
         rc = lsefit_fail_lib(&err, NULL);
     if (!score) {
         vit = malloc(T * sizeof *vit);
-        rc = vit == NULL ? lsefit_fail("out of memory") : viterbi_path(l, vit);
+        mea = malloc(T * sizeof *mea);
+        rc = vit == NULL || mea == NULL ? lsefit_fail("out of memory")
+                                        : viterbi_path(l, vit);
+        if (rc == LSEFIT_OK &&
+            lse_lslds_mea_path(l->p, l->data.seq, l->q, mea, &err) != LSE_OK)
+            rc = lsefit_fail_lib(&err, NULL);
     }
     lsefit_buf b = {0};
     if (rc == LSEFIT_OK)
@@ -781,7 +826,7 @@ static int query_write(const loaded *l, const query_own *o, int score,
             fprintf(b.f, "%zu,%.17g,%.17g,%.17g,%.17g,%.17g\n", T, l->elbo,
                     l->elbo / (double)T, est, se, est / (double)T);
         } else {
-            print_segment(b.f, l, vit, o->variances);
+            print_segment(b.f, l, vit, mea, o->variances);
         }
         rc = lsefit_buf_write(&b, output);
     }
@@ -790,6 +835,7 @@ static int query_write(const loaded *l, const query_own *o, int score,
                     l->elbo / (double)T);
     lsefit_buf_free(&b);
     free(vit);
+    free(mea);
     return rc;
 }
 

@@ -9,6 +9,7 @@
 #include <lsegraph/models/mixfit.h>
 #include <lsegraph/models/slds.h>
 #include <lsegraph/models/lslds.h>
+#include <lsegraph/models/lslds_decode.h>
 #include <lsegraph/models/hopfield.h>
 #include <lsegraph/models/attention.h>
 #include <lsegraph/models/layernorm.h>

@@ -392,6 +392,21 @@ LSE_TARGET_AVX2_FMA
 void lse_gauss_qeval6_avx2(const double *v, size_t vt, size_t nv,
                            const double *q, size_t kp, size_t K, double *s,
                            size_t st);
+/* S = V Q of a block of at least 8 rows for full/tied covariances without
+ * forming V (AVX-512F; the bits of qeval6); leaves w->vblk without V. */
+/* Full/tied quadratic path, AVX-512F, without the row-major V (the bits of
+ * qeval6 / qstats4): qfull_eval: S = V Q of a block of at least 8 rows,
+ * leaving the groups of 8 rows' V transposed at vt (64-byte aligned,
+ * ceil(b / 8) nv 8 doubles); qfull_stats8: acc (nv, kp) += V' rho for 8
+ * rows of x, their V transposed at vt (formed there when form). */
+LSE_TARGET_AVX512
+void lse_gauss_qfull_stats8_avx512(const lse_gauss_work *w, const double *x,
+                                   size_t xt, const double *rho, size_t rt,
+                                   double *vt, int form, double *acc,
+                                   size_t kp);
+LSE_TARGET_AVX512
+void lse_gauss_qfull_eval_avx512(lse_gauss_work *w, const gsl_matrix *x,
+                                 gsl_matrix *s, double *vt);
 LSE_TARGET_AVX512
 void lse_gauss_qeval6_avx512(const double *v, size_t vt, size_t nv,
                              const double *q, size_t kp, size_t K, double *s,

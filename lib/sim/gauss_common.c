@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include <gsl/gsl_blas.h>
@@ -305,7 +306,9 @@ lse_status lse_gauss_work_new(const lse_sim_shape *shape, const void *config,
     if (ok && dc == 0 && (!tri || (d >= 2 && nv <= d * (d + 1)))) {
         w->nv = nv;
         const size_t kp = (K + 7) / 8 * 8; /* whole tiles of 8 */
-        ok = (w->vblk = matrix_lines(block, nv, 1)) != NULL &&
+        /* 7 rows more: the AVX-512 full/tied kernels keep V transposed by
+         * whole groups of 8 rows (vt_groups) */
+        ok = (w->vblk = matrix_lines(block + 7, nv, 1)) != NULL &&
              (w->qcoef = matrix_lines(nv, kp, 0)) != NULL &&
              (w->rbuf = matrix_lines(block, kp, 0)) != NULL &&
              (w->qacc = matrix_lines(nv, kp, 0)) != NULL;
@@ -765,6 +768,13 @@ static void fast_coefficients(lse_gauss_work *w, const gsl_matrix *parent)
     }
 }
 
+/* The groups of 8 rows' transposed V of the full/tied AVX-512 kernels:
+ * vblk (block + 7 rows) from its first 64-byte boundary. */
+static double *vt_groups(const lse_gauss_work *w)
+{
+    return (double *)(((uintptr_t)w->vblk->data + 63) & ~(uintptr_t)63);
+}
+
 /* V of the block x into vblk, remembered for stats. */
 static void fast_block(lse_gauss_work *w, const gsl_matrix *x)
 {
@@ -778,6 +788,14 @@ static lse_status fast_eval(lse_gauss_work *w, const gsl_matrix *x,
 {
     const size_t b = x->size1, nv = w->nv, K = w->n_comp;
 #if LSE_HAVE_AVX2_PATH
+    if (w->fma == 2 && b >= 8 &&
+        (w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED)) {
+        /* V transposed by groups of 8 rows, kept for stats */
+        w->zrows = 0;
+        lse_gauss_qfull_eval_avx512(w, x, s, vt_groups(w));
+        cache_store(w, x);
+        return LSE_OK;
+    }
     if (w->fma && b >= 6) {
         /* diag/spherical: V of 6 rows at a time into the head of vblk (it
          * stays in L1), then S of those rows; stats recomputes V the same
@@ -866,7 +884,9 @@ static lse_status fast_stats_fma(lse_gauss_work *w, const gsl_matrix *x,
     /* V as fast_eval made it: full/tied the whole block (kept by eval
      * for this block, else made now), diag/spherical 4 rows at a time
      * at the head of vblk */
-    const int whole = w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED;
+    /* (AVX-512: no row-major V for full/tied, see below) */
+    const int whole = (w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED) &&
+                      (w->fma != 2 || b < 8);
     double *v = w->vblk->data;
     const size_t vt = w->vblk->tda;
     if (whole && !cache_holds(w, x)) {
@@ -875,6 +895,18 @@ static lse_status fast_stats_fma(lse_gauss_work *w, const gsl_matrix *x,
         cache_store(w, x);
     }
     size_t i = 0;
+    if (w->fma == 2 && b >= 8 &&
+        (w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED)) {
+        /* V transposed by groups of 8 rows: as eval left it, else formed
+         * group by group */
+        const int kept = cache_holds(w, x);
+        double *vt8 = vt_groups(w);
+        for (; i + 8 <= b; i += 8)
+            lse_gauss_qfull_stats8_avx512(
+                w, gsl_matrix_const_ptr(x, i, 0), x->tda, rho + i * rt, rt,
+                kept ? vt8 + i * nv : vt8, !kept, macc, kp);
+        w->zrows = 0; /* the rows below overwrite vblk */
+    }
     for (; i + 4 <= b; i += 4) {
         const double *vg = v + i * vt;
         if (!whole) {

@@ -1,4 +1,5 @@
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "gauss-private.h"
@@ -71,6 +72,44 @@ static void fast_rows_fma2(const lse_gauss_work *w, const double *x, size_t xt,
     fast_rows_body(w, x, xt, nr, vd, vt);
 }
 
+/* vech(y y') of one row for d <= 16 (y in two vectors, zero past d) into
+ * p: segment a (the d - a products y_a y_b, b >= a) from y[a ..] picked
+ * out of the two vectors by a permutation, each segment in one or two
+ * whole 8-wide stores that run into the next segment (stored after it)
+ * or the row's padding; masked only where the row ends (pend). The loop
+ * of fast_rows_avx512 spent more on its masks and its inner loop than on
+ * the products (a/full: about a fifth of an EM iteration). Same
+ * products, same bits. */
+LSE_TARGET_AVX512
+static inline void vech16_avx512(__m512d y0, __m512d y1, const double *yv,
+                                 size_t d, double *p, const double *pend)
+{
+    __m512i idx = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i one = _mm512_set1_epi64(1);
+    const __m512d zero = _mm512_setzero_pd();
+    for (size_t a = 0; a < d; a++) {
+        const __m512d ya = _mm512_set1_pd(yv[a]);
+        const size_t n = d - a;
+        const __m512d lo = _mm512_mul_pd(ya, _mm512_permutex2var_pd(y0, idx, y1));
+        if (p + 8 <= pend)
+            _mm512_storeu_pd(p, lo);
+        else
+            _mm512_mask_storeu_pd(
+                p, (__mmask8)(n >= 8 ? 0xFFu : (1u << n) - 1u), lo);
+        if (n > 8) {
+            const __m512d hi =
+                _mm512_mul_pd(ya, _mm512_permutex2var_pd(y1, idx, zero));
+            if (p + 16 <= pend)
+                _mm512_storeu_pd(p + 8, hi);
+            else
+                _mm512_mask_storeu_pd(p + 8, (__mmask8)((1u << (n - 8)) - 1u),
+                                      hi);
+        }
+        idx = _mm512_add_epi64(idx, one);
+        p += n;
+    }
+}
+
 /* fast_rows_body with AVX-512F masked vectors of 8 (the short rows of
  * vech(y y') would leave scalar tails): the same products, same bits. */
 LSE_TARGET_AVX512
@@ -98,6 +137,22 @@ static void fast_rows_avx512(const lse_gauss_work *w, const double *x,
             continue;
         if (cov == LSE_COV_SPHERICAL) {
             p[0] = lse_gauss_sq_norm(y, d);
+            continue;
+        }
+        if (d <= 16) {
+            /* y again from x and c, not from the y just stored (a load
+             * across two recent masked stores waits for them) */
+            const __mmask8 m0 = (__mmask8)(d >= 8 ? 0xFFu : (1u << d) - 1u);
+            const __mmask8 m1 = (__mmask8)(d > 8 ? (1u << (d - 8)) - 1u : 0u);
+            const __m512d y0 = _mm512_sub_pd(_mm512_maskz_loadu_pd(m0, xi),
+                                             _mm512_maskz_loadu_pd(m0, c));
+            const __m512d y1 =
+                _mm512_sub_pd(_mm512_maskz_loadu_pd(m1, xi + 8),
+                              _mm512_maskz_loadu_pd(m1, c + 8));
+            double yv[16];
+            _mm512_storeu_pd(yv, y0);
+            _mm512_storeu_pd(yv + 8, y1);
+            vech16_avx512(y0, y1, yv, d, p, v + vt);
             continue;
         }
         for (size_t a = 0; a < d; a++) {
@@ -361,6 +416,222 @@ void lse_gauss_qeval6_avx512(const double *v, size_t vt, size_t nv,
         _mm512_mask_storeu_pd(o + 3 * st, m0, a3);
         _mm512_mask_storeu_pd(o + 4 * st, m0, a4);
         _mm512_mask_storeu_pd(o + 5 * st, m0, a5);
+    }
+}
+
+/* r[i] := column i of the 8 x 8 matrix whose rows are r[0 .. 7]. */
+LSE_TARGET_AVX512
+static inline void tr8_avx512(__m512d r[8])
+{
+    __m512d t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm512_unpacklo_pd(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_pd(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        u[4 * i] = _mm512_shuffle_f64x2(t[4 * i], t[4 * i + 2], 0x88);
+        u[4 * i + 1] = _mm512_shuffle_f64x2(t[4 * i + 1], t[4 * i + 3], 0x88);
+        u[4 * i + 2] = _mm512_shuffle_f64x2(t[4 * i], t[4 * i + 2], 0xdd);
+        u[4 * i + 3] = _mm512_shuffle_f64x2(t[4 * i + 1], t[4 * i + 3], 0xdd);
+    }
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm512_shuffle_f64x2(u[j], u[4 + j], 0x88);
+        r[4 + j] = _mm512_shuffle_f64x2(u[j], u[4 + j], 0xdd);
+    }
+}
+
+/* Full/tied quadratic path, E-step without V: 8 rows in the lanes of a
+ * vector, the monomials formed in registers (one product per monomial and
+ * 8 rows) and multiplied into NA running sums of components k0 ..
+ * k0 + NA - 1 (q: Q (nv, kp), row p the coefficients of monomial p).
+ * yt: the rows' y = x - c transposed (d vectors of 8). Every entry is the
+ * chain of fused multiply-adds of qeval6 (monomial order p = 0 .. nv - 1,
+ * from a zero sum, v_0 = 1, v = y_a, then y_a y_b, b >= a): same bits,
+ * and writing V (a fifth of an a/full iteration, bound by its stores)
+ * is gone. S rows from s (tda st), components k0 .. k0 + nk - 1. */
+#define QT_BODY(NA)                                                            \
+    do {                                                                       \
+        __m512d acc[NA];                                                       \
+        _Pragma("GCC unroll 16") for (int k = 0; k < (NA); k++) acc[k] =       \
+            _mm512_setzero_pd();                                               \
+        const double *qp = q + k0;                                             \
+        const __m512d one = _mm512_set1_pd(1.0);                               \
+        _Pragma("GCC unroll 16") for (int k = 0; k < (NA); k++) acc[k] =       \
+            _mm512_fmadd_pd(one, _mm512_set1_pd(qp[k]), acc[k]);               \
+        qp += kp;                                                              \
+        for (size_t a = 0; a < d; a++, qp += kp) {                             \
+            const __m512d ya = _mm512_load_pd(yt + 8 * (1 + a));               \
+            _Pragma("GCC unroll 16") for (int k = 0; k < (NA); k++) acc[k] =   \
+                _mm512_fmadd_pd(ya, _mm512_set1_pd(qp[k]), acc[k]);            \
+        }                                                                      \
+        double *vq = yt + 8 * (1 + d);                                         \
+        for (size_t a = 0; a < d; a++) {                                       \
+            const __m512d ya = _mm512_load_pd(yt + 8 * (1 + a));               \
+            for (size_t b = a; b < d; b++, qp += kp, vq += 8) {                \
+                const __m512d m =                                              \
+                    _mm512_mul_pd(ya, _mm512_load_pd(yt + 8 * (1 + b)));       \
+                if (keep)                                                      \
+                    _mm512_store_pd(vq, m);                                    \
+                _Pragma("GCC unroll 16") for (int k = 0; k < (NA); k++)        \
+                    acc[k] = _mm512_fmadd_pd(m, _mm512_set1_pd(qp[k]), acc[k]); \
+            }                                                                  \
+        }                                                                      \
+        for (int h = 0; h < (NA) / 8; h++) {                                   \
+            /* rows i0 .. i0 + 7 of S, components k0 + 8 h .. */                \
+            const size_t kh = 8 * (size_t)h, nh = nk > kh ? nk - kh : 0;        \
+            if (nh == 0)                                                       \
+                break;                                                         \
+            const __mmask8 mk =                                                \
+                (__mmask8)(nh >= 8 ? 0xFFu : (1u << nh) - 1u);                 \
+            __m512d r8[8];                                                     \
+            for (int i = 0; i < 8; i++)                                        \
+                r8[i] = acc[8 * h + i];                                        \
+            tr8_avx512(r8);                                                    \
+            for (size_t i = 0; i < 8; i++)                                     \
+                _mm512_mask_storeu_pd(s + i * st + k0 + kh, mk, r8[i]);        \
+        }                                                                      \
+    } while (0)
+
+LSE_TARGET_AVX512
+static void qt_tile16(double *yt, size_t d, const double *q, size_t kp,
+                      size_t k0, size_t nk, double *s, size_t st, int keep)
+{
+    QT_BODY(16);
+}
+
+LSE_TARGET_AVX512
+static void qt_tile8(double *yt, size_t d, const double *q, size_t kp,
+                     size_t k0, size_t nk, double *s, size_t st, int keep)
+{
+    QT_BODY(8);
+}
+#undef QT_BODY
+
+/* S (b, K) = V Q for a block of b >= 8 rows of x (full/tied covariances,
+ * AVX-512F), without the row-major V: groups of 8 rows (the last one
+ * overlapping the previous, its rows recomputed identically), each with
+ * its V transposed (nv x 8, row p monomial p of the 8 rows; rows 0 .. d
+ * formed first: ones and y = x - c, the rest by the first tile of
+ * components) at vt + g nv 8 (64-byte aligned; lse_gauss_qfull_stats8
+ * reads it back), then tiles of 16 components (a last tile of 8). The
+ * same bits as qeval6. */
+LSE_TARGET_AVX512
+void lse_gauss_qfull_eval_avx512(lse_gauss_work *w, const gsl_matrix *x,
+                                 gsl_matrix *s, double *vt)
+{
+    const size_t b = x->size1, d = w->dim, K = w->n_comp, nv = w->nv;
+    const size_t kp = w->qcoef->tda, ng = (b + 7) / 8;
+    const double *q = w->qcoef->data, *c = w->center->data;
+    for (size_t g = 0; g < ng; g++) {
+        const size_t i0 = 8 * g + 8 <= b ? 8 * g : b - 8;
+        double *yg = vt + g * nv * 8;
+        _mm512_store_pd(yg, _mm512_set1_pd(1.0));
+        for (size_t j0 = 0; j0 < d; j0 += 8) {
+            const size_t nj = d - j0 < 8 ? d - j0 : 8;
+            const __mmask8 m = (__mmask8)(nj == 8 ? 0xFFu : (1u << nj) - 1u);
+            const __m512d cj = _mm512_maskz_loadu_pd(m, c + j0);
+            __m512d r8[8];
+            for (size_t r = 0; r < 8; r++)
+                r8[r] = _mm512_sub_pd(
+                    _mm512_maskz_loadu_pd(
+                        m, gsl_matrix_const_ptr(x, i0 + r, 0) + j0),
+                    cj);
+            tr8_avx512(r8);
+            for (size_t j = 0; j < nj; j++)
+                _mm512_store_pd(yg + (1 + j0 + j) * 8, r8[j]);
+        }
+    }
+    for (size_t g = 0; g < ng; g++) {
+        const size_t i0 = 8 * g + 8 <= b ? 8 * g : b - 8;
+        double *yg = vt + g * nv * 8;
+        double *sg = gsl_matrix_ptr(s, i0, 0);
+        for (size_t k0 = 0; k0 < K; k0 += 16) {
+            const size_t nk = K - k0;
+            if (nk > 8)
+                qt_tile16(yg, d, q, kp, k0, nk, sg, s->tda, k0 == 0);
+            else
+                qt_tile8(yg, d, q, kp, k0, nk, sg, s->tda, k0 == 0);
+        }
+    }
+}
+
+/* V transposed of 8 rows x (tda xt): vt (nv x 8, 64-byte aligned) row p
+ * = monomial p of the 8 rows (ones, y = x - c, then y_a y_b, b >= a). */
+LSE_TARGET_AVX512
+static void qfull_vt_avx512(const double *x, size_t xt, const double *c,
+                            size_t d, double *vt)
+{
+    _mm512_store_pd(vt, _mm512_set1_pd(1.0));
+    for (size_t j0 = 0; j0 < d; j0 += 8) {
+        const size_t nj = d - j0 < 8 ? d - j0 : 8;
+        const __mmask8 m = (__mmask8)(nj == 8 ? 0xFFu : (1u << nj) - 1u);
+        const __m512d cj = _mm512_maskz_loadu_pd(m, c + j0);
+        __m512d r8[8];
+        for (size_t r = 0; r < 8; r++)
+            r8[r] = _mm512_sub_pd(_mm512_maskz_loadu_pd(m, x + r * xt + j0),
+                                  cj);
+        tr8_avx512(r8);
+        for (size_t j = 0; j < nj; j++)
+            _mm512_store_pd(vt + 8 * (1 + j0 + j), r8[j]);
+    }
+    double *vq = vt + 8 * (1 + d);
+    for (size_t a = 0; a < d; a++) {
+        const __m512d ya = _mm512_load_pd(vt + 8 * (1 + a));
+        for (size_t b = a; b < d; b++, vq += 8)
+            _mm512_store_pd(vq, _mm512_mul_pd(ya, _mm512_load_pd(vt + 8 * (1 + b))));
+    }
+}
+
+/* acc (nv, kp) += V' rho for 8 rows x (tda xt) of a full/tied block
+ * (rho (8, kp), tda rt), AVX-512F: V transposed, monomial-major (vt: nv
+ * x 8 doubles, 64-byte aligned; formed here when form, else as
+ * lse_gauss_qfull_eval_avx512 left it: one aligned store per monomial and
+ * 8 rows, none of the row-major V's unaligned stores), then per monomial
+ * and tile of 16 (8) components the 8 rows' fused multiply-adds in row
+ * order. Every entry is the chain of qstats4 over the same rows (rows in
+ * order, one FMA each): same bits. */
+LSE_TARGET_AVX512
+void lse_gauss_qfull_stats8_avx512(const lse_gauss_work *w, const double *x,
+                                   size_t xt, const double *rho, size_t rt,
+                                   double *vt, int form, double *acc,
+                                   size_t kp)
+{
+    const size_t d = w->dim, nv = w->nv;
+    const double *c = w->center->data;
+    if (form)
+        qfull_vt_avx512(x, xt, c, d, vt);
+    size_t k0 = 0;
+    for (; k0 + 16 <= kp; k0 += 16) {
+        __m512d r0[8], r1[8];
+        for (size_t r = 0; r < 8; r++) {
+            r0[r] = _mm512_loadu_pd(rho + r * rt + k0);
+            r1[r] = _mm512_loadu_pd(rho + r * rt + k0 + 8);
+        }
+        double *m = acc + k0;
+        const double *vp = vt;
+        for (size_t p = 0; p < nv; p++, m += kp, vp += 8) {
+            __m512d m0 = _mm512_loadu_pd(m), m1 = _mm512_loadu_pd(m + 8);
+            for (size_t r = 0; r < 8; r++) {
+                const __m512d u = _mm512_set1_pd(vp[r]);
+                m0 = _mm512_fmadd_pd(u, r0[r], m0);
+                m1 = _mm512_fmadd_pd(u, r1[r], m1);
+            }
+            _mm512_storeu_pd(m, m0);
+            _mm512_storeu_pd(m + 8, m1);
+        }
+    }
+    if (k0 < kp) { /* a last tile of 8 */
+        __m512d r0[8];
+        for (size_t r = 0; r < 8; r++)
+            r0[r] = _mm512_loadu_pd(rho + r * rt + k0);
+        double *m = acc + k0;
+        const double *vp = vt;
+        for (size_t p = 0; p < nv; p++, m += kp, vp += 8) {
+            __m512d m0 = _mm512_loadu_pd(m);
+            for (size_t r = 0; r < 8; r++)
+                m0 = _mm512_fmadd_pd(_mm512_set1_pd(vp[r]), r0[r], m0);
+            _mm512_storeu_pd(m, m0);
+        }
     }
 }
 

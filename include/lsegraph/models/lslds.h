@@ -25,6 +25,11 @@ extern "C" {
  *     z_t ~ Markov(init, trans)  (or i.i.d. from init: mixture)
  *     x_s ~ N(m0, P0) at the first row s of a sequence,
  *     x_t = A_{z_t} x_{t-1} + b_{z_t} + N(0, Q_{z_t}) otherwise,
+ *
+ * or with L lags (lse_lslds_params_set_lags; docs/models/slds.md
+ * "Several lags") x_t ~ N(m0, P0) independently at the first L rows of a
+ * sequence and x_t = sum_l A_{z_t,l} x_{t-l} + b_{z_t} + N(0, Q_{z_t})
+ * after them,
  *     y_t = C x_t + d + N(0, diag(r))   (observed entries only)
  *
  * or, with per-mode emissions (lse_lslds_params_emission_per_mode),
@@ -44,7 +49,9 @@ extern "C" {
 typedef struct lse_lslds_params {
     size_t K, D, N;
     int markov;        /**< 1: Markov switching; 0: mixture */
-    gsl_matrix *A;     /**< (K, D*D) row-major A_k */
+    gsl_matrix *A;     /**< (K, D*L*D): row k is A_k = [A_{k,1} ...
+                          A_{k,L}] (D x L D) row-major, A_{k,l}
+                          multiplying x_{t-l} */
     gsl_matrix *b;     /**< (K, D) */
     gsl_matrix *Q;     /**< (K, D*D) SPD */
     gsl_matrix *C;     /**< (N, D); per-mode emissions: (K*N, D), rows
@@ -57,6 +64,8 @@ typedef struct lse_lslds_params {
     gsl_matrix *P0;    /**< (D, D) SPD */
     gsl_vector *init;  /**< (K) initial (Markov) or mixture probabilities */
     gsl_matrix *trans; /**< (K, K) transition probabilities (Markov) */
+    size_t lags;       /**< L >= 1 (lse_lslds_params_set_lags; 1 by
+                          default) */
 } lse_lslds_params;
 
 /** @brief New parameters: A_k = 0.9 I, b = 0, Q = I, C = the first D
@@ -75,6 +84,14 @@ LSE_API void lse_lslds_params_free(lse_lslds_params *p);
 LSE_API lse_status lse_lslds_params_emission_per_mode(lse_lslds_params *p,
                                                       lse_error *err);
 
+/** @brief Give the model L lags (1..64): A becomes (K, D*L*D) with
+ *  A_{k,1} the old A_k and A_{k,l} = 0 for l > 1 (L = 1 keeps A). Every
+ *  sequence then needs more than L rows (the fit, q(x) and the ELBO
+ *  refuse shorter ones with LSE_EINVAL).
+ *  @return LSE_OK; LSE_EFAULT; LSE_EINVAL (L out of range); LSE_ENOMEM. */
+LSE_API lse_status lse_lslds_params_set_lags(lse_lslds_params *p, size_t L,
+                                             lse_error *err);
+
 /** @brief The variational posterior q(z) q(x), owned by the struct. */
 typedef struct lse_lslds_post {
     size_t T, K, D;
@@ -86,13 +103,19 @@ typedef struct lse_lslds_post {
     double hz;         /**< entropy of q(z) */
     double hx;         /**< entropy of q(x) (set with it) */
     int have_z, have_x; /**< which factors have been computed */
+    size_t lags;       /**< L of the last q(x) update (1 before any) */
+    gsl_matrix *lagcov; /**< L > 1: (T, L*D*D), block l-1 of row t is
+                           Cov_q[x_t, x_{t-l}] (0 before the sequence
+                           start), made by the q(x) update; NULL at
+                           L = 1 */
 } lse_lslds_post;
 
 LSE_API lse_status lse_lslds_post_new(size_t T, size_t K, size_t D,
                                       lse_lslds_post **out, lse_error *err);
 LSE_API void lse_lslds_post_free(lse_lslds_post *q);
 
-/** @brief q(x) update: the smoother (information form) with the dynamics
+/** @brief q(x) update: the smoother (information form; block-banded with
+ *  L > 1 lags, which also sets q->lagcov, allocated here) with the dynamics
  *  weighted by q(z) (uniform weights when q(z) has not been computed; per-mode
  *  emissions: the emissions too, entering as Gaussian potentials of x_t);
  *  @p logzx (may be NULL) gets log of its normalizer. */
@@ -103,7 +126,9 @@ LSE_API lse_status lse_lslds_update_x(const lse_lslds_params *p,
                                       double *logzx, lse_error *err);
 /** @brief q(z) update: forward-backward (Markov) or per-row softmax
  *  (mixture) with emission scores E_q(x)[log N(x_t; A_k x_{t-1} + b_k,
- *  Q_k)] (0 at sequence starts). Needs q(x) (LSE_EINVAL otherwise). */
+ *  Q_k)] (0 at sequence starts; with L lags A_k [x_{t-1}; ...; x_{t-L}]
+ *  and 0 at the first L rows). Needs q(x) for the model's lags
+ *  (LSE_EINVAL otherwise). */
 LSE_API lse_status lse_lslds_update_z(const lse_lslds_params *p,
                                       const size_t *seq, lse_lslds_post *q,
                                       lse_error *err);
@@ -125,7 +150,8 @@ LSE_API lse_status lse_lslds_emission_scores(const lse_lslds_params *p,
                                              gsl_matrix *es, lse_error *err);
 /** @brief The emission scores @p s (T, K) that lse_lslds_update_z uses:
  *  s(t, k) = E_q(x)[log N(x_t; A_k x_{t-1} + b_k, Q_k)], 0 at sequence
- *  starts (@p seq as for the other calls, may be NULL). With the log
+ *  starts (L lags: A_k [x_{t-1}; ...; x_{t-L}], 0 at the first L rows;
+ *  @p seq as for the other calls, may be NULL). With the log
  *  initial and transition probabilities they give the most likely mode
  *  path of q(z) (lse_chain_viterbi). Needs q(x) (LSE_EINVAL otherwise);
  *  LSE_EFAULT, LSE_EDIM, LSE_ENOMEM, LSE_ENUMERIC (a Q_k not positive
@@ -225,7 +251,7 @@ LSE_API lse_status lse_lslds_log_marginal(const lse_lslds_params *p,
                                           lse_error *err);
 
 /** @brief Draw one sequence: y (T, N), x (T, D) and z (T) (x, z may be
- *  NULL). */
+ *  NULL); with L lags the first L rows of x from N(m0, P0). */
 LSE_API lse_status lse_lslds_simulate(const lse_lslds_params *p,
                                       unsigned long seed, gsl_matrix *y,
                                       gsl_matrix *x, size_t *z,
@@ -236,7 +262,8 @@ LSE_API lse_status lse_lslds_simulate(const lse_lslds_params *p,
 
 /** @brief Write the keys "model" ("slds-latent"), "markov", "n_modes",
  *  "latent_dim", "n_features", "feature_names" (the N strings @p names),
- *  "A" [K][D][D], "b" [K][D], "Q" [K][D][D], "C" [N][D], "d" [N],
+ *  "A" [K][D][D] (L > 1 lags: also "lags": L, and "A" [K][D][L D]),
+ *  "b" [K][D], "Q" [K][D][D], "C" [N][D], "d" [N],
  *  "R_diag" [N], "initial_mean" [D], "initial_cov" [D][D], and "initial"
  *  [K] with "transition" [K][K] (Markov) or "weights" [K] (mixture).
  *  Per-mode emissions: "emission": "per-mode", "C" [K][N][D], "d" and
@@ -247,7 +274,8 @@ LSE_API lse_status lse_lslds_to_json(const lse_lslds_params *p,
                                      lse_error *err);
 /** @brief Read what lse_lslds_to_json writes: "model" must be
  *  "slds-latent" (LSE_EINVAL otherwise; the observed-state SLDS files say
- *  "slds"), counts in 1..4096 (n_features 1..65536), probabilities >= 0
+ *  "slds"), counts in 1..4096 (n_features 1..65536; "lags" 1..64, absent:
+ *  1), probabilities >= 0
  *  summing to 1 within 1e-6 (renormalized), R_diag > 0 (LSE_EDOM), Q_k
  *  and initial_cov symmetric positive definite (LSE_ENUMERIC); absent or
  *  misshapen keys give LSE_ENOTFOUND / LSE_EPARSE / LSE_EDIM. @p source

@@ -12,7 +12,7 @@
  * runs and the KEEP best of all are continued to convergence (relative
  * tolerance 1e-12, at most 20000 iterations), reg_covar 1e-6. Prints per K
  *
- *   K best_nondegenerate kind best_overall kind
+ *   K best_nondegenerate kind best_overall kind min_eig_nondegenerate
  *
  * A fit is degenerate when a covariance eigenvalue is below DEGENERATE
  * (100 reg_covar): a component collapsed onto a point or a lattice line of
@@ -190,8 +190,8 @@ int main(int argc, char **argv)
             free(kp);
             free(kl);
         }
-        printf("%zu %.10f %s %.10f %s\n", k, top[0], topkind[0], top[1],
-               topkind[1]);
+        printf("%zu %.10f %s %.10f %s %.3g\n", k, top[0], topkind[0], top[1],
+               topkind[1], bestnd != NULL ? min_eig(bestnd) : NAN);
         fflush(stdout);
         lse_gmm_free(prev);
         prev = bestnd;

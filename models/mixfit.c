@@ -237,24 +237,76 @@ lse_gmm_emem_opts lse_gmm_emem_opts_default(size_t k)
     e.n_keep = LSE_GMM_EMEM_KEEP;
     e.n_rounds = LSE_GMM_EMEM_ROUNDS;
     e.short_tol = LSE_GMM_EMEM_SHORT_TOL;
+    e.degenerate = LSE_GMM_EMEM_DEGENERATE;
     return e;
 }
 
-/* one candidate of emEM: a short run's fit, its log-likelihood and kind
- * of start (0: o->init, 1: random, 2: given) */
+lse_status lse_gmm_min_eigenvalue(const lse_gmm *m, double *out,
+                                  lse_error *err)
+{
+    static const char fn[] = "lse_gmm_min_eigenvalue";
+    if (m == NULL || out == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
+    const size_t k = lse_gmm_k(m), d = lse_gmm_dim(m);
+    gsl_matrix *c = gsl_matrix_alloc(d, d);
+    gsl_vector *ev = gsl_vector_alloc(d);
+    gsl_eigen_symm_workspace *w = gsl_eigen_symm_alloc(d);
+    lse_status st = c == NULL || ev == NULL || w == NULL
+                        ? lse_error_set(err, LSE_ENOMEM, fn, "out of memory")
+                        : LSE_OK;
+    double lo = INFINITY;
+    /* tied: one shared covariance */
+    const size_t nc = lse_gmm_cov_type(m) == LSE_COV_TIED ? 1 : k;
+    for (size_t i = 0; st == LSE_OK && i < nc; i++) {
+        st = lse_gmm_get_covariance(m, i, c);
+        if (st != LSE_OK) {
+            st = lse_error_set(err, st, fn, "covariance of component %zu", i);
+            break;
+        }
+        gsl_eigen_symm(c, ev, w);
+        if (gsl_vector_min(ev) < lo)
+            lo = gsl_vector_min(ev);
+    }
+    if (st == LSE_OK)
+        *out = lo;
+    if (w != NULL)
+        gsl_eigen_symm_free(w);
+    gsl_vector_free(ev);
+    gsl_matrix_free(c);
+    return st;
+}
+
+/* emEM's degeneracy guard: 1 when m's smallest covariance eigenvalue is
+ * below e->degenerate x o->reg_covar (0 when the guard is off) */
+static int degenerate(const lse_gmm *m, const lse_gmm_fit_opts *o,
+                      const lse_gmm_emem_opts *e)
+{
+    double lo;
+    if (!(e->degenerate > 0.0) || lse_gmm_min_eigenvalue(m, &lo, NULL) != LSE_OK)
+        return 0;
+    return lo < e->degenerate * o->reg_covar;
+}
+
+/* one candidate of emEM: a short run's fit, its log-likelihood, kind of
+ * start (0: o->init, 1: random, 2: given) and whether it is degenerate
+ * (the guard, lse_gmm_emem_opts.degenerate) */
 typedef struct cand {
     lse_gmm *m;
     double ll;
     int kind;
+    int deg;
 } cand;
 
+/* emEM's order: non-degenerate first, then by decreasing log-likelihood */
 static int cand_cmp(const void *a, const void *b)
 {
-    const double x = ((const cand *)a)->ll, y = ((const cand *)b)->ll;
-    return x > y ? -1 : x < y ? 1 : 0;
+    const cand *p = a, *q = b;
+    if (p->deg != q->deg)
+        return p->deg - q->deg;
+    return p->ll > q->ll ? -1 : p->ll < q->ll ? 1 : 0;
 }
 
-/* Sort c[0..*n) by decreasing log-likelihood, drop the runs that reached
+/* Sort c[0..*n) in emEM's order (cand_cmp), drop the runs that reached
  * the point of a better one (log-likelihoods within 1e-10 relative) and
  * keep the n_keep best (kinds: and the best of each kind); the others are
  * freed. */
@@ -264,8 +316,8 @@ static void cand_prune(cand *c, size_t *n, size_t n_keep, int kinds)
     int seen[3] = {0, 0, 0};
     size_t out = 0;
     for (size_t i = 0; i < *n; i++) {
-        const int dup = out > 0 && fabs(c[out - 1].ll - c[i].ll) <=
-                                       1e-10 * fabs(c[i].ll);
+        const int dup = out > 0 && c[out - 1].deg == c[i].deg &&
+                        fabs(c[out - 1].ll - c[i].ll) <= 1e-10 * fabs(c[i].ll);
         if (!dup && (out < n_keep || (kinds && !seen[c[i].kind]))) {
             seen[c[i].kind] = 1;
             c[out++] = c[i];
@@ -309,8 +361,9 @@ static lse_status short_run(lse_gmm *m, const gsl_matrix *x,
  * run stops early), on m; the ones that fail are dropped. */
 static lse_status cand_continue(cand *c, size_t *n, lse_gmm *m,
                                 const gsl_matrix *x, const lse_gmm_fit_opts *o,
-                                size_t max_iter, lse_status *last,
-                                lse_error *e2, lse_error *err)
+                                const lse_gmm_emem_opts *e, size_t max_iter,
+                                lse_status *last, lse_error *e2,
+                                lse_error *err)
 {
     lse_gmm_fit_opts fo = *o;
     fo.init = LSE_GMM_INIT_GIVEN;
@@ -331,9 +384,53 @@ static lse_status cand_continue(cand *c, size_t *n, lse_gmm *m,
         if (st != LSE_OK)
             return st;
         c[i].ll = lse_gmm_info(m)->loglik;
+        c[i].deg = degenerate(m, o, e);
         c[out++] = c[i];
     }
     *n = out;
+    return LSE_OK;
+}
+
+/* emEM's final runs: c[0..*n) pruned to the n_keep best in emEM's order
+ * (with the guard on, n_keep more kept in reserve), the n_keep best
+ * continued to convergence; while every continued run is degenerate, the
+ * next in reserve is continued too; the reserve left is freed. On return
+ * c[0..*n) are the continued runs that succeeded. */
+static lse_status cand_final(cand *c, size_t *n, lse_gmm *m,
+                             const gsl_matrix *x, const lse_gmm_fit_opts *o,
+                             const lse_gmm_emem_opts *e, lse_status *last,
+                             lse_error *e2, lse_error *err)
+{
+    const int guard = e->degenerate > 0.0;
+    cand_prune(c, n, e->n_keep * (guard ? 2 : 1), 0);
+    size_t h = *n < e->n_keep ? *n : e->n_keep;
+    const size_t rest = *n - h;
+    lse_status st = cand_continue(c, &h, m, x, o, e, o->max_iter, last, e2,
+                                  err);
+    if (st != LSE_OK)
+        return st;
+    memmove(c + h, c + (*n - rest), rest * sizeof *c);
+    *n = h + rest;
+    size_t done = h;
+    int all_deg = 1;
+    for (size_t i = 0; i < done; i++)
+        all_deg = all_deg && c[i].deg;
+    while (guard && all_deg && done < *n) {
+        size_t one = 1;
+        st = cand_continue(c + done, &one, m, x, o, e, o->max_iter, last, e2,
+                           err);
+        if (st != LSE_OK)
+            return st;
+        if (one == 0) { /* failed and freed */
+            memmove(c + done, c + done + 1, (*n - done - 1) * sizeof *c);
+            (*n)--;
+            continue;
+        }
+        all_deg = c[done++].deg;
+    }
+    for (size_t i = done; i < *n; i++)
+        lse_gmm_free(c[i].m);
+    *n = done;
     return LSE_OK;
 }
 
@@ -393,6 +490,7 @@ lse_status lse_gmm_fit_emem(lse_gmm *m, const gsl_matrix *x,
             continue;
         c[n].ll = lse_gmm_info(m)->loglik;
         c[n].kind = kind;
+        c[n].deg = degenerate(m, o, e);
         st = clone(m, &c[n].m, err);
         if (st == LSE_OK)
             st = lse_gmm_copy(c[n].m, m, err);
@@ -405,13 +503,14 @@ lse_status lse_gmm_fit_emem(lse_gmm *m, const gsl_matrix *x,
     for (size_t r = 1; r < e->n_rounds && n > 0; r++) {
         cand_prune(c, &n, e->n_keep > (n + 2) / 3 ? e->n_keep : (n + 2) / 3,
                    1);
-        st = cand_continue(c, &n, m, x, o, e->short_iter, &last, &e2, err);
+        st = cand_continue(c, &n, m, x, o, e, e->short_iter, &last, &e2,
+                           err);
         if (st != LSE_OK)
             goto out;
     }
-    /* the n_keep best to convergence */
-    cand_prune(c, &n, e->n_keep, 0);
-    st = cand_continue(c, &n, m, x, o, o->max_iter, &last, &e2, err);
+    /* the n_keep best to convergence (and, under the guard, up to n_keep
+     * more in reserve when those all end degenerate) */
+    st = cand_final(c, &n, m, x, o, e, &last, &e2, err);
     if (st != LSE_OK)
         goto out;
     if (n == 0) {
@@ -422,8 +521,14 @@ lse_status lse_gmm_fit_emem(lse_gmm *m, const gsl_matrix *x,
     }
     size_t best = 0;
     for (size_t i = 1; i < n; i++)
-        if (c[i].ll > c[best].ll)
+        if (cand_cmp(&c[i], &c[best]) < 0)
             best = i;
+    if (c[best].deg)
+        lse_log(LSE_LOG_INFO,
+                "emEM, K = %zu: all %zu final runs are degenerate (a "
+                "covariance eigenvalue below %g x reg_covar); kept the "
+                "highest, log-likelihood %.10g",
+                lse_gmm_k(m), n, e->degenerate, c[best].ll);
     st = lse_gmm_copy(m, c[best].m, err);
 out:
     for (size_t i = 0; i < n; i++)

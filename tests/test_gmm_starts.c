@@ -153,7 +153,7 @@ START_TEST(test_emem)
     }
     lse_gmm *m = NULL;
     lse_assert_ok(lse_gmm_new(4, 2, LSE_COV_FULL, &m, NULL));
-    lse_gmm_emem_opts e = {starts, 0, 5, starts, 1, 0.0};
+    lse_gmm_emem_opts e = {starts, 0, 5, starts, 1, 0.0, 0.0};
     lse_assert_ok(lse_gmm_fit_emem(m, x, &o, &e, NULL, 0, &err));
     const double ll = lse_gmm_info(m)->loglik;
     ck_assert_double_eq_tol(ll, best, 1e-7 * fabs(best));
@@ -178,7 +178,7 @@ START_TEST(test_emem)
     e.n_keep = starts + 1;
     lse_assert_ok(lse_gmm_fit_emem(m, x, &o, &e, given, 1, &err));
     ck_assert(lse_gmm_info(m)->loglik >= fmax(best, -1111.26));
-    lse_gmm_emem_opts bad = {0, 0, 5, 1, 1, 0.0};
+    lse_gmm_emem_opts bad = {0, 0, 5, 1, 1, 0.0, 0.0};
     lse_assert_status(lse_gmm_fit_emem(m, x, &o, &bad, NULL, 0, &err),
                       LSE_EINVAL);
     lse_assert_status(lse_gmm_fit_emem(m, x, &o, &e, NULL, 1, &err),
@@ -196,6 +196,175 @@ START_TEST(test_emem)
     free(cost);
     gsl_matrix_free(z);
     gsl_vector_free(sc);
+    lse_gmm_free(m);
+    gsl_matrix_free(x);
+}
+END_TEST
+
+/* lse_gmm_min_eigenvalue against the eigenvalues of covariances set by
+ * hand (full: [[2, 1], [1, 2]] has 1 and 3; diag, spherical and tied) */
+START_TEST(test_min_eigenvalue)
+{
+    lse_error err;
+    lse_gmm *m = NULL;
+    double lo = 0.0;
+    lse_assert_ok(lse_gmm_new(2, 2, LSE_COV_FULL, &m, NULL));
+    gsl_matrix *c = gsl_matrix_alloc(4, 2);
+    const double full[8] = {2.0, 1.0, 1.0, 2.0, 5.0, 0.0, 0.0, 0.25};
+    memcpy(c->data, full, sizeof full);
+    lse_assert_ok(lse_gmm_set_covariances(m, c, &err));
+    lse_assert_ok(lse_gmm_min_eigenvalue(m, &lo, &err));
+    ck_assert_double_eq_tol(lo, 0.25, 1e-12);
+    gsl_matrix_set(c, 3, 1, 7.0); /* now [[2,1],[1,2]] is the smallest */
+    lse_assert_ok(lse_gmm_set_covariances(m, c, &err));
+    lse_assert_ok(lse_gmm_min_eigenvalue(m, &lo, &err));
+    ck_assert_double_eq_tol(lo, 1.0, 1e-12);
+    lse_gmm_free(m);
+    gsl_matrix_free(c);
+    const lse_cov_type t[3] = {LSE_COV_DIAG, LSE_COV_SPHERICAL, LSE_COV_TIED};
+    const double want[3] = {0.5, 0.3, 1.0};
+    for (int i = 0; i < 3; i++) {
+        lse_assert_ok(lse_gmm_new(2, 2, t[i], &m, NULL));
+        if (t[i] == LSE_COV_DIAG) {
+            c = gsl_matrix_alloc(2, 2);
+            const double v[4] = {0.5, 4.0, 3.0, 2.0};
+            memcpy(c->data, v, sizeof v);
+        } else if (t[i] == LSE_COV_SPHERICAL) {
+            c = gsl_matrix_alloc(2, 1);
+            gsl_matrix_set(c, 0, 0, 0.3);
+            gsl_matrix_set(c, 1, 0, 0.9);
+        } else {
+            c = gsl_matrix_alloc(2, 2);
+            memcpy(c->data, full, 4 * sizeof *full);
+        }
+        lse_assert_ok(lse_gmm_set_covariances(m, c, &err));
+        lse_assert_ok(lse_gmm_min_eigenvalue(m, &lo, &err));
+        ck_assert_double_eq_tol(lo, want[i], 1e-12);
+        gsl_matrix_free(c);
+        lse_gmm_free(m);
+    }
+    lse_assert_status(lse_gmm_min_eigenvalue(NULL, &lo, &err), LSE_EFAULT);
+    ck_assert(lse_gmm_emem_opts_default(3).degenerate ==
+              LSE_GMM_EMEM_DEGENERATE);
+}
+END_TEST
+
+/* two clusters whose first column is on the integers (a lattice, as
+ * Faithful's waiting times): 150 rows around (0, 0), 100 around (8, 5) */
+static gsl_matrix *lattice_data(void)
+{
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 7);
+    gsl_matrix *x = gsl_matrix_alloc(250, 2);
+    for (size_t i = 0; i < 250; i++) {
+        const int b = i >= 150;
+        gsl_matrix_set(x, i, 0,
+                       round((b ? 8.0 : 0.0) + gsl_ran_gaussian(r, 2.0)));
+        gsl_matrix_set(x, i, 1, (b ? 5.0 : 0.0) + gsl_ran_gaussian(r, 1.0));
+    }
+    gsl_rng_free(r);
+    return x;
+}
+
+/* K = 3 starts on lattice_data: collapsed != 0 puts component 2 on the
+ * rows with first column 0 with a tiny variance across the line (EM then
+ * collapses it onto the line, bounded only by reg_covar); else the three
+ * components at (-1, 0), (1, 0) and (8, 5) with unit covariances */
+static lse_gmm *lattice_start(const gsl_matrix *x, int collapsed)
+{
+    lse_gmm *m = NULL;
+    lse_assert_ok(lse_gmm_new(3, 2, LSE_COV_FULL, &m, NULL));
+    double on = 0.0, y = 0.0;
+    for (size_t i = 0; i < x->size1; i++)
+        if (gsl_matrix_get(x, i, 0) == 0.0) {
+            on++;
+            y += gsl_matrix_get(x, i, 1);
+        }
+    gsl_vector *w = gsl_vector_alloc(3);
+    gsl_matrix *mu = gsl_matrix_alloc(3, 2), *c = gsl_matrix_alloc(6, 2);
+    const double f = on / (double)x->size1;
+    const double wv[2][3] = {{0.3, 0.3, 0.4}, {0.6 - f, 0.4, f}};
+    const double mv[2][6] = {{-1.0, 0.0, 1.0, 0.0, 8.0, 5.0},
+                             {0.0, 0.0, 8.0, 5.0, 0.0, y / on}};
+    for (size_t j = 0; j < 3; j++) {
+        gsl_vector_set(w, j, wv[collapsed != 0][j]);
+        gsl_matrix_set(mu, j, 0, mv[collapsed != 0][2 * j]);
+        gsl_matrix_set(mu, j, 1, mv[collapsed != 0][2 * j + 1]);
+    }
+    gsl_matrix_set_zero(c);
+    for (size_t j = 0; j < 3; j++) {
+        gsl_matrix_set(c, 2 * j, 0, 1.0);
+        gsl_matrix_set(c, 2 * j + 1, 1, 1.0);
+    }
+    if (collapsed)
+        gsl_matrix_set(c, 4, 0, 1e-3);
+    lse_error err;
+    lse_assert_ok(lse_gmm_set_weights(m, w, &err));
+    lse_assert_ok(lse_gmm_set_means(m, mu, &err));
+    lse_assert_ok(lse_gmm_set_covariances(m, c, &err));
+    gsl_vector_free(w);
+    gsl_matrix_free(mu);
+    gsl_matrix_free(c);
+    return m;
+}
+
+static void count_degenerate(lse_log_level level, const char *msg, void *u)
+{
+    if (level == LSE_LOG_INFO && strstr(msg, "degenerate") != NULL)
+        (*(int *)u)++;
+}
+
+/* emEM's degeneracy guard on a data set where a collapse is possible:
+ * without it (degenerate = 0) the collapsed run wins by log-likelihood;
+ * with it the non-degenerate optimum is kept; with only the collapsed
+ * start, its fit is returned and the log says so */
+START_TEST(test_emem_guard)
+{
+    gsl_matrix *x = lattice_data();
+    lse_gmm *g[2] = {lattice_start(x, 1), lattice_start(x, 0)}, *m = NULL;
+    lse_error err;
+    lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
+    lse_gmm_emem_opts e = lse_gmm_emem_opts_default(3);
+    e.n_starts = 0;
+    e.n_random = 0;
+    const double thr = LSE_GMM_EMEM_DEGENERATE * o.reg_covar;
+    double lo, ll[2];
+    lse_assert_ok(lse_gmm_new(3, 2, LSE_COV_FULL, &m, NULL));
+    for (int guard = 0; guard < 2; guard++) {
+        e.degenerate = guard ? LSE_GMM_EMEM_DEGENERATE : 0.0;
+        lse_assert_ok(lse_gmm_fit_emem(m, x, &o, &e,
+                                       (const lse_gmm *const *)g, 2, &err));
+        ll[guard] = lse_gmm_info(m)->loglik;
+        lse_assert_ok(lse_gmm_min_eigenvalue(m, &lo, &err));
+        if (guard)
+            ck_assert_msg(lo >= thr, "guarded fit degenerate: %g", lo);
+        else
+            ck_assert_msg(lo < thr, "the collapse did not happen: %g", lo);
+    }
+    ck_assert_msg(ll[0] > ll[1] + 1.0, "degenerate %.4f, kept %.4f", ll[0],
+                  ll[1]);
+    /* the guard's fit is the optimum EM reaches from the sensible start */
+    lse_gmm *p = lattice_start(x, 0);
+    lse_gmm_fit_opts po = o;
+    po.init = LSE_GMM_INIT_GIVEN;
+    lse_assert_ok(lse_gmm_fit(p, x, &po, &err));
+    ck_assert_double_eq_tol(ll[1], lse_gmm_info(p)->loglik,
+                            1e-8 * fabs(ll[1]));
+    /* every candidate degenerate: the best is returned, the log says so */
+    int said = 0;
+    lse_set_log_handler(count_degenerate, &said);
+    e.degenerate = LSE_GMM_EMEM_DEGENERATE;
+    lse_assert_ok(lse_gmm_fit_emem(m, x, &o, &e,
+                                   (const lse_gmm *const *)g, 1, &err));
+    lse_set_log_handler(NULL, NULL);
+    lse_assert_ok(lse_gmm_min_eigenvalue(m, &lo, &err));
+    ck_assert(lo < thr);
+    ck_assert_double_eq_tol(lse_gmm_info(m)->loglik, ll[0],
+                            1e-8 * fabs(ll[0]));
+    ck_assert_int_eq(said, 1);
+    lse_gmm_free(p);
+    lse_gmm_free(g[0]);
+    lse_gmm_free(g[1]);
     lse_gmm_free(m);
     gsl_matrix_free(x);
 }
@@ -276,7 +445,7 @@ START_TEST(test_split)
     lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
     lse_assert_ok(lse_gmm_fit(one, x, &o, &err));
     lse_assert_ok(lse_gmm_split(one, x, NULL, 0, two, &err));
-    lse_gmm_emem_opts e = {0, 0, 5, 1, 1, 0.0};
+    lse_gmm_emem_opts e = {0, 0, 5, 1, 1, 0.0, 0.0};
     const lse_gmm *given[1] = {two};
     lse_assert_ok(lse_gmm_fit_emem(m, x, &o, &e, given, 1, &err));
     o.init = LSE_GMM_INIT_GIVEN;
@@ -743,13 +912,13 @@ START_TEST(test_emem_rounds)
     lse_gmm *a = NULL, *b = NULL, *c = NULL;
     lse_assert_ok(lse_gmm_new(4, 2, LSE_COV_FULL, &a, NULL));
     lse_assert_ok(lse_gmm_new(4, 2, LSE_COV_FULL, &b, NULL));
-    const lse_gmm_emem_opts one = {6, 2, 10, 8, 1, 0.0}, two = {6, 2, 5, 8, 2, 0.0};
+    const lse_gmm_emem_opts one = {6, 2, 10, 8, 1, 0.0, 0.0}, two = {6, 2, 5, 8, 2, 0.0, 0.0};
     lse_assert_ok(lse_gmm_fit_emem(a, x, &o, &one, NULL, 0, &err));
     lse_assert_ok(lse_gmm_fit_emem(b, x, &o, &two, NULL, 0, &err));
     const double la = lse_gmm_info(a)->loglik, lb = lse_gmm_info(b)->loglik;
     ck_assert_double_eq_tol(la, lb, 1e-9 * fabs(la));
     /* three rounds keeping the best third: a fit, its info its own */
-    const lse_gmm_emem_opts three = {12, 4, 5, 1, 3, 1e-5};
+    const lse_gmm_emem_opts three = {12, 4, 5, 1, 3, 1e-5, 0.0};
     lse_assert_ok(lse_gmm_fit_emem(b, x, &o, &three, NULL, 0, &err));
     gsl_vector *sc = gsl_vector_alloc(x->size1);
     lse_assert_ok(lse_gmm_score_samples(b, x, sc, &err));
@@ -789,6 +958,8 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_init_labels);
     tcase_add_test(tc, test_emem);
     tcase_add_test(tc, test_emem_rounds);
+    tcase_add_test(tc, test_min_eigenvalue);
+    tcase_add_test(tc, test_emem_guard);
     tcase_add_test(tc, test_split);
     tcase_add_test(tc, test_merge);
     tcase_add_test(tc, test_emem_default);

@@ -153,10 +153,33 @@ static void loglik(const lse_gmm *m, const gsl_matrix *x,
     *ll = st == LSE_OK && isfinite(t) ? t : -INFINITY;
 }
 
+/* 1 when m is degenerate by emEM's guard (lse_gmm_emem_opts.degenerate:
+ * a covariance eigenvalue below LSE_GMM_EMEM_DEGENERATE x reg_covar);
+ * its smallest eigenvalue into *lo */
+static int degenerate(const lse_gmm *m, const lse_gmm_fit_opts *o, double *lo)
+{
+    *lo = INFINITY;
+    return lse_gmm_min_eigenvalue(m, lo, NULL) == LSE_OK &&
+           *lo < LSE_GMM_EMEM_DEGENERATE * o->reg_covar;
+}
+
+/* emEM's order (the guard, then the log-likelihood): 1 when fit a ranks
+ * above fit b */
+static int ranks_above(const lse_gmm *a, const lse_gmm *b,
+                       const lse_gmm_fit_opts *o)
+{
+    double la, lb;
+    const int da = degenerate(a, o, &la), db = degenerate(b, o, &lb);
+    if (da != db)
+        return db;
+    return lse_gmm_info(a)->loglik > lse_gmm_info(b)->loglik;
+}
+
 /* The merges of the chain's K + 1 fit (s->next) as starts for K: every
  * pair merged (lse_gmm_merge), scored by its log-likelihood, the
  * LSEFIT_GMM_MERGES best run to convergence; m (the chain's fit of K)
- * takes the best run when it is higher. docs/lsefit.md, "Starts". */
+ * takes a run that ranks above it in emEM's order (the degeneracy guard,
+ * then the log-likelihood). docs/lsefit.md, "Starts". */
 static lse_status merge_improve(lsefit_gmm_start *s, lse_gmm *m,
                                 const gsl_matrix *x, const lse_gmm_fit_opts *o,
                                 lse_error *err)
@@ -200,7 +223,7 @@ static lse_status merge_improve(lsefit_gmm_start *s, lse_gmm *m,
         if (lse_gmm_merge(s->next, pi[q], pj[q], t, NULL) != LSE_OK ||
             lse_gmm_fit(t, x, &fo, &e2) != LSE_OK)
             continue; /* a merge that turns singular is no candidate */
-        if (lse_gmm_info(t)->loglik > lse_gmm_info(m)->loglik)
+        if (ranks_above(t, m, o))
             st = lse_gmm_copy(m, t, err);
     }
     lse_gmm_free(t);
@@ -278,9 +301,17 @@ lse_status lsefit_gmm_start_fit(lsefit_gmm_start *s, lse_gmm *m,
             return lse_error_set(err, LSE_ENOMEM, "--init", "out of memory");
         st = hc_labels(s, x, k, labels, err);
     }
-    if (st == LSE_OK && emem)
+    if (st == LSE_OK && emem) {
         st = emem_merge(s, m, x, o, labels, err);
-    else if (st == LSE_OK) {
+        double lo;
+        if (st == LSE_OK && degenerate(m, o, &lo))
+            lse_log(LSE_LOG_WARN,
+                    "K = %zu: every start ended degenerate (smallest "
+                    "covariance eigenvalue %.3g, below %g x --reg-covar); "
+                    "kept the highest, log-likelihood %.10g",
+                    k, lo, LSE_GMM_EMEM_DEGENERATE,
+                    lse_gmm_info(m)->loglik);
+    } else if (st == LSE_OK) {
         st = lse_gmm_init_labels(m, x, labels, o->reg_covar, err);
         lse_gmm_fit_opts g = *o;
         g.init = LSE_GMM_INIT_GIVEN;

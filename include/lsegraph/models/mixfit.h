@@ -50,6 +50,7 @@ LSE_API lse_status lse_gmm_init_labels(lse_gmm *m, const gsl_matrix *x,
 #define LSE_GMM_EMEM_KEEP 2
 #define LSE_GMM_EMEM_ROUNDS 1
 #define LSE_GMM_EMEM_SHORT_TOL 0.0
+#define LSE_GMM_EMEM_DEGENERATE 100.0
 /** @} */
 
 /** @brief emEM's budget (lse_gmm_fit_emem). */
@@ -71,11 +72,29 @@ typedef struct lse_gmm_emem_opts {
                             1e-5 was 15 % faster on the start table but
                             decides on energies that agree across process
                             counts only to rounding) */
+    double degenerate; /**< the degeneracy guard: a run whose smallest
+                            covariance eigenvalue (lse_gmm_min_eigenvalue)
+                            is below degenerate x o->reg_covar is
+                            degenerate (a component collapsed onto a
+                            lattice line or a few rows, bounded only by
+                            reg_covar) and ranks below every run that is
+                            not, whatever their log-likelihoods; 0: off.
+                            Default LSE_GMM_EMEM_DEGENERATE (100) */
 } lse_gmm_emem_opts;
 
 /** @brief The default budget for K components: the LSE_GMM_EMEM_* values
  *  above (more starts for larger K). */
 LSE_API lse_gmm_emem_opts lse_gmm_emem_opts_default(size_t k);
+
+/**
+ * @brief The smallest eigenvalue of @p m's component covariances (as
+ * lse_gmm_get_covariance returns them, reg_covar included) into @p out.
+ * emEM's degeneracy guard compares it with a multiple of reg_covar
+ * (lse_gmm_emem_opts.degenerate).
+ * @return LSE_OK; LSE_EFAULT; LSE_ENOMEM; lse_gmm_get_covariance's errors.
+ */
+LSE_API lse_status lse_gmm_min_eigenvalue(const lse_gmm *m, double *out,
+                                          lse_error *err);
 
 /**
  * @brief emEM: short fits of e->short_iter EM iterations (fewer when the
@@ -91,6 +110,13 @@ LSE_API lse_gmm_emem_opts lse_gmm_emem_opts_default(size_t k);
  * them by log-likelihood (runs that reached the same point, within 1e-10
  * relative, count once) continued to convergence (o->max_iter, o->tol,
  * o->accel).
+ * The degeneracy guard (e->degenerate > 0): runs are ranked first by
+ * being non-degenerate, then by log-likelihood, both when the short runs
+ * are chosen and when the final fit is; when every continued run ends
+ * degenerate, the next short runs in that order are continued, one at a
+ * time, until one ends non-degenerate (at most n_keep more). When every
+ * final run is degenerate, the highest is returned and an LSE_LOG_INFO
+ * message says so (check the result with lse_gmm_min_eigenvalue).
  * @p m gets the best final fit and its fit info (the info of the run that
  * produced it). o->progress sees only the final runs. n_keep is capped at
  * the number of short runs that succeeded. With one start and n_keep = 1

@@ -782,6 +782,44 @@ START_TEST(test_cli_merge)
 }
 END_TEST
 
+/* lsefit's guard: the merges of the K + 1 fit do not bring back a
+ * degenerate K = 5 on Faithful (without the guard -k 5:6 printed -1073.72,
+ * a component collapsed onto a line of equal waiting times; the best
+ * non-degenerate optimum known is near -1095); and a fit whose every
+ * start ends degenerate (five values on the integers, K = 3) is kept and
+ * named in a warning */
+START_TEST(test_cli_degenerate)
+{
+    lse_tmpdir_make(dir, sizeof dir, "gmm_starts");
+    char out[128], csv[128], args[1024];
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    snprintf(csv, sizeof csv, "%s/lattice.csv", dir);
+    snprintf(args, sizeof args, "gmm '%s/faithful.csv' -k 5:6 -q",
+             LSE_DATA_DIR);
+    ck_assert_int_eq(run_cmd(args, out), 0);
+    const double k5 = table_loglik(out, 5);
+    ck_assert_msg(k5 < -1094.0 && k5 > -1097.0, "K = 5 in 5:6: %.4f", k5);
+    FILE *f = fopen(csv, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("v\n", f);
+    for (int i = 0; i < 20; i++)
+        fputs("0\n1\n2\n3\n5\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "gmm '%s' -k 3", csv);
+    ck_assert_int_eq(run_cmd(args, out), 0);
+    char line[512];
+    int warned = 0;
+    f = fopen(out, "r");
+    ck_assert_ptr_nonnull(f);
+    while (fgets(line, sizeof line, f) != NULL)
+        warned += strstr(line, "lsefit: warning: K = 3: every start ended "
+                               "degenerate") != NULL;
+    fclose(f);
+    ck_assert_int_eq(warned, 1);
+    lse_tmpdir_remove(dir);
+}
+END_TEST
+
 /* --proba: p0..p(K-1), then 1 - max_k p_k */
 START_TEST(test_cli_uncertainty)
 {
@@ -967,6 +1005,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_cli_hcvvv);
     tcase_add_test(tc, test_cli_default_start);
     tcase_add_test(tc, test_cli_merge);
+    tcase_add_test(tc, test_cli_degenerate);
     tcase_add_test(tc, test_cli_uncertainty);
     tcase_add_test(tc, test_cli_bootstrap_mclust);
     suite_add_tcase(s, tc);

@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <gsl/gsl_eigen.h>
 #include <lsegraph/lsegraph.h>
 
 /* a fit whose smallest covariance eigenvalue is below 100 reg_covar has a
@@ -69,25 +68,12 @@ static gsl_matrix *read_csv(const char *path, size_t d)
     return x;
 }
 
-/* smallest covariance eigenvalue of m */
+/* smallest covariance eigenvalue of m (lse_gmm_min_eigenvalue, the
+ * guard's measure in lsefit's default start) */
 static double min_eig(const lse_gmm *m)
 {
-    const size_t k = lse_gmm_k(m), d = lse_gmm_dim(m);
-    gsl_matrix *c = gsl_matrix_alloc(d, d);
-    gsl_vector *ev = gsl_vector_alloc(d);
-    gsl_eigen_symm_workspace *w = gsl_eigen_symm_alloc(d);
     double lo = INFINITY;
-    for (size_t i = 0; i < k; i++) {
-        if (lse_gmm_get_covariance(m, i, c) != LSE_OK)
-            continue;
-        gsl_eigen_symm(c, ev, w);
-        if (gsl_vector_min(ev) < lo)
-            lo = gsl_vector_min(ev);
-    }
-    gsl_eigen_symm_free(w);
-    gsl_vector_free(ev);
-    gsl_matrix_free(c);
-    return lo;
+    return lse_gmm_min_eigenvalue(m, &lo, NULL) == LSE_OK ? lo : INFINITY;
 }
 
 /* the KEEP best in decreasing order: insert a copy of m at ll */

@@ -276,6 +276,41 @@ lse_status lse_gmm_min_eigenvalue(const lse_gmm *m, double *out,
     return st;
 }
 
+lse_status lse_gmm_emem_threshold(const lse_gmm *m, const gsl_matrix *x,
+                                  const lse_gmm_fit_opts *o, double factor,
+                                  double *thr, lse_error *err)
+{
+    static const char fn[] = "lse_gmm_emem_threshold";
+    if (m == NULL || x == NULL || o == NULL || thr == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
+    *thr = 0.0;
+    if (!(factor > 0.0) || !(o->reg_covar > 0.0))
+        return LSE_OK;
+    /* the data's own spread: the one-component fit of m's covariance
+     * structure (one M-step from all rows; under o->mpi the whole data's) */
+    lse_gmm *one = NULL;
+    lse_status st =
+        lse_gmm_cov_model(m) != LSE_COV_MODEL_NONE
+            ? lse_gmm_new_model(1, lse_gmm_dim(m), lse_gmm_cov_model(m), &one,
+                                err)
+            : lse_gmm_new(1, lse_gmm_dim(m), lse_gmm_cov_type(m), &one, err);
+    lse_gmm_fit_opts g = *o;
+    g.init = LSE_GMM_INIT_KMEANSPP;
+    g.n_init = 1;
+    g.max_iter = 1;
+    g.accel = LSE_GMM_ACCEL_NONE;
+    g.progress = NULL;
+    double lo = 0.0;
+    if (st == LSE_OK)
+        st = lse_gmm_fit(one, x, &g, err);
+    if (st == LSE_OK)
+        st = lse_gmm_min_eigenvalue(one, &lo, err);
+    lse_gmm_free(one);
+    if (st == LSE_OK && lo >= factor * o->reg_covar)
+        *thr = factor * o->reg_covar;
+    return st;
+}
+
 /* emEM's degeneracy guard: 1 when m's smallest covariance eigenvalue is
  * below e->degenerate x o->reg_covar (0 when the guard is off) */
 static int degenerate(const lse_gmm *m, const lse_gmm_fit_opts *o,
@@ -472,8 +507,16 @@ lse_status lse_gmm_fit_emem(lse_gmm *m, const gsl_matrix *x,
 {
     static const char fn[] = "lse_gmm_fit_emem";
     lse_status st = emem_check(m, x, o, e, given, n_given, err);
+    double thr = 0.0;
+    if (st == LSE_OK)
+        st = lse_gmm_emem_threshold(m, x, o, e->degenerate, &thr, err);
     if (st != LSE_OK)
         return st;
+    /* the guard is off when the data itself is as thin as a collapse */
+    lse_gmm_emem_opts eg = *e;
+    if (!(thr > 0.0))
+        eg.degenerate = 0.0;
+    e = &eg;
     const size_t n_runs = e->n_starts + e->n_random + n_given;
     cand *c = calloc(n_runs, sizeof *c);
     size_t n = 0;

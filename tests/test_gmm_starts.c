@@ -370,6 +370,50 @@ START_TEST(test_emem_guard)
 }
 END_TEST
 
+/* lse_gmm_emem_threshold: 100 x reg_covar on data wider than that; 0 (the
+ * guard off) on data with a constant column, for factor 0 or reg_covar 0 */
+START_TEST(test_emem_threshold)
+{
+    gsl_matrix *x = lattice_data();
+    gsl_matrix *y = gsl_matrix_alloc(x->size1, 3);
+    for (size_t i = 0; i < x->size1; i++) {
+        gsl_matrix_set(y, i, 0, gsl_matrix_get(x, i, 0));
+        gsl_matrix_set(y, i, 1, gsl_matrix_get(x, i, 1));
+        gsl_matrix_set(y, i, 2, 4.0);
+    }
+    lse_gmm *m = NULL, *m3 = NULL;
+    lse_error err;
+    lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
+    double thr = -1.0;
+    const lse_cov_type t[4] = {LSE_COV_FULL, LSE_COV_DIAG, LSE_COV_SPHERICAL,
+                               LSE_COV_TIED};
+    for (int i = 0; i < 4; i++) {
+        lse_assert_ok(lse_gmm_new(3, 2, t[i], &m, NULL));
+        lse_assert_ok(lse_gmm_new(3, 3, t[i], &m3, NULL));
+        lse_assert_ok(lse_gmm_emem_threshold(m, x, &o, 100.0, &thr, &err));
+        ck_assert(thr == 100.0 * o.reg_covar);
+        lse_assert_ok(lse_gmm_emem_threshold(m, x, &o, 0.0, &thr, &err));
+        ck_assert(thr == 0.0);
+        /* spherical: one variance, the average, is wide; the others see
+         * the constant column */
+        lse_assert_ok(lse_gmm_emem_threshold(m3, y, &o, 100.0, &thr, &err));
+        ck_assert(thr == (t[i] == LSE_COV_SPHERICAL ? 100.0 * o.reg_covar
+                                                    : 0.0));
+        lse_gmm_free(m);
+        lse_gmm_free(m3);
+    }
+    lse_assert_ok(lse_gmm_new(3, 2, LSE_COV_FULL, &m, NULL));
+    o.reg_covar = 0.0;
+    lse_assert_ok(lse_gmm_emem_threshold(m, x, &o, 100.0, &thr, &err));
+    ck_assert(thr == 0.0);
+    lse_assert_status(lse_gmm_emem_threshold(m, NULL, &o, 100.0, &thr, &err),
+                      LSE_EFAULT);
+    lse_gmm_free(m);
+    gsl_matrix_free(y);
+    gsl_matrix_free(x);
+}
+END_TEST
+
 /* lse_gmm_split: the halves of component j across the principal axis of
  * its scatter (for K = 1 the data's covariance), the rest copied */
 START_TEST(test_split)
@@ -816,6 +860,23 @@ START_TEST(test_cli_degenerate)
                                "degenerate") != NULL;
     fclose(f);
     ck_assert_int_eq(warned, 1);
+    /* a constant column: every fit is as thin as the data, the guard is
+     * off and says nothing */
+    f = fopen(csv, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("v,c\n", f);
+    for (int i = 0; i < 60; i++)
+        fprintf(f, "%.3f,1\n", (i % 2 ? 5.0 : 0.0) + 0.37 * (i % 7));
+    fclose(f);
+    snprintf(args, sizeof args, "gmm '%s' -k 2 --reg-covar 1e-3", csv);
+    ck_assert_int_eq(run_cmd(args, out), 0);
+    warned = 0;
+    f = fopen(out, "r");
+    ck_assert_ptr_nonnull(f);
+    while (fgets(line, sizeof line, f) != NULL)
+        warned += strstr(line, "degenerate") != NULL;
+    fclose(f);
+    ck_assert_int_eq(warned, 0);
     lse_tmpdir_remove(dir);
 }
 END_TEST
@@ -998,6 +1059,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_emem_rounds);
     tcase_add_test(tc, test_min_eigenvalue);
     tcase_add_test(tc, test_emem_guard);
+    tcase_add_test(tc, test_emem_threshold);
     tcase_add_test(tc, test_split);
     tcase_add_test(tc, test_merge);
     tcase_add_test(tc, test_emem_default);

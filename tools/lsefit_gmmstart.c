@@ -153,23 +153,22 @@ static void loglik(const lse_gmm *m, const gsl_matrix *x,
     *ll = st == LSE_OK && isfinite(t) ? t : -INFINITY;
 }
 
-/* 1 when m is degenerate by emEM's guard (lse_gmm_emem_opts.degenerate:
- * a covariance eigenvalue below LSE_GMM_EMEM_DEGENERATE x reg_covar);
- * its smallest eigenvalue into *lo */
-static int degenerate(const lse_gmm *m, const lse_gmm_fit_opts *o, double *lo)
+/* 1 when m is degenerate by emEM's guard: a covariance eigenvalue below
+ * thr (lse_gmm_emem_threshold; 0: the guard is off); its smallest
+ * eigenvalue into *lo */
+static int degenerate(const lse_gmm *m, double thr, double *lo)
 {
     *lo = INFINITY;
-    return lse_gmm_min_eigenvalue(m, lo, NULL) == LSE_OK &&
-           *lo < LSE_GMM_EMEM_DEGENERATE * o->reg_covar;
+    return thr > 0.0 && lse_gmm_min_eigenvalue(m, lo, NULL) == LSE_OK &&
+           *lo < thr;
 }
 
 /* emEM's order (the guard, then the log-likelihood): 1 when fit a ranks
  * above fit b */
-static int ranks_above(const lse_gmm *a, const lse_gmm *b,
-                       const lse_gmm_fit_opts *o)
+static int ranks_above(const lse_gmm *a, const lse_gmm *b, double thr)
 {
     double la, lb;
-    const int da = degenerate(a, o, &la), db = degenerate(b, o, &lb);
+    const int da = degenerate(a, thr, &la), db = degenerate(b, thr, &lb);
     if (da != db)
         return db;
     return lse_gmm_info(a)->loglik > lse_gmm_info(b)->loglik;
@@ -223,7 +222,7 @@ static lse_status merge_improve(lsefit_gmm_start *s, lse_gmm *m,
         if (lse_gmm_merge(s->next, pi[q], pj[q], t, NULL) != LSE_OK ||
             lse_gmm_fit(t, x, &fo, &e2) != LSE_OK)
             continue; /* a merge that turns singular is no candidate */
-        if (ranks_above(t, m, o))
+        if (ranks_above(t, m, s->guard))
             st = lse_gmm_copy(m, t, err);
     }
     lse_gmm_free(t);
@@ -301,10 +300,13 @@ lse_status lsefit_gmm_start_fit(lsefit_gmm_start *s, lse_gmm *m,
             return lse_error_set(err, LSE_ENOMEM, "--init", "out of memory");
         st = hc_labels(s, x, k, labels, err);
     }
+    if (st == LSE_OK && emem)
+        st = lse_gmm_emem_threshold(m, x, o, LSE_GMM_EMEM_DEGENERATE,
+                                    &s->guard, err);
     if (st == LSE_OK && emem) {
         st = emem_merge(s, m, x, o, labels, err);
         double lo;
-        if (st == LSE_OK && degenerate(m, o, &lo))
+        if (st == LSE_OK && degenerate(m, s->guard, &lo))
             lse_log(LSE_LOG_WARN,
                     "K = %zu: every start ended degenerate (smallest "
                     "covariance eigenvalue %.3g, below %g x --reg-covar); "

@@ -23,6 +23,8 @@ typedef struct lsefit_gmm_start {
                            for the merges of K and kept for the next K */
     size_t kmax;        /* emem: the largest K of the range (the merges of
                            the K + 1 fit are tried for K < kmax) */
+    double guard;       /* emem: the degeneracy guard's eigenvalue threshold
+                           for these data (lse_gmm_emem_threshold; 0: off) */
 } lsefit_gmm_start;
 
 /* usage check of --init hcvvv|emem against the other options */

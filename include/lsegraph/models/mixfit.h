@@ -78,7 +78,9 @@ typedef struct lse_gmm_emem_opts {
                             degenerate (a component collapsed onto a
                             lattice line or a few rows, bounded only by
                             reg_covar) and ranks below every run that is
-                            not, whatever their log-likelihoods; 0: off.
+                            not, whatever their log-likelihoods; 0: off;
+                            off, too, on data as thin themselves
+                            (lse_gmm_emem_threshold).
                             Default LSE_GMM_EMEM_DEGENERATE (100) */
 } lse_gmm_emem_opts;
 
@@ -94,6 +96,22 @@ LSE_API lse_gmm_emem_opts lse_gmm_emem_opts_default(size_t k);
  * @return LSE_OK; LSE_EFAULT; LSE_ENOMEM; lse_gmm_get_covariance's errors.
  */
 LSE_API lse_status lse_gmm_min_eigenvalue(const lse_gmm *m, double *out,
+                                          lse_error *err);
+
+/**
+ * @brief The eigenvalue threshold of emEM's degeneracy guard on the data
+ * @p x: @p factor x o->reg_covar, or 0 (the guard off) when @p factor or
+ * o->reg_covar is not positive, or when the data themselves are that thin:
+ * the one-component fit of @p m's covariance structure (o->sample_weight
+ * and o->mpi honoured) has an eigenvalue below it (a constant column, say,
+ * where every fit is "degenerate" and the guard could only cost time).
+ * lse_gmm_fit_emem applies it to e->degenerate; a caller ranking fits of
+ * its own (lsefit's merges) uses it with lse_gmm_min_eigenvalue.
+ * @return LSE_OK; LSE_EFAULT; lse_gmm_new's and lse_gmm_fit's errors.
+ */
+LSE_API lse_status lse_gmm_emem_threshold(const lse_gmm *m, const gsl_matrix *x,
+                                          const lse_gmm_fit_opts *o,
+                                          double factor, double *thr,
                                           lse_error *err);
 
 /**

@@ -139,7 +139,20 @@ FZ_TARGET LSE_KERNEL void FZ_FN(fz_stats)(const double *vt, size_t nv,
         V8_TR8(rho);
         double *m = macc + k0;
         if (nf == 8) {
-            for (size_t p = 0; p < nv; p++, m += kp) {
+            /* four monomials at a time: four independent chains */
+            size_t p = 0;
+            for (; p + 4 <= nv; p += 4, m += 4 * kp) {
+                V8 a[4];
+                for (size_t t = 0; t < 4; t++)
+                    a[t] = V8_LOAD(m + t * kp);
+                for (size_t i = 0; i < 8; i++)
+                    for (size_t t = 0; t < 4; t++)
+                        a[t] = V8_FMA(V8_BCAST(vt[8 * (p + t) + i]), rho[i],
+                                      a[t]);
+                for (size_t t = 0; t < 4; t++)
+                    V8_STORE(m + t * kp, a[t]);
+            }
+            for (; p < nv; p++, m += kp) {
                 V8 acc = V8_LOAD(m);
                 for (size_t i = 0; i < 8; i++)
                     acc = V8_FMA(V8_BCAST(vt[8 * p + i]), rho[i], acc);

@@ -34,9 +34,9 @@ enum { LSE_FUSED_PLAIN = 0, LSE_FUSED_AVX2 = 1, LSE_FUSED_AVX512 = 2 };
  * separate steps run). */
 int lse_gauss_fused_isa(void);
 
-/* Doubles of scratch for blocks of at most `block` rows; 0 when the pass
- * does not apply (K > 16). */
-size_t lse_gauss_fused_scratch(size_t d, size_t K, size_t block);
+/* Doubles of scratch (any block size: tiles of 8 rows and the block's
+ * statistics); 0 when the pass does not apply (K > 16). */
+size_t lse_gauss_fused_scratch(size_t d, size_t K);
 
 /* One block with copy isa (one this machine runs). 0: done; 1: a score is
  * NaN or +INFINITY, acc untouched (lse may be partly written). */

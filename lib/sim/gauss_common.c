@@ -161,7 +161,7 @@ static double *doubles_lines(size_t n1, size_t n2, size_t extra)
  * also when it does not apply; 0: out of memory). */
 static int fused_buffer(lse_gauss_work *w)
 {
-    const size_t n = lse_gauss_fused_scratch(w->dim, w->n_comp, w->block);
+    const size_t n = lse_gauss_fused_scratch(w->dim, w->n_comp);
     w->fused_isa = lse_gauss_fused_isa();
     if (n == 0 || w->fused_isa < 0)
         return 1;

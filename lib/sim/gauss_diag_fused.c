@@ -396,12 +396,12 @@ int lse_gauss_fused_isa(void)
 #endif
 }
 
-size_t lse_gauss_fused_scratch(size_t d, size_t K, size_t block)
+size_t lse_gauss_fused_scratch(size_t d, size_t K)
 {
     if (K == 0 || K > 16 || d == 0)
         return 0;
     const size_t nv = 1 + 2 * d, kp = (K + 7) / 8 * 8;
-    return 8 * nv + 8 * kp + nv * kp + 8 * d + 2 * (block + 8);
+    return 8 * nv + 8 * kp + nv * kp + 8 * d + 16;
 }
 
 int lse_gauss_fused_run(const lse_gauss_fused *f, int isa)

@@ -178,7 +178,7 @@ FZ_TARGET static int FZ_FN(fused_run)(const lse_gauss_fused *f)
 {
     const size_t b = f->b, d = f->d, K = f->K, kp = f->kp, nv = 1 + 2 * d;
     double *vt = f->scratch, *sl = vt + 8 * nv, *macc = sl + 8 * kp;
-    double *xbuf = macc + nv * kp, *mbuf = xbuf + 8 * d, *tbuf = mbuf + b + 8;
+    double *xbuf = macc + nv * kp, *mrow = xbuf + 8 * d, *trow = mrow + 8;
     memset(macc, 0, nv * kp * sizeof *macc);
     const size_t b4 = b - b % 4;
     for (size_t i0 = 0; i0 < b; i0 += 8) {
@@ -200,19 +200,19 @@ FZ_TARGET static int FZ_FN(fused_run)(const lse_gauss_fused *f)
         FZ_FN(fz_scores)(vt, nv, f->q, kp, sl);
         const unsigned bad =
             kp == 8 ? FZ_FN(fz_softmax)(sl, K, 8, f->w != NULL ? wt : NULL,
-                                        mbuf + i0, tbuf + i0)
+                                        mrow, trow)
                     : FZ_FN(fz_softmax)(sl, K, 16, f->w != NULL ? wt : NULL,
-                                        mbuf + i0, tbuf + i0);
+                                        mrow, trow);
         if (bad)
             return 1;
+        /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0 */
+        for (size_t r = 0; r < nr; r++)
+            f->lse[i0 + r] = mrow[r] + lse_log_pos(trow[r]);
         const size_t nf = b4 > i0 ? (b4 - i0 < nr ? b4 - i0 : nr) : 0;
         FZ_FN(fz_stats)(vt, nv, sl, kp, macc, nf, nr);
     }
     for (size_t p = 0; p < nv; p++)
         for (size_t k = 0; k < K; k++)
             f->acc[p * K + k] += macc[p * kp + k];
-    /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0 */
-    for (size_t r = 0; r < b; r++)
-        f->lse[r] = mbuf[r] + lse_log_pos(tbuf[r]);
     return 0;
 }

@@ -250,7 +250,7 @@ static inline __m512d z_col(const double *p, size_t st)
 #define V8_COL(p, s) z_col((p), (s))
 #define FZ_FN(name) name##_avx512
 #define FZ_TARGET LSE_TARGET_AVX512
-#define FZ_KB 8
+#define FZ_KB 16
 #include "gauss_diag_fused_body.h"
 #undef V8
 #undef V8_ZERO

@@ -13,7 +13,8 @@
  *   V8_COL(p, s)    the 8 doubles p[0], p[s], .., p[7 s]
  *   FZ_FN(name)     the copy's function name
  *   FZ_TARGET       its target attribute
- *   FZ_KB           components per pass of the scores (divides 8)
+ *   FZ_KB           components per pass of the scores (4, 8 or 16: what
+ *                   the registers hold)
  * Every copy does the same operations lane for lane, so they give the
  * same bits; which entries share a vector only decides speed. The
  * arithmetic is that of the separate steps on a machine with AVX-512F:
@@ -50,22 +51,23 @@ FZ_TARGET LSE_KERNEL void FZ_FN(fz_vt)(const double *xs, size_t xst,
 
 /* S = V Q of the tile's rows into sl[8 k + lane] (kp x 8): every entry
  * one chain of fused multiply-adds over p = 0 .. nv - 1 from a zero sum
- * (lse_gauss_qeval6_avx512's), FZ_KB components at a time. */
+ * (lse_gauss_qeval6_avx512's), KB (<= 16, divides kp) components at a
+ * time. */
 FZ_TARGET LSE_KERNEL void FZ_FN(fz_scores)(const double *vt, size_t nv,
                                           const double *q, size_t kp,
-                                          double *sl)
+                                          double *sl, const int KB)
 {
-    for (size_t k0 = 0; k0 < kp; k0 += FZ_KB) {
-        V8 a[FZ_KB];
-        for (int u = 0; u < FZ_KB; u++)
+    for (size_t k0 = 0; k0 < kp; k0 += (size_t)KB) {
+        V8 a[16];
+        for (int u = 0; u < KB; u++)
             a[u] = V8_ZERO();
         const double *qp = q + k0;
         for (size_t p = 0; p < nv; p++, qp += kp) {
             const V8 v = V8_LOAD(vt + 8 * p);
-            for (int u = 0; u < FZ_KB; u++)
+            for (int u = 0; u < KB; u++)
                 a[u] = V8_FMA(v, V8_BCAST(qp[u]), a[u]);
         }
-        for (int u = 0; u < FZ_KB; u++)
+        for (int u = 0; u < KB; u++)
             V8_STORE(sl + 8 * (k0 + (size_t)u), a[u]);
     }
 }
@@ -197,7 +199,10 @@ FZ_TARGET static int FZ_FN(fused_run)(const lse_gauss_fused *f)
             xst = d;
         }
         FZ_FN(fz_vt)(xs, xst, d, f->c, vt);
-        FZ_FN(fz_scores)(vt, nv, f->q, kp, sl);
+        if (FZ_KB >= 16 && kp % 16 == 0)
+            FZ_FN(fz_scores)(vt, nv, f->q, kp, sl, 16);
+        else
+            FZ_FN(fz_scores)(vt, nv, f->q, kp, sl, FZ_KB < 8 ? FZ_KB : 8);
         const unsigned bad =
             kp == 8 ? FZ_FN(fz_softmax)(sl, K, 8, f->w != NULL ? wt : NULL,
                                         mrow, trow)

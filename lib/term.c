@@ -450,7 +450,8 @@ static lse_status par_new(lse_term *t)
     t->par = p;
     p->isa = lse_softmax_isa_detect();
     /* LSE_NO_FUSED (tests, benchmarks): the separate steps only */
-    p->fused = lse_cpu_env_off("LSE_NO_FUSED") ? NULL : lse_sim_fused_find(t->sim);
+    p->fused = lse_cpu_env_off("LSE_NO_FUSED") ? NULL
+                                                : lse_sim_fused_find(t->sim);
     /* doubles of private gradient per chunk */
     size_t priv = 0, bytes = 0; /* node sizes: each fits, their sum may not */
     if (free_node(t->parent.node))

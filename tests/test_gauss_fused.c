@@ -22,7 +22,10 @@
  * (LSE_NO_FUSED), its copies (LSE_NO_AVX512, LSE_NO_SIMD), 1 and 2
  * threads, and a non-finite score reported as before. */
 
-static int same_bits(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
+static int same_bits(double a, double b)
+{
+    return memcmp(&a, &b, sizeof a) == 0;
+}
 
 static int have_avx2_fma(void)
 {
@@ -378,7 +381,8 @@ static double max_rel(const gsl_matrix *a, const gsl_matrix *b)
     double m = 0.0;
     for (size_t i = 0; i < a->size1; i++)
         for (size_t j = 0; j < a->size2; j++) {
-            const double u = gsl_matrix_get(a, i, j), v = gsl_matrix_get(b, i, j);
+            const double u = gsl_matrix_get(a, i, j);
+            const double v = gsl_matrix_get(b, i, j);
             const double r = fabs(u - v) / (1.0 + fabs(v));
             m = r > m ? r : m;
         }

@@ -9,6 +9,7 @@
 
 #include "exactsum-private.h"
 #include "kernels-private.h"
+#include "sim-fused-private.h"
 #include "size-private.h"
 #include "softmax-private.h"
 #include "threads-private.h"
@@ -403,6 +404,7 @@ typedef struct lse_term_par {
     thread_slot *slot;
     int private_grads; /* parent/param gradients go to chunk buffers */
     lse_softmax_isa isa; /* softmax copies this machine runs */
+    lse_sim_fused_fn fused; /* the type's fused block pass, or NULL */
     double *sink;      /* statistics sink of lse_term_set_stats_sink */
     size_t sink_stride;
 } lse_term_par;
@@ -447,6 +449,9 @@ static lse_status par_new(lse_term *t)
         return LSE_ENOMEM;
     t->par = p;
     p->isa = lse_softmax_isa_detect();
+    /* LSE_NO_FUSED (tests, benchmarks): the separate steps only */
+    p->fused = lse_cpu_env_off("LSE_NO_FUSED") ? NULL
+                                                : lse_sim_fused_find(t->sim);
     /* doubles of private gradient per chunk */
     size_t priv = 0, bytes = 0; /* node sizes: each fits, their sum may not */
     if (free_node(t->parent.node))
@@ -659,6 +664,28 @@ static double energy_sub(double e, const double *lse, const double *w, size_t b)
     return e;
 }
 
+/* Rows [i0, i0 + b) by the type's fused pass (scores, softmax and
+ * statistics at once) when nothing else reads S: the E-step with rounded
+ * statistics, no mask, beta 1, no kept matrices, no gradient. 1 when it
+ * did the block; 0 leaves it to the separate steps (which also report a
+ * non-finite score). */
+static int run_fused(lse_term *t, const lse_sim_args *a, unsigned flags,
+                     size_t i0, size_t b, double *acc, double *energy)
+{
+    const lse_sim_fused_fn fn = t->par->fused;
+    if (fn == NULL ||
+        flags != (LSE_RUN_SCORE | LSE_RUN_SOFTMAX | LSE_RUN_STATS) ||
+        t->keep || t->has_mask || t->beta != 1.0)
+        return 0;
+    const double *w =
+        t->row_weight != NULL ? gsl_vector_ptr(t->row_weight, i0) : NULL;
+    double *lse = gsl_vector_ptr(t->row_lse, i0);
+    if (!fn(a, w, lse, acc))
+        return 0;
+    *energy = energy_sub(*energy, lse, w, b);
+    return 1;
+}
+
 /* The blocks of one chunk. acc: the chunk's statistics (STATS). */
 static void run_chunk(lse_term *t, term_chunk *ch, thread_slot *sl,
                       lse_sim_args *a, unsigned flags, double *acc,
@@ -687,6 +714,8 @@ static void run_chunk(lse_term *t, term_chunk *ch, thread_slot *sl,
         const size_t b = end - i0 < t->block ? end - i0 : t->block;
         gsl_matrix_view cv, xv, sv, av;
         block_args(t, i0, b, a, &cv, &xv);
+        if (run_fused(t, a, flags, i0, b, acc, &energy))
+            continue;
         if (t->keep) {
             sv = gsl_matrix_submatrix(t->s, i0, 0, b, np);
             av = gsl_matrix_submatrix(t->a, i0, 0, b, np);

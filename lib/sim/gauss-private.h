@@ -125,6 +125,11 @@ typedef struct lse_gauss_work {
     double *wtri;     /* (block, dp) + 16: rho_ik (x_i - mu_k) */
     double *rhot;     /* (block) rho_ik of one component */
 
+    /* fused block pass of the diagonal quadratic path (gauss_diag_fused.c,
+     * gauss-fused-private.h): its scratch (NULL: not available) and copy */
+    double *fused;
+    int fused_isa;
+
     /* solve buffers */
     gsl_matrix *new_parent; /* (K, d) */
     gsl_matrix *mom1;       /* gaussian full/tied: (K, d) s1 */

@@ -10,6 +10,7 @@
 #include <gsl/gsl_linalg.h>
 #include <gsl/gsl_math.h>
 
+#include "gauss-fused-private.h"
 #include "gauss-private.h"
 #include "sim-size-private.h"
 #include "kernels-private.h"
@@ -156,6 +157,18 @@ static double *doubles_lines(size_t n1, size_t n2, size_t extra)
     return p;
 }
 
+/* The scratch of the fused diagonal pass, when it applies (1: fine,
+ * also when it does not apply; 0: out of memory). */
+static int fused_buffer(lse_gauss_work *w)
+{
+    const size_t n = lse_gauss_fused_scratch(w->dim, w->n_comp);
+    w->fused_isa = lse_gauss_fused_isa();
+    if (n == 0 || w->fused_isa < 0)
+        return 1;
+    w->fused = doubles_lines(n, 1, 0);
+    return w->fused != NULL;
+}
+
 /* The buffers of the triangle-aware whitened path (w->tri). */
 static int tri_buffers(lse_gauss_work *w)
 {
@@ -219,6 +232,7 @@ void lse_gauss_work_free(void *work)
     free(w->xtri);
     free(w->wtri);
     free(w->rhot);
+    free(w->fused);
     lse_gauss_mclust_work_free(w->mcl);
     free(w);
 }
@@ -324,6 +338,8 @@ lse_status lse_gauss_work_new(const lse_sim_shape *shape, const void *config,
     w->fma = lse_cpu_avx512() ? 2 : lse_cpu_avx2_fma();
     if (ok && cov == LSE_COV_FULL && dc == 0 && w->fma)
         ok = tri_buffers(w);
+    if (ok && cov == LSE_COV_DIAG && w->nv > 0)
+        ok = fused_buffer(w);
     if (ok && dc > 0)
         ok = (w->aug = gsl_matrix_alloc(block, dc + 1)) != NULL &&
              (w->augw = gsl_matrix_alloc(block, dc + 1)) != NULL &&

@@ -4,7 +4,9 @@
 #include <gsl/gsl_blas.h>
 #include <gsl/gsl_errno.h>
 
+#include "gauss-fused-private.h"
 #include "gauss_solve-private.h"
+#include "sim-fused-private.h"
 
 /*
  * lse_sim_gaussian: S_ik = log pi_k + log N(x_i; mu_k, Sigma_k).
@@ -321,6 +323,26 @@ commit:
                                   msg, msg_len);
 }
 
+/* The fused block pass (sim-fused-private.h): diagonal covariances on the
+ * quadratic path with the kernels of gauss_diag_fused.c, blocks of at
+ * least 4 rows (shorter ones are scored by a GEMM in eval). */
+static int fused(const lse_sim_args *a, const double *weight, double *lse,
+                 double *acc)
+{
+    lse_gauss_work *w = a->work;
+    const gsl_matrix *x = a->child;
+    if (w == NULL || w->fused == NULL || !w->prepared || !w->has_offsets ||
+        !w->fast || x->size1 < 4 || x->size1 > w->block ||
+        x->size2 != w->dim)
+        return 0;
+    const lse_gauss_fused f = {
+        .b = x->size1, .d = w->dim, .K = w->n_comp, .kp = w->qcoef->tda,
+        .x = x->data, .xt = x->tda, .c = w->center->data,
+        .q = w->qcoef->data, .w = weight, .lse = lse, .acc = acc,
+        .scratch = w->fused};
+    return lse_gauss_fused_run(&f, w->fused_isa) == 0;
+}
+
 static const lse_sim_type gaussian_type = {
     .name = NAME,
     .n_param = N_PARAM,
@@ -342,3 +364,8 @@ static const lse_sim_type gaussian_type = {
 };
 
 const lse_sim_type *const lse_sim_gaussian = &gaussian_type;
+
+lse_sim_fused_fn lse_sim_fused_find(const lse_sim_type *type)
+{
+    return type == &gaussian_type ? fused : NULL;
+}

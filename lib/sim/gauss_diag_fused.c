@@ -1,0 +1,418 @@
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "gauss-fused-private.h"
+#include "kernels-private.h"
+
+/* The fused block pass of the diagonal quadratic path (the contract:
+ * gauss-fused-private.h; the body: gauss_diag_fused_body.h, included once
+ * per copy below). lib/sim/gaussian.c hands it the blocks of an EM
+ * E-step; docs/performance.md "Fused diagonal pass (session 8)". */
+
+/* ------------------------------------------------------------------ */
+/* The portable copy: 8 doubles, fma() for every fused multiply-add.   */
+
+typedef struct v8p {
+    double l[8];
+} v8p;
+
+#define P_LANES(expr)                                                          \
+    do {                                                                       \
+        for (int l_ = 0; l_ < 8; l_++)                                         \
+            o_.l[l_] = (expr);                                                 \
+    } while (0)
+
+static inline v8p p_load(const double *p)
+{
+    v8p o_;
+    P_LANES(p[l_]);
+    return o_;
+}
+static inline void p_store(double *p, v8p v) { memcpy(p, v.l, sizeof v.l); }
+static inline v8p p_bcast(double x)
+{
+    v8p o_;
+    P_LANES(x);
+    return o_;
+}
+static inline v8p p_fma(v8p a, v8p b, v8p c)
+{
+    v8p o_;
+    P_LANES(fma(a.l[l_], b.l[l_], c.l[l_]));
+    return o_;
+}
+static inline v8p p_add(v8p a, v8p b)
+{
+    v8p o_;
+    P_LANES(a.l[l_] + b.l[l_]);
+    return o_;
+}
+static inline v8p p_sub(v8p a, v8p b)
+{
+    v8p o_;
+    P_LANES(a.l[l_] - b.l[l_]);
+    return o_;
+}
+static inline v8p p_mul(v8p a, v8p b)
+{
+    v8p o_;
+    P_LANES(a.l[l_] * b.l[l_]);
+    return o_;
+}
+static inline v8p p_div(v8p a, v8p b)
+{
+    v8p o_;
+    P_LANES(a.l[l_] / b.l[l_]);
+    return o_;
+}
+static inline v8p p_max(v8p a, v8p b)
+{
+    v8p o_;
+    P_LANES(a.l[l_] > b.l[l_] ? a.l[l_] : b.l[l_]);
+    return o_;
+}
+static inline unsigned p_bad(v8p v)
+{
+    unsigned m = 0;
+    for (int l = 0; l < 8; l++)
+        m |= (unsigned)(isnan(v.l[l]) || v.l[l] == INFINITY) << l;
+    return m;
+}
+static inline v8p p_ninf0(v8p v)
+{
+    v8p o_;
+    P_LANES(v.l[l_] == -INFINITY ? 0.0 : v.l[l_]);
+    return o_;
+}
+static inline v8p p_pos1(v8p v)
+{
+    v8p o_;
+    P_LANES(v.l[l_] > 0.0 ? v.l[l_] : 1.0);
+    return o_;
+}
+
+/* lse_exp_nonpos4's arithmetic on one double (fma() where it fuses). */
+static double p_exp1(double x)
+{
+    const int under = x < -708.0;
+    x = x > -708.0 ? x : -708.0;
+    const double shift = 0x1.8p52;
+    const double t = fma(x, 0x1.71547652b82fep0, shift);
+    const double k = t - shift;
+    double r = fma(-k, 6.93147180369123816490e-01, x);
+    r = fma(-k, 1.90821492927058770002e-10, r);
+    const double r2 = r * r, r4 = r2 * r2, r8 = r4 * r4;
+    const double p01 = 1.0 + r, p23 = fma(r, 1.0 / 6.0, 0.5);
+    const double p45 = fma(r, 1.0 / 120.0, 1.0 / 24.0);
+    const double p67 = fma(r, 1.0 / 5040.0, 1.0 / 720.0);
+    const double p89 = fma(r, 1.0 / 362880.0, 1.0 / 40320.0);
+    const double p1011 = fma(r, 1.0 / 39916800.0, 1.0 / 3628800.0);
+    const double p1213 = fma(r, 1.0 / 6227020800.0, 1.0 / 479001600.0);
+    const double t0 = fma(r4, fma(r2, p67, p45), fma(r2, p23, p01));
+    const double t1 = fma(r4, p1213, fma(r2, p1011, p89));
+    const double p = fma(r8, t1, t0);
+    int64_t ti;
+    memcpy(&ti, &t, sizeof ti);
+    uint64_t sb = (uint64_t)(ti - (INT64_C(0x4338000000000000) - 1023)) << 52;
+    if (under)
+        sb = 0;
+    double s;
+    memcpy(&s, &sb, sizeof s);
+    return p * s;
+}
+static inline v8p p_exp(v8p v)
+{
+    v8p o_;
+    P_LANES(p_exp1(v.l[l_]));
+    return o_;
+}
+static inline v8p p_col(const double *p, size_t st)
+{
+    v8p o_;
+    P_LANES(p[(size_t)l_ * st]);
+    return o_;
+}
+static inline void p_tr8(v8p r[8])
+{
+    for (int i = 0; i < 8; i++)
+        for (int j = i + 1; j < 8; j++) {
+            const double t = r[i].l[j];
+            r[i].l[j] = r[j].l[i];
+            r[j].l[i] = t;
+        }
+}
+
+#define V8 v8p
+#define V8_ZERO() p_bcast(0.0)
+#define V8_LOAD(p) p_load(p)
+#define V8_STORE(p, v) p_store((p), (v))
+#define V8_BCAST(x) p_bcast(x)
+#define V8_FMA(a, b, c) p_fma((a), (b), (c))
+#define V8_ADD(a, b) p_add((a), (b))
+#define V8_SUB(a, b) p_sub((a), (b))
+#define V8_MUL(a, b) p_mul((a), (b))
+#define V8_DIV(a, b) p_div((a), (b))
+#define V8_MAX(a, b) p_max((a), (b))
+#define V8_BAD(v) p_bad(v)
+#define V8_NINF0(v) p_ninf0(v)
+#define V8_POS1(v) p_pos1(v)
+#define V8_EXP(v) p_exp(v)
+#define V8_TR8(r) p_tr8(r)
+#define V8_COL(p, s) p_col((p), (s))
+#define FZ_FN(name) name##_plain
+#define FZ_TARGET
+#define FZ_KB 8
+#include "gauss_diag_fused_body.h"
+#undef V8
+#undef V8_ZERO
+#undef V8_LOAD
+#undef V8_STORE
+#undef V8_BCAST
+#undef V8_FMA
+#undef V8_ADD
+#undef V8_SUB
+#undef V8_MUL
+#undef V8_DIV
+#undef V8_MAX
+#undef V8_BAD
+#undef V8_NINF0
+#undef V8_POS1
+#undef V8_EXP
+#undef V8_TR8
+#undef FZ_FN
+#undef FZ_TARGET
+#undef FZ_KB
+#undef V8_COL
+
+#if LSE_HAVE_AVX2_PATH
+/* ------------------------------------------------------------------ */
+/* AVX-512F: one vector of 8.                                          */
+
+/* 8 x 8 transpose in three butterfly stages (pairs of rows, of pairs,
+ * of quadruples). */
+LSE_TARGET_AVX512
+static inline void z_tr8(__m512d r[8])
+{
+    const __m512i lo2 = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0);
+    const __m512i hi2 = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
+    const __m512i lo4 = _mm512_set_epi64(11, 10, 9, 8, 3, 2, 1, 0);
+    const __m512i hi4 = _mm512_set_epi64(15, 14, 13, 12, 7, 6, 5, 4);
+    __m512d a[8], c[8];
+    for (int i = 0; i < 8; i += 2) { /* a[i]: even columns of rows i, i+1 */
+        a[i] = _mm512_unpacklo_pd(r[i], r[i + 1]);
+        a[i + 1] = _mm512_unpackhi_pd(r[i], r[i + 1]);
+    }
+    for (int g = 0; g < 8; g += 4) /* rows g .. g+3 */
+        for (int o = 0; o < 2; o++) {
+            c[g + o] = _mm512_permutex2var_pd(a[g + o], lo2, a[g + 2 + o]);
+            c[g + 2 + o] = _mm512_permutex2var_pd(a[g + o], hi2, a[g + 2 + o]);
+        }
+    /* c[g + m]: columns m and m + 4 of rows g .. g+3 */
+    for (int m = 0; m < 4; m++) {
+        r[m] = _mm512_permutex2var_pd(c[m], lo4, c[4 + m]);
+        r[m + 4] = _mm512_permutex2var_pd(c[m], hi4, c[4 + m]);
+    }
+}
+
+LSE_TARGET_AVX512
+static inline __m512d z_col(const double *p, size_t st)
+{
+    const long long s = (long long)st;
+    return _mm512_i64gather_pd(
+        _mm512_set_epi64(7 * s, 6 * s, 5 * s, 4 * s, 3 * s, 2 * s, s, 0), p, 8);
+}
+
+#define V8 __m512d
+#define V8_ZERO() _mm512_setzero_pd()
+#define V8_LOAD(p) _mm512_loadu_pd(p)
+#define V8_STORE(p, v) _mm512_storeu_pd((p), (v))
+#define V8_BCAST(x) _mm512_set1_pd(x)
+#define V8_FMA(a, b, c) _mm512_fmadd_pd((a), (b), (c))
+#define V8_ADD(a, b) _mm512_add_pd((a), (b))
+#define V8_SUB(a, b) _mm512_sub_pd((a), (b))
+#define V8_MUL(a, b) _mm512_mul_pd((a), (b))
+#define V8_DIV(a, b) _mm512_div_pd((a), (b))
+#define V8_MAX(a, b) _mm512_max_pd((a), (b))
+#define V8_BAD(v)                                                              \
+    ((unsigned)(_mm512_cmp_pd_mask((v), (v), _CMP_UNORD_Q) |                   \
+                _mm512_cmp_pd_mask((v), _mm512_set1_pd(INFINITY), _CMP_EQ_OQ)))
+#define V8_NINF0(v)                                                            \
+    _mm512_mask_mov_pd(                                                        \
+        (v), _mm512_cmp_pd_mask((v), _mm512_set1_pd(-INFINITY), _CMP_EQ_OQ),   \
+        _mm512_setzero_pd())
+#define V8_POS1(v)                                                             \
+    _mm512_mask_mov_pd(                                                        \
+        _mm512_set1_pd(1.0),                                                   \
+        _mm512_cmp_pd_mask((v), _mm512_setzero_pd(), _CMP_GT_OQ), (v))
+#define V8_EXP(v) lse_exp_nonpos8(v)
+#define V8_TR8(r) z_tr8(r)
+#define V8_COL(p, s) z_col((p), (s))
+#define FZ_FN(name) name##_avx512
+#define FZ_TARGET LSE_TARGET_AVX512
+#define FZ_KB 16
+#include "gauss_diag_fused_body.h"
+#undef V8
+#undef V8_ZERO
+#undef V8_LOAD
+#undef V8_STORE
+#undef V8_BCAST
+#undef V8_FMA
+#undef V8_ADD
+#undef V8_SUB
+#undef V8_MUL
+#undef V8_DIV
+#undef V8_MAX
+#undef V8_BAD
+#undef V8_NINF0
+#undef V8_POS1
+#undef V8_EXP
+#undef V8_TR8
+#undef FZ_FN
+#undef FZ_TARGET
+#undef FZ_KB
+#undef V8_COL
+
+/* ------------------------------------------------------------------ */
+/* AVX2 + FMA: 8 lanes as two vectors (lanes 0-3, 4-7).                */
+
+typedef struct v8y {
+    __m256d lo, hi;
+} v8y;
+
+#define Y2(op, a, b) ((v8y){op((a).lo, (b).lo), op((a).hi, (b).hi)})
+
+LSE_TARGET_AVX2_FMA
+static inline unsigned y_bad(v8y v)
+{
+    const __m256d inf = _mm256_set1_pd(INFINITY);
+    const __m256d lo = _mm256_or_pd(_mm256_cmp_pd(v.lo, v.lo, _CMP_UNORD_Q),
+                                    _mm256_cmp_pd(v.lo, inf, _CMP_EQ_OQ));
+    const __m256d hi = _mm256_or_pd(_mm256_cmp_pd(v.hi, v.hi, _CMP_UNORD_Q),
+                                    _mm256_cmp_pd(v.hi, inf, _CMP_EQ_OQ));
+    return (unsigned)_mm256_movemask_pd(lo) |
+           (unsigned)_mm256_movemask_pd(hi) << 4;
+}
+
+/* alt in the lanes where cond is set, v elsewhere */
+LSE_TARGET_AVX2_FMA
+static inline __m256d y_pick(__m256d v, __m256d alt, __m256d cond)
+{
+    return _mm256_blendv_pd(v, alt, cond);
+}
+
+LSE_TARGET_AVX2_FMA
+static inline v8y y_ninf0(v8y v)
+{
+    const __m256d ninf = _mm256_set1_pd(-INFINITY), z = _mm256_setzero_pd();
+    return (v8y){y_pick(v.lo, z, _mm256_cmp_pd(v.lo, ninf, _CMP_EQ_OQ)),
+                 y_pick(v.hi, z, _mm256_cmp_pd(v.hi, ninf, _CMP_EQ_OQ))};
+}
+
+LSE_TARGET_AVX2_FMA
+static inline v8y y_pos1(v8y v)
+{
+    const __m256d one = _mm256_set1_pd(1.0), z = _mm256_setzero_pd();
+    return (v8y){y_pick(one, v.lo, _mm256_cmp_pd(v.lo, z, _CMP_GT_OQ)),
+                 y_pick(one, v.hi, _mm256_cmp_pd(v.hi, z, _CMP_GT_OQ))};
+}
+
+/* 4 x 4 transpose: the rows a, b, c, d to the columns o[0..3] */
+LSE_TARGET_AVX2_FMA
+static inline void y_tr4(__m256d a, __m256d b, __m256d c, __m256d d,
+                         __m256d o[4])
+{
+    const __m256d t0 = _mm256_unpacklo_pd(a, b), t1 = _mm256_unpackhi_pd(a, b);
+    const __m256d t2 = _mm256_unpacklo_pd(c, d), t3 = _mm256_unpackhi_pd(c, d);
+    o[0] = _mm256_permute2f128_pd(t0, t2, 0x20);
+    o[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+    o[2] = _mm256_permute2f128_pd(t0, t2, 0x31);
+    o[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+}
+
+LSE_TARGET_AVX2_FMA
+static inline v8y y_col(const double *p, size_t st)
+{
+    const __m256i idx = _mm256_set_epi64x((long long)(3 * st),
+                                          (long long)(2 * st),
+                                          (long long)st, 0);
+    return (v8y){_mm256_i64gather_pd(p, idx, 8),
+                 _mm256_i64gather_pd(p + 4 * st, idx, 8)};
+}
+
+LSE_TARGET_AVX2_FMA
+static inline void y_tr8(v8y r[8])
+{
+    __m256d q[4][4]; /* [rows 0-3 | 4-7][lo | hi] blocks, transposed */
+    y_tr4(r[0].lo, r[1].lo, r[2].lo, r[3].lo, q[0]);
+    y_tr4(r[4].lo, r[5].lo, r[6].lo, r[7].lo, q[1]);
+    y_tr4(r[0].hi, r[1].hi, r[2].hi, r[3].hi, q[2]);
+    y_tr4(r[4].hi, r[5].hi, r[6].hi, r[7].hi, q[3]);
+    for (int j = 0; j < 4; j++) {
+        r[j] = (v8y){q[0][j], q[1][j]};
+        r[4 + j] = (v8y){q[2][j], q[3][j]};
+    }
+}
+
+#define V8 v8y
+#define V8_ZERO() ((v8y){_mm256_setzero_pd(), _mm256_setzero_pd()})
+#define V8_LOAD(p) ((v8y){_mm256_loadu_pd(p), _mm256_loadu_pd((p) + 4)})
+#define V8_STORE(p, v)                                                         \
+    (_mm256_storeu_pd((p), (v).lo), _mm256_storeu_pd((p) + 4, (v).hi))
+#define V8_BCAST(x) ((v8y){_mm256_set1_pd(x), _mm256_set1_pd(x)})
+#define V8_FMA(a, b, c)                                                        \
+    ((v8y){_mm256_fmadd_pd((a).lo, (b).lo, (c).lo),                           \
+           _mm256_fmadd_pd((a).hi, (b).hi, (c).hi)})
+#define V8_ADD(a, b) Y2(_mm256_add_pd, a, b)
+#define V8_SUB(a, b) Y2(_mm256_sub_pd, a, b)
+#define V8_MUL(a, b) Y2(_mm256_mul_pd, a, b)
+#define V8_DIV(a, b) Y2(_mm256_div_pd, a, b)
+#define V8_MAX(a, b) Y2(_mm256_max_pd, a, b)
+#define V8_BAD(v) y_bad(v)
+#define V8_NINF0(v) y_ninf0(v)
+#define V8_POS1(v) y_pos1(v)
+#define V8_EXP(v) ((v8y){lse_exp_nonpos4((v).lo), lse_exp_nonpos4((v).hi)})
+#define V8_TR8(r) y_tr8(r)
+#define V8_COL(p, s) y_col((p), (s))
+#define FZ_FN(name) name##_avx2
+#define FZ_TARGET LSE_TARGET_AVX2_FMA
+#define FZ_KB 4
+#include "gauss_diag_fused_body.h"
+#endif
+
+/* ------------------------------------------------------------------ */
+
+int lse_gauss_fused_isa(void)
+{
+    if (lse_cpu_avx512())
+        return LSE_FUSED_AVX512;
+    if (lse_cpu_avx2_fma())
+        return LSE_FUSED_AVX2;
+#if LSE_HAVE_AVX2_PATH
+    /* fma() is one instruction only where the CPU has it */
+    return __builtin_cpu_supports("fma") ? LSE_FUSED_PLAIN : -1;
+#else
+    return LSE_FUSED_PLAIN;
+#endif
+}
+
+size_t lse_gauss_fused_scratch(size_t d, size_t K)
+{
+    if (K == 0 || K > 16 || d == 0)
+        return 0;
+    const size_t nv = 1 + 2 * d, kp = (K + 7) / 8 * 8;
+    return 8 * nv + 8 * kp + nv * kp + 8 * d + 16;
+}
+
+int lse_gauss_fused_run(const lse_gauss_fused *f, int isa)
+{
+#if LSE_HAVE_AVX2_PATH
+    if (isa == LSE_FUSED_AVX512)
+        return fused_run_avx512(f);
+    if (isa == LSE_FUSED_AVX2)
+        return fused_run_avx2(f);
+#else
+    (void)isa;
+#endif
+    return fused_run_plain(f);
+}

@@ -1,0 +1,223 @@
+/* The fused block pass of lse_sim_gaussian's diagonal quadratic path
+ * (lib/sim/gauss_diag_fused.c), included three times: 8-lane AVX-512F
+ * vectors, pairs of AVX2 vectors and 8 plain doubles (no include guard on
+ * purpose). The includer defines
+ *   V8, V8_ZERO(), V8_LOAD(p), V8_STORE(p, v), V8_BCAST(x),
+ *   V8_FMA(a, b, c) (a * b + c, one rounding), V8_ADD, V8_SUB, V8_MUL,
+ *   V8_DIV, V8_MAX (no NaN reaches it),
+ *   V8_BAD(v)       lanes holding NaN or +INFINITY, as bits
+ *   V8_NINF0(v)     v with -INFINITY lanes replaced by 0
+ *   V8_POS1(v)      v with lanes <= 0 replaced by 1
+ *   V8_EXP(v)       lse_exp_nonpos8's arithmetic, lane for lane
+ *   V8_TR8(r)       transpose of the 8 x 8 matrix in r[0..7]
+ *   V8_COL(p, s)    the 8 doubles p[0], p[s], .., p[7 s]
+ *   FZ_FN(name)     the copy's function name
+ *   FZ_TARGET       its target attribute
+ *   FZ_KB           components per pass of the scores (4, 8 or 16: what
+ *                   the registers hold)
+ * Every copy does the same operations lane for lane, so they give the
+ * same bits; which entries share a vector only decides speed. The
+ * arithmetic is that of the separate steps on a machine with AVX-512F:
+ * the scores of lse_gauss_qeval6_avx512, the softmax of lib/softmax.c's
+ * softmax_narrow8_body and the statistics of lse_gauss_qstats4_avx512
+ * with its tail rows (docs/performance.md, "Fused diagonal pass (session
+ * 8)"). */
+
+/* The monomials of the tile's 8 rows (row r at xs + r xst) with the rows
+ * in the lanes: vt[8 p + lane] = V_p = 1, y_j, y_j^2 (nv x 8). Whole
+ * blocks of 8 columns by a transpose, the other columns gathered. */
+FZ_TARGET LSE_KERNEL void FZ_FN(fz_vt)(const double *xs, size_t xst,
+                                      size_t d, const double *c, double *vt)
+{
+    V8_STORE(vt, V8_BCAST(1.0));
+    size_t j0 = 0;
+    for (; j0 + 8 <= d; j0 += 8) {
+        V8 t[8];
+        for (size_t r = 0; r < 8; r++)
+            t[r] = V8_LOAD(xs + r * xst + j0);
+        V8_TR8(t);
+        for (size_t u = 0; u < 8; u++) {
+            const V8 y = V8_SUB(t[u], V8_BCAST(c[j0 + u]));
+            V8_STORE(vt + 8 * (1 + j0 + u), y);
+            V8_STORE(vt + 8 * (1 + d + j0 + u), V8_MUL(y, y));
+        }
+    }
+    for (; j0 < d; j0++) {
+        const V8 y = V8_SUB(V8_COL(xs + j0, xst), V8_BCAST(c[j0]));
+        V8_STORE(vt + 8 * (1 + j0), y);
+        V8_STORE(vt + 8 * (1 + d + j0), V8_MUL(y, y));
+    }
+}
+
+/* S = V Q of the tile's rows into sl[8 k + lane] (kp x 8): every entry
+ * one chain of fused multiply-adds over p = 0 .. nv - 1 from a zero sum
+ * (lse_gauss_qeval6_avx512's), KB (<= 16, divides kp) components at a
+ * time. */
+FZ_TARGET LSE_KERNEL void FZ_FN(fz_scores)(const double *vt, size_t nv,
+                                          const double *q, size_t kp,
+                                          double *sl, const int KB)
+{
+    for (size_t k0 = 0; k0 < kp; k0 += (size_t)KB) {
+        V8 a[16];
+        for (int u = 0; u < KB; u++)
+            a[u] = V8_ZERO();
+        const double *qp = q + k0;
+        for (size_t p = 0; p < nv; p++, qp += kp) {
+            const V8 v = V8_LOAD(vt + 8 * p);
+            for (int u = 0; u < KB; u++)
+                a[u] = V8_FMA(v, V8_BCAST(qp[u]), a[u]);
+        }
+        for (int u = 0; u < KB; u++)
+            V8_STORE(sl + 8 * (k0 + (size_t)u), a[u]);
+    }
+}
+
+/* Softmax of the tile's rows (lanes) over the K <= NE components of sl
+ * (NE = 8 or 16, kp), in place, times the row weights wt (8, or NULL: 1);
+ * the maxima and the sums to mrow and trow. 0, or nonzero (nothing
+ * meaningful written) when a score is NaN or +INFINITY. The row sum is
+ * softmax_narrow8_body's: lane l of its vector sum holds e_l + e_(l+8)
+ * (K > 8), then _mm512_reduce_add_pd's tree. */
+FZ_TARGET LSE_KERNEL unsigned FZ_FN(fz_softmax)(double *sl, size_t K,
+                                               const size_t NE,
+                                               const double *wt, double *mrow,
+                                               double *trow)
+{
+    unsigned bad = 0;
+    V8 mx = V8_LOAD(sl);
+    for (size_t k = 0; k < K; k++) {
+        const V8 s = V8_LOAD(sl + 8 * k);
+        bad |= V8_BAD(s);
+        mx = V8_MAX(s, mx);
+    }
+    if (bad)
+        return bad;
+    /* a row of -INFINITY keeps it (exp gives 0) */
+    const V8 sh = V8_NINF0(mx);
+    V8 h[8];
+    for (size_t l = 0; l < 8; l++) {
+        const size_t k = l + 8;
+        h[l] = l < K ? V8_EXP(V8_SUB(V8_LOAD(sl + 8 * l), sh)) : V8_ZERO();
+        V8_STORE(sl + 8 * l, h[l]);
+        if (NE == 16 && k < K) {
+            const V8 e = V8_EXP(V8_SUB(V8_LOAD(sl + 8 * k), sh));
+            V8_STORE(sl + 8 * k, e);
+            h[l] = V8_ADD(h[l], e);
+        } else if (NE == 16) {
+            V8_STORE(sl + 8 * k, V8_ZERO());
+        }
+    }
+    V8 tot = V8_ADD(V8_ADD(V8_ADD(h[0], h[4]), V8_ADD(h[2], h[6])),
+                    V8_ADD(V8_ADD(h[1], h[5]), V8_ADD(h[3], h[7])));
+    /* a masked row has sum 0 and exponentials 0: 1 scales it to 0 */
+    tot = V8_POS1(tot);
+    V8_STORE(mrow, mx);
+    V8_STORE(trow, tot);
+    const V8 inv = V8_DIV(V8_BCAST(1.0), tot);
+    /* rho = softmax times the row weight (no weights: times 1, exact) */
+    if (wt != NULL) {
+        const V8 wv = V8_LOAD(wt);
+        for (size_t k = 0; k < NE; k++)
+            V8_STORE(sl + 8 * k, V8_MUL(V8_MUL(V8_LOAD(sl + 8 * k), inv), wv));
+    } else {
+        for (size_t k = 0; k < NE; k++)
+            V8_STORE(sl + 8 * k, V8_MUL(V8_LOAD(sl + 8 * k), inv));
+    }
+    return 0;
+}
+
+/* macc (nv, kp) += V' rho over the tile's rows 0 .. nr - 1 in order
+ * (rho transposed back from sl; V_p of row i at vt[8 p + i]): rows below
+ * nf by fused multiply-adds, the rest by a product and a sum (the
+ * block's last b % 4 rows, as the separate statistics do them). */
+FZ_TARGET LSE_KERNEL void FZ_FN(fz_stats)(const double *vt, size_t nv,
+                                         const double *sl, size_t kp,
+                                         double *macc, size_t nf, size_t nr)
+{
+    for (size_t k0 = 0; k0 < kp; k0 += 8) {
+        V8 rho[8];
+        for (size_t u = 0; u < 8; u++)
+            rho[u] = V8_LOAD(sl + 8 * (k0 + u));
+        V8_TR8(rho);
+        double *m = macc + k0;
+        if (nf == 8) {
+            /* four monomials at a time: four independent chains */
+            size_t p = 0;
+            for (; p + 4 <= nv; p += 4, m += 4 * kp) {
+                V8 a[4];
+                for (size_t t = 0; t < 4; t++)
+                    a[t] = V8_LOAD(m + t * kp);
+                for (size_t i = 0; i < 8; i++)
+                    for (size_t t = 0; t < 4; t++)
+                        a[t] = V8_FMA(V8_BCAST(vt[8 * (p + t) + i]), rho[i],
+                                      a[t]);
+                for (size_t t = 0; t < 4; t++)
+                    V8_STORE(m + t * kp, a[t]);
+            }
+            for (; p < nv; p++, m += kp) {
+                V8 acc = V8_LOAD(m);
+                for (size_t i = 0; i < 8; i++)
+                    acc = V8_FMA(V8_BCAST(vt[8 * p + i]), rho[i], acc);
+                V8_STORE(m, acc);
+            }
+            continue;
+        }
+        for (size_t p = 0; p < nv; p++, m += kp) {
+            V8 acc = V8_LOAD(m);
+            for (size_t i = 0; i < nr; i++) {
+                const V8 v = V8_BCAST(vt[8 * p + i]);
+                acc = i < nf ? V8_FMA(v, rho[i], acc)
+                             : V8_ADD(acc, V8_MUL(v, rho[i]));
+            }
+            V8_STORE(m, acc);
+        }
+    }
+}
+
+/* The whole block: 0 when done (statistics ADDED to f->acc, f->lse
+ * written), 1 when a score is NaN or +INFINITY (f->acc untouched). */
+FZ_TARGET static int FZ_FN(fused_run)(const lse_gauss_fused *f)
+{
+    const size_t b = f->b, d = f->d, K = f->K, kp = f->kp, nv = 1 + 2 * d;
+    double *vt = f->scratch, *sl = vt + 8 * nv, *macc = sl + 8 * kp;
+    double *xbuf = macc + nv * kp, *mrow = xbuf + 8 * d, *trow = mrow + 8;
+    memset(macc, 0, nv * kp * sizeof *macc);
+    const size_t b4 = b - b % 4;
+    for (size_t i0 = 0; i0 < b; i0 += 8) {
+        const size_t nr = b - i0 < 8 ? b - i0 : 8;
+        const double *xs = f->x + i0 * f->xt;
+        size_t xst = f->xt;
+        double wt[8] = {0.0};
+        if (f->w != NULL)
+            for (size_t r = 0; r < nr; r++)
+                wt[r] = f->w[i0 + r];
+        if (nr < 8) { /* the last rows, padded with copies of the first */
+            for (size_t r = 0; r < 8; r++)
+                memcpy(xbuf + r * d, xs + (r < nr ? r : 0) * f->xt,
+                       d * sizeof *xbuf);
+            xs = xbuf;
+            xst = d;
+        }
+        FZ_FN(fz_vt)(xs, xst, d, f->c, vt);
+        if (FZ_KB >= 16 && kp % 16 == 0)
+            FZ_FN(fz_scores)(vt, nv, f->q, kp, sl, 16);
+        else
+            FZ_FN(fz_scores)(vt, nv, f->q, kp, sl, FZ_KB < 8 ? FZ_KB : 8);
+        const unsigned bad =
+            kp == 8 ? FZ_FN(fz_softmax)(sl, K, 8, f->w != NULL ? wt : NULL,
+                                        mrow, trow)
+                    : FZ_FN(fz_softmax)(sl, K, 16, f->w != NULL ? wt : NULL,
+                                        mrow, trow);
+        if (bad)
+            return 1;
+        /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0 */
+        for (size_t r = 0; r < nr; r++)
+            f->lse[i0 + r] = mrow[r] + lse_log_pos(trow[r]);
+        const size_t nf = b4 > i0 ? (b4 - i0 < nr ? b4 - i0 : nr) : 0;
+        FZ_FN(fz_stats)(vt, nv, sl, kp, macc, nf, nr);
+    }
+    for (size_t p = 0; p < nv; p++)
+        for (size_t k = 0; k < K; k++)
+            f->acc[p * K + k] += macc[p * kp + k];
+    return 0;
+}

@@ -264,45 +264,58 @@ static int span_nonfinite_avx2(const double *x, size_t n)
 /* Doubles per task of the parallel check (and below which it is serial). */
 #define CHECK_SPAN ((size_t)1 << 16)
 
+/* Any non-finite entry among the entries [e0, e1) of v's row-major
+ * sequence. */
+static int range_nonfinite(const gsl_matrix *v, size_t e0, size_t e1,
+                           int avx2)
+{
+    const size_t cols = v->size2;
+    const int flat = v->tda == cols;
+    const size_t len = flat ? v->size1 * cols : cols;
+    int bad = 0;
+    size_t e = e0;
+    while (e < e1) {
+        const size_t r = flat ? 0 : e / cols, c = flat ? e : e % cols;
+        const size_t lim = flat ? len : cols;
+        size_t n = lim - c;
+        if (n > e1 - e)
+            n = e1 - e;
+        const double *x = v->data + r * v->tda + c;
+#if LSE_HAVE_AVX2_PATH
+        bad |= avx2 ? span_nonfinite_avx2(x, n) : span_nonfinite_plain(x, n);
+#else
+        bad |= span_nonfinite_plain(x, n);
+#endif
+        e += n;
+    }
+    (void)avx2;
+    return bad;
+}
+
 /* Any non-finite entry in v: contiguous values are one span, split into
  * tasks of CHECK_SPAN doubles over the threads (only a yes/no answer, so
- * the thread count cannot change anything). */
+ * the thread count cannot change anything). A node of one task is checked
+ * without entering a parallel region (libgomp allocates a team even for
+ * one thread, and the graph checks every node at every evaluation). */
 static int matrix_nonfinite(const gsl_matrix *v, int avx2)
 {
-    const size_t rows = v->size1, cols = v->size2;
-    const int flat = v->tda == cols;
-    const size_t total = rows * cols; /* the node's size: allocated, fits */
-    const size_t len = flat ? total : cols;
-    const size_t n_task =
-        total > CHECK_SPAN ? (total + CHECK_SPAN - 1) / CHECK_SPAN : 1;
+    const size_t total = v->size1 * v->size2; /* allocated: fits */
+    if (total <= CHECK_SPAN)
+        return range_nonfinite(v, 0, total, avx2);
+    const size_t n_task = (total + CHECK_SPAN - 1) / CHECK_SPAN;
     int bad = 0;
     const long nt = (long)n_task;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) reduction(| : bad)                   \
-    num_threads(lse_threads_for(n_task)) if (n_task > 1)
+    num_threads(lse_threads_for(n_task))
 #endif
     for (long t = 0; t < nt; t++) {
-        /* task t: entries [e0, e1) of the row-major sequence, written
-         * without the product t * total (it could overflow) */
+        /* task t: entries [e0, e1), written without the product t * total
+         * (it could overflow) */
         const size_t e0 = (size_t)t * CHECK_SPAN;
         const size_t e1 = total - e0 > CHECK_SPAN ? e0 + CHECK_SPAN : total;
-        size_t e = e0;
-        while (e < e1) {
-            const size_t r = flat ? 0 : e / cols, c = flat ? e : e % cols;
-            const size_t lim = flat ? len : cols;
-            size_t n = lim - c;
-            if (n > e1 - e)
-                n = e1 - e;
-            const double *x = v->data + r * v->tda + c;
-#if LSE_HAVE_AVX2_PATH
-            bad |= avx2 ? span_nonfinite_avx2(x, n) : span_nonfinite_plain(x, n);
-#else
-            bad |= span_nonfinite_plain(x, n);
-#endif
-            e += n;
-        }
+        bad |= range_nonfinite(v, e0, e1, avx2);
     }
-    (void)avx2;
     return bad;
 }
 

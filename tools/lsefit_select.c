@@ -78,6 +78,18 @@ static cell cell_of(const lse_gmm *g, const gsl_matrix *x, lse_cov_model m)
     return out;
 }
 
+/* The library's warnings during the table (EM energy rises of the
+ * iterative M-steps with reg_covar 0, mostly in the first iterations from
+ * a start): counted and summarized in one line, not printed per step. */
+static size_t n_warn;
+
+static void count_warn(lse_log_level level, const char *message, void *user)
+{
+    (void)message;
+    (void)user;
+    n_warn += level == LSE_LOG_WARN;
+}
+
 /* One cell by the library's fit (lse_gmm_fit_emem): emEM, n_init short
  * runs of short_iter iterations from k-means++ seeds refined by Lloyd's
  * algorithm to convergence, the best continued to convergence; or, with
@@ -509,11 +521,18 @@ int lsefit_select_main(int argc, char **argv)
             return rc;
         }
     }
+    lse_set_log_handler(count_warn, NULL);
     for (int m = 1; m <= N_MODELS; m++)
         if (a.models[m])
             for (size_t k = a.kmin; k <= a.kmax; k++)
                 tab[(k - a.kmin) * (N_MODELS + 1) + (size_t)m] =
                     fit_cell(data.x, (lse_cov_model)m, k, &a, pairs);
+    lse_set_log_handler(NULL, NULL);
+    if (n_warn > 0)
+        lsefit_note("%zu library warnings during the fits (EM energy rises "
+                    "of the iterative M-steps; lsefit gmm -k K --covariance "
+                    "MODEL shows them for one cell)",
+                    n_warn);
     const double secs = lsefit_now() - t0;
 
     FILE *f = stdout;

@@ -80,6 +80,11 @@ struct lse_graph {
     size_t n_terms, cap_terms;
     size_t block_rows;
     char errmsg[1024];
+    /* lse_graph_set_reuse: on; the memo (what the last successful
+     * lse_graph_energy saw, memo_len doubles) is valid */
+    int reuse, memo_ok;
+    double *memo;
+    size_t memo_len;
 };
 
 /* Record "func: message" on g and return status (one breakpoint catches
@@ -91,6 +96,12 @@ lse_status lse_graph_fail(lse_graph *g, lse_status status, const char *func,
 /* Evaluation of an LSE term (lib/term.c). want_grad: also accumulate
  * gradients into the node grads. */
 lse_status lse_term_eval(lse_term *t, int want_grad);
+
+/* The M-step statistics of an LSE term's kept softmax (t->keep) into its
+ * stats sink (lse_term_set_stats_sink), without scoring again: what
+ * lse_term_eval adds to the last evaluation when a sink is set; nothing
+ * without a sink (lib/term.c, for lse_graph_set_reuse). */
+lse_status lse_term_restat(lse_term *t);
 
 /* Shared by every kind of term (lib/graph.c): a view checked against its
  * graph; a new term named name, registered with its kind's ops (not yet

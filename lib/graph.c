@@ -48,6 +48,7 @@ void lse_graph_free(lse_graph *g)
         node_free(g->nodes[i]);
     free(g->terms);
     free(g->nodes);
+    free(g->memo);
     free(g);
 }
 
@@ -60,6 +61,14 @@ void lse_graph_set_block_rows(lse_graph *g, size_t rows)
 {
     if (g != NULL)
         g->block_rows = rows;
+}
+
+void lse_graph_set_reuse(lse_graph *g, int on)
+{
+    if (g == NULL)
+        return;
+    g->reuse = on != 0;
+    g->memo_ok = 0;
 }
 
 lse_node *lse_graph_find_node(const lse_graph *g, const char *name)
@@ -264,45 +273,58 @@ static int span_nonfinite_avx2(const double *x, size_t n)
 /* Doubles per task of the parallel check (and below which it is serial). */
 #define CHECK_SPAN ((size_t)1 << 16)
 
+/* Any non-finite entry among the entries [e0, e1) of v's row-major
+ * sequence. */
+static int range_nonfinite(const gsl_matrix *v, size_t e0, size_t e1,
+                           int avx2)
+{
+    const size_t cols = v->size2;
+    const int flat = v->tda == cols;
+    const size_t len = flat ? v->size1 * cols : cols;
+    int bad = 0;
+    size_t e = e0;
+    while (e < e1) {
+        const size_t r = flat ? 0 : e / cols, c = flat ? e : e % cols;
+        const size_t lim = flat ? len : cols;
+        size_t n = lim - c;
+        if (n > e1 - e)
+            n = e1 - e;
+        const double *x = v->data + r * v->tda + c;
+#if LSE_HAVE_AVX2_PATH
+        bad |= avx2 ? span_nonfinite_avx2(x, n) : span_nonfinite_plain(x, n);
+#else
+        bad |= span_nonfinite_plain(x, n);
+#endif
+        e += n;
+    }
+    (void)avx2;
+    return bad;
+}
+
 /* Any non-finite entry in v: contiguous values are one span, split into
  * tasks of CHECK_SPAN doubles over the threads (only a yes/no answer, so
- * the thread count cannot change anything). */
+ * the thread count cannot change anything). A node of one task is checked
+ * without entering a parallel region (libgomp allocates a team even for
+ * one thread, and the graph checks every node at every evaluation). */
 static int matrix_nonfinite(const gsl_matrix *v, int avx2)
 {
-    const size_t rows = v->size1, cols = v->size2;
-    const int flat = v->tda == cols;
-    const size_t total = rows * cols; /* the node's size: allocated, fits */
-    const size_t len = flat ? total : cols;
-    const size_t n_task =
-        total > CHECK_SPAN ? (total + CHECK_SPAN - 1) / CHECK_SPAN : 1;
+    const size_t total = v->size1 * v->size2; /* allocated: fits */
+    if (total <= CHECK_SPAN)
+        return range_nonfinite(v, 0, total, avx2);
+    const size_t n_task = (total + CHECK_SPAN - 1) / CHECK_SPAN;
     int bad = 0;
     const long nt = (long)n_task;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) reduction(| : bad)                   \
-    num_threads(lse_threads_for(n_task)) if (n_task > 1)
+    num_threads(lse_threads_for(n_task))
 #endif
     for (long t = 0; t < nt; t++) {
-        /* task t: entries [e0, e1) of the row-major sequence, written
-         * without the product t * total (it could overflow) */
+        /* task t: entries [e0, e1), written without the product t * total
+         * (it could overflow) */
         const size_t e0 = (size_t)t * CHECK_SPAN;
         const size_t e1 = total - e0 > CHECK_SPAN ? e0 + CHECK_SPAN : total;
-        size_t e = e0;
-        while (e < e1) {
-            const size_t r = flat ? 0 : e / cols, c = flat ? e : e % cols;
-            const size_t lim = flat ? len : cols;
-            size_t n = lim - c;
-            if (n > e1 - e)
-                n = e1 - e;
-            const double *x = v->data + r * v->tda + c;
-#if LSE_HAVE_AVX2_PATH
-            bad |= avx2 ? span_nonfinite_avx2(x, n) : span_nonfinite_plain(x, n);
-#else
-            bad |= span_nonfinite_plain(x, n);
-#endif
-            e += n;
-        }
+        bad |= range_nonfinite(v, e0, e1, avx2);
     }
-    (void)avx2;
     return bad;
 }
 
@@ -325,6 +347,97 @@ static lse_status check_values(lse_graph *g, const char *fn)
     return LSE_OK;
 }
 
+/* The memo of lse_graph_set_reuse: the values of every node, then of each
+ * term its settings (enabled, beta, mask, has_mask) and its row weights
+ * and user mask when it has them, in that order. memo_walk visits them as
+ * (pointer, count) runs; with store it copies them into g->memo (grown to
+ * fit; 0 when out of memory), else it compares (1: all equal). */
+typedef struct memo_cursor {
+    lse_graph *g;
+    size_t at;
+    int store, equal;
+} memo_cursor;
+
+static void memo_run(memo_cursor *c, const double *v, size_t n)
+{
+    if (!c->equal)
+        return;
+    if (c->store) {
+        memcpy(c->g->memo + c->at, v, n * sizeof *v);
+    } else if (c->at + n > c->g->memo_len ||
+               memcmp(c->g->memo + c->at, v, n * sizeof *v) != 0) {
+        c->equal = 0;
+    }
+    c->at += n;
+}
+
+static void memo_matrix(memo_cursor *c, const gsl_matrix *m)
+{
+    if (m->tda == m->size2) {
+        memo_run(c, m->data, m->size1 * m->size2);
+        return;
+    }
+    for (size_t i = 0; i < m->size1; i++)
+        memo_run(c, m->data + i * m->tda, m->size2);
+}
+
+static size_t memo_size(const lse_graph *g)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < g->n_nodes; k++)
+        n += g->nodes[k]->value->size1 * g->nodes[k]->value->size2;
+    for (size_t m = 0; m < g->n_terms; m++) {
+        const lse_term *t = g->terms[m];
+        n += 4;
+        if (t->row_weight != NULL)
+            n += t->row_weight->size;
+        if (t->user_mask != NULL)
+            n += t->user_mask->size1 * t->user_mask->size2;
+    }
+    return n;
+}
+
+static int memo_walk(lse_graph *g, int store)
+{
+    const size_t len = memo_size(g);
+    if (store && len > g->memo_len) {
+        double *m = realloc(g->memo, len * sizeof *m);
+        if (m == NULL)
+            return 0;
+        g->memo = m;
+    }
+    if (!store && len != g->memo_len)
+        return 0;
+    g->memo_len = len;
+    memo_cursor c = {g, 0, store, 1};
+    for (size_t k = 0; k < g->n_nodes; k++)
+        memo_matrix(&c, g->nodes[k]->value);
+    for (size_t m = 0; m < g->n_terms; m++) {
+        const lse_term *t = g->terms[m];
+        const double set[4] = {(double)t->enabled, t->beta, (double)t->mask,
+                               (double)t->has_mask};
+        memo_run(&c, set, 4);
+        if (t->row_weight != NULL) {
+            const gsl_vector *w = t->row_weight;
+            if (w->stride == 1)
+                memo_run(&c, w->data, w->size);
+            else
+                for (size_t i = 0; i < w->size; i++)
+                    memo_run(&c, w->data + i * w->stride, 1);
+        }
+        if (t->user_mask != NULL)
+            memo_matrix(&c, t->user_mask);
+    }
+    return c.equal;
+}
+
+/* May a term keep its last evaluation (lse_graph_set_reuse)? An LSE term
+ * with the rows reduction that keeps its softmax whole. */
+static int term_reusable(const lse_term *t)
+{
+    return t->kind == LSE_TERM_LSE && t->reduce == LSE_REDUCE_ROWS && t->keep;
+}
+
 static lse_status evaluate(lse_graph *g, int want_grad, double *energy,
                            const char *fn)
 {
@@ -333,7 +446,10 @@ static lse_status evaluate(lse_graph *g, int want_grad, double *energy,
     if (g == NULL)
         return LSE_EFAULT;
     g->errmsg[0] = '\0';
-    lse_status st = check_values(g, fn);
+    /* the values were checked when the memo was stored */
+    const int reuse = !want_grad && g->reuse && g->memo_ok && memo_walk(g, 0);
+    g->memo_ok = 0;
+    lse_status st = reuse ? LSE_OK : check_values(g, fn);
     if (st != LSE_OK)
         return st;
     if (want_grad)
@@ -344,7 +460,8 @@ static lse_status evaluate(lse_graph *g, int want_grad, double *energy,
         lse_term *t = g->terms[m];
         if (!t->enabled)
             continue;
-        st = t->ops->eval(t, want_grad);
+        st = reuse && term_reusable(t) ? lse_term_restat(t)
+                                        : t->ops->eval(t, want_grad);
         if (st != LSE_OK) {
             if (g->errmsg[0] == '\0')
                 lse_graph_fail(g, st, fn, "term '%s': %s", t->name,
@@ -357,6 +474,8 @@ static lse_status evaluate(lse_graph *g, int want_grad, double *energy,
         return lse_graph_fail(g, LSE_ENONFINITE, fn, "energy is %g", total);
     if (energy != NULL)
         *energy = total;
+    if (!want_grad && g->reuse)
+        g->memo_ok = reuse || memo_walk(g, 1);
     return LSE_OK;
 }
 

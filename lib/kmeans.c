@@ -10,17 +10,26 @@ static double weight_of(const gsl_vector *w, size_t i)
     return w != NULL ? gsl_vector_get(w, i) : 1.0;
 }
 
-double lse_kmeans_dist2(const gsl_matrix *x, size_t i, const gsl_matrix *c,
-                        size_t j)
+/* |x_i - c_j|^2 in the order of lse_kmeans_dist2, inlined in the loops
+ * below (the exported function is called through the PLT, which cost
+ * more than the arithmetic at d = 2) */
+static inline double dist2(const gsl_matrix *x, size_t i, const gsl_matrix *c,
+                           size_t j)
 {
-    const double *xi = gsl_matrix_const_ptr(x, i, 0);
-    const double *cj = gsl_matrix_const_ptr(c, j, 0);
+    const double *xi = x->data + i * x->tda;
+    const double *cj = c->data + j * c->tda;
     double s = 0.0;
     for (size_t l = 0; l < x->size2; l++) {
         const double t = xi[l] - cj[l];
         s += t * t;
     }
     return s;
+}
+
+double lse_kmeans_dist2(const gsl_matrix *x, size_t i, const gsl_matrix *c,
+                        size_t j)
+{
+    return dist2(x, i, c, j);
 }
 
 /* Row gi (global index) of the whole data set, uniform over the n_total
@@ -169,9 +178,9 @@ lse_status lse_kmeans_seed(const gsl_matrix *x, const gsl_vector *w,
         for (size_t j = 0; j < d; j++)
             gsl_matrix_set(centers, c, j, row[1 + j]);
         for (size_t i = 0; i < n; i++) {
-            const double dist2 = lse_kmeans_dist2(x, i, centers, c);
-            if (c == 0 || dist2 < gsl_vector_get(d2, i))
-                gsl_vector_set(d2, i, dist2);
+            const double dd = dist2(x, i, centers, c);
+            if (c == 0 || dd < gsl_vector_get(d2, i))
+                gsl_vector_set(d2, i, dd);
         }
     }
     free(row);
@@ -184,9 +193,9 @@ size_t lse_kmeans_nearest(const gsl_matrix *x, const gsl_matrix *centers,
     size_t changed = 0;
     for (size_t i = 0; i < x->size1; i++) {
         size_t best = 0;
-        double best_d = lse_kmeans_dist2(x, i, centers, 0);
+        double best_d = dist2(x, i, centers, 0);
         for (size_t c = 1; c < centers->size1; c++) {
-            const double dist = lse_kmeans_dist2(x, i, centers, c);
+            const double dist = dist2(x, i, centers, c);
             if (dist < best_d) {
                 best_d = dist;
                 best = c;
@@ -274,6 +283,6 @@ double lse_kmeans_objective(const gsl_matrix *x, const gsl_vector *w,
 {
     double s = 0.0;
     for (size_t i = 0; i < x->size1; i++)
-        s += weight_of(w, i) * lse_kmeans_dist2(x, i, centers, labels[i]);
+        s += weight_of(w, i) * dist2(x, i, centers, labels[i]);
     return s;
 }

@@ -535,6 +535,13 @@ void lse_term_set_stats_sink(lse_term *t, double *acc, size_t stride)
     t->par->sink_stride = stride;
 }
 
+lse_status lse_term_restat(lse_term *t)
+{
+    if (t->par->sink == NULL)
+        return LSE_OK;
+    return lse_term_run(t, LSE_RUN_STATS, t->par->sink, t->par->sink_stride);
+}
+
 /* Fill args for rows [i0, i0 + b) of the child view. */
 static void block_args(lse_term *t, size_t i0, size_t b, lse_sim_args *a,
                        gsl_matrix_view *cv, gsl_matrix_view *xv)

@@ -62,7 +62,15 @@ typedef struct fit_ctx {
     double reg_covar, total, allow;
     size_t ev_mark, n_rise;
     int squarem; /* accelerate (opts.accel, a model it applies to) */
+    /* the term keeps its softmax (small fits, GMM_KEEP_MAX) only so that
+     * lse_graph_set_reuse can skip a repeated evaluation: re-seeding still
+     * recomputes a row's responsibilities as for a streaming term */
+    int resp_recompute;
 } fit_ctx;
+
+/* A fit's mixture term keeps its (N, K) scores and softmax when N K is at
+ * most this (2 x 8 MiB); above it streams blocks. */
+#define GMM_KEEP_MAX ((size_t)1 << 20)
 
 /* Scratch of an initialization. The initial responsibilities are made a
  * block of rows at a time (init_resp_rows) when the initial M-step needs

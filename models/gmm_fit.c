@@ -178,7 +178,8 @@ static lse_status lowest_row(fit_ctx *c, lse_term *term, const gsl_vector *rl,
 static lse_status reseed(fit_ctx *c, lse_term *t, const unsigned char *empty)
 {
     const gsl_vector *rl = lse_term_row_lse(t);
-    const gsl_matrix *resp = lse_term_softmax(t); /* NULL: streaming */
+    /* NULL: streaming, or kept only for reuse (recompute as streaming) */
+    const gsl_matrix *resp = c->resp_recompute ? NULL : lse_term_softmax(t);
     if (rl == NULL || (resp == NULL && c->srow == NULL)) {
         c->hook_failed = 1;
         return lse_error_set(c->err, LSE_EINTERNAL, "lse_gmm_fit",
@@ -402,12 +403,20 @@ static lse_status fit_work_new(const lse_gmm *m, const gsl_matrix *x,
     if (has_nan) {
         st = gmm_miss_work_new(m, x, o, c, fw, err);
     } else {
-        st = gmm_graph_build(m, x, o->sample_weight, 0, &fw->gg, fn, err);
+        /* small: the term keeps its softmax, so that a repeated
+         * evaluation is only its statistics (lse_graph_set_reuse) */
+        c->resp_recompute = n * K <= GMM_KEEP_MAX;
+        st = gmm_graph_build(m, x, o->sample_weight, c->resp_recompute,
+                             &fw->gg, fn, err);
         fw->solver = lse_solver_new(fw->gg.g, lse_solver_em);
         iw_ok = gmm_init_work_alloc(&fw->iw, n, K, o->seed, 0);
     }
     if (st != LSE_OK)
         return st;
+    /* SQUAREM evaluates the extrapolated point, then its EM step
+     * evaluates it again: the second time only the statistics are taken
+     * (lse_graph_set_reuse; the same bits) */
+    lse_graph_set_reuse(fw->gg.g, 1);
     fw->empty = calloc(K, 1);
     fw->best_mu = gsl_matrix_alloc(K, m->d);
     fw->best_logw = gsl_matrix_alloc(K, 1);

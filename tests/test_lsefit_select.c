@@ -127,7 +127,7 @@ static size_t final_steps(const char *text)
     char tail[1024];
     const size_t n = strlen(text);
     snprintf(tail, sizeof tail, "%s", text + (n > 1000 ? n - 1000 : 0));
-    const char *p = strstr(tail, " in the final runs");
+    const char *p = strstr(tail, " EM steps in the final runs");
     ck_assert_ptr_nonnull(p);
     size_t i = (size_t)(p - tail);
     while (i > 0 && tail[i - 1] != ' ')
@@ -135,26 +135,42 @@ static size_t final_steps(const char *text)
     return (size_t)strtoul(tail + i, NULL, 10);
 }
 
-/* SQUAREM reaches the optimum plain EM reaches, in fewer EM steps */
+/* Both --accel settings on Iris, K = 1..kmax, the models in `models`:
+ * the tables into csv[0] (none), csv[1] (squarem), the final-run EM steps
+ * into steps, the squarem run's text into *text. */
+static void accel_pair(const char *tmp, const char *models, size_t kmax,
+                       char csv[2][128], size_t steps[2], char **text)
+{
+    char out[2][128], args[1024];
+    const char *acc[2] = {"none", "squarem"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(out[i], sizeof out[i], "%s/out%d.txt", tmp, i);
+        snprintf(csv[i], sizeof csv[i], "%s/t%d.csv", tmp, i);
+        snprintf(args, sizeof args,
+                 "gmm '%s/iris.csv' --ignore species -k 1:%zu --covariance "
+                 "%s --init kmeans --accel %s -o '%s'",
+                 LSE_DATA_DIR, kmax, models, acc[i], csv[i]);
+        ck_assert_int_eq(run_cmd(args, out[i]), 0);
+        char *t = slurp(out[i]);
+        steps[i] = final_steps(t);
+        if (i == 1)
+            *text = t;
+        else
+            free(t);
+    }
+}
+
+/* SQUAREM (on the models lse_gmm_fit accelerates) reaches the optimum
+ * plain EM reaches or a higher one, in fewer EM steps (measured: 116
+ * against 319) */
 START_TEST(test_accel)
 {
     lse_tmpdir_make(dir, sizeof dir, "lsefit_select");
-    char out[2][128], csv[2][128], args[1024];
-    const char *acc[2] = {"none", "squarem"};
+    char csv[2][128], *text;
     size_t steps[2];
-    for (int i = 0; i < 2; i++) {
-        snprintf(out[i], sizeof out[i], "%s/out%d.txt", dir, i);
-        snprintf(csv[i], sizeof csv[i], "%s/t%d.csv", dir, i);
-        snprintf(args, sizeof args,
-                 "gmm '%s/iris.csv' --ignore species -k 1:5 --covariance all "
-                 "--init kmeans --accel %s -o '%s'",
-                 LSE_DATA_DIR, acc[i], csv[i]);
-        ck_assert_int_eq(run_cmd(args, out[i]), 0);
-        char *text = slurp(out[i]);
-        steps[i] = final_steps(text);
-        free(text);
-    }
-    ck_assert_msg(4 * steps[1] < 3 * steps[0], "steps none %zu, squarem %zu",
+    accel_pair(dir, "EII,VII,EEI,VVI,EEE,VVV", 5, csv, steps, &text);
+    free(text);
+    ck_assert_msg(2 * steps[1] < steps[0], "steps none %zu, squarem %zu",
                   steps[0], steps[1]);
     FILE *f0 = fopen(csv[0], "r"), *f1 = fopen(csv[1], "r");
     char l0[512], l1[512];
@@ -166,16 +182,38 @@ START_TEST(test_accel)
         char n0[8], n1[8];
         size_t k0, k1;
         double a0, a1;
-        if (sscanf(l0, "%7[^,],%zu,%lf", n0, &k0, &a0) == 3) {
-            ck_assert_int_eq(sscanf(l1, "%7[^,],%zu,%lf", n1, &k1, &a1), 3);
-            ck_assert_msg(fabs(a0 - a1) <= 1e-6 * fabs(a0),
-                          "%s K=%zu: none %.10g, squarem %.10g", n0, k0, a0,
-                          a1);
-        }
+        ck_assert_int_eq(sscanf(l0, "%7[^,],%zu,%lf", n0, &k0, &a0), 3);
+        ck_assert_int_eq(sscanf(l1, "%7[^,],%zu,%lf", n1, &k1, &a1), 3);
+        ck_assert_msg(a1 >= a0 - 1e-6 * fabs(a0),
+                      "%s K=%zu: none %.10g, squarem %.10g", n0, k0, a0, a1);
     }
-    ck_assert_uint_eq(rows, 1 + 14 * 5);
+    ck_assert_uint_eq(rows, 1 + 6 * 5);
     fclose(f0);
     fclose(f1);
+    lse_tmpdir_remove(dir);
+}
+END_TEST
+
+/* The 8 models whose constraints are not linear in the factors run plain
+ * EM under --accel squarem too (the same table, bit for bit), and the
+ * summary says so */
+START_TEST(test_accel_plain)
+{
+    lse_tmpdir_make(dir, sizeof dir, "lsefit_select");
+    char csv[2][128], *text;
+    size_t steps[2];
+    accel_pair(dir, "VEI,EVI,VEE,EVE,VVE,EEV,VEV,EVV", 3, csv, steps, &text);
+    ck_assert_msg(strstr(text, "VEI EVI VEE EVE VVE EEV VEV EVV run\nplain "
+                               "EM") != NULL,
+                  "%s", text);
+    free(text);
+    ck_assert_uint_eq(steps[0], steps[1]);
+    ck_assert_uint_gt(steps[0], 0);
+    char *t0 = slurp(csv[0]), *t1 = slurp(csv[1]);
+    ck_assert_str_eq(t0, t1);
+    ck_assert_uint_gt(strlen(t0), 40);
+    free(t0);
+    free(t1);
     lse_tmpdir_remove(dir);
 }
 END_TEST
@@ -204,6 +242,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_table_faithful_hc);
     tcase_add_test(tc, test_table_faithful_hcvvv);
     tcase_add_test(tc, test_accel);
+    tcase_add_test(tc, test_accel_plain);
     tcase_add_test(tc, test_bad_model);
     suite_add_tcase(s, tc);
     return s;

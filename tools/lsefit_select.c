@@ -32,389 +32,122 @@ typedef struct sel_args {
     const char *out;
 } sel_args;
 
-typedef struct em {
-    lse_gaussian_config cfg;
-    lse_sim_shape shape;
-    size_t rows[2], cols[2];
-    gsl_matrix *param[2];
-    gsl_matrix *mu, *s, *r;
-    const gsl_matrix *x;
-    double *acc;
-    void *work;
-    size_t n, d, k;
-} em;
-
-static void em_free(em *e)
-{
-    if (e->work != NULL)
-        lse_sim_gaussian->work_free(e->work);
-    gsl_matrix_free(e->param[0]);
-    gsl_matrix_free(e->param[1]);
-    gsl_matrix_free(e->mu);
-    gsl_matrix_free(e->s);
-    gsl_matrix_free(e->r);
-    free(e->acc);
-    memset(e, 0, sizeof *e);
-}
-
-static int em_new(em *e, const gsl_matrix *x, lse_cov_model m, size_t k)
-{
-    memset(e, 0, sizeof *e);
-    e->cfg = lse_cov_model_config(m);
-    e->x = x;
-    e->n = x->size1;
-    e->d = x->size2;
-    e->k = k;
-    e->rows[0] = k;
-    e->cols[0] = 1;
-    e->rows[1] = lse_cov_chol_rows(e->cfg.cov, k);
-    e->cols[1] = lse_cov_chol_cols(e->cfg.cov, e->d);
-    e->shape = (lse_sim_shape){.n_child = e->n,
-                               .block = e->n,
-                               .n_parent = k,
-                               .d_child = e->d,
-                               .d_parent = e->d,
-                               .n_param = 2,
-                               .param_rows = e->rows,
-                               .param_cols = e->cols};
-    e->param[0] = gsl_matrix_calloc(k, 1);
-    e->param[1] = gsl_matrix_calloc(e->rows[1], e->cols[1]);
-    e->mu = gsl_matrix_calloc(k, e->d);
-    e->s = gsl_matrix_alloc(e->n, k);
-    e->r = gsl_matrix_calloc(e->n, k);
-    e->acc = malloc(lse_sim_gaussian->stats_size(&e->shape, &e->cfg) *
-                    sizeof *e->acc);
-    if (e->param[0] == NULL || e->param[1] == NULL || e->mu == NULL ||
-        e->s == NULL || e->r == NULL || e->acc == NULL ||
-        lse_sim_gaussian->work_new(&e->shape, &e->cfg, &e->work) != LSE_OK) {
-        em_free(e);
-        return LSEFIT_FAIL;
-    }
-    lse_cov_chol_scaled_identity(e->cfg.cov, e->d, 1.0, e->param[1]);
-    return LSEFIT_OK;
-}
-
-static lse_sim_args em_args(const em *e)
-{
-    return (lse_sim_args){.child = e->x,
-                          .parent = e->mu,
-                          .param = (const gsl_matrix *const *)e->param,
-                          .config = &e->cfg,
-                          .work = e->work};
-}
-
-/* E-step: responsibilities; returns the log-likelihood (NaN on failure) */
-static double em_estep(em *e)
-{
-    const lse_sim_args a = em_args(e);
-    if (lse_sim_gaussian->prepare(&a) != LSE_OK ||
-        lse_sim_gaussian->eval(&a, e->s) != LSE_OK)
-        return NAN;
-    double ll = 0.0;
-    for (size_t i = 0; i < e->n; i++) {
-        double mx = -INFINITY;
-        for (size_t k = 0; k < e->k; k++)
-            mx = fmax(mx, gsl_matrix_get(e->s, i, k));
-        double t = 0.0;
-        for (size_t k = 0; k < e->k; k++)
-            t += exp(gsl_matrix_get(e->s, i, k) - mx);
-        const double l = mx + log(t);
-        ll += l;
-        for (size_t k = 0; k < e->k; k++)
-            gsl_matrix_set(e->r, i, k, exp(gsl_matrix_get(e->s, i, k) - l));
-    }
-    return ll;
-}
-
-static int em_mstep(em *e, double reg)
-{
-    const lse_sim_args a = em_args(e);
-    memset(e->acc, 0,
-           lse_sim_gaussian->stats_size(&e->shape, &e->cfg) * sizeof *e->acc);
-    /* the statistics are taken about the current parameters: their cache
-     * must be theirs (SQUAREM and restarts set parameters directly) */
-    if (lse_sim_gaussian->prepare(&a) != LSE_OK ||
-        lse_sim_gaussian->stats(&a, e->r, NULL, e->acc) != LSE_OK)
-        return LSEFIT_FAIL;
-    const lse_mstep_opts o = {.reg_covar = reg, .min_count = 1e-10};
-    char msg[256];
-    return lse_sim_gaussian->solve(&a, e->acc, e->mu, e->param, &o, NULL, msg,
-                                   sizeof msg) == LSE_OK
-               ? LSEFIT_OK
-               : LSEFIT_FAIL;
-}
-
-/* up to max_iter EM iterations from the current responsibilities;
- * returns the log-likelihood (NaN: a singular fit) */
-static size_t em_steps;    /* EM steps (M-steps), all runs */
-static size_t final_steps; /* those of the final runs */
-
-static double em_run(em *e, double reg, size_t max_iter, double tol)
-{
-    double prev = NAN;
-    for (size_t it = 0; it < max_iter; it++) {
-        em_steps++;
-        if (em_mstep(e, reg) != LSEFIT_OK)
-            return NAN;
-        const double ll = em_estep(e);
-        if (!isfinite(ll))
-            return NAN;
-        if (isfinite(prev) && fabs(ll - prev) <= tol * fabs(ll))
-            return ll;
-        prev = ll;
-    }
-    return prev;
-}
-
-/* the parameters (logw, means, chol) as one vector and back */
-static size_t em_size(const em *e)
-{
-    return e->k + e->k * e->d + e->rows[1] * e->cols[1];
-}
-
-static void em_get(const em *e, double *v)
-{
-    memcpy(v, e->param[0]->data, e->k * sizeof *v);
-    memcpy(v + e->k, e->mu->data, e->k * e->d * sizeof *v);
-    memcpy(v + e->k + e->k * e->d, e->param[1]->data,
-           e->rows[1] * e->cols[1] * sizeof *v);
-}
-
-static void em_put(em *e, const double *v)
-{
-    memcpy(e->param[0]->data, v, e->k * sizeof *v);
-    memcpy(e->mu->data, v + e->k, e->k * e->d * sizeof *v);
-    memcpy(e->param[1]->data, v + e->k + e->k * e->d,
-           e->rows[1] * e->cols[1] * sizeof *v);
-}
-
-/* SQUAREM (Varadhan & Roland 2008, scheme S3 with the monotone
- * safeguard): from theta0, two EM steps theta1 = F(theta0), theta2 =
- * F(theta1); r = theta1 - theta0, v = theta2 - 2 theta1 + theta0,
- * alpha = -|r| / |v| (at most -1); theta' = theta0 - 2 alpha r + alpha^2 v,
- * then one EM step from theta' (which also makes the covariances feasible
- * for the constrained models). If that is not finite or its
- * log-likelihood is below theta2's, theta2 is kept (plain EM) and the
- * largest step allowed is halved, else doubled (up to unbounded). Stops
- * like em_run on the change of the log-likelihood between cycles. On
- * entry e->r holds the responsibilities of the current parameters. */
-static double em_squarem(em *e, double reg, size_t max_iter, double tol)
-{
-    const size_t np = em_size(e);
-    double *t0 = malloc(4 * np * sizeof *t0);
-    gsl_matrix *r2 = gsl_matrix_alloc(e->n, e->k);
-    if (t0 == NULL || r2 == NULL) {
-        free(t0);
-        gsl_matrix_free(r2);
-        return em_run(e, reg, max_iter, tol);
-    }
-    double *t1 = t0 + np, *t2 = t1 + np, *tp = t2 + np;
-    double prev = NAN, amax = INFINITY;
-    size_t steps = 1;
-    em_steps++;
-    if (em_mstep(e, reg) != LSEFIT_OK || !isfinite(em_estep(e)))
-        steps = max_iter + 1; /* singular: NaN below */
-    while (steps < max_iter) {
-        em_get(e, t0);
-        em_steps += 2;
-        steps += 2;
-        if (em_mstep(e, reg) != LSEFIT_OK || !isfinite(em_estep(e))) {
-            prev = NAN;
-            break;
-        }
-        em_get(e, t1);
-        if (em_mstep(e, reg) != LSEFIT_OK) {
-            prev = NAN;
-            break;
-        }
-        const double ll2 = em_estep(e);
-        if (!isfinite(ll2)) {
-            prev = NAN;
-            break;
-        }
-        em_get(e, t2);
-        gsl_matrix_memcpy(r2, e->r);
-        double rr = 0.0, vv = 0.0;
-        for (size_t i = 0; i < np; i++) {
-            const double r = t1[i] - t0[i], v = t2[i] - 2.0 * t1[i] + t0[i];
-            rr += r * r;
-            vv += v * v;
-        }
-        double ll = ll2;
-        if (vv > 0.0) {
-            double alpha = -sqrt(rr / vv);
-            if (alpha > -1.0)
-                alpha = -1.0;
-            if (-alpha > amax)
-                alpha = -amax;
-            for (size_t i = 0; i < np; i++) {
-                const double r = t1[i] - t0[i],
-                             v = t2[i] - 2.0 * t1[i] + t0[i];
-                tp[i] = t0[i] - 2.0 * alpha * r + alpha * alpha * v;
-            }
-            em_put(e, tp);
-            int ok = alpha < -1.0 && isfinite(em_estep(e));
-            double llp = NAN;
-            if (ok) {
-                em_steps++;
-                steps++;
-                ok = em_mstep(e, reg) == LSEFIT_OK;
-                if (ok)
-                    llp = em_estep(e);
-                ok = ok && isfinite(llp) && llp >= ll2;
-            }
-            if (ok) {
-                ll = llp;
-                amax = fmin(2.0 * amax, INFINITY);
-            } else {
-                em_put(e, t2);
-                gsl_matrix_memcpy(e->r, r2);
-                if (alpha < -1.0)
-                    amax = fmax(1.0, -alpha / 2.0);
-            }
-        }
-        if (isfinite(prev) && fabs(ll - prev) <= tol * fabs(ll)) {
-            prev = ll;
-            break;
-        }
-        prev = ll;
-    }
-    free(t0);
-    gsl_matrix_free(r2);
-    if (!isfinite(prev))
-        return NAN;
-    return em_estep(e);
-}
-
-/* one-hot responsibilities from a k-means++ / Lloyd partition */
-static int kmeans_start(em *e, gsl_rng *rng, size_t *labels, gsl_vector *ones)
-{
-    gsl_matrix *c = gsl_matrix_alloc(e->k, e->d);
-    gsl_vector *d2 = gsl_vector_alloc(e->n), *sums = gsl_vector_alloc(e->k);
-    int rc = LSEFIT_FAIL;
-    if (c != NULL && d2 != NULL && sums != NULL &&
-        lse_kmeans_seed(e->x, ones, rng, c, d2, 0, NULL, NULL) == LSE_OK &&
-        lse_kmeans_lloyd(e->x, ones, c, 1000, labels, sums, NULL, 0, NULL,
-                         NULL) == LSE_OK) {
-        gsl_matrix_set_zero(e->r);
-        for (size_t i = 0; i < e->n; i++)
-            gsl_matrix_set(e->r, i, labels[i], 1.0);
-        rc = LSEFIT_OK;
-    }
-    gsl_matrix_free(c);
-    gsl_vector_free(d2);
-    gsl_vector_free(sums);
-    return rc;
-}
-
 typedef struct cell {
     double loglik, bic, icl;
-    size_t n_params;
+    size_t n_params, n_iter; /* n_iter: EM steps of the final run */
     int ok;
 } cell;
 
-/* emEM: n_init short runs from k-means partitions, the best one continued
- * to convergence */
+/* Does lse_gmm_fit accelerate model m? SQUAREM's straight line stays in
+ * the model only where its constraints are linear in the Cholesky
+ * factors (models/gmm_fit.c): the other 8 models run plain EM. */
+static int model_squarem(lse_cov_model m)
+{
+    return m == LSE_COV_EII || m == LSE_COV_VII || m == LSE_COV_EEI ||
+           m == LSE_COV_VVI || m == LSE_COV_EEE || m == LSE_COV_VVV;
+}
+
+/* The cell of a fitted model: BIC and ICL (BIC + 2 sum_i log max_k z_ik,
+ * mclust's icl) from its posterior on x. */
+static cell cell_of(const lse_gmm *g, const gsl_matrix *x, lse_cov_model m)
+{
+    cell out = {.ok = 0};
+    const size_t n = x->size1, k = lse_gmm_k(g);
+    gsl_matrix *z = gsl_matrix_alloc(n, k);
+    if (z == NULL ||
+        lse_gmm_posterior(g, x, LSE_GMM_MISSING_ERROR, z, NULL, NULL) !=
+            LSE_OK) {
+        gsl_matrix_free(z);
+        return out;
+    }
+    const lse_gmm_fit_info *info = lse_gmm_info(g);
+    out.ok = 1;
+    out.loglik = info->loglik;
+    out.n_iter = info->n_iter;
+    out.n_params = lse_cov_model_n_params(m, k, x->size2);
+    out.bic = lse_cov_model_bic(m, k, x->size2, n, info->loglik);
+    double c = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double mx = 0.0;
+        for (size_t j = 0; j < k; j++)
+            mx = fmax(mx, gsl_matrix_get(z, i, j));
+        c += log(mx);
+    }
+    out.icl = out.bic + 2.0 * c;
+    gsl_matrix_free(z);
+    return out;
+}
+
+/* The library's warnings during the table (EM energy rises of the
+ * iterative M-steps with reg_covar 0, mostly in the first iterations from
+ * a start): counted and summarized in one line, not printed per step. */
+static size_t n_warn;
+
+static void count_warn(lse_log_level level, const char *message, void *user)
+{
+    (void)message;
+    (void)user;
+    n_warn += level == LSE_LOG_WARN;
+}
+
+/* One cell by the library's fit (lse_gmm_fit_emem): emEM, n_init short
+ * runs of short_iter iterations from k-means++ seeds refined by Lloyd's
+ * algorithm to convergence, the best continued to convergence; or, with
+ * the tree pairs (--init hc, hcvvv), the one start of its cut into k. If
+ * the accelerated run ends singular (the likelihood is unbounded near a
+ * collapsing component), the same starts again with plain EM; if the
+ * best short run turns singular, all of them continued (the best that
+ * does not). */
 static cell fit_one(const gsl_matrix *x, lse_cov_model m, size_t k,
                     const sel_args *a, const size_t *pairs)
 {
     cell out = {.ok = 0};
-    em e, best;
-    if (em_new(&e, x, m, k) != LSEFIT_OK)
+    const size_t n = x->size1, d = x->size2;
+    lse_gmm *g = NULL, *start = NULL;
+    size_t *labels = NULL;
+    if (lse_gmm_new_model(k, d, m, &g, NULL) != LSE_OK)
         return out;
-    if (em_new(&best, x, m, k) != LSEFIT_OK) {
-        em_free(&e);
-        return out;
+    lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
+    o.lloyd_iter = 1000;
+    o.max_iter = a->max_iter;
+    o.tol = a->tol;
+    o.reg_covar = a->reg_covar;
+    o.seed = a->seed + 7919 * k + 104729 * (size_t)m;
+    o.accel = a->squarem ? LSE_GMM_ACCEL_SQUAREM : LSE_GMM_ACCEL_NONE;
+    lse_gmm_emem_opts e = {.n_starts = k == 1 ? 1 : a->n_init,
+                           .short_iter = a->short_iter,
+                           .n_keep = 1,
+                           .n_rounds = 1};
+    int ok = 1;
+    if (pairs != NULL) { /* the one partition of the tree into k */
+        labels = malloc(n * sizeof *labels);
+        ok = labels != NULL && lse_hc_cut(n, pairs, k, labels) == LSE_OK &&
+             lse_gmm_new_model(k, d, m, &start, NULL) == LSE_OK &&
+             lse_gmm_init_labels(start, x, labels, a->reg_covar, NULL) ==
+                 LSE_OK;
+        e.n_starts = 0;
     }
-    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
-    size_t *labels = calloc(x->size1, sizeof *labels);
-    gsl_vector *ones = gsl_vector_alloc(x->size1);
-    const size_t starts = k == 1 ? 1 : a->n_init;
-    gsl_matrix **keep = calloc(starts, sizeof *keep);
-    double *kll = calloc(starts, sizeof *kll);
-    if (rng != NULL && labels != NULL && ones != NULL && keep != NULL &&
-        kll != NULL) {
-        gsl_vector_set_all(ones, 1.0);
-        gsl_rng_set(rng, a->seed + 7919 * k + 104729 * (size_t)m);
-        for (size_t s = 0; s < starts; s++) {
-            kll[s] = -INFINITY;
-            if (pairs != NULL) {
-                /* --init hc: the one partition of the tree into k */
-                if (s > 0 || lse_hc_cut(x->size1, pairs, k, labels) != LSE_OK)
-                    continue;
-                gsl_matrix_set_zero(e.r);
-                for (size_t i = 0; i < x->size1; i++)
-                    gsl_matrix_set(e.r, i, labels[i], 1.0);
-                if ((keep[s] = gsl_matrix_alloc(x->size1, k)) != NULL) {
-                    kll[s] = 0.0;
-                    gsl_matrix_memcpy(keep[s], e.r);
-                }
-                continue;
-            }
-            if (kmeans_start(&e, rng, labels, ones) != LSEFIT_OK)
-                continue;
-            const double ll = em_run(&e, a->reg_covar, a->short_iter, a->tol);
-            if (isfinite(ll) && (keep[s] = gsl_matrix_alloc(x->size1, k)) !=
-                                    NULL) {
-                kll[s] = ll;
-                gsl_matrix_memcpy(keep[s], e.r);
-            }
+    const lse_gmm *const given[1] = {start};
+    lse_status st = LSE_EINVAL;
+    if (ok) {
+        st = lse_gmm_fit_emem(g, x, &o, &e, given, start != NULL, NULL);
+        if (st != LSE_OK && o.accel == LSE_GMM_ACCEL_SQUAREM &&
+            model_squarem(m)) {
+            o.accel = LSE_GMM_ACCEL_NONE;
+            st = lse_gmm_fit_emem(g, x, &o, &e, given, start != NULL, NULL);
         }
-        /* the best short run to convergence; if it turns singular, the
-         * next best */
-        for (size_t tries = 0; tries < starts && !out.ok; tries++) {
-            size_t bs = starts;
-            for (size_t s = 0; s < starts; s++)
-                if (keep[s] != NULL && (bs == starts || kll[s] > kll[bs]))
-                    bs = s;
-            if (bs == starts)
-                break;
-            gsl_matrix_memcpy(best.r, keep[bs]);
-            /* the responsibilities of the kept short run's parameters */
-            const size_t s0 = em_steps;
-            double ll =
-                a->squarem
-                    ? em_squarem(&best, a->reg_covar, a->max_iter, a->tol)
-                    : em_run(&best, a->reg_covar, a->max_iter, a->tol);
-            if (!isfinite(ll) && a->squarem) {
-                /* an extrapolation ran into a singular covariance (the
-                 * likelihood is unbounded there): plain EM from the same
-                 * start instead */
-                gsl_matrix_memcpy(best.r, keep[bs]);
-                gsl_matrix_set_zero(best.param[0]);
-                gsl_matrix_set_zero(best.mu);
-                lse_cov_chol_scaled_identity(best.cfg.cov, best.d, 1.0,
-                                             best.param[1]);
-                ll = em_run(&best, a->reg_covar, a->max_iter, a->tol);
-            }
-            final_steps += em_steps - s0;
-            gsl_matrix_free(keep[bs]);
-            keep[bs] = NULL;
-            if (isfinite(ll)) {
-                out.ok = 1;
-                out.loglik = ll;
-                out.n_params = lse_cov_model_n_params(m, k, x->size2);
-                out.bic = lse_cov_model_bic(m, k, x->size2, x->size1, ll);
-                double c = 0.0; /* ICL: BIC + 2 sum_i log max_k z_ik */
-                for (size_t i = 0; i < x->size1; i++) {
-                    double mx = 0.0;
-                    for (size_t j = 0; j < k; j++)
-                        mx = fmax(mx, gsl_matrix_get(best.r, i, j));
-                    c += log(mx);
-                }
-                out.icl = out.bic + 2.0 * c;
-            }
+        if (st != LSE_OK && e.n_starts > 1) {
+            /* the best short run turns singular: every one continued,
+             * the best that does not */
+            e.n_keep = e.n_starts;
+            st = lse_gmm_fit_emem(g, x, &o, &e, given, start != NULL, NULL);
         }
     }
-    for (size_t s = 0; keep != NULL && s < starts; s++)
-        gsl_matrix_free(keep[s]);
-    free(keep);
-    free(kll);
-    gsl_rng_free(rng);
+    if (st == LSE_OK)
+        out = cell_of(g, x, m);
     free(labels);
-    gsl_vector_free(ones);
-    em_free(&e);
-    em_free(&best);
+    lse_gmm_free(start);
+    lse_gmm_free(g);
     return out;
 }
 
@@ -553,7 +286,10 @@ static void help_select(FILE *f)
             "  --reg-covar X          added to the covariances "
             "(default 0, as mclust)\n"
             "  --accel none|squarem   acceleration of the final runs "
-            "(default squarem)\n"
+            "(default squarem: for\n"
+            "                         EII VII EEI VVI EEE VVV; VEI EVI VEE "
+            "EVE VVE EEV VEV EVV\n"
+            "                         always run plain EM)\n"
             "  --init kmeans|hc|hcvvv|emem+hc\n"
             "                         kmeans: emEM from k-means++ starts; "
             "hc, hcvvv: one start\n"
@@ -785,11 +521,18 @@ int lsefit_select_main(int argc, char **argv)
             return rc;
         }
     }
+    lse_set_log_handler(count_warn, NULL);
     for (int m = 1; m <= N_MODELS; m++)
         if (a.models[m])
             for (size_t k = a.kmin; k <= a.kmax; k++)
                 tab[(k - a.kmin) * (N_MODELS + 1) + (size_t)m] =
                     fit_cell(data.x, (lse_cov_model)m, k, &a, pairs);
+    lse_set_log_handler(NULL, NULL);
+    if (n_warn > 0)
+        lsefit_note("%zu library warnings during the fits (EM energy rises "
+                    "of the iterative M-steps; lsefit gmm -k K --covariance "
+                    "MODEL shows them for one cell)",
+                    n_warn);
     const double secs = lsefit_now() - t0;
 
     FILE *f = stdout;
@@ -808,10 +551,16 @@ int lsefit_select_main(int argc, char **argv)
         fprintf(f, "%zu rows, d = %zu; %zu short runs of %zu iterations from "
                    "k-means++ starts, the best ",
                 data.x->size1, data.x->size2, a.n_init, a.short_iter);
+    size_t final_steps = 0;
+    for (size_t c = 0; c < nk * (N_MODELS + 1); c++)
+        final_steps += tab[c].ok ? tab[c].n_iter : 0;
     fprintf(f, "to |change| <= %g |loglik| "
-               "(--accel %s: %zu EM steps, %zu in the final runs); %.2f s\n",
-            a.tol,
-            a.squarem ? "squarem" : "none", em_steps, final_steps, secs);
+               "(--accel %s: %zu EM steps in the final runs); %.2f s\n",
+            a.tol, a.squarem ? "squarem" : "none", final_steps, secs);
+    if (a.squarem)
+        fprintf(f, "SQUAREM accelerates EII VII EEI VVI EEE VVV; VEI EVI VEE "
+                   "EVE VVE EEV VEV EVV run\nplain EM (their constraints are "
+                   "not linear in the Cholesky factors)\n");
     if (a.out != NULL) {
         lsefit_buf b;
         rc = lsefit_buf_open(&b);

@@ -103,6 +103,20 @@ LSE_API lse_status lse_graph_gradient(lse_graph *g, double *energy);
 LSE_API void lse_graph_set_block_rows(lse_graph *g, size_t rows);
 
 /**
+ * @brief Reuse of the last evaluation (default off). When on,
+ * lse_graph_energy first compares, bit for bit, the values of every node
+ * and every term's settings (enabled, beta, mask, row weights, user mask)
+ * with those of the last successful lse_graph_energy; when nothing
+ * differs, the LSE terms that keep their softmax (rows reduction) are not
+ * scored again: their energy stands and only the M-step statistics an EM
+ * solver asks for are taken from the kept softmax. Other terms are
+ * evaluated as usual. The results are the same bits as without reuse.
+ * Costs a copy of the node values. Used by lse_gmm_fit, whose SQUAREM
+ * evaluates an extrapolated point and then takes an EM step from it.
+ */
+LSE_API void lse_graph_set_reuse(lse_graph *g, int on);
+
+/**
  * @brief Check the analytic gradient of @p node (or of every free node if
  * NULL) against central differences of lse_graph_energy.
  * @param h step; @param floor denominator floor of the relative error.

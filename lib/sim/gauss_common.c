@@ -657,6 +657,9 @@ static int cache_holds(const lse_gauss_work *w, const gsl_matrix *x)
     if (w->zrows == 0 || w->zrows != x->size1 || w->zgen != w->gen)
         return 0;
     const size_t d = w->dim;
+    if (x->tda == d && w->xblk->tda == d) /* both contiguous: one compare */
+        return memcmp(x->data, w->xblk->data, x->size1 * d * sizeof(double)) ==
+               0;
     for (size_t i = 0; i < x->size1; i++)
         if (memcmp(gsl_matrix_const_ptr(x, i, 0),
                    gsl_matrix_const_ptr(w->xblk, i, 0),
@@ -668,9 +671,12 @@ static int cache_holds(const lse_gauss_work *w, const gsl_matrix *x)
 static void cache_store(lse_gauss_work *w, const gsl_matrix *x)
 {
     const size_t b = x->size1, d = w->dim;
-    for (size_t i = 0; i < b; i++)
-        memcpy(gsl_matrix_ptr(w->xblk, i, 0), gsl_matrix_const_ptr(x, i, 0),
-               d * sizeof(double));
+    if (x->tda == d && w->xblk->tda == d) /* both contiguous: one copy */
+        memcpy(w->xblk->data, x->data, b * d * sizeof(double));
+    else
+        for (size_t i = 0; i < b; i++)
+            memcpy(gsl_matrix_ptr(w->xblk, i, 0),
+                   gsl_matrix_const_ptr(x, i, 0), d * sizeof(double));
     w->zrows = b;
     w->zgen = w->gen;
 }

@@ -122,6 +122,14 @@ void lse_set_log_handler(lse_log_fn fn, void *user)
     log_user = user;
 }
 
+void lse_get_log_handler(lse_log_fn *fn, void **user)
+{
+    if (fn != NULL)
+        *fn = log_fn;
+    if (user != NULL)
+        *user = log_user;
+}
+
 void lse_log(lse_log_level level, const char *fmt, ...)
 {
     if (log_fn == NULL)

@@ -87,7 +87,16 @@ START_TEST(test_log_hook)
     n_logged = 0;
     lse_log(LSE_LOG_WARN, "dropped %d", 1); /* no handler: discarded */
     ck_assert_int_eq(n_logged, 0);
-    lse_set_log_handler(logger, NULL);
+    lse_log_fn fn = logger;
+    void *user = &fn;
+    lse_get_log_handler(&fn, &user);
+    ck_assert_ptr_null((void *)fn);
+    ck_assert_ptr_null(user);
+    lse_set_log_handler(logger, &n_logged);
+    lse_get_log_handler(&fn, &user);
+    ck_assert(fn == logger);
+    ck_assert_ptr_eq(user, &n_logged);
+    lse_get_log_handler(NULL, NULL); /* either output may be NULL */
     lse_log(LSE_LOG_WARN, "value %d", 42);
     ck_assert_int_eq(n_logged, 1);
     ck_assert_str_eq(last, "value 42");

@@ -521,13 +521,16 @@ int lsefit_select_main(int argc, char **argv)
             return rc;
         }
     }
+    lse_log_fn old_fn;
+    void *old_user;
+    lse_get_log_handler(&old_fn, &old_user);
     lse_set_log_handler(count_warn, NULL);
     for (int m = 1; m <= N_MODELS; m++)
         if (a.models[m])
             for (size_t k = a.kmin; k <= a.kmax; k++)
                 tab[(k - a.kmin) * (N_MODELS + 1) + (size_t)m] =
                     fit_cell(data.x, (lse_cov_model)m, k, &a, pairs);
-    lse_set_log_handler(NULL, NULL);
+    lse_set_log_handler(old_fn, old_user);
     if (n_warn > 0)
         lsefit_note("%zu library warnings during the fits (EM energy rises "
                     "of the iterative M-steps; lsefit gmm -k K --covariance "

@@ -86,6 +86,11 @@ typedef void (*lse_log_fn)(lse_log_level level, const char *message,
  *  process-wide log handler; @p user is passed back, borrowed. */
 LSE_API void lse_set_log_handler(lse_log_fn fn, void *user);
 
+/** @brief The installed log handler and its user pointer (either output
+ *  may be NULL), e.g. to restore it after installing another for a
+ *  while. */
+LSE_API void lse_get_log_handler(lse_log_fn *fn, void **user);
+
 /** @brief Emit a printf-style message through the log handler. */
 LSE_API void lse_log(lse_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

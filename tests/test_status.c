@@ -90,7 +90,7 @@ START_TEST(test_log_hook)
     lse_log_fn fn = logger;
     void *user = &fn;
     lse_get_log_handler(&fn, &user);
-    ck_assert_ptr_null((void *)fn);
+    ck_assert(fn == NULL);
     ck_assert_ptr_null(user);
     lse_set_log_handler(logger, &n_logged);
     lse_get_log_handler(&fn, &user);

@@ -855,6 +855,23 @@ static lse_status cf_solve(lse_solver *s, cf_term *c)
     return LSE_OK;
 }
 
+/* The closed-form M-steps with a single-threaded BLAS. Their products are
+ * of the parameters' size (d x d factors, K x K), too small to gain from
+ * OpenBLAS's threads, and a threaded call leaves OpenBLAS's workers
+ * spinning in sched_yield for a while after it, on the cores the next
+ * E-step's threads need (a tenth of the samples of a 2-thread c/full fit;
+ * docs/performance.md, "Full covariances, session 8"). So the M-step
+ * also rounds the same for any OpenBLAS thread count. */
+static lse_status cf_solve_all(lse_solver *s)
+{
+    const int saved = lse_blas_serial_begin(1);
+    lse_status st = LSE_OK;
+    for (size_t i = 0; st == LSE_OK && i < s->n_cf; i++)
+        st = cf_solve(s, &s->cf[i]);
+    lse_blas_serial_end(saved);
+    return st;
+}
+
 static size_t chain_offset(const lse_solver *s, size_t i)
 {
     size_t off = 1;
@@ -983,11 +1000,9 @@ static lse_status iterate_em(lse_solver *s)
     }
     s->delta = s->n_iter > 0 ? e - s->energy : NAN;
     s->energy = e;
-    for (size_t i = 0; i < s->n_cf; i++) {
-        st = cf_solve(s, &s->cf[i]);
-        if (st != LSE_OK)
-            return st;
-    }
+    st = cf_solve_all(s);
+    if (st != LSE_OK)
+        return st;
     for (size_t i = 0; i < s->n_chain; i++) {
         chain_solve(s, i);
         if (s->mstep_hook != NULL) { /* no parents to report */

@@ -8,9 +8,8 @@
 #include <lsegraph/lsegraph.h>
 
 #include "gmm-private.h"
+#include "gmm_trace.h"
 
-/* reg_bound's exact traces up to this dimension (a stack vector) */
-#define LSE_GMM_TRACE_MAXD 256
 
 /*
  * lse_gmm_fit: EM on the model's graph with lse_solver_em, several runs,
@@ -434,34 +433,6 @@ static lse_status fit_work_new(const lse_gmm *m, const gsl_matrix *x,
     return LSE_OK;
 }
 
-/* tr(Sigma^-1) of row b of a covariance factor in layout cov (d
- * dimensions): sum over j of 1 / l_j^2 (diag), d / l^2 (spherical), the
- * squared Frobenius norm of L^-1 (full, tied; L lower triangular). */
-static double trace_inv(lse_cov_type cov, size_t d, const gsl_matrix *chol,
-                        size_t b)
-{
-    const double *l = gsl_matrix_const_ptr(chol, b, 0);
-    if (cov == LSE_COV_SPHERICAL)
-        return (double)d / (l[0] * l[0]);
-    double t = 0.0;
-    if (cov == LSE_COV_DIAG) {
-        for (size_t j = 0; j < d; j++)
-            t += 1.0 / (l[j] * l[j]);
-        return t;
-    }
-    double y[LSE_GMM_TRACE_MAXD];
-    for (size_t j = 0; j < d; j++) { /* column j of L^-1: L y = e_j */
-        for (size_t i = j; i < d; i++) {
-            double s = i == j ? 1.0 : 0.0;
-            for (size_t m = j; m < i; m++)
-                s -= l[i * d + m] * y[m];
-            y[i] = s / l[i * d + i];
-            t += y[i] * y[i];
-        }
-    }
-    return t;
-}
-
 /*
  * How far the energy may rise in the EM iteration from the parameters of
  * the last E-step (c->e_chol) to the graph's: with reg_covar eps the
@@ -470,7 +441,7 @@ static double trace_inv(lse_cov_type cov, size_t d, const gsl_matrix *chol,
  *   E(new) - E(old) <= eps / 2 sum_k N_k (tr(Sigma_old,k^-1) - tr(Sigma_new,k^-1))
  * with N_k = total pi_new,k (the M-step's weights); 0 when eps = 0 (plain
  * EM is monotone). The bound of the M-step just done. +Inf where it does
- * not apply (d above LSE_GMM_TRACE_MAXD).
+ * not apply (d above LSE_GMM_TRACE_MAXD) or its scratch is not available.
  */
 static double reg_bound(const fit_ctx *c, const gmm_graph *gg)
 {
@@ -482,15 +453,19 @@ static double reg_bound(const fit_ctx *c, const gmm_graph *gg)
     if ((c->cov == LSE_COV_FULL || c->cov == LSE_COV_TIED) &&
         d > LSE_GMM_TRACE_MAXD)
         return INFINITY;
+    double *tr = malloc(chol->size1 * sizeof *tr);
+    if (tr == NULL)
+        return INFINITY;
+    lse_gmm_trace_diffs(c->cov, d, c->e_chol, chol, tr);
     const double lse = lse_logsumexp(logw->data, K, logw->tda, 1.0);
     double b = 0.0;
     for (size_t k = 0; k < chol->size1; k++) {
         const double nk = chol->size1 == 1
                               ? c->total
                               : c->total * exp(gsl_matrix_get(logw, k, 0) - lse);
-        b += nk * (trace_inv(c->cov, d, c->e_chol, k) -
-                   trace_inv(c->cov, d, chol, k));
+        b += nk * tr[k];
     }
+    free(tr);
     return 0.5 * c->reg_covar * b;
 }
 

@@ -440,126 +440,11 @@ static inline void tr8_avx512(__m512d r[8])
     }
 }
 
-/* Full/tied quadratic path, E-step without V: 8 rows in the lanes of a
- * vector, the monomials formed in registers (one product per monomial and
- * 8 rows) and multiplied into NA running sums of components k0 ..
- * k0 + NA - 1 (q: Q (nv, kp), row p the coefficients of monomial p).
- * yt: the rows' y = x - c transposed (d vectors of 8). Every entry is the
- * chain of fused multiply-adds of qeval6 (monomial order p = 0 .. nv - 1,
- * from a zero sum, v_0 = 1, v = y_a, then y_a y_b, b >= a): same bits,
- * and writing V (a fifth of an a/full iteration, bound by its stores)
- * is gone. S rows from s (tda st), components k0 .. k0 + nk - 1. */
-#define QT_BODY(NA)                                                            \
-    do {                                                                       \
-        __m512d acc[NA];                                                       \
-        _Pragma("GCC unroll 16") for (int k = 0; k < (NA); k++) acc[k] =       \
-            _mm512_setzero_pd();                                               \
-        const double *qp = q + k0;                                             \
-        const __m512d one = _mm512_set1_pd(1.0);                               \
-        _Pragma("GCC unroll 16") for (int k = 0; k < (NA); k++) acc[k] =       \
-            _mm512_fmadd_pd(one, _mm512_set1_pd(qp[k]), acc[k]);               \
-        qp += kp;                                                              \
-        for (size_t a = 0; a < d; a++, qp += kp) {                             \
-            const __m512d ya = _mm512_load_pd(yt + 8 * (1 + a));               \
-            _Pragma("GCC unroll 16") for (int k = 0; k < (NA); k++) acc[k] =   \
-                _mm512_fmadd_pd(ya, _mm512_set1_pd(qp[k]), acc[k]);            \
-        }                                                                      \
-        double *vq = yt + 8 * (1 + d);                                         \
-        for (size_t a = 0; a < d; a++) {                                       \
-            const __m512d ya = _mm512_load_pd(yt + 8 * (1 + a));               \
-            for (size_t b = a; b < d; b++, qp += kp, vq += 8) {                \
-                const __m512d m =                                              \
-                    _mm512_mul_pd(ya, _mm512_load_pd(yt + 8 * (1 + b)));       \
-                if (keep)                                                      \
-                    _mm512_store_pd(vq, m);                                    \
-                _Pragma("GCC unroll 16") for (int k = 0; k < (NA); k++)        \
-                    acc[k] = _mm512_fmadd_pd(m, _mm512_set1_pd(qp[k]), acc[k]); \
-            }                                                                  \
-        }                                                                      \
-        for (int h = 0; h < (NA) / 8; h++) {                                   \
-            /* rows i0 .. i0 + 7 of S, components k0 + 8 h .. */                \
-            const size_t kh = 8 * (size_t)h, nh = nk > kh ? nk - kh : 0;        \
-            if (nh == 0)                                                       \
-                break;                                                         \
-            const __mmask8 mk =                                                \
-                (__mmask8)(nh >= 8 ? 0xFFu : (1u << nh) - 1u);                 \
-            __m512d r8[8];                                                     \
-            for (int i = 0; i < 8; i++)                                        \
-                r8[i] = acc[8 * h + i];                                        \
-            tr8_avx512(r8);                                                    \
-            for (size_t i = 0; i < 8; i++)                                     \
-                _mm512_mask_storeu_pd(s + i * st + k0 + kh, mk, r8[i]);        \
-        }                                                                      \
-    } while (0)
-
+/* Rows 0 .. d of V transposed of 8 rows x (tda xt) into vt (64-byte
+ * aligned): ones, then y = x - c, one vector of the 8 rows per column. */
 LSE_TARGET_AVX512
-static void qt_tile16(double *yt, size_t d, const double *q, size_t kp,
-                      size_t k0, size_t nk, double *s, size_t st, int keep)
-{
-    QT_BODY(16);
-}
-
-LSE_TARGET_AVX512
-static void qt_tile8(double *yt, size_t d, const double *q, size_t kp,
-                     size_t k0, size_t nk, double *s, size_t st, int keep)
-{
-    QT_BODY(8);
-}
-#undef QT_BODY
-
-/* S (b, K) = V Q for a block of b >= 8 rows of x (full/tied covariances,
- * AVX-512F), without the row-major V: groups of 8 rows (the last one
- * overlapping the previous, its rows recomputed identically), each with
- * its V transposed (nv x 8, row p monomial p of the 8 rows; rows 0 .. d
- * formed first: ones and y = x - c, the rest by the first tile of
- * components) at vt + g nv 8 (64-byte aligned; lse_gauss_qfull_stats8
- * reads it back), then tiles of 16 components (a last tile of 8). The
- * same bits as qeval6. */
-LSE_TARGET_AVX512
-void lse_gauss_qfull_eval_avx512(lse_gauss_work *w, const gsl_matrix *x,
-                                 gsl_matrix *s, double *vt)
-{
-    const size_t b = x->size1, d = w->dim, K = w->n_comp, nv = w->nv;
-    const size_t kp = w->qcoef->tda, ng = (b + 7) / 8;
-    const double *q = w->qcoef->data, *c = w->center->data;
-    for (size_t g = 0; g < ng; g++) {
-        const size_t i0 = 8 * g + 8 <= b ? 8 * g : b - 8;
-        double *yg = vt + g * nv * 8;
-        _mm512_store_pd(yg, _mm512_set1_pd(1.0));
-        for (size_t j0 = 0; j0 < d; j0 += 8) {
-            const size_t nj = d - j0 < 8 ? d - j0 : 8;
-            const __mmask8 m = (__mmask8)(nj == 8 ? 0xFFu : (1u << nj) - 1u);
-            const __m512d cj = _mm512_maskz_loadu_pd(m, c + j0);
-            __m512d r8[8];
-            for (size_t r = 0; r < 8; r++)
-                r8[r] = _mm512_sub_pd(
-                    _mm512_maskz_loadu_pd(
-                        m, gsl_matrix_const_ptr(x, i0 + r, 0) + j0),
-                    cj);
-            tr8_avx512(r8);
-            for (size_t j = 0; j < nj; j++)
-                _mm512_store_pd(yg + (1 + j0 + j) * 8, r8[j]);
-        }
-    }
-    for (size_t g = 0; g < ng; g++) {
-        const size_t i0 = 8 * g + 8 <= b ? 8 * g : b - 8;
-        double *yg = vt + g * nv * 8;
-        double *sg = gsl_matrix_ptr(s, i0, 0);
-        for (size_t k0 = 0; k0 < K; k0 += 16) {
-            const size_t nk = K - k0;
-            if (nk > 8)
-                qt_tile16(yg, d, q, kp, k0, nk, sg, s->tda, k0 == 0);
-            else
-                qt_tile8(yg, d, q, kp, k0, nk, sg, s->tda, k0 == 0);
-        }
-    }
-}
-
-/* V transposed of 8 rows x (tda xt): vt (nv x 8, 64-byte aligned) row p
- * = monomial p of the 8 rows (ones, y = x - c, then y_a y_b, b >= a). */
-LSE_TARGET_AVX512
-static void qfull_vt_avx512(const double *x, size_t xt, const double *c,
-                            size_t d, double *vt)
+static inline void qfull_yt_avx512(const double *x, size_t xt,
+                                   const double *c, size_t d, double *vt)
 {
     _mm512_store_pd(vt, _mm512_set1_pd(1.0));
     for (size_t j0 = 0; j0 < d; j0 += 8) {
@@ -571,16 +456,149 @@ static void qfull_vt_avx512(const double *x, size_t xt, const double *c,
             r8[r] = _mm512_sub_pd(_mm512_maskz_loadu_pd(m, x + r * xt + j0),
                                   cj);
         tr8_avx512(r8);
-        for (size_t j = 0; j < nj; j++)
-            _mm512_store_pd(vt + 8 * (1 + j0 + j), r8[j]);
+        double *o = vt + 8 * (1 + j0);
+        if (nj == 8) /* whole: no copy loop */
+            for (int j = 0; j < 8; j++)
+                _mm512_store_pd(o + 8 * j, r8[j]);
+        else
+            for (size_t j = 0; j < nj; j++)
+                _mm512_store_pd(o + 8 * j, r8[j]);
     }
+}
+
+
+/* The quadratic monomials y_a y_b (b >= a, in V's order) of up to
+ * QT_MAXD dimensions as offsets (8 (1 + a), 8 (1 + b)) of their factors
+ * in a V transposed: pr[2 p], pr[2 p + 1] for monomial 1 + d + p. */
+#define QT_MAXD 64
+typedef struct qt_pairs {
+    uint16_t off[QT_MAXD * (QT_MAXD + 1)];
+} qt_pairs;
+
+static void qt_pairs_fill(qt_pairs *t, size_t d)
+{
+    for (size_t a = 0, p = 0; a < d && d <= QT_MAXD; a++)
+        for (size_t b = a; b < d; b++, p++) {
+            t->off[2 * p] = (uint16_t)(8 * (1 + a));
+            t->off[2 * p + 1] = (uint16_t)(8 * (1 + b));
+        }
+}
+
+/* V transposed of 8 rows x (tda xt): vt (nv x 8, 64-byte aligned) row p
+ * = monomial p of the 8 rows (ones, y = x - c, then y_a y_b, b >= a).
+ * With the pair table pr (d <= QT_MAXD) the products are one loop over
+ * the table: the loops over b (d of them, d - a products each) cost a
+ * mispredicted exit each, most of this function's time at d = 16. */
+LSE_TARGET_AVX512
+static void qfull_vt_avx512(const double *x, size_t xt, const double *c,
+                            size_t d, double *vt, const qt_pairs *pr)
+{
+    qfull_yt_avx512(x, xt, c, d, vt);
     double *vq = vt + 8 * (1 + d);
+    if (pr != NULL) {
+        const uint16_t *o = pr->off;
+        const size_t nq = d * (d + 1) / 2;
+        for (size_t p = 0; p < nq; p++, vq += 8)
+            _mm512_store_pd(vq, _mm512_mul_pd(_mm512_load_pd(vt + o[2 * p]),
+                                              _mm512_load_pd(vt + o[2 * p + 1])));
+        return;
+    }
     for (size_t a = 0; a < d; a++) {
         const __m512d ya = _mm512_load_pd(vt + 8 * (1 + a));
         for (size_t b = a; b < d; b++, vq += 8)
             _mm512_store_pd(vq, _mm512_mul_pd(ya, _mm512_load_pd(vt + 8 * (1 + b))));
     }
 }
+
+/* Full/tied quadratic path, E-step: S (8 rows from s, tda st; components
+ * k0 .. k0 + nk - 1, nk <= 8 NH) = V Q for the 8 rows whose V transposed
+ * is vt (nv x 8), q: Q (nv, kp) 64-byte aligned, row p the coefficients of
+ * monomial p. Tiles of 8 rows x 8 NH components in 8 NH running sums, the
+ * components in the lanes: per monomial NH loads of Q, 8 broadcasts of
+ * V and 8 NH fused multiply-adds, and the sums are S's rows, stored
+ * without a transposition. Every entry is the chain of qeval6 (monomial
+ * order p = 0 .. nv - 1 from a zero sum, v_0 = 1): the same bits. */
+#define QS_BODY(NH)                                                            \
+    do {                                                                       \
+        __m512d acc[8][NH];                                                    \
+        for (int r = 0; r < 8; r++)                                            \
+            for (int h = 0; h < (NH); h++)                                     \
+                acc[r][h] = _mm512_setzero_pd();                               \
+        const double *qp = q + k0;                                             \
+        for (size_t p = 0; p < nv; p++, qp += kp, vt += 8) {                   \
+            __m512d qv[NH];                                                    \
+            for (int h = 0; h < (NH); h++)                                     \
+                qv[h] = _mm512_loadu_pd(qp + 8 * h);                           \
+            _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) {              \
+                const __m512d u = _mm512_set1_pd(vt[r]);                       \
+                for (int h = 0; h < (NH); h++)                                 \
+                    acc[r][h] = _mm512_fmadd_pd(u, qv[h], acc[r][h]);          \
+            }                                                                  \
+        }                                                                      \
+        for (int h = 0; h < (NH); h++) {                                       \
+            const size_t kh = 8 * (size_t)h, nh = nk > kh ? nk - kh : 0;        \
+            const __mmask8 mk =                                                \
+                (__mmask8)(nh >= 8 ? 0xFFu : (1u << nh) - 1u);                 \
+            for (size_t r = 0; r < 8; r++)                                     \
+                _mm512_mask_storeu_pd(s + r * st + k0 + kh, mk, acc[r][h]);    \
+        }                                                                      \
+    } while (0)
+
+LSE_TARGET_AVX512
+static void qs_tile16(const double *vt, size_t nv, const double *q, size_t kp,
+                      size_t k0, size_t nk, double *s, size_t st)
+{
+    QS_BODY(2);
+}
+
+LSE_TARGET_AVX512
+static void qs_tile8(const double *vt, size_t nv, const double *q, size_t kp,
+                     size_t k0, size_t nk, double *s, size_t st)
+{
+    QS_BODY(1);
+}
+#undef QS_BODY
+
+/* S (b, K) = V Q for a block of b >= 8 rows of x (full/tied covariances,
+ * AVX-512F): groups of 8 rows (the last one overlapping the previous, its
+ * rows recomputed identically), each with its V transposed (nv x 8, row p
+ * monomial p of the 8 rows) formed at vt + g nv 8 (64-byte aligned;
+ * lse_gauss_qfull_stats8 reads it back: no row-major V), then tiles of 16
+ * components (a last tile of 8). The same bits as qeval6. */
+LSE_TARGET_AVX512
+void lse_gauss_qfull_eval_avx512(lse_gauss_work *w, const gsl_matrix *x,
+                                 gsl_matrix *s, double *vt)
+{
+    const size_t b = x->size1, d = w->dim, K = w->n_comp, nv = w->nv;
+    const size_t kp = w->qcoef->tda, ng = (b + 7) / 8, xt = x->tda;
+    const double *q = w->qcoef->data, *c = w->center->data;
+    qt_pairs pr;
+    qt_pairs_fill(&pr, d);
+    for (size_t g = 0; g < ng; g++) {
+        const size_t i0 = 8 * g + 8 <= b ? 8 * g : b - 8;
+        double *yg = vt + g * nv * 8;
+        qfull_vt_avx512(x->data + i0 * xt, xt, c, d, yg,
+                        d <= QT_MAXD ? &pr : NULL);
+        /* the next group's rows (past the block: the rows that usually
+         * follow it), which the transposition would otherwise wait for
+         * (17 % of this kernel's time on a/full). A prefetch never
+         * faults. */
+        const uintptr_t nx =
+            (uintptr_t)x->data + (8 * g + 8) * xt * sizeof(double);
+        for (size_t o = 0; o < 8 * xt * sizeof(double); o += 64)
+            _mm_prefetch((const char *)(nx + o), _MM_HINT_T0);
+        double *sg = gsl_matrix_ptr(s, i0, 0);
+        for (size_t k0 = 0; k0 < K; k0 += 16) {
+            const size_t nk = K - k0;
+            if (nk > 8)
+                qs_tile16(yg, nv, q, kp, k0, nk, sg, s->tda);
+            else
+                qs_tile8(yg, nv, q, kp, k0, nk, sg, s->tda);
+        }
+    }
+}
+
+
 
 /* acc (nv, kp) += V' rho for 8 rows x (tda xt) of a full/tied block
  * (rho (8, kp), tda rt), AVX-512F: V transposed, monomial-major (vt: nv
@@ -599,7 +617,7 @@ void lse_gauss_qfull_stats8_avx512(const lse_gauss_work *w, const double *x,
     const size_t d = w->dim, nv = w->nv;
     const double *c = w->center->data;
     if (form)
-        qfull_vt_avx512(x, xt, c, d, vt);
+        qfull_vt_avx512(x, xt, c, d, vt, NULL);
     size_t k0 = 0;
     for (; k0 + 16 <= kp; k0 += 16) {
         __m512d r0[8], r1[8];

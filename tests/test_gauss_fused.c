@@ -206,7 +206,11 @@ static const struct {
     int weights;
 } shapes[] = {{8, 1, 1, 0},    {37, 3, 5, 1},   {256, 2, 8, 0},
               {61, 5, 11, 1},  {100, 16, 16, 0}, {13, 9, 13, 1},
-              {4, 7, 9, 0},    {255, 8, 7, 1},  {6, 2, 16, 1}};
+              {4, 7, 9, 0},    {255, 8, 7, 1},  {6, 2, 16, 1},
+              /* more than 16 components: row_softmax's order and log */
+              {41, 5, 17, 1},  {64, 6, 24, 0},  {37, 3, 32, 1},
+              {19, 9, 40, 0},  {100, 4, 33, 1}, {5, 64, 32, 0},
+              {8, 2, 18, 1},   {23, 11, 25, 0}};
 
 START_TEST(test_copies_and_separate_steps)
 {
@@ -414,17 +418,19 @@ static void set_env(const char *name, int on)
 /* EM with the fused pass against the separate steps (bits on AVX-512F,
  * else 1e-12), its copies against each other (the parameters bit for
  * bit), 1 and 2 threads (bits); odd block sizes, K and d off the lane
- * width, row weights. */
+ * width, K of at most and more than 16 (the two softmaxes), row weights. */
 START_TEST(test_em_fused)
 {
-    const size_t n = 1003, d = 3, k = 11;
+    const size_t n = 1003, d = 3, ks[3] = {11, 19, 32};
     gsl_matrix *x = data(n, d, 5);
     gsl_vector *w = gsl_vector_alloc(n);
     for (size_t i = 0; i < n; i++)
         gsl_vector_set(w, i, 0.5 + (double)(i % 7) / 7.0);
     const size_t blocks[2] = {37, 256};
+    for (int ki = 0; ki < 3; ki++)
     for (int bi = 0; bi < 2; bi++)
         for (int weighted = 0; weighted < 2; weighted++) {
+            const size_t k = ks[ki];
             const gsl_vector *wv = weighted ? w : NULL;
             em_out fused, sep, copy, two;
             em(x, wv, k, blocks[bi], 1, 1.15, &fused);

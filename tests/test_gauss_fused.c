@@ -427,43 +427,42 @@ START_TEST(test_em_fused)
     for (size_t i = 0; i < n; i++)
         gsl_vector_set(w, i, 0.5 + (double)(i % 7) / 7.0);
     const size_t blocks[2] = {37, 256};
-    for (int ki = 0; ki < 3; ki++)
-    for (int bi = 0; bi < 2; bi++)
-        for (int weighted = 0; weighted < 2; weighted++) {
-            const size_t k = ks[ki];
-            const gsl_vector *wv = weighted ? w : NULL;
-            em_out fused, sep, copy, two;
-            em(x, wv, k, blocks[bi], 1, 1.15, &fused);
-            set_env("LSE_NO_FUSED", 1);
-            em(x, wv, k, blocks[bi], 1, 1.15, &sep);
-            set_env("LSE_NO_FUSED", 0);
-            lse_assert_ok(fused.st);
-            lse_assert_ok(sep.st);
-            if (have_avx512())
-                ck_assert(same_run(&fused, &sep));
-            ck_assert_double_eq_tol(fused.energy, sep.energy,
-                                    1e-12 * fabs(sep.energy));
-            ck_assert_double_le(max_rel(fused.mu, sep.mu), 1e-12);
-            ck_assert_double_le(max_rel(fused.chol, sep.chol), 1e-12);
-            for (int c = 0; c < 2; c++) { /* the AVX2 and plain copies */
-                const char *var = c == 0 ? "LSE_NO_AVX512" : "LSE_NO_SIMD";
-                set_env(var, 1);
-                em(x, wv, k, blocks[bi], 1, 1.15, &copy);
-                set_env(var, 0);
-                /* the parameters come from the fused statistics; the
-                 * energy of the solver's last evaluation without them
-                 * from the separate steps of that copy */
-                ck_assert_msg(same_params(&fused, &copy), "%s", var);
-                ck_assert_double_eq_tol(fused.energy, copy.energy,
-                                        1e-12 * fabs(copy.energy));
-                em_out_free(&copy);
-            }
-            em(x, wv, k, blocks[bi], 2, 1.15, &two);
-            ck_assert(same_run(&fused, &two));
-            em_out_free(&fused);
-            em_out_free(&sep);
-            em_out_free(&two);
+    for (int run = 0; run < 12; run++) {
+        const int bi = run / 2 % 2, weighted = run % 2;
+        const size_t k = ks[run / 4];
+        const gsl_vector *wv = weighted ? w : NULL;
+        em_out fused, sep, copy, two;
+        em(x, wv, k, blocks[bi], 1, 1.15, &fused);
+        set_env("LSE_NO_FUSED", 1);
+        em(x, wv, k, blocks[bi], 1, 1.15, &sep);
+        set_env("LSE_NO_FUSED", 0);
+        lse_assert_ok(fused.st);
+        lse_assert_ok(sep.st);
+        if (have_avx512())
+            ck_assert(same_run(&fused, &sep));
+        ck_assert_double_eq_tol(fused.energy, sep.energy,
+                                1e-12 * fabs(sep.energy));
+        ck_assert_double_le(max_rel(fused.mu, sep.mu), 1e-12);
+        ck_assert_double_le(max_rel(fused.chol, sep.chol), 1e-12);
+        for (int c = 0; c < 2; c++) { /* the AVX2 and plain copies */
+            const char *var = c == 0 ? "LSE_NO_AVX512" : "LSE_NO_SIMD";
+            set_env(var, 1);
+            em(x, wv, k, blocks[bi], 1, 1.15, &copy);
+            set_env(var, 0);
+            /* the parameters come from the fused statistics; the
+             * energy of the solver's last evaluation without them
+             * from the separate steps of that copy */
+            ck_assert_msg(same_params(&fused, &copy), "%s", var);
+            ck_assert_double_eq_tol(fused.energy, copy.energy,
+                                    1e-12 * fabs(copy.energy));
+            em_out_free(&copy);
         }
+        em(x, wv, k, blocks[bi], 2, 1.15, &two);
+        ck_assert(same_run(&fused, &two));
+        em_out_free(&fused);
+        em_out_free(&sep);
+        em_out_free(&two);
+    }
     gsl_vector_free(w);
     gsl_matrix_free(x);
 }

@@ -246,6 +246,24 @@ static inline __m512d z_col(const double *p, size_t st)
         _mm512_set_epi64(7 * s, 6 * s, 5 * s, 4 * s, 3 * s, 2 * s, s, 0), p, 8);
 }
 
+/* 2^k from t = x log2(e) + 0x1.8p52 as lse_exp_nonpos builds it */
+LSE_TARGET_AVX512
+static inline __m512d z_pow2(__m512d t)
+{
+    const __m512i b = _mm512_set1_epi64(INT64_C(0x4338000000000000) - 1023);
+    return _mm512_castsi512_pd(
+        _mm512_slli_epi64(_mm512_sub_epi64(_mm512_castpd_si512(t), b), 52));
+}
+
+/* e with the lanes where x < -708 replaced by 0 */
+LSE_TARGET_AVX512
+static inline __m512d z_under0(__m512d e, __m512d x)
+{
+    const __mmask8 u =
+        _mm512_cmp_pd_mask(x, _mm512_set1_pd(-708.0), _CMP_LT_OQ);
+    return _mm512_maskz_mov_pd((__mmask8)~u, e);
+}
+
 #define V8 __m512d
 #define V8_ZERO() _mm512_setzero_pd()
 #define V8_LOAD(p) _mm512_loadu_pd(p)
@@ -271,15 +289,8 @@ static inline __m512d z_col(const double *p, size_t st)
 #define V8_EXP(v) lse_exp_nonpos8(v)
 #define V8_TR8(r) z_tr8(r)
 #define V8_COL(p, s) z_col((p), (s))
-#define V8_POW2(t)                                                             \
-    _mm512_castsi512_pd(_mm512_slli_epi64(                                     \
-        _mm512_sub_epi64(_mm512_castpd_si512(t),                               \
-                         _mm512_set1_epi64(INT64_C(0x4338000000000000) - 1023)), \
-        52))
-#define V8_UNDER0(e, x)                                                        \
-    _mm512_maskz_mov_pd(                                                       \
-        (__mmask8)~_mm512_cmp_pd_mask((x), _mm512_set1_pd(-708.0), _CMP_LT_OQ), \
-        (e))
+#define V8_POW2(t) z_pow2(t)
+#define V8_UNDER0(e, x) z_under0((e), (x))
 #define FZ_FN(name) name##_avx512
 #define FZ_TARGET LSE_TARGET_AVX512
 #define FZ_KB 16
@@ -377,10 +388,9 @@ static inline v8y y_col(const double *p, size_t st)
 LSE_TARGET_AVX2_FMA
 static inline __m256d y_pow2(__m256d t)
 {
-    return _mm256_castsi256_pd(_mm256_slli_epi64(
-        _mm256_sub_epi64(_mm256_castpd_si256(t),
-                         _mm256_set1_epi64x(INT64_C(0x4338000000000000) - 1023)),
-        52));
+    const __m256i b = _mm256_set1_epi64x(INT64_C(0x4338000000000000) - 1023);
+    return _mm256_castsi256_pd(
+        _mm256_slli_epi64(_mm256_sub_epi64(_mm256_castpd_si256(t), b), 52));
 }
 
 LSE_TARGET_AVX2_FMA

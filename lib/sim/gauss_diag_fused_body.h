@@ -21,9 +21,9 @@
  * same bits; which entries share a vector only decides speed. The
  * arithmetic is that of the separate steps on a machine with AVX-512F:
  * the scores of lse_gauss_qeval6_avx512, the softmax of lib/softmax.c's
- * softmax_narrow8_body (K <= 16) or row_softmax (K > 16) and the statistics of lse_gauss_qstats4_avx512
- * with its tail rows (docs/performance.md, "Fused diagonal pass (session
- * 8)"). */
+ * softmax_narrow8_body (K <= 16) or row_softmax (K > 16) and the
+ * statistics of lse_gauss_qstats4_avx512 with its tail rows
+ * (docs/performance.md, "Fused diagonal pass (session 8)"). */
 
 /* The monomials of the tile's 8 rows (row r at xs + r xst) with the rows
  * in the lanes: vt[8 p + lane] = V_p = 1, y_j, y_j^2 (nv x 8). Whole

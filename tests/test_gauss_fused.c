@@ -206,7 +206,11 @@ static const struct {
     int weights;
 } shapes[] = {{8, 1, 1, 0},    {37, 3, 5, 1},   {256, 2, 8, 0},
               {61, 5, 11, 1},  {100, 16, 16, 0}, {13, 9, 13, 1},
-              {4, 7, 9, 0},    {255, 8, 7, 1},  {6, 2, 16, 1}};
+              {4, 7, 9, 0},    {255, 8, 7, 1},  {6, 2, 16, 1},
+              /* more than 16 components: row_softmax's order and log */
+              {41, 5, 17, 1},  {64, 6, 24, 0},  {37, 3, 32, 1},
+              {19, 9, 40, 0},  {100, 4, 33, 1}, {5, 64, 32, 0},
+              {8, 2, 18, 1},   {23, 11, 25, 0}};
 
 START_TEST(test_copies_and_separate_steps)
 {
@@ -414,50 +418,51 @@ static void set_env(const char *name, int on)
 /* EM with the fused pass against the separate steps (bits on AVX-512F,
  * else 1e-12), its copies against each other (the parameters bit for
  * bit), 1 and 2 threads (bits); odd block sizes, K and d off the lane
- * width, row weights. */
+ * width, K of at most and more than 16 (the two softmaxes), row weights. */
 START_TEST(test_em_fused)
 {
-    const size_t n = 1003, d = 3, k = 11;
+    const size_t n = 1003, d = 3, ks[3] = {11, 19, 32};
     gsl_matrix *x = data(n, d, 5);
     gsl_vector *w = gsl_vector_alloc(n);
     for (size_t i = 0; i < n; i++)
         gsl_vector_set(w, i, 0.5 + (double)(i % 7) / 7.0);
     const size_t blocks[2] = {37, 256};
-    for (int bi = 0; bi < 2; bi++)
-        for (int weighted = 0; weighted < 2; weighted++) {
-            const gsl_vector *wv = weighted ? w : NULL;
-            em_out fused, sep, copy, two;
-            em(x, wv, k, blocks[bi], 1, 1.15, &fused);
-            set_env("LSE_NO_FUSED", 1);
-            em(x, wv, k, blocks[bi], 1, 1.15, &sep);
-            set_env("LSE_NO_FUSED", 0);
-            lse_assert_ok(fused.st);
-            lse_assert_ok(sep.st);
-            if (have_avx512())
-                ck_assert(same_run(&fused, &sep));
-            ck_assert_double_eq_tol(fused.energy, sep.energy,
-                                    1e-12 * fabs(sep.energy));
-            ck_assert_double_le(max_rel(fused.mu, sep.mu), 1e-12);
-            ck_assert_double_le(max_rel(fused.chol, sep.chol), 1e-12);
-            for (int c = 0; c < 2; c++) { /* the AVX2 and plain copies */
-                const char *var = c == 0 ? "LSE_NO_AVX512" : "LSE_NO_SIMD";
-                set_env(var, 1);
-                em(x, wv, k, blocks[bi], 1, 1.15, &copy);
-                set_env(var, 0);
-                /* the parameters come from the fused statistics; the
-                 * energy of the solver's last evaluation without them
-                 * from the separate steps of that copy */
-                ck_assert_msg(same_params(&fused, &copy), "%s", var);
-                ck_assert_double_eq_tol(fused.energy, copy.energy,
-                                        1e-12 * fabs(copy.energy));
-                em_out_free(&copy);
-            }
-            em(x, wv, k, blocks[bi], 2, 1.15, &two);
-            ck_assert(same_run(&fused, &two));
-            em_out_free(&fused);
-            em_out_free(&sep);
-            em_out_free(&two);
+    for (int run = 0; run < 12; run++) {
+        const int bi = run / 2 % 2, weighted = run % 2;
+        const size_t k = ks[run / 4];
+        const gsl_vector *wv = weighted ? w : NULL;
+        em_out fused, sep, copy, two;
+        em(x, wv, k, blocks[bi], 1, 1.15, &fused);
+        set_env("LSE_NO_FUSED", 1);
+        em(x, wv, k, blocks[bi], 1, 1.15, &sep);
+        set_env("LSE_NO_FUSED", 0);
+        lse_assert_ok(fused.st);
+        lse_assert_ok(sep.st);
+        if (have_avx512())
+            ck_assert(same_run(&fused, &sep));
+        ck_assert_double_eq_tol(fused.energy, sep.energy,
+                                1e-12 * fabs(sep.energy));
+        ck_assert_double_le(max_rel(fused.mu, sep.mu), 1e-12);
+        ck_assert_double_le(max_rel(fused.chol, sep.chol), 1e-12);
+        for (int c = 0; c < 2; c++) { /* the AVX2 and plain copies */
+            const char *var = c == 0 ? "LSE_NO_AVX512" : "LSE_NO_SIMD";
+            set_env(var, 1);
+            em(x, wv, k, blocks[bi], 1, 1.15, &copy);
+            set_env(var, 0);
+            /* the parameters come from the fused statistics; the
+             * energy of the solver's last evaluation without them
+             * from the separate steps of that copy */
+            ck_assert_msg(same_params(&fused, &copy), "%s", var);
+            ck_assert_double_eq_tol(fused.energy, copy.energy,
+                                    1e-12 * fabs(copy.energy));
+            em_out_free(&copy);
         }
+        em(x, wv, k, blocks[bi], 2, 1.15, &two);
+        ck_assert(same_run(&fused, &two));
+        em_out_free(&fused);
+        em_out_free(&sep);
+        em_out_free(&two);
+    }
     gsl_vector_free(w);
     gsl_matrix_free(x);
 }

@@ -11,7 +11,10 @@
  * (the statistics layout of lse_gauss_stats_diag on that path), in tiles
  * of 8 rows: S of a tile stays in L1, the softmax runs with the rows in
  * the lanes of a vector and the statistics of the block are summed in a
- * buffer of their own, added to acc once the block is done. K <= 16. */
+ * buffer of their own, added to acc once the block is done. Rows of
+ * K <= 16 components take the softmax of lib/softmax.c's narrow rows
+ * (softmax_narrow8_body), rows of K > 16 that of row_softmax (fast), each
+ * with its own order and log. */
 typedef struct lse_gauss_fused {
     size_t b, d, K, kp;  /* rows, dimension, components, K rounded up to 8 */
     const double *x;     /* (b, d) the rows, tda xt */
@@ -35,7 +38,7 @@ enum { LSE_FUSED_PLAIN = 0, LSE_FUSED_AVX2 = 1, LSE_FUSED_AVX512 = 2 };
 int lse_gauss_fused_isa(void);
 
 /* Doubles of scratch (any block size: tiles of 8 rows and the block's
- * statistics); 0 when the pass does not apply (K > 16). */
+ * statistics); 0 when the pass does not apply (K or d 0). */
 size_t lse_gauss_fused_scratch(size_t d, size_t K);
 
 /* One block with copy isa (one this machine runs). 0: done; 1: a score is

@@ -127,6 +127,25 @@ static inline v8p p_exp(v8p v)
     P_LANES(p_exp1(v.l[l_]));
     return o_;
 }
+/* 2^k from t = x log2(e) + 0x1.8p52 as lse_exp_nonpos builds it */
+static inline v8p p_pow2(v8p t)
+{
+    v8p o_;
+    for (int l = 0; l < 8; l++) {
+        int64_t ti;
+        memcpy(&ti, &t.l[l], sizeof ti);
+        const uint64_t sb = (uint64_t)(ti - INT64_C(0x4338000000000000) + 1023)
+                            << 52;
+        memcpy(&o_.l[l], &sb, sizeof sb);
+    }
+    return o_;
+}
+static inline v8p p_under0(v8p e, v8p x)
+{
+    v8p o_;
+    P_LANES(x.l[l_] < -708.0 ? 0.0 : e.l[l_]);
+    return o_;
+}
 static inline v8p p_col(const double *p, size_t st)
 {
     v8p o_;
@@ -160,6 +179,8 @@ static inline void p_tr8(v8p r[8])
 #define V8_EXP(v) p_exp(v)
 #define V8_TR8(r) p_tr8(r)
 #define V8_COL(p, s) p_col((p), (s))
+#define V8_POW2(t) p_pow2(t)
+#define V8_UNDER0(e, x) p_under0((e), (x))
 #define FZ_FN(name) name##_plain
 #define FZ_TARGET
 #define FZ_KB 8
@@ -184,6 +205,8 @@ static inline void p_tr8(v8p r[8])
 #undef FZ_TARGET
 #undef FZ_KB
 #undef V8_COL
+#undef V8_POW2
+#undef V8_UNDER0
 
 #if LSE_HAVE_AVX2_PATH
 /* ------------------------------------------------------------------ */
@@ -223,6 +246,24 @@ static inline __m512d z_col(const double *p, size_t st)
         _mm512_set_epi64(7 * s, 6 * s, 5 * s, 4 * s, 3 * s, 2 * s, s, 0), p, 8);
 }
 
+/* 2^k from t = x log2(e) + 0x1.8p52 as lse_exp_nonpos builds it */
+LSE_TARGET_AVX512
+static inline __m512d z_pow2(__m512d t)
+{
+    const __m512i b = _mm512_set1_epi64(INT64_C(0x4338000000000000) - 1023);
+    return _mm512_castsi512_pd(
+        _mm512_slli_epi64(_mm512_sub_epi64(_mm512_castpd_si512(t), b), 52));
+}
+
+/* e with the lanes where x < -708 replaced by 0 */
+LSE_TARGET_AVX512
+static inline __m512d z_under0(__m512d e, __m512d x)
+{
+    const __mmask8 u =
+        _mm512_cmp_pd_mask(x, _mm512_set1_pd(-708.0), _CMP_LT_OQ);
+    return _mm512_maskz_mov_pd((__mmask8)~u, e);
+}
+
 #define V8 __m512d
 #define V8_ZERO() _mm512_setzero_pd()
 #define V8_LOAD(p) _mm512_loadu_pd(p)
@@ -248,6 +289,8 @@ static inline __m512d z_col(const double *p, size_t st)
 #define V8_EXP(v) lse_exp_nonpos8(v)
 #define V8_TR8(r) z_tr8(r)
 #define V8_COL(p, s) z_col((p), (s))
+#define V8_POW2(t) z_pow2(t)
+#define V8_UNDER0(e, x) z_under0((e), (x))
 #define FZ_FN(name) name##_avx512
 #define FZ_TARGET LSE_TARGET_AVX512
 #define FZ_KB 16
@@ -272,6 +315,8 @@ static inline __m512d z_col(const double *p, size_t st)
 #undef FZ_TARGET
 #undef FZ_KB
 #undef V8_COL
+#undef V8_POW2
+#undef V8_UNDER0
 
 /* ------------------------------------------------------------------ */
 /* AVX2 + FMA: 8 lanes as two vectors (lanes 0-3, 4-7).                */
@@ -341,6 +386,21 @@ static inline v8y y_col(const double *p, size_t st)
 }
 
 LSE_TARGET_AVX2_FMA
+static inline __m256d y_pow2(__m256d t)
+{
+    const __m256i b = _mm256_set1_epi64x(INT64_C(0x4338000000000000) - 1023);
+    return _mm256_castsi256_pd(
+        _mm256_slli_epi64(_mm256_sub_epi64(_mm256_castpd_si256(t), b), 52));
+}
+
+LSE_TARGET_AVX2_FMA
+static inline __m256d y_under0(__m256d e, __m256d x)
+{
+    return _mm256_andnot_pd(
+        _mm256_cmp_pd(x, _mm256_set1_pd(-708.0), _CMP_LT_OQ), e);
+}
+
+LSE_TARGET_AVX2_FMA
 static inline void y_tr8(v8y r[8])
 {
     __m256d q[4][4]; /* [rows 0-3 | 4-7][lo | hi] blocks, transposed */
@@ -374,6 +434,9 @@ static inline void y_tr8(v8y r[8])
 #define V8_EXP(v) ((v8y){lse_exp_nonpos4((v).lo), lse_exp_nonpos4((v).hi)})
 #define V8_TR8(r) y_tr8(r)
 #define V8_COL(p, s) y_col((p), (s))
+#define V8_POW2(t) ((v8y){y_pow2((t).lo), y_pow2((t).hi)})
+#define V8_UNDER0(e, x)                                                        \
+    ((v8y){y_under0((e).lo, (x).lo), y_under0((e).hi, (x).hi)})
 #define FZ_FN(name) name##_avx2
 #define FZ_TARGET LSE_TARGET_AVX2_FMA
 #define FZ_KB 4
@@ -398,7 +461,7 @@ int lse_gauss_fused_isa(void)
 
 size_t lse_gauss_fused_scratch(size_t d, size_t K)
 {
-    if (K == 0 || K > 16 || d == 0)
+    if (K == 0 || d == 0)
         return 0;
     const size_t nv = 1 + 2 * d, kp = (K + 7) / 8 * 8;
     return 8 * nv + 8 * kp + nv * kp + 8 * d + 16;

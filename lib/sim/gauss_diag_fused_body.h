@@ -11,6 +11,8 @@
  *   V8_EXP(v)       lse_exp_nonpos8's arithmetic, lane for lane
  *   V8_TR8(r)       transpose of the 8 x 8 matrix in r[0..7]
  *   V8_COL(p, s)    the 8 doubles p[0], p[s], .., p[7 s]
+ *   V8_POW2(t)      2^k from the bits of t (lse_exp_nonpos's step)
+ *   V8_UNDER0(e, x) e with the lanes where x < -708 replaced by 0
  *   FZ_FN(name)     the copy's function name
  *   FZ_TARGET       its target attribute
  *   FZ_KB           components per pass of the scores (4, 8 or 16: what
@@ -19,9 +21,9 @@
  * same bits; which entries share a vector only decides speed. The
  * arithmetic is that of the separate steps on a machine with AVX-512F:
  * the scores of lse_gauss_qeval6_avx512, the softmax of lib/softmax.c's
- * softmax_narrow8_body and the statistics of lse_gauss_qstats4_avx512
- * with its tail rows (docs/performance.md, "Fused diagonal pass (session
- * 8)"). */
+ * softmax_narrow8_body (K <= 16) or row_softmax (K > 16) and the
+ * statistics of lse_gauss_qstats4_avx512 with its tail rows
+ * (docs/performance.md, "Fused diagonal pass (session 8)"). */
 
 /* The monomials of the tile's 8 rows (row r at xs + r xst) with the rows
  * in the lanes: vt[8 p + lane] = V_p = 1, y_j, y_j^2 (nv x 8). Whole
@@ -126,6 +128,82 @@ FZ_TARGET LSE_KERNEL unsigned FZ_FN(fz_softmax)(double *sl, size_t K,
     return 0;
 }
 
+/* lse_exp_nonpos's arithmetic lane for lane: separate products and sums
+ * (no fused multiply-add), the same reduction, Estrin tree and 2^k; 0
+ * where x < -708. x <= 0 or -INFINITY, never NaN. */
+FZ_TARGET LSE_KERNEL V8 FZ_FN(fz_exp_nf)(V8 x)
+{
+    const V8 xc = V8_MAX(x, V8_BCAST(-708.0));
+    const V8 shift = V8_BCAST(0x1.8p52);
+    const V8 t = V8_ADD(V8_MUL(xc, V8_BCAST(0x1.71547652b82fep0)), shift);
+    const V8 k = V8_SUB(t, shift);
+    const V8 r =
+        V8_SUB(V8_SUB(xc, V8_MUL(k, V8_BCAST(6.93147180369123816490e-01))),
+               V8_MUL(k, V8_BCAST(1.90821492927058770002e-10)));
+    const V8 r2 = V8_MUL(r, r), r4 = V8_MUL(r2, r2), r8 = V8_MUL(r4, r4);
+#define FZ_P(c0, c1) V8_ADD(V8_BCAST(c0), V8_MUL(r, V8_BCAST(c1)))
+    const V8 p01 = V8_ADD(V8_BCAST(1.0), r), p23 = FZ_P(0.5, 1.0 / 6.0);
+    const V8 p45 = FZ_P(1.0 / 24.0, 1.0 / 120.0);
+    const V8 p67 = FZ_P(1.0 / 720.0, 1.0 / 5040.0);
+    const V8 p89 = FZ_P(1.0 / 40320.0, 1.0 / 362880.0);
+    const V8 p1011 = FZ_P(1.0 / 3628800.0, 1.0 / 39916800.0);
+    const V8 p1213 = FZ_P(1.0 / 479001600.0, 1.0 / 6227020800.0);
+#undef FZ_P
+    const V8 q0 = V8_ADD(p01, V8_MUL(r2, p23));
+    const V8 q1 = V8_ADD(p45, V8_MUL(r2, p67));
+    const V8 q2 = V8_ADD(p89, V8_MUL(r2, p1011));
+    const V8 t0 = V8_ADD(q0, V8_MUL(r4, q1));
+    const V8 t1 = V8_ADD(q2, V8_MUL(r4, p1213));
+    const V8 p = V8_ADD(t0, V8_MUL(r8, t1));
+    return V8_UNDER0(V8_MUL(p, V8_POW2(t)), x);
+}
+
+/* Softmax of the tile's rows (lanes) over K > 16 components (kp), as
+ * lib/softmax.c's row_softmax with fast = 1 does a row: exponentials by
+ * lse_exp_nonpos's arithmetic (fz_exp_nf), the sum in four partial sums
+ * (entry j to sum j % 4, the last K % 4 entries to the first) added as
+ * (s0 + s1) + (s2 + s3), times 1 / sum; the caller takes libm's log of
+ * trow. Then times the row weights wt (or NULL). Padding columns to 0.
+ * 0, or nonzero when a score is NaN or +INFINITY. */
+FZ_TARGET LSE_KERNEL unsigned FZ_FN(fz_softmax_wide)(double *sl, size_t K,
+                                                    size_t kp,
+                                                    const double *wt,
+                                                    double *mrow, double *trow)
+{
+    unsigned bad = 0;
+    V8 mx = V8_LOAD(sl);
+    for (size_t k = 0; k < K; k++) {
+        const V8 s = V8_LOAD(sl + 8 * k);
+        bad |= V8_BAD(s);
+        mx = V8_MAX(s, mx);
+    }
+    if (bad)
+        return bad;
+    const V8 sh = V8_NINF0(mx);
+    V8 s4[4] = {V8_ZERO(), V8_ZERO(), V8_ZERO(), V8_ZERO()};
+    const size_t K4 = K - K % 4;
+    for (size_t k = 0; k < K; k++) {
+        const V8 e = FZ_FN(fz_exp_nf)(V8_SUB(V8_LOAD(sl + 8 * k), sh));
+        V8_STORE(sl + 8 * k, e);
+        const size_t u = k < K4 ? k % 4 : 0;
+        s4[u] = V8_ADD(s4[u], e);
+    }
+    /* a masked row has sum 0 and exponentials 0: 1 scales it to 0 */
+    const V8 tot =
+        V8_POS1(V8_ADD(V8_ADD(s4[0], s4[1]), V8_ADD(s4[2], s4[3])));
+    V8_STORE(mrow, mx);
+    V8_STORE(trow, tot);
+    const V8 inv = V8_DIV(V8_BCAST(1.0), tot);
+    const V8 wv = wt != NULL ? V8_LOAD(wt) : V8_BCAST(1.0);
+    for (size_t k = 0; k < K; k++) {
+        const V8 a = V8_MUL(V8_LOAD(sl + 8 * k), inv);
+        V8_STORE(sl + 8 * k, wt != NULL ? V8_MUL(a, wv) : a);
+    }
+    for (size_t k = K; k < kp; k++)
+        V8_STORE(sl + 8 * k, V8_ZERO());
+    return 0;
+}
+
 /* macc (nv, kp) += V' rho over the tile's rows 0 .. nr - 1 in order
  * (rho transposed back from sl; V_p of row i at vt[8 p + i]): rows below
  * nf by fused multiply-adds, the rest by a product and a sum (the
@@ -203,16 +281,21 @@ FZ_TARGET static int FZ_FN(fused_run)(const lse_gauss_fused *f)
             FZ_FN(fz_scores)(vt, nv, f->q, kp, sl, 16);
         else
             FZ_FN(fz_scores)(vt, nv, f->q, kp, sl, FZ_KB < 8 ? FZ_KB : 8);
+        const double *wp = f->w != NULL ? wt : NULL;
         const unsigned bad =
-            kp == 8 ? FZ_FN(fz_softmax)(sl, K, 8, f->w != NULL ? wt : NULL,
-                                        mrow, trow)
-                    : FZ_FN(fz_softmax)(sl, K, 16, f->w != NULL ? wt : NULL,
-                                        mrow, trow);
+            K > 16  ? FZ_FN(fz_softmax_wide)(sl, K, kp, wp, mrow, trow)
+            : kp == 8 ? FZ_FN(fz_softmax)(sl, K, 8, wp, mrow, trow)
+                      : FZ_FN(fz_softmax)(sl, K, 16, wp, mrow, trow);
         if (bad)
             return 1;
-        /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0 */
-        for (size_t r = 0; r < nr; r++)
-            f->lse[i0 + r] = mrow[r] + lse_log_pos(trow[r]);
+        /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0; rows
+         * of more than 16 take libm's log as row_softmax */
+        if (K > 16)
+            for (size_t r = 0; r < nr; r++)
+                f->lse[i0 + r] = mrow[r] + log(trow[r]);
+        else
+            for (size_t r = 0; r < nr; r++)
+                f->lse[i0 + r] = mrow[r] + lse_log_pos(trow[r]);
         const size_t nf = b4 > i0 ? (b4 - i0 < nr ? b4 - i0 : nr) : 0;
         FZ_FN(fz_stats)(vt, nv, sl, kp, macc, nf, nr);
     }

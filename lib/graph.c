@@ -438,6 +438,15 @@ static int term_reusable(const lse_term *t)
     return t->kind == LSE_TERM_LSE && t->reduce == LSE_REDUCE_ROWS && t->keep;
 }
 
+/* Does any term of g keep what a reuse would take (term_reusable)? */
+static int any_reusable(const lse_graph *g)
+{
+    for (size_t m = 0; m < g->n_terms; m++)
+        if (g->terms[m]->enabled && term_reusable(g->terms[m]))
+            return 1;
+    return 0;
+}
+
 static lse_status evaluate(lse_graph *g, int want_grad, double *energy,
                            const char *fn)
 {
@@ -475,7 +484,7 @@ static lse_status evaluate(lse_graph *g, int want_grad, double *energy,
     if (energy != NULL)
         *energy = total;
     if (!want_grad && g->reuse)
-        g->memo_ok = reuse || memo_walk(g, 1);
+        g->memo_ok = reuse || (any_reusable(g) && memo_walk(g, 1));
     return LSE_OK;
 }
 

@@ -68,9 +68,12 @@ typedef struct fit_ctx {
     int resp_recompute;
 } fit_ctx;
 
-/* A fit's mixture term keeps its (N, K) scores and softmax when N K is at
- * most this (2 x 8 MiB); above it streams blocks. */
-#define GMM_KEEP_MAX ((size_t)1 << 20)
+/* A fit's mixture term keeps its (N, K) scores and softmax, for
+ * lse_graph_set_reuse, when N K is at most this (2 x 512 KiB); above it
+ * streams blocks. At 2^20 (bench set c diag, N K = 640 000) the kept
+ * matrices and the memo's copy of the data made an EM iteration 20 %
+ * slower and the process 20 MiB larger (bench/lse_bench, session 8). */
+#define GMM_KEEP_MAX ((size_t)1 << 16)
 
 /* Scratch of an initialization. The initial responsibilities are made a
  * block of rows at a time (init_resp_rows) when the initial M-step needs

@@ -414,8 +414,10 @@ static lse_status fit_work_new(const lse_gmm *m, const gsl_matrix *x,
         return st;
     /* SQUAREM evaluates the extrapolated point, then its EM step
      * evaluates it again: the second time only the statistics are taken
-     * (lse_graph_set_reuse; the same bits) */
-    lse_graph_set_reuse(fw->gg.g, 1);
+     * (lse_graph_set_reuse; the same bits). Only where the softmax is
+     * kept: otherwise the memo (a copy of the data, compared at every
+     * evaluation) would cost time and memory and save nothing */
+    lse_graph_set_reuse(fw->gg.g, c->resp_recompute);
     fw->empty = calloc(K, 1);
     fw->best_mu = gsl_matrix_alloc(K, m->d);
     fw->best_logw = gsl_matrix_alloc(K, 1);

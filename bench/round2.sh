@@ -6,6 +6,7 @@
 #   roofline (full)      N K (2 d^2 + 5 d) flops at the dgemm rate
 #   floor (diag, b full) one pass over the data (N d doubles) at the triad
 #                        bandwidth plus N K exponentials at the exp rate
+# VLFeat's diagonal EM beside each set when bench/vlfeat_gmm was built,
 # then the same fits with OpenBLAS forced onto its SSE3 fallback
 # (OPENBLAS_CORETYPE=Prescott; the library switches it back, lib/threads.c)
 # and, given OLD_BUILD_DIR, an interleaved A/B of the redesign's open case
@@ -51,6 +52,11 @@ for t in $threads; do
             "$build/bench/lse_bench" gmm "$data" "$tag" "$cov" "$t" |
                 tee -a "$results"
         done
+        # the diagonal peer in the same minutes (goal 2: at least 5x), when
+        # VLFeat was found at configure time
+        if [ -x "$build/bench/vlfeat_gmm" ]; then
+            "$build/bench/vlfeat_gmm" "$data" "$tag" "$t" | tee -a "$results"
+        fi
     done
 done
 # OpenBLAS's fallback forced: the library must still reach the same speed
@@ -89,6 +95,7 @@ function val(line, key,   m) {
 /tool=lsegraph/ && !/prescott=/ && !/ab=/ {
     n++; line[n] = $0
 }
+/tool=vlfeat/ { vl[val($0, "case") " " val($0, "threads")] = val($0, "ms_per_iter") }
 /prescott=1/ { pc[val($0, "case")] = val($0, "ms_per_iter") " " val($0, "loglik") }
 /ab=/ { k = val($0, "ab") " " val($0, "case"); ab[k] = ab[k] " " val($0, "ms_per_iter") }
 END {
@@ -114,6 +121,12 @@ END {
     }
     print ""
     for (c in sc) printf "2-thread speed-up %s: %.2fx\n", c, sc[c]
+    for (i = 1; i <= n; i++) {
+        k = val(line[i], "case") " " val(line[i], "threads")
+        if (k in vl)
+            printf "VLFeat %s thread(s): %.2f ms/iter, lsegraph %.2fx faster\n",
+                   k, vl[k], vl[k] / val(line[i], "ms_per_iter")
+    }
     for (c in pc) {
         split(pc[c], p, " ")
         printf "OPENBLAS_CORETYPE=Prescott %s: %.2f ms/iter, loglik %s\n", c, p[1], p[2]

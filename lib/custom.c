@@ -19,7 +19,7 @@ static void custom_free(lse_term *t)
     free(t->grads);
 }
 
-static const lse_term_ops custom_ops = {custom_eval, custom_free};
+static const lse_term_ops custom_ops = {custom_eval, custom_free, NULL};
 
 lse_status lse_graph_add_custom(lse_graph *g, const char *name,
                                 const lse_custom_type *type,

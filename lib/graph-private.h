@@ -19,10 +19,14 @@ typedef struct lse_chain lse_chain; /* lib/chain.c */
  * gives the graph, which evaluates and frees every term through these and
  * so depends on no kind. eval: the term's energy into t->energy (want_grad:
  * also add its gradients into the node grads); free_kind: the kind's own
- * fields (lse_term_free frees the name, the config and the term). */
+ * fields (lse_term_free frees the name, the config and the term);
+ * restat (NULL for kinds without it): the M-step statistics of the last
+ * evaluation into the term's stats sink without scoring again, for
+ * lse_graph_set_reuse (an LSE term that keeps its softmax). */
 typedef struct lse_term_ops {
     lse_status (*eval)(lse_term *t, int want_grad);
     void (*free_kind)(lse_term *t);
+    lse_status (*restat)(lse_term *t);
 } lse_term_ops;
 
 struct lse_term {
@@ -96,12 +100,6 @@ lse_status lse_graph_fail(lse_graph *g, lse_status status, const char *func,
 /* Evaluation of an LSE term (lib/term.c). want_grad: also accumulate
  * gradients into the node grads. */
 lse_status lse_term_eval(lse_term *t, int want_grad);
-
-/* The M-step statistics of an LSE term's kept softmax (t->keep) into its
- * stats sink (lse_term_set_stats_sink), without scoring again: what
- * lse_term_eval adds to the last evaluation when a sink is set; nothing
- * without a sink (lib/term.c, for lse_graph_set_reuse). */
-lse_status lse_term_restat(lse_term *t);
 
 /* Shared by every kind of term (lib/graph.c): a view checked against its
  * graph; a new term named name, registered with its kind's ops (not yet

@@ -435,7 +435,8 @@ static int memo_walk(lse_graph *g, int store)
  * with the rows reduction that keeps its softmax whole. */
 static int term_reusable(const lse_term *t)
 {
-    return t->kind == LSE_TERM_LSE && t->reduce == LSE_REDUCE_ROWS && t->keep;
+    return t->ops->restat != NULL && t->kind == LSE_TERM_LSE &&
+           t->reduce == LSE_REDUCE_ROWS && t->keep;
 }
 
 /* Does any term of g keep what a reuse would take (term_reusable)? */
@@ -469,7 +470,7 @@ static lse_status evaluate(lse_graph *g, int want_grad, double *energy,
         lse_term *t = g->terms[m];
         if (!t->enabled)
             continue;
-        st = reuse && term_reusable(t) ? lse_term_restat(t)
+        st = reuse && term_reusable(t) ? t->ops->restat(t)
                                         : t->ops->eval(t, want_grad);
         if (st != LSE_OK) {
             if (g->errmsg[0] == '\0')

@@ -54,7 +54,9 @@ static void lse_kind_free(lse_term *t)
     lse_chain_free(t->chain);
 }
 
-static const lse_term_ops lse_ops = {lse_term_eval, lse_kind_free};
+static lse_status lse_term_restat(lse_term *t);
+static const lse_term_ops lse_ops = {lse_term_eval, lse_kind_free,
+                                     lse_term_restat};
 
 static int is_allowed(const lse_term *t, size_t i, size_t j)
 {
@@ -535,7 +537,11 @@ void lse_term_set_stats_sink(lse_term *t, double *acc, size_t stride)
     t->par->sink_stride = stride;
 }
 
-lse_status lse_term_restat(lse_term *t)
+/* The M-step statistics of the kept softmax (t->keep) into the stats
+ * sink (lse_term_set_stats_sink), without scoring again: what
+ * lse_term_eval adds to the last evaluation when a sink is set; nothing
+ * without a sink (the restat op, for lse_graph_set_reuse). */
+static lse_status lse_term_restat(lse_term *t)
 {
     if (t->par->sink == NULL)
         return LSE_OK;

@@ -184,29 +184,7 @@ static inline void p_tr8(v8p r[8])
 #define FZ_FN(name) name##_plain
 #define FZ_TARGET
 #define FZ_KB 8
-#include "gauss_diag_fused_body.h"
-#undef V8
-#undef V8_ZERO
-#undef V8_LOAD
-#undef V8_STORE
-#undef V8_BCAST
-#undef V8_FMA
-#undef V8_ADD
-#undef V8_SUB
-#undef V8_MUL
-#undef V8_DIV
-#undef V8_MAX
-#undef V8_BAD
-#undef V8_NINF0
-#undef V8_POS1
-#undef V8_EXP
-#undef V8_TR8
-#undef FZ_FN
-#undef FZ_TARGET
-#undef FZ_KB
-#undef V8_COL
-#undef V8_POW2
-#undef V8_UNDER0
+#include "gauss_diag_fused_body.h" /* #undefs its parameters */
 
 #if LSE_HAVE_AVX2_PATH
 /* ------------------------------------------------------------------ */
@@ -294,29 +272,7 @@ static inline __m512d z_under0(__m512d e, __m512d x)
 #define FZ_FN(name) name##_avx512
 #define FZ_TARGET LSE_TARGET_AVX512
 #define FZ_KB 16
-#include "gauss_diag_fused_body.h"
-#undef V8
-#undef V8_ZERO
-#undef V8_LOAD
-#undef V8_STORE
-#undef V8_BCAST
-#undef V8_FMA
-#undef V8_ADD
-#undef V8_SUB
-#undef V8_MUL
-#undef V8_DIV
-#undef V8_MAX
-#undef V8_BAD
-#undef V8_NINF0
-#undef V8_POS1
-#undef V8_EXP
-#undef V8_TR8
-#undef FZ_FN
-#undef FZ_TARGET
-#undef FZ_KB
-#undef V8_COL
-#undef V8_POW2
-#undef V8_UNDER0
+#include "gauss_diag_fused_body.h" /* #undefs its parameters */
 
 /* ------------------------------------------------------------------ */
 /* AVX2 + FMA: 8 lanes as two vectors (lanes 0-3, 4-7).                */

@@ -304,3 +304,27 @@ FZ_TARGET static int FZ_FN(fused_run)(const lse_gauss_fused *f)
             f->acc[p * K + k] += macc[p * kp + k];
     return 0;
 }
+
+/* this body's parameters, undefined for the next copy */
+#undef FZ_FN
+#undef FZ_KB
+#undef FZ_TARGET
+#undef V8
+#undef V8_ADD
+#undef V8_BAD
+#undef V8_BCAST
+#undef V8_COL
+#undef V8_DIV
+#undef V8_EXP
+#undef V8_FMA
+#undef V8_LOAD
+#undef V8_MAX
+#undef V8_MUL
+#undef V8_NINF0
+#undef V8_POS1
+#undef V8_POW2
+#undef V8_STORE
+#undef V8_SUB
+#undef V8_TR8
+#undef V8_UNDER0
+#undef V8_ZERO

@@ -277,14 +277,10 @@ static inline __m512d z_under0(__m512d e, __m512d x)
 /* ------------------------------------------------------------------ */
 /* AVX2 + FMA: 8 lanes as two vectors (lanes 0-3, 4-7).                */
 
-typedef struct v8y {
-    __m256d lo, hi;
-} v8y;
-
-#define Y2(op, a, b) ((v8y){op((a).lo, (b).lo), op((a).hi, (b).hi)})
+#include "v8x2.h"
 
 LSE_TARGET_AVX2_FMA
-static inline unsigned y_bad(v8y v)
+static inline unsigned y_bad(v8x2 v)
 {
     const __m256d inf = _mm256_set1_pd(INFINITY);
     const __m256d lo = _mm256_or_pd(_mm256_cmp_pd(v.lo, v.lo, _CMP_UNORD_Q),
@@ -303,18 +299,18 @@ static inline __m256d y_pick(__m256d v, __m256d alt, __m256d cond)
 }
 
 LSE_TARGET_AVX2_FMA
-static inline v8y y_ninf0(v8y v)
+static inline v8x2 y_ninf0(v8x2 v)
 {
     const __m256d ninf = _mm256_set1_pd(-INFINITY), z = _mm256_setzero_pd();
-    return (v8y){y_pick(v.lo, z, _mm256_cmp_pd(v.lo, ninf, _CMP_EQ_OQ)),
+    return (v8x2){y_pick(v.lo, z, _mm256_cmp_pd(v.lo, ninf, _CMP_EQ_OQ)),
                  y_pick(v.hi, z, _mm256_cmp_pd(v.hi, ninf, _CMP_EQ_OQ))};
 }
 
 LSE_TARGET_AVX2_FMA
-static inline v8y y_pos1(v8y v)
+static inline v8x2 y_pos1(v8x2 v)
 {
     const __m256d one = _mm256_set1_pd(1.0), z = _mm256_setzero_pd();
-    return (v8y){y_pick(one, v.lo, _mm256_cmp_pd(v.lo, z, _CMP_GT_OQ)),
+    return (v8x2){y_pick(one, v.lo, _mm256_cmp_pd(v.lo, z, _CMP_GT_OQ)),
                  y_pick(one, v.hi, _mm256_cmp_pd(v.hi, z, _CMP_GT_OQ))};
 }
 
@@ -332,12 +328,12 @@ static inline void y_tr4(__m256d a, __m256d b, __m256d c, __m256d d,
 }
 
 LSE_TARGET_AVX2_FMA
-static inline v8y y_col(const double *p, size_t st)
+static inline v8x2 y_col(const double *p, size_t st)
 {
     const __m256i idx = _mm256_set_epi64x((long long)(3 * st),
                                           (long long)(2 * st),
                                           (long long)st, 0);
-    return (v8y){_mm256_i64gather_pd(p, idx, 8),
+    return (v8x2){_mm256_i64gather_pd(p, idx, 8),
                  _mm256_i64gather_pd(p + 4 * st, idx, 8)};
 }
 
@@ -357,7 +353,7 @@ static inline __m256d y_under0(__m256d e, __m256d x)
 }
 
 LSE_TARGET_AVX2_FMA
-static inline void y_tr8(v8y r[8])
+static inline void y_tr8(v8x2 r[8])
 {
     __m256d q[4][4]; /* [rows 0-3 | 4-7][lo | hi] blocks, transposed */
     y_tr4(r[0].lo, r[1].lo, r[2].lo, r[3].lo, q[0]);
@@ -365,34 +361,22 @@ static inline void y_tr8(v8y r[8])
     y_tr4(r[0].hi, r[1].hi, r[2].hi, r[3].hi, q[2]);
     y_tr4(r[4].hi, r[5].hi, r[6].hi, r[7].hi, q[3]);
     for (int j = 0; j < 4; j++) {
-        r[j] = (v8y){q[0][j], q[1][j]};
-        r[4 + j] = (v8y){q[2][j], q[3][j]};
+        r[j] = (v8x2){q[0][j], q[1][j]};
+        r[4 + j] = (v8x2){q[2][j], q[3][j]};
     }
 }
 
-#define V8 v8y
-#define V8_ZERO() ((v8y){_mm256_setzero_pd(), _mm256_setzero_pd()})
-#define V8_LOAD(p) ((v8y){_mm256_loadu_pd(p), _mm256_loadu_pd((p) + 4)})
-#define V8_STORE(p, v)                                                         \
-    (_mm256_storeu_pd((p), (v).lo), _mm256_storeu_pd((p) + 4, (v).hi))
-#define V8_BCAST(x) ((v8y){_mm256_set1_pd(x), _mm256_set1_pd(x)})
-#define V8_FMA(a, b, c)                                                        \
-    ((v8y){_mm256_fmadd_pd((a).lo, (b).lo, (c).lo),                           \
-           _mm256_fmadd_pd((a).hi, (b).hi, (c).hi)})
-#define V8_ADD(a, b) Y2(_mm256_add_pd, a, b)
-#define V8_SUB(a, b) Y2(_mm256_sub_pd, a, b)
-#define V8_MUL(a, b) Y2(_mm256_mul_pd, a, b)
-#define V8_DIV(a, b) Y2(_mm256_div_pd, a, b)
-#define V8_MAX(a, b) Y2(_mm256_max_pd, a, b)
+#define V8_DIV(a, b) V8X2_OP(_mm256_div_pd, a, b)
+#define V8_MAX(a, b) V8X2_OP(_mm256_max_pd, a, b)
 #define V8_BAD(v) y_bad(v)
 #define V8_NINF0(v) y_ninf0(v)
 #define V8_POS1(v) y_pos1(v)
-#define V8_EXP(v) ((v8y){lse_exp_nonpos4((v).lo), lse_exp_nonpos4((v).hi)})
+#define V8_EXP(v) ((v8x2){lse_exp_nonpos4((v).lo), lse_exp_nonpos4((v).hi)})
 #define V8_TR8(r) y_tr8(r)
 #define V8_COL(p, s) y_col((p), (s))
-#define V8_POW2(t) ((v8y){y_pow2((t).lo), y_pow2((t).hi)})
+#define V8_POW2(t) ((v8x2){y_pow2((t).lo), y_pow2((t).hi)})
 #define V8_UNDER0(e, x)                                                        \
-    ((v8y){y_under0((e).lo, (x).lo), y_under0((e).hi, (x).hi)})
+    ((v8x2){y_under0((e).lo, (x).lo), y_under0((e).hi, (x).hi)})
 #define FZ_FN(name) name##_avx2
 #define FZ_TARGET LSE_TARGET_AVX2_FMA
 #define FZ_KB 4

@@ -933,23 +933,7 @@ void lse_gauss_stats_diag_rows(const gsl_matrix *x, const double *mu,
 #undef TRI_SM
 
 /* 8 lanes as two AVX2 vectors (lanes 0-3, 4-7) */
-typedef struct v8x2 {
-    __m256d lo, hi;
-} v8x2;
-#define V8_2(op, a, b)                                                         \
-    ((v8x2){op((a).lo, (b).lo), op((a).hi, (b).hi)})
-#define V8 v8x2
-#define V8_ZERO() ((v8x2){_mm256_setzero_pd(), _mm256_setzero_pd()})
-#define V8_LOAD(p) ((v8x2){_mm256_loadu_pd(p), _mm256_loadu_pd((p) + 4)})
-#define V8_STORE(p, v)                                                         \
-    (_mm256_storeu_pd((p), (v).lo), _mm256_storeu_pd((p) + 4, (v).hi))
-#define V8_BCAST(x) ((v8x2){_mm256_set1_pd(x), _mm256_set1_pd(x)})
-#define V8_FMA(a, b, c)                                                        \
-    ((v8x2){_mm256_fmadd_pd((a).lo, (b).lo, (c).lo),                           \
-            _mm256_fmadd_pd((a).hi, (b).hi, (c).hi)})
-#define V8_ADD(a, b) V8_2(_mm256_add_pd, a, b)
-#define V8_SUB(a, b) V8_2(_mm256_sub_pd, a, b)
-#define V8_MUL(a, b) V8_2(_mm256_mul_pd, a, b)
+#include "v8x2.h"
 #define TRI_FN(name) name##_avx2
 #define TRI_TARGET LSE_TARGET_AVX2_FMA
 #define TRI_RE 6

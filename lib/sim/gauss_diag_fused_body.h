@@ -74,6 +74,22 @@ FZ_TARGET LSE_KERNEL void FZ_FN(fz_scores)(const double *vt, size_t nv,
     }
 }
 
+/* The lanes' maxima over the K components of sl into *mx; nonzero when a
+ * score is NaN or +INFINITY (then *mx means nothing). */
+FZ_TARGET LSE_KERNEL unsigned FZ_FN(fz_rowmax)(const double *sl,
+                                               size_t K, V8 *mx)
+{
+    unsigned bad = 0;
+    V8 m = V8_LOAD(sl);
+    for (size_t k = 0; k < K; k++) {
+        const V8 s = V8_LOAD(sl + 8 * k);
+        bad |= V8_BAD(s);
+        m = V8_MAX(s, m);
+    }
+    *mx = m;
+    return bad;
+}
+
 /* Softmax of the tile's rows (lanes) over the K <= NE components of sl
  * (NE = 8 or 16, kp), in place, times the row weights wt (8, or NULL: 1);
  * the maxima and the sums to mrow and trow. 0, or nonzero (nothing
@@ -85,13 +101,8 @@ FZ_TARGET LSE_KERNEL unsigned FZ_FN(fz_softmax)(double *sl, size_t K,
                                                const double *wt, double *mrow,
                                                double *trow)
 {
-    unsigned bad = 0;
-    V8 mx = V8_LOAD(sl);
-    for (size_t k = 0; k < K; k++) {
-        const V8 s = V8_LOAD(sl + 8 * k);
-        bad |= V8_BAD(s);
-        mx = V8_MAX(s, mx);
-    }
+    V8 mx;
+    const unsigned bad = FZ_FN(fz_rowmax)(sl, K, &mx);
     if (bad)
         return bad;
     /* a row of -INFINITY keeps it (exp gives 0) */
@@ -170,13 +181,8 @@ FZ_TARGET LSE_KERNEL unsigned FZ_FN(fz_softmax_wide)(double *sl, size_t K,
                                                     const double *wt,
                                                     double *mrow, double *trow)
 {
-    unsigned bad = 0;
-    V8 mx = V8_LOAD(sl);
-    for (size_t k = 0; k < K; k++) {
-        const V8 s = V8_LOAD(sl + 8 * k);
-        bad |= V8_BAD(s);
-        mx = V8_MAX(s, mx);
-    }
+    V8 mx;
+    const unsigned bad = FZ_FN(fz_rowmax)(sl, K, &mx);
     if (bad)
         return bad;
     const V8 sh = V8_NINF0(mx);

@@ -11,6 +11,7 @@ struct lse_node {
     unsigned flags;
     gsl_matrix *value; /* (n, dim) */
     gsl_matrix *grad;  /* (n, dim) */
+    int sealed;        /* lse_node_seal (lsegraph/graph.h) */
 };
 
 typedef struct lse_chain lse_chain; /* lib/chain.c */

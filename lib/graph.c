@@ -328,12 +328,15 @@ static int matrix_nonfinite(const gsl_matrix *v, int avx2)
     return bad;
 }
 
+/* Every node's values finite, else LSE_ENONFINITE naming the first bad
+ * entry. A sealed node (lse_node_seal) is finite by construction and not
+ * scanned: the data of an EM fit, 2-3 % of an iteration otherwise. */
 static lse_status check_values(lse_graph *g, const char *fn)
 {
     const int avx2 = lse_cpu_avx2();
     for (size_t k = 0; k < g->n_nodes; k++) {
         const gsl_matrix *v = g->nodes[k]->value;
-        if (!matrix_nonfinite(v, avx2))
+        if (g->nodes[k]->sealed || !matrix_nonfinite(v, avx2))
             continue;
         /* a second pass only to name the first bad entry */
         for (size_t i = 0; i < v->size1; i++)
@@ -563,11 +566,28 @@ void lse_node_set_clamped(lse_node *node, int clamped)
         node->flags |= LSE_NODE_CLAMPED;
     else
         node->flags &= ~(unsigned)LSE_NODE_CLAMPED;
+    node->sealed = 0; /* a free node is written by the solvers */
 }
 
 gsl_matrix *lse_node_value(lse_node *node)
 {
-    return node != NULL ? node->value : NULL;
+    if (node == NULL)
+        return NULL;
+    node->sealed = 0; /* the caller may write through the pointer */
+    return node->value;
+}
+
+lse_status lse_node_seal(lse_node *node)
+{
+    if (node == NULL)
+        return LSE_EFAULT;
+    node->sealed = 0;
+    if (!(node->flags & LSE_NODE_CLAMPED))
+        return LSE_EINVAL;
+    if (matrix_nonfinite(node->value, lse_cpu_avx2()))
+        return LSE_ENONFINITE;
+    node->sealed = 1;
+    return LSE_OK;
 }
 
 const gsl_matrix *lse_node_grad(const lse_node *node)

@@ -300,6 +300,8 @@ lse_status gmm_graph_build(const lse_gmm *m, const gsl_matrix *x,
                                 LSE_NODE_PARAM, &gg->chol);
     if (st == LSE_OK)
         st = lse_node_set_value(gg->x, x);
+    if (st == LSE_OK) /* written only here: no check per evaluation */
+        st = lse_node_seal(gg->x);
     if (st != LSE_OK)
         return graph_fail(gg, st, fn, err);
     gmm_params_to_graph(m->weights, m->means, m->chol, gg);

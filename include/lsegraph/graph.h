@@ -146,6 +146,15 @@ LSE_API const gsl_matrix *lse_node_grad(const lse_node *node);
 /** @brief Copy @p value (rows, dim) into @p node.
  *  @return LSE_OK, LSE_EFAULT, LSE_EDIM, LSE_ENONFINITE. */
 LSE_API lse_status lse_node_set_value(lse_node *node, const gsl_matrix *value);
+/** @brief Seal a clamped @p node whose values are all finite: from now on
+ *  they change only through lse_node_set_value (which rejects non-finite
+ *  values), so the evaluations skip their check of this node's values.
+ *  lse_node_value (a writable pointer) and lse_node_set_clamped break the
+ *  seal. For a model's own data node whose pointer never leaves the
+ *  model: a large one costs a pass over memory per evaluation otherwise.
+ *  @return LSE_OK; LSE_EFAULT; LSE_EINVAL (not clamped), LSE_ENONFINITE
+ *  (a non-finite value): then the node is not sealed. */
+LSE_API lse_status lse_node_seal(lse_node *node);
 /** @brief The graph that owns @p node. */
 LSE_API lse_graph *lse_node_graph(const lse_node *node);
 

@@ -489,10 +489,65 @@ static void qt_pairs_fill(qt_pairs *t, size_t d)
  * With the pair table pr (d <= QT_MAXD) the products are one loop over
  * the table: the loops over b (d of them, d - a products each) cost a
  * mispredicted exit each, most of this function's time at d = 16. */
+/* qfull_vt_avx512 for D = d <= 16 (a constant in each copy): y = x - c
+ * of the 8 rows stays in registers (D vectors), so that the products load
+ * nothing. Loading y back from vt, as the general loop does, put the
+ * loads behind the stores of the products 4 KiB further on (4K aliasing:
+ * the product rows start 64 (1 + d) bytes after y), and the products took
+ * 16 % of the E-step's time at d = 16. Same values. */
+LSE_TARGET_AVX512
+LSE_KERNEL void qfull_vt_regs(const double *x, size_t xt, const double *c,
+                              double *vt, const size_t D)
+{
+    __m512d y[16];
+    _mm512_store_pd(vt, _mm512_set1_pd(1.0));
+    _Pragma("GCC unroll 2") for (size_t j0 = 0; j0 < D; j0 += 8) {
+        const size_t nj = D - j0 < 8 ? D - j0 : 8;
+        const __mmask8 m = (__mmask8)(nj == 8 ? 0xFFu : (1u << nj) - 1u);
+        const __m512d cj = _mm512_maskz_loadu_pd(m, c + j0);
+        __m512d r8[8];
+        for (size_t r = 0; r < 8; r++)
+            r8[r] = _mm512_sub_pd(_mm512_maskz_loadu_pd(m, x + r * xt + j0),
+                                  cj);
+        tr8_avx512(r8);
+        for (size_t j = 0; j < nj; j++) {
+            y[j0 + j] = r8[j];
+            _mm512_store_pd(vt + 8 * (1 + j0 + j), r8[j]);
+        }
+    }
+    double *vq = vt + 8 * (1 + D);
+    _Pragma("GCC unroll 16") for (size_t a = 0; a < D; a++)
+        _Pragma("GCC unroll 16") for (size_t b = a; b < D; b++, vq += 8)
+            _mm512_store_pd(vq, _mm512_mul_pd(y[a], y[b]));
+}
+
+#define QT_REGS(D)                                                             \
+    case D:                                                                    \
+        qfull_vt_regs(x, xt, c, vt, D);                                        \
+        return 1
+
+/* qfull_vt_regs for d <= 16: 1 when done. */
+LSE_TARGET_AVX512
+static int qfull_vt_small(const double *x, size_t xt, const double *c,
+                          size_t d, double *vt)
+{
+    switch (d) {
+        QT_REGS(1); QT_REGS(2); QT_REGS(3); QT_REGS(4);
+        QT_REGS(5); QT_REGS(6); QT_REGS(7); QT_REGS(8);
+        QT_REGS(9); QT_REGS(10); QT_REGS(11); QT_REGS(12);
+        QT_REGS(13); QT_REGS(14); QT_REGS(15); QT_REGS(16);
+    default:
+        return 0;
+    }
+}
+#undef QT_REGS
+
 LSE_TARGET_AVX512
 static void qfull_vt_avx512(const double *x, size_t xt, const double *c,
                             size_t d, double *vt, const qt_pairs *pr)
 {
+    if (qfull_vt_small(x, xt, c, d, vt))
+        return;
     qfull_yt_avx512(x, xt, c, d, vt);
     double *vq = vt + 8 * (1 + d);
     if (pr != NULL) {
@@ -510,6 +565,19 @@ static void qfull_vt_avx512(const double *x, size_t xt, const double *c,
     }
 }
 
+/* Ask for the cache line at p for writing (PREFETCHW; never faults): the
+ * tiles of one group of 8 rows fetch the next group's monomial rows, which
+ * qfull_vt_avx512 then stores without waiting for each line (its stores
+ * had most of the kernel's samples outside the products). */
+static inline void qfull_prefetchw(const double *p)
+{
+#if defined(__GNUC__)
+    __asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
+#else
+    (void)p;
+#endif
+}
+
 /* Full/tied quadratic path, E-step: S (8 rows from s, tda st; components
  * k0 .. k0 + nk - 1, nk <= 8 NH) = V Q for the 8 rows whose V transposed
  * is vt (nv x 8), q: Q (nv, kp) 64-byte aligned, row p the coefficients of
@@ -525,7 +593,8 @@ static void qfull_vt_avx512(const double *x, size_t xt, const double *c,
             for (int h = 0; h < (NH); h++)                                     \
                 acc[r][h] = _mm512_setzero_pd();                               \
         const double *qp = q + k0;                                             \
-        for (size_t p = 0; p < nv; p++, qp += kp, vt += 8) {                   \
+        for (size_t p = 0; p < nv; p++, qp += kp, vt += 8, pw += 8) {         \
+            qfull_prefetchw(pw);                                               \
             __m512d qv[NH];                                                    \
             for (int h = 0; h < (NH); h++)                                     \
                 qv[h] = _mm512_loadu_pd(qp + 8 * h);                           \
@@ -546,14 +615,16 @@ static void qfull_vt_avx512(const double *x, size_t xt, const double *c,
 
 LSE_TARGET_AVX512
 static void qs_tile16(const double *vt, size_t nv, const double *q, size_t kp,
-                      size_t k0, size_t nk, double *s, size_t st)
+                      size_t k0, size_t nk, double *s, size_t st,
+                      const double *pw)
 {
     QS_BODY(2);
 }
 
 LSE_TARGET_AVX512
 static void qs_tile8(const double *vt, size_t nv, const double *q, size_t kp,
-                     size_t k0, size_t nk, double *s, size_t st)
+                     size_t k0, size_t nk, double *s, size_t st,
+                     const double *pw)
 {
     QS_BODY(1);
 }
@@ -591,9 +662,9 @@ void lse_gauss_qfull_eval_avx512(lse_gauss_work *w, const gsl_matrix *x,
         for (size_t k0 = 0; k0 < K; k0 += 16) {
             const size_t nk = K - k0;
             if (nk > 8)
-                qs_tile16(yg, nv, q, kp, k0, nk, sg, s->tda);
+                qs_tile16(yg, nv, q, kp, k0, nk, sg, s->tda, yg + nv * 8);
             else
-                qs_tile8(yg, nv, q, kp, k0, nk, sg, s->tda);
+                qs_tile8(yg, nv, q, kp, k0, nk, sg, s->tda, yg + nv * 8);
         }
     }
 }

@@ -47,6 +47,10 @@ typedef struct lse_gauss_work {
     int prepared;    /* factor cache valid (prepare ran since work_new/solve) */
     int has_offsets; /* prepare got the parents: center and off are valid */
     unsigned gen;    /* bumped by every prepare (tags the E-step cache) */
+    double *pkey;    /* full/tied: the logw | chol | parent values of the
+                        last successful prepare (lse_gauss_prepare skips
+                        a prepare of the same values), or NULL */
+    size_t pkey_n;   /* its doubles; 0: no key */
     int avx2;        /* run the AVX2 copies of the fused loops */
     int moments;     /* solve gets the moments N | s1 | s2 shifted by the
                         current means (lse_gauss_s2_size layout) instead of

@@ -233,6 +233,7 @@ void lse_gauss_work_free(void *work)
     free(w->wtri);
     free(w->rhot);
     free(w->fused);
+    free(w->pkey);
     lse_gauss_mclust_work_free(w->mcl);
     free(w);
 }
@@ -365,28 +366,42 @@ static lse_status prepare_factor(lse_gauss_work *w, const gsl_matrix *chol,
     const size_t d = w->dim;
     const double *row = gsl_matrix_const_ptr(chol, f, 0);
     gsl_matrix *l = w->dd;
+    const size_t lt = l->tda;
+    double *inv = gsl_matrix_ptr(w->inv, f, 0);
     double ld = 0.0;
+    /* raw rows (the entries and checks of gsl_matrix_set/get, without
+     * their index checks: 3 passes of d^2 entries per component, the
+     * largest part of the M-step's serial prepare at d = 64) */
     for (size_t i = 0; i < d; i++) {
-        for (size_t j = 0; j < d; j++) {
-            const double v = j <= i ? row[i * d + j] : 0.0;
-            if (!isfinite(v))
-                return LSE_ENONFINITE;
-            gsl_matrix_set(l, i, j, v);
+        double *li = l->data + i * lt;
+        const double *ri = row + i * d;
+        int bad = 0;
+        for (size_t j = 0; j <= i; j++) {
+            li[j] = ri[j];
+            bad |= !isfinite(ri[j]);
         }
-        const double lii = gsl_matrix_get(l, i, i);
+        for (size_t j = i + 1; j < d; j++)
+            li[j] = 0.0;
+        if (bad)
+            return LSE_ENONFINITE;
+        const double lii = li[i];
         if (lii == 0.0)
             return LSE_ENUMERIC;
-        gsl_matrix_set(w->inv, f, i, 1.0 / lii);
+        inv[i] = 1.0 / lii;
         ld += 2.0 * log(fabs(lii));
     }
     const int rc = gsl_linalg_tri_invert(CblasLower, CblasNonUnit, l);
     if (rc != GSL_SUCCESS)
         return lse_status_from_gsl(rc);
     /* minv(i, f d + j) = (L^-1)(j, i), zero where j < i */
-    for (size_t i = 0; i < d; i++)
-        for (size_t j = 0; j < d; j++)
-            gsl_matrix_set(w->minv, i, f * d + j,
-                           j >= i ? gsl_matrix_get(l, j, i) : 0.0);
+    const size_t mt = w->minv->tda;
+    for (size_t i = 0; i < d; i++) {
+        double *mi = w->minv->data + i * mt + f * d;
+        for (size_t j = 0; j < i; j++)
+            mi[j] = 0.0;
+        for (size_t j = i; j < d; j++)
+            mi[j] = l->data[j * lt + i];
+    }
     *logdet = ld;
     return LSE_OK;
 }
@@ -478,12 +493,13 @@ static void tri_factors(lse_gauss_work *w, const gsl_matrix *parent)
         for (size_t st = 0; st < dp / 8; st++) {
             double *pan = w->utri + k * w->ustr + 32 * st * (st + 1);
             const size_t rows = 8 * st + 8 < d ? 8 * st + 8 : d;
-            for (size_t m = 0; m < rows; m++)
+            for (size_t m = 0; m < rows; m++) {
+                const double *mm = gsl_matrix_const_ptr(w->minv, m, k * d);
                 for (size_t e = 0; e < 8; e++) {
                     const size_t j = 8 * st + e;
-                    pan[8 * m + e] =
-                        j < d ? gsl_matrix_get(w->minv, m, k * d + j) : 0.0;
+                    pan[8 * m + e] = j < d ? mm[j] : 0.0;
                 }
+            }
         }
         memcpy(w->otri + k * dp, gsl_matrix_const_ptr(w->off, k, 0),
                d * sizeof(double));
@@ -559,11 +575,63 @@ static lse_status prepare_fused(lse_gauss_work *w, const gsl_matrix *chol,
     return LSE_OK;
 }
 
+/* The key of prepare_same: the values of logw (if any), chol and parent,
+ * row by row. store: copy them into w->pkey (grown to fit; no key when out
+ * of memory); else compare (1: the same bits). */
+static int prepare_key(lse_gauss_work *w, const gsl_matrix *const m[3],
+                       int store)
+{
+    size_t n = 0;
+    for (int i = 0; i < 3; i++)
+        if (m[i] != NULL)
+            n += m[i]->size1 * m[i]->size2;
+    if (store && n != w->pkey_n) {
+        free(w->pkey);
+        w->pkey = malloc(n * sizeof *w->pkey);
+        w->pkey_n = w->pkey != NULL ? n : 0;
+    }
+    if (w->pkey_n != n || n == 0)
+        return 0;
+    double *k = w->pkey;
+    for (int i = 0; i < 3; i++)
+        for (size_t r = 0; m[i] != NULL && r < m[i]->size1; r++) {
+            const double *row = m[i]->data + r * m[i]->tda;
+            const size_t len = m[i]->size2 * sizeof *row;
+            if (store)
+                memcpy(k, row, len);
+            else if (memcmp(k, row, len) != 0)
+                return 0;
+            k += m[i]->size2;
+        }
+    return 1;
+}
+
+/* Was w prepared from these very values (full/tied with parents)? Then
+ * the factor cache and the E-step cache stand: the M-step's own prepare
+ * (lse_term_sim_args) repeats the E-step's, on the same parameters, and
+ * at d = 64, K = 32 it is 32 triangular inverses on the main thread, 1 %
+ * of an iteration on one thread and twice that on two (docs/performance.md,
+ * "Full covariances, session 9"). */
+static int prepare_same(lse_gauss_work *w, const gsl_matrix *const m[3])
+{
+    const size_t K = w->n_comp, d = w->dim;
+    if (!w->prepared || !w->has_offsets || w->off == NULL || m[2] == NULL ||
+        (m[0] != NULL && (m[0]->size1 != K || m[0]->size2 != 1)) ||
+        m[1]->size1 != lse_cov_chol_rows(w->cov, K) ||
+        m[1]->size2 != lse_cov_chol_cols(w->cov, d) || m[2]->size1 != K ||
+        m[2]->size2 != d)
+        return 0;
+    return prepare_key(w, m, 0);
+}
+
 lse_status lse_gauss_prepare(lse_gauss_work *w, const gsl_matrix *logw,
                              const gsl_matrix *chol, const gsl_matrix *parent)
 {
     if (w == NULL || chol == NULL)
         return LSE_EFAULT;
+    const gsl_matrix *const key[3] = {logw, chol, parent};
+    if (prepare_same(w, key))
+        return LSE_OK;
     w->prepared = 0;
     w->has_offsets = 0;
     w->fast = 0;
@@ -583,6 +651,8 @@ lse_status lse_gauss_prepare(lse_gauss_work *w, const gsl_matrix *logw,
     if (st != LSE_OK)
         return st;
     w->prepared = 1;
+    if (parent != NULL && w->off != NULL)
+        prepare_key(w, key, 1);
     return LSE_OK;
 }
 

@@ -138,7 +138,7 @@ LSE_API int lse_node_is_clamped(const lse_node *node);
 /** @brief Clamp (observed) or free @p node. */
 LSE_API void lse_node_set_clamped(lse_node *node, int clamped);
 /** @brief The value (rows, dim), borrowed and writable: models and solvers
- *  update it in place. */
+ *  update it in place (it breaks an lse_node_seal). */
 LSE_API gsl_matrix *lse_node_value(lse_node *node);
 /** @brief dE/dvalue from the last lse_graph_gradient (zero for clamped
  *  nodes); borrowed. */

@@ -986,6 +986,7 @@ void lse_gauss_stats_diag_rows(const gsl_matrix *x, const double *mu,
 #define TRI_SE 2
 #define TRI_RM 8
 #define TRI_SM 3
+#define TRI_SW 4
 #include "gauss_tri_body.h"
 #undef V8
 #undef V8_ZERO
@@ -1002,6 +1003,7 @@ void lse_gauss_stats_diag_rows(const gsl_matrix *x, const double *mu,
 #undef TRI_SE
 #undef TRI_RM
 #undef TRI_SM
+#undef TRI_SW
 
 /* 8 lanes as two AVX2 vectors (lanes 0-3, 4-7) */
 #include "v8x2.h"
@@ -1011,6 +1013,7 @@ void lse_gauss_stats_diag_rows(const gsl_matrix *x, const double *mu,
 #define TRI_SE 1
 #define TRI_RM 6
 #define TRI_SM 1
+#define TRI_SW 2
 #include "gauss_tri_body.h"
 #endif
 

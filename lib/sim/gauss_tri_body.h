@@ -10,6 +10,7 @@
  *                   1 or 2)
  *   TRI_RM, TRI_SM  rows x strips of 8 columns of a scatter tile (TRI_RM
  *                   divides 8 or is a multiple of it)
+ *   TRI_SW          strips side by side when forming w = rho (x - mu)
  * Both copies compute every entry as the same chain of fused multiply-adds
  * in the same order (tiles only decide which entries share registers), so
  * they give the same bits. Padded columns are zero; a product with a zero
@@ -180,26 +181,54 @@ TRI_TARGET LSE_KERNEL void TRI_FN(tri_mtile)(const double *x, const double *mu,
  * weights), ADD sum_i w_i to s1 (d) and the upper triangle of
  * sum_i w_i r_i' to s2 (d x d). w is (b x dp) scratch with TRI_RM
  * doubles more. */
+/* w_i = rho_i (x_i - mu) on NS strips from strip s0 of the b rows, and
+ * their sums over the rows (in row order, one chain per strip) ADDED to
+ * s1: the NS strips side by side, so that NS chains of additions run at
+ * once (one strip after the other, the chain's latency bounded the loop,
+ * whose store and addition had 7 % of tri_stats' samples at d = 64). The
+ * same operations in the same order per strip: the same bits. */
+TRI_TARGET LSE_KERNEL void TRI_FN(tri_wstrips)(const double *xp, size_t b,
+                                               size_t d, size_t dp,
+                                               const double *mu,
+                                               const double *rho, double *w,
+                                               double *s1, size_t s0,
+                                               const int NS)
+{
+    V8 m[TRI_SW], acc[TRI_SW];
+    for (int t = 0; t < NS; t++) {
+        m[t] = V8_LOAD(mu + 8 * (s0 + (size_t)t));
+        acc[t] = V8_ZERO();
+    }
+    for (size_t i = 0; i < b; i++) {
+        const V8 rb = V8_BCAST(rho[i]);
+        const double *xi = xp + i * dp + 8 * s0;
+        double *wo = w + i * dp + 8 * s0;
+        for (int t = 0; t < NS; t++) {
+            const V8 wi = V8_MUL(rb, V8_SUB(V8_LOAD(xi + 8 * t), m[t]));
+            V8_STORE(wo + 8 * t, wi);
+            acc[t] = V8_ADD(acc[t], wi);
+        }
+    }
+    double sum[8];
+    for (int t = 0; t < NS; t++) {
+        const size_t j0 = 8 * (s0 + (size_t)t);
+        V8_STORE(sum, acc[t]);
+        for (size_t e = 0; e < 8 && j0 + e < d; e++)
+            s1[j0 + e] += sum[e];
+    }
+}
+
 TRI_TARGET static void TRI_FN(tri_stats)(const double *xp, size_t b, size_t d,
                                          size_t dp, const double *mu,
                                          const double *rho, double *w,
                                          double *s1, double *s2)
 {
     const size_t nst = dp / 8;
-    double sum[8];
-    for (size_t s = 0; s < nst; s++) {
-        const V8 m = V8_LOAD(mu + 8 * s);
-        V8 acc = V8_ZERO();
-        for (size_t i = 0; i < b; i++) {
-            const V8 ri = V8_SUB(V8_LOAD(xp + i * dp + 8 * s), m);
-            const V8 wi = V8_MUL(V8_BCAST(rho[i]), ri);
-            V8_STORE(w + i * dp + 8 * s, wi);
-            acc = V8_ADD(acc, wi);
-        }
-        V8_STORE(sum, acc);
-        for (size_t e = 0; e < 8 && 8 * s + e < d; e++)
-            s1[8 * s + e] += sum[e];
-    }
+    size_t sw = 0;
+    for (; sw + TRI_SW <= nst; sw += TRI_SW)
+        TRI_FN(tri_wstrips)(xp, b, d, dp, mu, rho, w, s1, sw, TRI_SW);
+    for (; sw < nst; sw++)
+        TRI_FN(tri_wstrips)(xp, b, d, dp, mu, rho, w, s1, sw, 1);
     for (size_t a0 = 0; a0 < d; a0 += TRI_RM) {
         size_t s = a0 / 8;
         for (; s + TRI_SM <= nst; s += TRI_SM)

@@ -9,6 +9,7 @@
 
 #include "exactsum-private.h"
 #include "kernels-private.h"
+#include "sim-clean-private.h"
 #include "sim-fused-private.h"
 #include "size-private.h"
 #include "softmax-private.h"
@@ -407,6 +408,7 @@ typedef struct lse_term_par {
     int private_grads; /* parent/param gradients go to chunk buffers */
     lse_softmax_isa isa; /* softmax copies this machine runs */
     lse_sim_fused_fn fused; /* the type's fused block pass, or NULL */
+    lse_sim_clean_fn clean; /* did eval check its scores? or NULL */
     double *sink;      /* statistics sink of lse_term_set_stats_sink */
     size_t sink_stride;
 } lse_term_par;
@@ -454,6 +456,7 @@ static lse_status par_new(lse_term *t)
     /* LSE_NO_FUSED (tests, benchmarks): the separate steps only */
     p->fused = lse_cpu_env_off("LSE_NO_FUSED") ? NULL
                                                 : lse_sim_fused_find(t->sim);
+    p->clean = lse_sim_clean_find(t->sim);
     /* doubles of private gradient per chunk */
     size_t priv = 0, bytes = 0; /* node sizes: each fits, their sum may not */
     if (free_node(t->parent.node))
@@ -743,7 +746,10 @@ static void run_chunk(lse_term *t, term_chunk *ch, thread_slot *sl,
             if (t->has_mask)
                 apply_mask(t, &sv.matrix, i0);
             size_t r, j;
-            if (lse_softmax_find_bad(&sv.matrix, &t->par->isa, &r, &j)) {
+            /* a mask only writes -INFINITY, a legal score */
+            const int clean = t->par->clean != NULL && t->par->clean(a);
+            if (!clean &&
+                lse_softmax_find_bad(&sv.matrix, &t->par->isa, &r, &j)) {
                 chunk_fail(ch, LSE_ENONFINITE, FAIL_CHECK);
                 ch->row = i0 + r;
                 ch->col = j;

@@ -1,8 +1,11 @@
 /* lse_sim_gaussian's prepare skips a repeat on the same parameter values
  * (lib/sim/gauss_common.c prepare_same, full and tied covariances): a
  * change of any one value, made in place in the same matrices, must be
- * seen, and the scores must be those of a fresh workspace bit for bit. */
+ * seen, and the scores must be those of a fresh workspace bit for bit.
+ * And the quadratic E-step checks its own scores (sim-clean-private.h):
+ * a term must still report the first NaN score. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <gsl/gsl_matrix.h>
@@ -130,11 +133,68 @@ START_TEST(test_prepare_sees_changes)
 }
 END_TEST
 
+/* A full-covariance Gaussian term whose data row `bad` is so large that
+ * its monomials overflow: its scores are NaN (+INFINITY and -INFINITY
+ * products summed), the other rows' finite. The evaluation must fail at
+ * the check of the scores, naming row `bad` and component 0, whatever
+ * the path and however many threads (blocks of 16 rows: the bad row in a
+ * group of 8 of the AVX-512 kernel, or in its overlapped last group). */
+static void assert_bad_score_reported(size_t n, size_t bad, size_t d, int nt)
+{
+    prep_case c;
+    case_init(&c, LSE_COV_FULL, n, 6, d, 0);
+    for (size_t j = 0; j < d; j++)
+        gsl_matrix_set(c.x, bad, j, (j % 2 ? -1.0 : 1.0) * 1e200);
+    lse_set_num_threads(nt);
+    lse_graph *g = lse_graph_new();
+    lse_graph_set_block_rows(g, 16);
+    lse_node *x, *mu, *lw, *ch;
+    lse_assert_ok(lse_graph_add_node(g, "x", n, d, LSE_NODE_CLAMPED, &x));
+    lse_assert_ok(lse_graph_add_node(g, "mu", c.K, d, LSE_NODE_PARAM, &mu));
+    lse_assert_ok(lse_graph_add_node(g, "logw", c.K, 1, LSE_NODE_PARAM, &lw));
+    lse_assert_ok(lse_graph_add_node(g, "chol", c.K, d * d, LSE_NODE_PARAM, &ch));
+    lse_assert_ok(lse_node_set_value(x, c.x));
+    lse_assert_ok(lse_node_set_value(mu, c.mu));
+    lse_assert_ok(lse_node_set_value(lw, c.param[0]));
+    lse_assert_ok(lse_node_set_value(ch, c.param[1]));
+    lse_node *params[2] = {lw, ch};
+    lse_term_spec spec = lse_term_spec_default();
+    spec.child = lse_view_all(x);
+    spec.parent = lse_view_all(mu);
+    spec.sim = lse_sim_gaussian;
+    spec.config = &c.cfg;
+    spec.param = params;
+    spec.keep_matrices = 0;
+    lse_assert_ok(lse_graph_add_lse(g, "t", &spec, NULL));
+    double e;
+    lse_assert_status(lse_graph_energy(g, &e), LSE_ENONFINITE);
+    char want[64];
+    snprintf(want, sizeof want, "similarity[%zu,0] = NaN", bad);
+    ck_assert_msg(strstr(lse_graph_errmsg(g), want) != NULL, "%s (want %s)",
+                  lse_graph_errmsg(g), want);
+    lse_graph_free(g);
+    lse_set_num_threads(0);
+    case_free(&c);
+}
+
+START_TEST(test_bad_scores_reported)
+{
+    const size_t rows[4] = {0, 21, 45, 47}; /* 45, 47: the overlapped group */
+    for (int i = 0; i < 4; i++)
+        for (int nt = 1; nt <= 2; nt++) {
+            assert_bad_score_reported(48, rows[i], 5, nt);
+            assert_bad_score_reported(48, rows[i], 16, nt);
+        }
+    assert_bad_score_reported(53, 52, 7, 2); /* a last block of 5 rows */
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("gauss_prepare");
     TCase *tc = tcase_create("gauss_prepare");
     tcase_add_test(tc, test_prepare_sees_changes);
+    tcase_add_test(tc, test_bad_scores_reported);
     suite_add_tcase(s, tc);
     return s;
 }

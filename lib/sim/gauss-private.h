@@ -47,6 +47,8 @@ typedef struct lse_gauss_work {
     int prepared;    /* factor cache valid (prepare ran since work_new/solve) */
     int has_offsets; /* prepare got the parents: center and off are valid */
     unsigned gen;    /* bumped by every prepare (tags the E-step cache) */
+    int s_clean;     /* the last eval's scores are all checked: no NaN, no
+                        +INFINITY (lse_sim_clean_fn) */
     double *pkey;    /* full/tied: the logw | chol | parent values of the
                         last successful prepare (lse_gauss_prepare skips
                         a prepare of the same values), or NULL */
@@ -406,7 +408,7 @@ void lse_gauss_qeval6_avx2(const double *v, size_t vt, size_t nv,
 /* Full/tied quadratic path, AVX-512F, without the row-major V (the bits of
  * qeval6 / qstats4): qfull_eval: S = V Q of a block of at least 8 rows,
  * leaving the groups of 8 rows' V transposed at vt (64-byte aligned,
- * ceil(b / 8) nv 8 doubles); qfull_stats8: acc (nv, kp) += V' rho for 8
+ * ceil(b / 8) nv 8 doubles), 1 when a score is NaN or +INFINITY; qfull_stats8: acc (nv, kp) += V' rho for 8
  * rows of x, their V transposed at vt (formed there when form). */
 LSE_TARGET_AVX512
 void lse_gauss_qfull_stats8_avx512(const lse_gauss_work *w, const double *x,
@@ -414,8 +416,8 @@ void lse_gauss_qfull_stats8_avx512(const lse_gauss_work *w, const double *x,
                                    double *vt, int form, double *acc,
                                    size_t kp);
 LSE_TARGET_AVX512
-void lse_gauss_qfull_eval_avx512(lse_gauss_work *w, const gsl_matrix *x,
-                                 gsl_matrix *s, double *vt);
+int lse_gauss_qfull_eval_avx512(lse_gauss_work *w, const gsl_matrix *x,
+                                gsl_matrix *s, double *vt);
 LSE_TARGET_AVX512
 void lse_gauss_qeval6_avx512(const double *v, size_t vt, size_t nv,
                              const double *q, size_t kp, size_t K, double *s,

@@ -884,7 +884,7 @@ static lse_status fast_eval(lse_gauss_work *w, const gsl_matrix *x,
         (w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED)) {
         /* V transposed by groups of 8 rows, kept for stats */
         w->zrows = 0;
-        lse_gauss_qfull_eval_avx512(w, x, s, vt_groups(w));
+        w->s_clean = !lse_gauss_qfull_eval_avx512(w, x, s, vt_groups(w));
         cache_store(w, x);
         return LSE_OK;
     }

@@ -604,17 +604,24 @@ static inline void qfull_prefetchw(const double *p)
                     acc[r][h] = _mm512_fmadd_pd(u, qv[h], acc[r][h]);          \
             }                                                                  \
         }                                                                      \
+        const __m512d pinf = _mm512_set1_pd(INFINITY);                        \
+        __mmask8 bad = 0;                                                      \
         for (int h = 0; h < (NH); h++) {                                       \
             const size_t kh = 8 * (size_t)h, nh = nk > kh ? nk - kh : 0;        \
             const __mmask8 mk =                                                \
                 (__mmask8)(nh >= 8 ? 0xFFu : (1u << nh) - 1u);                 \
-            for (size_t r = 0; r < 8; r++)                                     \
+            for (size_t r = 0; r < 8; r++) {                                   \
                 _mm512_mask_storeu_pd(s + r * st + k0 + kh, mk, acc[r][h]);    \
+                /* NaN or +INFINITY (not less than +INFINITY) */              \
+                bad |= _mm512_mask_cmp_pd_mask(mk, acc[r][h], pinf,            \
+                                               _CMP_NLT_UQ);                   \
+            }                                                                  \
         }                                                                      \
+        return bad != 0;                                                       \
     } while (0)
 
 LSE_TARGET_AVX512
-static void qs_tile16(const double *vt, size_t nv, const double *q, size_t kp,
+static int qs_tile16(const double *vt, size_t nv, const double *q, size_t kp,
                       size_t k0, size_t nk, double *s, size_t st,
                       const double *pw)
 {
@@ -622,7 +629,7 @@ static void qs_tile16(const double *vt, size_t nv, const double *q, size_t kp,
 }
 
 LSE_TARGET_AVX512
-static void qs_tile8(const double *vt, size_t nv, const double *q, size_t kp,
+static int qs_tile8(const double *vt, size_t nv, const double *q, size_t kp,
                      size_t k0, size_t nk, double *s, size_t st,
                      const double *pw)
 {
@@ -637,9 +644,10 @@ static void qs_tile8(const double *vt, size_t nv, const double *q, size_t kp,
  * lse_gauss_qfull_stats8 reads it back: no row-major V), then tiles of 16
  * components (a last tile of 8). The same bits as qeval6. */
 LSE_TARGET_AVX512
-void lse_gauss_qfull_eval_avx512(lse_gauss_work *w, const gsl_matrix *x,
-                                 gsl_matrix *s, double *vt)
+int lse_gauss_qfull_eval_avx512(lse_gauss_work *w, const gsl_matrix *x,
+                                gsl_matrix *s, double *vt)
 {
+    int bad = 0;
     const size_t b = x->size1, d = w->dim, K = w->n_comp, nv = w->nv;
     const size_t kp = w->qcoef->tda, ng = (b + 7) / 8, xt = x->tda;
     const double *q = w->qcoef->data, *c = w->center->data;
@@ -662,11 +670,12 @@ void lse_gauss_qfull_eval_avx512(lse_gauss_work *w, const gsl_matrix *x,
         for (size_t k0 = 0; k0 < K; k0 += 16) {
             const size_t nk = K - k0;
             if (nk > 8)
-                qs_tile16(yg, nv, q, kp, k0, nk, sg, s->tda, yg + nv * 8);
+                bad |= qs_tile16(yg, nv, q, kp, k0, nk, sg, s->tda, yg + nv * 8);
             else
-                qs_tile8(yg, nv, q, kp, k0, nk, sg, s->tda, yg + nv * 8);
+                bad |= qs_tile8(yg, nv, q, kp, k0, nk, sg, s->tda, yg + nv * 8);
         }
     }
+    return bad;
 }
 
 

@@ -6,6 +6,7 @@
 
 #include "gauss-fused-private.h"
 #include "gauss_solve-private.h"
+#include "sim-clean-private.h"
 #include "sim-fused-private.h"
 
 /*
@@ -77,6 +78,7 @@ static lse_status eval(const lse_sim_args *a, gsl_matrix *s)
         return st;
     if (!w->prepared)
         return LSE_EINTERNAL;
+    w->s_clean = 0; /* only the kernels that check their scores set it */
     if (a->child->size1 == 0)
         return LSE_OK;
     const gsl_matrix *x = a->child;
@@ -368,4 +370,18 @@ const lse_sim_type *const lse_sim_gaussian = &gaussian_type;
 lse_sim_fused_fn lse_sim_fused_find(const lse_sim_type *type)
 {
     return type == &gaussian_type ? fused : NULL;
+}
+
+/* sim-clean-private.h: the full/tied quadratic E-step (AVX-512) checks the
+ * scores it writes (lse_gauss_qfull_eval_avx512); every other path leaves
+ * the check to the term. */
+static int clean(const lse_sim_args *a)
+{
+    const lse_gauss_work *w = a != NULL ? a->work : NULL;
+    return w != NULL && w->s_clean;
+}
+
+lse_sim_clean_fn lse_sim_clean_find(const lse_sim_type *type)
+{
+    return type == &gaussian_type ? clean : NULL;
 }

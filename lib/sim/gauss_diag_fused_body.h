@@ -290,8 +290,9 @@ FZ_TARGET static int FZ_FN(fused_run)(const lse_gauss_fused *f)
             xst = d;
         }
         FZ_FN(fz_vt)(xs, xst, d, f->c, vt);
-        /* the next tile's rows into L1 while this one computes (a
-         * prefetch never faults and changes no result) */
+        /* the next tile's rows into L2 while this one computes (a
+         * prefetch never faults and changes no result; docs/performance.md
+         * "Diagonal covariances, session 9") */
         if (i0 + 8 < b) {
             const size_t nn = b - i0 - 8 < 8 ? b - i0 - 8 : 8;
             const char *nx = (const char *)(f->x + (i0 + 8) * f->xt);

@@ -61,10 +61,11 @@ FZ_TARGET LSE_KERNEL void FZ_FN(fz_scores)(const double *vt, size_t nv,
 {
     for (size_t k0 = 0; k0 < kp; k0 += (size_t)KB) {
         V8 a[16];
+        /* the chain's first step, fma(V_0 = 1, q_0k, 0), is q_0k + 0 */
         for (int u = 0; u < KB; u++)
-            a[u] = V8_ZERO();
-        const double *qp = q + k0;
-        for (size_t p = 0; p < nv; p++, qp += kp) {
+            a[u] = V8_ADD(V8_BCAST(q[k0 + (size_t)u]), V8_ZERO());
+        const double *qp = q + kp + k0;
+        for (size_t p = 1; p < nv; p++, qp += kp) {
             const V8 v = V8_LOAD(vt + 8 * p);
             for (int u = 0; u < KB; u++)
                 a[u] = V8_FMA(v, V8_BCAST(qp[u]), a[u]);
@@ -224,9 +225,15 @@ FZ_TARGET LSE_KERNEL void FZ_FN(fz_stats)(const double *vt, size_t nv,
             rho[u] = V8_LOAD(sl + 8 * (k0 + u));
         V8_TR8(rho);
         double *m = macc + k0;
+        /* V_0 = 1: fma(1, rho, acc) and acc + 1 rho are both acc + rho */
+        V8 a0 = V8_LOAD(m);
+        for (size_t i = 0; i < nr; i++)
+            a0 = V8_ADD(a0, rho[i]);
+        V8_STORE(m, a0);
+        m += kp;
         if (nf == 8) {
             /* four monomials at a time: four independent chains */
-            size_t p = 0;
+            size_t p = 1;
             for (; p + 4 <= nv; p += 4, m += 4 * kp) {
                 V8 a[4];
                 for (size_t t = 0; t < 4; t++)
@@ -246,7 +253,7 @@ FZ_TARGET LSE_KERNEL void FZ_FN(fz_stats)(const double *vt, size_t nv,
             }
             continue;
         }
-        for (size_t p = 0; p < nv; p++, m += kp) {
+        for (size_t p = 1; p < nv; p++, m += kp) {
             V8 acc = V8_LOAD(m);
             for (size_t i = 0; i < nr; i++) {
                 const V8 v = V8_BCAST(vt[8 * p + i]);
@@ -283,6 +290,16 @@ FZ_TARGET static int FZ_FN(fused_run)(const lse_gauss_fused *f)
             xst = d;
         }
         FZ_FN(fz_vt)(xs, xst, d, f->c, vt);
+        /* the next tile's rows into L2 while this one computes (a
+         * prefetch never faults and changes no result; docs/performance.md
+         * "Diagonal covariances, session 9") */
+        if (i0 + 8 < b) {
+            const size_t nn = b - i0 - 8 < 8 ? b - i0 - 8 : 8;
+            const char *nx = (const char *)(f->x + (i0 + 8) * f->xt);
+            for (size_t r = 0; r < nn; r++)
+                for (size_t o = 0; o < d * sizeof(double); o += 64)
+                    FZ_PREFETCH(nx + r * f->xt * sizeof(double) + o);
+        }
         if (FZ_KB >= 16 && kp % 16 == 0)
             FZ_FN(fz_scores)(vt, nv, f->q, kp, sl, 16);
         else
@@ -313,6 +330,7 @@ FZ_TARGET static int FZ_FN(fused_run)(const lse_gauss_fused *f)
 
 /* this body's parameters, undefined for the next copy */
 #undef FZ_FN
+#undef FZ_PREFETCH
 #undef FZ_KB
 #undef FZ_TARGET
 #undef V8

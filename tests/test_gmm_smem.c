@@ -159,11 +159,17 @@ static size_t mislabelled(const lse_gmm *m, const gsl_matrix *x,
                           const size_t *lab)
 {
     const size_t n = x->size1;
-    size_t *p = malloc(n * sizeof *p), cnt[3][3] = {{0}};
-    lse_assert_ok(lse_gmm_predict(m, x, p, NULL));
-    for (size_t i = 0; i < n; i++)
-        cnt[lab[i]][p[i]]++;
-    free(p);
+    size_t cnt[3][3] = {{0}};
+    gsl_matrix *r = gsl_matrix_alloc(n, 3);
+    /* the most responsible component (rows with NaN: of their observed
+     * coordinates) */
+    lse_assert_ok(lse_gmm_posterior(m, x, LSE_GMM_MISSING_MARGINALIZE, r,
+                                    NULL, NULL));
+    for (size_t i = 0; i < n; i++) {
+        gsl_vector_view ri = gsl_matrix_row(r, i);
+        cnt[lab[i]][gsl_vector_max_index(&ri.vector)]++;
+    }
+    gsl_matrix_free(r);
     size_t bad = 0;
     for (size_t c = 0; c < 3; c++) {
         size_t top = 0;
@@ -313,6 +319,64 @@ START_TEST(test_shares)
 }
 END_TEST
 
+/* Sample weights 2 on every row: the same moves and means as without,
+ * twice the log-likelihood. Missing values (marginalized): the stuck fit
+ * with a NaN in every tenth row is repaired too, never falling. */
+START_TEST(test_weights_missing)
+{
+    const size_t n = 300;
+    size_t lab[300];
+    gsl_matrix *x = three(n, lab);
+    lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
+    o.init = LSE_GMM_INIT_GIVEN;
+    lse_gmm_smem_opts s = lse_gmm_smem_opts_default();
+    lse_gmm *a = new_of(3, 2, LSE_COV_DIAG, LSE_COV_MODEL_NONE);
+    lse_gmm *b = new_of(3, 2, LSE_COV_DIAG, LSE_COV_MODEL_NONE);
+    stuck_start(a);
+    stuck_start(b);
+    size_t ma = 0, mb = 0;
+    lse_assert_ok(lse_gmm_fit(a, x, &o, NULL));
+    lse_assert_ok(lse_gmm_smem(a, x, &o, &s, &ma, NULL));
+    gsl_vector *w = gsl_vector_alloc(n);
+    gsl_vector_set_all(w, 2.0);
+    lse_gmm_fit_opts ow = o;
+    ow.sample_weight = w;
+    lse_assert_ok(lse_gmm_fit(b, x, &ow, NULL));
+    lse_assert_ok(lse_gmm_smem(b, x, &ow, &s, &mb, NULL));
+    ck_assert_uint_ge(ma, 1);
+    ck_assert_uint_eq(ma, mb);
+    ck_assert_double_eq_tol(lse_gmm_info(b)->loglik,
+                            2.0 * lse_gmm_info(a)->loglik,
+                            1e-7 * fabs(lse_gmm_info(b)->loglik));
+    for (size_t c = 0; c < 3; c++)
+        for (size_t d = 0; d < 2; d++)
+            ck_assert_double_eq_tol(gsl_matrix_get(lse_gmm_means(a), c, d),
+                                    gsl_matrix_get(lse_gmm_means(b), c, d),
+                                    1e-5);
+    /* missing values */
+    for (size_t i = 0; i < n; i += 10)
+        gsl_matrix_set(x, i, i % 20 == 0 ? 0 : 1, NAN);
+    lse_gmm_fit_opts om = o;
+    om.missing = LSE_GMM_MISSING_MARGINALIZE;
+    stuck_start(a);
+    lse_assert_ok(lse_gmm_fit(a, x, &om, NULL));
+    const double l0 = lse_gmm_info(a)->loglik;
+    lse_assert_ok(lse_gmm_smem(a, x, &om, &s, &ma, NULL));
+    ck_assert_uint_ge(ma, 1);
+    ck_assert(lse_gmm_info(a)->loglik > l0);
+    /* all but (some of) the 15 rows that miss the coordinate telling B
+     * from C (plain EM: at least 50) */
+    ck_assert_uint_le(mislabelled(a, x, lab), 15);
+    /* without marginalizing, NaN is lse_gmm_posterior's error */
+    lse_error err;
+    lse_assert_status(lse_gmm_smem(a, x, &o, &s, &ma, &err), LSE_ENONFINITE);
+    gsl_vector_free(w);
+    lse_gmm_free(a);
+    lse_gmm_free(b);
+    gsl_matrix_free(x);
+}
+END_TEST
+
 /* emEM's call: the default (smem on) never ends below the same emEM with
  * smem 0, on Faithful and Iris K = 5..7, full and diag */
 START_TEST(test_emem_smem)
@@ -411,6 +475,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_never_falls);
     tcase_add_test(tc, test_stuck);
     tcase_add_test(tc, test_shares);
+    tcase_add_test(tc, test_weights_missing);
     tcase_add_test(tc, test_emem_smem);
     tcase_add_test(tc, test_errors);
     suite_add_tcase(s, tc);

@@ -25,6 +25,7 @@ lse_gmm_smem_opts lse_gmm_smem_opts_default(void)
     s.degenerate = LSE_GMM_EMEM_DEGENERATE;
     s.rank = LSE_GMM_SMEM_RANK_START;
     s.keep_iter = LSE_GMM_SMEM_KEEP_ITER;
+    s.n_score = LSE_GMM_SMEM_SCORE;
     return s;
 }
 
@@ -401,9 +402,10 @@ static int msc_cmp(const void *p, const void *q)
     return a[1] < b[1] ? -1 : a[1] > b[1];
 }
 
-/* The split axes of every component; with LSE_GMM_SMEM_RANK_START the nm
- * moves re-ranked by the log-likelihood of their starts (a start that is
- * not a valid mixture last). */
+/* The split axes of every component; with LSE_GMM_SMEM_RANK_START the
+ * first s->n_score of the nm moves (all with n_score 0) re-ranked by the
+ * log-likelihood of their starts (a start that is not a valid mixture
+ * last), ahead of the rest in Ueda et al.'s order. */
 static lse_status rerank(const lse_gmm *m, const gsl_matrix *x,
                          const lse_gmm_fit_opts *o, const lse_gmm_smem_opts *s,
                          smem_ws *w, size_t nm, lse_error *err)
@@ -413,6 +415,8 @@ static lse_status rerank(const lse_gmm *m, const gsl_matrix *x,
         st = split_axis(m, x, o, w, c, err);
     if (st != LSE_OK || s->rank != LSE_GMM_SMEM_RANK_START)
         return st;
+    if (s->n_score > 0 && s->n_score < nm)
+        nm = s->n_score;
     double *key = malloc(2 * nm * sizeof *key);
     move *mv = malloc(nm * sizeof *mv);
     if (key == NULL || mv == NULL)

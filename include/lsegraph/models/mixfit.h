@@ -228,6 +228,7 @@ LSE_API void lse_gmm_boot_free(lse_gmm_boot *b);
 #define LSE_GMM_SMEM_KEEP_ITER 25
 #define LSE_GMM_SMEM_MOVES 10
 #define LSE_GMM_SMEM_MIN_GAIN 1e-7
+#define LSE_GMM_SMEM_SCORE 400
 /** @} */
 
 /** @brief How lse_gmm_smem orders the candidate moves. */
@@ -263,6 +264,13 @@ typedef struct lse_gmm_smem_opts {
                               lse_gmm_emem_threshold) */
     lse_gmm_smem_rank rank; /**< the order of the moves (default
                               LSE_GMM_SMEM_RANK_START) */
+    size_t n_score;      /**< LSE_GMM_SMEM_RANK_START scores the first
+                              n_score moves in Ueda et al.'s order (one
+                              E-step each; K (K - 1) (K - 2) / 2 moves in
+                              all: 360 at K = 10, 19600 at K = 50), the
+                              others follow unscored; 0: all. Default
+                              LSE_GMM_SMEM_SCORE (400: every move up to
+                              K = 10) */
 } lse_gmm_smem_opts;
 
 /** @brief The defaults: the LSE_GMM_SMEM_* values above, the guard
@@ -284,7 +292,7 @@ LSE_API lse_gmm_smem_opts lse_gmm_smem_opts_default(void);
  * does (weights w_k / 2, means mu_k +- sqrt(2 lambda / pi) v, both with
  * k's covariance), the others unchanged. The moves are ranked (s->rank:
  * by default by the log-likelihood of their starts, one E-step each, ties
- * in Ueda et al.'s order; LSE_GMM_SMEM_RANK_UEDA: Ueda et al.'s order,
+ * in Ueda et al.'s order, at most s->n_score of them; LSE_GMM_SMEM_RANK_UEDA: Ueda et al.'s order,
  * merge pairs by decreasing J_merge and for each the splits k != i, j by
  * decreasing J_split; on Faithful and Iris neither put the improving
  * moves near the top, docs/lsefit.md "Starts") and the first s->n_tries

@@ -13,6 +13,13 @@
  * tolerance 1e-12, at most 20000 iterations), reg_covar 1e-6. Prints per K
  *
  *   K best_nondegenerate kind best_overall kind min_eig_nondegenerate
+ *     min_rows_nondegenerate smem_nondegenerate
+ *
+ * (min_rows: the smallest sum of responsibilities of a component of the
+ * best non-degenerate fit, the rows it effectively holds; smem: that fit
+ * after split-and-merge EM, lse_gmm_smem with every move of every round
+ * and the 8 best partial runs to convergence, the guard at DEGENERATE;
+ * it can only be higher, and is not part of best_nondegenerate)
  *
  * A fit is degenerate when a covariance eigenvalue is below DEGENERATE
  * (100 reg_covar): a component collapsed onto a point or a lattice line of
@@ -74,6 +81,47 @@ static double min_eig(const lse_gmm *m)
 {
     double lo = INFINITY;
     return lse_gmm_min_eigenvalue(m, &lo, NULL) == LSE_OK ? lo : INFINITY;
+}
+
+/* the smallest sum of responsibilities of a component of m on x */
+static double min_rows(const lse_gmm *m, const gsl_matrix *x)
+{
+    gsl_matrix *r = gsl_matrix_alloc(x->size1, lse_gmm_k(m));
+    double lo = INFINITY;
+    if (r != NULL && lse_gmm_predict_proba(m, x, r, NULL) == LSE_OK)
+        for (size_t c = 0; c < r->size2; c++) {
+            double t = 0.0;
+            for (size_t i = 0; i < r->size1; i++)
+                t += gsl_matrix_get(r, i, c);
+            lo = fmin(lo, t);
+        }
+    gsl_matrix_free(r);
+    return lo;
+}
+
+/* m after split-and-merge EM with every move (NAN when it fails) */
+static double smem_of(const lse_gmm *m, const gsl_matrix *x)
+{
+    lse_gmm *c = NULL;
+    lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
+    lse_gmm_smem_opts s = lse_gmm_smem_opts_default();
+    s.n_tries = 1000;
+    s.keep_iter = 0;
+    s.max_moves = 100;
+    s.degenerate = DEGENERATE / o.reg_covar;
+    double ll = NAN;
+    if (lse_gmm_new(lse_gmm_k(m), lse_gmm_dim(m), lse_gmm_cov_type(m), &c,
+                    NULL) == LSE_OK &&
+        lse_gmm_copy(c, m, NULL) == LSE_OK) {
+        o.init = LSE_GMM_INIT_GIVEN;
+        o.tol = 1e-12;
+        o.max_iter = 20000;
+        if (lse_gmm_fit(c, x, &o, NULL) == LSE_OK &&
+            lse_gmm_smem(c, x, &o, &s, NULL, NULL) == LSE_OK)
+            ll = lse_gmm_info(c)->loglik;
+    }
+    lse_gmm_free(c);
+    return ll;
 }
 
 /* the KEEP best in decreasing order: insert a copy of m at ll */
@@ -176,8 +224,11 @@ int main(int argc, char **argv)
             free(kp);
             free(kl);
         }
-        printf("%zu %.10f %s %.10f %s %.3g\n", k, top[0], topkind[0], top[1],
-               topkind[1], bestnd != NULL ? min_eig(bestnd) : NAN);
+        printf("%zu %.10f %s %.10f %s %.3g %.3g %.10f\n", k, top[0],
+               topkind[0], top[1], topkind[1],
+               bestnd != NULL ? min_eig(bestnd) : NAN,
+               bestnd != NULL ? min_rows(bestnd, x) : NAN,
+               bestnd != NULL ? smem_of(bestnd, x) : NAN);
         fflush(stdout);
         lse_gmm_free(prev);
         prev = bestnd;

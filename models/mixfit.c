@@ -238,6 +238,7 @@ lse_gmm_emem_opts lse_gmm_emem_opts_default(size_t k)
     e.n_rounds = LSE_GMM_EMEM_ROUNDS;
     e.short_tol = LSE_GMM_EMEM_SHORT_TOL;
     e.degenerate = LSE_GMM_EMEM_DEGENERATE;
+    e.smem = LSE_GMM_SMEM_TRIES;
     return e;
 }
 
@@ -573,6 +574,12 @@ lse_status lse_gmm_fit_emem(lse_gmm *m, const gsl_matrix *x,
                 "highest, log-likelihood %.10g",
                 lse_gmm_k(m), n, e->degenerate, c[best].ll);
     st = lse_gmm_copy(m, c[best].m, err);
+    if (st == LSE_OK && e->smem > 0) { /* split-and-merge moves (gmm_smem.c) */
+        lse_gmm_smem_opts so = lse_gmm_smem_opts_default();
+        so.n_tries = e->smem;
+        so.degenerate = e->degenerate;
+        st = lse_gmm_smem(m, x, o, &so, NULL, err);
+    }
 out:
     for (size_t i = 0; i < n; i++)
         lse_gmm_free(c[i].m);

@@ -153,7 +153,7 @@ START_TEST(test_emem)
     }
     lse_gmm *m = NULL;
     lse_assert_ok(lse_gmm_new(4, 2, LSE_COV_FULL, &m, NULL));
-    lse_gmm_emem_opts e = {starts, 0, 5, starts, 1, 0.0, 0.0};
+    lse_gmm_emem_opts e = {starts, 0, 5, starts, 1, 0.0, 0.0, 0};
     lse_assert_ok(lse_gmm_fit_emem(m, x, &o, &e, NULL, 0, &err));
     const double ll = lse_gmm_info(m)->loglik;
     ck_assert_double_eq_tol(ll, best, 1e-7 * fabs(best));
@@ -178,7 +178,7 @@ START_TEST(test_emem)
     e.n_keep = starts + 1;
     lse_assert_ok(lse_gmm_fit_emem(m, x, &o, &e, given, 1, &err));
     ck_assert(lse_gmm_info(m)->loglik >= fmax(best, -1111.26));
-    lse_gmm_emem_opts bad = {0, 0, 5, 1, 1, 0.0, 0.0};
+    lse_gmm_emem_opts bad = {0, 0, 5, 1, 1, 0.0, 0.0, 0};
     lse_assert_status(lse_gmm_fit_emem(m, x, &o, &bad, NULL, 0, &err),
                       LSE_EINVAL);
     lse_assert_status(lse_gmm_fit_emem(m, x, &o, &e, NULL, 1, &err),
@@ -489,7 +489,7 @@ START_TEST(test_split)
     lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
     lse_assert_ok(lse_gmm_fit(one, x, &o, &err));
     lse_assert_ok(lse_gmm_split(one, x, NULL, 0, two, &err));
-    lse_gmm_emem_opts e = {0, 0, 5, 1, 1, 0.0, 0.0};
+    lse_gmm_emem_opts e = {0, 0, 5, 1, 1, 0.0, 0.0, 0};
     const lse_gmm *given[1] = {two};
     lse_assert_ok(lse_gmm_fit_emem(m, x, &o, &e, given, 1, &err));
     o.init = LSE_GMM_INIT_GIVEN;
@@ -1011,13 +1011,13 @@ START_TEST(test_emem_rounds)
     lse_gmm *a = NULL, *b = NULL, *c = NULL;
     lse_assert_ok(lse_gmm_new(4, 2, LSE_COV_FULL, &a, NULL));
     lse_assert_ok(lse_gmm_new(4, 2, LSE_COV_FULL, &b, NULL));
-    const lse_gmm_emem_opts one = {6, 2, 10, 8, 1, 0.0, 0.0}, two = {6, 2, 5, 8, 2, 0.0, 0.0};
+    const lse_gmm_emem_opts one = {6, 2, 10, 8, 1, 0.0, 0.0, 0}, two = {6, 2, 5, 8, 2, 0.0, 0.0, 0};
     lse_assert_ok(lse_gmm_fit_emem(a, x, &o, &one, NULL, 0, &err));
     lse_assert_ok(lse_gmm_fit_emem(b, x, &o, &two, NULL, 0, &err));
     const double la = lse_gmm_info(a)->loglik, lb = lse_gmm_info(b)->loglik;
     ck_assert_double_eq_tol(la, lb, 1e-9 * fabs(la));
     /* three rounds keeping the best third: a fit, its info its own */
-    const lse_gmm_emem_opts three = {12, 4, 5, 1, 3, 1e-5, 0.0};
+    const lse_gmm_emem_opts three = {12, 4, 5, 1, 3, 1e-5, 0.0, 0};
     lse_assert_ok(lse_gmm_fit_emem(b, x, &o, &three, NULL, 0, &err));
     gsl_vector *sc = gsl_vector_alloc(x->size1);
     lse_assert_ok(lse_gmm_score_samples(b, x, sc, &err));

@@ -82,6 +82,10 @@ typedef struct lse_gmm_emem_opts {
                             off, too, on data as thin themselves
                             (lse_gmm_emem_threshold).
                             Default LSE_GMM_EMEM_DEGENERATE (100) */
+    size_t smem;       /**< split-and-merge EM on the final fit
+                            (lse_gmm_smem, lse_gmm_smem_opts_default with
+                            n_tries = smem and this guard): moves tried per
+                            round; 0: off. Default LSE_GMM_SMEM_TRIES */
 } lse_gmm_emem_opts;
 
 /** @brief The default budget for K components: the LSE_GMM_EMEM_* values
@@ -138,7 +142,9 @@ LSE_API lse_status lse_gmm_emem_threshold(const lse_gmm *m, const gsl_matrix *x,
  * @p m gets the best final fit and its fit info (the info of the run that
  * produced it). o->progress sees only the final runs. n_keep is capped at
  * the number of short runs that succeeded. With one start and n_keep = 1
- * this is lse_gmm_fit.
+ * this is lse_gmm_fit. With e->smem > 0, split-and-merge EM
+ * (lse_gmm_smem, e->smem moves tried per round, e's guard) then starts
+ * from the best final fit; @p m gets its result.
  * @return LSE_OK; LSE_EFAULT; LSE_EINVAL (no start, short_iter or n_keep
  * 0, init LSE_GMM_INIT_GIVEN with n_starts > 0, a given start of another
  * shape); lse_gmm_fit's errors when every short run fails.
@@ -213,6 +219,110 @@ LSE_API lse_status lse_gmm_bootstrap(const lse_gmm *m, size_t n, size_t n_boot,
 
 /** @brief Free the matrices of @p b (NULL-safe) and zero it. */
 LSE_API void lse_gmm_boot_free(lse_gmm_boot *b);
+
+/** @name Split-and-merge EM's default budget (lse_gmm_smem_opts_default)
+ *  @{ */
+#define LSE_GMM_SMEM_TRIES 40
+#define LSE_GMM_SMEM_PARTIAL 5
+#define LSE_GMM_SMEM_KEEP 8
+#define LSE_GMM_SMEM_KEEP_ITER 25
+#define LSE_GMM_SMEM_MOVES 10
+#define LSE_GMM_SMEM_MIN_GAIN 1e-7
+#define LSE_GMM_SMEM_SCORE 400
+/** @} */
+
+/** @brief How lse_gmm_smem orders the candidate moves. */
+typedef enum lse_gmm_smem_rank {
+    /** by the log-likelihood of each move's start (one E-step each; ties
+     *  in Ueda et al.'s order); the default */
+    LSE_GMM_SMEM_RANK_START = 0,
+    /** Ueda et al.'s order: merge pairs by decreasing J_merge, for each
+     *  the splits by decreasing J_split */
+    LSE_GMM_SMEM_RANK_UEDA = 1
+} lse_gmm_smem_rank;
+
+/** @brief Split-and-merge EM's budget (lse_gmm_smem). */
+typedef struct lse_gmm_smem_opts {
+    size_t n_tries;      /**< candidate moves (merge i, j + split k) tried
+                              per round, best-ranked first (>= 1) */
+    size_t partial_iter; /**< EM iterations of each candidate's partial run
+                              (>= 1) */
+    size_t n_keep;       /**< best partial runs continued by keep_iter
+                              more EM iterations (>= 1) */
+    size_t keep_iter;    /**< those iterations; then the best of them is
+                              continued to convergence (0: the n_keep all
+                              to convergence) */
+    size_t max_moves;    /**< accepted moves at most (0: none is tried) */
+    double min_gain;     /**< a move is accepted when it raises the
+                              log-likelihood by more than min_gain x
+                              |log-likelihood| (>= 0) */
+    double degenerate;   /**< the degeneracy guard as
+                              lse_gmm_emem_opts.degenerate: a result whose
+                              smallest covariance eigenvalue is below
+                              degenerate x o->reg_covar is never accepted
+                              (0: off; off, too, on data as thin,
+                              lse_gmm_emem_threshold) */
+    lse_gmm_smem_rank rank; /**< the order of the moves (default
+                              LSE_GMM_SMEM_RANK_START) */
+    size_t n_score;      /**< LSE_GMM_SMEM_RANK_START scores the first
+                              n_score moves in Ueda et al.'s order (one
+                              E-step each; K (K - 1) (K - 2) / 2 moves in
+                              all: 360 at K = 10, 19600 at K = 50), the
+                              others follow unscored; 0: all. Default
+                              LSE_GMM_SMEM_SCORE (400: every move up to
+                              K = 10) */
+} lse_gmm_smem_opts;
+
+/** @brief The defaults: the LSE_GMM_SMEM_* values above, the guard
+ *  LSE_GMM_EMEM_DEGENERATE. */
+LSE_API lse_gmm_smem_opts lse_gmm_smem_opts_default(void);
+
+/**
+ * @brief Split-and-merge EM (Ueda, Nakano, Ghahramani & Hinton, Neural
+ * Computation 12, 2000) from the current parameters of @p m (K >= 3; for
+ * K < 3 there is no move and @p m is left as it is). A round ranks the
+ * merge candidates (i, j) by the correlation of their posterior columns,
+ * J_merge = P_i . P_j / (|P_i| |P_j|) (sample-weighted), and the split
+ * candidates k by the local Kullback-Leibler divergence between the
+ * responsibility-weighted empirical distribution of the rows, f_k, and the
+ * component's Gaussian, J_split = sum_n f_kn log(f_kn / N(x_n; mu_k,
+ * Sigma_k)). A move builds a K-component start: i and j moment-matched
+ * into slot i as lse_gmm_merge does, k cut across the principal axis of
+ * its responsibility-weighted scatter into slots k and j as lse_gmm_split
+ * does (weights w_k / 2, means mu_k +- sqrt(2 lambda / pi) v, both with
+ * k's covariance), the others unchanged. The moves are ranked (s->rank:
+ * by default by the log-likelihood of their starts, one E-step each, ties
+ * in Ueda et al.'s order, at most s->n_score of them; LSE_GMM_SMEM_RANK_UEDA: Ueda et al.'s order,
+ * merge pairs by decreasing J_merge and for each the splits k != i, j by
+ * decreasing J_split; on Faithful and Iris neither put the improving
+ * moves near the top, docs/lsefit.md "Starts") and the first s->n_tries
+ * each get a partial run of s->partial_iter EM iterations (lse_gmm_fit
+ * with LSE_GMM_INIT_GIVEN and @p o's options; the library's EM updates
+ * every component, so it is not Ueda et al.'s EM over the three
+ * components alone); the s->n_keep best (non-degenerate first) get
+ * s->keep_iter more, the best of them is continued to convergence
+ * (o->max_iter, o->tol; keep_iter 0: all n_keep to convergence), and the
+ * best result replaces @p m when it raises the log-likelihood by more
+ * than s->min_gain x |log-likelihood| and the
+ * guard does not call it degenerate; rounds repeat until no move is
+ * accepted or s->max_moves were. The log-likelihood of @p m never falls;
+ * @p m gets the accepted fit and its fit info (untouched without a move).
+ * Every covariance type and mclust model (lse_gmm_new_model) is handled:
+ * a start is set in the model's layout and the fit's first M-step imposes
+ * the model's constraints. o->sample_weight, o->missing and o->reduce
+ * (every process calls with its share of the rows: the scores are summed
+ * through the hook, so every process makes the same moves) are honoured.
+ * @p n_moves (may be NULL) gets the number of accepted moves.
+ * @return LSE_OK; LSE_EFAULT; LSE_EINVAL (n_tries, partial_iter or n_keep
+ * 0); LSE_EDIM (x's columns); LSE_EDOM (min_gain or degenerate negative or
+ * not finite); lse_gmm_posterior's errors on the current parameters;
+ * LSE_ENOMEM. A candidate whose fit fails (a singular covariance) is
+ * skipped.
+ */
+LSE_API lse_status lse_gmm_smem(lse_gmm *m, const gsl_matrix *x,
+                                const lse_gmm_fit_opts *o,
+                                const lse_gmm_smem_opts *s, size_t *n_moves,
+                                lse_error *err);
 
 #ifdef __cplusplus
 }

@@ -545,17 +545,24 @@ typedef struct run_ctx {
     size_t max_iter;             /* continued runs */
 } run_ctx;
 
-/* threads for n_tasks runs of emEM */
-static int emem_threads(const lse_gmm_fit_opts *o, size_t n_tasks)
+/* threads for n_tasks runs of emEM on m: 1 under o->reduce, and for
+ * mclust's models (lse_gmm_new_model): their iterative M-steps start from
+ * the working mixture's last parameters, so a run's result depends on the
+ * run before it on the same mixture (measured: a different table from
+ * lsefit gmm --covariance VEI,... on every 2-thread run) */
+static int emem_threads(const lse_gmm *m, const lse_gmm_fit_opts *o,
+                        size_t n_tasks)
 {
 #ifdef _OPENMP
-    if (o->reduce != NULL || n_tasks < 2)
+    if (o->reduce != NULL || n_tasks < 2 ||
+        lse_gmm_cov_model(m) != LSE_COV_MODEL_NONE)
         return 1;
     int nt = lse_get_num_threads(); /* 1 inside a parallel region */
     if (nt > EMEM_MAX_THREADS)
         nt = EMEM_MAX_THREADS;
     return (size_t)nt < n_tasks ? nt : (int)n_tasks;
 #else
+    (void)m;
     (void)o;
     (void)n_tasks;
     return 1;
@@ -892,7 +899,7 @@ lse_status lse_gmm_fit_emem(lse_gmm *m, const gsl_matrix *x,
         eg.degenerate = 0.0;
     e = &eg;
     const size_t n_runs = e->n_starts + e->n_random + n_given;
-    const int nt = emem_threads(o, n_runs);
+    const int nt = emem_threads(m, o, n_runs);
     cand *c = calloc(n_runs, sizeof *c);
     lse_gmm **wm = work_mixtures(m, nt);
     size_t n = 0;

@@ -1,7 +1,8 @@
 /* emEM's runs side by side (models/mixfit.c, lse_gmm_fit_emem): the fit,
  * its info, the log messages and the progress calls are the same, bit for
  * bit and in the same order, for 1, 2 and 3 threads; so are the errors;
- * the log and GSL handlers are put back. */
+ * the log and GSL handlers are put back. And lse_xsum_add_array, which
+ * lse_gmm_fit's row sums use. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -305,6 +306,44 @@ START_TEST(test_threads_error)
 }
 END_TEST
 
+/* lse_xsum_add_array (lse_gmm_fit's row sums) against one lse_xsum_add per
+ * term: the same exported accumulator, with terms of every magnitude, more
+ * than a carry interval of them, and non-finite ones */
+START_TEST(test_xsum_add_array)
+{
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 5);
+    const size_t n = 70000;
+    double *v = malloc(n * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = ldexp(gsl_ran_gaussian(r, 1.0),
+                     (int)gsl_rng_uniform_int(r, 2000) - 1000);
+    for (int round_ = 0; round_ < 2; round_++) {
+        if (round_ == 1) {
+            v[7] = INFINITY;
+            v[9] = NAN;
+        }
+        lse_xsum a, b;
+        lse_xsum_init(&a);
+        lse_xsum_init(&b);
+        lse_xsum_add_array(&a, v, n);
+        for (size_t i = 0; i < n; i++)
+            lse_xsum_add(&b, v[i]);
+        double ea[LSE_XSUM_EXPORT], eb[LSE_XSUM_EXPORT];
+        lse_xsum_export(&a, ea);
+        lse_xsum_export(&b, eb);
+        ck_assert(memcmp(ea, eb, sizeof ea) == 0);
+    }
+    lse_xsum e;
+    lse_xsum_init(&e);
+    lse_xsum_add_array(&e, v, 0);
+    ck_assert(lse_xsum_round(&e) == 0.0);
+    free(v);
+    gsl_rng_free(r);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("gmm_emem_par");
@@ -314,6 +353,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_threads_models);
     tcase_add_test(tc, test_threads_log_order);
     tcase_add_test(tc, test_threads_error);
+    tcase_add_test(tc, test_xsum_add_array);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -14,11 +14,28 @@ time of mclustBIC inside R (proc.time, so R's start-up is not counted).
 The median over repeats is printed. The default fits' outputs of the
 builds are compared: a line says whether every build printed the same
 text.
+
+    bench/gmm_speed.py --wall [--repeat R] BUILD_DIR [BUILD_DIR ...]
+
+Wall time (issue 16: less wall time than mclust's default): cell by cell
+(Faithful and Iris x full/diag/spherical/tied), interleaved, each build's
+`lsefit gmm DATA -k 1:8 --covariance C -q` at its default thread count
+(LSE_NUM_THREADS, OMP_NUM_THREADS and OPENBLAS_NUM_THREADS unset, as a
+user runs it) and with `--threads 1`, then mclust's default for the same
+cells, `Mclust(X, G = 1:8, modelNames = M)` (M = VVV, VVI, VII, EEE), its
+wall (elapsed) and CPU (user + system) time measured inside R around the
+call (R's start-up and reading not counted; lsefit's figures are whole
+processes). Prints the medians over repeats of the summed wall and CPU
+times of the 8 cells, and whether every lsefit run printed the same text
+as the first build's default run.
 """
 import os
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
 
 for _v in ("LSE_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[_v] = "1"
@@ -54,9 +71,91 @@ def median(v):
                                                      v[len(v) // 2])
 
 
+MCLUST_CELL_R = r"""
+suppressPackageStartupMessages(library(mclust))
+a <- commandArgs(TRUE)
+X <- read.csv(a[1])
+X <- as.matrix(X[, sapply(X, is.numeric), drop = FALSE])
+t0 <- proc.time()
+b <- Mclust(X, G = 1:8, modelNames = a[2], verbose = FALSE)
+t1 <- proc.time()
+cat(t1[["elapsed"]] - t0[["elapsed"]],
+    t1[["user.self"]] + t1[["sys.self"]] - t0[["user.self"]] - t0[["sys.self"]],
+    "\n")
+"""
+MCLUST_MODEL = {"full": "VVV", "diag": "VVI", "spherical": "VII",
+                "tied": "EEE"}
+
+
+def run_wall(cmd, env):
+    """(output, wall s, CPU s) of one process"""
+    c0 = child_cpu()
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True,
+                         env=env).stdout
+    return out, time.perf_counter() - t0, child_cpu() - c0
+
+
+def wall_main(builds, repeat):
+    default_env = {k: v for k, v in os.environ.items()
+                   if k not in ("LSE_NUM_THREADS", "OMP_NUM_THREADS",
+                                "OPENBLAS_NUM_THREADS")}
+    have_r = shutil.which("Rscript") is not None and subprocess.run(
+        ["Rscript", "-e", "library(mclust)"],
+        capture_output=True).returncode == 0
+    script = None
+    if have_r:
+        with tempfile.NamedTemporaryFile("w", suffix=".R",
+                                         delete=False) as f:
+            f.write(MCLUST_CELL_R)
+        script = f.name
+    rows = [(b, t) for b in builds for t in ("default", "1")]
+    wall = {r: [0.0] * repeat for r in rows}
+    cpu = {r: [0.0] * repeat for r in rows}
+    mwall, mcpu = [0.0] * repeat, [0.0] * repeat
+    outs = {}
+    for r in range(repeat):
+        for name, path, extra in SETS:
+            for cov in COVS:
+                for b, t in rows:
+                    cmd = [os.path.join(b, "tools", "lsefit")]
+                    cmd += ["--threads", "1"] if t == "1" else []
+                    cmd += ["gmm", os.path.join(ROOT, path), "-k", "1:8",
+                            "--covariance", cov, "-q"] + extra
+                    out, w, c = run_wall(cmd, default_env if t == "default"
+                                         else os.environ)
+                    wall[(b, t)][r] += w
+                    cpu[(b, t)][r] += c
+                    outs.setdefault((b, t, r), []).append(out)
+                if script is not None:
+                    res = subprocess.run(
+                        ["Rscript", script, os.path.join(ROOT, path),
+                         MCLUST_MODEL[cov]], check=True, capture_output=True,
+                        text=True, env=os.environ).stdout.split()
+                    mwall[r] += float(res[0])
+                    mcpu[r] += float(res[1])
+    if script is not None:
+        os.unlink(script)
+    print("| program | threads | wall (s) | CPU (s) |")
+    print("|---|---|---|---|")
+    for b, t in rows:
+        print("| lsefit %s | %s | %.3f | %.3f |" % (
+            b, "default (%d)" % os.cpu_count() if t == "default" else t,
+            median(wall[(b, t)]), median(cpu[(b, t)])))
+    if script is not None:
+        print("| mclust Mclust(G = 1:8) | 1 | %.3f | %.3f |" % (
+            median(mwall), median(mcpu)))
+    else:
+        print("(R or mclust missing: mclust skipped)")
+    first = outs[(builds[0], "default", 0)]
+    same = all(o == first for o in outs.values())
+    print("outputs of every lsefit run: %s" %
+          ("identical" if same else "DIFFER"))
+
+
 def main():
     args = sys.argv[1:]
-    repeat, tables = 1, False
+    repeat, tables, wall = 1, False, False
     while args and args[0].startswith("--"):
         if args[0] == "--repeat":
             repeat = int(args[1])
@@ -64,10 +163,16 @@ def main():
         elif args[0] == "--tables":
             tables = True
             args = args[1:]
+        elif args[0] == "--wall":
+            wall = True
+            args = args[1:]
         else:
             sys.exit("unknown option " + args[0])
     if not args:
         sys.exit(__doc__)
+    if wall:
+        wall_main(args, repeat)
+        return
     builds = args
     starts = {b: [] for b in builds}
     tabs = {(b, s[0]): [] for b in builds for s in SETS}

@@ -26,6 +26,12 @@ void lse_xsum_init(lse_xsum *x)
 
 void lse_xsum_add(lse_xsum *x, double v) { lse_xsum_add_inline(x, v); }
 
+void lse_xsum_add_array(lse_xsum *x, const double *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        lse_xsum_add_inline(x, v[i]);
+}
+
 void lse_xsum_merge(lse_xsum *x, const lse_xsum *y)
 {
     /* invariant: n_add < 2^30 and |digit| <= (n_add + 1) 2^32; the sum of

@@ -31,7 +31,9 @@ int lse_threads_procs(void);
  * single-threaded and restore it afterwards; begin returns the value to
  * pass to end. OpenBLAS would otherwise start its own threads inside ours,
  * and its threaded dgemm does not round like its serial one, which would
- * make results depend on the thread count. */
+ * make results depend on the thread count. Pairs may nest and run in
+ * concurrent threads: OpenBLAS is serial from the first begin to the last
+ * end. */
 int lse_blas_serial_begin(int nt);
 void lse_blas_serial_end(int saved);
 

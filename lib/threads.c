@@ -105,9 +105,15 @@ static int default_threads(void)
 
 void lse_set_num_threads(int n) { n_threads_set = n > 0 ? n : 0; }
 
+/* 1 where no new OpenMP region could be active: inside an active region
+ * (nested regions off, OpenMP's default), or in a thread that turned them
+ * off (omp_set_max_active_levels(0): emEM's parallel runs,
+ * models/mixfit.c). The library starts no nested teams. */
 int lse_get_num_threads(void)
 {
 #ifdef _OPENMP
+    if (omp_get_active_level() >= omp_get_max_active_levels())
+        return 1;
     return n_threads_set > 0 ? n_threads_set : default_threads();
 #else
     return 1;
@@ -151,16 +157,31 @@ int lse_threads_procs(void)
 #endif
 }
 
+/* Nested begin/end pairs, also from concurrent threads (fits running side
+ * by side, models/mixfit.c): the first begin makes OpenBLAS serial and the
+ * last end restores it, so no fit sees OpenBLAS threaded while another is
+ * inside its pair. */
+#ifdef LSE_HAVE_OPENBLAS
+static int blas_depth = 0, blas_saved = 1;
+#endif
+
 int lse_blas_serial_begin(int nt)
 {
     /* also for nt == 1: OpenBLAS's threaded dgemm does not round like its
      * serial one, so a block must never see a thread-dependent BLAS */
     (void)nt;
 #ifdef LSE_HAVE_OPENBLAS
-    const int saved = openblas_get_num_threads();
-    if (saved != 1)
-        openblas_set_num_threads(1);
-    return saved;
+#ifdef _OPENMP
+#pragma omp critical(lse_blas_serial)
+#endif
+    {
+        if (blas_depth++ == 0) {
+            blas_saved = openblas_get_num_threads();
+            if (blas_saved != 1)
+                openblas_set_num_threads(1);
+        }
+    }
+    return 1;
 #else
     return 0;
 #endif
@@ -169,8 +190,15 @@ int lse_blas_serial_begin(int nt)
 void lse_blas_serial_end(int saved)
 {
 #ifdef LSE_HAVE_OPENBLAS
-    if (saved > 1)
-        openblas_set_num_threads(saved);
+    if (saved == 0)
+        return;
+#ifdef _OPENMP
+#pragma omp critical(lse_blas_serial)
+#endif
+    {
+        if (--blas_depth == 0 && blas_saved > 1)
+            openblas_set_num_threads(blas_saved);
+    }
 #else
     (void)saved;
 #endif

@@ -13,6 +13,16 @@
 #include <lsegraph/models/gmm.h>
 #include <lsegraph/models/mixfit.h>
 
+#include <pthread.h>
+#include <stdatomic.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* threads of emEM's parallel runs, at most */
+#define EMEM_MAX_THREADS 64
+
 /* copy the parameters of src into dst (same K, d, type) */
 static lse_status copy_params(lse_gmm *dst, const lse_gmm *src, lse_error *err)
 {
@@ -393,46 +403,392 @@ static lse_status short_run(lse_gmm *m, const gsl_matrix *x,
     return lse_gmm_fit(m, x, &so, err);
 }
 
+/*
+ * emEM's runs side by side. The short runs, and the continued runs, are
+ * independent fits (their own seed, start and options): they run on up to
+ * lse_get_num_threads() threads (one process only: under o->reduce every
+ * process must make the same calls in the same order), each thread fitting
+ * on its own working mixture, and their outcomes are collected in run
+ * order, so the result is the same for every thread count. Inside, the
+ * fits run on one thread (no nested teams, lse_get_num_threads). Run 0
+ * reports live; the log messages and progress calls of the other runs are
+ * recorded and replayed in run order after the loop, so a log handler or
+ * progress callback sees the sequence of one thread and is never called
+ * from two threads at once.
+ */
+
+/* a recorded log message (prog 0) or progress call (prog 1) */
+typedef struct run_ev {
+    int prog;
+    lse_log_level level;
+    size_t run, iter;
+    double energy, change;
+    char *msg;
+} run_ev;
+
+typedef struct run_rec {
+    run_ev *ev;
+    size_t n, cap;
+} run_rec;
+
+/* the record of the run this thread is fitting (NULL: live), and the log
+ * handler rec_log forwards to */
+static _Thread_local run_rec *rec_cur;
+static lse_log_fn rec_fn;
+static void *rec_user;
+static int rec_depth;
+
+static int rec_push(run_rec *r, const run_ev *e)
+{
+    if (r->n == r->cap) {
+        const size_t cap = r->cap > 0 ? 2 * r->cap : 8;
+        run_ev *v = realloc(r->ev, cap * sizeof *v);
+        if (v == NULL)
+            return 0;
+        r->ev = v;
+        r->cap = cap;
+    }
+    r->ev[r->n++] = *e;
+    return 1;
+}
+
+/* the log handler while runs are side by side (live when out of memory) */
+static void rec_log(lse_log_level level, const char *msg, void *user)
+{
+    (void)user;
+    run_rec *r = rec_cur;
+    if (r != NULL) {
+        const size_t len = strlen(msg) + 1;
+        run_ev e = {.prog = 0, .level = level, .msg = malloc(len)};
+        if (e.msg != NULL) {
+            memcpy(e.msg, msg, len);
+            if (rec_push(r, &e))
+                return;
+            free(e.msg);
+        }
+    }
+    if (rec_fn != NULL)
+        rec_fn(level, msg, rec_user);
+}
+
+static void rec_progress(size_t run, size_t iter, double energy,
+                         double change, void *user)
+{
+    const run_ev e = {.prog = 1, .run = run, .iter = iter, .energy = energy,
+                      .change = change};
+    (void)rec_push(user, &e); /* out of memory: a progress call lost */
+}
+
+/* route the log through rec_log (nested and concurrent calls: the first
+ * begin installs it, the last end restores the handler) */
+static void rec_begin(void)
+{
+#ifdef _OPENMP
+#pragma omp critical(lse_emem_log)
+#endif
+    {
+        if (rec_depth++ == 0) {
+            lse_get_log_handler(&rec_fn, &rec_user);
+            lse_set_log_handler(rec_log, NULL);
+        }
+    }
+}
+
+static void rec_end(void)
+{
+#ifdef _OPENMP
+#pragma omp critical(lse_emem_log)
+#endif
+    {
+        if (--rec_depth == 0)
+            lse_set_log_handler(rec_fn, rec_user);
+    }
+}
+
+/* replay r's events (progress to o->progress) and free them */
+static void rec_replay(run_rec *r, const lse_gmm_fit_opts *o)
+{
+    lse_log_fn fn;
+    void *user;
+    lse_get_log_handler(&fn, &user);
+    for (size_t i = 0; i < r->n; i++) {
+        const run_ev *e = &r->ev[i];
+        if (e->prog && o->progress != NULL)
+            o->progress(e->run, e->iter, e->energy, e->change,
+                        o->progress_user);
+        else if (!e->prog && fn != NULL)
+            fn(e->level, e->msg, user);
+        free(e->msg);
+    }
+    free(r->ev);
+    r->ev = NULL;
+    r->n = r->cap = 0;
+}
+
+/* the outcome of one run: the fit's status and error, a failure that ends
+ * emEM (hard: out of memory), and the fit */
+typedef struct run_out {
+    lse_status st, hard;
+    lse_error e, he;
+    double ll;
+    int kind, deg;
+    lse_gmm *m; /* a short run's fit (a new mixture) */
+    run_rec rec;
+} run_out;
+
+/* what the runs share */
+typedef struct run_ctx {
+    const gsl_matrix *x;
+    const lse_gmm_fit_opts *o;
+    const lse_gmm_emem_opts *e;
+    const lse_gmm *const *given; /* short runs */
+    cand *c;                     /* continued runs */
+    size_t max_iter;             /* continued runs */
+} run_ctx;
+
+/* threads for n_tasks runs of emEM on m: 1 under o->reduce, and for
+ * mclust's models (lse_gmm_new_model): their iterative M-steps start from
+ * the working mixture's last parameters, so a run's result depends on the
+ * run before it on the same mixture (measured: a different table from
+ * lsefit gmm --covariance VEI,... on every 2-thread run) */
+static int emem_threads(const lse_gmm *m, const lse_gmm_fit_opts *o,
+                        size_t n_tasks)
+{
+#ifdef _OPENMP
+    if (o->reduce != NULL || n_tasks < 2 ||
+        lse_gmm_cov_model(m) != LSE_COV_MODEL_NONE)
+        return 1;
+    int nt = lse_get_num_threads(); /* 1 inside a parallel region */
+    if (nt > EMEM_MAX_THREADS)
+        nt = EMEM_MAX_THREADS;
+    return (size_t)nt < n_tasks ? nt : (int)n_tasks;
+#else
+    (void)m;
+    (void)o;
+    (void)n_tasks;
+    return 1;
+#endif
+}
+
+/* short run s on wm into r */
+static void task_short(const run_ctx *p, size_t s, lse_gmm *wm, run_out *r)
+{
+    r->st = short_run(wm, p->x, p->o, p->e, p->given, s, &r->kind, &r->e);
+    if (r->st != LSE_OK)
+        return;
+    r->ll = lse_gmm_info(wm)->loglik;
+    r->deg = degenerate(wm, p->o, p->e);
+    r->hard = clone(wm, &r->m, &r->he);
+    if (r->hard == LSE_OK)
+        r->hard = lse_gmm_copy(r->m, wm, &r->he);
+    if (r->hard != LSE_OK) {
+        lse_gmm_free(r->m);
+        r->m = NULL;
+    }
+}
+
+/* candidate i continued by p->max_iter iterations on wm (into p->c[i].m) */
+static void task_cont(const run_ctx *p, size_t i, lse_gmm *wm, run_out *r,
+                      int live)
+{
+    lse_gmm_fit_opts fo = *p->o;
+    fo.init = LSE_GMM_INIT_GIVEN;
+    fo.n_init = 1;
+    fo.max_iter = p->max_iter;
+    fo.progress = p->max_iter == p->o->max_iter ? p->o->progress : NULL;
+    if (fo.progress != NULL && !live) {
+        fo.progress = rec_progress;
+        fo.progress_user = &r->rec;
+    }
+    r->hard = copy_params(wm, p->c[i].m, &r->he);
+    if (r->hard != LSE_OK)
+        return;
+    r->st = lse_gmm_fit(wm, p->x, &fo, &r->e);
+    if (r->st != LSE_OK)
+        return;
+    r->hard = lse_gmm_copy(p->c[i].m, wm, &r->he);
+    r->ll = lse_gmm_info(wm)->loglik;
+    r->deg = degenerate(wm, p->o, p->e);
+}
+
+/* one thread of run_all: takes the next run until none is left */
+typedef struct run_worker {
+    const run_ctx *p;
+    int shorts, nt, tid;
+    size_t n_task;
+    atomic_size_t *next;
+    lse_gmm *const *wm;
+    run_out *r;
+} run_worker;
+
+static void *run_worker_main(void *arg)
+{
+    const run_worker *w = arg;
+#ifdef _OPENMP
+    /* the fits of this thread on one thread: no OpenMP region of theirs
+     * can be active (lse_get_num_threads is 1), so they start no team */
+    const int levels = omp_get_max_active_levels();
+    if (w->nt > 1)
+        omp_set_max_active_levels(0);
+#endif
+    for (;;) {
+        const size_t i = atomic_fetch_add(w->next, 1);
+        if (i >= w->n_task)
+            break;
+        rec_cur = w->nt > 1 && i > 0 ? &w->r[i].rec : NULL;
+        if (w->shorts)
+            task_short(w->p, i, w->wm[w->tid], &w->r[i]);
+        else
+            task_cont(w->p, i, w->wm[w->tid], &w->r[i], rec_cur == NULL);
+        rec_cur = NULL;
+    }
+#ifdef _OPENMP
+    if (w->nt > 1)
+        omp_set_max_active_levels(levels);
+#endif
+    return NULL;
+}
+
+/* runs 0..n_task of a kind (short: task_short, else task_cont) on nt
+ * threads, each taking the next run when it is done with one (the calling
+ * thread and nt - 1 POSIX threads started here; thread t fits on wm[t]);
+ * r[0..n_task) zeroed before. POSIX threads, not an OpenMP team: OpenMP's
+ * idle threads spin before they sleep, and each fit's OpenMP regions
+ * (inactive, one thread) nested in an active team took the threads'
+ * shared locks: on a loaded 2-core machine that spinning cost more CPU
+ * than the runs themselves (docs/lsefit.md, "Speed of small fits"). A
+ * thread that cannot be started leaves its runs to the others. */
+static void run_all(const run_ctx *p, int shorts, size_t n_task, int nt,
+                    lse_gmm *const *wm, run_out *r)
+{
+    atomic_size_t next;
+    atomic_init(&next, 0);
+    run_worker w[EMEM_MAX_THREADS];
+    pthread_t th[EMEM_MAX_THREADS];
+    int started[EMEM_MAX_THREADS];
+    gsl_error_handler_t *h = NULL;
+    if (nt > 1) { /* every fit's lse_gsl_quiet then sees the same handler */
+        h = gsl_set_error_handler_off();
+        rec_begin();
+#ifdef _OPENMP
+        /* OpenMP's threads of earlier regions (an explicit thread count)
+         * would spin on the cores the runs need: end them (a later region
+         * starts them again) */
+        omp_pause_resource_all(omp_pause_soft);
+#endif
+    }
+    for (int t = 0; t < nt; t++) {
+        w[t] = (run_worker){.p = p, .shorts = shorts, .nt = nt, .tid = t,
+                            .n_task = n_task, .next = &next, .wm = wm,
+                            .r = r};
+        started[t] = t > 0 && pthread_create(&th[t], NULL, run_worker_main,
+                                             &w[t]) == 0;
+    }
+    run_worker_main(&w[0]);
+    for (int t = 1; t < nt; t++)
+        if (started[t])
+            pthread_join(th[t], NULL);
+    if (nt > 1) {
+        rec_end();
+        gsl_set_error_handler(h);
+        for (size_t i = 0; i < n_task; i++)
+            rec_replay(&r[i].rec, p->o);
+    }
+}
+
+/* the first hard failure of r (in run order) into *hard and err */
+static void first_hard(const run_out *r, lse_status *hard, lse_error *err)
+{
+    if (*hard == LSE_OK && r->hard != LSE_OK) {
+        *hard = r->hard;
+        if (err != NULL)
+            *err = r->he;
+    }
+}
+
 /* Continue each candidate by max_iter EM iterations (o->tol: a converged
- * run stops early), on m; the ones that fail are dropped. */
-static lse_status cand_continue(cand *c, size_t *n, lse_gmm *m,
-                                const gsl_matrix *x, const lse_gmm_fit_opts *o,
+ * run stops early) on up to nt threads (working mixtures wm); the ones
+ * that fail are dropped, in order. *last and *e2: the status of the last
+ * run and the error of the last that failed. */
+static lse_status cand_continue(cand *c, size_t *n, lse_gmm *const *wm,
+                                int nt, const gsl_matrix *x,
+                                const lse_gmm_fit_opts *o,
                                 const lse_gmm_emem_opts *e, size_t max_iter,
                                 lse_status *last, lse_error *e2,
                                 lse_error *err)
 {
-    lse_gmm_fit_opts fo = *o;
-    fo.init = LSE_GMM_INIT_GIVEN;
-    fo.n_init = 1;
-    fo.max_iter = max_iter;
-    fo.progress = max_iter == o->max_iter ? o->progress : NULL;
+    if (*n == 0)
+        return LSE_OK;
+    run_out *r = calloc(*n, sizeof *r);
+    if (r == NULL)
+        return lse_error_set(err, LSE_ENOMEM, "lse_gmm_fit_emem",
+                             "out of memory");
+    const run_ctx p = {.x = x, .o = o, .e = e, .c = c, .max_iter = max_iter};
+    run_all(&p, 0, *n, (size_t)nt < *n ? nt : (int)*n, wm, r);
+    lse_status hard = LSE_OK;
     size_t out = 0;
     for (size_t i = 0; i < *n; i++) {
-        lse_status st = copy_params(m, c[i].m, err);
-        if (st != LSE_OK)
-            return st;
-        *last = lse_gmm_fit(m, x, &fo, e2);
-        if (*last != LSE_OK) {
+        first_hard(&r[i], &hard, err);
+        if (r[i].hard == LSE_OK && r[i].st != LSE_OK) {
+            *last = r[i].st;
+            *e2 = r[i].e;
             lse_gmm_free(c[i].m);
             continue;
         }
-        st = lse_gmm_copy(c[i].m, m, err);
-        if (st != LSE_OK)
-            return st;
-        c[i].ll = lse_gmm_info(m)->loglik;
-        c[i].deg = degenerate(m, o, e);
-        c[out++] = c[i];
+        if (r[i].hard == LSE_OK) {
+            *last = LSE_OK;
+            c[i].ll = r[i].ll;
+            c[i].deg = r[i].deg;
+        }
+        c[out++] = c[i]; /* kept (also after a hard failure, to be freed) */
     }
     *n = out;
-    return LSE_OK;
+    free(r);
+    return hard;
+}
+
+/* emEM's short runs (o->init's draws, random responsibilities, the given
+ * starts) on up to nt threads into c[0..*n), in run order */
+static lse_status short_runs(cand *c, size_t *n, size_t n_runs,
+                             lse_gmm *const *wm, int nt, const gsl_matrix *x,
+                             const lse_gmm_fit_opts *o,
+                             const lse_gmm_emem_opts *e,
+                             const lse_gmm *const *given, lse_status *last,
+                             lse_error *e2, lse_error *err)
+{
+    run_out *r = calloc(n_runs, sizeof *r);
+    if (r == NULL)
+        return lse_error_set(err, LSE_ENOMEM, "lse_gmm_fit_emem",
+                             "out of memory");
+    const run_ctx p = {.x = x, .o = o, .e = e, .given = given};
+    run_all(&p, 1, n_runs, nt, wm, r);
+    lse_status hard = LSE_OK;
+    for (size_t s = 0; s < n_runs; s++) {
+        first_hard(&r[s], &hard, err);
+        if (r[s].hard == LSE_OK) {
+            *last = r[s].st;
+            if (r[s].st != LSE_OK)
+                *e2 = r[s].e;
+        }
+        if (r[s].m == NULL)
+            continue;
+        c[*n].m = r[s].m;
+        c[*n].ll = r[s].ll;
+        c[*n].kind = r[s].kind;
+        c[*n].deg = r[s].deg;
+        (*n)++;
+    }
+    free(r);
+    return hard;
 }
 
 /* emEM's final runs: c[0..*n) pruned to the n_keep best in emEM's order
  * (with the guard on, n_keep more kept in reserve), the n_keep best
- * continued to convergence; while every continued run is degenerate, the
- * next in reserve is continued too; the reserve left is freed. On return
- * c[0..*n) are the continued runs that succeeded. */
-static lse_status cand_final(cand *c, size_t *n, lse_gmm *m,
+ * continued to convergence (side by side, on up to nt threads); while
+ * every continued run is degenerate, the next in reserve is continued too
+ * (one at a time); the reserve left is freed. On return c[0..*n) are the
+ * continued runs that succeeded. */
+static lse_status cand_final(cand *c, size_t *n, lse_gmm *const *wm, int nt,
                              const gsl_matrix *x, const lse_gmm_fit_opts *o,
                              const lse_gmm_emem_opts *e, lse_status *last,
                              lse_error *e2, lse_error *err)
@@ -441,20 +797,20 @@ static lse_status cand_final(cand *c, size_t *n, lse_gmm *m,
     cand_prune(c, n, e->n_keep * (guard ? 2 : 1), 0);
     size_t h = *n < e->n_keep ? *n : e->n_keep;
     const size_t rest = *n - h;
-    lse_status st = cand_continue(c, &h, m, x, o, e, o->max_iter, last, e2,
-                                  err);
-    if (st != LSE_OK)
-        return st;
+    lse_status st = cand_continue(c, &h, wm, nt, x, o, e, o->max_iter, last,
+                                  e2, err);
     memmove(c + h, c + (*n - rest), rest * sizeof *c);
     *n = h + rest;
+    if (st != LSE_OK)
+        return st;
     size_t done = h;
     int all_deg = 1;
     for (size_t i = 0; i < done; i++)
         all_deg = all_deg && c[i].deg;
     while (guard && all_deg && done < *n) {
         size_t one = 1;
-        st = cand_continue(c + done, &one, m, x, o, e, o->max_iter, last, e2,
-                           err);
+        st = cand_continue(c + done, &one, wm, 1, x, o, e, o->max_iter, last,
+                           e2, err);
         if (st != LSE_OK)
             return st;
         if (one == 0) { /* failed and freed */
@@ -500,6 +856,31 @@ static lse_status emem_check(const lse_gmm *m, const gsl_matrix *x,
     return LSE_OK;
 }
 
+/* the working mixtures of nt threads: wm[0] = m, the others new ones of
+ * m's shape (NULL when out of memory) */
+static lse_gmm **work_mixtures(lse_gmm *m, int nt)
+{
+    lse_gmm **wm = calloc((size_t)nt, sizeof *wm);
+    if (wm == NULL)
+        return NULL;
+    wm[0] = m;
+    for (int t = 1; t < nt; t++)
+        if (clone(m, &wm[t], NULL) != LSE_OK) {
+            for (int u = 1; u < t; u++)
+                lse_gmm_free(wm[u]);
+            free(wm);
+            return NULL;
+        }
+    return wm;
+}
+
+static void work_mixtures_free(lse_gmm **wm, int nt)
+{
+    for (int t = 1; wm != NULL && t < nt; t++)
+        lse_gmm_free(wm[t]);
+    free(wm);
+}
+
 lse_status lse_gmm_fit_emem(lse_gmm *m, const gsl_matrix *x,
                             const lse_gmm_fit_opts *o,
                             const lse_gmm_emem_opts *e,
@@ -519,42 +900,34 @@ lse_status lse_gmm_fit_emem(lse_gmm *m, const gsl_matrix *x,
         eg.degenerate = 0.0;
     e = &eg;
     const size_t n_runs = e->n_starts + e->n_random + n_given;
+    const int nt = emem_threads(m, o, n_runs);
     cand *c = calloc(n_runs, sizeof *c);
+    lse_gmm **wm = work_mixtures(m, nt);
     size_t n = 0;
     lse_status last = LSE_OK;
     lse_error e2;
-    if (c == NULL)
-        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
-    /* short runs on m: o->init's draws, random responsibilities, the given
-     * starts */
-    for (size_t s = 0; s < n_runs; s++) {
-        int kind;
-        last = short_run(m, x, o, e, given, s, &kind, &e2);
-        if (last != LSE_OK)
-            continue;
-        c[n].ll = lse_gmm_info(m)->loglik;
-        c[n].kind = kind;
-        c[n].deg = degenerate(m, o, e);
-        st = clone(m, &c[n].m, err);
-        if (st == LSE_OK)
-            st = lse_gmm_copy(c[n].m, m, err);
-        if (st != LSE_OK)
-            goto out;
-        n++;
+    if (c == NULL || wm == NULL) {
+        st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+        goto out;
     }
+    /* short runs: o->init's draws, random responsibilities, the given
+     * starts */
+    st = short_runs(c, &n, n_runs, wm, nt, x, o, e, given, &last, &e2, err);
+    if (st != LSE_OK)
+        goto out;
     /* further rounds of short_iter for the best third (at least n_keep,
      * and the best of each kind) */
     for (size_t r = 1; r < e->n_rounds && n > 0; r++) {
         cand_prune(c, &n, e->n_keep > (n + 2) / 3 ? e->n_keep : (n + 2) / 3,
                    1);
-        st = cand_continue(c, &n, m, x, o, e, e->short_iter, &last, &e2,
+        st = cand_continue(c, &n, wm, nt, x, o, e, e->short_iter, &last, &e2,
                            err);
         if (st != LSE_OK)
             goto out;
     }
     /* the n_keep best to convergence (and, under the guard, up to n_keep
      * more in reserve when those all end degenerate) */
-    st = cand_final(c, &n, m, x, o, e, &last, &e2, err);
+    st = cand_final(c, &n, wm, nt, x, o, e, &last, &e2, err);
     if (st != LSE_OK)
         goto out;
     if (n == 0) {
@@ -584,6 +957,7 @@ out:
     for (size_t i = 0; i < n; i++)
         lse_gmm_free(c[i].m);
     free(c);
+    work_mixtures_free(wm, nt);
     return st;
 }
 

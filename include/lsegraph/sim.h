@@ -106,6 +106,9 @@ typedef struct lse_xsum {
 LSE_API void lse_xsum_init(lse_xsum *x);
 /** @brief x += v exactly (v any double; +-inf/NaN are counted). */
 LSE_API void lse_xsum_add(lse_xsum *x, double v);
+/** @brief x += v[0] + ... + v[n-1] exactly (as n lse_xsum_add calls,
+ *  without a call per term). */
+LSE_API void lse_xsum_add_array(lse_xsum *x, const double *v, size_t n);
 /** @brief x += y exactly. */
 LSE_API void lse_xsum_merge(lse_xsum *x, const lse_xsum *y);
 /** @brief The sum rounded to the nearest double (ties to even): 0.0 for an

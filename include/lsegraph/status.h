@@ -114,7 +114,9 @@ LSE_API void lse_log(lse_log_level level, const char *fmt, ...)
  */
 LSE_API void lse_set_num_threads(int n);
 
-/** @brief The thread count the kernels use now (>= 1). */
+/** @brief The thread count the kernels use now (>= 1; 1 where no new
+ *  OpenMP region could be active, e.g. inside an active one: the library
+ *  starts no nested teams). */
 LSE_API int lse_get_num_threads(void);
 
 #ifdef __cplusplus

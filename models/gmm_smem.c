@@ -14,6 +14,8 @@
 #include <lsegraph/models/gmm.h>
 #include <lsegraph/models/mixfit.h>
 
+#include "mixfit-private.h"
+
 lse_gmm_smem_opts lse_gmm_smem_opts_default(void)
 {
     lse_gmm_smem_opts s;
@@ -462,26 +464,57 @@ static int cand_cmp(const void *p, const void *q)
     return a->ll > b->ll ? -1 : a->ll < b->ll ? 1 : 0;
 }
 
-/* One round from m: the first s->n_tries of the nm ranked moves, a partial
- * run each, the s->n_keep best continued to convergence; *best gets the
- * index of the best non-degenerate result (w->n_c when there is none). */
-/* continue w->c[0..n) (those fitted) by max_iter EM iterations */
-static void cont(const gsl_matrix *x, const lse_gmm_fit_opts *fo,
-                 double thr, smem_ws *w, size_t n)
+/* the candidates' fits side by side (lse_gmm_par_run): each task fits
+ * c[t].m from its start and writes only c[t] */
+typedef struct fit_job {
+    smem_cand *c;
+    const gsl_matrix *x;
+    const lse_gmm_fit_opts *fo;
+    double thr;
+} fit_job;
+
+static void fit_task(void *ctx, size_t t, int tid)
 {
-    for (size_t t = 0; t < n && w->c[t].ok; t++) {
-        smem_cand *c = &w->c[t];
-        lse_error e2;
-        if (lse_gmm_fit(c->m, x, fo, &e2) != LSE_OK) {
-            c->ok = 0;
-            continue;
-        }
-        c->ll = lse_gmm_info(c->m)->loglik;
-        c->deg = degenerate(c->m, thr);
+    const fit_job *j = ctx;
+    smem_cand *c = &j->c[t];
+    lse_error e2;
+    (void)tid;
+    if (!c->ok)
+        return;
+    /* a fit that fails (a singular covariance) is no candidate */
+    if (lse_gmm_fit(c->m, j->x, j->fo, &e2) != LSE_OK) {
+        c->ok = 0;
+        return;
     }
+    c->ll = lse_gmm_info(c->m)->loglik;
+    c->deg = degenerate(c->m, j->thr);
+}
+
+static void fit_all(const lse_gmm *m, const gsl_matrix *x,
+                    const lse_gmm_fit_opts *fo, double thr, smem_ws *w,
+                    size_t n)
+{
+    fit_job j = {.c = w->c, .x = x, .fo = fo, .thr = thr};
+    lse_gmm_par_run(fit_task, &j, n, lse_gmm_par_threads(m, fo, n), fo);
+}
+
+/* continue w->c[0..n) (those fitted: they come first) by fo->max_iter EM
+ * iterations, then sort them */
+static void cont(const lse_gmm *m, const gsl_matrix *x,
+                 const lse_gmm_fit_opts *fo, double thr, smem_ws *w, size_t n)
+{
+    size_t n_ok = 0;
+    while (n_ok < n && w->c[n_ok].ok)
+        n_ok++;
+    fit_all(m, x, fo, thr, w, n_ok);
     qsort(w->c, n, sizeof *w->c, cand_cmp);
 }
 
+/* One round from m: the first s->n_tries of the nm ranked moves, a partial
+ * run each, the s->n_keep best continued to convergence; *best gets the
+ * index of the best non-degenerate result (w->n_c when there is none). The
+ * starts are built one after the other (they share w's scratch), the fits
+ * run side by side. */
 static void try_moves(const lse_gmm *m, const gsl_matrix *x,
                       const lse_gmm_fit_opts *o, const lse_gmm_smem_opts *s,
                       double thr, smem_ws *w, size_t nm, size_t *best)
@@ -494,27 +527,20 @@ static void try_moves(const lse_gmm *m, const gsl_matrix *x,
     const size_t nt = nm < w->n_c ? nm : w->n_c;
     *best = w->n_c;
     for (size_t t = 0; t < nt; t++) {
-        smem_cand *c = &w->c[t];
         lse_error e2;
-        c->ok = 0;
-        /* a start that is not a valid mixture, or a fit that fails (a
-         * singular covariance), is no candidate */
-        if (move_start(m, w->mv[t], w, c->m, &e2) != LSE_OK ||
-            lse_gmm_fit(c->m, x, &fo, &e2) != LSE_OK)
-            continue;
-        c->ok = 1;
-        c->ll = lse_gmm_info(c->m)->loglik;
-        c->deg = degenerate(c->m, thr);
+        /* a start that is not a valid mixture is no candidate */
+        w->c[t].ok = move_start(m, w->mv[t], w, w->c[t].m, &e2) == LSE_OK;
     }
+    fit_all(m, x, &fo, thr, w, nt);
     qsort(w->c, nt, sizeof *w->c, cand_cmp);
     /* the n_keep best by keep_iter more (0: to convergence), the best of
      * them to convergence */
     const size_t nk = nt < s->n_keep ? nt : s->n_keep;
     fo.max_iter = s->keep_iter > 0 ? s->keep_iter : o->max_iter;
-    cont(x, &fo, thr, w, nk);
+    cont(m, x, &fo, thr, w, nk);
     fo.max_iter = o->max_iter;
     if (s->keep_iter > 0)
-        cont(x, &fo, thr, w, nk > 0 ? 1 : 0);
+        cont(m, x, &fo, thr, w, nk > 0 ? 1 : 0);
     if (nk > 0 && w->c[0].ok && !w->c[0].deg)
         *best = 0;
 }

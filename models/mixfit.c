@@ -13,6 +13,8 @@
 #include <lsegraph/models/gmm.h>
 #include <lsegraph/models/mixfit.h>
 
+#include "mixfit-private.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -533,7 +535,6 @@ typedef struct run_out {
     double ll;
     int kind, deg;
     lse_gmm *m; /* a short run's fit (a new mixture) */
-    run_rec rec;
 } run_out;
 
 /* what the runs share */
@@ -551,7 +552,7 @@ typedef struct run_ctx {
  * the working mixture's last parameters, so a run's result depends on the
  * run before it on the same mixture (measured: a different table from
  * lsefit gmm --covariance VEI,... on every 2-thread run) */
-static int emem_threads(const lse_gmm *m, const lse_gmm_fit_opts *o,
+int lse_gmm_par_threads(const lse_gmm *m, const lse_gmm_fit_opts *o,
                         size_t n_tasks)
 {
 #ifdef _OPENMP
@@ -588,17 +589,16 @@ static void task_short(const run_ctx *p, size_t s, lse_gmm *wm, run_out *r)
 }
 
 /* candidate i continued by p->max_iter iterations on wm (into p->c[i].m) */
-static void task_cont(const run_ctx *p, size_t i, lse_gmm *wm, run_out *r,
-                      int live)
+static void task_cont(const run_ctx *p, size_t i, lse_gmm *wm, run_out *r)
 {
     lse_gmm_fit_opts fo = *p->o;
     fo.init = LSE_GMM_INIT_GIVEN;
     fo.n_init = 1;
     fo.max_iter = p->max_iter;
     fo.progress = p->max_iter == p->o->max_iter ? p->o->progress : NULL;
-    if (fo.progress != NULL && !live) {
+    if (fo.progress != NULL && rec_cur != NULL) { /* recorded, not live */
         fo.progress = rec_progress;
-        fo.progress_user = &r->rec;
+        fo.progress_user = rec_cur;
     }
     r->hard = copy_params(wm, p->c[i].m, &r->he);
     if (r->hard != LSE_OK)
@@ -611,19 +611,19 @@ static void task_cont(const run_ctx *p, size_t i, lse_gmm *wm, run_out *r,
     r->deg = degenerate(wm, p->o, p->e);
 }
 
-/* one thread of run_all: takes the next run until none is left */
-typedef struct run_worker {
-    const run_ctx *p;
-    int shorts, nt, tid;
+/* one thread of lse_gmm_par_run: takes the next run until none is left */
+typedef struct par_worker {
+    lse_gmm_par_task task;
+    void *ctx;
+    int nt, tid;
     size_t n_task;
     atomic_size_t *next;
-    lse_gmm *const *wm;
-    run_out *r;
-} run_worker;
+    run_rec *recs;
+} par_worker;
 
-static void *run_worker_main(void *arg)
+static void *par_worker_main(void *arg)
 {
-    const run_worker *w = arg;
+    const par_worker *w = arg;
 #ifdef _OPENMP
     /* the fits of this thread on one thread: no OpenMP region of theirs
      * can be active (lse_get_num_threads is 1), so they start no team */
@@ -635,11 +635,8 @@ static void *run_worker_main(void *arg)
         const size_t i = atomic_fetch_add(w->next, 1);
         if (i >= w->n_task)
             break;
-        rec_cur = w->nt > 1 && i > 0 ? &w->r[i].rec : NULL;
-        if (w->shorts)
-            task_short(w->p, i, w->wm[w->tid], &w->r[i]);
-        else
-            task_cont(w->p, i, w->wm[w->tid], &w->r[i], rec_cur == NULL);
+        rec_cur = w->nt > 1 && i > 0 ? &w->recs[i] : NULL;
+        w->task(w->ctx, i, w->tid);
         rec_cur = NULL;
     }
 #ifdef _OPENMP
@@ -649,24 +646,31 @@ static void *run_worker_main(void *arg)
     return NULL;
 }
 
-/* runs 0..n_task of a kind (short: task_short, else task_cont) on nt
- * threads, each taking the next run when it is done with one (the calling
- * thread and nt - 1 POSIX threads started here; thread t fits on wm[t]);
- * r[0..n_task) zeroed before. POSIX threads, not an OpenMP team: OpenMP's
- * idle threads spin before they sleep, and each fit's OpenMP regions
- * (inactive, one thread) nested in an active team took the threads'
- * shared locks: on a loaded 2-core machine that spinning cost more CPU
- * than the runs themselves (docs/lsefit.md, "Speed of small fits"). A
- * thread that cannot be started leaves its runs to the others. */
-static void run_all(const run_ctx *p, int shorts, size_t n_task, int nt,
-                    lse_gmm *const *wm, run_out *r)
+/* Runs 0..n_task on nt threads, each taking the next run when it is done
+ * with one (the calling thread and nt - 1 POSIX threads started here).
+ * POSIX threads, not an OpenMP team: OpenMP's idle threads spin before
+ * they sleep, and each fit's OpenMP regions (inactive, one thread) nested
+ * in an active team took the threads' shared locks: on a loaded 2-core
+ * machine that spinning cost more CPU than the runs themselves
+ * (docs/lsefit.md, "Speed of small fits"). A thread that cannot be
+ * started leaves its runs to the others; without memory for the records
+ * the runs go on one thread. */
+void lse_gmm_par_run(lse_gmm_par_task task, void *ctx, size_t n_task, int nt,
+                     const lse_gmm_fit_opts *o)
 {
     atomic_size_t next;
     atomic_init(&next, 0);
-    run_worker w[EMEM_MAX_THREADS];
+    par_worker w[EMEM_MAX_THREADS];
     pthread_t th[EMEM_MAX_THREADS];
     int started[EMEM_MAX_THREADS];
     gsl_error_handler_t *h = NULL;
+    if (nt > EMEM_MAX_THREADS)
+        nt = EMEM_MAX_THREADS;
+    if ((size_t)nt > n_task)
+        nt = n_task > 0 ? (int)n_task : 1;
+    run_rec *recs = nt > 1 ? calloc(n_task, sizeof *recs) : NULL;
+    if (recs == NULL)
+        nt = 1;
     if (nt > 1) { /* every fit's lse_gsl_quiet then sees the same handler */
         h = gsl_set_error_handler_off();
         rec_begin();
@@ -678,13 +682,12 @@ static void run_all(const run_ctx *p, int shorts, size_t n_task, int nt,
 #endif
     }
     for (int t = 0; t < nt; t++) {
-        w[t] = (run_worker){.p = p, .shorts = shorts, .nt = nt, .tid = t,
-                            .n_task = n_task, .next = &next, .wm = wm,
-                            .r = r};
-        started[t] = t > 0 && pthread_create(&th[t], NULL, run_worker_main,
+        w[t] = (par_worker){.task = task, .ctx = ctx, .nt = nt, .tid = t,
+                            .n_task = n_task, .next = &next, .recs = recs};
+        started[t] = t > 0 && pthread_create(&th[t], NULL, par_worker_main,
                                              &w[t]) == 0;
     }
-    run_worker_main(&w[0]);
+    par_worker_main(&w[0]);
     for (int t = 1; t < nt; t++)
         if (started[t])
             pthread_join(th[t], NULL);
@@ -692,8 +695,35 @@ static void run_all(const run_ctx *p, int shorts, size_t n_task, int nt,
         rec_end();
         gsl_set_error_handler(h);
         for (size_t i = 0; i < n_task; i++)
-            rec_replay(&r[i].rec, p->o);
+            rec_replay(&recs[i], o);
     }
+    free(recs);
+}
+
+/* emEM's runs of a kind (short: task_short, else task_cont) as tasks of
+ * lse_gmm_par_run; thread t fits on wm[t] */
+typedef struct run_job {
+    const run_ctx *p;
+    int shorts;
+    lse_gmm *const *wm;
+    run_out *r;
+} run_job;
+
+static void run_job_task(void *ctx, size_t i, int tid)
+{
+    const run_job *j = ctx;
+    if (j->shorts)
+        task_short(j->p, i, j->wm[tid], &j->r[i]);
+    else
+        task_cont(j->p, i, j->wm[tid], &j->r[i]);
+}
+
+/* runs 0..n_task of a kind on nt threads; r[0..n_task) zeroed before */
+static void run_all(const run_ctx *p, int shorts, size_t n_task, int nt,
+                    lse_gmm *const *wm, run_out *r)
+{
+    run_job j = {.p = p, .shorts = shorts, .wm = wm, .r = r};
+    lse_gmm_par_run(run_job_task, &j, n_task, nt, p->o);
 }
 
 /* the first hard failure of r (in run order) into *hard and err */
@@ -900,7 +930,7 @@ lse_status lse_gmm_fit_emem(lse_gmm *m, const gsl_matrix *x,
         eg.degenerate = 0.0;
     e = &eg;
     const size_t n_runs = e->n_starts + e->n_random + n_given;
-    const int nt = emem_threads(m, o, n_runs);
+    const int nt = lse_gmm_par_threads(m, o, n_runs);
     cand *c = calloc(n_runs, sizeof *c);
     lse_gmm **wm = work_mixtures(m, nt);
     size_t n = 0;

@@ -3,7 +3,8 @@
  * fit where plain EM is stuck (two components sharing one cluster, one
  * component covering two) is repaired to the true clusters for every
  * covariance type and mclust model, the data-parallel path equals one
- * process, emEM's call, and the argument errors. */
+ * process, 1, 2 and 3 threads give the same bits, emEM's call, and the
+ * argument errors. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -415,6 +416,61 @@ START_TEST(test_emem_smem)
 END_TEST
 
 /* bad arguments: clear errors naming the function; K < 3: no move */
+/* The moves' fits run side by side (lse_gmm_par_run): from the same plain
+ * EM fits of Faithful and Iris, K = 4 and 6, the four covariance types,
+ * lse_gmm_smem on 1, 2 and 3 threads accepts the same moves and ends at
+ * the same parameters and log-likelihood, bit for bit. Some move must be
+ * accepted (else the comparison would not reach the moves' fits). */
+START_TEST(test_threads_identical)
+{
+    static const char *const sets[2] = {"faithful.csv", "iris.csv"};
+    static const size_t dims[2] = {2, 4};
+    size_t accepted = 0;
+    for (int ds = 0; ds < 2; ds++) {
+        gsl_matrix *x = load(sets[ds], dims[ds]);
+        for (int t = 0; t < 4; t++)
+            for (size_t k = 4; k <= 6; k += 2) {
+                lse_gmm *ref = NULL;
+                size_t ref_moves = 0;
+                for (int nt = 1; nt <= 3; nt++) {
+                    lse_set_num_threads(nt);
+                    lse_gmm *m = new_of(k, dims[ds], (lse_cov_type)t,
+                                        LSE_COV_MODEL_NONE);
+                    lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
+                    o.init = LSE_GMM_INIT_KMEANSPP;
+                    o.seed = 7;
+                    lse_error err;
+                    lse_assert_ok(lse_gmm_fit(m, x, &o, &err));
+                    lse_gmm_smem_opts s = lse_gmm_smem_opts_default();
+                    s.n_tries = 8;
+                    size_t moves = 0;
+                    lse_assert_ok(lse_gmm_smem(m, x, &o, &s, &moves, &err));
+                    if (ref == NULL) {
+                        ref = m;
+                        ref_moves = moves;
+                        accepted += moves;
+                        continue;
+                    }
+                    ck_assert_uint_eq(moves, ref_moves);
+                    ck_assert(lse_gmm_info(m)->loglik ==
+                              lse_gmm_info(ref)->loglik);
+                    ck_assert(gsl_matrix_equal(lse_gmm_means(m),
+                                               lse_gmm_means(ref)));
+                    ck_assert(gsl_matrix_equal(lse_gmm_covariances(m),
+                                               lse_gmm_covariances(ref)));
+                    ck_assert(gsl_vector_equal(lse_gmm_weights(m),
+                                               lse_gmm_weights(ref)));
+                    lse_gmm_free(m);
+                }
+                lse_gmm_free(ref);
+            }
+        gsl_matrix_free(x);
+    }
+    lse_set_num_threads(0);
+    ck_assert_msg(accepted > 0, "no move accepted anywhere");
+}
+END_TEST
+
 START_TEST(test_errors)
 {
     size_t lab[300];
@@ -477,6 +533,7 @@ Suite *lse_test_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_never_falls);
+    tcase_add_test(tc, test_threads_identical);
     tcase_add_test(tc, test_stuck);
     tcase_add_test(tc, test_shares);
     tcase_add_test(tc, test_weights_missing);

@@ -1,0 +1,32 @@
+#ifndef LSEGRAPH_MODELS_MIXFIT_PRIVATE_H
+#define LSEGRAPH_MODELS_MIXFIT_PRIVATE_H
+
+/*
+ * Independent fits side by side, shared by emEM (models/mixfit.c) and
+ * split-and-merge EM (models/gmm_smem.c); never installed.
+ */
+
+#include <stddef.h>
+
+#include <lsegraph/models/gmm.h>
+
+/* run i of lse_gmm_par_run on thread tid (0 .. nt - 1) */
+typedef void (*lse_gmm_par_task)(void *ctx, size_t i, int tid);
+
+/* threads for n_tasks independent fits of m's kind: 1 under o->reduce
+ * (every process must make the same calls in the same order), for mclust's
+ * models (their iterative M-steps start from the mixture's last
+ * parameters) and with fewer than two tasks; else lse_get_num_threads()
+ * (1 inside a parallel region), at most n_tasks */
+int lse_gmm_par_threads(const lse_gmm *m, const lse_gmm_fit_opts *o,
+                        size_t n_tasks);
+
+/* task(ctx, i, tid) for i = 0 .. n_task - 1 on nt threads, each taking the
+ * next i when done with one. Run 0 reports live; the log messages of
+ * the others are recorded and replayed in run order after the last, so a log
+ * handler sees what one thread would have shown and is never called from
+ * two threads at once. A task must write only its own outputs. */
+void lse_gmm_par_run(lse_gmm_par_task task, void *ctx, size_t n_task, int nt,
+                     const lse_gmm_fit_opts *o);
+
+#endif

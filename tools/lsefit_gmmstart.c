@@ -92,6 +92,8 @@ static lse_status emem_chain(lsefit_gmm_start *s, lse_gmm *m,
     lse_gmm_emem_opts e = lse_gmm_emem_opts_default(k);
     if (o->n_init > 1)
         e.n_starts = o->n_init;
+    if (s->smem_set)
+        e.smem = s->smem;
     lse_gmm **given = calloc(k + 1, sizeof *given);
     size_t n_given = 0;
     lse_status st = given == NULL ? lse_error_set(err, LSE_ENOMEM, "--init",

@@ -25,6 +25,9 @@ typedef struct lsefit_gmm_start {
                            the K + 1 fit are tried for K < kmax) */
     double guard;       /* emem: the degeneracy guard's eigenvalue threshold
                            for these data (lse_gmm_emem_threshold; 0: off) */
+    size_t smem;        /* emem: split-and-merge moves tried per round
+                           (lse_gmm_emem_opts.smem), when smem_set */
+    int smem_set;       /* --smem given (else the library's default) */
 } lsefit_gmm_start;
 
 /* usage check of --init hcvvv|emem against the other options */

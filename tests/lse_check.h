@@ -1,6 +1,8 @@
 #ifndef LSE_CHECK_H
 #define LSE_CHECK_H
 #include <check.h>
+#include <stdio.h>
+
 #include <lsegraph/lsegraph.h>
 
 /* The suite a test file defines; lse_check_main.c runs it. */
@@ -21,5 +23,24 @@ Suite *lse_test_suite(void);
         ck_assert_msg(lse_assert_st_ == (want), "%s: got %s, want %s", #expr,  \
                       lse_strerror(lse_assert_st_), lse_strerror(want));       \
     } while (0)
+
+/* The first d (<= 4) columns of the CSV file dir/name as a matrix (the
+ * bundled data sets' numeric columns); fails the test on a read error. */
+static inline gsl_matrix *lse_check_load(const char *dir, const char *name,
+                                         size_t d)
+{
+    lse_table *t = NULL;
+    gsl_matrix *x = NULL;
+    size_t cols[4] = {0, 1, 2, 3};
+    lse_error err;
+    char path[512];
+    ck_assert_uint_le(d, 4);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    lse_assert_ok(lse_table_read(path, NULL, &t, &err));
+    lse_assert_ok(lse_table_to_matrix(t, cols, d, LSE_MISSING_ERROR, &x, NULL,
+                                      &err));
+    lse_table_free(t);
+    return x;
+}
 
 #endif

@@ -14,21 +14,6 @@
 
 #include "lse_check.h"
 
-static gsl_matrix *load(const char *name, size_t d)
-{
-    lse_table *t = NULL;
-    gsl_matrix *x = NULL;
-    size_t cols[4] = {0, 1, 2, 3};
-    lse_error err;
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", LSE_DATA_DIR, name);
-    lse_assert_ok(lse_table_read(path, NULL, &t, &err));
-    lse_assert_ok(lse_table_to_matrix(t, cols, d, LSE_MISSING_ERROR, &x, NULL,
-                                      &err));
-    lse_table_free(t);
-    return x;
-}
-
 /* what a fit reported: log messages and progress calls, in order, as text
  * (progress energies with all digits) */
 typedef struct trace {
@@ -181,7 +166,7 @@ START_TEST(test_threads_identical)
     lse_error err;
     size_t n_prog = 0;
     for (size_t d = 0; d < 2; d++) {
-        gsl_matrix *x = load(sets[d], dims[d]);
+        gsl_matrix *x = lse_check_load(LSE_DATA_DIR, sets[d], dims[d]);
         for (size_t c = 0; c < 4; c++)
             for (size_t kk = 0; kk < 2; kk++) {
                 const size_t k = ks[kk];
@@ -224,7 +209,7 @@ START_TEST(test_threads_models)
 {
     static const lse_cov_model models[3] = {LSE_COV_VEI, LSE_COV_EVE,
                                             LSE_COV_VEV};
-    gsl_matrix *x = load("iris.csv", 4);
+    gsl_matrix *x = lse_check_load(LSE_DATA_DIR, "iris.csv", 4);
     lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
     lse_gmm_emem_opts e = lse_gmm_emem_opts_default(3);
     for (size_t i = 0; i < 3; i++) {

@@ -17,21 +17,6 @@
 #include "lse_check.h"
 #include "lse_simcomm.h"
 
-static gsl_matrix *load(const char *name, size_t d)
-{
-    lse_table *t = NULL;
-    gsl_matrix *x = NULL;
-    size_t cols[4] = {0, 1, 2, 3};
-    lse_error err;
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", LSE_DATA_DIR, name);
-    lse_assert_ok(lse_table_read(path, NULL, &t, &err));
-    lse_assert_ok(lse_table_to_matrix(t, cols, d, LSE_MISSING_ERROR, &x, NULL,
-                                      &err));
-    lse_table_free(t);
-    return x;
-}
-
 static lse_gmm *new_of(size_t k, size_t d, lse_cov_type t, lse_cov_model cm)
 {
     lse_gmm *m = NULL;
@@ -57,7 +42,7 @@ START_TEST(test_never_falls)
     lse_gmm_smem_opts s = lse_gmm_smem_opts_default();
     size_t accepted = 0, tried = 0;
     for (int ds = 0; ds < 2; ds++) {
-        gsl_matrix *x = load(names[ds], dims[ds]);
+        gsl_matrix *x = lse_check_load(LSE_DATA_DIR, names[ds], dims[ds]);
         for (int ti = 0; ti < 4; ti++)
             for (size_t k = 3; k <= 6; k++)
                 for (unsigned long seed = 0; seed < 2; seed++) {
@@ -390,7 +375,7 @@ START_TEST(test_emem_smem)
     const size_t dims[2] = {2, 4};
     ck_assert_uint_eq(lse_gmm_emem_opts_default(3).smem, LSE_GMM_SMEM_TRIES);
     for (int ds = 0; ds < 2; ds++) {
-        gsl_matrix *x = load(names[ds], dims[ds]);
+        gsl_matrix *x = lse_check_load(LSE_DATA_DIR, names[ds], dims[ds]);
         for (int ti = 0; ti < 2; ti++)
             for (size_t k = 5; k <= 7; k++) {
                 lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
@@ -427,7 +412,7 @@ START_TEST(test_threads_identical)
     static const size_t dims[2] = {2, 4};
     size_t accepted = 0;
     for (int ds = 0; ds < 2; ds++) {
-        gsl_matrix *x = load(sets[ds], dims[ds]);
+        gsl_matrix *x = lse_check_load(LSE_DATA_DIR, sets[ds], dims[ds]);
         for (int t = 0; t < 4; t++)
             for (size_t k = 4; k <= 6; k += 2) {
                 lse_gmm *ref = NULL;

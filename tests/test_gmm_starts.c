@@ -19,21 +19,6 @@
 #define MCLUST_REF LSE_DATA_DIR "/../tests/ref/mclust_ref.txt"
 #define BOOT_REF LSE_DATA_DIR "/../tests/ref/mclust_boot_ref.txt"
 
-static gsl_matrix *load(const char *name, size_t d)
-{
-    lse_table *t = NULL;
-    gsl_matrix *x = NULL;
-    size_t cols[4] = {0, 1, 2, 3};
-    lse_error err;
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", LSE_DATA_DIR, name);
-    lse_assert_ok(lse_table_read(path, NULL, &t, &err));
-    lse_assert_ok(lse_table_to_matrix(t, cols, d, LSE_MISSING_ERROR, &x, NULL,
-                                      &err));
-    lse_table_free(t);
-    return x;
-}
-
 /* two well-separated 2-d components, weights 0.3 / 0.7 */
 static gsl_matrix *simulate(size_t n, unsigned long seed, size_t *lab)
 {
@@ -136,7 +121,7 @@ END_TEST
  * seeds; the fit info is that of the model it leaves */
 START_TEST(test_emem)
 {
-    gsl_matrix *x = load("faithful.csv", 2);
+    gsl_matrix *x = lse_check_load(LSE_DATA_DIR, "faithful.csv", 2);
     lse_error err;
     lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
     o.tol = 1e-10;
@@ -1043,7 +1028,7 @@ END_TEST
  * info with the parameters. */
 START_TEST(test_emem_rounds)
 {
-    gsl_matrix *x = load("faithful.csv", 2);
+    gsl_matrix *x = lse_check_load(LSE_DATA_DIR, "faithful.csv", 2);
     lse_error err;
     lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
     o.accel = LSE_GMM_ACCEL_NONE;

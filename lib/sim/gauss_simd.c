@@ -440,6 +440,19 @@ static inline void tr8_avx512(__m512d r[8])
     }
 }
 
+/* Columns j0 .. j0 + nj - 1 (nj <= 8) of y = x - c for 8 rows (tda xt),
+ * transposed: r8[j] holds column j0 + j of the 8 rows (r8[j >= nj] 0). */
+LSE_TARGET_AVX512
+static inline void y8_cols_avx512(const double *x, size_t xt, const double *c,
+                                  size_t j0, size_t nj, __m512d r8[8])
+{
+    const __mmask8 m = (__mmask8)(nj == 8 ? 0xFFu : (1u << nj) - 1u);
+    const __m512d cj = _mm512_maskz_loadu_pd(m, c + j0);
+    for (size_t r = 0; r < 8; r++)
+        r8[r] = _mm512_sub_pd(_mm512_maskz_loadu_pd(m, x + r * xt + j0), cj);
+    tr8_avx512(r8);
+}
+
 /* Rows 0 .. d of V transposed of 8 rows x (tda xt) into vt (64-byte
  * aligned): ones, then y = x - c, one vector of the 8 rows per column. */
 LSE_TARGET_AVX512
@@ -449,13 +462,8 @@ static inline void qfull_yt_avx512(const double *x, size_t xt,
     _mm512_store_pd(vt, _mm512_set1_pd(1.0));
     for (size_t j0 = 0; j0 < d; j0 += 8) {
         const size_t nj = d - j0 < 8 ? d - j0 : 8;
-        const __mmask8 m = (__mmask8)(nj == 8 ? 0xFFu : (1u << nj) - 1u);
-        const __m512d cj = _mm512_maskz_loadu_pd(m, c + j0);
         __m512d r8[8];
-        for (size_t r = 0; r < 8; r++)
-            r8[r] = _mm512_sub_pd(_mm512_maskz_loadu_pd(m, x + r * xt + j0),
-                                  cj);
-        tr8_avx512(r8);
+        y8_cols_avx512(x, xt, c, j0, nj, r8);
         double *o = vt + 8 * (1 + j0);
         if (nj == 8) /* whole: no copy loop */
             for (int j = 0; j < 8; j++)
@@ -503,13 +511,8 @@ LSE_KERNEL void qfull_vt_regs(const double *x, size_t xt, const double *c,
     _mm512_store_pd(vt, _mm512_set1_pd(1.0));
     _Pragma("GCC unroll 2") for (size_t j0 = 0; j0 < D; j0 += 8) {
         const size_t nj = D - j0 < 8 ? D - j0 : 8;
-        const __mmask8 m = (__mmask8)(nj == 8 ? 0xFFu : (1u << nj) - 1u);
-        const __m512d cj = _mm512_maskz_loadu_pd(m, c + j0);
         __m512d r8[8];
-        for (size_t r = 0; r < 8; r++)
-            r8[r] = _mm512_sub_pd(_mm512_maskz_loadu_pd(m, x + r * xt + j0),
-                                  cj);
-        tr8_avx512(r8);
+        y8_cols_avx512(x, xt, c, j0, nj, r8);
         for (size_t j = 0; j < nj; j++) {
             y[j0 + j] = r8[j];
             _mm512_store_pd(vt + 8 * (1 + j0 + j), r8[j]);

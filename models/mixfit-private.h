@@ -2,8 +2,9 @@
 #define LSEGRAPH_MODELS_MIXFIT_PRIVATE_H
 
 /*
- * Independent fits side by side, shared by emEM (models/mixfit.c) and
- * split-and-merge EM (models/gmm_smem.c); never installed.
+ * Independent fits side by side (models/gmm_par.c), shared by emEM
+ * (models/mixfit.c) and split-and-merge EM (models/gmm_smem.c); never
+ * installed.
  */
 
 #include <stddef.h>
@@ -28,5 +29,9 @@ int lse_gmm_par_threads(const lse_gmm *m, const lse_gmm_fit_opts *o,
  * two threads at once. A task must write only its own outputs. */
 void lse_gmm_par_run(lse_gmm_par_task task, void *ctx, size_t n_task, int nt,
                      const lse_gmm_fit_opts *o);
+
+/* inside a task: fo's progress callback recorded for replay (a run that
+ * is not live), else left as it is */
+void lse_gmm_par_progress(lse_gmm_fit_opts *fo);
 
 #endif

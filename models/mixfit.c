@@ -15,16 +15,6 @@
 
 #include "mixfit-private.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-/* threads of emEM's parallel runs, at most */
-#define EMEM_MAX_THREADS 64
-
 /* copy the parameters of src into dst (same K, d, type) */
 static lse_status copy_params(lse_gmm *dst, const lse_gmm *src, lse_error *err)
 {
@@ -254,76 +244,6 @@ lse_gmm_emem_opts lse_gmm_emem_opts_default(size_t k)
     return e;
 }
 
-lse_status lse_gmm_min_eigenvalue(const lse_gmm *m, double *out,
-                                  lse_error *err)
-{
-    static const char fn[] = "lse_gmm_min_eigenvalue";
-    if (m == NULL || out == NULL)
-        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
-    const size_t k = lse_gmm_k(m), d = lse_gmm_dim(m);
-    gsl_matrix *c = gsl_matrix_alloc(d, d);
-    gsl_vector *ev = gsl_vector_alloc(d);
-    gsl_eigen_symm_workspace *w = gsl_eigen_symm_alloc(d);
-    lse_status st = c == NULL || ev == NULL || w == NULL
-                        ? lse_error_set(err, LSE_ENOMEM, fn, "out of memory")
-                        : LSE_OK;
-    double lo = INFINITY;
-    /* tied: one shared covariance */
-    const size_t nc = lse_gmm_cov_type(m) == LSE_COV_TIED ? 1 : k;
-    for (size_t i = 0; st == LSE_OK && i < nc; i++) {
-        st = lse_gmm_get_covariance(m, i, c);
-        if (st != LSE_OK) {
-            st = lse_error_set(err, st, fn, "covariance of component %zu", i);
-            break;
-        }
-        gsl_eigen_symm(c, ev, w);
-        if (gsl_vector_min(ev) < lo)
-            lo = gsl_vector_min(ev);
-    }
-    if (st == LSE_OK)
-        *out = lo;
-    if (w != NULL)
-        gsl_eigen_symm_free(w);
-    gsl_vector_free(ev);
-    gsl_matrix_free(c);
-    return st;
-}
-
-lse_status lse_gmm_emem_threshold(const lse_gmm *m, const gsl_matrix *x,
-                                  const lse_gmm_fit_opts *o, double factor,
-                                  double *thr, lse_error *err)
-{
-    static const char fn[] = "lse_gmm_emem_threshold";
-    if (m == NULL || x == NULL || o == NULL || thr == NULL)
-        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
-    *thr = 0.0;
-    if (!(factor > 0.0) || !(o->reg_covar > 0.0))
-        return LSE_OK;
-    /* the data's own spread: the one-component fit of m's covariance
-     * structure (one M-step from all rows; under o->mpi the whole data's) */
-    lse_gmm *one = NULL;
-    lse_status st =
-        lse_gmm_cov_model(m) != LSE_COV_MODEL_NONE
-            ? lse_gmm_new_model(1, lse_gmm_dim(m), lse_gmm_cov_model(m), &one,
-                                err)
-            : lse_gmm_new(1, lse_gmm_dim(m), lse_gmm_cov_type(m), &one, err);
-    lse_gmm_fit_opts g = *o;
-    g.init = LSE_GMM_INIT_KMEANSPP;
-    g.n_init = 1;
-    g.max_iter = 1;
-    g.accel = LSE_GMM_ACCEL_NONE;
-    g.progress = NULL;
-    double lo = 0.0;
-    if (st == LSE_OK)
-        st = lse_gmm_fit(one, x, &g, err);
-    if (st == LSE_OK)
-        st = lse_gmm_min_eigenvalue(one, &lo, err);
-    lse_gmm_free(one);
-    if (st == LSE_OK && lo >= factor * o->reg_covar)
-        *thr = factor * o->reg_covar;
-    return st;
-}
-
 /* emEM's degeneracy guard: 1 when m's smallest covariance eigenvalue is
  * below e->degenerate x o->reg_covar (0 when the guard is off) */
 static int degenerate(const lse_gmm *m, const lse_gmm_fit_opts *o,
@@ -419,114 +339,6 @@ static lse_status short_run(lse_gmm *m, const gsl_matrix *x,
  * from two threads at once.
  */
 
-/* a recorded log message (prog 0) or progress call (prog 1) */
-typedef struct run_ev {
-    int prog;
-    lse_log_level level;
-    size_t run, iter;
-    double energy, change;
-    char *msg;
-} run_ev;
-
-typedef struct run_rec {
-    run_ev *ev;
-    size_t n, cap;
-} run_rec;
-
-/* the record of the run this thread is fitting (NULL: live), and the log
- * handler rec_log forwards to */
-static _Thread_local run_rec *rec_cur;
-static lse_log_fn rec_fn;
-static void *rec_user;
-static int rec_depth;
-
-static int rec_push(run_rec *r, const run_ev *e)
-{
-    if (r->n == r->cap) {
-        const size_t cap = r->cap > 0 ? 2 * r->cap : 8;
-        run_ev *v = realloc(r->ev, cap * sizeof *v);
-        if (v == NULL)
-            return 0;
-        r->ev = v;
-        r->cap = cap;
-    }
-    r->ev[r->n++] = *e;
-    return 1;
-}
-
-/* the log handler while runs are side by side (live when out of memory) */
-static void rec_log(lse_log_level level, const char *msg, void *user)
-{
-    (void)user;
-    run_rec *r = rec_cur;
-    if (r != NULL) {
-        const size_t len = strlen(msg) + 1;
-        run_ev e = {.prog = 0, .level = level, .msg = malloc(len)};
-        if (e.msg != NULL) {
-            memcpy(e.msg, msg, len);
-            if (rec_push(r, &e))
-                return;
-            free(e.msg);
-        }
-    }
-    if (rec_fn != NULL)
-        rec_fn(level, msg, rec_user);
-}
-
-static void rec_progress(size_t run, size_t iter, double energy,
-                         double change, void *user)
-{
-    const run_ev e = {.prog = 1, .run = run, .iter = iter, .energy = energy,
-                      .change = change};
-    (void)rec_push(user, &e); /* out of memory: a progress call lost */
-}
-
-/* route the log through rec_log (nested and concurrent calls: the first
- * begin installs it, the last end restores the handler) */
-static void rec_begin(void)
-{
-#ifdef _OPENMP
-#pragma omp critical(lse_emem_log)
-#endif
-    {
-        if (rec_depth++ == 0) {
-            lse_get_log_handler(&rec_fn, &rec_user);
-            lse_set_log_handler(rec_log, NULL);
-        }
-    }
-}
-
-static void rec_end(void)
-{
-#ifdef _OPENMP
-#pragma omp critical(lse_emem_log)
-#endif
-    {
-        if (--rec_depth == 0)
-            lse_set_log_handler(rec_fn, rec_user);
-    }
-}
-
-/* replay r's events (progress to o->progress) and free them */
-static void rec_replay(run_rec *r, const lse_gmm_fit_opts *o)
-{
-    lse_log_fn fn;
-    void *user;
-    lse_get_log_handler(&fn, &user);
-    for (size_t i = 0; i < r->n; i++) {
-        const run_ev *e = &r->ev[i];
-        if (e->prog && o->progress != NULL)
-            o->progress(e->run, e->iter, e->energy, e->change,
-                        o->progress_user);
-        else if (!e->prog && fn != NULL)
-            fn(e->level, e->msg, user);
-        free(e->msg);
-    }
-    free(r->ev);
-    r->ev = NULL;
-    r->n = r->cap = 0;
-}
-
 /* the outcome of one run: the fit's status and error, a failure that ends
  * emEM (hard: out of memory), and the fit */
 typedef struct run_out {
@@ -546,30 +358,6 @@ typedef struct run_ctx {
     cand *c;                     /* continued runs */
     size_t max_iter;             /* continued runs */
 } run_ctx;
-
-/* threads for n_tasks runs of emEM on m: 1 under o->reduce, and for
- * mclust's models (lse_gmm_new_model): their iterative M-steps start from
- * the working mixture's last parameters, so a run's result depends on the
- * run before it on the same mixture (measured: a different table from
- * lsefit gmm --covariance VEI,... on every 2-thread run) */
-int lse_gmm_par_threads(const lse_gmm *m, const lse_gmm_fit_opts *o,
-                        size_t n_tasks)
-{
-#ifdef _OPENMP
-    if (o->reduce != NULL || n_tasks < 2 ||
-        lse_gmm_cov_model(m) != LSE_COV_MODEL_NONE)
-        return 1;
-    int nt = lse_get_num_threads(); /* 1 inside a parallel region */
-    if (nt > EMEM_MAX_THREADS)
-        nt = EMEM_MAX_THREADS;
-    return (size_t)nt < n_tasks ? nt : (int)n_tasks;
-#else
-    (void)m;
-    (void)o;
-    (void)n_tasks;
-    return 1;
-#endif
-}
 
 /* short run s on wm into r */
 static void task_short(const run_ctx *p, size_t s, lse_gmm *wm, run_out *r)
@@ -596,10 +384,7 @@ static void task_cont(const run_ctx *p, size_t i, lse_gmm *wm, run_out *r)
     fo.n_init = 1;
     fo.max_iter = p->max_iter;
     fo.progress = p->max_iter == p->o->max_iter ? p->o->progress : NULL;
-    if (fo.progress != NULL && rec_cur != NULL) { /* recorded, not live */
-        fo.progress = rec_progress;
-        fo.progress_user = rec_cur;
-    }
+    lse_gmm_par_progress(&fo); /* recorded, unless this run is live */
     r->hard = copy_params(wm, p->c[i].m, &r->he);
     if (r->hard != LSE_OK)
         return;
@@ -609,95 +394,6 @@ static void task_cont(const run_ctx *p, size_t i, lse_gmm *wm, run_out *r)
     r->hard = lse_gmm_copy(p->c[i].m, wm, &r->he);
     r->ll = lse_gmm_info(wm)->loglik;
     r->deg = degenerate(wm, p->o, p->e);
-}
-
-/* one thread of lse_gmm_par_run: takes the next run until none is left */
-typedef struct par_worker {
-    lse_gmm_par_task task;
-    void *ctx;
-    int nt, tid;
-    size_t n_task;
-    atomic_size_t *next;
-    run_rec *recs;
-} par_worker;
-
-static void *par_worker_main(void *arg)
-{
-    const par_worker *w = arg;
-#ifdef _OPENMP
-    /* the fits of this thread on one thread: no OpenMP region of theirs
-     * can be active (lse_get_num_threads is 1), so they start no team */
-    const int levels = omp_get_max_active_levels();
-    if (w->nt > 1)
-        omp_set_max_active_levels(0);
-#endif
-    for (;;) {
-        const size_t i = atomic_fetch_add(w->next, 1);
-        if (i >= w->n_task)
-            break;
-        rec_cur = w->nt > 1 && i > 0 ? &w->recs[i] : NULL;
-        w->task(w->ctx, i, w->tid);
-        rec_cur = NULL;
-    }
-#ifdef _OPENMP
-    if (w->nt > 1)
-        omp_set_max_active_levels(levels);
-#endif
-    return NULL;
-}
-
-/* Runs 0..n_task on nt threads, each taking the next run when it is done
- * with one (the calling thread and nt - 1 POSIX threads started here).
- * POSIX threads, not an OpenMP team: OpenMP's idle threads spin before
- * they sleep, and each fit's OpenMP regions (inactive, one thread) nested
- * in an active team took the threads' shared locks: on a loaded 2-core
- * machine that spinning cost more CPU than the runs themselves
- * (docs/lsefit.md, "Speed of small fits"). A thread that cannot be
- * started leaves its runs to the others; without memory for the records
- * the runs go on one thread. */
-void lse_gmm_par_run(lse_gmm_par_task task, void *ctx, size_t n_task, int nt,
-                     const lse_gmm_fit_opts *o)
-{
-    atomic_size_t next;
-    atomic_init(&next, 0);
-    par_worker w[EMEM_MAX_THREADS];
-    pthread_t th[EMEM_MAX_THREADS];
-    int started[EMEM_MAX_THREADS];
-    gsl_error_handler_t *h = NULL;
-    if (nt > EMEM_MAX_THREADS)
-        nt = EMEM_MAX_THREADS;
-    if ((size_t)nt > n_task)
-        nt = n_task > 0 ? (int)n_task : 1;
-    run_rec *recs = nt > 1 ? calloc(n_task, sizeof *recs) : NULL;
-    if (recs == NULL)
-        nt = 1;
-    if (nt > 1) { /* every fit's lse_gsl_quiet then sees the same handler */
-        h = gsl_set_error_handler_off();
-        rec_begin();
-#ifdef _OPENMP
-        /* OpenMP's threads of earlier regions (an explicit thread count)
-         * would spin on the cores the runs need: end them (a later region
-         * starts them again) */
-        omp_pause_resource_all(omp_pause_soft);
-#endif
-    }
-    for (int t = 0; t < nt; t++) {
-        w[t] = (par_worker){.task = task, .ctx = ctx, .nt = nt, .tid = t,
-                            .n_task = n_task, .next = &next, .recs = recs};
-        started[t] = t > 0 && pthread_create(&th[t], NULL, par_worker_main,
-                                             &w[t]) == 0;
-    }
-    par_worker_main(&w[0]);
-    for (int t = 1; t < nt; t++)
-        if (started[t])
-            pthread_join(th[t], NULL);
-    if (nt > 1) {
-        rec_end();
-        gsl_set_error_handler(h);
-        for (size_t i = 0; i < n_task; i++)
-            rec_replay(&recs[i], o);
-    }
-    free(recs);
 }
 
 /* emEM's runs of a kind (short: task_short, else task_cont) as tasks of

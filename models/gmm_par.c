@@ -1,0 +1,267 @@
+/* Independent fits side by side (models/mixfit-private.h): emEM's runs
+ * (models/mixfit.c) and split-and-merge EM's candidates (gmm_smem.c), on
+ * the public API. Moved here from mixfit.c, unchanged, so that both use it
+ * without depending on each other. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include <gsl/gsl_errno.h>
+
+#include <lsegraph/core.h>
+#include <lsegraph/models/gmm.h>
+
+#include "mixfit-private.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* threads of the runs, at most */
+#define EMEM_MAX_THREADS 64
+
+/*
+ * The runs are independent fits (their own seed, start and options): they
+ * run on up to lse_get_num_threads() threads (one process only: under
+ * o->reduce every process must make the same calls in the same order),
+ * and their outcomes are collected in run order by the caller, so the
+ * result is the same for every thread count. Inside, the fits run on one
+ * thread (no nested teams, lse_get_num_threads). Run 0 reports live; the
+ * log messages and progress calls of the other runs are recorded and
+ * replayed in run order after the loop, so a log handler or progress
+ * callback sees the sequence of one thread and is never called from two
+ * threads at once.
+ */
+
+/* a recorded log message (prog 0) or progress call (prog 1) */
+typedef struct run_ev {
+    int prog;
+    lse_log_level level;
+    size_t run, iter;
+    double energy, change;
+    char *msg;
+} run_ev;
+
+typedef struct run_rec {
+    run_ev *ev;
+    size_t n, cap;
+} run_rec;
+
+/* the record of the run this thread is fitting (NULL: live), and the log
+ * handler rec_log forwards to */
+static _Thread_local run_rec *rec_cur;
+static lse_log_fn rec_fn;
+static void *rec_user;
+static int rec_depth;
+
+static int rec_push(run_rec *r, const run_ev *e)
+{
+    if (r->n == r->cap) {
+        const size_t cap = r->cap > 0 ? 2 * r->cap : 8;
+        run_ev *v = realloc(r->ev, cap * sizeof *v);
+        if (v == NULL)
+            return 0;
+        r->ev = v;
+        r->cap = cap;
+    }
+    r->ev[r->n++] = *e;
+    return 1;
+}
+
+/* the log handler while runs are side by side (live when out of memory) */
+static void rec_log(lse_log_level level, const char *msg, void *user)
+{
+    (void)user;
+    run_rec *r = rec_cur;
+    if (r != NULL) {
+        const size_t len = strlen(msg) + 1;
+        run_ev e = {.prog = 0, .level = level, .msg = malloc(len)};
+        if (e.msg != NULL) {
+            memcpy(e.msg, msg, len);
+            if (rec_push(r, &e))
+                return;
+            free(e.msg);
+        }
+    }
+    if (rec_fn != NULL)
+        rec_fn(level, msg, rec_user);
+}
+
+static void rec_progress(size_t run, size_t iter, double energy,
+                         double change, void *user)
+{
+    const run_ev e = {.prog = 1, .run = run, .iter = iter, .energy = energy,
+                      .change = change};
+    (void)rec_push(user, &e); /* out of memory: a progress call lost */
+}
+
+/* route the log through rec_log (nested and concurrent calls: the first
+ * begin installs it, the last end restores the handler) */
+static void rec_begin(void)
+{
+#ifdef _OPENMP
+#pragma omp critical(lse_emem_log)
+#endif
+    {
+        if (rec_depth++ == 0) {
+            lse_get_log_handler(&rec_fn, &rec_user);
+            lse_set_log_handler(rec_log, NULL);
+        }
+    }
+}
+
+static void rec_end(void)
+{
+#ifdef _OPENMP
+#pragma omp critical(lse_emem_log)
+#endif
+    {
+        if (--rec_depth == 0)
+            lse_set_log_handler(rec_fn, rec_user);
+    }
+}
+
+/* replay r's events (progress to o->progress) and free them */
+static void rec_replay(run_rec *r, const lse_gmm_fit_opts *o)
+{
+    lse_log_fn fn;
+    void *user;
+    lse_get_log_handler(&fn, &user);
+    for (size_t i = 0; i < r->n; i++) {
+        const run_ev *e = &r->ev[i];
+        if (e->prog && o->progress != NULL)
+            o->progress(e->run, e->iter, e->energy, e->change,
+                        o->progress_user);
+        else if (!e->prog && fn != NULL)
+            fn(e->level, e->msg, user);
+        free(e->msg);
+    }
+    free(r->ev);
+    r->ev = NULL;
+    r->n = r->cap = 0;
+}
+
+
+void lse_gmm_par_progress(lse_gmm_fit_opts *fo)
+{
+    if (fo->progress != NULL && rec_cur != NULL) {
+        fo->progress = rec_progress;
+        fo->progress_user = rec_cur;
+    }
+}
+
+/* threads for n_tasks runs of emEM on m: 1 under o->reduce, and for
+ * mclust's models (lse_gmm_new_model): their iterative M-steps start from
+ * the working mixture's last parameters, so a run's result depends on the
+ * run before it on the same mixture (measured: a different table from
+ * lsefit gmm --covariance VEI,... on every 2-thread run) */
+int lse_gmm_par_threads(const lse_gmm *m, const lse_gmm_fit_opts *o,
+                        size_t n_tasks)
+{
+#ifdef _OPENMP
+    if (o->reduce != NULL || n_tasks < 2 ||
+        lse_gmm_cov_model(m) != LSE_COV_MODEL_NONE)
+        return 1;
+    int nt = lse_get_num_threads(); /* 1 inside a parallel region */
+    if (nt > EMEM_MAX_THREADS)
+        nt = EMEM_MAX_THREADS;
+    return (size_t)nt < n_tasks ? nt : (int)n_tasks;
+#else
+    (void)m;
+    (void)o;
+    (void)n_tasks;
+    return 1;
+#endif
+}
+
+/* one thread of lse_gmm_par_run: takes the next run until none is left */
+typedef struct par_worker {
+    lse_gmm_par_task task;
+    void *ctx;
+    int nt, tid;
+    size_t n_task;
+    atomic_size_t *next;
+    run_rec *recs;
+} par_worker;
+
+static void *par_worker_main(void *arg)
+{
+    const par_worker *w = arg;
+#ifdef _OPENMP
+    /* the fits of this thread on one thread: no OpenMP region of theirs
+     * can be active (lse_get_num_threads is 1), so they start no team */
+    const int levels = omp_get_max_active_levels();
+    if (w->nt > 1)
+        omp_set_max_active_levels(0);
+#endif
+    for (;;) {
+        const size_t i = atomic_fetch_add(w->next, 1);
+        if (i >= w->n_task)
+            break;
+        rec_cur = w->nt > 1 && i > 0 ? &w->recs[i] : NULL;
+        w->task(w->ctx, i, w->tid);
+        rec_cur = NULL;
+    }
+#ifdef _OPENMP
+    if (w->nt > 1)
+        omp_set_max_active_levels(levels);
+#endif
+    return NULL;
+}
+
+/* Runs 0..n_task on nt threads, each taking the next run when it is done
+ * with one (the calling thread and nt - 1 POSIX threads started here).
+ * POSIX threads, not an OpenMP team: OpenMP's idle threads spin before
+ * they sleep, and each fit's OpenMP regions (inactive, one thread) nested
+ * in an active team took the threads' shared locks: on a loaded 2-core
+ * machine that spinning cost more CPU than the runs themselves
+ * (docs/lsefit.md, "Speed of small fits"). A thread that cannot be
+ * started leaves its runs to the others; without memory for the records
+ * the runs go on one thread. */
+void lse_gmm_par_run(lse_gmm_par_task task, void *ctx, size_t n_task, int nt,
+                     const lse_gmm_fit_opts *o)
+{
+    atomic_size_t next;
+    atomic_init(&next, 0);
+    par_worker w[EMEM_MAX_THREADS];
+    pthread_t th[EMEM_MAX_THREADS];
+    int started[EMEM_MAX_THREADS];
+    gsl_error_handler_t *h = NULL;
+    if (nt > EMEM_MAX_THREADS)
+        nt = EMEM_MAX_THREADS;
+    if ((size_t)nt > n_task)
+        nt = n_task > 0 ? (int)n_task : 1;
+    run_rec *recs = nt > 1 ? calloc(n_task, sizeof *recs) : NULL;
+    if (recs == NULL)
+        nt = 1;
+    if (nt > 1) { /* every fit's lse_gsl_quiet then sees the same handler */
+        h = gsl_set_error_handler_off();
+        rec_begin();
+#ifdef _OPENMP
+        /* OpenMP's threads of earlier regions (an explicit thread count)
+         * would spin on the cores the runs need: end them (a later region
+         * starts them again) */
+        omp_pause_resource_all(omp_pause_soft);
+#endif
+    }
+    for (int t = 0; t < nt; t++) {
+        w[t] = (par_worker){.task = task, .ctx = ctx, .nt = nt, .tid = t,
+                            .n_task = n_task, .next = &next, .recs = recs};
+        started[t] = t > 0 && pthread_create(&th[t], NULL, par_worker_main,
+                                             &w[t]) == 0;
+    }
+    par_worker_main(&w[0]);
+    for (int t = 1; t < nt; t++)
+        if (started[t])
+            pthread_join(th[t], NULL);
+    if (nt > 1) {
+        rec_end();
+        gsl_set_error_handler(h);
+        for (size_t i = 0; i < n_task; i++)
+            rec_replay(&recs[i], o);
+    }
+    free(recs);
+}
+

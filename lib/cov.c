@@ -7,6 +7,7 @@
 #include <lsegraph/cov.h>
 
 #include "size-private.h"
+#include "threads-private.h"
 
 /* Covariance layouts (include/lsegraph/cov.h). */
 
@@ -278,4 +279,22 @@ void lse_cov_chol_scaled_identity(lse_cov_type cov, size_t d, double s,
                 gsl_matrix_set(chol, b, j, s);
         }
     }
+}
+
+int lse_eigen_symm(gsl_matrix *a, gsl_vector *eval,
+                   gsl_eigen_symm_workspace *w)
+{
+    const int saved = lse_blas_serial_begin(1);
+    const int r = gsl_eigen_symm(a, eval, w);
+    lse_blas_serial_end(saved);
+    return r;
+}
+
+int lse_eigen_symmv(gsl_matrix *a, gsl_vector *eval, gsl_matrix *evec,
+                    gsl_eigen_symmv_workspace *w)
+{
+    const int saved = lse_blas_serial_begin(1);
+    const int r = gsl_eigen_symmv(a, eval, evec, w);
+    lse_blas_serial_end(saved);
+    return r;
 }

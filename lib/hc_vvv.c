@@ -20,6 +20,7 @@
 
 #include <gsl/gsl_eigen.h>
 
+#include <lsegraph/cov.h>
 #include <lsegraph/core.h>
 
 #include "size-private.h"
@@ -314,7 +315,7 @@ lse_status lse_hc_svd(const gsl_matrix *x, gsl_matrix *z, lse_error *err)
     for (size_t a = 0; a < d; a++)
         for (size_t b = 0; b < a; b++)
             gsl_matrix_set(c, b, a, gsl_matrix_get(c, a, b));
-    if (gsl_eigen_symmv(c, ev, v, ws) != GSL_SUCCESS) {
+    if (lse_eigen_symmv(c, ev, v, ws) != GSL_SUCCESS) {
         st = lse_error_set(err, LSE_ENUMERIC, fn, "eigensolver failed");
         goto out;
     }

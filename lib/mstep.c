@@ -4,6 +4,7 @@
 
 #include "graph-private.h"
 #include "size-private.h"
+#include "threads-private.h"
 
 /* Term verbs for models that drive EM themselves (include/lsegraph/
  * mstep.h). */
@@ -147,7 +148,7 @@ lse_status lse_mstep_ws_new(const lse_term *t, unsigned flags,
 }
 
 /* The M-step of lse_term_mstep_rows in the buffers of ws (checked). */
-static lse_status mstep_run(lse_term *t, lse_resp_fn fill, void *user,
+static lse_status mstep_body(lse_term *t, lse_resp_fn fill, void *user,
                             const lse_mstep_opts *opts,
                             lse_mstep_report *report, lse_comm *comm,
                             lse_mstep_ws *ws, lse_error *err)
@@ -187,6 +188,22 @@ static lse_status mstep_run(lse_term *t, lse_resp_fn fill, void *user,
     if (st != LSE_OK)
         lse_error_set(err, st, fn, "term '%s': %s", t->name,
                       msg[0] ? msg : lse_strerror(st));
+    return st;
+}
+
+/* mstep_body with OpenBLAS serial, as the solver's M-steps (solver.c,
+ * cf_solve_all): the statistics' products and the closed forms' Cholesky
+ * inversions and eigen-decompositions then round the same for any
+ * OPENBLAS_NUM_THREADS, and no OpenBLAS thread is woken to spin */
+static lse_status mstep_run(lse_term *t, lse_resp_fn fill, void *user,
+                            const lse_mstep_opts *opts,
+                            lse_mstep_report *report, lse_comm *comm,
+                            lse_mstep_ws *ws, lse_error *err)
+{
+    const int saved = lse_blas_serial_begin(1);
+    const lse_status st =
+        mstep_body(t, fill, user, opts, report, comm, ws, err);
+    lse_blas_serial_end(saved);
     return st;
 }
 

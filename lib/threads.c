@@ -203,3 +203,7 @@ void lse_blas_serial_end(int saved)
     (void)saved;
 #endif
 }
+
+int lse_blas_serial_enter(void) { return lse_blas_serial_begin(1); }
+
+void lse_blas_serial_leave(int held) { lse_blas_serial_end(held); }

@@ -5,6 +5,7 @@
 
 #include <gsl/gsl_eigen.h>
 
+#include <lsegraph/cov.h>
 #include <lsegraph/core.h>
 #include <lsegraph/models/gmm.h>
 #include <lsegraph/models/mixfit.h>
@@ -31,7 +32,7 @@ lse_status lse_gmm_min_eigenvalue(const lse_gmm *m, double *out,
             st = lse_error_set(err, st, fn, "covariance of component %zu", i);
             break;
         }
-        gsl_eigen_symm(c, ev, w);
+        lse_eigen_symm(c, ev, w);
         if (gsl_vector_min(ev) < lo)
             lo = gsl_vector_min(ev);
     }

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include <gsl/gsl_eigen.h>
+
+#include <lsegraph/cov.h>
 #include <gsl/gsl_math.h>
 
 #include <lsegraph/core.h>
@@ -287,7 +289,7 @@ static lse_status split_axis(const lse_gmm *m, const gsl_matrix *x,
     } else if ((st = lse_gmm_get_covariance(m, c, w->a)) != LSE_OK)
         return lse_error_set(err, st, "lse_gmm_smem",
                              "covariance of component %zu", c);
-    gsl_eigen_symmv(w->a, w->lam, w->b, w->es);
+    lse_eigen_symmv(w->a, w->lam, w->b, w->es);
     gsl_eigen_symmv_sort(w->lam, w->b, GSL_EIGEN_SORT_VAL_DESC);
     w->lk[c] = fmax(gsl_vector_get(w->lam, 0), 0.0);
     for (size_t a = 0; a < d; a++)

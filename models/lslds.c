@@ -1566,7 +1566,7 @@ static lse_status init_impl(lse_lslds_params *p, const gsl_matrix *y,
     if (pr != NULL &&
         (st = lse_comm_sum(&pr->comm, S->data, N * N, fn, err)) != LSE_OK)
         goto done;
-    gsl_eigen_symmv(S, lam, U, ew);
+    lse_eigen_symmv(S, lam, U, ew);
     gsl_eigen_symmv_sort(lam, U, GSL_EIGEN_SORT_VAL_DESC);
     const double sig2 = pca_emission(p, lam, U);
     gsl_vector_view d0 = gsl_vector_subvector(p->d, 0, N);
@@ -1949,9 +1949,9 @@ done:
     gsl_matrix_free(P0s);
     return st;
 }
-lse_status lse_lslds_simulate(const lse_lslds_params *p, unsigned long seed,
-                              gsl_matrix *y, gsl_matrix *x, size_t *z,
-                              lse_error *err)
+static lse_status lslds_simulate_body(const lse_lslds_params *p,
+                                      unsigned long seed, gsl_matrix *y,
+                                      gsl_matrix *x, size_t *z, lse_error *err)
 {
     static const char fn[] = "lse_lslds_simulate";
     if (p == NULL || y == NULL)
@@ -2036,6 +2036,17 @@ done:
     gsl_vector_free(xp);
     gsl_vector_free(xt);
     gsl_vector_free(u);
+    return st;
+}
+
+/* OpenBLAS held serial, as lse_slds_simulate */
+lse_status lse_lslds_simulate(const lse_lslds_params *p, unsigned long seed,
+                              gsl_matrix *y, gsl_matrix *x, size_t *z,
+                              lse_error *err)
+{
+    const int held = lse_blas_serial_enter();
+    const lse_status st = lslds_simulate_body(p, seed, y, x, z, err);
+    lse_blas_serial_leave(held);
     return st;
 }
 

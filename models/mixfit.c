@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include <gsl/gsl_eigen.h>
+
+#include <lsegraph/cov.h>
 #include <gsl/gsl_linalg.h>
 #include <gsl/gsl_math.h>
 
@@ -785,7 +787,7 @@ lse_status lse_gmm_split(const lse_gmm *src, const gsl_matrix *x,
                            "component %zu has no complete row", j);
         goto out;
     }
-    gsl_eigen_symmv(cv, lam, ev, ws);
+    lse_eigen_symmv(cv, lam, ev, ws);
     gsl_eigen_symmv_sort(lam, ev, GSL_EIGEN_SORT_VAL_DESC);
     /* the two halves of a Gaussian cut through its mean across the
      * principal axis have means mu +- sqrt(2 / pi) sd along it */

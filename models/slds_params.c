@@ -603,8 +603,9 @@ static size_t draw(gsl_rng *rng, const double *logit, size_t K)
     return K - 1;
 }
 
-lse_status lse_slds_simulate(const lse_slds *m, size_t T, unsigned long seed,
-                             gsl_matrix *x, size_t *modes, lse_error *err)
+static lse_status slds_simulate_body(const lse_slds *m, size_t T,
+                                     unsigned long seed, gsl_matrix *x,
+                                     size_t *modes, lse_error *err)
 {
     static const char fn[] = "lse_slds_simulate";
     lse_gsl_quiet();
@@ -677,6 +678,18 @@ lse_status lse_slds_simulate(const lse_slds *m, size_t T, unsigned long seed,
     gsl_vector_free(z);
     free(wlogit);
     return LSE_OK;
+}
+
+/* OpenBLAS held serial: the noise's dtrmv would otherwise be split over
+ * OpenBLAS's threads at any size, and the draws would round by
+ * OPENBLAS_NUM_THREADS */
+lse_status lse_slds_simulate(const lse_slds *m, size_t T, unsigned long seed,
+                             gsl_matrix *x, size_t *modes, lse_error *err)
+{
+    const int held = lse_blas_serial_enter();
+    const lse_status st = slds_simulate_body(m, T, seed, x, modes, err);
+    lse_blas_serial_leave(held);
+    return st;
 }
 
 /* ------------------------------------------------------------------ */

@@ -4,6 +4,7 @@
 #error "Include <lsegraph/lsegraph.h>, not this header."
 #endif
 
+#include <gsl/gsl_eigen.h>
 #include <gsl/gsl_matrix.h>
 #include <lsegraph/sim.h>
 #include <lsegraph/status.h>
@@ -69,6 +70,27 @@ LSE_API lse_status lse_cov_to_chol(lse_cov_type cov, size_t d,
 /** @brief @p chol = s I in the chol layout (every block). */
 LSE_API void lse_cov_chol_scaled_identity(lse_cov_type cov, size_t d, double s,
                                           gsl_matrix *chol);
+
+/**
+ * @brief GSL's symmetric eigensolver gsl_eigen_symm (same arguments, same
+ * result: the eigenvalues of @p a, unsorted; @p a's lower triangle and
+ * diagonal are destroyed) with OpenBLAS held serial. GSL's tridiagonal
+ * reduction calls dsymv and dsyr2, which OpenBLAS splits over its threads
+ * at every size: unheld, their rounding, and so every fit that ranks,
+ * splits or M-steps by an eigen-decomposition, would follow
+ * OPENBLAS_NUM_THREADS, and each call would wake OpenBLAS's threads, which
+ * then spin beside ours. The library and its models decompose only through
+ * these two functions.
+ * @return GSL's status (GSL_SUCCESS).
+ */
+LSE_API int lse_eigen_symm(gsl_matrix *a, gsl_vector *eval,
+                           gsl_eigen_symm_workspace *w);
+
+/** @brief gsl_eigen_symmv (eigenvalues and the unit eigenvectors as the
+ *  columns of @p evec, unsorted) with OpenBLAS held serial, as
+ *  lse_eigen_symm. @return GSL's status (GSL_SUCCESS). */
+LSE_API int lse_eigen_symmv(gsl_matrix *a, gsl_vector *eval, gsl_matrix *evec,
+                            gsl_eigen_symmv_workspace *w);
 
 #ifdef __cplusplus
 }

@@ -103,9 +103,12 @@ LSE_API void lse_log(lse_log_level level, const char *fmt, ...)
  * With the default (neither this call nor LSE_NUM_THREADS chose a count),
  * a term whose pass is small (rows x columns x (1 + d)^2 below 2^20) runs
  * on one thread: a second one costs more than it saves there.
- * Inside the library's parallel regions BLAS runs single-threaded; BLAS
- * calls outside them (small factorizations) keep the BLAS library's own
- * setting (OPENBLAS_NUM_THREADS), which this call does not change.
+ * Every BLAS call of the library and its models runs with OpenBLAS
+ * single-threaded (lse_blas_serial_enter): the library switches OpenBLAS to
+ * one thread around its passes and back, so results never depend on
+ * OPENBLAS_NUM_THREADS, and OpenBLAS's own threads are not woken to spin
+ * beside the library's. BLAS calls of the caller's own keep OpenBLAS's
+ * setting, which this call does not change.
  * Results are bit-identical for every thread count: the rows are split into
  * a number of chunks that depends only on the shapes, and per-chunk
  * gradients and statistics are summed in chunk order (docs/performance.md).
@@ -113,6 +116,21 @@ LSE_API void lse_log(lse_log_level level, const char *fmt, ...)
  * Without OpenMP the library always runs on one thread.
  */
 LSE_API void lse_set_num_threads(int n);
+
+/**
+ * @brief Hold OpenBLAS single-threaded until the matching
+ * lse_blas_serial_leave; returns the value to pass to it. Pairs nest and
+ * may run in concurrent threads: OpenBLAS is serial from the first enter to
+ * the last leave, then gets back the thread count it had. For model code
+ * that calls BLAS or GSL's linear algebra itself (a simulation loop, say):
+ * OpenBLAS threads some level-2 routines (dtrmv, dsymv, dsyr2) at every
+ * size, so unheld their rounding would follow OPENBLAS_NUM_THREADS. Without
+ * OpenBLAS both calls do nothing.
+ */
+LSE_API int lse_blas_serial_enter(void);
+
+/** @brief End a hold of lse_blas_serial_enter (pass its return value). */
+LSE_API void lse_blas_serial_leave(int held);
 
 /** @brief The thread count the kernels use now (>= 1; 1 where no new
  *  OpenMP region could be active, e.g. inside an active one: the library

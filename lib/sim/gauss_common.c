@@ -14,6 +14,7 @@
 #include "gauss-private.h"
 #include "sim-size-private.h"
 #include "kernels-private.h"
+#include "../threads-private.h"
 
 /* Shared code of the Gaussian family: factor cache, residual scoring,
  * gradients through the residuals and the covariance part of the M-step.
@@ -642,8 +643,15 @@ lse_status lse_gauss_prepare(lse_gauss_work *w, const gsl_matrix *logw,
         return LSE_EDIM;
 
     lse_status st = prepare_weights(w, logw);
-    if (st == LSE_OK)
+    if (st == LSE_OK) {
+        /* the triangular inverses call dtrmv, which OpenBLAS threads at any
+         * size: held serial, so a prepare outside the library's passes
+         * (a model's set-up) rounds as one inside them */
+        const int tri = w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED;
+        const int held = tri ? lse_blas_serial_begin(1) : 0;
         st = prepare_factors(w, chol);
+        lse_blas_serial_end(held);
+    }
     if (st == LSE_OK && parent != NULL && w->off != NULL)
         st = prepare_wide(w, chol, parent);
     if (st == LSE_OK && parent != NULL && w->mut != NULL)

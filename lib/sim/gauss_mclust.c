@@ -24,6 +24,8 @@
 
 #include <gsl/gsl_blas.h>
 #include <gsl/gsl_eigen.h>
+
+#include <lsegraph/cov.h>
 #include <gsl/gsl_linalg.h>
 
 #include "gauss-private.h"
@@ -158,7 +160,7 @@ static double geomean(const double *v, size_t d)
 static lse_status eigen(struct lse_gauss_mclust *m, gsl_matrix *a, double *val,
                         gsl_matrix *vec)
 {
-    if (gsl_eigen_symmv(a, m->ev, vec, m->ew) != GSL_SUCCESS)
+    if (lse_eigen_symmv(a, m->ev, vec, m->ew) != GSL_SUCCESS)
         return LSE_ENUMERIC;
     gsl_eigen_symmv_sort(m->ev, vec, GSL_EIGEN_SORT_VAL_DESC);
     for (size_t j = 0; j < a->size1; j++)

@@ -159,5 +159,7 @@ void gmm_cache_put_fit(const lse_gmm *m, int keep, fit_work *fw);
 int gmm_cache_take_query(const lse_gmm *m, const gsl_matrix *x,
                          gmm_graph *out);
 void gmm_graph_release(const lse_gmm *m, gmm_graph *gg);
+/* entries taken by this thread so far (tests/test_gmm_cache.c) */
+size_t gmm_cache_hits(void);
 
 #endif /* LSEGRAPH_MODELS_GMM_PRIVATE_H */

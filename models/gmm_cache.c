@@ -53,6 +53,9 @@ static int no_reuse(void)
 }
 
 static _Thread_local int tl_off;
+static _Thread_local size_t tl_hits; /* entries taken (the tests) */
+
+size_t gmm_cache_hits(void) { return tl_hits; }
 
 void lse_gmm_cache_begin(void)
 {
@@ -108,6 +111,7 @@ int gmm_cache_take_fit(const lse_gmm *m, const gsl_matrix *x, int keep,
         !same_data(&c->fit.gg, x))
         return 0;
     *out = c->fit;
+    tl_hits++;
     c->has_fit = 0;
     memset(&c->fit, 0, sizeof c->fit);
     return 1;
@@ -139,6 +143,7 @@ int gmm_cache_take_query(const lse_gmm *m, const gsl_matrix *x,
         !key_equal(&c->query_key, &k) || !same_data(&c->query, x))
         return 0;
     *out = c->query;
+    tl_hits++;
     memset(&c->query, 0, sizeof c->query);
     return 1;
 }

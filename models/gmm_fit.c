@@ -26,12 +26,20 @@ static int row_equals(const gsl_matrix *x, size_t a, const double *v)
     return 1;
 }
 
+/* dst = src (gsl_matrix_memcpy copies a row at a time through BLAS) */
+static void copy_params(gsl_matrix *dst, const gsl_matrix *src)
+{
+    for (size_t i = 0; i < src->size1; i++)
+        memcpy(gsl_matrix_ptr(dst, i, 0), gsl_matrix_const_ptr(src, i, 0),
+               src->size2 * sizeof(double));
+}
+
 /* Remember the parameters the next E-step evaluates (c->e_*). */
 static void snapshot_estep(fit_ctx *c, const gmm_graph *gg)
 {
-    gsl_matrix_memcpy(c->e_mu, lse_node_value(gg->mu));
-    gsl_matrix_memcpy(c->e_logw, lse_node_value(gg->logw));
-    gsl_matrix_memcpy(c->e_chol, lse_node_value(gg->chol));
+    copy_params(c->e_mu, lse_node_value(gg->mu));
+    copy_params(c->e_logw, lse_node_value(gg->logw));
+    copy_params(c->e_chol, lse_node_value(gg->chol));
 }
 
 /* The re-seeding scratch of c for the fit graph gg (freed by

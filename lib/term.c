@@ -839,10 +839,22 @@ static void run_thread(const run_ctx *x, int tid, int team)
     sl->st = t->sim->prepare != NULL ? t->sim->prepare(&a) : LSE_OK;
     const long n = (long)p->n_chunk;
     if (!team) {
-        for (long c = 0; c < n; c++)
+        /* a scoring pass takes the chunks last to first, so that what
+         * the similarity keeps of the last block it scored (the
+         * Gaussian's monomials of the rows) is the first chunk's, which
+         * a statistics pass on the kept softmax (lse_term_restat) takes
+         * first: at N = 272 (blocks of 256 and 16) it then rebuilds 16
+         * rows, not 256. The chunks are independent (a team's threads
+         * take them in any order): the same bits. Not with gradients:
+         * without private copies they add up in chunk order. */
+        const int rev = (x->flags & LSE_RUN_SCORE) &&
+                        !(x->flags & LSE_RUN_GRAD);
+        for (long i = 0; i < n; i++) {
+            const long c = rev ? n - 1 - i : i;
             run_chunk(t, &p->chunk[c], sl, &a, x->flags,
                       x->acc != NULL ? x->acc + (size_t)c * x->stride : NULL,
                       x->stride);
+        }
         return;
     }
 #ifdef _OPENMP

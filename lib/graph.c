@@ -6,6 +6,7 @@
 #include "kernels-private.h"
 #include "size-private.h"
 #include "threads-private.h"
+#include "rows-private.h"
 
 /* The graph: a container of nodes and terms, and the sum of their energies.
  * The energy/gradient of each kind of term lives in its own file (LSE
@@ -272,6 +273,8 @@ static int span_nonfinite_avx2(const double *x, size_t n)
 
 /* Doubles per task of the parallel check (and below which it is serial). */
 #define CHECK_SPAN ((size_t)1 << 16)
+/* nodes of fewer entries are scanned without AVX2 (check_values) */
+#define CHECK_WIDE ((size_t)64)
 
 /* Any non-finite entry among the entries [e0, e1) of v's row-major
  * sequence. */
@@ -333,10 +336,18 @@ static int matrix_nonfinite(const gsl_matrix *v, int avx2)
  * scanned: the data of an EM fit, 2-3 % of an iteration otherwise. */
 static lse_status check_values(lse_graph *g, const char *fn)
 {
-    const int avx2 = lse_cpu_avx2();
+    /* the AVX2 scan only for nodes of CHECK_WIDE entries or more: asked
+     * once, when the first such node comes (lse_cpu_avx2 reads the
+     * environment; the small nodes of a small fit are scanned sooner
+     * than it answers) */
+    int avx2 = -1;
     for (size_t k = 0; k < g->n_nodes; k++) {
         const gsl_matrix *v = g->nodes[k]->value;
-        if (g->nodes[k]->sealed || !matrix_nonfinite(v, avx2))
+        if (g->nodes[k]->sealed)
+            continue;
+        if (avx2 < 0 && v->size1 * v->size2 >= CHECK_WIDE)
+            avx2 = lse_cpu_avx2();
+        if (!matrix_nonfinite(v, avx2 > 0))
             continue;
         /* a second pass only to name the first bad entry */
         for (size_t i = 0; i < v->size1; i++)
@@ -620,7 +631,7 @@ lse_status lse_node_set_value(lse_node *node, const gsl_matrix *value)
                 return lse_graph_fail(g, LSE_ENONFINITE, fn,
                                       "node '%s': value[%zu,%zu] is not finite",
                                       node->name, i, j);
-    gsl_matrix_memcpy(node->value, value);
+    lse_copy_rows(node->value, value);
     return LSE_OK;
 }
 

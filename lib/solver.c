@@ -725,28 +725,37 @@ static lse_status gradient_steps(lse_solver *s, lse_node *const *nodes,
  * any thread count. */
 #define RED_SLICE 4096
 
+/* slice q of chunk_sum */
+static void slice_sum(double *out, const double *src, size_t n_chunk,
+                      size_t size, size_t q)
+{
+    const size_t i0 = q * RED_SLICE;
+    const size_t n = size - i0 < RED_SLICE ? size - i0 : RED_SLICE;
+    double *o = out + i0;
+    memcpy(o, src + i0, n * sizeof *o);
+    for (size_t k = 1; k < n_chunk; k++) {
+        const double *sk = src + k * size + i0;
+        for (size_t i = 0; i < n; i++)
+            o[i] += sk[i];
+    }
+}
+
 static void chunk_sum(double *out, const double *src, size_t n_chunk,
                       size_t size)
 {
     const size_t n_slice = (size + RED_SLICE - 1) / RED_SLICE;
     const int nt = lse_threads_for_work(n_slice, (double)n_chunk * (double)size);
     const long ns = (long)n_slice;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-#else
-    (void)nt;
-#endif
-    for (long q = 0; q < ns; q++) {
-        const size_t i0 = (size_t)q * RED_SLICE;
-        const size_t n = size - i0 < RED_SLICE ? size - i0 : RED_SLICE;
-        double *o = out + i0;
-        memcpy(o, src + i0, n * sizeof *o);
-        for (size_t k = 1; k < n_chunk; k++) {
-            const double *sk = src + k * size + i0;
-            for (size_t i = 0; i < n; i++)
-                o[i] += sk[i];
-        }
+    if (nt <= 1) { /* no region for one thread (libgomp makes a team) */
+        for (long q = 0; q < ns; q++)
+            slice_sum(out, src, n_chunk, size, (size_t)q);
+        return;
     }
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nt)
+#endif
+    for (long q = 0; q < ns; q++)
+        slice_sum(out, src, n_chunk, size, (size_t)q);
 }
 
 /* Sum the per-chunk statistics of c in chunk order into the buffer; chain

@@ -825,8 +825,10 @@ typedef struct run_ctx {
 } run_ctx;
 
 /* One thread: prepare its slot's workspace, then take chunks. Called
- * inside the parallel region (or alone without OpenMP). */
-static void run_thread(const run_ctx *x, int tid)
+ * inside the parallel region (team: the chunks shared out), or alone
+ * (every chunk in order, outside any work-sharing: a caller inside an
+ * active region of its own must not share them with that team). */
+static void run_thread(const run_ctx *x, int tid, int team)
 {
     /* tid < n_slot: the caller never starts more threads than slots */
     lse_term *t = x->t;
@@ -836,6 +838,25 @@ static void run_thread(const run_ctx *x, int tid)
     a.work = sl->work;
     sl->st = t->sim->prepare != NULL ? t->sim->prepare(&a) : LSE_OK;
     const long n = (long)p->n_chunk;
+    if (!team) {
+        /* a scoring pass takes the chunks last to first, so that what
+         * the similarity keeps of the last block it scored (the
+         * Gaussian's monomials of the rows) is the first chunk's, which
+         * a statistics pass on the kept softmax (lse_term_restat) takes
+         * first: at N = 272 (blocks of 256 and 16) it then rebuilds 16
+         * rows, not 256. The chunks are independent (a team's threads
+         * take them in any order): the same bits. Not with gradients:
+         * without private copies they add up in chunk order. */
+        const int rev = (x->flags & LSE_RUN_SCORE) &&
+                        !(x->flags & LSE_RUN_GRAD);
+        for (long i = 0; i < n; i++) {
+            const long c = rev ? n - 1 - i : i;
+            run_chunk(t, &p->chunk[c], sl, &a, x->flags,
+                      x->acc != NULL ? x->acc + (size_t)c * x->stride : NULL,
+                      x->stride);
+        }
+        return;
+    }
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
@@ -896,12 +917,18 @@ lse_status lse_term_run(lse_term *t, unsigned flags, double *acc, size_t stride)
         nt = 1;
     const run_ctx x = {t, &base, flags, acc, stride};
     const int saved = lse_blas_serial_begin(nt);
+    /* one thread: no region (libgomp makes a team even for one thread,
+     * about 1 % of a small fit's instructions) */
+    if (nt <= 1) {
+        run_thread(&x, 0, 0);
+    } else {
 #ifdef _OPENMP
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    run_thread(&x, omp_get_thread_num());
+#pragma omp parallel num_threads(nt)
+        run_thread(&x, omp_get_thread_num(), 1);
 #else
-    run_thread(&x, 0);
+        run_thread(&x, 0, 0);
 #endif
+    }
     lse_blas_serial_end(saved);
     /* the first failing chunk, in chunk order */
     for (size_t c = 0; c < p->n_chunk; c++)

@@ -146,5 +146,20 @@ lse_status gmm_miss_work_new(const lse_gmm *m, const gsl_matrix *x,
 void gmm_miss_work_free(miss_work *mw);
 lse_status gmm_miss_initial_mstep(fit_work *fw, const init_work *iw);
 lse_status gmm_miss_sync(fit_work *fw);
+/* models/gmm_fit.c */
+void gmm_fit_work_free(fit_work *fw);
+/* models/gmm_cache.c: the calling thread's kept scratch while a scope is
+ * open (lse_gmm_cache_begin, mixfit-private.h). take: 1 and *out when an
+ * entry for m's K, d and covariance, keep and x's bits is kept (it is no
+ * longer); else 0. put / release: keep it (replacing the kept one) inside
+ * a scope, else free it; *fw / *gg zeroed. */
+int gmm_cache_take_fit(const lse_gmm *m, const gsl_matrix *x, int keep,
+                       fit_work *out);
+void gmm_cache_put_fit(const lse_gmm *m, int keep, fit_work *fw);
+int gmm_cache_take_query(const lse_gmm *m, const gsl_matrix *x,
+                         gmm_graph *out);
+void gmm_graph_release(const lse_gmm *m, gmm_graph *gg);
+/* entries taken by this thread so far (tests/test_gmm_cache.c) */
+size_t gmm_cache_hits(void);
 
 #endif /* LSEGRAPH_MODELS_GMM_PRIVATE_H */

@@ -338,7 +338,11 @@ lse_status gmm_query(const lse_gmm *m, const gsl_matrix *x, gmm_graph *gg,
                              "row %zu, column %zu is %g (lse_gmm_posterior "
                              "marginalizes missing values)",
                              r, c, gsl_matrix_get(x, r, c));
-    lse_status st = gmm_graph_build(m, x, NULL, 1, gg, fn, err);
+    lse_status st = LSE_OK;
+    if (gmm_cache_take_query(m, x, gg)) /* kept by a scope: m's values */
+        gmm_params_to_graph(m->weights, m->means, m->chol, gg);
+    else
+        st = gmm_graph_build(m, x, NULL, 1, gg, fn, err);
     if (st != LSE_OK)
         return st;
     double e;
@@ -380,7 +384,7 @@ lse_status lse_gmm_predict_proba(const lse_gmm *m, const gsl_matrix *x,
     if (st != LSE_OK)
         return st;
     gsl_matrix_memcpy(resp, lse_term_softmax(gg.t));
-    lse_graph_free(gg.g);
+    gmm_graph_release(m, &gg);
     return LSE_OK;
 }
 
@@ -402,7 +406,7 @@ lse_status lse_gmm_predict(const lse_gmm *m, const gsl_matrix *x,
                 best = k;
         labels[i] = best;
     }
-    lse_graph_free(gg.g);
+    gmm_graph_release(m, &gg);
     return LSE_OK;
 }
 
@@ -421,7 +425,7 @@ lse_status lse_gmm_score_samples(const lse_gmm *m, const gsl_matrix *x,
     if (st != LSE_OK)
         return st;
     gsl_vector_memcpy(loglik, lse_term_row_lse(gg.t));
-    lse_graph_free(gg.g);
+    gmm_graph_release(m, &gg);
     return LSE_OK;
 }
 
@@ -435,7 +439,7 @@ static lse_status criterion(const lse_gmm *m, const gsl_matrix *x, double *out,
     const lse_status st = gmm_query(m, x, &gg, &e, fn, err);
     if (st != LSE_OK)
         return st;
-    lse_graph_free(gg.g);
+    gmm_graph_release(m, &gg);
     const double p = (double)lse_gmm_n_params(m);
     *out = 2.0 * e + (bic ? p * log((double)x->size1) : 2.0 * p);
     return LSE_OK;

@@ -26,12 +26,20 @@ static int row_equals(const gsl_matrix *x, size_t a, const double *v)
     return 1;
 }
 
+/* dst = src (gsl_matrix_memcpy copies a row at a time through BLAS) */
+static void copy_params(gsl_matrix *dst, const gsl_matrix *src)
+{
+    for (size_t i = 0; i < src->size1; i++)
+        memcpy(gsl_matrix_ptr(dst, i, 0), gsl_matrix_const_ptr(src, i, 0),
+               src->size2 * sizeof(double));
+}
+
 /* Remember the parameters the next E-step evaluates (c->e_*). */
 static void snapshot_estep(fit_ctx *c, const gmm_graph *gg)
 {
-    gsl_matrix_memcpy(c->e_mu, lse_node_value(gg->mu));
-    gsl_matrix_memcpy(c->e_logw, lse_node_value(gg->logw));
-    gsl_matrix_memcpy(c->e_chol, lse_node_value(gg->chol));
+    copy_params(c->e_mu, lse_node_value(gg->mu));
+    copy_params(c->e_logw, lse_node_value(gg->logw));
+    copy_params(c->e_chol, lse_node_value(gg->chol));
 }
 
 /* The re-seeding scratch of c for the fit graph gg (freed by
@@ -244,7 +252,7 @@ static lse_status mstep_hook(lse_graph *g, lse_term *t,
     return reseed(user, t, report->empty);
 }
 
-static void fit_work_free(fit_work *fw)
+void gmm_fit_work_free(fit_work *fw)
 {
     lse_solver_free(fw->solver);
     gmm_miss_work_free(fw->miss);
@@ -389,8 +397,48 @@ static lse_status check_fit_data(const lse_gmm *m, const gsl_matrix *x,
                                   err);
 }
 
+/* The solver's options of a fit. */
+static lse_status solver_opts(const lse_gmm_fit_opts *o, fit_work *fw,
+                              lse_error *err)
+{
+    lse_solver_opts so = lse_solver_opts_default();
+    so.tol_energy = 0.0; /* run_em tests |change| <= tol |energy| */
+    so.increase_tol = INFINITY; /* em_step checks, with reg_covar's bound */
+    so.mstep.reg_covar = o->reg_covar;
+    const lse_status st = lse_solver_set_opts(fw->solver, &so);
+    if (st != LSE_OK)
+        return lse_error_set(err, st, "lse_gmm_fit", "%s",
+                             lse_graph_errmsg(fw->gg.g));
+    return LSE_OK;
+}
+
+/* May the fit's scratch be kept for the next fit (models/gmm_cache.c)?
+ * Not with sample weights (the term borrows them) or several processes
+ * (called before the pattern graph of missing values is built). */
+static int fit_cacheable(const lse_gmm_fit_opts *o, const fit_ctx *c)
+{
+    return o->sample_weight == NULL && c->dist != NULL &&
+           !lse_comm_parallel(c->dist);
+}
+
+/* A kept fit's scratch made what fit_work_new would have built: a new
+ * generator state from the seed, the start's labels and the empty flags
+ * zeroed as calloc gives them, no memo of an earlier evaluation, this
+ * fit's solver options. The graph's parameters, the solver's state and
+ * the best run are written by every run before they are read. */
+static lse_status fit_work_reset(const lse_gmm_fit_opts *o, const fit_ctx *c,
+                                 fit_work *fw, lse_error *err)
+{
+    gsl_rng_set(fw->iw.rng, o->seed);
+    memset(fw->iw.labels, 0, c->x->size1 * sizeof *fw->iw.labels);
+    memset(fw->empty, 0, lse_node_rows(fw->gg.mu));
+    lse_graph_set_reuse(fw->gg.g, c->resp_recompute);
+    return solver_opts(o, fw, err);
+}
+
 /* The fit's graph, solver and scratch: the model's graph, or with missing
- * values (has_nan) the pattern graph (models/gmm_missing.c). */
+ * values (has_nan) the pattern graph (models/gmm_missing.c), or those a
+ * scope kept from the last fit on the same data (models/gmm_cache.c). */
 static lse_status fit_work_new(const lse_gmm *m, const gsl_matrix *x,
                                const lse_gmm_fit_opts *o, int has_nan,
                                fit_ctx *c, fit_work *fw, lse_error *err)
@@ -405,6 +453,9 @@ static lse_status fit_work_new(const lse_gmm *m, const gsl_matrix *x,
         /* small: the term keeps its softmax, so that a repeated
          * evaluation is only its statistics (lse_graph_set_reuse) */
         c->resp_recompute = n * K <= GMM_KEEP_MAX;
+        if (fit_cacheable(o, c) &&
+            gmm_cache_take_fit(m, x, c->resp_recompute, fw))
+            return fit_work_reset(o, c, fw, err);
         st = gmm_graph_build(m, x, o->sample_weight, c->resp_recompute,
                              &fw->gg, fn, err);
         fw->solver = lse_solver_new(fw->gg.g, lse_solver_em);
@@ -425,14 +476,7 @@ static lse_status fit_work_new(const lse_gmm *m, const gsl_matrix *x,
     if (fw->solver == NULL || !iw_ok || fw->empty == NULL ||
         fw->best_mu == NULL || fw->best_logw == NULL || fw->best_chol == NULL)
         return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
-    lse_solver_opts so = lse_solver_opts_default();
-    so.tol_energy = 0.0; /* run_em tests |change| <= tol |energy| */
-    so.increase_tol = INFINITY; /* em_step checks, with reg_covar's bound */
-    so.mstep.reg_covar = o->reg_covar;
-    st = lse_solver_set_opts(fw->solver, &so);
-    if (st != LSE_OK)
-        return lse_error_set(err, st, fn, "%s", lse_graph_errmsg(fw->gg.g));
-    return LSE_OK;
+    return solver_opts(o, fw, err);
 }
 
 /*
@@ -854,7 +898,10 @@ done:
     free(c.chosen_rows);
     free(c.chosen);
     fit_ctx_free(&c);
-    fit_work_free(&fw);
+    if (st == LSE_OK && fit_cacheable(&o, &c) && fw.miss == NULL)
+        gmm_cache_put_fit(m, c.resp_recompute, &fw);
+    else
+        gmm_fit_work_free(&fw);
     lse_comm_free(&dist);
     return st;
 }

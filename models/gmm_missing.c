@@ -350,7 +350,7 @@ lse_status lse_gmm_posterior(const lse_gmm *m, const gsl_matrix *x,
             gsl_matrix_memcpy(resp, lse_term_softmax(gg.t));
         if (loglik != NULL)
             gsl_vector_memcpy(loglik, lse_term_row_lse(gg.t));
-        lse_graph_free(gg.g);
+        gmm_graph_release(m, &gg);
         return LSE_OK;
     }
     gmm_graph gg;

@@ -189,6 +189,7 @@ typedef struct par_worker {
 static void *par_worker_main(void *arg)
 {
     const par_worker *w = arg;
+    lse_gmm_cache_begin(); /* the thread's fits share their scratch */
 #ifdef _OPENMP
     /* the fits of this thread on one thread: no OpenMP region of theirs
      * can be active (lse_get_num_threads is 1), so they start no team */
@@ -208,6 +209,7 @@ static void *par_worker_main(void *arg)
     if (w->nt > 1)
         omp_set_max_active_levels(levels);
 #endif
+    lse_gmm_cache_end();
     return NULL;
 }
 

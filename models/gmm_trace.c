@@ -81,10 +81,14 @@ void lse_gmm_trace_diffs(lse_cov_type cov, size_t d, const gsl_matrix *old,
     int nt = full && work > 1048576.0 ? lse_get_num_threads() : 1;
     if (nt > nf)
         nt = (int)nf;
+    if (nt <= 1) { /* no region for one thread (libgomp makes a team) */
+        for (long f = 0; f < nf; f++)
+            tr[f] = trace_inv(cov, d, old, (size_t)f) -
+                    trace_inv(cov, d, new_chol, (size_t)f);
+        return;
+    }
 #ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
-#else
-    (void)nt;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
 #endif
     for (long f = 0; f < nf; f++)
         tr[f] = trace_inv(cov, d, old, (size_t)f) -

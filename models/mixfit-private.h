@@ -34,4 +34,13 @@ void lse_gmm_par_run(lse_gmm_par_task task, void *ctx, size_t n_task, int nt,
  * is not live), else left as it is */
 void lse_gmm_par_progress(lse_gmm_fit_opts *fo);
 
+/* A scope of the calling thread in which lse_gmm_fit and the queries keep
+ * their graph and scratch for the next call on the same data and shape
+ * (models/gmm_cache.c; the same bits as building them anew). Scopes nest;
+ * the outermost end frees what is kept. lse_gmm_par_run opens one on each
+ * of its threads. LSE_GMM_NO_REUSE=1 (read when the outermost opens)
+ * keeps nothing. */
+void lse_gmm_cache_begin(void);
+void lse_gmm_cache_end(void);
+
 #endif

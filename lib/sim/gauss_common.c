@@ -607,7 +607,8 @@ static int prepare_key(lse_gauss_work *w, const gsl_matrix *const m[3],
     return 1;
 }
 
-/* Was w prepared from these very values (full/tied with parents)? Then
+/* Was w prepared from these very values (with parents: full/tied, and
+ * diag/spherical's fused loops)? Then
  * the factor cache and the E-step cache stand: the M-step's own prepare
  * (lse_term_sim_args) repeats the E-step's, on the same parameters, and
  * at d = 64, K = 32 it is 32 triangular inverses on the main thread, 1 %
@@ -616,7 +617,8 @@ static int prepare_key(lse_gauss_work *w, const gsl_matrix *const m[3],
 static int prepare_same(lse_gauss_work *w, const gsl_matrix *const m[3])
 {
     const size_t K = w->n_comp, d = w->dim;
-    if (!w->prepared || !w->has_offsets || w->off == NULL || m[2] == NULL ||
+    if (!w->prepared || !w->has_offsets || (w->off == NULL && w->mut == NULL) ||
+        m[2] == NULL ||
         (m[0] != NULL && (m[0]->size1 != K || m[0]->size2 != 1)) ||
         m[1]->size1 != lse_cov_chol_rows(w->cov, K) ||
         m[1]->size2 != lse_cov_chol_cols(w->cov, d) || m[2]->size1 != K ||
@@ -659,7 +661,7 @@ lse_status lse_gauss_prepare(lse_gauss_work *w, const gsl_matrix *logw,
     if (st != LSE_OK)
         return st;
     w->prepared = 1;
-    if (parent != NULL && w->off != NULL)
+    if (parent != NULL && (w->off != NULL || w->mut != NULL))
         prepare_key(w, key, 1);
     return LSE_OK;
 }

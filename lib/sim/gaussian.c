@@ -8,6 +8,7 @@
 #include "gauss_solve-private.h"
 #include "sim-clean-private.h"
 #include "sim-fused-private.h"
+#include "rows-private.h"
 
 /*
  * lse_sim_gaussian: S_ik = log pi_k + log N(x_i; mu_k, Sigma_k).
@@ -280,9 +281,15 @@ static lse_status solve(const lse_sim_args *a, const double *acc,
         acc2 = w->mom2->data;
     }
     /* everything goes to scratch first: nothing is written on failure */
-    int rc = gsl_matrix_memcpy(w->new_parent, a->parent);
-    if (rc == GSL_SUCCESS)
-        rc = gsl_matrix_memcpy(w->new_chol, chol);
+    int rc = GSL_SUCCESS;
+    if (w->new_parent->size1 != a->parent->size1 ||
+        w->new_parent->size2 != a->parent->size2 ||
+        w->new_chol->size1 != chol->size1 || w->new_chol->size2 != chol->size2)
+        rc = GSL_EBADLEN; /* as gsl_matrix_memcpy's */
+    if (rc == GSL_SUCCESS) {
+        lse_copy_rows(w->new_parent, a->parent);
+        lse_copy_rows(w->new_chol, chol);
+    }
     if (rc != GSL_SUCCESS)
         return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc), "%s: %s",
                               NAME, gsl_strerror(rc));

@@ -268,6 +268,16 @@ FZ_TARGET LSE_KERNEL void FZ_FN(fz_stats)(const double *vt, size_t nv,
     }
 }
 
+/* Rows r0 .. r1 - 1 of the d-column rows at x (tda xt) into L2. */
+FZ_TARGET static inline void FZ_FN(fz_prefetch_rows)(const double *x,
+                                                     size_t xt, size_t d,
+                                                     size_t r0, size_t r1)
+{
+    for (size_t r = r0; r < r1; r++)
+        for (size_t o = 0; o < d * sizeof(double); o += 64)
+            FZ_PREFETCH((const char *)(x + r * xt) + o);
+}
+
 /* The whole block: 0 when done (statistics ADDED to f->acc, f->lse
  * written), 1 when a score is NaN or +INFINITY (f->acc untouched). */
 FZ_TARGET static int FZ_FN(fused_run)(const lse_gauss_fused *f)
@@ -293,16 +303,15 @@ FZ_TARGET static int FZ_FN(fused_run)(const lse_gauss_fused *f)
             xst = d;
         }
         FZ_FN(fz_vt)(xs, xst, d, f->c, vt);
-        /* the next tile's rows into L2 while this one computes (a
-         * prefetch never faults and changes no result; docs/performance.md
-         * "Diagonal covariances, session 9") */
-        if (i0 + 8 < b) {
-            const size_t nn = b - i0 - 8 < 8 ? b - i0 - 8 : 8;
-            const char *nx = (const char *)(f->x + (i0 + 8) * f->xt);
-            for (size_t r = 0; r < nn; r++)
-                for (size_t o = 0; o < d * sizeof(double); o += 64)
-                    FZ_PREFETCH(nx + r * f->xt * sizeof(double) + o);
-        }
+        /* the next tile's rows into L2 while this one computes; rows of
+         * a cache line or more half before the scores, half before the
+         * statistics (a prefetch never faults and changes no result;
+         * docs/performance.md "Diagonal covariances, session 9" and
+         * "session 10") */
+        const size_t nn = i0 + 8 < b ? (b - i0 - 8 < 8 ? b - i0 - 8 : 8) : 0;
+        const size_t nh = d >= 8 && nn > 4 ? 4 : nn;
+        const double *nx = f->x + (i0 + 8) * f->xt;
+        FZ_FN(fz_prefetch_rows)(nx, f->xt, d, 0, nh);
         if (FZ_KB >= 16 && kp % 16 == 0)
             FZ_FN(fz_scores)(vt, nv, f->q, kp, sl, 16);
         else
@@ -314,15 +323,11 @@ FZ_TARGET static int FZ_FN(fused_run)(const lse_gauss_fused *f)
                       : FZ_FN(fz_softmax)(sl, K, 16, wp, mrow, trow);
         if (bad)
             return 1;
-        /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0; rows
-         * of more than 16 take libm's log as row_softmax */
-        if (K > 16)
-            for (size_t r = 0; r < nr; r++)
-                f->lse[i0 + r] = mrow[r] + lse_log_pos(trow[r]);
-        else
-            for (size_t r = 0; r < nr; r++)
-                f->lse[i0 + r] = mrow[r] + lse_log_pos(trow[r]);
+        /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0 */
+        for (size_t r = 0; r < nr; r++)
+            f->lse[i0 + r] = mrow[r] + lse_log_pos(trow[r]);
         const size_t nf = b4 > i0 ? (b4 - i0 < nr ? b4 - i0 : nr) : 0;
+        FZ_FN(fz_prefetch_rows)(nx, f->xt, d, nh, nn);
         FZ_FN(fz_stats)(vt, nv, sl, kp, macc, nf, nr);
     }
     for (size_t p = 0; p < nv; p++)

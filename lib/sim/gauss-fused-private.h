@@ -12,9 +12,10 @@
  * of 8 rows: S of a tile stays in L1, the softmax runs with the rows in
  * the lanes of a vector and the statistics of the block are summed in a
  * buffer of their own, added to acc once the block is done. Rows of
- * K <= 16 components take the softmax of lib/softmax.c's narrow rows
- * (softmax_narrow8_body), rows of K > 16 that of row_softmax (fast), each
- * with its own order and log. */
+ * K <= 16 components take the order of lib/softmax.c's narrow rows
+ * (softmax_narrow8_body), rows of K > 16 that of row_softmax (fast); the
+ * exponentials are the pass's own (lse_gauss_fused_exp), the log
+ * lse_log_pos. */
 typedef struct lse_gauss_fused {
     size_t b, d, K, kp;  /* rows, dimension, components, K rounded up to 8 */
     const double *x;     /* (b, d) the rows, tda xt */
@@ -44,5 +45,10 @@ size_t lse_gauss_fused_scratch(size_t d, size_t K);
 /* One block with copy isa (one this machine runs). 0: done; 1: a score is
  * NaN or +INFINITY, acc untouched (lse may be partly written). */
 int lse_gauss_fused_run(const lse_gauss_fused *f, int isa);
+
+/* The pass's exponential (fz_exp of gauss_diag_fused_body.h) with copy
+ * isa, y_i = exp(x_i) for x_i <= 0 or -INFINITY (0 below -708); for the
+ * tests. */
+void lse_gauss_fused_exp(const double *x, double *y, size_t n, int isa);
 
 #endif /* LSEGRAPH_GAUSS_FUSED_PRIVATE_H */

@@ -10,6 +10,16 @@
  * per copy below). lib/sim/gaussian.c hands it the blocks of an EM
  * E-step; docs/performance.md "Fused diagonal pass (session 8)". */
 
+/* 2^(j / 16), j = 0 .. 15, rounded to nearest (fz_exp of
+ * gauss_diag_fused_body.h) */
+static const double fz_exp2_16[16] __attribute__((aligned(64))) = {
+    0x1.0000000000000p+0, 0x1.0b5586cf9890fp+0, 0x1.172b83c7d517bp+0,
+    0x1.2387a6e756238p+0, 0x1.306fe0a31b715p+0, 0x1.3dea64c123422p+0,
+    0x1.4bfdad5362a27p+0, 0x1.5ab07dd485429p+0, 0x1.6a09e667f3bcdp+0,
+    0x1.7a11473eb0187p+0, 0x1.8ace5422aa0dbp+0, 0x1.9c49182a3f090p+0,
+    0x1.ae89f995ad3adp+0, 0x1.c199bdd85529cp+0, 0x1.d5818dcfba487p+0,
+    0x1.ea4afa2a490dap+0};
+
 /* ------------------------------------------------------------------ */
 /* The portable copy: 8 doubles, fma() for every fused multiply-add.   */
 
@@ -92,50 +102,30 @@ static inline v8p p_pos1(v8p v)
     return o_;
 }
 
-/* lse_exp_nonpos4's arithmetic on one double (fma() where it fuses). */
-static double p_exp1(double x)
+/* the bits of d as an integer */
+static inline uint64_t p_bits(double d)
 {
-    const int under = x < -708.0;
-    x = x > -708.0 ? x : -708.0;
-    const double shift = 0x1.8p52;
-    const double t = fma(x, 0x1.71547652b82fep0, shift);
-    const double k = t - shift;
-    double r = fma(-k, 6.93147180369123816490e-01, x);
-    r = fma(-k, 1.90821492927058770002e-10, r);
-    const double r2 = r * r, r4 = r2 * r2, r8 = r4 * r4;
-    const double p01 = 1.0 + r, p23 = fma(r, 1.0 / 6.0, 0.5);
-    const double p45 = fma(r, 1.0 / 120.0, 1.0 / 24.0);
-    const double p67 = fma(r, 1.0 / 5040.0, 1.0 / 720.0);
-    const double p89 = fma(r, 1.0 / 362880.0, 1.0 / 40320.0);
-    const double p1011 = fma(r, 1.0 / 39916800.0, 1.0 / 3628800.0);
-    const double p1213 = fma(r, 1.0 / 6227020800.0, 1.0 / 479001600.0);
-    const double t0 = fma(r4, fma(r2, p67, p45), fma(r2, p23, p01));
-    const double t1 = fma(r4, p1213, fma(r2, p1011, p89));
-    const double p = fma(r8, t1, t0);
-    int64_t ti;
-    memcpy(&ti, &t, sizeof ti);
-    uint64_t sb = (uint64_t)(ti - (INT64_C(0x4338000000000000) - 1023)) << 52;
-    if (under)
-        sb = 0;
-    double s;
-    memcpy(&s, &sb, sizeof s);
-    return p * s;
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return u;
 }
-static inline v8p p_exp(v8p v)
+static inline v8p p_tab16(v8p t)
 {
     v8p o_;
-    P_LANES(p_exp1(v.l[l_]));
+    P_LANES(fz_exp2_16[p_bits(t.l[l_]) & 15]);
     return o_;
 }
-/* 2^k from t = x log2(e) + 0x1.8p52 as lse_exp_nonpos builds it */
-static inline v8p p_pow2(v8p t)
+/* 2^m from t = 16 m + j + 0x1.8p52 (fz_exp): ((bits & ~15) << 48) is
+ * m << 52 modulo 2^64 (0x1.8p52's bits vanish), plus the bias */
+static inline uint64_t pow2_16_bits(uint64_t b)
+{
+    return ((b & ~UINT64_C(15)) << 48) + (UINT64_C(1023) << 52);
+}
+static inline v8p p_pow2_16(v8p t)
 {
     v8p o_;
     for (int l = 0; l < 8; l++) {
-        int64_t ti;
-        memcpy(&ti, &t.l[l], sizeof ti);
-        const uint64_t sb = (uint64_t)(ti - INT64_C(0x4338000000000000) + 1023)
-                            << 52;
+        const uint64_t sb = pow2_16_bits(p_bits(t.l[l]));
         memcpy(&o_.l[l], &sb, sizeof sb);
     }
     return o_;
@@ -187,10 +177,10 @@ static inline void fz_prefetch(const char *p)
 #define V8_BAD(v) p_bad(v)
 #define V8_NINF0(v) p_ninf0(v)
 #define V8_POS1(v) p_pos1(v)
-#define V8_EXP(v) p_exp(v)
 #define V8_TR8(r) p_tr8(r)
 #define V8_COL(p, s) p_col((p), (s))
-#define V8_POW2(t) p_pow2(t)
+#define V8_TAB16(t) p_tab16(t)
+#define V8_POW2_16(t) p_pow2_16(t)
 #define V8_UNDER0(e, x) p_under0((e), (x))
 #define FZ_FN(name) name##_plain
 #define FZ_PREFETCH(p) fz_prefetch(p)
@@ -236,13 +226,21 @@ static inline __m512d z_col(const double *p, size_t st)
         _mm512_set_epi64(7 * s, 6 * s, 5 * s, 4 * s, 3 * s, 2 * s, s, 0), p, 8);
 }
 
-/* 2^k from t = x log2(e) + 0x1.8p52 as lse_exp_nonpos builds it */
 LSE_TARGET_AVX512
-static inline __m512d z_pow2(__m512d t)
+static inline __m512d z_tab16(__m512d t)
 {
-    const __m512i b = _mm512_set1_epi64(INT64_C(0x4338000000000000) - 1023);
-    return _mm512_castsi512_pd(
-        _mm512_slli_epi64(_mm512_sub_epi64(_mm512_castpd_si512(t), b), 52));
+    return _mm512_permutex2var_pd(_mm512_load_pd(fz_exp2_16),
+                                  _mm512_castpd_si512(t),
+                                  _mm512_load_pd(fz_exp2_16 + 8));
+}
+
+LSE_TARGET_AVX512
+static inline __m512d z_pow2_16(__m512d t)
+{
+    const __m512i b = _mm512_andnot_si512(_mm512_set1_epi64(15),
+                                          _mm512_castpd_si512(t));
+    return _mm512_castsi512_pd(_mm512_add_epi64(
+        _mm512_slli_epi64(b, 48), _mm512_set1_epi64(INT64_C(1023) << 52)));
 }
 
 /* e with the lanes where x < -708 replaced by 0 */
@@ -276,10 +274,10 @@ static inline __m512d z_under0(__m512d e, __m512d x)
     _mm512_mask_mov_pd(                                                        \
         _mm512_set1_pd(1.0),                                                   \
         _mm512_cmp_pd_mask((v), _mm512_setzero_pd(), _CMP_GT_OQ), (v))
-#define V8_EXP(v) lse_exp_nonpos8(v)
 #define V8_TR8(r) z_tr8(r)
 #define V8_COL(p, s) z_col((p), (s))
-#define V8_POW2(t) z_pow2(t)
+#define V8_TAB16(t) z_tab16(t)
+#define V8_POW2_16(t) z_pow2_16(t)
 #define V8_UNDER0(e, x) z_under0((e), (x))
 #define FZ_FN(name) name##_avx512
 #define FZ_PREFETCH(p) _mm_prefetch((p), _MM_HINT_T1)
@@ -351,11 +349,21 @@ static inline v8x2 y_col(const double *p, size_t st)
 }
 
 LSE_TARGET_AVX2_FMA
-static inline __m256d y_pow2(__m256d t)
+static inline __m256d y_tab16(__m256d t)
 {
-    const __m256i b = _mm256_set1_epi64x(INT64_C(0x4338000000000000) - 1023);
+    return _mm256_i64gather_pd(
+        fz_exp2_16,
+        _mm256_and_si256(_mm256_castpd_si256(t), _mm256_set1_epi64x(15)), 8);
+}
+
+LSE_TARGET_AVX2_FMA
+static inline __m256d y_pow2_16(__m256d t)
+{
+    const __m256i b = _mm256_andnot_si256(_mm256_set1_epi64x(15),
+                                          _mm256_castpd_si256(t));
     return _mm256_castsi256_pd(
-        _mm256_slli_epi64(_mm256_sub_epi64(_mm256_castpd_si256(t), b), 52));
+        _mm256_add_epi64(_mm256_slli_epi64(b, 48),
+                         _mm256_set1_epi64x(INT64_C(1023) << 52)));
 }
 
 LSE_TARGET_AVX2_FMA
@@ -384,10 +392,10 @@ static inline void y_tr8(v8x2 r[8])
 #define V8_BAD(v) y_bad(v)
 #define V8_NINF0(v) y_ninf0(v)
 #define V8_POS1(v) y_pos1(v)
-#define V8_EXP(v) ((v8x2){lse_exp_nonpos4((v).lo), lse_exp_nonpos4((v).hi)})
 #define V8_TR8(r) y_tr8(r)
 #define V8_COL(p, s) y_col((p), (s))
-#define V8_POW2(t) ((v8x2){y_pow2((t).lo), y_pow2((t).hi)})
+#define V8_TAB16(t) ((v8x2){y_tab16((t).lo), y_tab16((t).hi)})
+#define V8_POW2_16(t) ((v8x2){y_pow2_16((t).lo), y_pow2_16((t).hi)})
 #define V8_UNDER0(e, x)                                                        \
     ((v8x2){y_under0((e).lo, (x).lo), y_under0((e).hi, (x).hi)})
 #define FZ_FN(name) name##_avx2
@@ -432,4 +440,21 @@ int lse_gauss_fused_run(const lse_gauss_fused *f, int isa)
     (void)isa;
 #endif
     return fused_run_plain(f);
+}
+
+void lse_gauss_fused_exp(const double *x, double *y, size_t n, int isa)
+{
+#if LSE_HAVE_AVX2_PATH
+    if (isa == LSE_FUSED_AVX512) {
+        fused_exp_avx512(x, y, n);
+        return;
+    }
+    if (isa == LSE_FUSED_AVX2) {
+        fused_exp_avx2(x, y, n);
+        return;
+    }
+#else
+    (void)isa;
+#endif
+    fused_exp_plain(x, y, n);
 }

@@ -8,10 +8,10 @@
  *   V8_BAD(v)       lanes holding NaN or +INFINITY, as bits
  *   V8_NINF0(v)     v with -INFINITY lanes replaced by 0
  *   V8_POS1(v)      v with lanes <= 0 replaced by 1
- *   V8_EXP(v)       lse_exp_nonpos8's arithmetic, lane for lane
  *   V8_TR8(r)       transpose of the 8 x 8 matrix in r[0..7]
  *   V8_COL(p, s)    the 8 doubles p[0], p[s], .., p[7 s]
- *   V8_POW2(t)      2^k from the bits of t (lse_exp_nonpos's step)
+ *   V8_TAB16(t)     fz_exp2_16[b & 15], b the bits of t as an integer
+ *   V8_POW2_16(t)   2^m from the bits of t = 16 m + j + 0x1.8p52 (fz_exp)
  *   V8_UNDER0(e, x) e with the lanes where x < -708 replaced by 0
  *   FZ_FN(name)     the copy's function name
  *   FZ_TARGET       its target attribute
@@ -19,11 +19,14 @@
  *                   the registers hold)
  * Every copy does the same operations lane for lane, so they give the
  * same bits; which entries share a vector only decides speed. The
- * arithmetic is that of the separate steps on a machine with AVX-512F:
- * the scores of lse_gauss_qeval6_avx512, the softmax of lib/softmax.c's
- * softmax_narrow8_body (K <= 16) or row_softmax (K > 16) and the
- * statistics of lse_gauss_qstats4_avx512 with its tail rows
- * (docs/performance.md, "Fused diagonal pass (session 8)"). */
+ * arithmetic is that of the separate steps on a machine with AVX-512F
+ * except for the exponentials: the scores of lse_gauss_qeval6_avx512,
+ * the softmax order of lib/softmax.c's softmax_narrow8_body (K <= 16) or
+ * row_softmax (K > 16) and the statistics of lse_gauss_qstats4_avx512
+ * with its tail rows (docs/performance.md, "Fused diagonal pass (session
+ * 8)"); the exponentials are fz_exp's (a table of 16 and 12 multiply-adds
+ * where lse_exp_nonpos8 takes 19: "Diagonal covariances, session 10"),
+ * so the pass agrees with the separate steps to rounding, not in bits. */
 
 /* The monomials of the tile's 8 rows (row r at xs + r xst) with the rows
  * in the lanes: vt[8 p + lane] = V_p = 1, y_j, y_j^2 (nv x 8). Whole
@@ -76,19 +79,49 @@ FZ_TARGET LSE_KERNEL void FZ_FN(fz_scores)(const double *vt, size_t nv,
 }
 
 /* The lanes' maxima over the K components of sl into *mx; nonzero when a
- * score is NaN or +INFINITY (then *mx means nothing). */
+ * score is NaN or +INFINITY (then *mx means nothing). The check is on the
+ * lanes' sums: NaN or +INFINITY in a sum when a score is NaN or +INFINITY
+ * (with -INFINITY too: NaN); a sum of finite scores that overflows to
+ * +INFINITY also reports (the separate steps then take the block). */
 FZ_TARGET LSE_KERNEL unsigned FZ_FN(fz_rowmax)(const double *sl,
                                                size_t K, V8 *mx)
 {
-    unsigned bad = 0;
-    V8 m = V8_LOAD(sl);
+    V8 m = V8_LOAD(sl), sum = V8_ZERO();
     for (size_t k = 0; k < K; k++) {
         const V8 s = V8_LOAD(sl + 8 * k);
-        bad |= V8_BAD(s);
+        sum = V8_ADD(sum, s);
         m = V8_MAX(s, m);
     }
     *mx = m;
-    return bad;
+    return V8_BAD(sum);
+}
+
+/* exp(x) for x <= 0 or -INFINITY (never NaN), 0 where x < -708: with
+ * n = round(16 x / log 2) = 16 m + j (0 <= j < 16) and r = x - n log(2) / 16
+ * (|r| <= log(2) / 32, log(2) / 16 in two parts as lse_exp_nonpos),
+ * exp(x) = 2^m 2^(j / 16) (1 + r + r^2 q(r)) with q the Taylor polynomial
+ * of (exp(r) - 1 - r) / r^2 to degree 5 (the first term left out is below
+ * 2^-59 of the sum). 2^(j / 16) is the table fz_exp2_16 (rounded to
+ * nearest), 2^m comes from the bits of t. 12 multiply-adds where
+ * lse_exp_nonpos8 has 19 (docs/performance.md "Diagonal covariances,
+ * session 10"); within 1.5 units in the last place of exp (test
+ * gauss_fused). */
+FZ_TARGET LSE_KERNEL V8 FZ_FN(fz_exp)(V8 x)
+{
+    const V8 xc = V8_MAX(x, V8_BCAST(-708.0));
+    const V8 shift = V8_BCAST(0x1.8p52);
+    const V8 t = V8_FMA(xc, V8_BCAST(0x1.71547652b82fep4), shift);
+    const V8 n = V8_SUB(t, shift);
+    V8 r = V8_FMA(n, V8_BCAST(-6.93147180369123816490e-01 / 16.0), xc);
+    r = V8_FMA(n, V8_BCAST(-1.90821492927058770002e-10 / 16.0), r);
+    V8 q = V8_FMA(r, V8_BCAST(1.0 / 5040.0), V8_BCAST(1.0 / 720.0));
+    q = V8_FMA(r, q, V8_BCAST(1.0 / 120.0));
+    q = V8_FMA(r, q, V8_BCAST(1.0 / 24.0));
+    q = V8_FMA(r, q, V8_BCAST(1.0 / 6.0));
+    q = V8_FMA(r, q, V8_BCAST(0.5));
+    const V8 em1 = V8_FMA(V8_MUL(r, r), q, r);
+    const V8 tj = V8_TAB16(t);
+    return V8_UNDER0(V8_MUL(V8_FMA(tj, em1, tj), V8_POW2_16(t)), x);
 }
 
 /* Softmax of the tile's rows (lanes) over the K <= NE components of sl
@@ -111,10 +144,11 @@ FZ_TARGET LSE_KERNEL unsigned FZ_FN(fz_softmax)(double *sl, size_t K,
     V8 h[8];
     for (size_t l = 0; l < 8; l++) {
         const size_t k = l + 8;
-        h[l] = l < K ? V8_EXP(V8_SUB(V8_LOAD(sl + 8 * l), sh)) : V8_ZERO();
+        h[l] = l < K ? FZ_FN(fz_exp)(V8_SUB(V8_LOAD(sl + 8 * l), sh))
+                     : V8_ZERO();
         V8_STORE(sl + 8 * l, h[l]);
         if (NE == 16 && k < K) {
-            const V8 e = V8_EXP(V8_SUB(V8_LOAD(sl + 8 * k), sh));
+            const V8 e = FZ_FN(fz_exp)(V8_SUB(V8_LOAD(sl + 8 * k), sh));
             V8_STORE(sl + 8 * k, e);
             h[l] = V8_ADD(h[l], e);
         } else if (NE == 16) {
@@ -140,42 +174,11 @@ FZ_TARGET LSE_KERNEL unsigned FZ_FN(fz_softmax)(double *sl, size_t K,
     return 0;
 }
 
-/* lse_exp_nonpos's arithmetic lane for lane: separate products and sums
- * (no fused multiply-add), the same reduction, Estrin tree and 2^k; 0
- * where x < -708. x <= 0 or -INFINITY, never NaN. */
-FZ_TARGET LSE_KERNEL V8 FZ_FN(fz_exp_nf)(V8 x)
-{
-    const V8 xc = V8_MAX(x, V8_BCAST(-708.0));
-    const V8 shift = V8_BCAST(0x1.8p52);
-    const V8 t = V8_ADD(V8_MUL(xc, V8_BCAST(0x1.71547652b82fep0)), shift);
-    const V8 k = V8_SUB(t, shift);
-    const V8 r =
-        V8_SUB(V8_SUB(xc, V8_MUL(k, V8_BCAST(6.93147180369123816490e-01))),
-               V8_MUL(k, V8_BCAST(1.90821492927058770002e-10)));
-    const V8 r2 = V8_MUL(r, r), r4 = V8_MUL(r2, r2), r8 = V8_MUL(r4, r4);
-#define FZ_P(c0, c1) V8_ADD(V8_BCAST(c0), V8_MUL(r, V8_BCAST(c1)))
-    const V8 p01 = V8_ADD(V8_BCAST(1.0), r), p23 = FZ_P(0.5, 1.0 / 6.0);
-    const V8 p45 = FZ_P(1.0 / 24.0, 1.0 / 120.0);
-    const V8 p67 = FZ_P(1.0 / 720.0, 1.0 / 5040.0);
-    const V8 p89 = FZ_P(1.0 / 40320.0, 1.0 / 362880.0);
-    const V8 p1011 = FZ_P(1.0 / 3628800.0, 1.0 / 39916800.0);
-    const V8 p1213 = FZ_P(1.0 / 479001600.0, 1.0 / 6227020800.0);
-#undef FZ_P
-    const V8 q0 = V8_ADD(p01, V8_MUL(r2, p23));
-    const V8 q1 = V8_ADD(p45, V8_MUL(r2, p67));
-    const V8 q2 = V8_ADD(p89, V8_MUL(r2, p1011));
-    const V8 t0 = V8_ADD(q0, V8_MUL(r4, q1));
-    const V8 t1 = V8_ADD(q2, V8_MUL(r4, p1213));
-    const V8 p = V8_ADD(t0, V8_MUL(r8, t1));
-    return V8_UNDER0(V8_MUL(p, V8_POW2(t)), x);
-}
-
-/* Softmax of the tile's rows (lanes) over K > 16 components (kp), as
- * lib/softmax.c's row_softmax with fast = 1 does a row: exponentials by
- * lse_exp_nonpos's arithmetic (fz_exp_nf), the sum in four partial sums
- * (entry j to sum j % 4, the last K % 4 entries to the first) added as
- * (s0 + s1) + (s2 + s3), times 1 / sum; the caller takes libm's log of
- * trow. Then times the row weights wt (or NULL). Padding columns to 0.
+/* Softmax of the tile's rows (lanes) over K > 16 components (kp), in
+ * row_softmax's order (lib/softmax.c, fast = 1): the sum in four partial
+ * sums (entry j to sum j % 4, the last K % 4 entries to the first) added
+ * as (s0 + s1) + (s2 + s3), times 1 / sum; the exponentials are fz_exp's
+ * and the caller takes lse_log_pos of trow. Then times the row weights wt (or NULL). Padding columns to 0.
  * 0, or nonzero when a score is NaN or +INFINITY. */
 FZ_TARGET LSE_KERNEL unsigned FZ_FN(fz_softmax_wide)(double *sl, size_t K,
                                                     size_t kp,
@@ -190,7 +193,7 @@ FZ_TARGET LSE_KERNEL unsigned FZ_FN(fz_softmax_wide)(double *sl, size_t K,
     V8 s4[4] = {V8_ZERO(), V8_ZERO(), V8_ZERO(), V8_ZERO()};
     const size_t K4 = K - K % 4;
     for (size_t k = 0; k < K; k++) {
-        const V8 e = FZ_FN(fz_exp_nf)(V8_SUB(V8_LOAD(sl + 8 * k), sh));
+        const V8 e = FZ_FN(fz_exp)(V8_SUB(V8_LOAD(sl + 8 * k), sh));
         V8_STORE(sl + 8 * k, e);
         const size_t u = k < K4 ? k % 4 : 0;
         s4[u] = V8_ADD(s4[u], e);
@@ -265,6 +268,16 @@ FZ_TARGET LSE_KERNEL void FZ_FN(fz_stats)(const double *vt, size_t nv,
     }
 }
 
+/* Rows r0 .. r1 - 1 of the d-column rows at x (tda xt) into L2. */
+FZ_TARGET static inline void FZ_FN(fz_prefetch_rows)(const double *x,
+                                                     size_t xt, size_t d,
+                                                     size_t r0, size_t r1)
+{
+    for (size_t r = r0; r < r1; r++)
+        for (size_t o = 0; o < d * sizeof(double); o += 64)
+            FZ_PREFETCH((const char *)(x + r * xt) + o);
+}
+
 /* The whole block: 0 when done (statistics ADDED to f->acc, f->lse
  * written), 1 when a score is NaN or +INFINITY (f->acc untouched). */
 FZ_TARGET static int FZ_FN(fused_run)(const lse_gauss_fused *f)
@@ -290,16 +303,15 @@ FZ_TARGET static int FZ_FN(fused_run)(const lse_gauss_fused *f)
             xst = d;
         }
         FZ_FN(fz_vt)(xs, xst, d, f->c, vt);
-        /* the next tile's rows into L2 while this one computes (a
-         * prefetch never faults and changes no result; docs/performance.md
-         * "Diagonal covariances, session 9") */
-        if (i0 + 8 < b) {
-            const size_t nn = b - i0 - 8 < 8 ? b - i0 - 8 : 8;
-            const char *nx = (const char *)(f->x + (i0 + 8) * f->xt);
-            for (size_t r = 0; r < nn; r++)
-                for (size_t o = 0; o < d * sizeof(double); o += 64)
-                    FZ_PREFETCH(nx + r * f->xt * sizeof(double) + o);
-        }
+        /* the next tile's rows into L2 while this one computes; rows of
+         * a cache line or more half before the scores, half before the
+         * statistics (a prefetch never faults and changes no result;
+         * docs/performance.md "Diagonal covariances, session 9" and
+         * "session 10") */
+        const size_t nn = i0 + 8 < b ? (b - i0 - 8 < 8 ? b - i0 - 8 : 8) : 0;
+        const size_t nh = d >= 8 && nn > 4 ? 4 : nn;
+        const double *nx = f->x + (i0 + 8) * f->xt;
+        FZ_FN(fz_prefetch_rows)(nx, f->xt, d, 0, nh);
         if (FZ_KB >= 16 && kp % 16 == 0)
             FZ_FN(fz_scores)(vt, nv, f->q, kp, sl, 16);
         else
@@ -311,21 +323,29 @@ FZ_TARGET static int FZ_FN(fused_run)(const lse_gauss_fused *f)
                       : FZ_FN(fz_softmax)(sl, K, 16, wp, mrow, trow);
         if (bad)
             return 1;
-        /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0; rows
-         * of more than 16 take libm's log as row_softmax */
-        if (K > 16)
-            for (size_t r = 0; r < nr; r++)
-                f->lse[i0 + r] = mrow[r] + log(trow[r]);
-        else
-            for (size_t r = 0; r < nr; r++)
-                f->lse[i0 + r] = mrow[r] + lse_log_pos(trow[r]);
+        /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0 */
+        for (size_t r = 0; r < nr; r++)
+            f->lse[i0 + r] = mrow[r] + lse_log_pos(trow[r]);
         const size_t nf = b4 > i0 ? (b4 - i0 < nr ? b4 - i0 : nr) : 0;
+        FZ_FN(fz_prefetch_rows)(nx, f->xt, d, nh, nn);
         FZ_FN(fz_stats)(vt, nv, sl, kp, macc, nf, nr);
     }
     for (size_t p = 0; p < nv; p++)
         for (size_t k = 0; k < K; k++)
             f->acc[p * K + k] += macc[p * kp + k];
     return 0;
+}
+
+/* y = fz_exp(x) entry by entry (n any; lse_gauss_fused_exp) */
+FZ_TARGET static void FZ_FN(fused_exp)(const double *x, double *y, size_t n)
+{
+    for (size_t i = 0; i < n; i += 8) {
+        const size_t m = n - i < 8 ? n - i : 8;
+        double b[8] = {0.0};
+        memcpy(b, x + i, m * sizeof *b);
+        V8_STORE(b, FZ_FN(fz_exp)(V8_LOAD(b)));
+        memcpy(y + i, b, m * sizeof *b);
+    }
 }
 
 /* this body's parameters, undefined for the next copy */
@@ -339,14 +359,14 @@ FZ_TARGET static int FZ_FN(fused_run)(const lse_gauss_fused *f)
 #undef V8_BCAST
 #undef V8_COL
 #undef V8_DIV
-#undef V8_EXP
 #undef V8_FMA
 #undef V8_LOAD
 #undef V8_MAX
 #undef V8_MUL
 #undef V8_NINF0
 #undef V8_POS1
-#undef V8_POW2
+#undef V8_POW2_16
+#undef V8_TAB16
 #undef V8_STORE
 #undef V8_SUB
 #undef V8_TR8

@@ -61,7 +61,7 @@ static void build(lsetup *s, const lcase *c, double beta, int self,
     fill(s->v, 1.1, 0.7);
     s->par[0] = s->par[1] = NULL;
     for (size_t k = 0; k < c->n_param; k++) {
-        char name[8];
+        char name[24];
         snprintf(name, sizeof name, "th%zu", k);
         lse_assert_ok(lse_graph_add_node(s->g, name, c->rows[k], c->cols[k],
                                          LSE_NODE_PARAM, &s->par[k]));

@@ -11,7 +11,19 @@ reaches and its time:
   diag, spherical, tied (skipped without R and mclust)
 
     bench/gmm_starts.py BUILD_DIR [--starts kmeans++,...] [--repeat R]
+                        [--instructions] [--lsefit-only]
+    bench/gmm_starts.py cells BUILD_DIR [START]
     bench/gmm_starts.py best BUILD_DIR [STARTS]
+
+--instructions runs each lsefit process under valgrind's callgrind and
+adds the instructions it executed, summed over the 64 cells (8 processes),
+to the table: a measure of CPU work that the load of a shared machine does
+not disturb (about 100 times slower to run). --lsefit-only leaves out
+scikit-learn and mclust.
+
+`cells` prints, for one lsefit start (default emem), the log-likelihood of
+every cell as a Markdown table, a cell below its target marked with its
+gap: deterministic output, quoted in docs/lsefit.md ("Starts").
 
 The target of each cell is fixed: bench/gmm_starts_best.txt, written by
 `best` (bench/gmm_search.c, built by `ninja -C BUILD_DIR
@@ -69,13 +81,34 @@ def child_cpu():
     return r.ru_utime + r.ru_stime
 
 
-def run_lsefit(lsefit, path, extra, cov, init):
+# method -> instructions executed (--instructions), summed over its cells
+INSTR = {}
+
+
+def callgrind(cmd, method):
+    """run cmd under callgrind; its instructions are added to INSTR[method]"""
+    with tempfile.TemporaryDirectory() as tmp:
+        f = os.path.join(tmp, "cg.out")
+        out = subprocess.run(["valgrind", "--tool=callgrind",
+                              "--callgrind-out-file=" + f] + cmd, check=True,
+                             capture_output=True, text=True).stdout
+        with open(f) as g:
+            for line in g:
+                if line.startswith("summary:"):
+                    INSTR[method] = INSTR.get(method, 0) + int(line.split()[1])
+    return out
+
+
+def run_lsefit(lsefit, path, extra, cov, init, instr=False):
     cmd = [lsefit, "gmm", path, "-k", "1:%d" % KMAX, "--covariance", cov,
            "--init", init, "-q"] + extra
     c0 = child_cpu()
     t0 = time.perf_counter()
-    out = subprocess.run(cmd, check=True, capture_output=True,
-                         text=True).stdout
+    if instr:
+        out = callgrind(cmd, "lsefit --init " + init)
+    else:
+        out = subprocess.run(cmd, check=True, capture_output=True,
+                             text=True).stdout
     secs = time.perf_counter() - t0
     cpu = child_cpu() - c0
     ll = {}
@@ -182,17 +215,57 @@ def median(v):
                                               v[len(v) // 2]) / 2
 
 
+def cells_main(build, init):
+    """bench/gmm_starts.py cells BUILD_DIR [START]: the per-cell table"""
+    lsefit = os.path.join(build, "tools", "lsefit")
+    target = load_best()
+    print("| %s | %s |" % ("data, covariance", " | ".join(
+        "K = %d" % k for k in range(1, KMAX + 1))))
+    print("|---|%s" % ("---|" * KMAX))
+    below = 0
+    for n in SETS:
+        for c in COVS:
+            ll = run_lsefit(lsefit, os.path.join(ROOT, SETS[n][0]),
+                            SETS[n][1], c, init)[0]
+            row = []
+            for k in range(1, KMAX + 1):
+                v, b = ll.get(k, float("-inf")), target[(n, c, k)]
+                if v < b - TOL:
+                    below += 1
+                    row.append("%.2f (%.2f below)" % (v, b - v))
+                else:
+                    row.append("%.2f" % v)
+            print("| %s, %s | %s |" % (n, c, " | ".join(row)))
+    print()
+    print("%d of %d cells reached (within %g of the target)." % (
+        len(SETS) * len(COVS) * KMAX - below, len(SETS) * len(COVS) * KMAX,
+        TOL))
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     if sys.argv[1] == "best":
         return best_main(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3
                          else 1000)
+    if sys.argv[1] == "cells":
+        return cells_main(sys.argv[2], sys.argv[3] if len(sys.argv) > 3
+                          else "emem")
     lsefit = os.path.join(sys.argv[1], "tools", "lsefit")
     starts = "kmeans++,kmeans,hcvvv,emem,emem+hc".split(",")
     repeat = 1
+    instr = False
+    others = True
     args = sys.argv[2:]
     while args:
+        if args[0] == "--instructions":
+            instr = True
+            args = args[1:]
+            continue
+        if args[0] == "--lsefit-only":
+            others = False
+            args = args[1:]
+            continue
         if args[0] == "--starts":
             starts = args[1].split(",")
         elif args[0] == "--repeat":
@@ -201,8 +274,11 @@ def main():
     target = load_best()
     runners = [("lsefit --init " + s,
                 lambda n, c, s=s: run_lsefit(lsefit, os.path.join(
-                    ROOT, SETS[n][0]), SETS[n][1], c, s)) for s in starts]
+                    ROOT, SETS[n][0]), SETS[n][1], c, s, instr))
+               for s in starts]
     try:
+        if not others:
+            raise ImportError("--lsefit-only")
         import numpy as np
         data = {"faithful": np.loadtxt(os.path.join(ROOT, SETS["faithful"][0]),
                                        delimiter=",", skiprows=1),
@@ -214,8 +290,9 @@ def main():
             runners.append(("scikit-learn n_init=%d" % ni,
                             lambda n, c, ni=ni: run_sklearn(data[n], c, ni)))
     except ImportError:
-        print("(scikit-learn missing: skipped)")
-    have_r = shutil.which("Rscript") is not None and subprocess.run(
+        if others:
+            print("(scikit-learn missing: skipped)")
+    have_r = others and shutil.which("Rscript") is not None and subprocess.run(
         ["Rscript", "-e", "library(mclust)"], capture_output=True
     ).returncode == 0
     script = None
@@ -227,7 +304,7 @@ def main():
         runners.append(("mclust default (hcVVV)",
                         lambda n, c: run_mclust(os.path.join(ROOT, SETS[n][0]),
                                                 n, MCLUST[c], script)))
-    else:
+    elif others:
         print("(R or mclust missing: skipped)")
     methods = [m for m, _ in runners]
     res = {m: {} for m in methods}      # method -> (set, cov) -> {k: ll}
@@ -253,8 +330,8 @@ def main():
         os.unlink(script)
     print("| method | cells below the target (of 64) | largest gap | "
           "cells above it | fit wall (s) | fit CPU (s) | process wall (s) | "
-          "process CPU (s) |")
-    print("|---|---|---|---|---|---|---|---|")
+          "process CPU (s) |%s" % (" instructions (1e9) |" if instr else ""))
+    print("|---|---|---|---|---|---|---|---|%s" % ("---|" if instr else ""))
     for m in methods:
         below, above, gap = [], 0, 0.0
         for key, ll in res[m].items():
@@ -268,8 +345,13 @@ def main():
                     above += 1
         proc = ("| %.2f | %.2f" % (median(pwall[m]), median(pcpu[m]))
                 if median(pwall[m]) > 0 else "| - | -")
-        print("| %s | %d | %.3g | %d | %.2f | %.2f %s |" % (
-            m, len(below), gap, above, median(wall[m]), median(cpu[m]), proc))
+        ins = ""
+        if instr:
+            ins = (" %.2f |" % (INSTR[m] / repeat / 1e9) if m in INSTR
+                   else " - |")
+        print("| %s | %d | %.3g | %d | %.2f | %.2f %s |%s" % (
+            m, len(below), gap, above, median(wall[m]), median(cpu[m]), proc,
+            ins))
     print()
     print("Targets (bench/gmm_starts_best.txt):")
     for n in SETS:

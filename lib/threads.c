@@ -77,6 +77,45 @@ __attribute__((constructor)) static void blas_core_check(void)
 }
 #endif
 
+#ifdef LSE_HAVE_OPENBLAS
+/* OpenBLAS's thread pool (driver/others/blas_server.c and openblas_env.c),
+ * exported by its builds; weak: NULL where they do not exist. */
+int openblas_get_parallel(void) __attribute__((weak));
+int blas_thread_init(void) __attribute__((weak));
+int blas_thread_shutdown_(void) __attribute__((weak));
+void openblas_read_env(void) __attribute__((weak));
+
+/* Once, when the library is loaded: OpenBLAS's pthreads build starts its
+ * worker threads in its own constructor, and a worker without work spins
+ * in sched_yield for 2^28 cycles (OPENBLAS_THREAD_TIMEOUT's default, about
+ * 0.08 s here) before it sleeps -- at start-up, and after every job. The
+ * library gives OpenBLAS no job (every BLAS call of it runs serial,
+ * lse_blas_serial_enter), so that spin is all OpenBLAS's threads ever do in
+ * a library run: a core burnt for the first 0.08 s of every process, beside
+ * the library's own threads (a fifth of the CPU of `lsefit gmm` on Iris,
+ * docs/performance.md). So the pool is restarted through OpenBLAS's own
+ * start-up path with a timeout of 2^20 cycles (about 0.3 ms), and the
+ * environment is put back. A user's OPENBLAS_THREAD_TIMEOUT is left alone,
+ * and so is OpenBLAS with LSE_BLAS_KEEP_THREADS=1. */
+__attribute__((constructor)) static void blas_threads_quiet(void)
+{
+    if (openblas_get_parallel == NULL || blas_thread_init == NULL ||
+        blas_thread_shutdown_ == NULL || openblas_read_env == NULL ||
+        openblas_get_parallel() != 1 || /* 1: OpenBLAS's own pthreads */
+        openblas_get_num_threads() <= 1 ||
+        getenv("OPENBLAS_THREAD_TIMEOUT") != NULL ||
+        lse_cpu_env_off("LSE_BLAS_KEEP_THREADS"))
+        return;
+    if (setenv("OPENBLAS_THREAD_TIMEOUT", "20", 1) != 0)
+        return;
+    openblas_read_env();
+    blas_thread_shutdown_();
+    blas_thread_init();
+    unsetenv("OPENBLAS_THREAD_TIMEOUT");
+    openblas_read_env(); /* the pool keeps its timeout */
+}
+#endif
+
 /* 0: the default (LSE_NUM_THREADS, else OpenMP's). */
 static int n_threads_set = 0;
 

@@ -98,7 +98,7 @@ static void build_nodes(hsetup *s, const hcase *c, size_t H, unsigned share)
     for (size_t i = 0; i < 3; i++)
         s->bp[i] = NULL;
     for (size_t i = 0; i < c->n_param; i++) {
-        char nm[8];
+        char nm[24];
         snprintf(nm, sizeof nm, "b%zu", i);
         lse_assert_ok(lse_graph_add_node(s->g, nm, H * c->rows[i], c->cols[i],
                                          LSE_NODE_PARAM, &s->bp[i]));
@@ -162,7 +162,7 @@ static void build_split(split *q, const hsetup *s, const hcase *c, size_t H,
     q->ctx = s->ctx != NULL ? rows_copy(q->g, "ctx", s->ctx, 0, NC, 0) : NULL;
     static lse_project_config pc[4];
     for (size_t h = 0; h < H; h++) {
-        char nm[16];
+        char nm[48];
         snprintf(nm, sizeof nm, "Wc%zu", h);
         const size_t rc = (share & LSE_HEADS_SHARE_CHILD) ? 0 : h * K;
         const size_t rp = (share & LSE_HEADS_SHARE_PARENT) ? 0 : h * K;
@@ -359,7 +359,7 @@ START_TEST(test_fd_losses)
             /* per-head values (H * 2 columns) and shared values (2) */
             for (int per = 0; per < 2; per++) {
                 lse_node *v;
-                char nm[8];
+                char nm[24];
                 snprintf(nm, sizeof nm, "v%d", per);
                 lse_assert_ok(lse_graph_add_node(s.g, nm, NP, per ? H * 2 : 2,
                                                  LSE_NODE_PARAM, &v));

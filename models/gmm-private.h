@@ -146,8 +146,6 @@ lse_status gmm_miss_work_new(const lse_gmm *m, const gsl_matrix *x,
 void gmm_miss_work_free(miss_work *mw);
 lse_status gmm_miss_initial_mstep(fit_work *fw, const init_work *iw);
 lse_status gmm_miss_sync(fit_work *fw);
-/* models/gmm_fit.c */
-void gmm_fit_work_free(fit_work *fw);
 /* models/gmm_cache.c: the calling thread's kept scratch while a scope is
  * open (lse_gmm_cache_begin, mixfit-private.h). take: 1 and *out when an
  * entry for m's K, d and covariance, keep and x's bits is kept (it is no
@@ -155,7 +153,10 @@ void gmm_fit_work_free(fit_work *fw);
  * a scope, else free it; *fw / *gg zeroed. */
 int gmm_cache_take_fit(const lse_gmm *m, const gsl_matrix *x, int keep,
                        fit_work *out);
-void gmm_cache_put_fit(const lse_gmm *m, int keep, fit_work *fw);
+/* frees a fit's scratch (gmm_fit.c's fit_work_free) */
+typedef void gmm_fit_free_fn(fit_work *fw);
+void gmm_cache_put_fit(const lse_gmm *m, int keep, fit_work *fw,
+                       gmm_fit_free_fn *free_fn);
 int gmm_cache_take_query(const lse_gmm *m, const gsl_matrix *x,
                          gmm_graph *out);
 void gmm_graph_release(const lse_gmm *m, gmm_graph *gg);

@@ -40,6 +40,8 @@ typedef struct gmm_cache {
     int has_fit;      /* fit holds an entry */
     cache_key fit_key, query_key;
     fit_work fit;
+    gmm_fit_free_fn *fit_free; /* frees fit (gmm_fit.c's, given with it: the
+                                  cache needs no knowledge of a fit's parts) */
     gmm_graph query; /* g == NULL: none */
 } gmm_cache;
 
@@ -69,7 +71,7 @@ void lse_gmm_cache_end(void)
     if (c->depth == 0 || --c->depth > 0)
         return;
     if (c->has_fit)
-        gmm_fit_work_free(&c->fit);
+        c->fit_free(&c->fit);
     c->has_fit = 0;
     lse_graph_free(c->query.g);
     memset(&c->query, 0, sizeof c->query);
@@ -117,14 +119,16 @@ int gmm_cache_take_fit(const lse_gmm *m, const gsl_matrix *x, int keep,
     return 1;
 }
 
-void gmm_cache_put_fit(const lse_gmm *m, int keep, fit_work *fw)
+void gmm_cache_put_fit(const lse_gmm *m, int keep, fit_work *fw,
+                       gmm_fit_free_fn *free_fn)
 {
     gmm_cache *c = &tl_cache;
     if (c->depth == 0 || tl_off || fw->miss != NULL || fw->gg.g == NULL) {
-        gmm_fit_work_free(fw);
+        free_fn(fw);
     } else {
         if (c->has_fit)
-            gmm_fit_work_free(&c->fit);
+            c->fit_free(&c->fit);
+        c->fit_free = free_fn;
         /* the hook's fit context was the caller's (on its stack) */
         lse_solver_set_mstep_hook(fw->solver, NULL, NULL);
         c->fit = *fw;

@@ -252,7 +252,7 @@ static lse_status mstep_hook(lse_graph *g, lse_term *t,
     return reseed(user, t, report->empty);
 }
 
-void gmm_fit_work_free(fit_work *fw)
+static void fit_work_free(fit_work *fw)
 {
     lse_solver_free(fw->solver);
     gmm_miss_work_free(fw->miss);
@@ -899,9 +899,9 @@ done:
     free(c.chosen);
     fit_ctx_free(&c);
     if (st == LSE_OK && fit_cacheable(&o, &c) && fw.miss == NULL)
-        gmm_cache_put_fit(m, c.resp_recompute, &fw);
+        gmm_cache_put_fit(m, c.resp_recompute, &fw, fit_work_free);
     else
-        gmm_fit_work_free(&fw);
+        fit_work_free(&fw);
     lse_comm_free(&dist);
     return st;
 }

@@ -2,6 +2,7 @@
 #define LSE_CHECK_H
 #include <check.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <lsegraph/lsegraph.h>
 
@@ -23,6 +24,18 @@ Suite *lse_test_suite(void);
         ck_assert_msg(lse_assert_st_ == (want), "%s: got %s, want %s", #expr,  \
                       lse_strerror(lse_assert_st_), lse_strerror(want));       \
     } while (0)
+
+/* 1 when a and b have the same shape and every entry the same bits */
+static inline int lse_same_matrix(const gsl_matrix *a, const gsl_matrix *b)
+{
+    if (a->size1 != b->size1 || a->size2 != b->size2)
+        return 0;
+    for (size_t i = 0; i < a->size1; i++)
+        if (memcmp(gsl_matrix_const_ptr(a, i, 0), gsl_matrix_const_ptr(b, i, 0),
+                   a->size2 * sizeof(double)) != 0)
+            return 0;
+    return 1;
+}
 
 /* The first d (<= 4) columns of the CSV file dir/name as a matrix (the
  * bundled data sets' numeric columns); fails the test on a read error. */

@@ -36,24 +36,13 @@ static lse_gmm *fit(const gsl_matrix *x, size_t k, lse_cov_type cov,
     return m;
 }
 
-static int same_matrix(const gsl_matrix *a, const gsl_matrix *b)
-{
-    if (a->size1 != b->size1 || a->size2 != b->size2)
-        return 0;
-    for (size_t i = 0; i < a->size1; i++)
-        if (memcmp(gsl_matrix_const_ptr(a, i, 0), gsl_matrix_const_ptr(b, i, 0),
-                   a->size2 * sizeof(double)) != 0)
-            return 0;
-    return 1;
-}
-
 /* every fitted value and the fit's report bit for bit */
 static void assert_same_fit(const lse_gmm *a, const lse_gmm *b)
 {
     const lse_gmm_fit_info *ia = lse_gmm_info(a), *ib = lse_gmm_info(b);
-    ck_assert(same_matrix(lse_gmm_means(a), lse_gmm_means(b)));
-    ck_assert(same_matrix(lse_gmm_chol(a), lse_gmm_chol(b)));
-    ck_assert(same_matrix(lse_gmm_covariances(a), lse_gmm_covariances(b)));
+    ck_assert(lse_same_matrix(lse_gmm_means(a), lse_gmm_means(b)));
+    ck_assert(lse_same_matrix(lse_gmm_chol(a), lse_gmm_chol(b)));
+    ck_assert(lse_same_matrix(lse_gmm_covariances(a), lse_gmm_covariances(b)));
     ck_assert(memcmp(lse_gmm_weights(a)->data, lse_gmm_weights(b)->data,
                      lse_gmm_k(a) * sizeof(double)) == 0);
     ck_assert(memcmp(&ia->loglik, &ib->loglik, sizeof ia->loglik) == 0);
@@ -230,10 +219,10 @@ START_TEST(test_queries)
     for (int rep = 0; rep < 2; rep++) {
         lse_assert_ok(lse_gmm_posterior(a, x, LSE_GMM_MISSING_ERROR, r, l,
                                         &err));
-        ck_assert(same_matrix(r, ra));
+        ck_assert(lse_same_matrix(r, ra));
         ck_assert(memcmp(l->data, la->data, n * sizeof(double)) == 0);
         lse_assert_ok(lse_gmm_predict_proba(b, x, r, &err));
-        ck_assert(same_matrix(r, rb));
+        ck_assert(lse_same_matrix(r, rb));
         lse_assert_ok(lse_gmm_score_samples(b, x, l, &err));
         ck_assert(memcmp(l->data, lb->data, n * sizeof(double)) == 0);
         lse_assert_ok(lse_gmm_bic(a, x, &bic, &err));
@@ -250,8 +239,8 @@ START_TEST(test_queries)
     gsl_matrix *r2 = gsl_matrix_alloc(n, 3);
     lse_assert_ok(lse_gmm_posterior(a, x, LSE_GMM_MISSING_ERROR, r2, NULL,
                                     &err));
-    ck_assert(same_matrix(r, r2));
-    ck_assert(!same_matrix(r, ra)); /* the change did change row 5 */
+    ck_assert(lse_same_matrix(r, r2));
+    ck_assert(!lse_same_matrix(r, ra)); /* the change did change row 5 */
     gsl_matrix_free(r2);
     gsl_matrix_free(x2);
     gsl_matrix_free(ra);

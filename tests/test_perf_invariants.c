@@ -23,17 +23,6 @@
 static const int thread_counts[] = {2, 3};
 #define N_COUNTS (sizeof thread_counts / sizeof thread_counts[0])
 
-static int same_matrix(const gsl_matrix *a, const gsl_matrix *b)
-{
-    if (a->size1 != b->size1 || a->size2 != b->size2)
-        return 0;
-    for (size_t i = 0; i < a->size1; i++)
-        if (memcmp(gsl_matrix_const_ptr(a, i, 0), gsl_matrix_const_ptr(b, i, 0),
-                   a->size2 * sizeof(double)) != 0)
-            return 0;
-    return 1;
-}
-
 /* Bits of two doubles equal (NaN-safe, 0.0 != -0.0). */
 static int same_double(double a, double b)
 {
@@ -167,9 +156,9 @@ static void check_em_threads_on(lse_cov_type cov, size_t d, int far)
             ck_assert_msg(same_double(one.energy[i], many.energy[i]),
                           "%d threads, iteration %zu: %.17g vs %.17g",
                           thread_counts[q], i, many.energy[i], one.energy[i]);
-        ck_assert(same_matrix(one.mu, many.mu));
-        ck_assert(same_matrix(one.logw, many.logw));
-        ck_assert(same_matrix(one.chol, many.chol));
+        ck_assert(lse_same_matrix(one.mu, many.mu));
+        ck_assert(lse_same_matrix(one.logw, many.logw));
+        ck_assert(lse_same_matrix(one.chol, many.chol));
         em_run_free(&many);
     }
     /* the run is a real EM: the energy went down */
@@ -276,9 +265,9 @@ START_TEST(test_tri_copies_agree)
                           "d = %zu, iteration %zu: %.17g vs %.17g", dims[q], i,
                           plain.energy[i], ref.energy[i]);
         }
-        ck_assert(same_matrix(avx2.mu, ref.mu));
-        ck_assert(same_matrix(avx2.chol, ref.chol));
-        ck_assert(same_matrix(avx2.logw, ref.logw));
+        ck_assert(lse_same_matrix(avx2.mu, ref.mu));
+        ck_assert(lse_same_matrix(avx2.chol, ref.chol));
+        ck_assert(lse_same_matrix(avx2.logw, ref.logw));
         ck_assert_double_lt(max_scaled_diff(plain.mu, ref.mu), 1e-9);
         ck_assert_double_lt(max_scaled_diff(plain.chol, ref.chol), 1e-9);
         ck_assert_double_lt(max_scaled_diff(plain.logw, ref.logw), 1e-9);
@@ -322,8 +311,8 @@ static void check_qfull(lse_cov_type cov, size_t n, size_t d, size_t k,
         gmm_em(x, k, cov, thread_counts[q], &many);
         for (size_t i = 0; i < 12; i++)
             ck_assert(same_double(many.energy[i], ref.energy[i]));
-        ck_assert(same_matrix(many.mu, ref.mu));
-        ck_assert(same_matrix(many.chol, ref.chol));
+        ck_assert(lse_same_matrix(many.mu, ref.mu));
+        ck_assert(lse_same_matrix(many.chol, ref.chol));
         em_run_free(&many);
     }
     ck_assert(ref.energy[ref.n_iter - 1] < ref.energy[0]);
@@ -389,8 +378,8 @@ START_TEST(test_gmm_model_threads_identical)
         } else {
             ck_assert_msg(same_double(info->loglik, ll),
                           "%d threads: %.17g vs %.17g", nt, info->loglik, ll);
-            ck_assert(same_matrix(lse_gmm_means(m), means));
-            ck_assert(same_matrix(lse_gmm_chol(m), chol));
+            ck_assert(lse_same_matrix(lse_gmm_means(m), means));
+            ck_assert(lse_same_matrix(lse_gmm_chol(m), chol));
             for (size_t c = 0; c < 3; c++)
                 ck_assert(same_double(gsl_vector_get(lse_gmm_weights(m), c),
                                       gsl_vector_get(w, c)));
@@ -455,8 +444,8 @@ START_TEST(test_slds_markov_threads_identical)
             ck_assert_msg(same_double(lse_slds_loglik(m), ll),
                           "%d threads: %.17g vs %.17g", nt, lse_slds_loglik(m),
                           ll);
-            ck_assert(same_matrix(a, a1));
-            ck_assert(same_matrix(tr, t1));
+            ck_assert(lse_same_matrix(a, a1));
+            ck_assert(lse_same_matrix(tr, t1));
         }
         lse_slds_free(m);
     }
@@ -542,8 +531,8 @@ START_TEST(test_attention_grad_threads_identical)
             lse_assert_ok(lse_graph_gradient(a2.g, &e2));
             ck_assert_msg(same_double(e1, e2), "keep %d, %d threads", keep,
                           thread_counts[q]);
-            ck_assert(same_matrix(lse_node_grad(a1.x), lse_node_grad(a2.x)));
-            ck_assert(same_matrix(lse_node_grad(a1.y), lse_node_grad(a2.y)));
+            ck_assert(lse_same_matrix(lse_node_grad(a1.x), lse_node_grad(a2.x)));
+            ck_assert(lse_same_matrix(lse_node_grad(a1.y), lse_node_grad(a2.y)));
             lse_graph_free(a2.g);
         }
         lse_graph_free(a1.g);

@@ -179,11 +179,17 @@ __attribute__((destructor)) static void report(void)
     fprintf(stderr, "gomp_profile: %ld regions, region_ms=%.1f\n", n_region,
             1e3 * region_wall);
     for (int i = 0; i < MAXF && sites[i].fn != NULL; i++) {
-        Dl_info info;
-        const char *name = "?";
-        if (dladdr(*(void **)&sites[i].fn, &info) != 0 &&
-            info.dli_sname != NULL)
-            name = info.dli_sname;
+        Dl_info info = {0};
+        char name[512] = "?";
+        const void *at = *(void **)&sites[i].fn;
+        /* a static body has no dynamic symbol: its file and offset
+         * (nm FILE | grep the offset names it) */
+        if (dladdr(at, &info) != 0 && info.dli_sname != NULL)
+            snprintf(name, sizeof name, "%s", info.dli_sname);
+        else if (info.dli_fname != NULL)
+            snprintf(name, sizeof name, "%s+0x%lx", info.dli_fname,
+                     (unsigned long)((const char *)at -
+                                     (const char *)info.dli_fbase));
         fprintf(stderr,
                 "gomp_profile: region %s calls=%ld wall_ms=%.1f "
                 "cpu_ms=%.1f\n",

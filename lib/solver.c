@@ -744,7 +744,7 @@ static void chunk_sum(double *out, const double *src, size_t n_chunk,
                       size_t size)
 {
     const size_t n_slice = (size + RED_SLICE - 1) / RED_SLICE;
-    const int nt = lse_threads_for_work(n_slice, (double)n_chunk * (double)size);
+    const int nt = lse_threads_for_sum(n_slice, (double)n_chunk * (double)size);
     const long ns = (long)n_slice;
     if (nt <= 1) { /* no region for one thread (libgomp makes a team) */
         for (long q = 0; q < ns; q++)

@@ -24,6 +24,11 @@ int lse_threads_for(size_t n_tasks);
  * depend on it, so neither do the results. */
 int lse_threads_for_work(size_t n_tasks, double work);
 
+/* lse_threads_for_work for a sum of @p n_doubles doubles split into
+ * n_tasks slices: 1 below a floor that holds also for an explicit thread
+ * count (a region costs more than such a sum gains). */
+int lse_threads_for_sum(size_t n_tasks, double n_doubles);
+
 /* Processors available (omp_get_num_procs), at least 1. */
 int lse_threads_procs(void);
 

@@ -186,6 +186,22 @@ int lse_threads_for_work(size_t n_tasks, double work)
     return lse_threads_for(n_tasks);
 }
 
+/* Doubles below which a sum of per-chunk buffers runs on one thread even
+ * when the thread count was set explicitly: such a sum takes some tens of
+ * microseconds (the 66 000 statistics of the c/diag benchmark, 16 chunks),
+ * while starting a region must wait for the other thread, which on a
+ * loaded machine may have been descheduled -- 1.6 ms per iteration of
+ * c/diag on 2 threads (docs/performance.md, "Two threads, session 11").
+ * Each entry is summed by one thread in chunk order either way. */
+#define LSE_THREADS_MIN_SUM 262144.0
+
+int lse_threads_for_sum(size_t n_tasks, double n_doubles)
+{
+    if (!(n_doubles >= LSE_THREADS_MIN_SUM)) /* also for a NaN estimate */
+        return 1;
+    return lse_threads_for_work(n_tasks, n_doubles);
+}
+
 int lse_threads_procs(void)
 {
 #ifdef _OPENMP

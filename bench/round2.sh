@@ -18,7 +18,9 @@
 # sets generated once into DATA_DIR (default BUILD_DIR/bench-data).
 # OPENBLAS_CORETYPE is left to OpenBLAS (no knob). Environment: THREADS
 # (default "1 2"), BENCH_REPS (fits per median, default 5), AB_REPS
-# (A/B rounds, default 5).
+# (A/B rounds, default 5), GOMP_PROFILE=1 (the lsegraph fits on more than
+# one thread run under bench/gomp_profile.c, which prints each thread's
+# work and waits in the parallel regions to stderr).
 set -eu
 
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,6 +33,11 @@ unset OPENBLAS_CORETYPE || true
 
 ninja -C "$build" bench/lse_bench_gen bench/lse_bench bench/dgemm_peak \
     bench/roofline >/dev/null
+profile=
+if [ "${GOMP_PROFILE:-0}" = 1 ]; then
+    ninja -C "$build" bench/libgomp_profile.so >/dev/null
+    profile=$(cd "$build" && pwd)/bench/libgomp_profile.so
+fi
 if [ ! -f "$data/gmm_c_w.bin" ]; then
     mkdir -p "$data"
     "$build/bench/lse_bench_gen" "$data"
@@ -49,8 +56,10 @@ for t in $threads; do
     "$build/bench/roofline" "$t" | tee -a "$results"
     for tag in a b c; do
         for cov in full diag; do
-            "$build/bench/lse_bench" gmm "$data" "$tag" "$cov" "$t" |
-                tee -a "$results"
+            pre=
+            [ "$t" -gt 1 ] && pre=$profile
+            LD_PRELOAD=$pre "$build/bench/lse_bench" gmm "$data" "$tag" \
+                "$cov" "$t" | tee -a "$results"
         done
         # the diagonal peer in the same minutes (goal 2: at least 5x), when
         # VLFeat was found at configure time

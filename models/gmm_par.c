@@ -353,7 +353,9 @@ static void crew_run(par_crew *c, const par_worker *w, int nt)
 }
 
 /* Runs 0..n_task on nt threads, each taking the next run when it is done
- * with one (the calling thread and nt - 1 POSIX threads started here).
+ * with one (the calling thread and nt - 1 POSIX threads: the calling
+ * thread's crew when it has one of enough threads, lse_gmm_par_begin, else
+ * started here).
  * POSIX threads, not an OpenMP team: OpenMP's idle threads spin before
  * they sleep, and each fit's OpenMP regions (inactive, one thread) nested
  * in an active team took the threads' shared locks: on a loaded 2-core

@@ -186,6 +186,19 @@ typedef struct par_worker {
     run_rec *recs;
 } par_worker;
 
+/* w's share of the runs: the next one until none is left */
+static void par_loop(const par_worker *w)
+{
+    for (;;) {
+        const size_t i = atomic_fetch_add(w->next, 1);
+        if (i >= w->n_task)
+            break;
+        rec_cur = w->nt > 1 && i > 0 ? &w->recs[i] : NULL;
+        w->task(w->ctx, i, w->tid);
+        rec_cur = NULL;
+    }
+}
+
 static void *par_worker_main(void *arg)
 {
     const par_worker *w = arg;
@@ -197,14 +210,7 @@ static void *par_worker_main(void *arg)
     if (w->nt > 1)
         omp_set_max_active_levels(0);
 #endif
-    for (;;) {
-        const size_t i = atomic_fetch_add(w->next, 1);
-        if (i >= w->n_task)
-            break;
-        rec_cur = w->nt > 1 && i > 0 ? &w->recs[i] : NULL;
-        w->task(w->ctx, i, w->tid);
-        rec_cur = NULL;
-    }
+    par_loop(w);
 #ifdef _OPENMP
     if (w->nt > 1)
         omp_set_max_active_levels(levels);
@@ -213,8 +219,143 @@ static void *par_worker_main(void *arg)
     return NULL;
 }
 
+/* A crew (lse_gmm_par_begin): helper t (1 .. n_help) waits for the next
+ * call (gen), runs job[t] when t < job_nt, and reports it done (pending);
+ * quit ends it. */
+typedef struct par_crew {
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    unsigned gen;
+    int quit, depth, n_help, pending, job_nt;
+    const par_worker *job;
+    pthread_t th[EMEM_MAX_THREADS];
+    int tid[EMEM_MAX_THREADS];
+} par_crew;
+
+/* the crew of the calling thread, NULL without one */
+static _Thread_local par_crew *crew_cur;
+
+typedef struct crew_arg {
+    par_crew *c;
+    int tid;
+} crew_arg;
+
+static void *crew_main(void *arg)
+{
+    par_crew *c = ((crew_arg *)arg)->c;
+    const int tid = ((crew_arg *)arg)->tid;
+    free(arg);
+    lse_gmm_cache_begin(); /* kept from call to call */
+    unsigned seen = 0;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (c->gen == seen && !c->quit)
+            pthread_cond_wait(&c->go, &c->mu);
+        if (c->quit)
+            break;
+        seen = c->gen;
+        const par_worker *w = tid < c->job_nt ? &c->job[tid] : NULL;
+        pthread_mutex_unlock(&c->mu);
+        if (w != NULL) {
+#ifdef _OPENMP
+            /* as par_worker_main; the caller restores the levels when
+             * every helper is done */
+            omp_set_max_active_levels(0);
+#endif
+            par_loop(w);
+        }
+        pthread_mutex_lock(&c->mu);
+        if (--c->pending == 0)
+            pthread_cond_signal(&c->done);
+    }
+    pthread_mutex_unlock(&c->mu);
+    lse_gmm_cache_end();
+    return NULL;
+}
+
+void lse_gmm_par_begin(int nt)
+{
+    if (crew_cur != NULL) {
+        crew_cur->depth++;
+        return;
+    }
+    if (nt < 2)
+        return;
+    if (nt > EMEM_MAX_THREADS)
+        nt = EMEM_MAX_THREADS;
+    par_crew *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return;
+    if (pthread_mutex_init(&c->mu, NULL) != 0) {
+        free(c);
+        return;
+    }
+    pthread_cond_init(&c->go, NULL);
+    pthread_cond_init(&c->done, NULL);
+    c->depth = 1;
+    for (int t = 1; t < nt; t++) {
+        crew_arg *a = malloc(sizeof *a);
+        if (a == NULL)
+            break;
+        *a = (crew_arg){.c = c, .tid = t};
+        if (pthread_create(&c->th[t], NULL, crew_main, a) != 0) {
+            free(a);
+            break;
+        }
+        c->n_help = t;
+    }
+    crew_cur = c;
+}
+
+void lse_gmm_par_end(void)
+{
+    par_crew *c = crew_cur;
+    if (c == NULL || --c->depth > 0)
+        return;
+    pthread_mutex_lock(&c->mu);
+    c->quit = 1;
+    pthread_cond_broadcast(&c->go);
+    pthread_mutex_unlock(&c->mu);
+    for (int t = 1; t <= c->n_help; t++)
+        pthread_join(c->th[t], NULL);
+    pthread_cond_destroy(&c->go);
+    pthread_cond_destroy(&c->done);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+    crew_cur = NULL;
+}
+
+/* w[0 .. nt - 1] on the crew c (nt - 1 <= c->n_help) and this thread */
+static void crew_run(par_crew *c, const par_worker *w, int nt)
+{
+#ifdef _OPENMP
+    const int levels = omp_get_max_active_levels();
+    omp_set_max_active_levels(0);
+#endif
+    lse_gmm_cache_begin();
+    pthread_mutex_lock(&c->mu);
+    c->job = w;
+    c->job_nt = nt;
+    c->pending = c->n_help;
+    c->gen++;
+    pthread_cond_broadcast(&c->go);
+    pthread_mutex_unlock(&c->mu);
+    par_loop(&w[0]);
+    pthread_mutex_lock(&c->mu);
+    while (c->pending > 0)
+        pthread_cond_wait(&c->done, &c->mu);
+    c->job = NULL;
+    pthread_mutex_unlock(&c->mu);
+    lse_gmm_cache_end();
+#ifdef _OPENMP
+    omp_set_max_active_levels(levels);
+#endif
+}
+
 /* Runs 0..n_task on nt threads, each taking the next run when it is done
- * with one (the calling thread and nt - 1 POSIX threads started here).
+ * with one (the calling thread and nt - 1 POSIX threads: the calling
+ * thread's crew when it has one of enough threads, lse_gmm_par_begin, else
+ * started here).
  * POSIX threads, not an OpenMP team: OpenMP's idle threads spin before
  * they sleep, and each fit's OpenMP regions (inactive, one thread) nested
  * in an active team took the threads' shared locks: on a loaded 2-core
@@ -248,16 +389,23 @@ void lse_gmm_par_run(lse_gmm_par_task task, void *ctx, size_t n_task, int nt,
         omp_pause_resource_all(omp_pause_soft);
 #endif
     }
+    par_crew *c = crew_cur;
+    const int on_crew = nt > 1 && c != NULL && nt - 1 <= c->n_help;
     for (int t = 0; t < nt; t++) {
         w[t] = (par_worker){.task = task, .ctx = ctx, .nt = nt, .tid = t,
                             .n_task = n_task, .next = &next, .recs = recs};
-        started[t] = t > 0 && pthread_create(&th[t], NULL, par_worker_main,
-                                             &w[t]) == 0;
+        started[t] = !on_crew && t > 0 &&
+                     pthread_create(&th[t], NULL, par_worker_main,
+                                    &w[t]) == 0;
     }
-    par_worker_main(&w[0]);
-    for (int t = 1; t < nt; t++)
-        if (started[t])
-            pthread_join(th[t], NULL);
+    if (on_crew) {
+        crew_run(c, w, nt);
+    } else {
+        par_worker_main(&w[0]);
+        for (int t = 1; t < nt; t++)
+            if (started[t])
+                pthread_join(th[t], NULL);
+    }
     if (nt > 1) {
         rec_end();
         gsl_set_error_handler(h);

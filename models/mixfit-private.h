@@ -30,6 +30,17 @@ int lse_gmm_par_threads(const lse_gmm *m, const lse_gmm_fit_opts *o,
 void lse_gmm_par_run(lse_gmm_par_task task, void *ctx, size_t n_task, int nt,
                      const lse_gmm_fit_opts *o);
 
+/* A crew of the calling thread for the lse_gmm_par_run calls until the
+ * matching end: nt - 1 POSIX threads that live across the calls and keep
+ * their fit cache scopes open between them (a thread started per call
+ * began each call with a cold cache). Calls of up to nt threads from this
+ * thread use the crew; others, and calls from other threads, start their
+ * own threads as without one. Nested begins share the outermost crew;
+ * nt < 2 or a thread that cannot be started leaves the calls as they
+ * were. The results are the same bits with or without a crew. */
+void lse_gmm_par_begin(int nt);
+void lse_gmm_par_end(void);
+
 /* inside a task: fo's progress callback recorded for replay (a run that
  * is not live), else left as it is */
 void lse_gmm_par_progress(lse_gmm_fit_opts *fo);

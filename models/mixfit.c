@@ -628,6 +628,8 @@ lse_status lse_gmm_fit_emem(lse_gmm *m, const gsl_matrix *x,
         eg.degenerate = 0.0;
     e = &eg;
     lse_gmm_cache_begin(); /* the fits and queries share their scratch */
+    /* one crew for every batch below, split-and-merge EM's included */
+    lse_gmm_par_begin(lse_gmm_par_threads(m, o, (size_t)-1));
     const size_t n_runs = e->n_starts + e->n_random + n_given;
     const int nt = lse_gmm_par_threads(m, o, n_runs);
     cand *c = calloc(n_runs, sizeof *c);
@@ -687,6 +689,7 @@ out:
         lse_gmm_free(c[i].m);
     free(c);
     work_mixtures_free(wm, nt);
+    lse_gmm_par_end();
     lse_gmm_cache_end();
     return st;
 }

@@ -168,31 +168,37 @@ int lse_threads_for(size_t n_tasks)
 }
 
 /* Work (rows x columns x (1 + d)^2, about the flops of one pass of a
- * Gaussian term with d columns) below which the default thread count is
- * 1: waking a second thread costs microseconds on an idle machine and up
- * to a scheduler time slice on a busy one, more than such a pass takes
- * (docs/performance.md, "Round two"). */
+ * Gaussian term with d columns) below which a pass runs on one thread,
+ * whatever the thread count: waking a second thread costs microseconds on
+ * an idle machine and up to a scheduler time slice on a busy one, more than
+ * such a pass takes (docs/performance.md, "Round two"). An explicit count
+ * used to be honoured at any size, and `lsefit --threads 2` beside another
+ * busy process then spent 16 s on fits that take 0.3 s (every small pass
+ * waited for the descheduled thread). lse_set_thread_min_work changes it. */
 #define LSE_THREADS_MIN_WORK 1048576.0
+
+static double thread_min_work = LSE_THREADS_MIN_WORK;
+
+void lse_set_thread_min_work(double work)
+{
+    thread_min_work = work >= 0.0 ? work : LSE_THREADS_MIN_WORK; /* NaN too */
+}
 
 int lse_threads_for_work(size_t n_tasks, double work)
 {
-#ifdef _OPENMP
-    if (n_threads_set == 0 && env_threads() == 0 &&
-        !(work >= LSE_THREADS_MIN_WORK)) /* also for a NaN estimate */
+    if (!(work >= thread_min_work)) /* also for a NaN estimate */
         return 1;
-#else
-    (void)work;
-#endif
     return lse_threads_for(n_tasks);
 }
 
 /* Doubles below which a sum of per-chunk buffers runs on one thread even
- * when the thread count was set explicitly: such a sum takes some tens of
- * microseconds (the 66 000 statistics of the c/diag benchmark, 16 chunks),
- * while starting a region must wait for the other thread, which on a
- * loaded machine may have been descheduled -- 1.6 ms per iteration of
- * c/diag on 2 threads (docs/performance.md, "Two threads, session 11").
- * Each entry is summed by one thread in chunk order either way. */
+ * when lse_set_thread_min_work lowered the threshold of the passes (as the
+ * tests do): such a sum takes some tens of microseconds (the 66 000
+ * statistics of the c/diag benchmark, 16 chunks), while starting a region
+ * must wait for the other thread, which on a loaded machine may have been
+ * descheduled -- 1.6 ms per iteration of c/diag on 2 threads
+ * (docs/performance.md, "Two threads, session 11"). Each entry is summed
+ * by one thread in chunk order either way. */
 #define LSE_THREADS_MIN_SUM 262144.0
 
 int lse_threads_for_sum(size_t n_tasks, double n_doubles)

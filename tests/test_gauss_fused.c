@@ -380,6 +380,7 @@ static void em(const gsl_matrix *x, const gsl_vector *w, size_t k,
                size_t block, int threads, double l1, em_out *out)
 {
     const size_t n = x->size1, d = x->size2;
+    lse_set_thread_min_work(0.0); /* the count on small data too */
     lse_set_num_threads(threads);
     lse_graph *g = lse_graph_new();
     ck_assert_ptr_nonnull(g);
@@ -428,6 +429,7 @@ static void em(const gsl_matrix *x, const gsl_vector *w, size_t k,
     lse_solver_free(s);
     lse_graph_free(g);
     lse_set_num_threads(0);
+    lse_set_thread_min_work(-1.0);
 }
 
 static int same_matrix(const gsl_matrix *a, const gsl_matrix *b)

@@ -145,6 +145,7 @@ static void assert_bad_score_reported(size_t n, size_t bad, size_t d, int nt)
     case_init(&c, LSE_COV_FULL, n, 6, d, 0);
     for (size_t j = 0; j < d; j++)
         gsl_matrix_set(c.x, bad, j, (j % 2 ? -1.0 : 1.0) * 1e200);
+    lse_set_thread_min_work(0.0); /* the count on small data too */
     lse_set_num_threads(nt);
     lse_graph *g = lse_graph_new();
     lse_graph_set_block_rows(g, 16);
@@ -174,6 +175,7 @@ static void assert_bad_score_reported(size_t n, size_t bad, size_t d, int nt)
                   lse_graph_errmsg(g), want);
     lse_graph_free(g);
     lse_set_num_threads(0);
+    lse_set_thread_min_work(-1.0);
     case_free(&c);
 }
 

@@ -71,6 +71,7 @@ static void fit_on(int nt, const gsl_matrix *x, size_t k, lse_cov_type cov,
                    const lse_gmm *const *given, size_t n_given, outcome *out)
 {
     memset(out, 0, sizeof *out);
+    lse_set_thread_min_work(0.0); /* the count on small data too */
     lse_set_num_threads(nt);
 #ifdef LSE_TEST_OPENMP
     ck_assert_int_eq(lse_get_num_threads(), nt);
@@ -94,6 +95,7 @@ static void fit_on(int nt, const gsl_matrix *x, size_t k, lse_cov_type cov,
     ck_assert(gsl_set_error_handler(gh) == gh);
     lse_set_log_handler(NULL, NULL);
     lse_set_num_threads(0);
+    lse_set_thread_min_work(-1.0);
     if (out->tr.text == NULL)
         trace_add(&out->tr, "");
 }

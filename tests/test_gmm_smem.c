@@ -418,6 +418,7 @@ START_TEST(test_threads_identical)
                 lse_gmm *ref = NULL;
                 size_t ref_moves = 0;
                 for (int nt = 1; nt <= 3; nt++) {
+                    lse_set_thread_min_work(0.0); /* the count on small data too */
                     lse_set_num_threads(nt);
                     lse_gmm *m = new_of(k, dims[ds], (lse_cov_type)t,
                                         LSE_COV_MODEL_NONE);
@@ -452,6 +453,7 @@ START_TEST(test_threads_identical)
         gsl_matrix_free(x);
     }
     lse_set_num_threads(0);
+    lse_set_thread_min_work(-1.0);
     ck_assert_msg(accepted > 0, "no move accepted anywhere");
 }
 END_TEST

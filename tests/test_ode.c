@@ -496,6 +496,7 @@ START_TEST(test_threads_bit_identical)
     /* 700 queries: several chunks of rows; 1 and 2 threads, same bits */
     gsl_matrix *res[2];
     for (int th = 0; th < 2; th++) {
+        lse_set_thread_min_work(0.0); /* the count on small data too */
         lse_set_num_threads(th + 1);
         lse_attention *a = cross(700, 9, 4);
         lse_ode *o = lse_ode_new(lse_attention_graph(a));
@@ -509,6 +510,7 @@ START_TEST(test_threads_bit_identical)
         lse_attention_free(a);
     }
     lse_set_num_threads(0);
+    lse_set_thread_min_work(-1.0);
     ck_assert(memcmp(res[0]->data, res[1]->data, 700 * 4 * sizeof(double)) == 0);
     gsl_matrix_free(res[0]);
     gsl_matrix_free(res[1]);

@@ -29,7 +29,15 @@ static int same_double(double a, double b)
     return memcmp(&a, &b, sizeof a) == 0;
 }
 
-static void teardown(void) { lse_set_num_threads(0); }
+/* Every pass uses the thread count set, however small (the tests compare
+ * 1, 2 and 3 threads on small data); teardown restores both defaults. */
+static void setup(void) { lse_set_thread_min_work(0.0); }
+
+static void teardown(void)
+{
+    lse_set_num_threads(0);
+    lse_set_thread_min_work(-1.0);
+}
 
 /* x (n, d): k well-separated blobs with random spread. */
 static void blobs(gsl_matrix *x, size_t k, unsigned long seed)
@@ -680,9 +688,10 @@ START_TEST(test_num_threads_setting)
 }
 END_TEST
 
-/* The default thread count runs a small term on the calling thread (its
- * work, rows x columns x (1 + d)^2, is far below lib/threads.c's
- * threshold), an explicit count is honoured, and both give the same bits. */
+/* A small term (its work, rows x columns x (1 + d)^2, far below
+ * lib/threads.c's threshold) runs on the calling thread for the default
+ * count and for an explicit one; with the threshold at 0 an explicit count
+ * is used; all give the same bits. */
 static pthread_t spy_main;
 static atomic_int spy_other;
 static lse_status (*spy_eval_base)(const lse_sim_args *, gsl_matrix *);
@@ -729,13 +738,21 @@ static double small_term_energy(int threads, int *other)
 
 START_TEST(test_small_term_default_one_thread)
 {
-    int other_default = 0, other_two = 0;
+    int other_default = 0, other_two = 0, other_forced = 0;
+    lse_set_thread_min_work(-1.0); /* the default threshold */
     const double e_default = small_term_energy(0, &other_default);
     const double e_two = small_term_energy(2, &other_two);
-    const char *env = getenv("LSE_NUM_THREADS");
-    if (env == NULL || *env == '\0') /* else the default is explicit */
-        ck_assert_int_eq(other_default, 0);
+    lse_set_thread_min_work(0.0);
+    const double e_forced = small_term_energy(2, &other_forced);
+    ck_assert_int_eq(other_default, 0);
+    ck_assert_int_eq(other_two, 0); /* an explicit count is a maximum */
+#ifdef LSE_TEST_OPENMP
+    ck_assert_int_eq(other_forced, 1);
+#else
+    ck_assert_int_eq(other_forced, 0);
+#endif
     ck_assert(e_default == e_two); /* bit for bit */
+    ck_assert(e_default == e_forced);
     ck_assert(isfinite(e_default));
 }
 END_TEST
@@ -744,7 +761,7 @@ Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("perf_invariants");
     TCase *tc = tcase_create("threads");
-    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_num_threads_setting);
     tcase_add_test(tc, test_small_term_default_one_thread);
@@ -759,7 +776,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_attention_grad_threads_identical);
     suite_add_tcase(s, tc);
     TCase *ts = tcase_create("streaming");
-    tcase_add_checked_fixture(ts, NULL, teardown);
+    tcase_add_checked_fixture(ts, setup, teardown);
     tcase_set_timeout(ts, 120);
     tcase_add_test(ts, test_streaming_equals_dense);
     tcase_add_test(ts, test_em_streaming_equals_dense);

@@ -100,9 +100,9 @@ LSE_API void lse_log(lse_log_level level, const char *fmt, ...)
  * lib/threads.c). @p n >= 1 sets the count for the whole process; n <= 0
  * restores the default: the environment variable LSE_NUM_THREADS if it
  * holds a positive integer, else OpenMP's default (omp_get_max_threads).
- * With the default (neither this call nor LSE_NUM_THREADS chose a count),
- * a term whose pass is small (rows x columns x (1 + d)^2 below 2^20) runs
- * on one thread: a second one costs more than it saves there.
+ * The count is a maximum: a term whose pass is small (rows x columns x
+ * (1 + d)^2 below 2^20, see lse_set_thread_min_work) runs on one thread
+ * whatever the count, since a second thread costs more than it saves there.
  * Every BLAS call of the library and its models runs with OpenBLAS
  * single-threaded (lse_blas_serial_enter): the library switches OpenBLAS to
  * one thread around its passes and back, so results never depend on
@@ -116,6 +116,19 @@ LSE_API void lse_log(lse_log_level level, const char *fmt, ...)
  * Without OpenMP the library always runs on one thread.
  */
 LSE_API void lse_set_num_threads(int n);
+
+/**
+ * @brief Set the work below which a pass runs on one thread (lib/threads.c).
+ * A term's pass with rows x columns x (1 + d)^2 below @p work (default
+ * 2^20, about the flops of such a pass) uses one thread whatever
+ * lse_set_num_threads or LSE_NUM_THREADS chose; at or above it the pass
+ * uses the thread count. @p work = 0 makes every pass use the count (tests
+ * that check the threaded code on small data do so); a negative value or
+ * NaN restores the default. The results do not depend on it: they are the
+ * same bits on any number of threads. Not thread-safe, like
+ * lse_set_num_threads.
+ */
+LSE_API void lse_set_thread_min_work(double work);
 
 /**
  * @brief Hold OpenBLAS single-threaded until the matching

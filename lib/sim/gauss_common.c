@@ -877,6 +877,19 @@ static double *vt_groups(const lse_gauss_work *w)
     return (double *)(((uintptr_t)w->vblk->data + 63) & ~(uintptr_t)63);
 }
 
+/* Diagonal and spherical blocks whose V takes at most this many doubles
+ * (32 KiB, about L1) keep it whole for stats, as full and tied always do;
+ * larger blocks build V a few rows at a time in L1, once for the scores
+ * and again for the statistics. */
+#define V_WHOLE_DOUBLES 4096
+
+/* Does this block's V go whole into vblk (built once, kept for stats)? */
+static int v_whole(const lse_gauss_work *w, size_t b)
+{
+    return w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED ||
+           b * w->vblk->tda <= V_WHOLE_DOUBLES;
+}
+
 /* V of the block x into vblk, remembered for stats. */
 static void fast_block(lse_gauss_work *w, const gsl_matrix *x)
 {
@@ -899,11 +912,12 @@ static lse_status fast_eval(lse_gauss_work *w, const gsl_matrix *x,
         return LSE_OK;
     }
     if (w->fma && b >= 6) {
-        /* diag/spherical: V of 6 rows at a time into the head of vblk (it
-         * stays in L1), then S of those rows; stats recomputes V the same
-         * way. full/tied (V is 10 times longer): V of the whole block,
-         * remembered for stats. */
-        const int whole = w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED;
+        /* large diag/spherical blocks: V of 6 rows at a time into the
+         * head of vblk (it stays in L1), then S of those rows; stats
+         * recomputes V the same way. full/tied (V is 10 times longer) and
+         * small blocks: V of the whole block, remembered for stats (the
+         * same V, the same bits). */
+        const int whole = v_whole(w, b);
         w->zrows = 0;
         double *v = w->vblk->data;
         const size_t vt = w->vblk->tda;
@@ -983,12 +997,12 @@ static lse_status fast_stats_fma(lse_gauss_work *w, const gsl_matrix *x,
     }
     double *macc = w->qacc->data; /* (nv, kp) */
     memset(macc, 0, nv * kp * sizeof *macc);
-    /* V as fast_eval made it: full/tied the whole block (kept by eval
-     * for this block, else made now), diag/spherical 4 rows at a time
-     * at the head of vblk */
+    /* V as fast_eval made it: full/tied and small blocks the whole block
+     * (kept by eval for this block, else made now), large diag/spherical
+     * blocks 4 rows at a time at the head of vblk */
     /* (AVX-512: no row-major V for full/tied, see below) */
-    const int whole = (w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED) &&
-                      (w->fma != 2 || b < 8);
+    const int ft = w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED;
+    const int whole = ft ? w->fma != 2 || b < 8 : v_whole(w, b);
     double *v = w->vblk->data;
     const size_t vt = w->vblk->tda;
     if (whole && !cache_holds(w, x)) {

@@ -978,21 +978,28 @@ static lse_status fast_stats_fma(lse_gauss_work *w, const gsl_matrix *x,
     const int tied = w->cov == LSE_COV_TIED;
     const size_t kp = w->rbuf->tda;
     /* rho: R itself when it has no weights and whole tiles, else R
-     * times the row weights, zero-padded, in rbuf */
+     * times the row weights (R itself: x 1 is exact), zero-padded, in
+     * rbuf; its padding columns [K, kp) are zero from matrix_lines and
+     * never written */
     const double *rho = w->rbuf->data;
     size_t rt = kp;
     if (weight == NULL && K == kp) {
         rho = resp->data;
         rt = resp->tda;
+    } else if (weight == NULL) {
+        for (size_t i = 0; i < b; i++) {
+            const double *ri = gsl_matrix_const_ptr(resp, i, 0);
+            double *o = gsl_matrix_ptr(w->rbuf, i, 0);
+            for (size_t k = 0; k < K; k++)
+                o[k] = ri[k];
+        }
     } else {
         for (size_t i = 0; i < b; i++) {
-            const double wi = weight != NULL ? gsl_vector_get(weight, i) : 1.0;
+            const double wi = gsl_vector_get(weight, i);
             const double *ri = gsl_matrix_const_ptr(resp, i, 0);
             double *o = gsl_matrix_ptr(w->rbuf, i, 0);
             for (size_t k = 0; k < K; k++)
                 o[k] = ri[k] * wi;
-            for (size_t k = K; k < kp; k++)
-                o[k] = 0.0;
         }
     }
     double *macc = w->qacc->data; /* (nv, kp) */
@@ -1069,22 +1076,19 @@ static lse_status fast_stats(lse_gauss_work *w, const gsl_matrix *x,
 {
     const size_t b = x->size1, d = w->dim, K = w->n_comp, nv = w->nv;
     const int tied = w->cov == LSE_COV_TIED;
-    const size_t kp = w->rbuf->tda;
 #if LSE_HAVE_AVX2_PATH
     if (w->fma)
         return fast_stats_fma(w, x, resp, weight, acc);
 #endif
     if (!cache_holds(w, x))
         fast_block(w, x);
-    /* rho = R times the row weights, zero-padded to whole tiles */
+    /* rho = R times the row weights (the padding stays zero) */
     for (size_t i = 0; i < b; i++) {
         const double wi = weight != NULL ? gsl_vector_get(weight, i) : 1.0;
         const double *ri = gsl_matrix_const_ptr(resp, i, 0);
         double *o = gsl_matrix_ptr(w->rbuf, i, 0);
         for (size_t k = 0; k < K; k++)
             o[k] = ri[k] * wi;
-        for (size_t k = K; k < kp; k++)
-            o[k] = 0.0;
     }
     const size_t nh = tied ? 1 + d : nv;
     gsl_matrix_const_view rho = gsl_matrix_const_submatrix(w->rbuf, 0, 0, b, K);

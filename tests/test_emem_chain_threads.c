@@ -12,20 +12,10 @@
 #include <sys/wait.h>
 
 #include "lse_check.h"
+#include "lse_run.h"
 #include "lse_tmpdir.h"
 
 static char dir[64];
-
-static int run_cmd(const char *args, const char *out)
-{
-    const char *bin = getenv("LSEFIT");
-    ck_assert_msg(bin != NULL, "LSEFIT is not set");
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "'%s' %s > '%s' 2>&1", bin, args, out);
-    const int st = system(cmd);
-    ck_assert(st != -1 && WIFEXITED(st));
-    return WEXITSTATUS(st);
-}
 
 /* the whole of path (NUL-terminated) in *buf, its length returned */
 static size_t slurp(const char *path, char **buf)
@@ -65,7 +55,7 @@ static void check_cell(const char *data, const char *extra, const char *cov)
         snprintf(args, sizeof args,
                  "gmm '%s/%s' %s -k 1:8 --covariance %s %s -q -o '%s'",
                  LSE_DATA_DIR, data, extra, cov, threads[i], model);
-        ck_assert_int_eq(run_cmd(args, out), 0);
+        ck_assert_int_eq(lse_run_lsefit(args, out), 0);
         char *o, *m;
         const size_t no = slurp(out, &o), nm = slurp(model, &m);
         ck_assert(no > 0 && nm > 0);

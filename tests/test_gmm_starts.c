@@ -14,6 +14,7 @@
 #include <gsl/gsl_rng.h>
 
 #include "lse_check.h"
+#include "lse_run.h"
 #include "lse_tmpdir.h"
 
 #define MCLUST_REF LSE_DATA_DIR "/../tests/ref/mclust_ref.txt"
@@ -630,17 +631,6 @@ END_TEST
 
 static char dir[64];
 
-static int run_cmd(const char *args, const char *out)
-{
-    const char *bin = getenv("LSEFIT");
-    ck_assert_msg(bin != NULL, "LSEFIT is not set");
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "'%s' %s > '%s' 2>&1", bin, args, out);
-    const int st = system(cmd);
-    ck_assert(st != -1 && WIFEXITED(st));
-    return WEXITSTATUS(st);
-}
-
 static lse_json *load_json(const char *path)
 {
     lse_json *doc = NULL;
@@ -686,7 +676,7 @@ START_TEST(test_cli_hcvvv)
                      "gmm '%s/faithful.csv' -k %zu --init %s --reg-covar 0 "
                      "-o '%s' -q",
                      LSE_DATA_DIR, k, inits[i], model);
-            ck_assert_int_eq(run_cmd(args, out), 0);
+            ck_assert_int_eq(lse_run_lsefit(args, out), 0);
             lse_json *doc = load_json(model);
             double ll;
             lse_error err;
@@ -701,10 +691,10 @@ START_TEST(test_cli_hcvvv)
     snprintf(args, sizeof args,
              "gmm '%s/faithful.csv' -k 2 --init hcvvv --weights waiting",
              LSE_DATA_DIR);
-    ck_assert_int_eq(run_cmd(args, out), 2);
+    ck_assert_int_eq(lse_run_lsefit(args, out), 2);
     snprintf(args, sizeof args, "gmm '%s/faithful.csv' -k 2 --bootstrap 1",
              LSE_DATA_DIR);
-    ck_assert_int_eq(run_cmd(args, out), 2);
+    ck_assert_int_eq(lse_run_lsefit(args, out), 2);
     lse_tmpdir_remove(dir);
 }
 END_TEST
@@ -732,7 +722,7 @@ START_TEST(test_cli_default_start)
     fclose(f);
     snprintf(args, sizeof args, "gmm '%s/faithful.csv' -k 1:4 -q",
              LSE_DATA_DIR);
-    ck_assert_int_eq(run_cmd(args, out), 0);
+    ck_assert_int_eq(lse_run_lsefit(args, out), 0);
     f = fopen(out, "r");
     ck_assert_ptr_nonnull(f);
     while (fgets(line, sizeof line, f) != NULL) {
@@ -748,7 +738,7 @@ START_TEST(test_cli_default_start)
                       target[k]);
         snprintf(args, sizeof args, "gmm '%s/faithful.csv' -k %zu -o '%s' -q",
                  LSE_DATA_DIR, k, model);
-        ck_assert_int_eq(run_cmd(args, out), 0);
+        ck_assert_int_eq(lse_run_lsefit(args, out), 0);
         lse_json *doc = load_json(model);
         double ll;
         lse_error err;
@@ -792,11 +782,11 @@ START_TEST(test_cli_merge)
     snprintf(args, sizeof args,
              "gmm '%s/faithful.csv' -k 7:8 --covariance tied -q",
              LSE_DATA_DIR);
-    ck_assert_int_eq(run_cmd(args, out), 0);
+    ck_assert_int_eq(lse_run_lsefit(args, out), 0);
     const double ranged = table_loglik(out, 7);
     snprintf(args, sizeof args,
              "gmm '%s/faithful.csv' -k 7 --covariance tied", LSE_DATA_DIR);
-    ck_assert_int_eq(run_cmd(args, out), 0);
+    ck_assert_int_eq(lse_run_lsefit(args, out), 0);
     double alone = NAN;
     char line[512];
     FILE *f = fopen(out, "r");
@@ -823,7 +813,7 @@ START_TEST(test_cli_budget)
     snprintf(args, sizeof args,
              "gmm '%s/iris.csv' --ignore species -k 1:8 --covariance full "
              "-q", LSE_DATA_DIR);
-    ck_assert_int_eq(run_cmd(args, out), 0);
+    ck_assert_int_eq(lse_run_lsefit(args, out), 0);
     const double k6 = table_loglik(out, 6), k7 = table_loglik(out, 7);
     ck_assert_msg(k6 >= -116.3846 - 0.01 && k7 >= -96.9949 - 0.01,
                   "Iris full K = 6: %.4f, K = 7: %.4f", k6, k7);
@@ -845,7 +835,7 @@ START_TEST(test_cli_degenerate)
     snprintf(csv, sizeof csv, "%s/lattice.csv", dir);
     snprintf(args, sizeof args, "gmm '%s/faithful.csv' -k 5:6 -q",
              LSE_DATA_DIR);
-    ck_assert_int_eq(run_cmd(args, out), 0);
+    ck_assert_int_eq(lse_run_lsefit(args, out), 0);
     const double k5 = table_loglik(out, 5);
     ck_assert_msg(k5 < -1094.0 && k5 > -1097.0, "K = 5 in 5:6: %.4f", k5);
     FILE *f = fopen(csv, "w");
@@ -855,7 +845,7 @@ START_TEST(test_cli_degenerate)
         fputs("0\n1\n2\n3\n5\n", f);
     fclose(f);
     snprintf(args, sizeof args, "gmm '%s' -k 3", csv);
-    ck_assert_int_eq(run_cmd(args, out), 0);
+    ck_assert_int_eq(lse_run_lsefit(args, out), 0);
     char line[512];
     int warned = 0;
     f = fopen(out, "r");
@@ -874,7 +864,7 @@ START_TEST(test_cli_degenerate)
         fprintf(f, "%.3f,1\n", (i % 2 ? 5.0 : 0.0) + 0.37 * (i % 7));
     fclose(f);
     snprintf(args, sizeof args, "gmm '%s' -k 2 --reg-covar 1e-3", csv);
-    ck_assert_int_eq(run_cmd(args, out), 0);
+    ck_assert_int_eq(lse_run_lsefit(args, out), 0);
     warned = 0;
     f = fopen(out, "r");
     ck_assert_ptr_nonnull(f);
@@ -904,7 +894,7 @@ START_TEST(test_cli_smem)
                  "gmm '%s/iris.csv' --ignore species -k 5:7 --covariance "
                  "diag %s -o '%s' -q",
                  LSE_DATA_DIR, opt[i], model);
-        ck_assert_int_eq(run_cmd(args, out), 0);
+        ck_assert_int_eq(lse_run_lsefit(args, out), 0);
         lse_json *doc = load_json(model);
         lse_error err;
         lse_assert_ok(lse_json_get_number(doc, "loglik", &ll[i], &err));
@@ -914,7 +904,7 @@ START_TEST(test_cli_smem)
                   ll[1]);
     snprintf(args, sizeof args, "gmm '%s/iris.csv' --smem x -k 2 -q",
              LSE_DATA_DIR);
-    ck_assert_int_eq(run_cmd(args, out), 2);
+    ck_assert_int_eq(lse_run_lsefit(args, out), 2);
     FILE *f = fopen(out, "r");
     ck_assert_ptr_nonnull(f);
     char line[512];
@@ -936,11 +926,11 @@ START_TEST(test_cli_uncertainty)
     snprintf(args, sizeof args,
              "gmm '%s/iris.csv' --ignore species -k 3 -o '%s' -q",
              LSE_DATA_DIR, model);
-    ck_assert_int_eq(run_cmd(args, out), 0);
+    ck_assert_int_eq(lse_run_lsefit(args, out), 0);
     snprintf(args, sizeof args,
              "gmm predict '%s' '%s/iris.csv' --proba '%s' -q", model,
              LSE_DATA_DIR, proba);
-    ck_assert_int_eq(run_cmd(args, out), 0);
+    ck_assert_int_eq(lse_run_lsefit(args, out), 0);
     FILE *f = fopen(proba, "r");
     ck_assert_ptr_nonnull(f);
     char line[512];
@@ -977,7 +967,7 @@ START_TEST(test_cli_bootstrap_mclust)
     snprintf(args, sizeof args,
              "gmm '%s/faithful.csv' -k 2 --bootstrap 400 --seed 3 -o '%s'",
              LSE_DATA_DIR, model);
-    ck_assert_int_eq(run_cmd(args, out), 0);
+    ck_assert_int_eq(lse_run_lsefit(args, out), 0);
     lse_json *doc = load_json(model), *b = NULL;
     lse_error err;
     lse_assert_ok(lse_json_get_object(doc, "bootstrap", &b, &err));

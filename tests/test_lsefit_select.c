@@ -7,22 +7,12 @@
 #include <sys/wait.h>
 
 #include "lse_check.h"
+#include "lse_run.h"
 #include "lse_tmpdir.h"
 
 #define REF_FILE LSE_DATA_DIR "/../tests/ref/mclust_ref.txt"
 
 static char dir[64];
-
-static int run_cmd(const char *args, const char *out)
-{
-    const char *bin = getenv("LSEFIT");
-    ck_assert_msg(bin != NULL, "LSEFIT is not set");
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "'%s' %s > '%s' 2>&1", bin, args, out);
-    const int st = system(cmd);
-    ck_assert(st != -1 && WIFEXITED(st));
-    return WEXITSTATUS(st);
-}
 
 static char *slurp(const char *path)
 {
@@ -64,7 +54,7 @@ static void table_faithful(const char *init, size_t min_equal)
     snprintf(args, sizeof args,
              "gmm '%s/faithful.csv' -k 1:4 --covariance all --init %s -o '%s'",
              LSE_DATA_DIR, init, csv);
-    ck_assert_int_eq(run_cmd(args, out), 0);
+    ck_assert_int_eq(lse_run_lsefit(args, out), 0);
     char *text = slurp(out);
     ck_assert_msg(strstr(text, "Top 3 models by BIC: EEE,3 = -2314.296; "
                                "EEE,4 = -2320.137") != NULL,
@@ -150,7 +140,7 @@ static void accel_pair(const char *tmp, const char *models, size_t kmax,
                  "gmm '%s/iris.csv' --ignore species -k 1:%zu --covariance "
                  "%s --init kmeans --accel %s -o '%s'",
                  LSE_DATA_DIR, kmax, models, acc[i], csv[i]);
-        ck_assert_int_eq(run_cmd(args, out[i]), 0);
+        ck_assert_int_eq(lse_run_lsefit(args, out[i]), 0);
         char *t = slurp(out[i]);
         steps[i] = final_steps(t);
         if (i == 1)
@@ -225,7 +215,7 @@ START_TEST(test_bad_model)
     snprintf(out, sizeof out, "%s/out.txt", dir);
     snprintf(args, sizeof args, "gmm '%s/faithful.csv' --covariance EEX",
              LSE_DATA_DIR);
-    ck_assert_int_eq(run_cmd(args, out), 2);
+    ck_assert_int_eq(lse_run_lsefit(args, out), 2);
     char *text = slurp(out);
     ck_assert_msg(strstr(text, "--covariance 'EEX'") != NULL, "%s", text);
     free(text);

@@ -877,6 +877,19 @@ static double *vt_groups(const lse_gauss_work *w)
     return (double *)(((uintptr_t)w->vblk->data + 63) & ~(uintptr_t)63);
 }
 
+/* Diagonal and spherical blocks whose V takes at most this many doubles
+ * (32 KiB, about L1) keep it whole for stats, as full and tied always do;
+ * larger blocks build V a few rows at a time in L1, once for the scores
+ * and again for the statistics. */
+#define V_WHOLE_DOUBLES 4096
+
+/* Does this block's V go whole into vblk (built once, kept for stats)? */
+static int v_whole(const lse_gauss_work *w, size_t b)
+{
+    return w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED ||
+           b * w->vblk->tda <= V_WHOLE_DOUBLES;
+}
+
 /* V of the block x into vblk, remembered for stats. */
 static void fast_block(lse_gauss_work *w, const gsl_matrix *x)
 {
@@ -899,11 +912,12 @@ static lse_status fast_eval(lse_gauss_work *w, const gsl_matrix *x,
         return LSE_OK;
     }
     if (w->fma && b >= 6) {
-        /* diag/spherical: V of 6 rows at a time into the head of vblk (it
-         * stays in L1), then S of those rows; stats recomputes V the same
-         * way. full/tied (V is 10 times longer): V of the whole block,
-         * remembered for stats. */
-        const int whole = w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED;
+        /* large diag/spherical blocks: V of 6 rows at a time into the
+         * head of vblk (it stays in L1), then S of those rows; stats
+         * recomputes V the same way. full/tied (V is 10 times longer) and
+         * small blocks: V of the whole block, remembered for stats (the
+         * same V, the same bits). */
+        const int whole = v_whole(w, b);
         w->zrows = 0;
         double *v = w->vblk->data;
         const size_t vt = w->vblk->tda;
@@ -964,31 +978,38 @@ static lse_status fast_stats_fma(lse_gauss_work *w, const gsl_matrix *x,
     const int tied = w->cov == LSE_COV_TIED;
     const size_t kp = w->rbuf->tda;
     /* rho: R itself when it has no weights and whole tiles, else R
-     * times the row weights, zero-padded, in rbuf */
+     * times the row weights (R itself: x 1 is exact), zero-padded, in
+     * rbuf; its padding columns [K, kp) are zero from matrix_lines and
+     * never written */
     const double *rho = w->rbuf->data;
     size_t rt = kp;
     if (weight == NULL && K == kp) {
         rho = resp->data;
         rt = resp->tda;
+    } else if (weight == NULL) {
+        for (size_t i = 0; i < b; i++) {
+            const double *ri = gsl_matrix_const_ptr(resp, i, 0);
+            double *o = gsl_matrix_ptr(w->rbuf, i, 0);
+            for (size_t k = 0; k < K; k++)
+                o[k] = ri[k];
+        }
     } else {
         for (size_t i = 0; i < b; i++) {
-            const double wi = weight != NULL ? gsl_vector_get(weight, i) : 1.0;
+            const double wi = gsl_vector_get(weight, i);
             const double *ri = gsl_matrix_const_ptr(resp, i, 0);
             double *o = gsl_matrix_ptr(w->rbuf, i, 0);
             for (size_t k = 0; k < K; k++)
                 o[k] = ri[k] * wi;
-            for (size_t k = K; k < kp; k++)
-                o[k] = 0.0;
         }
     }
     double *macc = w->qacc->data; /* (nv, kp) */
     memset(macc, 0, nv * kp * sizeof *macc);
-    /* V as fast_eval made it: full/tied the whole block (kept by eval
-     * for this block, else made now), diag/spherical 4 rows at a time
-     * at the head of vblk */
+    /* V as fast_eval made it: full/tied and small blocks the whole block
+     * (kept by eval for this block, else made now), large diag/spherical
+     * blocks 4 rows at a time at the head of vblk */
     /* (AVX-512: no row-major V for full/tied, see below) */
-    const int whole = (w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED) &&
-                      (w->fma != 2 || b < 8);
+    const int ft = w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED;
+    const int whole = ft ? w->fma != 2 || b < 8 : v_whole(w, b);
     double *v = w->vblk->data;
     const size_t vt = w->vblk->tda;
     if (whole && !cache_holds(w, x)) {
@@ -1055,22 +1076,19 @@ static lse_status fast_stats(lse_gauss_work *w, const gsl_matrix *x,
 {
     const size_t b = x->size1, d = w->dim, K = w->n_comp, nv = w->nv;
     const int tied = w->cov == LSE_COV_TIED;
-    const size_t kp = w->rbuf->tda;
 #if LSE_HAVE_AVX2_PATH
     if (w->fma)
         return fast_stats_fma(w, x, resp, weight, acc);
 #endif
     if (!cache_holds(w, x))
         fast_block(w, x);
-    /* rho = R times the row weights, zero-padded to whole tiles */
+    /* rho = R times the row weights (the padding stays zero) */
     for (size_t i = 0; i < b; i++) {
         const double wi = weight != NULL ? gsl_vector_get(weight, i) : 1.0;
         const double *ri = gsl_matrix_const_ptr(resp, i, 0);
         double *o = gsl_matrix_ptr(w->rbuf, i, 0);
         for (size_t k = 0; k < K; k++)
             o[k] = ri[k] * wi;
-        for (size_t k = K; k < kp; k++)
-            o[k] = 0.0;
     }
     const size_t nh = tied ? 1 + d : nv;
     gsl_matrix_const_view rho = gsl_matrix_const_submatrix(w->rbuf, 0, 0, b, K);

@@ -1105,6 +1105,56 @@ START_TEST(test_stats_additive)
 }
 END_TEST
 
+/* The statistics of a small block whose V eval kept (diag/spherical keep a
+ * block's V whole when it fits in about L1) must not take that V after a
+ * large block's statistics overwrote the head of the same buffer: the order
+ * eval(small), stats(large), stats(small) happens when one thread runs
+ * another chunk's blocks between them. Bits against a fresh work. */
+START_TEST(test_stats_after_large_block)
+{
+    const lse_cov_type covs[2] = {LSE_COV_DIAG, LSE_COV_SPHERICAL};
+    for (int c = 0; c < 2; c++) {
+        inst in, fresh;
+        inst_init(&in, covs[c], 76, 8, 64, 1, 91u);
+        inst_init(&fresh, covs[c], 76, 8, 64, 1, 91u);
+        inst_work(&in, 64);
+        inst_work(&fresh, 64);
+        gsl_matrix *resp = make_resp(in.n, in.K, 7u);
+        const size_t ns = lse_sim_gaussian->stats_size(&in.shape, &in.cfg);
+        double *got = calloc(ns, sizeof *got), *want = calloc(ns, sizeof *want);
+        double *large = calloc(ns, sizeof *large);
+        ck_assert(got != NULL && want != NULL && large != NULL);
+        gsl_matrix_view xl = gsl_matrix_submatrix(in.child, 0, 0, 64, in.d);
+        gsl_matrix_view xs = gsl_matrix_submatrix(in.child, 64, 0, 12, in.d);
+        gsl_matrix_view rl = gsl_matrix_submatrix(resp, 0, 0, 64, in.K);
+        gsl_matrix_view rs = gsl_matrix_submatrix(resp, 64, 0, 12, in.K);
+        gsl_matrix *s = gsl_matrix_alloc(12, in.K);
+        ck_assert_ptr_nonnull(s);
+        const lse_sim_args a0 = inst_args(&in, NULL);
+        lse_assert_ok(lse_sim_gaussian->prepare(&a0));
+        const lse_sim_args as = inst_args(&in, &xs.matrix);
+        const lse_sim_args al = inst_args(&in, &xl.matrix);
+        lse_assert_ok(lse_sim_gaussian->eval(&as, s));
+        lse_assert_ok(lse_sim_gaussian->stats(&al, &rl.matrix, NULL, large));
+        lse_assert_ok(lse_sim_gaussian->stats(&as, &rs.matrix, NULL, got));
+        const lse_sim_args f0 = inst_args(&fresh, NULL);
+        lse_assert_ok(lse_sim_gaussian->prepare(&f0));
+        gsl_matrix_view fs = gsl_matrix_submatrix(fresh.child, 64, 0, 12, in.d);
+        const lse_sim_args fa = inst_args(&fresh, &fs.matrix);
+        lse_assert_ok(lse_sim_gaussian->stats(&fa, &rs.matrix, NULL, want));
+        ck_assert_msg(memcmp(got, want, ns * sizeof *got) == 0,
+                      "cov %d: the small block's statistics changed", c);
+        gsl_matrix_free(s);
+        free(got);
+        free(want);
+        free(large);
+        gsl_matrix_free(resp);
+        inst_free(&in);
+        inst_free(&fresh);
+    }
+}
+END_TEST
+
 /* components with N_k < min_count are left unchanged and reported; logw
  * follows N_k / N only when N_k > 0 */
 START_TEST(test_mstep_empty_components)
@@ -1489,6 +1539,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_mstep_defining_properties);
     tcase_add_test(tc, test_mstep_zero_gradient);
     tcase_add_test(tc, test_stats_additive);
+    tcase_add_test(tc, test_stats_after_large_block);
     tcase_add_test(tc, test_mstep_empty_components);
     tcase_add_test(tc, test_mstep_singular);
     tcase_add_test(tc, test_mstep_bad_input);

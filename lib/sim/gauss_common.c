@@ -1012,6 +1012,13 @@ static lse_status fast_stats_fma(lse_gauss_work *w, const gsl_matrix *x,
     const int whole = ft ? w->fma != 2 || b < 8 : v_whole(w, b);
     double *v = w->vblk->data;
     const size_t vt = w->vblk->tda;
+    /* a large diagonal/spherical block's rows below overwrite the head of
+     * vblk: the V a small block left there is no longer whole (without
+     * this, the statistics of a small block evaluated before a large one
+     * in the same slot took that clobbered V, and the result depended on
+     * which thread ran which chunk) */
+    if (!ft && !whole)
+        w->zrows = 0;
     if (whole && !cache_holds(w, x)) {
         w->zrows = 0;
         lse_gauss_v_rows_fma(w, x->data, x->tda, b, v, vt);

@@ -718,6 +718,16 @@ static lse_status fit_setup(fit_state *f, const lse_slds *m,
                 o->rank, x->size1 - o->context_rows);
         return st;
     }
+    /* the data nodes are written only here (x is checked finite by
+     * check_series): no scan per evaluation */
+    if (!f->sg.latent)
+        st = lse_node_seal(f->sg.x);
+    if (st == LSE_OK && f->sg.y != NULL)
+        st = lse_node_seal(f->sg.y);
+    if (st == LSE_OK && f->sg.z != NULL)
+        st = lse_node_seal(f->sg.z);
+    if (st != LSE_OK)
+        return slds_graph_fail(err, st, fn, f->sg.g);
     st = par_init(&f->pc, m, o, &f->sg, fn, err);
     if (st != LSE_OK)
         return st;

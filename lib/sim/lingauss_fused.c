@@ -112,7 +112,13 @@ LSE_KERNEL int lgf_body(const lse_gauss_work *w, const lse_sim_args *a,
     const size_t gs = dc + K * (d + 1), tile = LG_TILE * LG_LN;
     lg_v sc[LG_TILE * LG_GMAX], sums[4][LG_NSUM];
     double mx[LG_TILE * LG_LN], tot[LG_TILE * LG_LN];
-    memset(sums, 0, sizeof sums);
+    const int tri = w->cov == LSE_COV_FULL || w->cov == LSE_COV_TIED;
+    const size_t s2 = tri ? d * d : w->cov == LSE_COV_DIAG ? d : 1;
+    const size_t nsum = d == 2 && dc == 2 && tri
+                            ? 16
+                            : 1 + (dc + 1) * (dc + 1) + d * (dc + 1) + s2;
+    for (size_t k = 0; k < K; k++)
+        memset(sums[k], 0, nsum * sizeof sums[k][0]);
     const lg_src src = {.sc = sc, .gs = gs};
     __mmask8 ok = 0xff;
     for (size_t t0 = 0; t0 < b; t0 += tile) {

@@ -69,9 +69,8 @@ LSE_TARGET_AVX512
 LSE_KERNEL __mmask8 lgf_group(const lse_gauss_work *w, const lse_sim_args *a,
                               const double *weight, size_t i0, lg_v *g,
                               double *mx, double *tot, const size_t d,
-                              const size_t dc)
+                              const size_t dc, const size_t K)
 {
-    const size_t K = w->n_comp;
     const gsl_matrix *am = a->param[P_A], *bm = a->parent;
     lg_v yv[3], xv[3], sk[4], r[4][3];
     lg_load8(a->child, a->context, i0, yv, xv, d, dc);
@@ -106,9 +105,9 @@ LSE_KERNEL __mmask8 lgf_group(const lse_gauss_work *w, const lse_sim_args *a,
 LSE_TARGET_AVX512
 LSE_KERNEL int lgf_body(const lse_gauss_work *w, const lse_sim_args *a,
                         const double *weight, double *lse, double *acc,
-                        const size_t d, const size_t dc)
+                        const size_t d, const size_t dc, const size_t K)
 {
-    const size_t b = a->child->size1, K = w->n_comp;
+    const size_t b = a->child->size1;
     const size_t gs = dc + K * (d + 1), tile = LG_TILE * LG_LN;
     lg_v sc[LG_TILE * LG_GMAX], sums[4][LG_NSUM];
     double mx[LG_TILE * LG_LN], tot[LG_TILE * LG_LN];
@@ -125,7 +124,7 @@ LSE_KERNEL int lgf_body(const lse_gauss_work *w, const lse_sim_args *a,
         const size_t n = b - t0 < tile ? b - t0 : tile;
         for (size_t i = 0; i < n; i += LG_LN)
             ok &= lgf_group(w, a, weight, t0 + i, sc + i / LG_LN * gs,
-                            mx + i, tot + i, d, dc);
+                            mx + i, tot + i, d, dc, K);
         /* lib/softmax.c's log-sum-exp with beta 1 */
         for (size_t i = 0; i < n; i++)
             lse[t0 + i] = mx[i] + lse_log_pos(tot[i]);
@@ -143,18 +142,36 @@ LSE_KERNEL int lgf_body(const lse_gauss_work *w, const lse_sim_args *a,
     return 1;
 }
 
+/* lgf_body with K a constant */
+LSE_TARGET_AVX512
+LSE_KERNEL int lgf_k(const lse_gauss_work *w, const lse_sim_args *a,
+                     const double *weight, double *lse, double *acc,
+                     const size_t d, const size_t dc)
+{
+    switch (w->n_comp) {
+    case 1:
+        return lgf_body(w, a, weight, lse, acc, d, dc, 1);
+    case 2:
+        return lgf_body(w, a, weight, lse, acc, d, dc, 2);
+    case 3:
+        return lgf_body(w, a, weight, lse, acc, d, dc, 3);
+    default:
+        return lgf_body(w, a, weight, lse, acc, d, dc, 4);
+    }
+}
+
 LSE_TARGET_AVX512
 static int lgf_avx512(const lse_gauss_work *w, const lse_sim_args *a,
                       const double *weight, double *lse, double *acc)
 {
     const size_t d = w->dim, dc = w->dim_ctx;
     if (d == 1 && dc == 1)
-        return lgf_body(w, a, weight, lse, acc, 1, 1);
+        return lgf_k(w, a, weight, lse, acc, 1, 1);
     if (d == 1 && dc == 2)
-        return lgf_body(w, a, weight, lse, acc, 1, 2);
+        return lgf_k(w, a, weight, lse, acc, 1, 2);
     if (d == 2 && dc == 2)
-        return lgf_body(w, a, weight, lse, acc, 2, 2);
-    return lgf_body(w, a, weight, lse, acc, 3, 3);
+        return lgf_k(w, a, weight, lse, acc, 2, 2);
+    return lgf_k(w, a, weight, lse, acc, 3, 3);
 }
 #endif
 

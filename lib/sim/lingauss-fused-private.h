@@ -1,7 +1,7 @@
 #ifndef LSEGRAPH_LINGAUSS_FUSED_PRIVATE_H
 #define LSEGRAPH_LINGAUSS_FUSED_PRIVATE_H
 
-#include <lsegraph/sim.h>
+#include <lsegraph/core.h>
 
 /* The fused block pass of lse_sim_lingauss (lib/sim/lingauss_fused.c;
  * the contract of lse_sim_fused_fn, sim-fused-private.h): scores, softmax,

@@ -177,6 +177,8 @@ LSE_KERNEL void lg_eval_body(const lse_gauss_work *w, const lse_sim_args *a,
     }
 }
 
+/* The lane kernels of the small sizes (LG_LN rows per vector, shared with
+ * the fused pass of lingauss_fused.c) are in lingauss-private.h. */
 
 /* lg_eval_body's scores of the rows [0, b - b % LG_LN), LG_LN rows at a
  * time (the same arithmetic per row: the same bits); returns the first row

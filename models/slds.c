@@ -159,15 +159,27 @@ static lse_status add_node(sgraph *sg, const char *name, size_t rows,
     return LSE_OK;
 }
 
+/* What build_graph builds (flags): */
+enum {
+    SG_LATENT = 1u,   /* latent states (m->obs_var > 0) */
+    SG_EMISSION = 2u, /* see build_graph */
+    SG_STREAM = 4u    /* a rows term that does not keep S and its softmax
+                         (nothing reads them: the fit of a mixture), so
+                         that its E-step takes the fused pass (lib/sim/
+                         lingauss_fused.c) */
+};
+
 /* Build the graph of model m on series x (checked by the caller). With
- * emission = 1 a Markov model gets a rows term without weights, whose
+ * SG_EMISSION a Markov model gets a rows term without weights, whose
  * similarity is the emission log-likelihood of every step and mode (the
  * chain then runs on the whole series, see par_ctx); "init" and "trans"
  * are still there, holding the chain's parameters. */
 static lse_status build_graph(const lse_slds *m, const gsl_matrix *x,
-                              const size_t *seq, int latent, int emission,
-                              sgraph *sg, const char *fn, lse_error *err)
+                              const size_t *seq, unsigned how, sgraph *sg,
+                              const char *fn, lse_error *err)
 {
+    const int latent = (how & SG_LATENT) != 0;
+    const int emission = (how & SG_EMISSION) != 0;
     memset(sg, 0, sizeof *sg);
     lse_status st = layout_make(m, x->size1, seq, &sg->lay, fn, err);
     if (st != LSE_OK)
@@ -254,6 +266,7 @@ static lse_status build_graph(const lse_slds *m, const gsl_matrix *x,
         spec.sim = lse_sim_lingauss;
         spec.config = &gcfg;
         spec.param = params;
+        spec.keep_matrices = (how & SG_STREAM) == 0;
         if (m->markov && !emission) {
             spec.reduce = LSE_REDUCE_CHAIN;
             spec.chain_init = sg->init;
@@ -686,8 +699,16 @@ static lse_status fit_setup(fit_state *f, const lse_slds *m,
 {
     const lse_slds_opts *o = f->o;
     const int par = o->reduce != NULL;
-    lse_status st = build_graph(m, x, seq, m->obs_var > 0.0, par && m->markov,
-                                &f->sg, fn, err);
+    /* a mixture on one process without shared parts or exact sums reads
+     * neither S nor the softmax of the term (the chain, the shared
+     * M-step and the exact statistics pass do) */
+    const int stream = !m->markov && m->obs_var <= 0.0 && m->shared == 0u &&
+                       !par && !o->exact_sums;
+    lse_status st = build_graph(
+        m, x, seq,
+        (m->obs_var > 0.0 ? SG_LATENT : 0u) |
+            (par && m->markov ? SG_EMISSION : 0u) | (stream ? SG_STREAM : 0u),
+        &f->sg, fn, err);
     if (st != LSE_OK) {
         if (par && st == LSE_EINVAL)
             lse_error_set(
@@ -697,6 +718,16 @@ static lse_status fit_setup(fit_state *f, const lse_slds *m,
                 o->rank, x->size1 - o->context_rows);
         return st;
     }
+    /* the data nodes are written only here (x is checked finite by
+     * check_series): no scan per evaluation */
+    if (!f->sg.latent)
+        st = lse_node_seal(f->sg.x);
+    if (st == LSE_OK && f->sg.y != NULL)
+        st = lse_node_seal(f->sg.y);
+    if (st == LSE_OK && f->sg.z != NULL)
+        st = lse_node_seal(f->sg.z);
+    if (st != LSE_OK)
+        return slds_graph_fail(err, st, fn, f->sg.g);
     st = par_init(&f->pc, m, o, &f->sg, fn, err);
     if (st != LSE_OK)
         return st;
@@ -823,7 +854,7 @@ static lse_status eval_graph(const lse_slds *m, const gsl_matrix *x,
         return lse_error_set(err, LSE_EFAULT, fn, "NULL model");
     lse_status st = check_series(m, x, fn, err);
     if (st == LSE_OK)
-        st = build_graph(m, x, seq, 0, 0, sg, fn, err);
+        st = build_graph(m, x, seq, 0u, sg, fn, err);
     if (st != LSE_OK)
         return st;
     st = graph_energy(sg, e, fn, err);
@@ -957,7 +988,8 @@ lse_status lse_slds_graph_new(const lse_slds *m, const gsl_matrix *x,
     if (st != LSE_OK)
         return st;
     sgraph sg;
-    st = build_graph(m, x, seq, m->obs_var > 0.0, 0, &sg, fn, err);
+    st = build_graph(m, x, seq, m->obs_var > 0.0 ? SG_LATENT : 0u, &sg, fn,
+                     err);
     if (st != LSE_OK)
         return st;
     *g = sg.g;

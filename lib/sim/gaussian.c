@@ -5,6 +5,7 @@
 #include <gsl/gsl_errno.h>
 
 #include "gauss-fused-private.h"
+#include "lingauss-fused-private.h"
 #include "gauss_solve-private.h"
 #include "sim-clean-private.h"
 #include "sim-fused-private.h"
@@ -376,6 +377,8 @@ const lse_sim_type *const lse_sim_gaussian = &gaussian_type;
 
 lse_sim_fused_fn lse_sim_fused_find(const lse_sim_type *type)
 {
+    if (type == lse_sim_lingauss)
+        return lse_lingauss_fused;
     return type == &gaussian_type ? fused : NULL;
 }
 

@@ -9,6 +9,7 @@
 #include "../exactsum-private.h"
 #include "gauss_solve-private.h"
 #include "kernels-private.h"
+#include "lingauss-private.h"
 
 /*
  * lse_sim_lingauss: linear-Gaussian dynamics (SLDS modes).
@@ -18,8 +19,6 @@
  * row k the row-major d x dc matrix A_k, chol as lse_sim_gaussian.
  * Derivations and the M-step: docs/sim-gaussian.md.
  */
-
-enum { P_LOGW = LSE_GAUSS_LOGW, P_A = 1, P_CHOL = 2, N_PARAM = 3 };
 
 static const char NAME[] = "lingauss";
 static const char *const param_names[N_PARAM] = {"logw", "A", "chol"};
@@ -178,184 +177,8 @@ LSE_KERNEL void lg_eval_body(const lse_gauss_work *w, const lse_sim_args *a,
     }
 }
 
-/* Row-parallel kernels of the small sizes: LG_LN rows at once, one row per
- * lane of GCC/clang vector types (plain C arithmetic lane by lane, so every
- * copy -- plain, AVX2, AVX-512 -- rounds the same way). */
-#define LG_LN 8
-typedef double lg_v __attribute__((vector_size(LG_LN * sizeof(double))));
-
-/* Rows [i0, i0 + LG_LN) of y and x as columns: yv[j] lane l = y_{i0+l, j} */
-/* o lane l = p[l t] (the vectors pass by address: no vector ABI) */
-LSE_KERNEL void lg_col8(lg_v *o, const double *p, const size_t t)
-{
-    double v[LG_LN];
-    for (size_t l = 0; l < LG_LN; l++)
-        v[l] = p[l * t];
-    memcpy(o, v, sizeof v);
-}
-
-#if defined(__GNUC__) && !defined(__clang__)
-/* GCC: LG_LN contiguous rows of n <= 4 entries (n vectors) turn into
- * columns by two-vector shuffles (__builtin_shuffle, any mask) */
-#define LG_SHUFFLE 1
-typedef long long lg_i __attribute__((vector_size(LG_LN * sizeof(long long))));
-
-/* Column j of LG_LN contiguous rows of n entries: lane l is entry
- * e = l n + j of the rows' n vectors: t = (v0, v1)[ia] holds the lanes with
- * e < 16, u = v2 (n = 3) or (v2, v3)[ib] the others, column = (t, u)[ic]. */
-typedef struct lg_perm {
-    lg_i ia, ib, ic;
-} lg_perm;
-
-LSE_KERNEL void lg_perm_make(lg_perm *pm, const size_t n, const size_t j)
-{
-    long long ia[LG_LN], ib[LG_LN], ic[LG_LN];
-    for (size_t l = 0; l < LG_LN; l++) {
-        const long long e = (long long)(l * n + j), ll = (long long)l;
-        ia[l] = e < 16 ? e : 0;
-        ib[l] = e >= 16 ? e - 16 : 0;
-        ic[l] = e < 16 ? ll : n == 3 ? 8 + (e - 16) : 8 + ll;
-    }
-    memcpy(&pm->ia, ia, sizeof ia);
-    memcpy(&pm->ib, ib, sizeof ib);
-    memcpy(&pm->ic, ic, sizeof ic);
-}
-
-/* o = column of the n vectors v by pm (lg_perm_make(pm, n, j)) */
-LSE_KERNEL void lg_perm_apply(lg_v *o, const lg_v *v, const lg_perm *pm,
-                              const size_t n)
-{
-    if (n == 1) {
-        *o = v[0];
-        return;
-    }
-    const lg_v t = __builtin_shuffle(v[0], v[1], pm->ia);
-    if (n == 2) {
-        *o = t;
-        return;
-    }
-    const lg_v u = n == 3 ? v[2] : __builtin_shuffle(v[2], v[3], pm->ib);
-    *o = __builtin_shuffle(t, u, pm->ic);
-}
-/* o = a column of LG_LN contiguous rows of K <= 4 entries by pm; K is
- * made a constant for each case, so that the loads stay vector loads */
-LSE_KERNEL void lg_rho8(lg_v *o, const double *p, const lg_perm *pm,
-                        const size_t K)
-{
-    lg_v v[4];
-    switch (K) {
-    case 1:
-        memcpy(&v[0], p, sizeof v[0]);
-        lg_perm_apply(o, v, pm, 1);
-        break;
-    case 2:
-        memcpy(&v[0], p, sizeof v[0]);
-        memcpy(&v[1], p + LG_LN, sizeof v[1]);
-        lg_perm_apply(o, v, pm, 2);
-        break;
-    case 3:
-        memcpy(&v[0], p, sizeof v[0]);
-        memcpy(&v[1], p + LG_LN, sizeof v[1]);
-        memcpy(&v[2], p + 2 * LG_LN, sizeof v[2]);
-        lg_perm_apply(o, v, pm, 3);
-        break;
-    default:
-        memcpy(&v[0], p, sizeof v[0]);
-        memcpy(&v[1], p + LG_LN, sizeof v[1]);
-        memcpy(&v[2], p + 2 * LG_LN, sizeof v[2]);
-        memcpy(&v[3], p + 3 * LG_LN, sizeof v[3]);
-        lg_perm_apply(o, v, pm, 4);
-        break;
-    }
-}
-/* The inverse of lg_perm_make: vector q of LG_LN contiguous rows of n <= 4
- * entries from the n columns; lane l is entry g = 8 q + l, i.e. lane g / n
- * of column g % n (the same two-stage shuffle as lg_perm_apply) */
-LSE_KERNEL void lg_perm_out_make(lg_perm *pm, const size_t n, const size_t q)
-{
-    long long ia[LG_LN], ib[LG_LN], ic[LG_LN];
-    for (size_t l = 0; l < LG_LN; l++) {
-        const size_t g = LG_LN * q + l;
-        const long long c = (long long)(g % n), row = (long long)(g / n);
-        const long long ll = (long long)l;
-        ia[l] = c < 2 ? c * 8 + row : 0;
-        ib[l] = c >= 2 ? (c - 2) * 8 + row : 0;
-        ic[l] = c < 2 ? ll : n == 3 ? 8 + row : 8 + ll;
-    }
-    memcpy(&pm->ia, ia, sizeof ia);
-    memcpy(&pm->ib, ib, sizeof ib);
-    memcpy(&pm->ic, ic, sizeof ic);
-}
-
-/* The scores of LG_LN rows (one vector per mode, K <= 4) stored as
- * contiguous rows s (K a constant in each case) */
-LSE_KERNEL void lg_store_rows(double *s, const lg_v *sk, const lg_perm *pm,
-                              const size_t K)
-{
-    for (size_t q = 0; q < K; q++) {
-        lg_v o;
-        switch (K) {
-        case 1:
-            lg_perm_apply(&o, sk, &pm[q], 1);
-            break;
-        case 2:
-            lg_perm_apply(&o, sk, &pm[q], 2);
-            break;
-        case 3:
-            lg_perm_apply(&o, sk, &pm[q], 3);
-            break;
-        default:
-            lg_perm_apply(&o, sk, &pm[q], 4);
-            break;
-        }
-        memcpy(s + LG_LN * q, &o, sizeof o);
-    }
-}
-#else
-#define LG_SHUFFLE 0
-#endif
-
-/* o[c] lane l = p[l t + c] for c < n: the n entries of LG_LN rows of stride
- * t (contiguous rows of at most 4 entries by vector loads and shuffles) */
-LSE_KERNEL void lg_cols8(lg_v *o, const double *p, const size_t t,
-                         const size_t n)
-{
-#if LG_SHUFFLE
-    if (t == n && n <= 4) {
-        lg_v v[4];
-        for (size_t q = 0; q < n; q++)
-            memcpy(&v[q], p + LG_LN * q, sizeof v[q]);
-        for (size_t c = 0; c < n; c++) {
-            lg_perm pm;
-            lg_perm_make(&pm, n, c);
-            lg_perm_apply(&o[c], v, &pm, n);
-        }
-        return;
-    }
-#endif
-    for (size_t c = 0; c < n; c++)
-        lg_col8(&o[c], p + c, t);
-}
-
-LSE_KERNEL void lg_load8(const gsl_matrix *y, const gsl_matrix *x, size_t i0,
-                         lg_v *yv, lg_v *xv, const size_t d, const size_t dc)
-{
-    lg_cols8(yv, y->data + i0 * y->tda, y->tda, d);
-    lg_cols8(xv, x->data + i0 * x->tda, x->tda, dc);
-}
-
-/* lg_residual lane by lane (the same operations in the same order) */
-LSE_KERNEL void lg_residual8(const lg_v *yv, const lg_v *xv, const double *ak,
-                             const double *bk, lg_v *r, const size_t d,
-                             const size_t dc)
-{
-    for (size_t j = 0; j < d; j++) {
-        lg_v v = yv[j] - bk[j];
-        for (size_t m = 0; m < dc; m++)
-            v -= ak[j * dc + m] * xv[m];
-        r[j] = v;
-    }
-}
+/* The lane kernels of the small sizes (LG_LN rows per vector, shared with
+ * the fused pass of lingauss_fused.c) are in lingauss-private.h. */
 
 /* lg_eval_body's scores of the rows [0, b - b % LG_LN), LG_LN rows at a
  * time (the same arithmetic per row: the same bits); returns the first row
@@ -366,8 +189,6 @@ LSE_KERNEL size_t lg_eval8_body(const lse_gauss_work *w, const lse_sim_args *a,
     const size_t b = a->child->size1, K = w->n_comp, b8 = b - b % LG_LN;
     const gsl_matrix *am = a->param[P_A], *bm = a->parent;
     const size_t st = s->tda;
-    const lse_cov_type cov = w->cov;
-    const size_t mt = w->minv != NULL ? w->minv->tda : 0;
 #if LG_SHUFFLE
     /* contiguous score rows of K <= 4: stored by shuffles */
     const int oshuf = st == K && K <= 4;
@@ -384,29 +205,9 @@ LSE_KERNEL size_t lg_eval8_body(const lse_gauss_work *w, const lse_sim_args *a,
         for (size_t k = 0; k < K; k++) {
             const double *ak = am->data + k * am->tda;
             const double *bk = bm->data + k * bm->tda;
-            const size_t f = cov == LSE_COV_TIED ? 0 : k;
-            const double *inv = w->inv->data + k * w->inv->tda;
             lg_residual8(yv, xv, ak, bk, r, d, dc);
-            lg_v q = {0.0};
-            if (cov == LSE_COV_FULL || cov == LSE_COV_TIED) {
-                const double *mv = w->minv->data + f * d;
-                for (size_t j = 0; j < d; j++) {
-                    lg_v z = {0.0};
-                    for (size_t m = 0; m <= j; m++)
-                        z += r[m] * mv[m * mt + j];
-                    q += z * z;
-                }
-            } else if (cov == LSE_COV_DIAG) {
-                for (size_t j = 0; j < d; j++) {
-                    const lg_v z = r[j] * inv[j];
-                    q += z * z;
-                }
-            } else {
-                for (size_t j = 0; j < d; j++)
-                    q += r[j] * r[j];
-                q *= inv[0] * inv[0];
-            }
-            const lg_v sv = w->cnst->data[k] - 0.5 * q;
+            lg_v sv;
+            lg_score8(w, k, r, &sv, d);
 #if LG_SHUFFLE
             if (oshuf) {
                 sk[k] = sv;
@@ -424,162 +225,23 @@ LSE_KERNEL size_t lg_eval8_body(const lse_gauss_work *w, const lse_sim_args *a,
     return b8;
 }
 
-/* The sum of the lanes of v in a fixed order */
-LSE_KERNEL double lg_hsum(const lg_v *p)
-{
-    const lg_v v = *p;
-    return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
-}
-
-/* lg_stats8_mode for d = dc = 2 and a full or tied covariance with the 16
- * running sums in named variables, so that they stay in registers (the
- * same operations in the same order as lg_stats8_mode: the same bits). */
-LSE_KERNEL size_t lg_stats8_mode22(const lse_sim_args *a,
-                                   const gsl_matrix *resp,
-                                   const gsl_vector *weight, size_t k,
-                                   size_t K, double *loc)
-{
-    const size_t b = a->child->size1, b8 = b - b % LG_LN, rt = resp->tda;
-    const double *ak = a->param[P_A]->data + k * a->param[P_A]->tda;
-    const double *bk = a->parent->data + k * a->parent->tda;
-#if LG_SHUFFLE
-    const int rshuf = rt == K && K <= 4;
-    lg_perm rpm;
-    lg_perm_make(&rpm, K <= 4 ? K : 1, k);
-#else
-    (void)K;
-#endif
-    const lg_v zero = {0.0}, one = zero + 1.0;
-    lg_v n = zero, xx00 = zero, xx01 = zero, xx02 = zero, xx11 = zero;
-    lg_v xx12 = zero, xx22 = zero, rx00 = zero, rx01 = zero, rx02 = zero;
-    lg_v rx10 = zero, rx11 = zero, rx12 = zero, rr00 = zero, rr10 = zero;
-    lg_v rr11 = zero;
-    for (size_t i0 = 0; i0 < b8; i0 += LG_LN) {
-        lg_v yv[2], xv[2], r[2], rho, wt;
-        lg_load8(a->child, a->context, i0, yv, xv, 2, 2);
-#if LG_SHUFFLE
-        if (rshuf)
-            lg_rho8(&rho, resp->data + i0 * rt, &rpm, K);
-        else
-#endif
-            lg_col8(&rho, resp->data + i0 * rt + k, rt);
-        if (weight != NULL) {
-            lg_col8(&wt, weight->data + i0 * weight->stride, weight->stride);
-            rho *= wt;
-        }
-        lg_residual8(yv, xv, ak, bk, r, 2, 2);
-        n += rho;
-        const lg_v rap0 = rho * xv[0], rap1 = rho * xv[1], rap2 = rho * one;
-        xx00 += rap0 * xv[0];
-        xx01 += rap0 * xv[1];
-        xx02 += rap0 * one;
-        xx11 += rap1 * xv[1];
-        xx12 += rap1 * one;
-        xx22 += rap2 * one;
-        const lg_v rr0 = rho * r[0], rr1 = rho * r[1];
-        rx00 += rr0 * xv[0];
-        rx01 += rr0 * xv[1];
-        rx02 += rr0 * one;
-        rr00 += rr0 * r[0];
-        rx10 += rr1 * xv[0];
-        rx11 += rr1 * xv[1];
-        rx12 += rr1 * one;
-        rr10 += rr1 * r[0];
-        rr11 += rr1 * r[1];
-    }
-    /* loc: n | sxx (3 x 3, upper) | srx (2 x 3) | srr (2 x 2, lower) */
-    loc[0] = lg_hsum(&n);
-    loc[1] = lg_hsum(&xx00);
-    loc[2] = lg_hsum(&xx01);
-    loc[3] = lg_hsum(&xx02);
-    loc[5] = lg_hsum(&xx11);
-    loc[6] = lg_hsum(&xx12);
-    loc[9] = lg_hsum(&xx22);
-    loc[10] = lg_hsum(&rx00);
-    loc[11] = lg_hsum(&rx01);
-    loc[12] = lg_hsum(&rx02);
-    loc[13] = lg_hsum(&rx10);
-    loc[14] = lg_hsum(&rx11);
-    loc[15] = lg_hsum(&rx12);
-    loc[16] = lg_hsum(&rr00);
-    loc[18] = lg_hsum(&rr10);
-    loc[19] = lg_hsum(&rr11);
-    return b8;
-}
-
 /* lg_stats_mode over the rows [0, b - b % LG_LN) with one running sum per
- * lane (rows i0 + l into lane l), the lanes summed at the end (lg_hsum)
- * into loc: n | sxx (m x m, upper) | srx (d x m) | srr (lower of d x d, or
- * d, or 1). Returns the first row not done. */
+ * lane (lg_stats8_run), the lanes summed at the end (lg_hsum) into loc:
+ * n | sxx (m x m, upper) | srx (d x m) | srr (lower of d x d, or d, or 1).
+ * Returns the first row not done. */
 LSE_KERNEL size_t lg_stats8_mode(const lse_gauss_work *w, const lse_sim_args *a,
                                  const gsl_matrix *resp,
                                  const gsl_vector *weight, size_t k,
                                  double *loc, const size_t d, const size_t dc)
 {
-    const size_t b = a->child->size1, b8 = b - b % LG_LN, m = dc + 1;
-    const double *ak = a->param[P_A]->data + k * a->param[P_A]->tda;
-    const double *bk = a->parent->data + k * a->parent->tda;
-    const lse_cov_type cov = w->cov;
-    const int tri = cov == LSE_COV_FULL || cov == LSE_COV_TIED;
-    if (d == 2 && dc == 2 && tri)
-        return lg_stats8_mode22(a, resp, weight, k, w->n_comp, loc);
-    const size_t rt = resp->tda;
-    /* n, sxx (m x m), srx (d x m), srr (d x d): at most 1 + 16 + 12 + 9 */
-    lg_v v[38] = {{0.0}};
-    lg_v *vn = v, *vxx = v + 1, *vrx = vxx + m * m, *vrr = vrx + d * m;
-#if LG_SHUFFLE
-    /* column k of contiguous responsibility rows by shuffles */
-    const size_t K = w->n_comp;
-    const int rshuf = rt == K && K <= 4;
-    lg_perm rpm;
-    lg_perm_make(&rpm, K <= 4 ? K : 1, k);
-#endif
-    for (size_t i0 = 0; i0 < b8; i0 += LG_LN) {
-        lg_v yv[3], xv[4], r[3];
-        lg_load8(a->child, a->context, i0, yv, xv, d, dc);
-        lg_v rho, wt;
-#if LG_SHUFFLE
-        if (rshuf)
-            lg_rho8(&rho, resp->data + i0 * rt, &rpm, K);
-        else
-#endif
-            lg_col8(&rho, resp->data + i0 * rt + k, rt);
-        if (weight != NULL) {
-            lg_col8(&wt, weight->data + i0 * weight->stride, weight->stride);
-            rho *= wt;
-        }
-        lg_residual8(yv, xv, ak, bk, r, d, dc);
-        xv[dc] = (lg_v){0.0} + 1.0; /* a = [x, 1] */
-        *vn += rho;
-        for (size_t p = 0; p < m; p++) {
-            const lg_v rap = rho * xv[p];
-            for (size_t q = p; q < m; q++)
-                vxx[p * m + q] += rap * xv[q];
-        }
-        for (size_t j = 0; j < d; j++) {
-            const lg_v rr = rho * r[j];
-            for (size_t p = 0; p < m; p++)
-                vrx[j * m + p] += rr * xv[p];
-            if (tri) {
-                for (size_t l = 0; l <= j; l++)
-                    vrr[j * d + l] += rr * r[l];
-            } else if (cov == LSE_COV_DIAG) {
-                vrr[j] += rr * r[j];
-            } else {
-                vrr[0] += rr * r[j];
-            }
-        }
-    }
-    const size_t s2 = tri ? d * d : cov == LSE_COV_DIAG ? d : 1;
-    const size_t nv = 1 + m * m + d * m + s2;
-    for (size_t p = 0; p < nv; p++)
-        loc[p] = lg_hsum(&v[p]);
+    const size_t b = a->child->size1, b8 = b - b % LG_LN;
+    lg_src src;
+    lg_src_rows(&src, resp, weight, k, w->n_comp);
+    lg_v v[LG_NSUM] = {{0.0}};
+    lg_stats8_run(w, a, &src, k, v, 0, b8, d, dc);
+    lg_sums_out(w, v, loc, d, dc);
     return b8;
 }
-
-/* Largest d * (dc + 1) + (dc + 1)^2 + d^2 + 1 kept in local accumulators
- * by the statistics loop (the small-size copies). */
-#define LG_LOCAL 64
 
 /* Statistics of mode k over the rows of a block into sums n, sxx (upper
  * triangle of m x m), srx (d x m), srr (lower triangle of d x d, or d
@@ -640,8 +302,6 @@ LSE_KERNEL void lg_stats_body(const lse_gauss_work *w, const lse_sim_args *a,
     const size_t s2 = tri ? d * d : cov == LSE_COV_DIAG ? d : 1;
     double *axx = acc + K, *arx = axx + K * m * m, *arr = arx + K * d * m;
     for (size_t k = 0; k < K; k++) {
-        double *sxx = axx + k * m * m, *srx = arx + k * d * m;
-        double *srr = arr + (cov == LSE_COV_TIED ? 0 : k * s2);
         if (local) {
             double loc[LG_LOCAL] = {0.0};
             double *lxx = loc + 1, *lrx = lxx + m * m, *lrr = lrx + d * m;
@@ -651,31 +311,15 @@ LSE_KERNEL void lg_stats_body(const lse_gauss_work *w, const lse_sim_args *a,
                 lanes ? lg_stats8_mode(w, a, resp, weight, k, loc, d, dc) : 0;
             lg_stats_mode(w, a, resp, weight, k, loc, lxx, lrx, lrr, r, b8, d,
                           dc);
-            acc[k] += loc[0];
-            for (size_t p = 0; p < m * m; p++)
-                sxx[p] += lxx[p];
-            for (size_t p = 0; p < d * m; p++)
-                srx[p] += lrx[p];
-            for (size_t p = 0; p < s2; p++)
-                srr[p] += lrr[p];
+            lg_stats_add(w, acc, k, loc, d, dc);
         } else {
+            double *sxx = axx + k * m * m, *srx = arx + k * d * m;
+            double *srr = arr + (cov == LSE_COV_TIED ? 0 : k * s2);
             lg_stats_mode(w, a, resp, weight, k, acc + k, sxx, srx, srr, r, 0,
                           d, dc);
         }
     }
-    /* symmetric blocks: sxx was summed in its upper, srr in its lower part */
-    for (size_t k = 0; k < K; k++) {
-        double *sxx = axx + k * m * m;
-        for (size_t p = 0; p < m; p++)
-            for (size_t q = p + 1; q < m; q++)
-                sxx[q * m + p] = sxx[p * m + q];
-        if (!tri || (cov == LSE_COV_TIED && k > 0))
-            continue;
-        double *srr = arr + k * s2;
-        for (size_t j = 0; j < d; j++)
-            for (size_t l = j + 1; l < d; l++)
-                srr[j * d + l] = srr[l * d + j];
-    }
+    lg_stats_mirror(w, acc, d, dc);
 }
 
 /* Exact statistics (stats_exact): the products of lg_stats_mode, computed

@@ -13,171 +13,68 @@
 /* Rows of one block of the substitution (frob_rows). */
 #define TRACE_ROWS 4
 
-/* The AVX2 copy of the substitution (models see only the public headers:
- * the library's kernel macros are not available here). */
-#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+/* Two copies of the substitution, plain and AVX2 (models see only the
+ * public headers: the library's kernel macros are not available here).
+ * Both are written with GCC/clang vector extensions: from plain loops
+ * the compiler vectorized across m, with shuffles, slower than scalar
+ * code. */
+#if defined(__GNUC__) || defined(__clang__)
+#define TRACE_VEC 1
+#if defined(__x86_64__)
 #define TRACE_AVX2 1
 #else
 #define TRACE_AVX2 0
 #endif
+#else
+#define TRACE_VEC 0
+#define TRACE_AVX2 0
+#endif
 
-/* The squared Frobenius norm of L^-1 (L lower triangular, row-major, d
- * <= LSE_GMM_TRACE_MAXD): its columns y_j (L y_j = e_j) by forward
- * substitution, TRACE_COLS columns at a time. One row alone is a chain of
- * dependent subtractions per column (s -= l_im y_m) that waits for each
- * one: TRACE_ROWS rows side by side (their sums over the rows m above the
- * block first, then the block's own triangle in order) keep the
- * multiplier and the adder busy (the trace took 0.45 ms of each thread
- * per 2-thread c/full iteration, in a parallel region of its own). Every
- * entry gets the operations of the column-by-column substitution in the
- * same order: s starts at e_i and subtracts l_im y_m for m = j0, j0 + 1,
- * ..., i - 1 in turn; a column's rows above its diagonal hold zeros, and
- * s - l * 0 = s exactly (s is 0 or 1 there, l finite), so the extra
- * terms of the later columns of a group change nothing; the squares are
- * summed in the column-by-column order. -ffp-contract=off: no fused
- * multiply-add in either copy. */
-static void frob_rows(size_t d, const double *l, size_t j0, size_t i0,
-                            double (*y)[TRACE_COLS])
-{
-    const size_t nr = d - i0 < TRACE_ROWS ? d - i0 : TRACE_ROWS;
-    const double *li[TRACE_ROWS];
-    double s[TRACE_ROWS][TRACE_COLS];
-    for (size_t r = 0; r < TRACE_ROWS; r++) {
-        li[r] = l + (i0 + (r < nr ? r : 0)) * d; /* past d: a copy, unused */
-        for (size_t c = 0; c < TRACE_COLS; c++)
-            s[r][c] = i0 + r == j0 + c ? 1.0 : 0.0;
-    }
-    for (size_t m = j0; m < i0; m++)
-        for (size_t r = 0; r < TRACE_ROWS; r++) {
-            const double lm = li[r][m];
-            for (size_t c = 0; c < TRACE_COLS; c++)
-                s[r][c] -= lm * y[m][c];
-        }
-    for (size_t r = 0; r < nr; r++) {
-        const size_t i = i0 + r;
-        for (size_t m = i0; m < i; m++) {
-            const double lm = li[r][m];
-            for (size_t c = 0; c < TRACE_COLS; c++)
-                s[r][c] -= lm * y[m][c];
-        }
-        for (size_t c = 0; c < TRACE_COLS; c++)
-            y[i][c] = j0 + c <= i ? s[r][c] / li[r][i] : 0.0;
-    }
-}
-
-static double frob_inv_plain(size_t d, const double *l)
-{
-    double y[LSE_GMM_TRACE_MAXD][TRACE_COLS];
-    double t = 0.0;
-    for (size_t j0 = 0; j0 < d; j0 += TRACE_COLS) {
-        const size_t nj = d - j0 < TRACE_COLS ? d - j0 : TRACE_COLS;
-        for (size_t i0 = j0; i0 < d; i0 += TRACE_ROWS)
-            frob_rows(d, l, j0, i0, y);
-        for (size_t c = 0; c < nj; c++)
-            for (size_t i = j0 + c; i < d; i++)
-                t += y[i][c] * y[i][c];
-    }
-    return t;
-}
-
-#if TRACE_AVX2
-/* The same operations on vectors of 4 columns (GCC/clang vector
- * extensions: the compiler vectorized frob_rows' loops across m, with
- * shuffles, slower than the scalar code). */
-typedef double trace_v4 __attribute__((vector_size(32)));
-
-__attribute__((target("avx2"))) static void
-frob_rows_avx2(size_t d, const double *l, size_t j0, size_t i0,
-               trace_v4 (*y)[2])
-{
-    const size_t nr = d - i0 < TRACE_ROWS ? d - i0 : TRACE_ROWS;
-    const double *li[TRACE_ROWS];
-    trace_v4 s[TRACE_ROWS][2];
-    for (size_t r = 0; r < TRACE_ROWS; r++) {
-        li[r] = l + (i0 + (r < nr ? r : 0)) * d; /* past d: a copy, unused */
-        for (size_t h = 0; h < 2; h++)
-            for (size_t c = 0; c < 4; c++)
-                s[r][h][c] = i0 + r == j0 + 4 * h + c ? 1.0 : 0.0;
-    }
-    for (size_t m = j0; m < i0; m++)
-        for (size_t r = 0; r < TRACE_ROWS; r++) {
-            const double lm = li[r][m];
-            s[r][0] -= lm * y[m][0];
-            s[r][1] -= lm * y[m][1];
-        }
-    for (size_t r = 0; r < nr; r++) {
-        const size_t i = i0 + r;
-        for (size_t m = i0; m < i; m++) {
-            const double lm = li[r][m];
-            s[r][0] -= lm * y[m][0];
-            s[r][1] -= lm * y[m][1];
-        }
-        const double lii = li[r][i];
-        for (size_t h = 0; h < 2; h++) {
-            /* one vector division; the lanes left of the diagonal 0 */
-            const trace_v4 q = s[r][h] / lii;
-            for (size_t c = 0; c < 4; c++)
-                y[i][h][c] = j0 + 4 * h + c <= i ? q[c] : 0.0;
-        }
-    }
-}
-
+#if TRACE_VEC
 /* Where the sum of squares of a column group stands: column c, row i. */
 typedef struct trace_cursor {
     size_t c, i;
 } trace_cursor;
 
-/* Up to quota more squares of group j0's columns (nj of them) into *t, in
- * the column-by-column order from *cur on. */
-__attribute__((target("avx2"))) static void
-frob_sum_some(size_t d, trace_v4 (*y)[2], size_t j0, size_t nj,
-              trace_cursor *cur, size_t quota, double *t)
-{
-    double acc = *t;
-    while (quota > 0 && cur->c < nj) {
-        const size_t c = cur->c;
-        const size_t end = quota < d - cur->i ? cur->i + quota : d;
-        for (size_t i = cur->i; i < end; i++) {
-            const double v = y[i][c / 4][c % 4];
-            acc += v * v;
-        }
-        quota -= end - cur->i;
-        cur->i = end;
-        if (end == d) {
-            cur->c++;
-            cur->i = j0 + cur->c;
-        }
-    }
-    *t = acc;
-}
+/* the plain copy: vectors of 2 (SSE2; vectors of 4 there were split
+ * through memory, 10x slower) */
+typedef double trace_v2 __attribute__((vector_size(16)));
+#define TRACE_VT trace_v2
+#define TRACE_W 2
+#define TRACE_NAME(f) f##_plain
+#define TRACE_ATTR
+#include "gmm_trace_body.h"
+#undef TRACE_VT
+#undef TRACE_W
+#undef TRACE_NAME
+#undef TRACE_ATTR
 
-/* The groups' sums of squares are one chain of additions (about 3 cycles
- * each, d (d + 1) / 2 of them): each group's is spread over the blocks of
- * the next group's substitution, whose work does not wait for it. */
-__attribute__((target("avx2"))) static double frob_inv_avx2(size_t d,
-                                                             const double *l)
+#if TRACE_AVX2
+typedef double trace_v4 __attribute__((vector_size(32)));
+#define TRACE_VT trace_v4
+#define TRACE_W 4
+#define TRACE_NAME(f) f##_avx2
+#define TRACE_ATTR __attribute__((target("avx2")))
+#include "gmm_trace_body.h"
+#undef TRACE_VT
+#undef TRACE_W
+#undef TRACE_NAME
+#undef TRACE_ATTR
+#endif
+
+#else /* no vector extensions: the column-by-column substitution */
+static double frob_inv_plain(size_t d, const double *l)
 {
-    trace_v4 y[2][LSE_GMM_TRACE_MAXD][2];
+    double y[LSE_GMM_TRACE_MAXD];
     double t = 0.0;
-    size_t jp = 0, np = 0; /* the previous group and its column count */
-    trace_cursor cur = {0, 0};
-    for (size_t j0 = 0, g = 0; j0 < d; j0 += TRACE_COLS, g ^= 1) {
-        const size_t nj = d - j0 < TRACE_COLS ? d - j0 : TRACE_COLS;
-        const size_t nb = (d - j0 + TRACE_ROWS - 1) / TRACE_ROWS;
-        const size_t left = np * (d - jp); /* at most: a quota, not a count */
-        const size_t quota = (left + nb - 1) / nb;
-        for (size_t i0 = j0; i0 < d; i0 += TRACE_ROWS) {
-            frob_rows_avx2(d, l, j0, i0, y[g]);
-            frob_sum_some(d, y[g ^ 1], jp, np, &cur, quota, &t);
+    for (size_t j = 0; j < d; j++)
+        for (size_t i = j; i < d; i++) {
+            double s = i == j ? 1.0 : 0.0;
+            for (size_t m = j; m < i; m++)
+                s -= l[i * d + m] * y[m];
+            y[i] = s / l[i * d + i];
+            t += y[i] * y[i];
         }
-        frob_sum_some(d, y[g ^ 1], jp, np, &cur, (size_t)-1, &t);
-        jp = j0;
-        np = nj;
-        cur.c = 0;
-        cur.i = j0;
-    }
-    frob_sum_some(d, y[(d + TRACE_COLS - 1) / TRACE_COLS % 2 ^ 1], jp, np,
-                  &cur, (size_t)-1, &t);
     return t;
 }
 #endif

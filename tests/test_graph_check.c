@@ -40,8 +40,8 @@ static void check_sizes(void)
     const size_t shapes[][2] = {{2048, 64}, {4096, 64}, {262149, 1}};
     for (size_t q = 0; q < 3; q++) {
         const size_t rows = shapes[q][0], cols = shapes[q][1];
-        const size_t at[][2] = {{0, 0}, {rows / 2, cols - 1},
-                                {rows - 1, cols - 1}};
+        const size_t at[][2] = {
+            {0, 0}, {rows / 2, cols - 1}, {rows - 1, cols - 1}};
         for (size_t a = 0; a < 3; a++) {
             char msg[256], want[64];
             const double bad[] = {NAN, INFINITY, -INFINITY};

@@ -49,7 +49,7 @@ TRACE_ATTR static void TRACE_NAME(frob_rows)(size_t d, const double *l,
         }
         const double lii = li[r][i];
         for (size_t h = 0; h < TRACE_NV; h++) {
-            /* one vector division; the lanes left of the diagonal 0 */
+            /* one vector division; 0 in the columns starting below row i */
             const TRACE_VT q = s[r][h] / lii;
             for (size_t c = 0; c < TRACE_W; c++)
                 y[i][h][c] = j0 + TRACE_W * h + c <= i ? q[c] : 0.0;

@@ -306,20 +306,27 @@ static int range_nonfinite(const gsl_matrix *v, size_t e0, size_t e1,
 
 /* Any non-finite entry in v: contiguous values are one span, split into
  * tasks of CHECK_SPAN doubles over the threads (only a yes/no answer, so
- * the thread count cannot change anything). A node of one task is checked
- * without entering a parallel region (libgomp allocates a team even for
- * one thread, and the graph checks every node at every evaluation). */
+ * the thread count cannot change anything). A node of fewer than
+ * lse_threads_for_sum's 2^18 doubles is checked without entering a
+ * parallel region, whatever the thread count: libgomp allocates a team
+ * even for one thread, the graph checks every free node at every
+ * evaluation, and a region waits for the other thread, which on a busy
+ * machine may have lost its core. The covariance factors of c/full (2^17
+ * doubles, 1.6 checks per EM iteration) take some 50 us on one thread
+ * (docs/performance.md, "Session 12"). */
 static int matrix_nonfinite(const gsl_matrix *v, int avx2)
 {
     const size_t total = v->size1 * v->size2; /* allocated: fits */
     if (total <= CHECK_SPAN)
         return range_nonfinite(v, 0, total, avx2);
     const size_t n_task = (total + CHECK_SPAN - 1) / CHECK_SPAN;
+    const int nth = lse_threads_for_sum(n_task, (double)total);
+    if (nth <= 1)
+        return range_nonfinite(v, 0, total, avx2);
     int bad = 0;
     const long nt = (long)n_task;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) reduction(| : bad)                   \
-    num_threads(lse_threads_for(n_task))
+#pragma omp parallel for schedule(static) reduction(| : bad) num_threads(nth)
 #endif
     for (long t = 0; t < nt; t++) {
         /* task t: entries [e0, e1), written without the product t * total

@@ -1,3 +1,5 @@
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv, strdup */
+
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -74,9 +76,12 @@ static double trace_sigma_inv(size_t d, const double *l)
     return t;
 }
 
-START_TEST(test_frob_inv_bits)
+/* lse_gmm_frob_inv against the column-by-column bits (and GSL's inverse
+ * to 1e-10) for dimensions around the column groups and row blocks. */
+static void check_frob_bits(void)
 {
-    const size_t dims[] = {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 64, 65, 70, 256};
+    const size_t dims[] = {1,  2,  3,  4,  5,  7,  8,  9,  12,
+                           15, 16, 17, 31, 64, 65, 70, 256};
     double *l = malloc(256 * 256 * sizeof *l);
     ck_assert_ptr_nonnull(l);
     for (size_t q = 0; q < sizeof dims / sizeof dims[0]; q++) {
@@ -99,6 +104,28 @@ START_TEST(test_frob_inv_bits)
         }
     }
     free(l);
+}
+
+/* The copy this CPU runs (AVX2 where it has it). */
+START_TEST(test_frob_inv_bits)
+{
+    check_frob_bits();
+}
+END_TEST
+
+/* The plain copy (LSE_NO_SIMD, the library's switch): the same bits. */
+START_TEST(test_frob_inv_bits_plain)
+{
+    const char *saved = getenv("LSE_NO_SIMD");
+    char *copy = saved != NULL ? strdup(saved) : NULL;
+    ck_assert_int_eq(setenv("LSE_NO_SIMD", "1", 1), 0);
+    check_frob_bits();
+    if (copy != NULL) {
+        setenv("LSE_NO_SIMD", copy, 1);
+        free(copy);
+    } else {
+        unsetenv("LSE_NO_SIMD");
+    }
 }
 END_TEST
 
@@ -134,17 +161,17 @@ START_TEST(test_trace_diffs_diag)
 }
 END_TEST
 
-/* Full factors large enough for threads (d^3 K above 2^20): every
+/* Full factors large enough for threads (d^3 K above 2^24): every
  * difference the bits of lse_gmm_frob_inv's, for 1, 2 and 3 threads. */
 START_TEST(test_trace_diffs_threads)
 {
-    const size_t d = 48, K = 13;
+    const size_t d = 96, K = 20; /* 1.8e7 */
     gsl_matrix *o = gsl_matrix_alloc(K, d * d), *n = gsl_matrix_alloc(K, d * d);
     for (size_t k = 0; k < K; k++) {
         random_factor(d, gsl_matrix_ptr(o, k, 0));
         random_factor(d, gsl_matrix_ptr(n, k, 0));
     }
-    double want[13], tr[13];
+    double want[20], tr[20];
     for (size_t k = 0; k < K; k++)
         want[k] = lse_gmm_frob_inv(d, gsl_matrix_const_ptr(o, k, 0)) -
                   lse_gmm_frob_inv(d, gsl_matrix_const_ptr(n, k, 0));
@@ -168,6 +195,7 @@ Suite *lse_test_suite(void)
     TCase *tc = tcase_create("gmm_trace");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_frob_inv_bits);
+    tcase_add_test(tc, test_frob_inv_bits_plain);
     tcase_add_test(tc, test_trace_diffs_diag);
     tcase_add_test(tc, test_trace_diffs_threads);
     suite_add_tcase(s, tc);

@@ -307,8 +307,9 @@ static int range_nonfinite(const gsl_matrix *v, size_t e0, size_t e1,
 /* Any non-finite entry in v: contiguous values are one span, split into
  * tasks of CHECK_SPAN doubles over the threads (only a yes/no answer, so
  * the thread count cannot change anything). A node of fewer than
- * lse_threads_for_sum's 2^18 doubles is checked without entering a
- * parallel region, whatever the thread count: libgomp allocates a team
+ * lse_threads_for_sum's 2^18 doubles (below its pass threshold, 2^20 by
+ * default) is checked without entering a parallel region, whatever the
+ * thread count: libgomp allocates a team
  * even for one thread, the graph checks every free node at every
  * evaluation, and a region waits for the other thread, which on a busy
  * machine may have lost its core. The covariance factors of c/full (2^17

@@ -7,7 +7,9 @@
 /* The graph's finiteness check of free nodes (lib/graph.c
  * matrix_nonfinite) on nodes large enough for several tasks: one thread
  * below 2^18 doubles whatever the thread count, shared among the threads
- * above; either way the first bad entry is named. */
+ * above (with the pass threshold of lse_set_thread_min_work at 0; by
+ * default below 2^20 on one thread too); either way the first bad entry is
+ * named. */
 
 /* A graph with a clamped x (4 x cols) and a free m of rows x cols, scored
  * by a dot-product term on m's first two rows; energy with m[r][c] = v
@@ -63,11 +65,13 @@ static void check_sizes(void)
 START_TEST(test_large_nodes)
 {
     const int saved = lse_get_num_threads();
+    lse_set_thread_min_work(0.0); /* 2^18 + 5 doubles: the threads too */
     for (int nt = 1; nt <= 3; nt++) {
         lse_set_num_threads(nt);
         check_sizes();
     }
     lse_set_num_threads(saved);
+    lse_set_thread_min_work(-1.0);
 }
 END_TEST
 

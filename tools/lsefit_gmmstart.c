@@ -254,19 +254,15 @@ static lse_status kmax_splits(const lse_gmm *m, const gsl_matrix *x,
     return LSE_OK;
 }
 
-/* K = s->kmax has no K + 1 fit of the chain to merge from: a cheap one
- * instead, emEM started only from the K splits of m (LSEFIT_GMM_LAST_SHORT
- * EM steps each, the LSEFIT_GMM_LAST_KEEP best to convergence, then
- * split-and-merge EM with LSEFIT_GMM_LAST_SMEM moves per round, or
- * --smem's), whose merges merge_improve tries for K. docs/lsefit.md,
- * "The last K, session 12". */
-static lse_status kmax_improve(lsefit_gmm_start *s, lse_gmm *m,
-                               const gsl_matrix *x, const lse_gmm_fit_opts *o,
-                               lse_error *err)
+/* One round of kmax_improve: the K + 1 fit is emEM started only from the
+ * K splits of m (LSEFIT_GMM_LAST_SHORT EM steps each, the
+ * LSEFIT_GMM_LAST_KEEP best to convergence, no split-and-merge EM); its
+ * merges merge_improve tries for K */
+static lse_status kmax_step(lsefit_gmm_start *s, lse_gmm *m,
+                            const gsl_matrix *x, const lse_gmm_fit_opts *o,
+                            lse_error *err)
 {
     const size_t k = lse_gmm_k(m);
-    if (k < 2 || x->size1 <= k) /* one component: a unique optimum */
-        return LSE_OK;
     lse_gmm **given = calloc(k, sizeof *given);
     size_t n_given = 0;
     lse_status st = given == NULL ? lse_error_set(err, LSE_ENOMEM, "--init",
@@ -278,7 +274,7 @@ static lse_status kmax_improve(lsefit_gmm_start *s, lse_gmm *m,
     e.n_random = 0;
     e.short_iter = LSEFIT_GMM_LAST_SHORT;
     e.n_keep = LSEFIT_GMM_LAST_KEEP;
-    e.smem = s->smem_set ? s->smem : LSEFIT_GMM_LAST_SMEM;
+    e.smem = 0;
     lse_gmm_fit_opts po = *o;
     po.progress = NULL;
     if (st == LSE_OK && n_given > 0) {
@@ -297,6 +293,27 @@ static lse_status kmax_improve(lsefit_gmm_start *s, lse_gmm *m,
     for (size_t i = 0; i < n_given; i++)
         lse_gmm_free(given[i]);
     free(given);
+    return st;
+}
+
+/* K = s->kmax has no K + 1 fit of the chain to merge from: the merges of a
+ * cheap one instead (kmax_step), repeated from the improved fit while it
+ * improves (by more than 1e-6 relative), LSEFIT_GMM_LAST_ROUNDS rounds at
+ * most. docs/lsefit.md, "The last K, session 12". */
+static lse_status kmax_improve(lsefit_gmm_start *s, lse_gmm *m,
+                               const gsl_matrix *x, const lse_gmm_fit_opts *o,
+                               lse_error *err)
+{
+    const size_t k = lse_gmm_k(m);
+    if (k < 2 || x->size1 <= k) /* one component: a unique optimum */
+        return LSE_OK;
+    lse_status st = LSE_OK;
+    for (size_t r = 0; st == LSE_OK && r < LSEFIT_GMM_LAST_ROUNDS; r++) {
+        const double l0 = lse_gmm_info(m)->loglik;
+        st = kmax_step(s, m, x, o, err);
+        if (!(lse_gmm_info(m)->loglik > l0 + 1e-6 * fabs(l0)))
+            break;
+    }
     return st;
 }
 

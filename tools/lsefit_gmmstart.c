@@ -298,8 +298,10 @@ static lse_status kmax_step(lsefit_gmm_start *s, lse_gmm *m,
 
 /* K = s->kmax has no K + 1 fit of the chain to merge from: the merges of a
  * cheap one instead (kmax_step), repeated from the improved fit while it
- * improves (by more than 1e-6 relative), LSEFIT_GMM_LAST_ROUNDS rounds at
- * most. docs/lsefit.md, "The last K, session 12". */
+ * improves by more than 1e-6 relative, LSEFIT_GMM_LAST_ROUNDS rounds at
+ * most; a round that gains less (the same optimum found again) is undone,
+ * so m and its fit info change only where a better optimum was found.
+ * docs/lsefit.md, "The last K, session 12". */
 static lse_status kmax_improve(lsefit_gmm_start *s, lse_gmm *m,
                                const gsl_matrix *x, const lse_gmm_fit_opts *o,
                                lse_error *err)
@@ -307,13 +309,22 @@ static lse_status kmax_improve(lsefit_gmm_start *s, lse_gmm *m,
     const size_t k = lse_gmm_k(m);
     if (k < 2 || x->size1 <= k) /* one component: a unique optimum */
         return LSE_OK;
-    lse_status st = LSE_OK;
+    lse_gmm *keep = NULL;
+    lse_status st = lse_gmm_new(k, lse_gmm_dim(m), lse_gmm_cov_type(m), &keep,
+                                NULL);
+    if (st != LSE_OK)
+        return lse_error_set(err, st, "--init", "out of memory");
     for (size_t r = 0; st == LSE_OK && r < LSEFIT_GMM_LAST_ROUNDS; r++) {
         const double l0 = lse_gmm_info(m)->loglik;
-        st = kmax_step(s, m, x, o, err);
-        if (!(lse_gmm_info(m)->loglik > l0 + 1e-6 * fabs(l0)))
+        st = lse_gmm_copy(keep, m, err);
+        if (st == LSE_OK)
+            st = kmax_step(s, m, x, o, err);
+        if (st == LSE_OK && !(lse_gmm_info(m)->loglik > l0 + 1e-6 * fabs(l0))) {
+            st = lse_gmm_copy(m, keep, err);
             break;
+        }
     }
+    lse_gmm_free(keep);
     return st;
 }
 

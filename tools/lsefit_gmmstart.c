@@ -232,9 +232,106 @@ static lse_status merge_improve(lsefit_gmm_start *s, lse_gmm *m,
     return st;
 }
 
+
+/* the K splits of m (lse_gmm_split; a component without rows gives none)
+ * into given[], their number into *n */
+static lse_status kmax_splits(const lse_gmm *m, const gsl_matrix *x,
+                              const gsl_vector *w, lse_gmm **given, size_t *n,
+                              lse_error *err)
+{
+    const size_t k = lse_gmm_k(m), d = lse_gmm_dim(m);
+    *n = 0;
+    for (size_t j = 0; j < k; j++) {
+        if (lse_gmm_new(k + 1, d, lse_gmm_cov_type(m), &given[*n], NULL) !=
+            LSE_OK)
+            return lse_error_set(err, LSE_ENOMEM, "--init", "out of memory");
+        lse_error e2;
+        if (lse_gmm_split(m, x, w, j, given[*n], &e2) == LSE_OK)
+            (*n)++;
+        else
+            lse_gmm_free(given[*n]);
+    }
+    return LSE_OK;
+}
+
+/* One round of kmax_improve: the K + 1 fit is emEM started only from the
+ * K splits of m (LSEFIT_GMM_LAST_SHORT EM steps each, the
+ * LSEFIT_GMM_LAST_KEEP best to convergence, no split-and-merge EM); its
+ * merges merge_improve tries for K */
+static lse_status kmax_step(lsefit_gmm_start *s, lse_gmm *m,
+                            const gsl_matrix *x, const lse_gmm_fit_opts *o,
+                            lse_error *err)
+{
+    const size_t k = lse_gmm_k(m);
+    lse_gmm **given = calloc(k, sizeof *given);
+    size_t n_given = 0;
+    lse_status st = given == NULL ? lse_error_set(err, LSE_ENOMEM, "--init",
+                                                  "out of memory")
+                                  : kmax_splits(m, x, o->sample_weight,
+                                                given, &n_given, err);
+    lse_gmm_emem_opts e = lse_gmm_emem_opts_default(k + 1);
+    e.n_starts = 0;
+    e.n_random = 0;
+    e.short_iter = LSEFIT_GMM_LAST_SHORT;
+    e.n_keep = LSEFIT_GMM_LAST_KEEP;
+    e.smem = 0;
+    lse_gmm_fit_opts po = *o;
+    po.progress = NULL;
+    if (st == LSE_OK && n_given > 0) {
+        st = lse_gmm_new(k + 1, lse_gmm_dim(m), lse_gmm_cov_type(m), &s->next,
+                         NULL);
+        if (st != LSE_OK)
+            st = lse_error_set(err, st, "--init", "out of memory");
+        else
+            st = lse_gmm_fit_emem(s->next, x, &po, &e,
+                                  (const lse_gmm *const *)given, n_given, err);
+        if (st == LSE_OK)
+            st = merge_improve(s, m, x, o, err);
+        lse_gmm_free(s->next);
+        s->next = NULL;
+    }
+    for (size_t i = 0; i < n_given; i++)
+        lse_gmm_free(given[i]);
+    free(given);
+    return st;
+}
+
+/* K = s->kmax has no K + 1 fit of the chain to merge from: the merges of a
+ * cheap one instead (kmax_step), repeated from the improved fit while it
+ * improves by more than 1e-6 relative, LSEFIT_GMM_LAST_ROUNDS rounds at
+ * most; a round that gains less (the same optimum found again) is undone,
+ * so m and its fit info change only where a better optimum was found.
+ * docs/lsefit.md, "The last K, session 12". */
+static lse_status kmax_improve(lsefit_gmm_start *s, lse_gmm *m,
+                               const gsl_matrix *x, const lse_gmm_fit_opts *o,
+                               lse_error *err)
+{
+    const size_t k = lse_gmm_k(m);
+    if (k < 2 || x->size1 <= k) /* one component: a unique optimum */
+        return LSE_OK;
+    lse_gmm *keep = NULL;
+    lse_status st = lse_gmm_new(k, lse_gmm_dim(m), lse_gmm_cov_type(m), &keep,
+                                NULL);
+    if (st != LSE_OK)
+        return lse_error_set(err, st, "--init", "out of memory");
+    for (size_t r = 0; st == LSE_OK && r < LSEFIT_GMM_LAST_ROUNDS; r++) {
+        const double l0 = lse_gmm_info(m)->loglik;
+        st = lse_gmm_copy(keep, m, err);
+        if (st == LSE_OK)
+            st = kmax_step(s, m, x, o, err);
+        if (st == LSE_OK && !(lse_gmm_info(m)->loglik > l0 + 1e-6 * fabs(l0))) {
+            st = lse_gmm_copy(m, keep, err);
+            break;
+        }
+    }
+    lse_gmm_free(keep);
+    return st;
+}
+
 /* emEM for K = lse_gmm_k(m) by the chain (emem_chain), taken from s->next
  * when it was computed ahead; then, for K < s->kmax, the chain's K + 1
- * computed ahead and its merges tried for K */
+ * computed ahead and its merges tried for K; for K = s->kmax, the merges
+ * of a cheap K + 1 fit (kmax_improve) */
 static lse_status emem_merge(lsefit_gmm_start *s, lse_gmm *m,
                              const gsl_matrix *x, const lse_gmm_fit_opts *o,
                              const size_t *labels, lse_error *err)
@@ -251,6 +348,9 @@ static lse_status emem_merge(lsefit_gmm_start *s, lse_gmm *m,
         st = emem_chain(s, m, x, o, labels, err);
     lse_gmm_free(s->next);
     s->next = NULL;
+    if (st == LSE_OK && k == s->kmax && o->reduce == NULL &&
+        lse_gmm_cov_model(m) == LSE_COV_MODEL_NONE)
+        return kmax_improve(s, m, x, o, err);
     if (st != LSE_OK || !merge)
         return st;
     size_t *lab = NULL;

@@ -12,6 +12,14 @@
 #define LSEFIT_HC_MAX_ROWS 10000
 /* emem: the best-scored merges of the K + 1 fit run to convergence for K */
 #define LSEFIT_GMM_MERGES 2
+/* emem, K = the range's top (no K + 1 fit in the chain): the K + 1 fit whose
+ * merges are tried is emEM from the K splits of K's fit only, short runs of
+ * LSEFIT_GMM_LAST_SHORT steps, the LSEFIT_GMM_LAST_KEEP best to convergence;
+ * repeated from the improved fit, LSEFIT_GMM_LAST_ROUNDS rounds at most
+ * (docs/lsefit.md, "The last K, session 12") */
+#define LSEFIT_GMM_LAST_SHORT 15
+#define LSEFIT_GMM_LAST_KEEP 3
+#define LSEFIT_GMM_LAST_ROUNDS 3
 
 typedef struct lsefit_gmm_start {
     const char *method; /* "hcvvv", "emem", or anything else: lse_gmm_fit */

@@ -21,7 +21,14 @@
 typedef int (*lse_sim_fused_fn)(const lse_sim_args *a, const double *weight,
                                 double *lse, double *acc);
 
-/* The fused pass of type, or NULL (lib/sim/gaussian.c). */
+/* The fused pass of type, or NULL (lib/sim/fused.c: the table of the
+ * types that have one). */
 lse_sim_fused_fn lse_sim_fused_find(const lse_sim_type *type);
+
+/* The passes of that table: lse_sim_gaussian's (lib/sim/gaussian.c),
+ * lse_sim_lingauss's (lib/sim/lingauss_fused.c, declared with its
+ * conditions in lib/sim/lingauss-fused-private.h). */
+int lse_gaussian_fused(const lse_sim_args *a, const double *weight,
+                       double *lse, double *acc);
 
 #endif /* LSEGRAPH_SIM_FUSED_PRIVATE_H */

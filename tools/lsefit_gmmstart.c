@@ -232,7 +232,6 @@ static lse_status merge_improve(lsefit_gmm_start *s, lse_gmm *m,
     return st;
 }
 
-
 /* the K splits of m (lse_gmm_split; a component without rows gives none)
  * into given[], their number into *n */
 static lse_status kmax_splits(const lse_gmm *m, const gsl_matrix *x,

@@ -5,7 +5,6 @@
 #include <gsl/gsl_errno.h>
 
 #include "gauss-fused-private.h"
-#include "lingauss-fused-private.h"
 #include "gauss_solve-private.h"
 #include "sim-clean-private.h"
 #include "sim-fused-private.h"
@@ -336,8 +335,8 @@ commit:
 /* The fused block pass (sim-fused-private.h): diagonal covariances on the
  * quadratic path with the kernels of gauss_diag_fused.c, blocks of at
  * least 4 rows (shorter ones are scored by a GEMM in eval). */
-static int fused(const lse_sim_args *a, const double *weight, double *lse,
-                 double *acc)
+int lse_gaussian_fused(const lse_sim_args *a, const double *weight,
+                       double *lse, double *acc)
 {
     lse_gauss_work *w = a->work;
     const gsl_matrix *x = a->child;
@@ -374,13 +373,6 @@ static const lse_sim_type gaussian_type = {
 };
 
 const lse_sim_type *const lse_sim_gaussian = &gaussian_type;
-
-lse_sim_fused_fn lse_sim_fused_find(const lse_sim_type *type)
-{
-    if (type == lse_sim_lingauss)
-        return lse_lingauss_fused;
-    return type == &gaussian_type ? fused : NULL;
-}
 
 /* sim-clean-private.h: the full/tied quadratic E-step (AVX-512) checks the
  * scores it writes (lse_gauss_qfull_eval_avx512); every other path leaves

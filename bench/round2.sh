@@ -18,7 +18,10 @@
 # sets generated once into DATA_DIR (default BUILD_DIR/bench-data).
 # OPENBLAS_CORETYPE is left to OpenBLAS (no knob). Environment: THREADS
 # (default "1 2"), BENCH_REPS (fits per median, default 5), AB_REPS
-# (A/B rounds, default 5), GOMP_PROFILE=1 (the lsegraph fits on more than
+# (A/B rounds, default 5), ROUNDS (default 3: the machine-limit, lsegraph
+# and VLFeat runs are repeated in this many interleaved rounds, and each
+# figure is the median over the rounds, so that a slow minute moves the
+# peers alike and one lucky run decides nothing), GOMP_PROFILE=1 (the lsegraph fits on more than
 # one thread run under bench/gomp_profile.c, which prints each thread's
 # work and waits in the parallel regions to stderr).
 set -eu
@@ -29,6 +32,7 @@ data=${2:-$build/bench-data}
 old=${3:-}
 threads=${THREADS:-"1 2"}
 abreps=${AB_REPS:-5}
+rounds=${ROUNDS:-3}
 unset OPENBLAS_CORETYPE || true
 
 ninja -C "$build" bench/lse_bench_gen bench/lse_bench bench/dgemm_peak \
@@ -50,6 +54,7 @@ echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs;" \
      "OpenBLAS core: $(OPENBLAS_VERBOSE=2 "$build/bench/dgemm_peak" 1 8 2>&1 |
          sed -n 's/^Core: *//p' | tail -n 1)"
 echo "start: $(uptime)"
+for round in $(seq "$rounds"); do
 for t in $threads; do
     export OMP_NUM_THREADS="$t" OPENBLAS_NUM_THREADS="$t" LSE_NUM_THREADS="$t"
     "$build/bench/dgemm_peak" "$t" | tee -a "$results"
@@ -67,6 +72,8 @@ for t in $threads; do
             "$build/bench/vlfeat_gmm" "$data" "$tag" "$t" | tee -a "$results"
         fi
     done
+done
+echo "round $round of $rounds done: $(uptime)"
 done
 # OpenBLAS's fallback forced: the library must still reach the same speed
 # (and the same log-likelihoods)
@@ -91,6 +98,12 @@ fi
 echo "end: $(uptime)"
 echo
 awk '
+function med(list,   v, m, i, j, x) {
+    m = split(list, v, " ")
+    for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
+        if (v[j] + 0 < v[i] + 0) { x = v[i]; v[i] = v[j]; v[j] = x }
+    return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
+}
 function val(line, key,   m) {
     if (match(line, " " key "=[^ ]*")) {
         m = substr(line, RSTART + length(key) + 2, RLENGTH - length(key) - 2)
@@ -98,25 +111,30 @@ function val(line, key,   m) {
     }
     return ""
 }
-/tool=dgemm/ { dg[val($0, "threads")] = val($0, "gflops") }
-/tool=roofline/ { tr[val($0, "threads")] = val($0, "triad_gbs");
-                  ex[val($0, "threads")] = val($0, "exp_gps") }
+/tool=dgemm/ { dgl[val($0, "threads")] = dgl[val($0, "threads")] " " val($0, "gflops") }
+/tool=roofline/ { trl[val($0, "threads")] = trl[val($0, "threads")] " " val($0, "triad_gbs");
+                  exl[val($0, "threads")] = exl[val($0, "threads")] " " val($0, "exp_gps") }
 /tool=lsegraph/ && !/prescott=/ && !/ab=/ {
-    n++; line[n] = $0
+    k = val($0, "case") " " val($0, "threads")
+    if (!(k in msl)) { n++; line[n] = $0 }
+    msl[k] = msl[k] " " val($0, "ms_per_iter")
 }
-/tool=vlfeat/ { vl[val($0, "case") " " val($0, "threads")] = val($0, "ms_per_iter") }
+/tool=vlfeat/ { k = val($0, "case") " " val($0, "threads"); vll[k] = vll[k] " " val($0, "ms_per_iter") }
 /prescott=1/ { pc[val($0, "case")] = val($0, "ms_per_iter") " " val($0, "loglik") }
 /ab=/ { k = val($0, "ab") " " val($0, "case"); ab[k] = ab[k] " " val($0, "ms_per_iter") }
 END {
+    for (t in dgl) { dg[t] = med(dgl[t]); tr[t] = med(trl[t]); ex[t] = med(exl[t]) }
+    for (k in vll) vl[k] = med(vll[k])
     for (t in dg)
         printf "threads %s: dgemm %.1f GFLOP/s, triad %.1f GB/s, exp %.3f G/s\n",
                t, dg[t], tr[t], ex[t]
     print ""
+    printf "(medians over %d rounds)\n", rounds
     print "| case | thr | ms/iter | roofline ms | x roofline | floor ms | x floor | loglik |"
     print "|---|---|---|---|---|---|---|---|"
     for (i = 1; i <= n; i++) {
         c = val(line[i], "case"); t = val(line[i], "threads")
-        ms = val(line[i], "ms_per_iter"); N = val(line[i], "n")
+        ms = med(msl[c " " t]); N = val(line[i], "n")
         d = val(line[i], "d"); K = val(line[i], "k")
         roof = N * K * (2 * d * d + 5 * d) / (dg[t] * 1e9) * 1e3
         floor = (N * d * 8 / (tr[t] * 1e9) + N * K / (ex[t] * 1e9)) * 1e3
@@ -133,18 +151,14 @@ END {
     for (i = 1; i <= n; i++) {
         k = val(line[i], "case") " " val(line[i], "threads")
         if (k in vl)
-            printf "VLFeat %s thread(s): %.2f ms/iter, lsegraph %.2fx faster\n",
-                   k, vl[k], vl[k] / val(line[i], "ms_per_iter")
+            printf "VLFeat %s thread(s): %.2f ms/iter, lsegraph %.2fx faster (rounds:%s against%s)\n",
+                   k, vl[k], vl[k] / med(msl[k]), vll[k], msl[k]
     }
     for (c in pc) {
         split(pc[c], p, " ")
         printf "OPENBLAS_CORETYPE=Prescott %s: %.2f ms/iter, loglik %s\n", c, p[1], p[2]
     }
     for (k in ab) {
-        m = split(ab[k], v, " ")
-        for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
-            if (v[j] + 0 < v[i] + 0) { x = v[i]; v[i] = v[j]; v[j] = x }
-        med = m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
-        printf "A/B %s: median %.3f ms/iter of%s\n", k, med, ab[k]
+        printf "A/B %s: median %.3f ms/iter of%s\n", k, med(ab[k]), ab[k]
     }
-}' "$results"
+}' rounds="$rounds" "$results"

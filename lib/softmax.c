@@ -494,11 +494,84 @@ static void softmax_cols8_rows(const gsl_matrix *s, gsl_matrix *a, double beta,
     }
 }
 
+/* Eight rows of COLS_ROWS < n <= 8 entries from row r0 of a contiguous
+ * block (a may alias s), as softmax_cols8 but through an 8 x 8 transpose
+ * (lse_tr8_pd) of the rows loaded with lanes n..7 at -INFINITY, the way
+ * softmax8_rows loads a row: column j of the eight rows is then vector j,
+ * and the maximum and the sum follow _mm512_reduce_max_pd's and
+ * _mm512_reduce_add_pd's trees over a row's 8 lanes (max(v_i+4, v_i),
+ * then max(t_2, t_0) and max(t_3, t_1), then the two; the sums alike).
+ * Lanes n..7 hold -INFINITY, whose exponential is +0, so the results are
+ * softmax8_rows' bit for bit. Writes the normalized rows, m and the
+ * (positive) sum to lse as softmax_cols8. */
+LSE_TARGET_AVX512
+LSE_KERNEL void softmax_tr8(const double *s, double *a, double beta,
+                            double *lse, double *m, size_t r0, const size_t n)
+{
+    const __m512d ninf = _mm512_set1_pd(-INFINITY);
+    const __mmask8 rm = (__mmask8)((1u << n) - 1u);
+    __m512d c[8];
+    for (size_t i = 0; i < 8; i++)
+        c[i] = _mm512_mask_loadu_pd(ninf, rm, s + (r0 + i) * n);
+    lse_tr8_pd(c);
+    const __m512d t0 = _mm512_max_pd(c[4], c[0]), t1 = _mm512_max_pd(c[5], c[1]);
+    const __m512d t2 = _mm512_max_pd(c[6], c[2]), t3 = _mm512_max_pd(c[7], c[3]);
+    const __m512d mx =
+        _mm512_max_pd(_mm512_max_pd(t2, t0), _mm512_max_pd(t3, t1));
+    /* a fully masked row keeps -INFINITY (exp gives 0) */
+    const __mmask8 allm = _mm512_cmp_pd_mask(mx, ninf, _CMP_EQ_OQ);
+    const __m512d sh = _mm512_mask_mov_pd(mx, allm, _mm512_setzero_pd());
+    const __m512d vbeta = _mm512_set1_pd(beta);
+    for (size_t j = 0; j < 8; j++)
+        c[j] = j < n ? lse_exp_nonpos8(
+                           _mm512_mul_pd(vbeta, _mm512_sub_pd(c[j], sh)))
+                     : _mm512_setzero_pd();
+    __m512d tot = _mm512_add_pd(
+        _mm512_add_pd(_mm512_add_pd(c[6], c[2]), _mm512_add_pd(c[4], c[0])),
+        _mm512_add_pd(_mm512_add_pd(c[7], c[3]), _mm512_add_pd(c[5], c[1])));
+    /* a masked row has sum 0 and exponentials 0: 1 scales it to 0 */
+    const __mmask8 pos = _mm512_cmp_pd_mask(tot, _mm512_setzero_pd(),
+                                            _CMP_GT_OQ);
+    tot = _mm512_mask_mov_pd(_mm512_set1_pd(1.0), pos, tot);
+    _mm512_storeu_pd(m + r0, mx);
+    _mm512_storeu_pd(lse + r0, tot);
+    const __m512d inv = _mm512_div_pd(_mm512_set1_pd(1.0), tot);
+    for (size_t j = 0; j < n; j++)
+        c[j] = _mm512_mul_pd(c[j], inv);
+    lse_tr8_pd(c);
+    for (size_t i = 0; i < 8; i++)
+        _mm512_mask_storeu_pd(a + (r0 + i) * n, rm, c[i]);
+}
+
+/* The rows [0, b8) (b8 a multiple of 8) of a contiguous block of
+ * COLS_ROWS < n <= 8 entries per row by softmax_tr8. */
+LSE_TARGET_AVX512
+static void softmax_tr8_rows(const gsl_matrix *s, gsl_matrix *a, double beta,
+                             double *lse, double *m, size_t b8)
+{
+    const size_t n = s->size2;
+    for (size_t r = 0; r < b8; r += 8)
+        switch (n) {
+        case 5:
+            softmax_tr8(s->data, a->data, beta, lse, m, r, 5);
+            break;
+        case 6:
+            softmax_tr8(s->data, a->data, beta, lse, m, r, 6);
+            break;
+        case 7:
+            softmax_tr8(s->data, a->data, beta, lse, m, r, 7);
+            break;
+        default:
+            softmax_tr8(s->data, a->data, beta, lse, m, r, 8);
+            break;
+        }
+}
+
 /* softmax_narrow_body with AVX-512F: a row in nvec = ceil(n / 8) vectors
  * of 8 (the last one masked), four rows at a time; the row sum is
  * _mm512_reduce_add_pd of the lane-wise sum. Contiguous blocks of rows of
- * at most COLS_ROWS entries go eight rows at a time across the rows
- * (softmax_cols8, same bits). */
+ * at most 8 entries go eight rows at a time across the rows (softmax_cols8
+ * up to COLS_ROWS entries, softmax_tr8 above; same bits). */
 LSE_TARGET_AVX512
 LSE_KERNEL void softmax_narrow8_body(const gsl_matrix *s, gsl_matrix *a,
                                      double beta, double *lse, double *m,
@@ -508,9 +581,12 @@ LSE_KERNEL void softmax_narrow8_body(const gsl_matrix *s, gsl_matrix *a,
     const size_t rem = n - (nvec - 1) * 8; /* 1 to 8 entries in the last */
     const __mmask8 tail = (__mmask8)((1u << rem) - 1u);
     size_t r = 0, r0 = 0;
-    if (n <= COLS_ROWS && s->tda == n && at == n && b >= 8) {
+    if (n <= 8 && s->tda == n && at == n && b >= 8) {
         r0 = b - b % 8;
-        softmax_cols8_rows(s, a, beta, lse, m, r0);
+        if (n <= COLS_ROWS)
+            softmax_cols8_rows(s, a, beta, lse, m, r0);
+        else
+            softmax_tr8_rows(s, a, beta, lse, m, r0);
         r = r0;
     }
     for (; r + 4 <= b; r += 4)

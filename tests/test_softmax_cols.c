@@ -10,9 +10,10 @@
 #include "softmax-private.h"
 
 /* lib/softmax.c (private: compiled in): on a CPU with AVX-512 the softmax
- * of contiguous blocks of narrow rows (at most 4 entries) runs eight rows
- * at a time across the rows (softmax_cols8); a block with padded rows
- * (tda > n) runs row by row (softmax8_rows). The two must give the same
+ * of contiguous blocks of narrow rows (at most 8 entries) runs eight rows
+ * at a time across the rows (softmax_cols8 up to 4 entries, softmax_tr8
+ * for 5 to 8); a block with padded rows (tda > n) runs row by row
+ * (softmax8_rows). The two must give the same
  * bits, in place or not, with masked entries and fully masked rows, and
  * both must be the softmax. Without AVX-512 both blocks take the same
  * path and the comparison is trivially equal; the softmax checks hold. */
@@ -28,6 +29,8 @@ static void fill(gsl_matrix *s, gsl_rng *rng)
                 v = -INFINITY; /* a fully masked row */
             if (i % 13 == 4 && j == 0)
                 v = 0.0;
+            if (i % 19 == 11) /* +0 and -0 tie for the maximum */
+                v = j == 1 ? 0.0 : j == 3 ? -0.0 : -5.0;
             gsl_matrix_set(s, i, j, v);
         }
 }
@@ -40,9 +43,11 @@ START_TEST(test_cols_equal_rows)
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(rng, 7u);
     const size_t bs[5] = {1, 8, 13, 37, 256};
-    for (size_t n = 1; n <= 5; n++)
-        for (size_t q = 0; q < 5; q++) {
-            const size_t b = bs[q];
+    const double betas[2] = {1.0, 0.7};
+    for (size_t n = 1; n <= 9; n++)
+        for (size_t q = 0; q < 10; q++) {
+            const double beta = betas[q / 5];
+            const size_t b = bs[q % 5];
             gsl_matrix *s = gsl_matrix_alloc(b, n), *a = gsl_matrix_alloc(b, n);
             gsl_matrix *inplace = gsl_matrix_alloc(b, n);
             gsl_matrix *wide = gsl_matrix_alloc(b, n + 3);
@@ -53,9 +58,9 @@ START_TEST(test_cols_equal_rows)
             gsl_matrix_memcpy(inplace, s);
             gsl_matrix_view sw = gsl_matrix_submatrix(wide, 0, 0, b, n);
             gsl_matrix_memcpy(&sw.matrix, s);
-            lse_softmax_rows(s, a, 1.0, lse1, m, &isa);
-            lse_softmax_rows(inplace, inplace, 1.0, lse2, m, &isa);
-            lse_softmax_rows(&sw.matrix, &sw.matrix, 1.0, lse3, m, &isa);
+            lse_softmax_rows(s, a, beta, lse1, m, &isa);
+            lse_softmax_rows(inplace, inplace, beta, lse2, m, &isa);
+            lse_softmax_rows(&sw.matrix, &sw.matrix, beta, lse3, m, &isa);
             for (size_t i = 0; i < b; i++) {
                 ck_assert_msg(same_bits(lse1[i], lse3[i]) && same_bits(lse2[i], lse3[i]),
                               "n %zu b %zu row %zu: lse %.17g %.17g %.17g", n, b, i,
@@ -70,7 +75,8 @@ START_TEST(test_cols_equal_rows)
                                       same_bits(v, gsl_matrix_get(&sw.matrix, i, j)),
                                   "n %zu b %zu a(%zu,%zu)", n, b, i, j);
                     if (mx > -INFINITY) {
-                        const double e = exp(gsl_matrix_get(s, i, j) - mx);
+                        const double e =
+                            exp(beta * (gsl_matrix_get(s, i, j) - mx));
                         sum += e;
                     }
                     asum += v;
@@ -78,7 +84,8 @@ START_TEST(test_cols_equal_rows)
                 if (mx == -INFINITY) {
                     ck_assert(lse1[i] == -INFINITY && asum == 0.0);
                 } else {
-                    ck_assert_double_eq_tol(lse1[i], mx + log(sum), 1e-13 * (1.0 + fabs(mx)));
+                    ck_assert_double_eq_tol(lse1[i], mx + log(sum) / beta,
+                                            1e-13 * (1.0 + fabs(mx)));
                     ck_assert_double_eq_tol(asum, 1.0, 1e-14);
                 }
             }

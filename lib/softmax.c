@@ -256,23 +256,27 @@ LSE_KERNEL void softmax4_rows(const gsl_matrix *s, gsl_matrix *a, double beta,
     }
     for (size_t i = 0; i < nr; i++) {
         double *ar = a->data + (r0 + i) * at; /* may alias the row of s */
-        for (size_t q = 0; q + 1 < nvec; q++)
-            _mm256_storeu_pd(ar + 4 * q, v[i][q]);
-        _mm256_maskstore_pd(ar + 4 * (nvec - 1), tail, v[i][nvec - 1]);
         const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(sum[i]),
                                       _mm256_extractf128_pd(sum[i], 1));
         const double tot =
             _mm_cvtsd_f64(_mm_add_sd(s2, _mm_unpackhi_pd(s2, s2)));
         /* a masked row has sum 0 and exponentials 0: 1 scales it to 0 */
         lse[r0 + i] = tot > 0.0 ? tot : 1.0;
+        /* normalized before the one store (softmax8_rows) */
+        const __m256d inv = _mm256_set1_pd(1.0 / lse[r0 + i]);
+        for (size_t q = 0; q + 1 < nvec; q++)
+            _mm256_storeu_pd(ar + 4 * q, _mm256_mul_pd(v[i][q], inv));
+        _mm256_maskstore_pd(ar + 4 * (nvec - 1), tail,
+                            _mm256_mul_pd(v[i][nvec - 1], inv));
     }
 }
 
 /* Softmax of the rows of a block of narrow rows (n <= NARROW_ROWS) with
  * AVX2 and FMA: a row in nvec = ceil(n / 4) vectors (the last one masked),
- * four rows at a time: maximum, exponentials (lse_exp_nonpos4), sum; then
- * a second pass over the block (in L1) scales the rows, so that the
- * divisions of different rows overlap, and one log per row as
+ * four rows at a time: maximum, exponentials (lse_exp_nonpos4), sum, the
+ * scaled row (the four rows' divisions overlap; a second pass over the
+ * block would load each row behind the masked store of the row before,
+ * which blocks the store forwarding), then one log per row as
  * softmax_block. Same results as softmax_block up to the rounding of the
  * fused exponential and the order of the row sum (lane-wise over the
  * vectors, then across lanes). */
@@ -281,7 +285,7 @@ LSE_KERNEL void softmax_narrow_body(const gsl_matrix *s, gsl_matrix *a,
                                     double beta, double *lse, double *m,
                                     const size_t nvec)
 {
-    const size_t b = s->size1, n = s->size2, at = a->tda;
+    const size_t b = s->size1, n = s->size2;
     const size_t rem = n - (nvec - 1) * 4; /* 1 to 4 entries in the last */
     static const int64_t mtab[8] = {-1, -1, -1, -1, 0, 0, 0, 0};
     const __m256i tail = _mm256_loadu_si256((const __m256i *)(mtab + 4 - rem));
@@ -290,16 +294,6 @@ LSE_KERNEL void softmax_narrow_body(const gsl_matrix *s, gsl_matrix *a,
         softmax4_rows(s, a, beta, lse, m, r, 4, nvec, tail);
     for (; r < b; r++)
         softmax4_rows(s, a, beta, lse, m, r, 1, nvec, tail);
-    for (r = 0; r < b; r++) {
-        double *ar = a->data + r * at;
-        const __m256d inv = _mm256_set1_pd(1.0 / lse[r]);
-        for (size_t q = 0; q + 1 < nvec; q++)
-            _mm256_storeu_pd(ar + 4 * q,
-                             _mm256_mul_pd(_mm256_loadu_pd(ar + 4 * q), inv));
-        _mm256_maskstore_pd(
-            ar + 4 * (nvec - 1), tail,
-            _mm256_mul_pd(_mm256_maskload_pd(ar + 4 * (nvec - 1), tail), inv));
-    }
     /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0 */
     for (r = 0; r < b; r++)
         lse[r] = m[r] + lse_log_pos(lse[r]) / beta;
@@ -329,7 +323,7 @@ static void softmax_narrow_fma(const gsl_matrix *s, gsl_matrix *a, double beta,
 #if LSE_HAVE_AVX2_PATH
 /* Rows [r0, r0 + nr) of softmax_narrow8_body: nr rows at once, so that
  * the dependency chains of different rows (maximum, exponentials, sum)
- * overlap. Unnormalized exponentials to a, their sums to lse. */
+ * overlap. The normalized rows to a, their sums to lse. */
 LSE_TARGET_AVX512
 LSE_KERNEL void softmax8_rows(const gsl_matrix *s, gsl_matrix *a, double beta,
                               double *lse, double *m, size_t r0,
@@ -362,12 +356,18 @@ LSE_KERNEL void softmax8_rows(const gsl_matrix *s, gsl_matrix *a, double beta,
     }
     for (size_t i = 0; i < nr; i++) {
         double *ar = a->data + (r0 + i) * at; /* may alias the row of s */
-        if (nvec == 2)
-            _mm512_storeu_pd(ar, v[i][0]);
-        _mm512_mask_storeu_pd(ar + 8 * (nvec - 1), tail, v[i][nvec - 1]);
         const double tot = _mm512_reduce_add_pd(sum[i]);
         /* a masked row has sum 0 and exponentials 0: 1 scales it to 0 */
         lse[r0 + i] = tot > 0.0 ? tot : 1.0;
+        /* normalized before the one store: a second pass would load each
+         * row behind the masked store of the row before, whose 64 bytes
+         * overlap it and block the store forwarding (rows of 5 to 7 and
+         * 9 to 15 entries: 1.3 to 1.7 times slower) */
+        const __m512d inv = _mm512_set1_pd(1.0 / lse[r0 + i]);
+        if (nvec == 2)
+            _mm512_storeu_pd(ar, _mm512_mul_pd(v[i][0], inv));
+        _mm512_mask_storeu_pd(ar + 8 * (nvec - 1), tail,
+                              _mm512_mul_pd(v[i][nvec - 1], inv));
     }
 }
 
@@ -494,84 +494,11 @@ static void softmax_cols8_rows(const gsl_matrix *s, gsl_matrix *a, double beta,
     }
 }
 
-/* Eight rows of COLS_ROWS < n <= 8 entries from row r0 of a contiguous
- * block (a may alias s), as softmax_cols8 but through an 8 x 8 transpose
- * (lse_tr8_pd) of the rows loaded with lanes n..7 at -INFINITY, the way
- * softmax8_rows loads a row: column j of the eight rows is then vector j,
- * and the maximum and the sum follow _mm512_reduce_max_pd's and
- * _mm512_reduce_add_pd's trees over a row's 8 lanes (max(v_i+4, v_i),
- * then max(t_2, t_0) and max(t_3, t_1), then the two; the sums alike).
- * Lanes n..7 hold -INFINITY, whose exponential is +0, so the results are
- * softmax8_rows' bit for bit. Writes the normalized rows, m and the
- * (positive) sum to lse as softmax_cols8. */
-LSE_TARGET_AVX512
-LSE_KERNEL void softmax_tr8(const double *s, double *a, double beta,
-                            double *lse, double *m, size_t r0, const size_t n)
-{
-    const __m512d ninf = _mm512_set1_pd(-INFINITY);
-    const __mmask8 rm = (__mmask8)((1u << n) - 1u);
-    __m512d c[8];
-    for (size_t i = 0; i < 8; i++)
-        c[i] = _mm512_mask_loadu_pd(ninf, rm, s + (r0 + i) * n);
-    lse_tr8_pd(c);
-    const __m512d t0 = _mm512_max_pd(c[4], c[0]), t1 = _mm512_max_pd(c[5], c[1]);
-    const __m512d t2 = _mm512_max_pd(c[6], c[2]), t3 = _mm512_max_pd(c[7], c[3]);
-    const __m512d mx =
-        _mm512_max_pd(_mm512_max_pd(t2, t0), _mm512_max_pd(t3, t1));
-    /* a fully masked row keeps -INFINITY (exp gives 0) */
-    const __mmask8 allm = _mm512_cmp_pd_mask(mx, ninf, _CMP_EQ_OQ);
-    const __m512d sh = _mm512_mask_mov_pd(mx, allm, _mm512_setzero_pd());
-    const __m512d vbeta = _mm512_set1_pd(beta);
-    for (size_t j = 0; j < 8; j++)
-        c[j] = j < n ? lse_exp_nonpos8(
-                           _mm512_mul_pd(vbeta, _mm512_sub_pd(c[j], sh)))
-                     : _mm512_setzero_pd();
-    __m512d tot = _mm512_add_pd(
-        _mm512_add_pd(_mm512_add_pd(c[6], c[2]), _mm512_add_pd(c[4], c[0])),
-        _mm512_add_pd(_mm512_add_pd(c[7], c[3]), _mm512_add_pd(c[5], c[1])));
-    /* a masked row has sum 0 and exponentials 0: 1 scales it to 0 */
-    const __mmask8 pos = _mm512_cmp_pd_mask(tot, _mm512_setzero_pd(),
-                                            _CMP_GT_OQ);
-    tot = _mm512_mask_mov_pd(_mm512_set1_pd(1.0), pos, tot);
-    _mm512_storeu_pd(m + r0, mx);
-    _mm512_storeu_pd(lse + r0, tot);
-    const __m512d inv = _mm512_div_pd(_mm512_set1_pd(1.0), tot);
-    for (size_t j = 0; j < n; j++)
-        c[j] = _mm512_mul_pd(c[j], inv);
-    lse_tr8_pd(c);
-    for (size_t i = 0; i < 8; i++)
-        _mm512_mask_storeu_pd(a + (r0 + i) * n, rm, c[i]);
-}
-
-/* The rows [0, b8) (b8 a multiple of 8) of a contiguous block of
- * COLS_ROWS < n <= 8 entries per row by softmax_tr8. */
-LSE_TARGET_AVX512
-static void softmax_tr8_rows(const gsl_matrix *s, gsl_matrix *a, double beta,
-                             double *lse, double *m, size_t b8)
-{
-    const size_t n = s->size2;
-    for (size_t r = 0; r < b8; r += 8)
-        switch (n) {
-        case 5:
-            softmax_tr8(s->data, a->data, beta, lse, m, r, 5);
-            break;
-        case 6:
-            softmax_tr8(s->data, a->data, beta, lse, m, r, 6);
-            break;
-        case 7:
-            softmax_tr8(s->data, a->data, beta, lse, m, r, 7);
-            break;
-        default:
-            softmax_tr8(s->data, a->data, beta, lse, m, r, 8);
-            break;
-        }
-}
-
 /* softmax_narrow_body with AVX-512F: a row in nvec = ceil(n / 8) vectors
  * of 8 (the last one masked), four rows at a time; the row sum is
  * _mm512_reduce_add_pd of the lane-wise sum. Contiguous blocks of rows of
- * at most 8 entries go eight rows at a time across the rows (softmax_cols8
- * up to COLS_ROWS entries, softmax_tr8 above; same bits). */
+ * at most COLS_ROWS entries go eight rows at a time across the rows
+ * (softmax_cols8, same bits). */
 LSE_TARGET_AVX512
 LSE_KERNEL void softmax_narrow8_body(const gsl_matrix *s, gsl_matrix *a,
                                      double beta, double *lse, double *m,
@@ -581,27 +508,15 @@ LSE_KERNEL void softmax_narrow8_body(const gsl_matrix *s, gsl_matrix *a,
     const size_t rem = n - (nvec - 1) * 8; /* 1 to 8 entries in the last */
     const __mmask8 tail = (__mmask8)((1u << rem) - 1u);
     size_t r = 0, r0 = 0;
-    if (n <= 8 && s->tda == n && at == n && b >= 8) {
+    if (n <= COLS_ROWS && s->tda == n && at == n && b >= 8) {
         r0 = b - b % 8;
-        if (n <= COLS_ROWS)
-            softmax_cols8_rows(s, a, beta, lse, m, r0);
-        else
-            softmax_tr8_rows(s, a, beta, lse, m, r0);
+        softmax_cols8_rows(s, a, beta, lse, m, r0);
         r = r0;
     }
     for (; r + 4 <= b; r += 4)
         softmax8_rows(s, a, beta, lse, m, r, 4, nvec, tail);
     for (; r < b; r++)
         softmax8_rows(s, a, beta, lse, m, r, 1, nvec, tail);
-    for (r = r0; r < b; r++) {
-        double *ar = a->data + r * at;
-        const __m512d inv = _mm512_set1_pd(1.0 / lse[r]);
-        if (nvec == 2)
-            _mm512_storeu_pd(ar, _mm512_mul_pd(_mm512_loadu_pd(ar), inv));
-        double *al = ar + 8 * (nvec - 1);
-        _mm512_mask_storeu_pd(
-            al, tail, _mm512_mul_pd(_mm512_maskz_loadu_pd(tail, al), inv));
-    }
     /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0; x / 1 = x
      * exactly, so beta = 1 skips the division */
     if (beta == 1.0)

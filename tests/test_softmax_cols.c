@@ -10,10 +10,9 @@
 #include "softmax-private.h"
 
 /* lib/softmax.c (private: compiled in): on a CPU with AVX-512 the softmax
- * of contiguous blocks of narrow rows (at most 8 entries) runs eight rows
- * at a time across the rows (softmax_cols8 up to 4 entries, softmax_tr8
- * for 5 to 8); a block with padded rows (tda > n) runs row by row
- * (softmax8_rows). The two must give the same
+ * of contiguous blocks of narrow rows (at most 4 entries) runs eight rows
+ * at a time across the rows (softmax_cols8); a block with padded rows
+ * (tda > n) runs row by row (softmax8_rows). The two must give the same
  * bits, in place or not, with masked entries and fully masked rows, and
  * both must be the softmax. Without AVX-512 both blocks take the same
  * path and the comparison is trivially equal; the softmax checks hold. */
@@ -44,7 +43,7 @@ START_TEST(test_cols_equal_rows)
     gsl_rng_set(rng, 7u);
     const size_t bs[5] = {1, 8, 13, 37, 256};
     const double betas[2] = {1.0, 0.7};
-    for (size_t n = 1; n <= 9; n++)
+    for (size_t n = 1; n <= 17; n++)
         for (size_t q = 0; q < 10; q++) {
             const double beta = betas[q / 5];
             const size_t b = bs[q % 5];

@@ -192,6 +192,32 @@ static inline void fz_prefetch(const char *p)
 /* ------------------------------------------------------------------ */
 /* AVX-512F: one vector of 8.                                          */
 
+/* 8 x 8 transpose in three butterfly stages (pairs of rows, of pairs,
+ * of quadruples). */
+LSE_TARGET_AVX512
+static inline void z_tr8(__m512d r[8])
+{
+    const __m512i lo2 = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0);
+    const __m512i hi2 = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
+    const __m512i lo4 = _mm512_set_epi64(11, 10, 9, 8, 3, 2, 1, 0);
+    const __m512i hi4 = _mm512_set_epi64(15, 14, 13, 12, 7, 6, 5, 4);
+    __m512d a[8], c[8];
+    for (int i = 0; i < 8; i += 2) { /* a[i]: even columns of rows i, i+1 */
+        a[i] = _mm512_unpacklo_pd(r[i], r[i + 1]);
+        a[i + 1] = _mm512_unpackhi_pd(r[i], r[i + 1]);
+    }
+    for (int g = 0; g < 8; g += 4) /* rows g .. g+3 */
+        for (int o = 0; o < 2; o++) {
+            c[g + o] = _mm512_permutex2var_pd(a[g + o], lo2, a[g + 2 + o]);
+            c[g + 2 + o] = _mm512_permutex2var_pd(a[g + o], hi2, a[g + 2 + o]);
+        }
+    /* c[g + m]: columns m and m + 4 of rows g .. g+3 */
+    for (int m = 0; m < 4; m++) {
+        r[m] = _mm512_permutex2var_pd(c[m], lo4, c[4 + m]);
+        r[m + 4] = _mm512_permutex2var_pd(c[m], hi4, c[4 + m]);
+    }
+}
+
 LSE_TARGET_AVX512
 static inline __m512d z_col(const double *p, size_t st)
 {
@@ -248,7 +274,7 @@ static inline __m512d z_under0(__m512d e, __m512d x)
     _mm512_mask_mov_pd(                                                        \
         _mm512_set1_pd(1.0),                                                   \
         _mm512_cmp_pd_mask((v), _mm512_setzero_pd(), _CMP_GT_OQ), (v))
-#define V8_TR8(r) lse_tr8_pd(r)
+#define V8_TR8(r) z_tr8(r)
 #define V8_COL(p, s) z_col((p), (s))
 #define V8_TAB16(t) z_tab16(t)
 #define V8_POW2_16(t) z_pow2_16(t)

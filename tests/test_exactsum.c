@@ -283,6 +283,49 @@ START_TEST(test_special)
 }
 END_TEST
 
+/* lse_xsum_add_array gives the bits of one lse_xsum_add at a time and of
+ * the exact reference, with
+ * and without non-finite values, from an empty sum and from one whose
+ * count of additions is just below the carry (1 << 29, lib/exactsum-carry-
+ * private.h), so that a carry comes first. */
+START_TEST(test_add_array)
+{
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 11u);
+    const size_t ns[] = {0, 1, 63, 64, 65, 67, 272, 1000, 100003};
+    const size_t max_n = 100003;
+    double *v = malloc(max_n * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    for (size_t q = 0; q < sizeof ns / sizeof ns[0]; q++)
+        for (int variant = 0; variant < 3; variant++) {
+            const size_t n = ns[q];
+            i128 exact = 0;
+            for (size_t i = 0; i < n; i++)
+                v[i] = random_term(r, &exact);
+            if (variant == 1 && n > 40)
+                v[37] = INFINITY;
+            lse_xsum x;
+            lse_xsum_init(&x);
+            if (variant == 2)
+                x.n_add = (INT64_C(1) << 29) - 10;
+            lse_xsum_add_array(&x, v, n);
+            const double got = lse_xsum_round(&x), one = xsum_of(v, n);
+            ck_assert_bits(got, one);
+            if (variant == 1 && n > 40)
+                ck_assert_bits(got, INFINITY);
+            else
+                ck_assert_bits(got, round_i128(exact));
+            /* adding more afterwards still sums exactly */
+            lse_xsum_add(&x, 0.5);
+            ck_assert_bits(lse_xsum_round(&x), variant == 1 && n > 40
+                                                   ? INFINITY
+                                                   : round_i128(exact + ((i128)1 << 59)));
+        }
+    free(v);
+    gsl_rng_free(r);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("exactsum");
@@ -294,6 +337,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_extremes);
     tcase_add_test(tc, test_ties);
     tcase_add_test(tc, test_special);
+    tcase_add_test(tc, test_add_array);
     suite_add_tcase(s, tc);
     return s;
 }

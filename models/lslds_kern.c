@@ -7,6 +7,14 @@
 
 #include "lslds-private.h"
 
+/* always inlined, so that a copy with a constant D unrolls (models see only
+ * the public headers: lib/kernels-private.h's LSW_KERNEL is not theirs) */
+#if defined(__GNUC__) || defined(__clang__)
+#define LSW_KERNEL static inline __attribute__((always_inline))
+#else
+#define LSW_KERNEL static inline
+#endif
+
 /* Inference kernels of the latent SLDS (models/lslds-private.h,
  * docs/models/slds.md "Latent states: the real SLDS"): the q(x) update as
  * a block-tridiagonal information-form smoother, the expected
@@ -85,7 +93,11 @@ void lse_lsw_free(lsw *w)
     memset(w, 0, sizeof *w);
 }
 
-int lse_lsw_chol(double *a, size_t n)
+/* The small kernels below take n as a constant where the smoother calls
+ * them with D = 1 .. 4 (forward and backward, one copy per D), so that
+ * their loops unroll; the same operations in the same order for every
+ * copy, so the same bits. */
+LSW_KERNEL int chol_body(double *a, const size_t n)
 {
     for (size_t j = 0; j < n; j++) {
         double s = a[j * n + j];
@@ -107,8 +119,10 @@ int lse_lsw_chol(double *a, size_t n)
     return 0;
 }
 
+int lse_lsw_chol(double *a, size_t n) { return chol_body(a, n); }
+
 /* x = L^-1 x (L lower, n x n), one vector */
-static void lsolve(const double *L, double *x, size_t n)
+LSW_KERNEL void lsolve(const double *L, double *x, const size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         double v = x[i];
@@ -119,7 +133,7 @@ static void lsolve(const double *L, double *x, size_t n)
 }
 
 /* x = L^-T x */
-static void ltsolve(const double *L, double *x, size_t n)
+LSW_KERNEL void ltsolve(const double *L, double *x, const size_t n)
 {
     for (size_t i = n; i-- > 0;) {
         double v = x[i];
@@ -130,7 +144,7 @@ static void ltsolve(const double *L, double *x, size_t n)
 }
 
 /* B = L^-1 B, B n x n row-major (column by column) */
-static void lsolve_mat(const double *L, double *B, size_t n)
+LSW_KERNEL void lsolve_mat(const double *L, double *B, const size_t n)
 {
     for (size_t c = 0; c < n; c++)
         for (size_t i = 0; i < n; i++) {
@@ -142,7 +156,7 @@ static void lsolve_mat(const double *L, double *B, size_t n)
 }
 
 /* B = L^-T B */
-static void ltsolve_mat(const double *L, double *B, size_t n)
+LSW_KERNEL void ltsolve_mat(const double *L, double *B, const size_t n)
 {
     for (size_t c = 0; c < n; c++)
         for (size_t i = n; i-- > 0;) {
@@ -154,7 +168,7 @@ static void ltsolve_mat(const double *L, double *B, size_t n)
 }
 
 /* inv = (L L')^-1, symmetric; scratch li (n x n) */
-static void chol_inverse(const double *L, double *inv, double *li, size_t n)
+LSW_KERNEL void chol_inverse(const double *L, double *inv, double *li, const size_t n)
 {
     for (size_t i = 0; i < n * n; i++)
         li[i] = 0.0;
@@ -301,10 +315,10 @@ void lse_lsw_scores(lsw *w)
 /* Row t's information-form blocks: Jd (precision), hh (linear term) from
  * its observation potential, its own transition (or the initial state)
  * and the next row's transition. */
-static void row_blocks(const lsw *w, const size_t *seq, size_t t, double *Jd,
-                       double *hh)
+LSW_KERNEL void row_blocks(const lsw *w, const size_t *seq, size_t t,
+                           double *Jd, double *hh, const size_t D)
 {
-    const size_t T = w->T, D = w->D, DD = D * D, M = w->M;
+    const size_t T = w->T, DD = D * D, M = w->M;
     const double *o = w->obs + t * (DD + D);
     memcpy(Jd, o, DD * sizeof(double));
     memcpy(hh, o + DD, D * sizeof(double));
@@ -331,13 +345,14 @@ static void row_blocks(const lsw *w, const size_t *seq, size_t t, double *Jd,
 
 /* Forward elimination: L_t (Cholesky factor of the Schur complement F_t),
  * U_t = L_{t-1}^-1 SA_t', uf_t = L_t^-1 f_t; log det and quadratic form. */
-static size_t forward(lsw *w, const size_t *seq, double *logdet, double *quad)
+LSW_KERNEL size_t forward_body(lsw *w, const size_t *seq, double *logdet,
+                               double *quad, const size_t D)
 {
-    const size_t T = w->T, D = w->D, DD = D * D, M = w->M;
+    const size_t T = w->T, DD = D * D, M = w->M;
     double *Jd = w->tmp, *hh = Jd + DD;
     double ld = 0.0, qd = 0.0;
     for (size_t t = 0; t < T; t++) {
-        row_blocks(w, seq, t, Jd, hh);
+        row_blocks(w, seq, t, Jd, hh, D);
         if (!is_start(seq, t)) {
             const double *SA = w->mix + t * M + DD, *Lp = w->L + (t - 1) * DD;
             const double *up = w->uf + (t - 1) * D;
@@ -363,7 +378,7 @@ static size_t forward(lsw *w, const size_t *seq, double *logdet, double *quad)
         for (size_t i = 0; i < D; i++)
             for (size_t j = 0; j <= i; j++)
                 L[i * D + j] = Jd[i * D + j];
-        if (lse_lsw_chol(L, D) != 0)
+        if (chol_body(L, D) != 0)
             return t + 1;
         for (size_t i = 0; i < D; i++)
             ld += 2.0 * log(L[i * D + i]);
@@ -378,11 +393,28 @@ static size_t forward(lsw *w, const size_t *seq, double *logdet, double *quad)
     return 0;
 }
 
+static size_t forward(lsw *w, const size_t *seq, double *logdet, double *quad)
+{
+    switch (w->D) {
+    case 1:
+        return forward_body(w, seq, logdet, quad, 1);
+    case 2:
+        return forward_body(w, seq, logdet, quad, 2);
+    case 3:
+        return forward_body(w, seq, logdet, quad, 3);
+    case 4:
+        return forward_body(w, seq, logdet, quad, 4);
+    default:
+        return forward_body(w, seq, logdet, quad, w->D);
+    }
+}
+
 /* Backward pass of one sequence [ts, te]: means, covariances, cross
  * covariances. */
-static void backward(lsw *w, size_t ts, size_t te, lse_lslds_post *q)
+LSW_KERNEL void backward_body(lsw *w, size_t ts, size_t te,
+                              lse_lslds_post *q, const size_t D)
 {
-    const size_t D = w->D, DD = D * D;
+    const size_t DD = D * D;
     double *G = w->tmp, *li = G + DD, *Fi = li + DD, *SG = Fi + DD;
     double *v = SG + DD;
     for (size_t t = te + 1; t-- > ts;) {
@@ -429,6 +461,27 @@ static void backward(lsw *w, size_t ts, size_t te, lse_lslds_post *q)
             }
     }
     memset(q->cross->data + ts * q->cross->tda, 0, DD * sizeof(double));
+}
+
+static void backward(lsw *w, size_t ts, size_t te, lse_lslds_post *q)
+{
+    switch (w->D) {
+    case 1:
+        backward_body(w, ts, te, q, 1);
+        break;
+    case 2:
+        backward_body(w, ts, te, q, 2);
+        break;
+    case 3:
+        backward_body(w, ts, te, q, 3);
+        break;
+    case 4:
+        backward_body(w, ts, te, q, 4);
+        break;
+    default:
+        backward_body(w, ts, te, q, w->D);
+        break;
+    }
 }
 
 void lse_lsw_mix(lsw *w, const lse_lslds_post *q)

@@ -303,14 +303,17 @@ FZ_TARGET static int FZ_FN(fused_run)(const lse_gauss_fused *f)
             xst = d;
         }
         FZ_FN(fz_vt)(xs, xst, d, f->c, vt);
-        /* the next tile's rows into L2 while this one computes; rows of
-         * a cache line or more half before the scores, half before the
-         * statistics (a prefetch never faults and changes no result;
-         * docs/performance.md "Diagonal covariances, session 9" and
-         * "session 10") */
-        const size_t nn = i0 + 8 < b ? (b - i0 - 8 < 8 ? b - i0 - 8 : 8) : 0;
+        /* the rows of the tile about 4 KB of data ahead (64 / d tiles,
+         * at least the next) into L2 while this one computes, so that
+         * the memory's latency is covered when a tile is short work;
+         * rows of a cache line or more half before the scores, half
+         * before the statistics (a prefetch never faults and changes no
+         * result; docs/performance.md "Diagonal covariances, session 9",
+         * "session 10" and "Session 13") */
+        const size_t ahead = i0 + 8 * (d >= 64 ? 1 : 64 / d);
+        const size_t nn = ahead < b ? (b - ahead < 8 ? b - ahead : 8) : 0;
         const size_t nh = d >= 8 && nn > 4 ? 4 : nn;
-        const double *nx = f->x + (i0 + 8) * f->xt;
+        const double *nx = f->x + ahead * f->xt;
         FZ_FN(fz_prefetch_rows)(nx, f->xt, d, 0, nh);
         if (FZ_KB >= 16 && kp % 16 == 0)
             FZ_FN(fz_scores)(vt, nv, f->q, kp, sl, 16);

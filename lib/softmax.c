@@ -401,12 +401,13 @@ LSE_KERNEL void softmax_tr4(const gsl_matrix *s, gsl_matrix *a, double beta,
 
 /* Softmax of the rows of a block of narrow rows (n <= NARROW_ROWS) with
  * AVX2 and FMA: a row in nvec = ceil(n / 4) vectors (the last one masked),
- * four rows at a time: maximum, exponentials (lse_exp_nonpos4), sum; then
- * a second pass over the block (in L1) scales the rows, so that the
- * divisions of different rows overlap, and one log per row as
- * softmax_block. Same results as softmax_block up to the rounding of the
- * fused exponential and the order of the row sum (lane-wise over the
- * vectors, then across lanes). */
+ * four rows at a time (across the rows by softmax_tr4 for n < 8, else
+ * and for the last b % 4 rows by softmax4_rows, same bits): maximum,
+ * exponentials (lse_exp_nonpos4), sum; then a second pass over the block (in
+ * L1) scales the rows, so that the divisions of different rows overlap, and one
+ * log per row as softmax_block. Same results as softmax_block up to the
+ * rounding of the fused exponential and the order of the row sum (lane-wise
+ * over the vectors, then across lanes). */
 LSE_TARGET_AVX2_FMA
 LSE_KERNEL void softmax_narrow_body(const gsl_matrix *s, gsl_matrix *a,
                                     double beta, double *lse, double *m,
@@ -416,12 +417,17 @@ LSE_KERNEL void softmax_narrow_body(const gsl_matrix *s, gsl_matrix *a,
     const size_t rem = n - (nvec - 1) * 4; /* 1 to 4 entries in the last */
     static const int64_t mtab[8] = {-1, -1, -1, -1, 0, 0, 0, 0};
     const __m256i tail = _mm256_loadu_si256((const __m256i *)(mtab + 4 - rem));
-    const size_t r0 = b - b % 4;
+    /* rows of 8 or more entries are faster row by row (bench/softmax_bench:
+     * the transposes cost more than the reductions they save) */
+    const size_t r0 = n < 8 ? b - b % 4 : 0;
     for (size_t r = 0; r < r0; r += 4)
         softmax_tr4(s, a, beta, lse, m, r, nvec, tail);
-    for (size_t r = r0; r < b; r++)
+    size_t r = r0;
+    for (; r + 4 <= b; r += 4)
+        softmax4_rows(s, a, beta, lse, m, r, 4, nvec, tail);
+    for (; r < b; r++)
         softmax4_rows(s, a, beta, lse, m, r, 1, nvec, tail);
-    for (size_t r = r0; r < b; r++) {
+    for (r = r0; r < b; r++) {
         double *ar = a->data + r * at;
         const __m256d inv = _mm256_set1_pd(1.0 / lse[r]);
         for (size_t q = 0; q + 1 < nvec; q++)
@@ -434,8 +440,7 @@ LSE_KERNEL void softmax_narrow_body(const gsl_matrix *s, gsl_matrix *a,
     /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0; four
      * logarithms at once (log_pos4, same bits) */
     const __m256d vbeta = _mm256_set1_pd(beta);
-    size_t r = 0;
-    for (; r + 4 <= b; r += 4)
+    for (r = 0; r + 4 <= b; r += 4)
         _mm256_storeu_pd(
             lse + r,
             _mm256_add_pd(
@@ -778,9 +783,10 @@ LSE_KERNEL void softmax_tr8(const gsl_matrix *s, gsl_matrix *a, double beta,
 
 /* softmax_narrow_body with AVX-512F: a row in nvec = ceil(n / 8) vectors
  * of 8 (the last one masked), four rows at a time; the row sum is
- * _mm512_reduce_add_pd of the lane-wise sum. Contiguous blocks of rows of
- * at most COLS_ROWS entries go eight rows at a time across the rows
- * (softmax_cols8, same bits). */
+ * _mm512_reduce_add_pd of the lane-wise sum. Blocks of eight rows go
+ * across the rows with the same bits: contiguous rows of at most COLS_ROWS
+ * entries by softmax_cols8, other widths but 16 by softmax_tr8; the rest
+ * row by row (softmax8_rows). */
 LSE_TARGET_AVX512
 LSE_KERNEL void softmax_narrow8_body(const gsl_matrix *s, gsl_matrix *a,
                                      double beta, double *lse, double *m,
@@ -789,7 +795,9 @@ LSE_KERNEL void softmax_narrow8_body(const gsl_matrix *s, gsl_matrix *a,
     const size_t b = s->size1, n = s->size2, at = a->tda;
     const size_t rem = n - (nvec - 1) * 8; /* 1 to 8 entries in the last */
     const __mmask8 tail = (__mmask8)((1u << rem) - 1u);
-    const size_t r0 = b - b % 8;
+    /* rows of 16 (two whole vectors, no masks) are faster row by row:
+     * bench/softmax_bench, 19 against 26 ns per row */
+    const size_t r0 = n == NARROW_ROWS ? 0 : b - b % 8;
     if (n <= COLS_ROWS && s->tda == n && at == n && r0 > 0)
         softmax_cols8_rows(s, a, beta, lse, m, r0);
     else

@@ -12,6 +12,7 @@
 
 #include <lsegraph/core.h>
 #include <lsegraph/models/gmm.h>
+#include <lsegraph/models/mixfit.h>
 
 #include "mixfit-private.h"
 
@@ -415,3 +416,53 @@ void lse_gmm_par_run(lse_gmm_par_task task, void *ctx, size_t n_task, int nt,
     free(recs);
 }
 
+
+/* lse_gmm_fit_batch's fits as tasks of lse_gmm_par_run */
+typedef struct batch_job {
+    lse_gmm *const *m;
+    const gsl_matrix *x;
+    const lse_gmm_fit_opts *o;
+    lse_status *status;
+    lse_error *errs;
+} batch_job;
+
+static void batch_task(void *ctx, size_t i, int tid)
+{
+    const batch_job *j = ctx;
+    lse_gmm_fit_opts fo = *j->o;
+    lse_error e;
+    (void)tid;
+    lse_gmm_par_progress(&fo); /* recorded, unless this fit is live */
+    j->status[i] = lse_gmm_fit(j->m[i], j->x, &fo, &e);
+    if (j->errs != NULL)
+        j->errs[i] = e;
+}
+
+lse_status lse_gmm_fit_batch(lse_gmm *const *m, size_t n, const gsl_matrix *x,
+                             const lse_gmm_fit_opts *o, lse_status *status,
+                             lse_error *errs, lse_error *err)
+{
+    static const char fn[] = "lse_gmm_fit_batch";
+    if ((n > 0 && (m == NULL || status == NULL)) || x == NULL || o == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
+    int nt = n > 1 ? 2 : 1;
+    for (size_t i = 0; i < n; i++) {
+        if (m[i] == NULL)
+            return lse_error_set(err, LSE_EFAULT, fn, "mixture %zu is NULL",
+                                 i);
+        for (size_t q = 0; q < i; q++)
+            if (m[q] == m[i])
+                return lse_error_set(err, LSE_EINVAL, fn,
+                                     "mixtures %zu and %zu are the same", q,
+                                     i);
+        if (lse_gmm_par_threads(m[i], o, n) < 2)
+            nt = 1; /* an mclust model, o->reduce, one thread */
+    }
+    if (nt > 1)
+        nt = lse_gmm_par_threads(m[0], o, n);
+    batch_job j = {.m = m, .x = x, .o = o, .status = status, .errs = errs};
+    lse_gmm_cache_begin(); /* the fits of this thread share their scratch */
+    lse_gmm_par_run(batch_task, &j, n, nt, o);
+    lse_gmm_cache_end();
+    return LSE_OK;
+}

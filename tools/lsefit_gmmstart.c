@@ -219,14 +219,28 @@ static lse_status merge_improve(lsefit_gmm_start *s, lse_gmm *m,
     fo.init = LSE_GMM_INIT_GIVEN;
     fo.n_init = 1;
     fo.progress = NULL;
+    /* the merges' fits side by side (lse_gmm_fit_batch: the same bits as
+     * one after another), then taken in score order */
+    lse_gmm *f[LSEFIT_GMM_MERGES];
+    lse_status fs[LSEFIT_GMM_MERGES];
+    size_t nf = 0;
     for (size_t q = 0; st == LSE_OK && q < np; q++) {
-        lse_error e2;
-        if (lse_gmm_merge(s->next, pi[q], pj[q], t, NULL) != LSE_OK ||
-            lse_gmm_fit(t, x, &fo, &e2) != LSE_OK)
-            continue; /* a merge that turns singular is no candidate */
-        if (ranks_above(t, m, s->guard))
-            st = lse_gmm_copy(m, t, err);
+        st = lse_gmm_new(k, d, lse_gmm_cov_type(m), &f[nf], NULL);
+        if (st != LSE_OK)
+            st = lse_error_set(err, st, "--init", "out of memory");
+        else if (lse_gmm_merge(s->next, pi[q], pj[q], f[nf], NULL) != LSE_OK)
+            lse_gmm_free(f[nf]); /* no candidate */
+        else
+            nf++;
     }
+    if (st == LSE_OK)
+        st = lse_gmm_fit_batch(f, nf, x, &fo, fs, NULL, err);
+    for (size_t q = 0; st == LSE_OK && q < nf; q++)
+        /* a merge that turns singular is no candidate */
+        if (fs[q] == LSE_OK && ranks_above(f[q], m, s->guard))
+            st = lse_gmm_copy(m, f[q], err);
+    for (size_t q = 0; q < nf; q++)
+        lse_gmm_free(f[q]);
     lse_gmm_free(t);
     gsl_vector_free(ls);
     return st;

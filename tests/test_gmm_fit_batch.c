@@ -2,7 +2,8 @@
  * mixture with the bits of lse_gmm_fit one after another, for 1, 2 and 3
  * threads and every covariance type; the progress calls come in fit order;
  * a failing fit is reported in its status and leaves the others alone;
- * the argument errors. */
+ * lse_gmm_loglik_batch equals the weighted sums of lse_gmm_score_samples
+ * bit for bit; the argument errors. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +180,72 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* lse_gmm_loglik_batch: the weighted row sums of lse_gmm_score_samples,
+ * the same bits for 1, 2 and 3 threads; -inf for a mixture that cannot be
+ * scored (the wrong dimension); the argument errors */
+START_TEST(test_loglik_batch)
+{
+    gsl_matrix *x = lse_check_load(LSE_DATA_DIR, "iris.csv", 4);
+    const size_t n = x->size1;
+    lse_gmm *m[NB];
+    starts(x, LSE_COV_FULL, m);
+    lse_gmm_free(m[3]);
+    lse_assert_ok(lse_gmm_new(KB, 2, LSE_COV_FULL, &m[3], NULL));
+    gsl_vector *w = gsl_vector_alloc(n), *ls = gsl_vector_alloc(n);
+    for (size_t i = 0; i < n; i++)
+        gsl_vector_set(w, i, 0.5 + (double)(i % 7) / 3.0);
+    for (int weighted = 0; weighted < 2; weighted++) {
+        const gsl_vector *wt = weighted ? w : NULL;
+        double ref[NB];
+        for (size_t b = 0; b < NB; b++) {
+            if (b == 3) {
+                ref[b] = -INFINITY;
+                continue;
+            }
+            lse_assert_ok(lse_gmm_score_samples(m[b], x, ls, NULL));
+            double t = 0.0;
+            for (size_t i = 0; i < n; i++)
+                t += (wt != NULL ? gsl_vector_get(wt, i) : 1.0) *
+                     gsl_vector_get(ls, i);
+            ref[b] = t;
+        }
+        ck_assert(ref[0] != ref[1] && isfinite(ref[0]));
+        for (int nt = 1; nt <= 3; nt++) {
+            lse_set_num_threads(nt);
+            double ll[NB];
+            lse_assert_ok(lse_gmm_loglik_batch((const lse_gmm *const *)m, NB,
+                                               x, wt, ll, NULL));
+            ck_assert_msg(memcmp(ll, ref, sizeof ref) == 0,
+                          "%d threads, weighted %d: differs", nt, weighted);
+        }
+    }
+    lse_set_num_threads(0);
+    double ll[NB];
+    lse_error e;
+    const lse_gmm *const *cm = (const lse_gmm *const *)m;
+    ck_assert_int_eq(lse_gmm_loglik_batch(NULL, 2, x, NULL, ll, &e),
+                     LSE_EFAULT);
+    ck_assert_int_eq(lse_gmm_loglik_batch(cm, 2, NULL, NULL, ll, &e),
+                     LSE_EFAULT);
+    ck_assert_int_eq(lse_gmm_loglik_batch(cm, 2, x, NULL, NULL, &e),
+                     LSE_EFAULT);
+    const lse_gmm *hole[2] = {m[0], NULL};
+    ck_assert_int_eq(lse_gmm_loglik_batch(hole, 2, x, NULL, ll, &e),
+                     LSE_EFAULT);
+    gsl_vector *short_w = gsl_vector_alloc(n - 1);
+    gsl_vector_set_all(short_w, 1.0);
+    ck_assert_int_eq(lse_gmm_loglik_batch(cm, 2, x, short_w, ll, &e),
+                     LSE_EDIM);
+    lse_assert_ok(lse_gmm_loglik_batch(NULL, 0, x, NULL, NULL, &e));
+    gsl_vector_free(short_w);
+    for (size_t b = 0; b < NB; b++)
+        lse_gmm_free(m[b]);
+    gsl_vector_free(w);
+    gsl_vector_free(ls);
+    gsl_matrix_free(x);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("gmm_fit_batch");
@@ -187,6 +254,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_same_bits);
     tcase_add_test(tc, test_failing_fit);
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_loglik_batch);
     suite_add_tcase(s, tc);
     return s;
 }

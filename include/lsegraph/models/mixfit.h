@@ -225,6 +225,21 @@ LSE_API lse_status lse_gmm_fit_batch(lse_gmm *const *m, size_t n,
                                      lse_status *status, lse_error *errs,
                                      lse_error *err);
 
+/**
+ * @brief The log-likelihoods of @p m[0 .. n - 1] on @p x side by side:
+ * ll[i] = sum over the rows, in order, of w_r log p_i(x_r) (w: @p
+ * sample_weight, or 1 when NULL), -inf when it cannot be computed (an error
+ * of lse_gmm_score_samples, or a sum that is not finite). On up to
+ * lse_get_num_threads() threads (one inside a parallel region), each
+ * mixture's sum on one: the same bits for every thread count.
+ * @return LSE_OK; LSE_EFAULT (a NULL argument or mixture); LSE_EDIM
+ * (sample_weight's length); LSE_ENOMEM.
+ */
+LSE_API lse_status lse_gmm_loglik_batch(const lse_gmm *const *m, size_t n,
+                                        const gsl_matrix *x,
+                                        const gsl_vector *sample_weight,
+                                        double *ll, lse_error *err);
+
 /** @brief Bootstrap standard errors of a fitted mixture
  *  (lse_gmm_bootstrap); the matrices are owned (lse_gmm_boot_free). */
 typedef struct lse_gmm_boot {

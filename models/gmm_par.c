@@ -2,6 +2,7 @@
  * (models/mixfit.c) and split-and-merge EM's candidates (gmm_smem.c), on
  * the public API. Moved here from mixfit.c, unchanged, so that both use it
  * without depending on each other. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +13,7 @@
 
 #include <lsegraph/core.h>
 #include <lsegraph/models/gmm.h>
+#include <lsegraph/models/mixfit.h>
 
 #include "mixfit-private.h"
 
@@ -415,3 +417,112 @@ void lse_gmm_par_run(lse_gmm_par_task task, void *ctx, size_t n_task, int nt,
     free(recs);
 }
 
+
+/* lse_gmm_fit_batch's fits as tasks of lse_gmm_par_run */
+typedef struct batch_job {
+    lse_gmm *const *m;
+    const gsl_matrix *x;
+    const lse_gmm_fit_opts *o;
+    lse_status *status;
+    lse_error *errs;
+} batch_job;
+
+static void batch_task(void *ctx, size_t i, int tid)
+{
+    const batch_job *j = ctx;
+    lse_gmm_fit_opts fo = *j->o;
+    lse_error e;
+    (void)tid;
+    lse_gmm_par_progress(&fo); /* recorded, unless this fit is live */
+    j->status[i] = lse_gmm_fit(j->m[i], j->x, &fo, &e);
+    if (j->errs != NULL)
+        j->errs[i] = e;
+}
+
+lse_status lse_gmm_fit_batch(lse_gmm *const *m, size_t n, const gsl_matrix *x,
+                             const lse_gmm_fit_opts *o, lse_status *status,
+                             lse_error *errs, lse_error *err)
+{
+    static const char fn[] = "lse_gmm_fit_batch";
+    if ((n > 0 && (m == NULL || status == NULL)) || x == NULL || o == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
+    int nt = n > 1 ? 2 : 1;
+    for (size_t i = 0; i < n; i++) {
+        if (m[i] == NULL)
+            return lse_error_set(err, LSE_EFAULT, fn, "mixture %zu is NULL",
+                                 i);
+        for (size_t q = 0; q < i; q++)
+            if (m[q] == m[i])
+                return lse_error_set(err, LSE_EINVAL, fn,
+                                     "mixtures %zu and %zu are the same", q,
+                                     i);
+        if (lse_gmm_par_threads(m[i], o, n) < 2)
+            nt = 1; /* an mclust model, o->reduce, one thread */
+    }
+    if (nt > 1)
+        nt = lse_gmm_par_threads(m[0], o, n);
+    batch_job j = {.m = m, .x = x, .o = o, .status = status, .errs = errs};
+    lse_gmm_cache_begin(); /* the fits of this thread share their scratch */
+    lse_gmm_par_run(batch_task, &j, n, nt, o);
+    lse_gmm_cache_end();
+    return LSE_OK;
+}
+
+/* lse_gmm_loglik_batch's sums as tasks of lse_gmm_par_run (thread t
+ * scores into ls[t]) */
+typedef struct loglik_job {
+    const lse_gmm *const *m;
+    const gsl_matrix *x;
+    const gsl_vector *w;
+    gsl_vector **ls;
+    double *ll;
+} loglik_job;
+
+static void loglik_task(void *ctx, size_t i, int tid)
+{
+    const loglik_job *j = ctx;
+    gsl_vector *ls = j->ls[tid];
+    const lse_status st = lse_gmm_score_samples(j->m[i], j->x, ls, NULL);
+    double t = 0.0;
+    for (size_t r = 0; st == LSE_OK && r < j->x->size1; r++)
+        t += (j->w != NULL ? gsl_vector_get(j->w, r) : 1.0) *
+             gsl_vector_get(ls, r);
+    j->ll[i] = st == LSE_OK && isfinite(t) ? t : -INFINITY;
+}
+
+lse_status lse_gmm_loglik_batch(const lse_gmm *const *m, size_t n,
+                                const gsl_matrix *x,
+                                const gsl_vector *sample_weight, double *ll,
+                                lse_error *err)
+{
+    static const char fn[] = "lse_gmm_loglik_batch";
+    if ((n > 0 && (m == NULL || ll == NULL)) || x == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
+    for (size_t i = 0; i < n; i++)
+        if (m[i] == NULL)
+            return lse_error_set(err, LSE_EFAULT, fn, "mixture %zu is NULL",
+                                 i);
+    if (sample_weight != NULL && sample_weight->size != x->size1)
+        return lse_error_set(err, LSE_EDIM, fn,
+                             "%zu sample weights for %zu rows",
+                             sample_weight->size, x->size1);
+    if (n == 0)
+        return LSE_OK;
+    const lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
+    const int nt = lse_gmm_par_threads(m[0], &o, n);
+    gsl_vector *ls[EMEM_MAX_THREADS] = {NULL};
+    lse_status st = LSE_OK;
+    for (int t = 0; t < nt; t++)
+        if ((ls[t] = gsl_vector_alloc(x->size1 > 0 ? x->size1 : 1)) == NULL)
+            st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    if (st == LSE_OK) {
+        loglik_job j = {.m = m, .x = x, .w = sample_weight, .ls = ls,
+                        .ll = ll};
+        lse_gmm_cache_begin();
+        lse_gmm_par_run(loglik_task, &j, n, nt, &o);
+        lse_gmm_cache_end();
+    }
+    for (int t = 0; t < nt; t++)
+        gsl_vector_free(ls[t]);
+    return st;
+}

@@ -143,18 +143,6 @@ static lse_status emem_chain(lsefit_gmm_start *s, lse_gmm *m,
     return st;
 }
 
-/* the log-likelihood of m on x (sample weights w or NULL) into *ll
- * (-inf when it cannot be computed) */
-static void loglik(const lse_gmm *m, const gsl_matrix *x,
-                         const gsl_vector *w, gsl_vector *ls, double *ll)
-{
-    const lse_status st = lse_gmm_score_samples(m, x, ls, NULL);
-    double t = 0.0;
-    for (size_t i = 0; st == LSE_OK && i < x->size1; i++)
-        t += (w != NULL ? gsl_vector_get(w, i) : 1.0) * gsl_vector_get(ls, i);
-    *ll = st == LSE_OK && isfinite(t) ? t : -INFINITY;
-}
-
 /* 1 when m is degenerate by emEM's guard: a covariance eigenvalue below
  * thr (lse_gmm_emem_threshold; 0: the guard is off); its smallest
  * eigenvalue into *lo */
@@ -188,47 +176,77 @@ static lse_status merge_improve(lsefit_gmm_start *s, lse_gmm *m,
     const size_t k = lse_gmm_k(m), d = lse_gmm_dim(m);
     size_t pi[LSEFIT_GMM_MERGES], pj[LSEFIT_GMM_MERGES], np = 0;
     double ps[LSEFIT_GMM_MERGES];
-    lse_gmm *t = NULL;
-    gsl_vector *ls = gsl_vector_alloc(x->size1);
-    lse_status st = lse_gmm_new(k, d, lse_gmm_cov_type(m), &t, NULL);
-    if (st != LSE_OK || ls == NULL) {
-        lse_gmm_free(t);
-        gsl_vector_free(ls);
-        return lse_error_set(err, LSE_ENOMEM, "--init", "out of memory");
-    }
-    for (size_t i = 0; i < k + 1; i++)
-        for (size_t j = i + 1; j < k + 1; j++) {
-            double sc;
-            if (lse_gmm_merge(s->next, i, j, t, NULL) != LSE_OK)
-                continue;
-            loglik(t, x, o->sample_weight, ls, &sc);
-            if (!isfinite(sc) ||
-                (np == LSEFIT_GMM_MERGES && !(sc > ps[np - 1])))
-                continue;
-            size_t q = np < LSEFIT_GMM_MERGES ? np++ : np - 1;
-            for (; q > 0 && ps[q - 1] < sc; q--) { /* best first */
-                ps[q] = ps[q - 1];
-                pi[q] = pi[q - 1];
-                pj[q] = pj[q - 1];
+    /* every pair merged, scored side by side (lse_gmm_loglik_batch) */
+    const size_t n_pair = k * (k + 1) / 2;
+    lse_gmm **t = calloc(n_pair, sizeof *t);
+    size_t *ti = malloc(n_pair * sizeof *ti), *tj = malloc(n_pair * sizeof *tj);
+    double *sc = malloc(n_pair * sizeof *sc);
+    size_t nt = 0;
+    lse_status st = t == NULL || ti == NULL || tj == NULL || sc == NULL
+                        ? lse_error_set(err, LSE_ENOMEM, "--init",
+                                        "out of memory")
+                        : LSE_OK;
+    for (size_t i = 0; st == LSE_OK && i < k + 1; i++)
+        for (size_t j = i + 1; st == LSE_OK && j < k + 1; j++) {
+            st = lse_gmm_new(k, d, lse_gmm_cov_type(m), &t[nt], NULL);
+            if (st != LSE_OK)
+                st = lse_error_set(err, st, "--init", "out of memory");
+            else if (lse_gmm_merge(s->next, i, j, t[nt], NULL) != LSE_OK)
+                lse_gmm_free(t[nt]);
+            else {
+                ti[nt] = i;
+                tj[nt++] = j;
             }
-            ps[q] = sc;
-            pi[q] = i;
-            pj[q] = j;
         }
+    if (st == LSE_OK)
+        st = lse_gmm_loglik_batch((const lse_gmm *const *)t, nt, x,
+                                  o->sample_weight, sc, err);
+    for (size_t q = 0; st == LSE_OK && q < nt; q++) { /* the best, in order */
+        if (!isfinite(sc[q]) ||
+            (np == LSEFIT_GMM_MERGES && !(sc[q] > ps[np - 1])))
+            continue;
+        size_t r = np < LSEFIT_GMM_MERGES ? np++ : np - 1;
+        for (; r > 0 && ps[r - 1] < sc[q]; r--) { /* best first */
+            ps[r] = ps[r - 1];
+            pi[r] = pi[r - 1];
+            pj[r] = pj[r - 1];
+        }
+        ps[r] = sc[q];
+        pi[r] = ti[q];
+        pj[r] = tj[q];
+    }
+    for (size_t q = 0; q < nt; q++)
+        lse_gmm_free(t[q]);
+    free(t);
+    free(ti);
+    free(tj);
+    free(sc);
     lse_gmm_fit_opts fo = *o;
     fo.init = LSE_GMM_INIT_GIVEN;
     fo.n_init = 1;
     fo.progress = NULL;
+    /* the merges' fits side by side (lse_gmm_fit_batch: the same bits as
+     * one after another), then taken in score order */
+    lse_gmm *f[LSEFIT_GMM_MERGES];
+    lse_status fs[LSEFIT_GMM_MERGES];
+    size_t nf = 0;
     for (size_t q = 0; st == LSE_OK && q < np; q++) {
-        lse_error e2;
-        if (lse_gmm_merge(s->next, pi[q], pj[q], t, NULL) != LSE_OK ||
-            lse_gmm_fit(t, x, &fo, &e2) != LSE_OK)
-            continue; /* a merge that turns singular is no candidate */
-        if (ranks_above(t, m, s->guard))
-            st = lse_gmm_copy(m, t, err);
+        st = lse_gmm_new(k, d, lse_gmm_cov_type(m), &f[nf], NULL);
+        if (st != LSE_OK)
+            st = lse_error_set(err, st, "--init", "out of memory");
+        else if (lse_gmm_merge(s->next, pi[q], pj[q], f[nf], NULL) != LSE_OK)
+            lse_gmm_free(f[nf]); /* no candidate */
+        else
+            nf++;
     }
-    lse_gmm_free(t);
-    gsl_vector_free(ls);
+    if (st == LSE_OK)
+        st = lse_gmm_fit_batch(f, nf, x, &fo, fs, NULL, err);
+    for (size_t q = 0; st == LSE_OK && q < nf; q++)
+        /* a merge that turns singular is no candidate */
+        if (fs[q] == LSE_OK && ranks_above(f[q], m, s->guard))
+            st = lse_gmm_copy(m, f[q], err);
+    for (size_t q = 0; q < nf; q++)
+        lse_gmm_free(f[q]);
     return st;
 }
 

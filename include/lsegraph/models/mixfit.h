@@ -204,6 +204,42 @@ LSE_API lse_status lse_gmm_split(const lse_gmm *src, const gsl_matrix *x,
 LSE_API lse_status lse_gmm_merge(const lse_gmm *src, size_t i, size_t j,
                                  lse_gmm *dst, lse_error *err);
 
+/**
+ * @brief Independent fits side by side: each of @p m[0 .. n - 1] fitted
+ * from where it stands as lse_gmm_fit(m[i], x, o, ...) would, its status
+ * into @p status[i] (and its error into @p errs[i] when @p errs is not
+ * NULL). The fits run on up to lse_get_num_threads() threads (one under
+ * o->reduce, for mclust's models and inside a parallel region), each fit on
+ * one; every m[i] ends with the same bits for every thread count, as the
+ * calls one after another would leave it. Log messages and o->progress
+ * calls come in fit order from the calling thread's point of view (those of
+ * fits after the first are recorded and replayed after the batch). The
+ * m[i] must be distinct; a fit that fails leaves its mixture as
+ * lse_gmm_fit leaves it.
+ * @return LSE_OK when every fit was made (whatever its status); LSE_EFAULT
+ * (a NULL argument or mixture); LSE_EINVAL (a mixture twice).
+ */
+LSE_API lse_status lse_gmm_fit_batch(lse_gmm *const *m, size_t n,
+                                     const gsl_matrix *x,
+                                     const lse_gmm_fit_opts *o,
+                                     lse_status *status, lse_error *errs,
+                                     lse_error *err);
+
+/**
+ * @brief The log-likelihoods of @p m[0 .. n - 1] on @p x side by side:
+ * ll[i] = sum over the rows, in order, of w_r log p_i(x_r) (w: @p
+ * sample_weight, or 1 when NULL), -inf when it cannot be computed (an error
+ * of lse_gmm_score_samples, or a sum that is not finite). On up to
+ * lse_get_num_threads() threads (one inside a parallel region), each
+ * mixture's sum on one: the same bits for every thread count.
+ * @return LSE_OK; LSE_EFAULT (a NULL argument or mixture); LSE_EDIM
+ * (sample_weight's length); LSE_ENOMEM.
+ */
+LSE_API lse_status lse_gmm_loglik_batch(const lse_gmm *const *m, size_t n,
+                                        const gsl_matrix *x,
+                                        const gsl_vector *sample_weight,
+                                        double *ll, lse_error *err);
+
 /** @brief Bootstrap standard errors of a fitted mixture
  *  (lse_gmm_bootstrap); the matrices are owned (lse_gmm_boot_free). */
 typedef struct lse_gmm_boot {

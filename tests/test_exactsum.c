@@ -283,6 +283,58 @@ START_TEST(test_special)
 }
 END_TEST
 
+/* lse_xsum_add_array (two-digit additions, room reserved per chunk of
+ * 256) holds the same number as one lse_xsum_add per term: the exported
+ * digits and counts agree, at the chunk boundaries, with non-finite terms
+ * and after many chunks (carries in between). */
+START_TEST(test_add_array)
+{
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 16);
+    static const size_t lens[] = {0, 1, 255, 256, 257, 600, 3000};
+    double *v = malloc(3000 * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    for (size_t t = 0; t < sizeof lens / sizeof lens[0]; t++) {
+        const size_t n = lens[t];
+        lse_xsum a, b;
+        lse_xsum_init(&a);
+        lse_xsum_init(&b);
+        lse_xsum_add(&a, 0.75);
+        lse_xsum_add(&b, 0.75);
+        for (int rep = 0; rep < 6; rep++) {
+            i128 ex = 0;
+            for (size_t i = 0; i < n; i++) {
+                v[i] = random_term(r, &ex);
+                if (rep == 1 && i % 97 == 5) /* huge and tiny terms */
+                    v[i] = i % 2 ? -DBL_MAX : 0x1p-1074;
+                if (rep == 2 && i == n / 2)
+                    v[i] = i % 2 ? INFINITY : NAN;
+            }
+            lse_xsum_add_array(&a, v, n);
+            for (size_t i = 0; i < n; i++)
+                lse_xsum_add(&b, v[i]);
+            double ea[LSE_XSUM_EXPORT], eb[LSE_XSUM_EXPORT];
+            lse_xsum c = a, d = b;
+            lse_xsum_export(&c, ea);
+            lse_xsum_export(&d, eb);
+            ck_assert_msg(memcmp(ea, eb, sizeof ea) == 0, "n %zu rep %d", n,
+                          rep);
+            ck_assert_bits(lse_xsum_round(&a), lse_xsum_round(&b));
+        }
+    }
+    /* a whole sum against the int128 reference */
+    i128 ex = 0;
+    for (size_t i = 0; i < 3000; i++)
+        v[i] = random_term(r, &ex);
+    lse_xsum x;
+    lse_xsum_init(&x);
+    lse_xsum_add_array(&x, v, 3000);
+    ck_assert_bits(lse_xsum_round(&x), round_i128(ex));
+    free(v);
+    gsl_rng_free(r);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("exactsum");
@@ -294,6 +346,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_extremes);
     tcase_add_test(tc, test_ties);
     tcase_add_test(tc, test_special);
+    tcase_add_test(tc, test_add_array);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -28,8 +28,18 @@ void lse_xsum_add(lse_xsum *x, double v) { lse_xsum_add_inline(x, v); }
 
 void lse_xsum_add_array(lse_xsum *x, const double *v, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        lse_xsum_add_inline(x, v[i]);
+    /* two-digit additions (exactsum-private.h), room reserved once per
+     * chunk instead of a count and a test per term: the same exact sum in
+     * about two thirds of the instructions (row energies of small EM fits,
+     * docs/lsefit.md "Cost per EM step, session 13") */
+    while (n > 0) {
+        const size_t m = n < LSE_XSUM_FAST_MAX ? n : LSE_XSUM_FAST_MAX;
+        lse_xsum_reserve2(x, 1, (int64_t)m);
+        for (size_t i = 0; i < m; i++)
+            lse_xsum_add2(x, v[i]);
+        v += m;
+        n -= m;
+    }
 }
 
 void lse_xsum_merge(lse_xsum *x, const lse_xsum *y)

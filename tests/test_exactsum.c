@@ -283,44 +283,53 @@ START_TEST(test_special)
 }
 END_TEST
 
-/* lse_xsum_add_array gives the bits of one lse_xsum_add at a time and of
- * the exact reference, with
- * and without non-finite values, from an empty sum and from one whose
- * count of additions is just below the carry (1 << 29, lib/exactsum-carry-
- * private.h), so that a carry comes first. */
+/* lse_xsum_add_array (two-digit additions, room reserved per chunk of
+ * 256) holds the same number as one lse_xsum_add per term: the exported
+ * digits and counts agree, at the chunk boundaries, with non-finite terms
+ * and after many chunks (carries in between). */
 START_TEST(test_add_array)
 {
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(r, 11u);
-    const size_t ns[] = {0, 1, 63, 64, 65, 67, 272, 1000, 100003};
-    const size_t max_n = 100003;
-    double *v = malloc(max_n * sizeof *v);
+    gsl_rng_set(r, 16);
+    static const size_t lens[] = {0, 1, 255, 256, 257, 600, 3000};
+    double *v = malloc(3000 * sizeof *v);
     ck_assert_ptr_nonnull(v);
-    for (size_t q = 0; q < sizeof ns / sizeof ns[0]; q++)
-        for (int variant = 0; variant < 3; variant++) {
-            const size_t n = ns[q];
-            i128 exact = 0;
+    for (size_t t = 0; t < sizeof lens / sizeof lens[0]; t++) {
+        const size_t n = lens[t];
+        lse_xsum a, b;
+        lse_xsum_init(&a);
+        lse_xsum_init(&b);
+        lse_xsum_add(&a, 0.75);
+        lse_xsum_add(&b, 0.75);
+        for (int rep = 0; rep < 6; rep++) {
+            i128 ex = 0;
+            for (size_t i = 0; i < n; i++) {
+                v[i] = random_term(r, &ex);
+                if (rep == 1 && i % 97 == 5) /* huge and tiny terms */
+                    v[i] = i % 2 ? -DBL_MAX : 0x1p-1074;
+                if (rep == 2 && i == n / 2)
+                    v[i] = i % 2 ? INFINITY : NAN;
+            }
+            lse_xsum_add_array(&a, v, n);
             for (size_t i = 0; i < n; i++)
-                v[i] = random_term(r, &exact);
-            if (variant == 1 && n > 40)
-                v[37] = INFINITY;
-            lse_xsum x;
-            lse_xsum_init(&x);
-            if (variant == 2)
-                x.n_add = (INT64_C(1) << 29) - 10;
-            lse_xsum_add_array(&x, v, n);
-            const double got = lse_xsum_round(&x), one = xsum_of(v, n);
-            ck_assert_bits(got, one);
-            if (variant == 1 && n > 40)
-                ck_assert_bits(got, INFINITY);
-            else
-                ck_assert_bits(got, round_i128(exact));
-            /* adding more afterwards still sums exactly */
-            lse_xsum_add(&x, 0.5);
-            ck_assert_bits(lse_xsum_round(&x), variant == 1 && n > 40
-                                                   ? INFINITY
-                                                   : round_i128(exact + ((i128)1 << 59)));
+                lse_xsum_add(&b, v[i]);
+            double ea[LSE_XSUM_EXPORT], eb[LSE_XSUM_EXPORT];
+            lse_xsum c = a, d = b;
+            lse_xsum_export(&c, ea);
+            lse_xsum_export(&d, eb);
+            ck_assert_msg(memcmp(ea, eb, sizeof ea) == 0, "n %zu rep %d", n,
+                          rep);
+            ck_assert_bits(lse_xsum_round(&a), lse_xsum_round(&b));
         }
+    }
+    /* a whole sum against the int128 reference */
+    i128 ex = 0;
+    for (size_t i = 0; i < 3000; i++)
+        v[i] = random_term(r, &ex);
+    lse_xsum x;
+    lse_xsum_init(&x);
+    lse_xsum_add_array(&x, v, 3000);
+    ck_assert_bits(lse_xsum_round(&x), round_i128(ex));
     free(v);
     gsl_rng_free(r);
 }

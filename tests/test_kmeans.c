@@ -186,6 +186,62 @@ static lse_status count_hook(double *buf, size_t n, void *user)
 
 /* One process through a hook: every collective calls it once and is the
  * identity; a failure is recorded and the hook never called again. */
+/* lse_kmeans_nearest (unrolled for d = 2, 3, 4) against the definition:
+ * for every d and k, the first center of least lse_kmeans_dist2 (same
+ * bits), that distance in d2 and the count of changed labels; rows and
+ * centers as views with a row stride wider than d, and tied centers. */
+START_TEST(test_nearest_every_d)
+{
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 13);
+    gsl_matrix *xb = gsl_matrix_alloc(37, 9), *cb = gsl_matrix_alloc(6, 8);
+    size_t lab[37], old[37];
+    gsl_vector *d2 = gsl_vector_alloc(37);
+    for (size_t d = 1; d <= 7; d++)
+        for (size_t k = 1; k <= 6; k++) {
+            for (size_t i = 0; i < xb->size1 * xb->size2; i++)
+                xb->data[i] = gsl_rng_uniform(r) * 4.0 - 2.0;
+            for (size_t i = 0; i < cb->size1 * cb->size2; i++)
+                cb->data[i] = gsl_rng_uniform(r) * 4.0 - 2.0;
+            if (k >= 3) /* centers 1 and 2 tie: the first one wins */
+                for (size_t j = 0; j < d; j++)
+                    gsl_matrix_set(cb, 2, j, gsl_matrix_get(cb, 1, j));
+            gsl_matrix_view xv = gsl_matrix_submatrix(xb, 0, 1, 37, d);
+            gsl_matrix_view cv = gsl_matrix_submatrix(cb, 0, 0, k, d);
+            for (size_t i = 0; i < 37; i++)
+                lab[i] = old[i] = gsl_rng_uniform_int(r, k);
+            const size_t changed =
+                lse_kmeans_nearest(&xv.matrix, &cv.matrix, lab, d2, 1);
+            size_t want_changed = 0;
+            for (size_t i = 0; i < 37; i++) {
+                size_t best = 0;
+                double bd = lse_kmeans_dist2(&xv.matrix, i, &cv.matrix, 0);
+                for (size_t c = 1; c < k; c++) {
+                    const double dc =
+                        lse_kmeans_dist2(&xv.matrix, i, &cv.matrix, c);
+                    if (dc < bd) {
+                        bd = dc;
+                        best = c;
+                    }
+                }
+                want_changed += best != old[i];
+                ck_assert_uint_eq(lab[i], best);
+                ck_assert(memcmp(&bd, gsl_vector_const_ptr(d2, i),
+                                 sizeof bd) == 0);
+                ck_assert(best != 2 || k < 3);
+            }
+            ck_assert_uint_eq(changed, want_changed);
+            /* without counting: 0 changes reported */
+            ck_assert_uint_eq(
+                lse_kmeans_nearest(&xv.matrix, &cv.matrix, lab, NULL, 0), 0);
+        }
+    gsl_vector_free(d2);
+    gsl_matrix_free(cb);
+    gsl_matrix_free(xb);
+    gsl_rng_free(r);
+}
+END_TEST
+
 START_TEST(test_comm_hook)
 {
     lse_comm c;
@@ -262,6 +318,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_seed_weights);
     tcase_add_test(tc, test_lloyd_monotone);
     tcase_add_test(tc, test_comm_hook);
+    tcase_add_test(tc, test_nearest_every_d);
     tcase_add_test(tc, test_comm_size_overflow);
     suite_add_tcase(s, tc);
     return s;

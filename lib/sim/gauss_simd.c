@@ -340,22 +340,25 @@ void lse_gauss_qeval6_avx2(const double *v, size_t vt, size_t nv,
             _mm256_storeu_pd(o + 5 * st + 4, a51);
             continue;
         }
-        double tile[6][8];
-        _mm256_storeu_pd(tile[0], a00);
-        _mm256_storeu_pd(tile[0] + 4, a01);
-        _mm256_storeu_pd(tile[1], a10);
-        _mm256_storeu_pd(tile[1] + 4, a11);
-        _mm256_storeu_pd(tile[2], a20);
-        _mm256_storeu_pd(tile[2] + 4, a21);
-        _mm256_storeu_pd(tile[3], a30);
-        _mm256_storeu_pd(tile[3] + 4, a31);
-        _mm256_storeu_pd(tile[4], a40);
-        _mm256_storeu_pd(tile[4] + 4, a41);
-        _mm256_storeu_pd(tile[5], a50);
-        _mm256_storeu_pd(tile[5] + 4, a51);
-        const size_t nk = K - k0;
-        for (size_t r = 0; r < 6; r++)
-            memcpy(s + r * st + k0, tile[r], nk * sizeof(double));
+        /* the last, partial tile (nk < 8 components): masked stores, not
+         * a memcpy call per row through a tile on the stack */
+        static const int64_t lanes[8] = {-1, -1, -1, -1, 0, 0, 0, 0};
+        const size_t nk = K - k0, n0 = nk < 4 ? nk : 4, n1 = nk - n0;
+        const __m256i m0 = _mm256_loadu_si256((const void *)(lanes + 4 - n0));
+        const __m256i m1 = _mm256_loadu_si256((const void *)(lanes + 4 - n1));
+        double *o = s + k0;
+        _mm256_maskstore_pd(o, m0, a00);
+        _mm256_maskstore_pd(o + 4, m1, a01);
+        _mm256_maskstore_pd(o + st, m0, a10);
+        _mm256_maskstore_pd(o + st + 4, m1, a11);
+        _mm256_maskstore_pd(o + 2 * st, m0, a20);
+        _mm256_maskstore_pd(o + 2 * st + 4, m1, a21);
+        _mm256_maskstore_pd(o + 3 * st, m0, a30);
+        _mm256_maskstore_pd(o + 3 * st + 4, m1, a31);
+        _mm256_maskstore_pd(o + 4 * st, m0, a40);
+        _mm256_maskstore_pd(o + 4 * st + 4, m1, a41);
+        _mm256_maskstore_pd(o + 5 * st, m0, a50);
+        _mm256_maskstore_pd(o + 5 * st + 4, m1, a51);
     }
 }
 

@@ -143,6 +143,85 @@ START_TEST(test_k1_is_kalman)
 }
 END_TEST
 
+/* The same comparison for every copy of the smoother (models/lslds_kern.c
+ * compiles its forward and backward passes once per D = 1 .. 4 with D a
+ * constant, and once for any D): one mode, D = 1 .. 5, against the
+ * covariance-form RTS smoother lse_kalman_smooth, with missing entries and
+ * two sequences. */
+START_TEST(test_k1_kalman_every_d)
+{
+    const size_t N = 3, T = 40;
+    for (size_t D = 1; D <= 5; D++) {
+        lse_lslds_params *p = NULL;
+        lse_assert_ok(lse_lslds_params_new(1, D, N, 1, &p, NULL));
+        for (size_t i = 0; i < D; i++) {
+            gsl_matrix_set(p->b, 0, i, 0.05 * (double)i);
+            for (size_t j = 0; j < D; j++) {
+                const double a = i == j ? 0.8 : j == i + 1 ? 0.1 : 0.0;
+                const double q = i == j ? 0.1 : (i + 1 == j || j + 1 == i) ? 0.02 : 0.0;
+                gsl_matrix_set(p->A, 0, i * D + j, a);
+                gsl_matrix_set(p->Q, 0, i * D + j, q);
+            }
+        }
+        for (size_t n = 0; n < N; n++) {
+            for (size_t j = 0; j < D; j++)
+                gsl_matrix_set(p->C, n, j, sin(1.0 + (double)n + 2.0 * (double)j));
+            gsl_vector_set(p->d, n, 0.1 * (double)n);
+            gsl_vector_set(p->r, n, 0.3 + 0.1 * (double)n);
+        }
+        gsl_matrix *y = gsl_matrix_alloc(T, N);
+        lse_assert_ok(lse_lslds_simulate(p, 11 + D, y, NULL, NULL, NULL));
+        unsigned char *obs = malloc(T * N);
+        size_t *seq = malloc(T * sizeof(size_t));
+        ck_assert(obs != NULL && seq != NULL);
+        for (size_t i = 0; i < T * N; i++)
+            obs[i] = (i * 7) % 5 != 0;
+        for (size_t t = 0; t < T; t++)
+            seq[t] = t < 17 ? 0 : 1;
+        lse_lslds_post *q = NULL;
+        lse_assert_ok(lse_lslds_post_new(T, 1, D, &q, NULL));
+        double logzx, ll;
+        lse_assert_ok(lse_lslds_update_x(p, y, obs, seq, q, &logzx, NULL));
+        gsl_matrix *R = gsl_matrix_calloc(N, N);
+        for (size_t i = 0; i < N; i++)
+            gsl_matrix_set(R, i, i, gsl_vector_get(p->r, i));
+        gsl_matrix_view bv = gsl_matrix_submatrix(p->b, 0, 0, 1, D);
+        lse_kalman_model km = {p->A, &bv.matrix, p->Q, p->C, p->d, R,
+                               p->m0, p->P0, NULL, NULL};
+        gsl_matrix *km_mean = gsl_matrix_alloc(T, D);
+        gsl_matrix *km_cov = gsl_matrix_alloc(T, D * D);
+        gsl_matrix *km_cross = gsl_matrix_alloc(T, D * D);
+        lse_kalman_result kres = {NULL, NULL, km_mean, km_cov, km_cross};
+        lse_assert_ok(lse_kalman_smooth(&km, y, obs, seq, &ll, &kres, NULL));
+        ck_assert_msg(fabs(logzx - ll) <= 1e-9 * fabs(ll),
+                      "D %zu: logzx %.17g ll %.17g", D, logzx, ll);
+        for (size_t t = 0; t < T; t++)
+            for (size_t i = 0; i < D * D; i++) {
+                if (i < D)
+                    ck_assert_msg(fabs(gsl_matrix_get(q->mean, t, i) -
+                                       gsl_matrix_get(km_mean, t, i)) <= 1e-9,
+                                  "D %zu: mean (%zu, %zu)", D, t, i);
+                ck_assert_msg(fabs(gsl_matrix_get(q->cov, t, i) -
+                                   gsl_matrix_get(km_cov, t, i)) <= 1e-9,
+                              "D %zu: cov (%zu, %zu)", D, t, i);
+                if (t != 0 && t != 17)
+                    ck_assert_msg(fabs(gsl_matrix_get(q->cross, t, i) -
+                                       gsl_matrix_get(km_cross, t, i)) <= 1e-9,
+                                  "D %zu: cross (%zu, %zu)", D, t, i);
+            }
+        gsl_matrix_free(km_mean);
+        gsl_matrix_free(km_cov);
+        gsl_matrix_free(km_cross);
+        gsl_matrix_free(R);
+        gsl_matrix_free(y);
+        free(obs);
+        free(seq);
+        lse_lslds_post_free(q);
+        lse_lslds_params_free(p);
+    }
+}
+END_TEST
+
 /* After the q(x) update, ELBO = log Z_x + E_q(z)[log p(z)] + H(q(z)) (the
  * closed form of the structured update, computed through the residual
  * potentials), and every half-step of VI-EM never lowers the ELBO. */
@@ -1084,6 +1163,7 @@ Suite *lse_test_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_k1_is_kalman);
+    tcase_add_test(tc, test_k1_kalman_every_d);
     tcase_add_test(tc, test_elbo_identity_and_monotone);
     tcase_add_test(tc, test_mstep_stationary);
     tcase_add_test(tc, test_recovery);

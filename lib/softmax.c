@@ -271,6 +271,29 @@ LSE_KERNEL void softmax4_rows(const gsl_matrix *s, gsl_matrix *a, double beta,
     }
 }
 
+/* The floating-point part of lse_log_pos (kernels-private.h) on a vector
+ * of mantissas mv in [sqrt(1/2), sqrt(2)) and exponents e, in GCC/clang
+ * vector arithmetic: each operator is the lane-wise IEEE operation of
+ * lse_log_pos's scalar one, in the same order (no FMA: the project builds
+ * with -ffp-contract=off), so every lane gets lse_log_pos's bits. One body
+ * for the 4- and 8-lane copies below. */
+#define LOG_POS_TAIL(NAME, VT, TARGET)                                         \
+    TARGET static inline VT NAME(VT mv, VT e)                                  \
+    {                                                                          \
+        const VT sd = (mv - 1.0) / (mv + 1.0), z = sd * sd;                    \
+        const VT z2 = z * z, z4 = z2 * z2, z8 = z4 * z4;                       \
+        const VT c01 = 1.0 + z * (1.0 / 3.0), c23 = 1.0 / 5.0 + z * (1.0 / 7.0); \
+        const VT c45 = 1.0 / 9.0 + z * (1.0 / 11.0);                           \
+        const VT c67 = 1.0 / 13.0 + z * (1.0 / 15.0);                          \
+        const VT c89 = 1.0 / 17.0 + z * (1.0 / 19.0);                          \
+        const VT d0 = c01 + z2 * c23, d1 = c45 + z2 * c67;                     \
+        const VT t0 = d0 + z4 * d1, t1 = c89 + z2 * (1.0 / 21.0);              \
+        const VT p = t0 + z8 * t1;                                             \
+        return e * 6.93147180369123816490e-01 +                                \
+               (2.0 * sd * p + e * 1.90821492927058770002e-10);                \
+    }
+LOG_POS_TAIL(log_tail4, __m256d, LSE_TARGET_AVX2_FMA)
+
 /* lse_log_pos of four positive doubles, lane for lane the same operations
  * (no FMA: the project builds with -ffp-contract=off), so the same bits.
  * The mantissas with exponent 0 are below 2^63, so the signed compare is
@@ -293,29 +316,7 @@ static inline __m256d log_pos4(__m256d x)
                         _mm256_sub_epi64(_mm256_srli_epi64(b, 52), big));
     const __m256d e =
         _mm256_sub_pd(_mm256_castsi256_pd(eb), _mm256_set1_pd(0x1p52 + 1023.0));
-    const __m256d one = _mm256_set1_pd(1.0);
-    const __m256d f = _mm256_sub_pd(mv, one);
-    const __m256d sd = _mm256_div_pd(f, _mm256_add_pd(mv, one));
-    const __m256d z = _mm256_mul_pd(sd, sd), z2 = _mm256_mul_pd(z, z);
-    const __m256d z4 = _mm256_mul_pd(z2, z2), z8 = _mm256_mul_pd(z4, z4);
-#define LP4(c0, c1)                                                            \
-    _mm256_add_pd(_mm256_set1_pd(c0), _mm256_mul_pd(z, _mm256_set1_pd(c1)))
-    const __m256d c01 = LP4(1.0, 1.0 / 3.0), c23 = LP4(1.0 / 5.0, 1.0 / 7.0);
-    const __m256d c45 = LP4(1.0 / 9.0, 1.0 / 11.0);
-    const __m256d c67 = LP4(1.0 / 13.0, 1.0 / 15.0);
-    const __m256d c89 = LP4(1.0 / 17.0, 1.0 / 19.0);
-#undef LP4
-    const __m256d d0 = _mm256_add_pd(c01, _mm256_mul_pd(z2, c23));
-    const __m256d d1 = _mm256_add_pd(c45, _mm256_mul_pd(z2, c67));
-    const __m256d t0 = _mm256_add_pd(d0, _mm256_mul_pd(z4, d1));
-    const __m256d t1 =
-        _mm256_add_pd(c89, _mm256_mul_pd(z2, _mm256_set1_pd(1.0 / 21.0)));
-    const __m256d p = _mm256_add_pd(t0, _mm256_mul_pd(z8, t1));
-    const __m256d lo = _mm256_add_pd(
-        _mm256_mul_pd(_mm256_mul_pd(_mm256_set1_pd(2.0), sd), p),
-        _mm256_mul_pd(e, _mm256_set1_pd(1.90821492927058770002e-10)));
-    return _mm256_add_pd(
-        _mm256_mul_pd(e, _mm256_set1_pd(6.93147180369123816490e-01)), lo);
+    return log_tail4(mv, e);
 }
 
 /* In-register transpose of four vectors of four. */
@@ -640,6 +641,8 @@ static void softmax_cols8_rows(const gsl_matrix *s, gsl_matrix *a, double beta,
     }
 }
 
+LOG_POS_TAIL(log_tail8, __m512d, LSE_TARGET_AVX512)
+
 /* log_pos4 with AVX-512F: lse_log_pos of eight positive doubles, lane for
  * lane (same bits). */
 LSE_TARGET_AVX512
@@ -660,29 +663,7 @@ static inline __m512d log_pos8(__m512d x)
         _mm512_mask_add_epi64(b52, big, b52, _mm512_set1_epi64(1)));
     const __m512d e =
         _mm512_sub_pd(_mm512_castsi512_pd(eb), _mm512_set1_pd(0x1p52 + 1023.0));
-    const __m512d one = _mm512_set1_pd(1.0);
-    const __m512d f = _mm512_sub_pd(mv, one);
-    const __m512d sd = _mm512_div_pd(f, _mm512_add_pd(mv, one));
-    const __m512d z = _mm512_mul_pd(sd, sd), z2 = _mm512_mul_pd(z, z);
-    const __m512d z4 = _mm512_mul_pd(z2, z2), z8 = _mm512_mul_pd(z4, z4);
-#define LP8(c0, c1)                                                            \
-    _mm512_add_pd(_mm512_set1_pd(c0), _mm512_mul_pd(z, _mm512_set1_pd(c1)))
-    const __m512d c01 = LP8(1.0, 1.0 / 3.0), c23 = LP8(1.0 / 5.0, 1.0 / 7.0);
-    const __m512d c45 = LP8(1.0 / 9.0, 1.0 / 11.0);
-    const __m512d c67 = LP8(1.0 / 13.0, 1.0 / 15.0);
-    const __m512d c89 = LP8(1.0 / 17.0, 1.0 / 19.0);
-#undef LP8
-    const __m512d d0 = _mm512_add_pd(c01, _mm512_mul_pd(z2, c23));
-    const __m512d d1 = _mm512_add_pd(c45, _mm512_mul_pd(z2, c67));
-    const __m512d t0 = _mm512_add_pd(d0, _mm512_mul_pd(z4, d1));
-    const __m512d t1 =
-        _mm512_add_pd(c89, _mm512_mul_pd(z2, _mm512_set1_pd(1.0 / 21.0)));
-    const __m512d p = _mm512_add_pd(t0, _mm512_mul_pd(z8, t1));
-    const __m512d lo = _mm512_add_pd(
-        _mm512_mul_pd(_mm512_mul_pd(_mm512_set1_pd(2.0), sd), p),
-        _mm512_mul_pd(e, _mm512_set1_pd(1.90821492927058770002e-10)));
-    return _mm512_add_pd(
-        _mm512_mul_pd(e, _mm512_set1_pd(6.93147180369123816490e-01)), lo);
+    return log_tail8(mv, e);
 }
 
 /* In-register transpose of eight vectors of eight. */

@@ -184,6 +184,8 @@ void lse_set_thread_min_work(double work)
     thread_min_work = work >= 0.0 ? work : LSE_THREADS_MIN_WORK; /* NaN too */
 }
 
+double lse_get_thread_min_work(void) { return thread_min_work; }
+
 int lse_threads_for_work(size_t n_tasks, double work)
 {
     if (!(work >= thread_min_work)) /* also for a NaN estimate */

@@ -26,6 +26,9 @@
  * caller's weights; the pattern graph depends on the rows' patterns).
  * One entry of each kind per thread; thread-local, no locks: each thread
  * of lse_gmm_par_run opens its own scope. Out of a scope nothing is kept.
+ * A thread has two caches: the one its batches use and one for the work
+ * it runs ahead in the background (lse_gmm_cache_ahead), so that switching
+ * between the two, of other K, does not throw away either's entry.
  */
 
 typedef struct cache_key {
@@ -45,7 +48,9 @@ typedef struct gmm_cache {
     gmm_graph query; /* g == NULL: none */
 } gmm_cache;
 
-static _Thread_local gmm_cache tl_cache;
+static _Thread_local gmm_cache tl_caches[2];
+static _Thread_local int tl_which; /* 1: the background's */
+#define tl_cache (tl_caches[tl_which])
 
 static int no_reuse(void)
 {
@@ -63,6 +68,13 @@ void lse_gmm_cache_begin(void)
 {
     if (tl_cache.depth++ == 0)
         tl_off = no_reuse();
+}
+
+int lse_gmm_cache_ahead(int on)
+{
+    const int was = tl_which;
+    tl_which = on != 0;
+    return was;
 }
 
 void lse_gmm_cache_end(void)

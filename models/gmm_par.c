@@ -230,9 +230,58 @@ typedef struct par_crew {
     unsigned gen;
     int quit, depth, n_help, pending, job_nt;
     const par_worker *job;
+    lse_gmm_bg *bg; /* work ahead, NULL: none */
     pthread_t th[EMEM_MAX_THREADS];
     int tid[EMEM_MAX_THREADS];
 } par_crew;
+
+/* Work ahead (lse_gmm_bg_begin): task i is TODO until a thread takes it,
+ * AHEAD while a crew helper runs it, NOW when the caller took it, then
+ * DONE. The states change under the crew's lock, except the caller's
+ * TODO -> NOW -> DONE, which only it reads before lse_gmm_bg_collect
+ * returns. */
+enum { BG_TODO, BG_AHEAD, BG_NOW, BG_DONE };
+
+struct lse_gmm_bg {
+    par_crew *c;
+    lse_gmm_par_task task;
+    void *ctx;
+    size_t n, next; /* next: no TODO task below it */
+    int stop;       /* no more tasks taken ahead */
+    int running;    /* tasks the helpers run now */
+    int *state;
+    run_rec *recs;
+    pthread_cond_t idle; /* a helper finished a task */
+    gsl_error_handler_t *gsl_h;
+};
+
+/* the next task to run ahead into *i (under c->mu): 0 when none */
+static int bg_take(lse_gmm_bg *b, size_t *i)
+{
+    if (b->stop)
+        return 0;
+    while (b->next < b->n && b->state[b->next] != BG_TODO)
+        b->next++;
+    if (b->next == b->n)
+        return 0;
+    *i = b->next++;
+    b->state[*i] = BG_AHEAD;
+    b->running++;
+    return 1;
+}
+
+/* task i of b on this thread (a helper, or the caller through
+ * lse_gmm_par_run), its log recorded, its fits on the thread's background
+ * cache */
+static void bg_exec(lse_gmm_bg *b, size_t i, int tid)
+{
+    run_rec *saved = rec_cur;
+    rec_cur = &b->recs[i];
+    const int cache = lse_gmm_cache_ahead(1);
+    b->task(b->ctx, i, tid);
+    lse_gmm_cache_ahead(cache);
+    rec_cur = saved;
+}
 
 /* the crew of the calling thread, NULL without one */
 static _Thread_local par_crew *crew_cur;
@@ -248,11 +297,26 @@ static void *crew_main(void *arg)
     const int tid = ((crew_arg *)arg)->tid;
     free(arg);
     lse_gmm_cache_begin(); /* kept from call to call */
+    lse_gmm_cache_ahead(1); /* and the work ahead's, from task to task */
+    lse_gmm_cache_begin();
+    lse_gmm_cache_ahead(0);
     unsigned seen = 0;
     pthread_mutex_lock(&c->mu);
     for (;;) {
-        while (c->gen == seen && !c->quit)
+        while (c->gen == seen && !c->quit) {
+            size_t i;
+            if (c->bg != NULL && bg_take(c->bg, &i)) { /* work ahead */
+                lse_gmm_bg *b = c->bg;
+                pthread_mutex_unlock(&c->mu);
+                bg_exec(b, i, tid);
+                pthread_mutex_lock(&c->mu);
+                b->state[i] = BG_DONE;
+                b->running--;
+                pthread_cond_broadcast(&b->idle);
+                continue;
+            }
             pthread_cond_wait(&c->go, &c->mu);
+        }
         if (c->quit)
             break;
         seen = c->gen;
@@ -271,6 +335,9 @@ static void *crew_main(void *arg)
             pthread_cond_signal(&c->done);
     }
     pthread_mutex_unlock(&c->mu);
+    lse_gmm_cache_ahead(1);
+    lse_gmm_cache_end();
+    lse_gmm_cache_ahead(0);
     lse_gmm_cache_end();
     return NULL;
 }
@@ -417,6 +484,126 @@ void lse_gmm_par_run(lse_gmm_par_task task, void *ctx, size_t n_task, int nt,
     free(recs);
 }
 
+
+lse_gmm_bg *lse_gmm_bg_begin(int nt, lse_gmm_par_task task, void *ctx,
+                             size_t n)
+{
+    if (nt < 2 || n == 0 || crew_cur != NULL)
+        return NULL;
+    lse_gmm_bg *b = calloc(1, sizeof *b);
+    if (b == NULL)
+        return NULL;
+    b->state = calloc(n, sizeof *b->state); /* BG_TODO */
+    b->recs = calloc(n, sizeof *b->recs);
+    if (b->state == NULL || b->recs == NULL ||
+        pthread_cond_init(&b->idle, NULL) != 0) {
+        free(b->state);
+        free(b->recs);
+        free(b);
+        return NULL;
+    }
+    lse_gmm_par_begin(nt);
+    par_crew *c = crew_cur;
+    if (c == NULL || c->n_help < 1) { /* no helper could be started */
+        lse_gmm_par_end();
+        pthread_cond_destroy(&b->idle);
+        free(b->state);
+        free(b->recs);
+        free(b);
+        return NULL;
+    }
+    b->c = c;
+    b->task = task;
+    b->ctx = ctx;
+    b->n = n;
+    /* as inside lse_gmm_par_run, for as long as tasks may run: the log
+     * goes through the recorder, and GSL's handler stays off, so that
+     * every lse_gsl_quiet sees the same one */
+    b->gsl_h = gsl_set_error_handler_off();
+    rec_begin();
+    lse_gmm_cache_ahead(1); /* the caller's cache for the tasks it runs */
+    lse_gmm_cache_begin();
+    lse_gmm_cache_ahead(0);
+    pthread_mutex_lock(&c->mu);
+    c->bg = b;
+    pthread_cond_broadcast(&c->go); /* the helpers start on it */
+    pthread_mutex_unlock(&c->mu);
+    return b;
+}
+
+/* lse_gmm_bg_collect's tasks taken by the caller, as tasks of
+ * lse_gmm_par_run */
+typedef struct bg_now {
+    lse_gmm_bg *b;
+    const size_t *idx;
+} bg_now;
+
+static void bg_now_task(void *ctx, size_t j, int tid)
+{
+    const bg_now *w = ctx;
+    bg_exec(w->b, w->idx[j], tid);
+}
+
+int lse_gmm_bg_collect(lse_gmm_bg *b, size_t first, size_t n, int nt,
+                       const lse_gmm_fit_opts *o)
+{
+    if (b == NULL || first > b->n || n > b->n - first)
+        return 0;
+    size_t *idx = malloc((n > 0 ? n : 1) * sizeof *idx);
+    if (idx == NULL)
+        return 0;
+    size_t m = 0;
+    pthread_mutex_lock(&b->c->mu);
+    for (size_t i = first; i < first + n; i++)
+        if (b->state[i] == BG_TODO) {
+            b->state[i] = BG_NOW;
+            idx[m++] = i;
+        }
+    pthread_mutex_unlock(&b->c->mu);
+    if (m > 0) {
+        bg_now w = {.b = b, .idx = idx};
+        lse_gmm_par_run(bg_now_task, &w, m, nt, o);
+    }
+    pthread_mutex_lock(&b->c->mu);
+    for (size_t j = 0; j < m; j++)
+        b->state[idx[j]] = BG_DONE;
+    for (size_t i = first; i < first + n; i++)
+        while (b->state[i] != BG_DONE)
+            pthread_cond_wait(&b->idle, &b->c->mu);
+    pthread_mutex_unlock(&b->c->mu);
+    free(idx);
+    for (size_t i = first; i < first + n; i++) /* in task order */
+        rec_replay(&b->recs[i], o);
+    return 1;
+}
+
+void lse_gmm_bg_end(lse_gmm_bg *b)
+{
+    if (b == NULL)
+        return;
+    par_crew *c = b->c;
+    pthread_mutex_lock(&c->mu);
+    b->stop = 1;
+    while (b->running > 0)
+        pthread_cond_wait(&b->idle, &c->mu);
+    c->bg = NULL;
+    pthread_mutex_unlock(&c->mu);
+    for (size_t i = 0; i < b->n; i++) { /* never collected: dropped */
+        for (size_t e = 0; e < b->recs[i].n; e++)
+            free(b->recs[i].ev[e].msg);
+        free(b->recs[i].ev);
+    }
+    lse_gmm_cache_ahead(1);
+    lse_gmm_cache_end();
+    lse_gmm_cache_ahead(0);
+    rec_end();
+    gsl_set_error_handler(b->gsl_h);
+    lse_gmm_par_end();
+    pthread_cond_destroy(&b->idle);
+    free(b->state);
+    free(b->recs);
+    free(b);
+}
 
 /* lse_gmm_fit_batch's fits as tasks of lse_gmm_par_run */
 typedef struct batch_job {

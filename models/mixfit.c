@@ -357,6 +357,7 @@ typedef struct run_ctx {
     const lse_gmm_fit_opts *o;
     const lse_gmm_emem_opts *e;
     const lse_gmm *const *given; /* short runs */
+    size_t s0;                   /* short runs: task i is run s0 + i */
     cand *c;                     /* continued runs */
     size_t max_iter;             /* continued runs */
 } run_ctx;
@@ -364,7 +365,8 @@ typedef struct run_ctx {
 /* short run s on wm into r */
 static void task_short(const run_ctx *p, size_t s, lse_gmm *wm, run_out *r)
 {
-    r->st = short_run(wm, p->x, p->o, p->e, p->given, s, &r->kind, &r->e);
+    r->st = short_run(wm, p->x, p->o, p->e, p->given, p->s0 + s, &r->kind,
+                      &r->e);
     if (r->st != LSE_OK)
         return;
     r->ll = lse_gmm_info(wm)->loglik;
@@ -422,6 +424,211 @@ static void run_all(const run_ctx *p, int shorts, size_t n_task, int nt,
 {
     run_job j = {.p = p, .shorts = shorts, .wm = wm, .r = r};
     lse_gmm_par_run(run_job_task, &j, n_task, nt, p->o);
+}
+
+/*
+ * Short runs ahead (lse_gmm_emem_ahead_begin): the runs from the starts
+ * emEM draws (o->init's and the random ones) for every K of a range are
+ * tasks of a crew's work ahead (lse_gmm_bg_begin): its helpers run them
+ * whenever they have no batch, and lse_gmm_fit_emem of the same thread
+ * takes them (ahead_take) when its call matches. A short run depends only
+ * on its start (seed o->seed + s, K, the data and options), not on the
+ * thread, the working mixture or the runs before it, so the results are
+ * the same bits as the run in lse_gmm_fit_emem would give.
+ */
+typedef struct ahead {
+    const gsl_matrix *x;
+    lse_gmm_fit_opts o;
+    size_t d, k_lo, k_hi, n;
+    lse_cov_type cov;
+    lse_gmm_emem_opts *e; /* per K, the guard as lse_gmm_fit_emem sets it */
+    size_t *first;        /* per K and one more: K's first task */
+    int *taken;           /* per K: collected */
+    run_out *r;           /* per task */
+    lse_gmm_bg *bg;       /* NULL: nothing runs ahead */
+} ahead;
+
+static _Thread_local ahead *tl_ahead;
+static _Thread_local size_t tl_ahead_taken; /* short runs taken (tests) */
+
+size_t gmm_ahead_taken(void) { return tl_ahead_taken; }
+
+/* task i: short run s of K into a->r[i], on a mixture of its own */
+static void ahead_task(void *ctx, size_t i, int tid)
+{
+    const ahead *a = ctx;
+    size_t j = 0;
+    (void)tid;
+    while (a->first[j + 1] <= i)
+        j++;
+    run_out *r = &a->r[i];
+    lse_gmm *wm = NULL;
+    if (lse_gmm_new(a->k_lo + j, a->d, a->cov, &wm, NULL) != LSE_OK) {
+        r->hard = lse_error_set(&r->he, LSE_ENOMEM, "lse_gmm_fit_emem",
+                                "out of memory");
+        return;
+    }
+    const run_ctx p = {.x = a->x, .o = &a->o, .e = &a->e[j]};
+    task_short(&p, i - a->first[j], wm, r);
+    lse_gmm_free(wm);
+}
+
+/* 1 when a short run under options p equals one under q */
+static int same_short_opts(const lse_gmm_fit_opts *p,
+                           const lse_gmm_fit_opts *q)
+{
+    return p->init == q->init && p->tol == q->tol &&
+           p->reg_covar == q->reg_covar && p->lloyd_iter == q->lloyd_iter &&
+           p->seed == q->seed && p->sample_weight == q->sample_weight &&
+           p->missing == q->missing && p->reduce == NULL &&
+           q->reduce == NULL && p->accel == q->accel;
+}
+
+/* The drawn starts' short runs of emEM for K on x, o and budget e (the
+ * guard set), from the thread's work ahead into r[0 ..) when it holds
+ * them (each once): their number (e->n_starts + e->n_random), else 0 */
+static size_t ahead_take(size_t k, const gsl_matrix *x,
+                         const lse_gmm_fit_opts *o, const lse_gmm_emem_opts *e,
+                         int nt, run_out *r)
+{
+    ahead *a = tl_ahead;
+    if (a == NULL || a->bg == NULL || k < a->k_lo || k > a->k_hi ||
+        a->taken[k - a->k_lo] || x != a->x || !same_short_opts(o, &a->o))
+        return 0;
+    const size_t j = k - a->k_lo, n = e->n_starts + e->n_random;
+    const lse_gmm_emem_opts *f = &a->e[j];
+    if (f->n_starts != e->n_starts || f->n_random != e->n_random ||
+        f->short_iter != e->short_iter || f->short_tol != e->short_tol ||
+        f->degenerate != e->degenerate ||
+        !lse_gmm_bg_collect(a->bg, a->first[j], n, nt, o))
+        return 0;
+    a->taken[j] = 1;
+    tl_ahead_taken += n;
+    memcpy(r, &a->r[a->first[j]], n * sizeof *r);
+    memset(&a->r[a->first[j]], 0, n * sizeof *r); /* the fits are r's now */
+    return n;
+}
+
+static void ahead_free(ahead *a)
+{
+    if (a == NULL)
+        return;
+    lse_gmm_bg_end(a->bg);
+    for (size_t i = 0; a->r != NULL && i < a->n; i++)
+        lse_gmm_free(a->r[i].m);
+    free(a->r);
+    free(a->e);
+    free(a->first);
+    free(a->taken);
+    free(a);
+}
+
+/* the drawn starts' runs of every K: a->first and a->n (overflow
+ * checked); 0 on overflow */
+static int ahead_count(ahead *a, const lse_gmm_emem_opts *e)
+{
+    a->n = 0;
+    for (size_t k = a->k_lo; k <= a->k_hi; k++) {
+        const size_t j = k - a->k_lo, m = e[j].n_starts + e[j].n_random;
+        if (m < e[j].n_starts || a->n + m < a->n)
+            return 0;
+        a->first[j] = a->n;
+        a->n += m;
+    }
+    a->first[a->k_hi - a->k_lo + 1] = a->n;
+    return 1;
+}
+
+/* 1 when nothing should run ahead: one thread, several processes, an
+ * mclust model, given starts, or passes that use several threads */
+static int ahead_off(const lse_gmm *like, const gsl_matrix *x,
+                     const lse_gmm_fit_opts *o, size_t k_hi)
+{
+    const double d1 = 1.0 + (double)lse_gmm_dim(like);
+    return o->reduce != NULL || o->init == LSE_GMM_INIT_GIVEN ||
+           lse_gmm_cov_model(like) != LSE_COV_MODEL_NONE ||
+           lse_gmm_par_threads(like, o, (size_t)-1) < 2 ||
+           !((double)x->size1 * (double)k_hi * d1 * d1 <
+             lse_get_thread_min_work());
+}
+
+/* a's budgets: e with the guard that lse_gmm_fit_emem applies (off where
+ * the data are as thin as a collapse; the threshold once per factor) */
+static lse_status ahead_budgets(ahead *a, const lse_gmm *like,
+                                const lse_gmm_emem_opts *e, lse_error *err)
+{
+    double factor = NAN, thr = 0.0;
+    for (size_t j = 0; j <= a->k_hi - a->k_lo; j++) {
+        a->e[j] = e[j];
+        if (!(e[j].degenerate == factor)) {
+            factor = e[j].degenerate;
+            const lse_status st =
+                lse_gmm_emem_threshold(like, a->x, &a->o, factor, &thr, err);
+            if (st != LSE_OK)
+                return st;
+        }
+        if (!(thr > 0.0))
+            a->e[j].degenerate = 0.0;
+    }
+    return LSE_OK;
+}
+
+lse_status lse_gmm_emem_ahead_begin(const lse_gmm *like, const gsl_matrix *x,
+                                    const lse_gmm_fit_opts *o,
+                                    const lse_gmm_emem_opts *e, size_t k_lo,
+                                    size_t k_hi, lse_error *err)
+{
+    static const char fn[] = "lse_gmm_emem_ahead_begin";
+    if (like == NULL || x == NULL || o == NULL || e == NULL)
+        return lse_error_set(err, LSE_EFAULT, fn, "NULL argument");
+    if (k_lo == 0 || k_lo > k_hi || k_hi - k_lo >= (size_t)-2)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "K range %zu .. %zu: need 1 <= k_lo <= k_hi", k_lo,
+                             k_hi);
+    if (tl_ahead != NULL)
+        return lse_error_set(err, LSE_EINVAL, fn,
+                             "a scope is open already on this thread");
+    const size_t nk = k_hi - k_lo + 1;
+    ahead *a = calloc(1, sizeof *a);
+    if (a == NULL)
+        return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    *a = (ahead){.x = x, .o = *o, .d = lse_gmm_dim(like), .k_lo = k_lo,
+                 .k_hi = k_hi, .cov = lse_gmm_cov_type(like)};
+    a->o.progress = NULL;
+    a->o.progress_user = NULL;
+    tl_ahead = a; /* open, also when nothing runs ahead */
+    if (ahead_off(like, x, o, k_hi))
+        return LSE_OK;
+    a->e = calloc(nk, sizeof *a->e);
+    a->first = calloc(nk + 1, sizeof *a->first);
+    a->taken = calloc(nk, sizeof *a->taken);
+    lse_status st = a->e == NULL || a->first == NULL || a->taken == NULL
+                        ? lse_error_set(err, LSE_ENOMEM, fn, "out of memory")
+                        : LSE_OK;
+    if (st == LSE_OK && !ahead_count(a, e))
+        st = lse_error_set(err, LSE_EINVAL, fn, "too many short runs");
+    if (st == LSE_OK)
+        st = ahead_budgets(a, like, e, err);
+    if (st == LSE_OK && a->n > 0) {
+        a->r = calloc(a->n, sizeof *a->r);
+        if (a->r == NULL)
+            st = lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
+    }
+    if (st == LSE_OK && a->n > 0) /* no crew: nothing runs ahead */
+        a->bg = lse_gmm_bg_begin(lse_gmm_par_threads(like, o, (size_t)-1),
+                                 ahead_task, a, a->n);
+    if (st != LSE_OK) {
+        tl_ahead = NULL;
+        ahead_free(a);
+    }
+    return st;
+}
+
+void lse_gmm_emem_ahead_end(void)
+{
+    ahead *a = tl_ahead;
+    tl_ahead = NULL;
+    ahead_free(a);
 }
 
 /* the first hard failure of r (in run order) into *hard and err */
@@ -488,8 +695,11 @@ static lse_status short_runs(cand *c, size_t *n, size_t n_runs,
     if (r == NULL)
         return lse_error_set(err, LSE_ENOMEM, "lse_gmm_fit_emem",
                              "out of memory");
-    const run_ctx p = {.x = x, .o = o, .e = e, .given = given};
-    run_all(&p, 1, n_runs, nt, wm, r);
+    /* the drawn starts' runs from the work ahead, when it holds them */
+    const size_t s0 = ahead_take(lse_gmm_k(wm[0]), x, o, e, nt, r);
+    const run_ctx p = {.x = x, .o = o, .e = e, .given = given, .s0 = s0};
+    if (s0 < n_runs)
+        run_all(&p, 1, n_runs - s0, nt, wm, r + s0);
     lse_status hard = LSE_OK;
     for (size_t s = 0; s < n_runs; s++) {
         first_hard(&r[s], &hard, err);

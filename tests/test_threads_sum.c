@@ -40,9 +40,12 @@ START_TEST(test_sum_floor_explicit)
     ck_assert_int_eq(lse_threads_for_work(2, 1048575.0), 1);
     ck_assert_int_eq(lse_threads_for_work(2, 1048576.0), 2);
     ck_assert_int_eq(lse_threads_for_sum(33, 524288.0), 1);
+    ck_assert(lse_get_thread_min_work() == 1048576.0);
     lse_set_thread_min_work(NAN); /* NaN: the default, too */
+    ck_assert(lse_get_thread_min_work() == 1048576.0);
     ck_assert_int_eq(lse_threads_for_work(2, 1048575.0), 1);
     lse_set_thread_min_work(5e5);
+    ck_assert(lse_get_thread_min_work() == 5e5);
     ck_assert_int_eq(lse_threads_for_work(2, 5e5), 2);
     ck_assert_int_eq(lse_threads_for_work(2, 4.9e5), 1);
     lse_set_thread_min_work(0.0);
@@ -57,6 +60,7 @@ END_TEST
 START_TEST(test_sum_default_count)
 {
     lse_set_num_threads(0);
+    ck_assert(lse_get_thread_min_work() == 1048576.0); /* the default */
     ck_assert_int_eq(lse_threads_for_sum(33, 1000.0), 1);
 #ifdef LSE_TEST_OPENMP
     const char *env = getenv("LSE_NUM_THREADS");

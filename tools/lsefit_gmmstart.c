@@ -79,6 +79,18 @@ static lse_status keep_prev(lsefit_gmm_start *s, const lse_gmm *m,
     return LSE_OK;
 }
 
+/* the chain's emEM budget for K */
+static lse_gmm_emem_opts chain_budget(const lsefit_gmm_start *s, size_t k,
+                                      const lse_gmm_fit_opts *o)
+{
+    lse_gmm_emem_opts e = lse_gmm_emem_opts_default(k);
+    if (o->n_init > 1)
+        e.n_starts = o->n_init;
+    if (s->smem_set)
+        e.smem = s->smem;
+    return e;
+}
+
 /* emEM for K = lse_gmm_k(m) with the splits of the chain's fit for K - 1
  * (computed first, by the same rule, when s->prev does not hold it) and
  * the hcVVV partition (labels, or NULL) as further starts */
@@ -89,11 +101,7 @@ static lse_status emem_chain(lsefit_gmm_start *s, lse_gmm *m,
     const size_t k = lse_gmm_k(m), d = lse_gmm_dim(m);
     const int split = k >= 2 && o->reduce == NULL &&
                       lse_gmm_cov_model(m) == LSE_COV_MODEL_NONE;
-    lse_gmm_emem_opts e = lse_gmm_emem_opts_default(k);
-    if (o->n_init > 1)
-        e.n_starts = o->n_init;
-    if (s->smem_set)
-        e.smem = s->smem;
+    lse_gmm_emem_opts e = chain_budget(s, k, o);
     lse_gmm **given = calloc(k + 1, sizeof *given);
     size_t n_given = 0;
     lse_status st = given == NULL ? lse_error_set(err, LSE_ENOMEM, "--init",
@@ -394,6 +402,34 @@ static lse_status emem_merge(lsefit_gmm_start *s, lse_gmm *m,
     return st;
 }
 
+/* The short runs of the chain's K = 1 .. kmax (emem_chain's budgets) run
+ * ahead on threads the chain leaves idle, from m's fit (the range's first)
+ * until kmax's: the same bits (lse_gmm_emem_ahead_begin) */
+static lse_status ahead_begin(lsefit_gmm_start *s, const lse_gmm *m,
+                              const gsl_matrix *x, const lse_gmm_fit_opts *o,
+                              lse_error *err)
+{
+    if (s->ahead || s->kmax < lse_gmm_k(m))
+        return LSE_OK;
+    lse_gmm_emem_opts *e = calloc(s->kmax, sizeof *e);
+    if (e == NULL)
+        return lse_error_set(err, LSE_ENOMEM, "--init", "out of memory");
+    for (size_t k = 1; k <= s->kmax; k++)
+        e[k - 1] = chain_budget(s, k, o);
+    const lse_status st =
+        lse_gmm_emem_ahead_begin(m, x, o, e, 1, s->kmax, err);
+    free(e);
+    s->ahead = st == LSE_OK;
+    return st;
+}
+
+static void ahead_end(lsefit_gmm_start *s)
+{
+    if (s->ahead)
+        lse_gmm_emem_ahead_end();
+    s->ahead = 0;
+}
+
 lse_status lsefit_gmm_start_fit(lsefit_gmm_start *s, lse_gmm *m,
                                 const gsl_matrix *x, const lse_gmm_fit_opts *o,
                                 lse_error *err)
@@ -422,8 +458,12 @@ lse_status lsefit_gmm_start_fit(lsefit_gmm_start *s, lse_gmm *m,
     if (st == LSE_OK && emem)
         st = lse_gmm_emem_threshold(m, x, o, LSE_GMM_EMEM_DEGENERATE,
                                     &s->guard, err);
+    if (st == LSE_OK && emem)
+        st = ahead_begin(s, m, x, o, err);
     if (st == LSE_OK && emem) {
         st = emem_merge(s, m, x, o, labels, err);
+        if (k >= s->kmax)
+            ahead_end(s);
         double lo;
         if (st == LSE_OK && degenerate(m, s->guard, &lo))
             lse_log(LSE_LOG_WARN,
@@ -446,6 +486,7 @@ lse_status lsefit_gmm_start_fit(lsefit_gmm_start *s, lse_gmm *m,
 
 void lsefit_gmm_start_free(lsefit_gmm_start *s)
 {
+    ahead_end(s);
     free(s->pairs);
     s->pairs = NULL;
     lse_gmm_free(s->prev);

@@ -36,6 +36,8 @@ typedef struct lsefit_gmm_start {
     size_t smem;        /* emem: split-and-merge moves tried per round
                            (lse_gmm_emem_opts.smem), when smem_set */
     int smem_set;       /* --smem given (else the library's default) */
+    int ahead;          /* emem: the short runs of K = 1 .. kmax run ahead
+                           (lse_gmm_emem_ahead_begin) until kmax's fit */
 } lsefit_gmm_start;
 
 /* usage check of --init hcvvv|emem against the other options */

@@ -130,6 +130,10 @@ LSE_API void lse_set_num_threads(int n);
  */
 LSE_API void lse_set_thread_min_work(double work);
 
+/** @brief The work below which a pass runs on one thread
+ *  (lse_set_thread_min_work; 2^20 unless it was changed). */
+LSE_API double lse_get_thread_min_work(void);
+
 /**
  * @brief Hold OpenBLAS single-threaded until the matching
  * lse_blas_serial_leave; returns the value to pass to it. Pairs nest and

@@ -171,6 +171,47 @@ LSE_API lse_status lse_gmm_fit_emem(lse_gmm *m, const gsl_matrix *x,
                                     size_t n_given, lse_error *err);
 
 /**
+ * @brief Short runs ahead: open a scope of the calling thread in which
+ * threads that would otherwise wait run, in the background, the short runs
+ * lse_gmm_fit_emem draws (its e->n_starts starts of o->init and e->n_random
+ * random ones) for K = @p k_lo .. @p k_hi components with the budget
+ * @p e[K - k_lo], on the data @p x with the options @p o and mixtures of
+ * @p like's d and covariance type. A call of lse_gmm_fit_emem by this
+ * thread inside the scope, on the same @p x (the same matrix, unchanged),
+ * for a K of the range, with the same options (o->max_iter, o->n_init and
+ * o->progress may differ) and the same budget (n_starts, n_random,
+ * short_iter, short_tol, degenerate) takes those runs' results instead of
+ * running them, once per K; every other call runs as without the scope.
+ * Each short run depends only on its start, so the results are the same
+ * bits, for any thread count and any order of the calls. Meant for a chain
+ * of fits over K whose serial parts (the continued runs, split-and-merge
+ * EM, a caller's own steps between the fits) leave threads idle: lsefit's
+ * -k ranges. While the scope is open, this thread's side-by-side fits run
+ * on the scope's threads, GSL's error handler is off, and a log handler
+ * sees a short run's messages when lse_gmm_fit_emem takes it.
+ * The scope is open but nothing runs ahead with one thread
+ * (lse_get_num_threads), under o->reduce, for mclust's models
+ * (lse_gmm_new_model), with o->init LSE_GMM_INIT_GIVEN, or when a pass of
+ * the largest K uses several threads itself (rows x k_hi x (1 + d)^2 at or
+ * above lse_get_thread_min_work): there every thread is busy already.
+ * Close it with lse_gmm_emem_ahead_end.
+ * @return LSE_OK; LSE_EFAULT; LSE_EINVAL (k_lo = 0 or above k_hi, a scope
+ * open already on this thread, more short runs than a size_t counts);
+ * LSE_ENOMEM; lse_gmm_emem_threshold's errors.
+ */
+LSE_API lse_status lse_gmm_emem_ahead_begin(const lse_gmm *like,
+                                            const gsl_matrix *x,
+                                            const lse_gmm_fit_opts *o,
+                                            const lse_gmm_emem_opts *e,
+                                            size_t k_lo, size_t k_hi,
+                                            lse_error *err);
+
+/** @brief Close the calling thread's scope of lse_gmm_emem_ahead_begin
+ *  (none open: nothing happens): the runs still running are waited for,
+ *  and the results never taken are freed. */
+LSE_API void lse_gmm_emem_ahead_end(void);
+
+/**
  * @brief A start for K + 1 components from a fit @p src of K: component
  * @p j is cut in two across the principal axis v of its
  * responsibility-weighted scatter of the complete rows of @p x (sample

@@ -291,6 +291,23 @@ typedef struct crew_arg {
     int tid;
 } crew_arg;
 
+/* Under c->mu: one task of the work ahead run on this thread (the lock
+ * released meanwhile), when one is left: 1, else 0 */
+static int bg_step(par_crew *c, int tid)
+{
+    size_t i;
+    lse_gmm_bg *b = c->bg;
+    if (b == NULL || !bg_take(b, &i))
+        return 0;
+    pthread_mutex_unlock(&c->mu);
+    bg_exec(b, i, tid);
+    pthread_mutex_lock(&c->mu);
+    b->state[i] = BG_DONE;
+    b->running--;
+    pthread_cond_broadcast(&b->idle);
+    return 1;
+}
+
 static void *crew_main(void *arg)
 {
     par_crew *c = ((crew_arg *)arg)->c;
@@ -303,20 +320,9 @@ static void *crew_main(void *arg)
     unsigned seen = 0;
     pthread_mutex_lock(&c->mu);
     for (;;) {
-        while (c->gen == seen && !c->quit) {
-            size_t i;
-            if (c->bg != NULL && bg_take(c->bg, &i)) { /* work ahead */
-                lse_gmm_bg *b = c->bg;
-                pthread_mutex_unlock(&c->mu);
-                bg_exec(b, i, tid);
-                pthread_mutex_lock(&c->mu);
-                b->state[i] = BG_DONE;
-                b->running--;
-                pthread_cond_broadcast(&b->idle);
-                continue;
-            }
-            pthread_cond_wait(&c->go, &c->mu);
-        }
+        while (c->gen == seen && !c->quit)
+            if (!bg_step(c, tid)) /* work ahead, else wait */
+                pthread_cond_wait(&c->go, &c->mu);
         if (c->quit)
             break;
         seen = c->gen;
@@ -411,8 +417,9 @@ static void crew_run(par_crew *c, const par_worker *w, int nt)
     pthread_mutex_unlock(&c->mu);
     par_loop(&w[0]);
     pthread_mutex_lock(&c->mu);
-    while (c->pending > 0)
-        pthread_cond_wait(&c->done, &c->mu);
+    while (c->pending > 0) /* waiting for a helper: work ahead meanwhile */
+        if (!bg_step(c, 0))
+            pthread_cond_wait(&c->done, &c->mu);
     c->job = NULL;
     pthread_mutex_unlock(&c->mu);
     lse_gmm_cache_end();
@@ -568,8 +575,9 @@ int lse_gmm_bg_collect(lse_gmm_bg *b, size_t first, size_t n, int nt,
     for (size_t j = 0; j < m; j++)
         b->state[idx[j]] = BG_DONE;
     for (size_t i = first; i < first + n; i++)
-        while (b->state[i] != BG_DONE)
-            pthread_cond_wait(&b->idle, &b->c->mu);
+        while (b->state[i] != BG_DONE) /* a helper's: work ahead meanwhile */
+            if (!bg_step(b->c, 0))
+                pthread_cond_wait(&b->idle, &b->c->mu);
     pthread_mutex_unlock(&b->c->mu);
     free(idx);
     for (size_t i = first; i < first + n; i++) /* in task order */

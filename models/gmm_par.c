@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include <gsl/gsl_errno.h>
 
@@ -221,6 +222,78 @@ static void *par_worker_main(void *arg)
     return NULL;
 }
 
+/*
+ * Waiting on a crew: a thread that waits for the next batch, or for the
+ * others to finish one, first watches the state it waits for for up to
+ * LSE_SPIN_US microseconds (default LSE_CREW_SPIN_US) before it sleeps on
+ * the condition variable. Between two batches of a fit chain there are
+ * often only tens of microseconds of the caller's serial work, and waking
+ * a sleeping thread on an idle core costs about as much again, more where
+ * the core itself halted (a virtual machine's idle vCPU). The state it
+ * watches is written under the crew's lock with atomic stores (PUT) and
+ * read without it (PEEK); what it reads is then checked again under the
+ * lock, so the spin only decides whether to sleep.
+ */
+#define LSE_CREW_SPIN_US 50
+#define PEEK(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
+#define PUT(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
+
+static long spin_ns = -1; /* read once (crew_spin_init) */
+static pthread_once_t spin_once = PTHREAD_ONCE_INIT;
+
+static void crew_spin_init(void)
+{
+    long us = LSE_CREW_SPIN_US;
+    const char *e = getenv("LSE_SPIN_US");
+    if (e != NULL && *e != '\0') {
+        char *end = NULL;
+        const long v = strtol(e, &end, 10);
+        if (end != e && *end == '\0' && v >= 0 && v <= 1000000)
+            us = v;
+    }
+    spin_ns = 1000 * us;
+}
+
+static double now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return 1e9 * (double)t.tv_sec + (double)t.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* With mu held: wait on cv until woken, after spinning (mu released) for
+ * up to spin_ns while ready(arg) is 0; returns with mu held, at once when
+ * ready(arg) is 1 (the caller checks its condition again). Every change
+ * ready() watches is made under mu, so its look under mu before sleeping
+ * cannot miss a signal. */
+static void crew_wait(pthread_cond_t *cv, pthread_mutex_t *mu,
+                      int (*ready)(const void *), const void *arg)
+{
+    if (spin_ns > 0) {
+        pthread_mutex_unlock(mu);
+        const double t0 = now_ns();
+        int ok = 0;
+        for (unsigned it = 1; !(ok = ready(arg)); it++) {
+            cpu_relax();
+            if (it % 64 == 0 && now_ns() - t0 > (double)spin_ns)
+                break;
+        }
+        pthread_mutex_lock(mu);
+        /* under the lock again: what changed since the last look (a
+         * signal sent meanwhile would be lost to a sleeper) */
+        if (ok || ready(arg))
+            return;
+    }
+    pthread_cond_wait(cv, mu);
+}
+
 /* A crew (lse_gmm_par_begin): helper t (1 .. n_help) waits for the next
  * call (gen), runs job[t] when t < job_nt, and reports it done (pending);
  * quit ends it. */
@@ -260,12 +333,15 @@ static int bg_take(lse_gmm_bg *b, size_t *i)
 {
     if (b->stop)
         return 0;
-    while (b->next < b->n && b->state[b->next] != BG_TODO)
-        b->next++;
-    if (b->next == b->n)
+    size_t next = b->next;
+    while (next < b->n && b->state[next] != BG_TODO)
+        next++;
+    PUT(b->next, next);
+    if (next == b->n)
         return 0;
-    *i = b->next++;
-    b->state[*i] = BG_AHEAD;
+    *i = next;
+    PUT(b->next, next + 1);
+    PUT(b->state[*i], BG_AHEAD);
     b->running++;
     return 1;
 }
@@ -302,10 +378,36 @@ static int bg_step(par_crew *c, int tid)
     pthread_mutex_unlock(&c->mu);
     bg_exec(b, i, tid);
     pthread_mutex_lock(&c->mu);
-    b->state[i] = BG_DONE;
+    PUT(b->state[i], BG_DONE);
     b->running--;
     pthread_cond_broadcast(&b->idle);
     return 1;
+}
+
+/* 1 when c's work ahead may have a task left (read without the lock) */
+static int bg_left(const par_crew *c)
+{
+    lse_gmm_bg *b = PEEK(((par_crew *)c)->bg);
+    return b != NULL && !PEEK(b->stop) && PEEK(b->next) < b->n;
+}
+
+/* what the waits below watch */
+typedef struct go_arg {
+    const par_crew *c;
+    unsigned seen;
+} go_arg;
+
+static int go_ready(const void *p) /* a helper: a batch, the end, a task */
+{
+    const go_arg *a = p;
+    par_crew *c = (par_crew *)a->c;
+    return PEEK(c->gen) != a->seen || PEEK(c->quit) || bg_left(c);
+}
+
+static int done_ready(const void *p) /* the caller: the helpers, a task */
+{
+    par_crew *c = (par_crew *)p;
+    return PEEK(c->pending) == 0 || bg_left(c);
 }
 
 static void *crew_main(void *arg)
@@ -320,9 +422,10 @@ static void *crew_main(void *arg)
     unsigned seen = 0;
     pthread_mutex_lock(&c->mu);
     for (;;) {
+        const go_arg ga = {.c = c, .seen = seen};
         while (c->gen == seen && !c->quit)
             if (!bg_step(c, tid)) /* work ahead, else wait */
-                pthread_cond_wait(&c->go, &c->mu);
+                crew_wait(&c->go, &c->mu, go_ready, &ga);
         if (c->quit)
             break;
         seen = c->gen;
@@ -337,7 +440,8 @@ static void *crew_main(void *arg)
             par_loop(w);
         }
         pthread_mutex_lock(&c->mu);
-        if (--c->pending == 0)
+        PUT(c->pending, c->pending - 1);
+        if (c->pending == 0)
             pthread_cond_signal(&c->done);
     }
     pthread_mutex_unlock(&c->mu);
@@ -358,6 +462,7 @@ void lse_gmm_par_begin(int nt)
         return;
     if (nt > EMEM_MAX_THREADS)
         nt = EMEM_MAX_THREADS;
+    pthread_once(&spin_once, crew_spin_init);
     par_crew *c = calloc(1, sizeof *c);
     if (c == NULL)
         return;
@@ -388,7 +493,7 @@ void lse_gmm_par_end(void)
     if (c == NULL || --c->depth > 0)
         return;
     pthread_mutex_lock(&c->mu);
-    c->quit = 1;
+    PUT(c->quit, 1);
     pthread_cond_broadcast(&c->go);
     pthread_mutex_unlock(&c->mu);
     for (int t = 1; t <= c->n_help; t++)
@@ -411,15 +516,15 @@ static void crew_run(par_crew *c, const par_worker *w, int nt)
     pthread_mutex_lock(&c->mu);
     c->job = w;
     c->job_nt = nt;
-    c->pending = c->n_help;
-    c->gen++;
+    PUT(c->pending, c->n_help);
+    PUT(c->gen, c->gen + 1);
     pthread_cond_broadcast(&c->go);
     pthread_mutex_unlock(&c->mu);
     par_loop(&w[0]);
     pthread_mutex_lock(&c->mu);
     while (c->pending > 0) /* waiting for a helper: work ahead meanwhile */
         if (!bg_step(c, 0))
-            pthread_cond_wait(&c->done, &c->mu);
+            crew_wait(&c->done, &c->mu, done_ready, c);
     c->job = NULL;
     pthread_mutex_unlock(&c->mu);
     lse_gmm_cache_end();
@@ -532,10 +637,21 @@ lse_gmm_bg *lse_gmm_bg_begin(int nt, lse_gmm_par_task task, void *ctx,
     lse_gmm_cache_begin();
     lse_gmm_cache_ahead(0);
     pthread_mutex_lock(&c->mu);
-    c->bg = b;
+    PUT(c->bg, b);
     pthread_cond_broadcast(&c->go); /* the helpers start on it */
     pthread_mutex_unlock(&c->mu);
     return b;
+}
+
+typedef struct task_arg {
+    lse_gmm_bg *b;
+    size_t i;
+} task_arg;
+
+static int task_ready(const void *p) /* the caller: task i done, a task */
+{
+    const task_arg *a = p;
+    return PEEK(a->b->state[a->i]) == BG_DONE || bg_left(a->b->c);
 }
 
 /* lse_gmm_bg_collect's tasks taken by the caller, as tasks of
@@ -563,7 +679,7 @@ int lse_gmm_bg_collect(lse_gmm_bg *b, size_t first, size_t n, int nt,
     pthread_mutex_lock(&b->c->mu);
     for (size_t i = first; i < first + n; i++)
         if (b->state[i] == BG_TODO) {
-            b->state[i] = BG_NOW;
+            PUT(b->state[i], BG_NOW);
             idx[m++] = i;
         }
     pthread_mutex_unlock(&b->c->mu);
@@ -573,11 +689,13 @@ int lse_gmm_bg_collect(lse_gmm_bg *b, size_t first, size_t n, int nt,
     }
     pthread_mutex_lock(&b->c->mu);
     for (size_t j = 0; j < m; j++)
-        b->state[idx[j]] = BG_DONE;
-    for (size_t i = first; i < first + n; i++)
+        PUT(b->state[idx[j]], BG_DONE);
+    for (size_t i = first; i < first + n; i++) {
+        const task_arg ta = {.b = b, .i = i};
         while (b->state[i] != BG_DONE) /* a helper's: work ahead meanwhile */
             if (!bg_step(b->c, 0))
-                pthread_cond_wait(&b->idle, &b->c->mu);
+                crew_wait(&b->idle, &b->c->mu, task_ready, &ta);
+    }
     pthread_mutex_unlock(&b->c->mu);
     free(idx);
     for (size_t i = first; i < first + n; i++) /* in task order */
@@ -591,10 +709,10 @@ void lse_gmm_bg_end(lse_gmm_bg *b)
         return;
     par_crew *c = b->c;
     pthread_mutex_lock(&c->mu);
-    b->stop = 1;
+    PUT(b->stop, 1);
     while (b->running > 0)
         pthread_cond_wait(&b->idle, &c->mu);
-    c->bg = NULL;
+    PUT(c->bg, NULL);
     pthread_mutex_unlock(&c->mu);
     for (size_t i = 0; i < b->n; i++) { /* never collected: dropped */
         for (size_t e = 0; e < b->recs[i].n; e++)

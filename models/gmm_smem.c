@@ -469,7 +469,8 @@ static void rank_task(void *ctx, size_t t, int tid)
             sw->fail = t;
             sw->fst = st;
             sw->ferr = e2;
-            j->stop = j->serial;
+            if (j->serial) /* one thread: no other reads it meanwhile */
+                j->stop = 1;
         }
     }
     if (isnan(j->key[2 * t]))

@@ -64,17 +64,17 @@ typedef struct start_ws {
 /* the work space of one call */
 typedef struct smem_ws {
     size_t n, k, d;
-    gsl_matrix *resp;  /* (n, k) posteriors */
-    double *buf;       /* sums: k k products, k masses, k split terms, 1 */
-    double *sc;        /* the scatter sums: 1 + d + d d */
-    double *jm;        /* (k, k) merge scores */
-    double *js;        /* (k) split scores */
-    move *mv;          /* the moves in Ueda et al.'s order */
+    gsl_matrix *resp; /* (n, k) posteriors */
+    double *buf;      /* sums: k k products, k masses, k split terms, 1 */
+    double *sc;       /* the scatter sums: 1 + d + d d */
+    double *jm;       /* (k, k) merge scores */
+    double *js;       /* (k) split scores */
+    move *mv;         /* the moves in Ueda et al.'s order */
     gsl_vector *lam;
-    double *v;         /* (k, d) the split axes */
-    double *lk;        /* (k) their variances */
+    double *v;        /* (k, d) the split axes */
+    double *lk;       /* (k) their variances */
     gsl_eigen_symmv_workspace *es;
-    start_ws *th;      /* one per thread; th[0] the calling thread's */
+    start_ws *th;     /* one per thread; th[0] the calling thread's */
     int n_th;
     smem_cand *c;
     size_t n_c;

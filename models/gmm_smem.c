@@ -4,6 +4,7 @@
  * i, j; split k), partial runs, the best to convergence, accepted only
  * when the log-likelihood rises and the result is not degenerate. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,49 +47,66 @@ typedef struct smem_cand {
     int ok;
 } smem_cand;
 
-/* the work space of one call */
-typedef struct smem_ws {
-    size_t n, k, d;
-    gsl_matrix *resp;  /* (n, k) posteriors */
-    gsl_vector *llr;   /* (n) row log-likelihoods */
-    double *buf;       /* sums: k k products, k masses, k split terms, 1 */
-    double *sc;        /* the scatter sums: 1 + d + d d */
-    double *jm;        /* (k, k) merge scores */
-    double *js;        /* (k) split scores */
-    move *mv;          /* the moves in Ueda et al.'s order */
+/* one thread's work space for building (move_start) and scoring
+ * (loglik_of) starts; the first error of its scores (rerank) */
+typedef struct start_ws {
     gsl_matrix *a, *b; /* d x d */
-    gsl_vector *lam;
-    double *v;         /* (k, d) the split axes */
-    double *lk;        /* (k) their variances */
-    lse_gmm *scratch;  /* a start being scored */
-    gsl_eigen_symmv_workspace *es;
     gsl_vector *w;     /* (k) */
     gsl_matrix *mu;    /* (k, d) */
     gsl_matrix *cov;   /* the native covariances */
+    gsl_vector *llr;   /* (n) row log-likelihoods */
+    lse_gmm *scratch;  /* a start being scored */
+    size_t fail;       /* the move of the first failed score (SIZE_MAX) */
+    lse_status fst;
+    lse_error ferr;
+} start_ws;
+
+/* the work space of one call */
+typedef struct smem_ws {
+    size_t n, k, d;
+    gsl_matrix *resp; /* (n, k) posteriors */
+    double *buf;      /* sums: k k products, k masses, k split terms, 1 */
+    double *sc;       /* the scatter sums: 1 + d + d d */
+    double *jm;       /* (k, k) merge scores */
+    double *js;       /* (k) split scores */
+    move *mv;         /* the moves in Ueda et al.'s order */
+    gsl_vector *lam;
+    double *v;        /* (k, d) the split axes */
+    double *lk;       /* (k) their variances */
+    gsl_eigen_symmv_workspace *es;
+    start_ws *th;     /* one per thread; th[0] the calling thread's */
+    int n_th;
     smem_cand *c;
     size_t n_c;
 } smem_ws;
 
+static void start_ws_free(start_ws *s)
+{
+    gsl_matrix_free(s->a);
+    gsl_matrix_free(s->b);
+    gsl_vector_free(s->w);
+    gsl_matrix_free(s->mu);
+    gsl_matrix_free(s->cov);
+    gsl_vector_free(s->llr);
+    lse_gmm_free(s->scratch);
+}
+
 static void ws_free(smem_ws *w)
 {
     gsl_matrix_free(w->resp);
-    gsl_vector_free(w->llr);
     free(w->buf);
     free(w->sc);
     free(w->jm);
     free(w->js);
     free(w->mv);
-    gsl_matrix_free(w->a);
-    gsl_matrix_free(w->b);
     gsl_vector_free(w->lam);
     free(w->v);
     free(w->lk);
-    lse_gmm_free(w->scratch);
     if (w->es != NULL)
         gsl_eigen_symmv_free(w->es);
-    gsl_vector_free(w->w);
-    gsl_matrix_free(w->mu);
-    gsl_matrix_free(w->cov);
+    for (int t = 0; w->th != NULL && t < w->n_th; t++)
+        start_ws_free(&w->th[t]);
+    free(w->th);
     for (size_t t = 0; w->c != NULL && t < w->n_c; t++)
         lse_gmm_free(w->c[t].m);
     free(w->c);
@@ -106,40 +124,52 @@ static lse_gmm *new_like(const lse_gmm *m)
     return st == LSE_OK ? out : NULL;
 }
 
-static int ws_alloc(smem_ws *w, const lse_gmm *m, size_t n, size_t n_c)
+static int start_ws_alloc(start_ws *s, const lse_gmm *m, size_t n)
 {
     const size_t k = lse_gmm_k(m), d = lse_gmm_dim(m);
     const gsl_matrix *c0 = lse_gmm_covariances(m);
+    s->a = gsl_matrix_alloc(d, d);
+    s->b = gsl_matrix_alloc(d, d);
+    s->w = gsl_vector_alloc(k);
+    s->mu = gsl_matrix_alloc(k, d);
+    s->cov = gsl_matrix_alloc(c0->size1, c0->size2);
+    s->llr = gsl_vector_alloc(n);
+    s->scratch = new_like(m);
+    return s->a != NULL && s->b != NULL && s->w != NULL && s->mu != NULL &&
+           s->cov != NULL && s->llr != NULL && s->scratch != NULL;
+}
+
+/* w for m, n rows, n_c candidates and n_th threads */
+static int ws_alloc(smem_ws *w, const lse_gmm *m, size_t n, size_t n_c,
+                    int n_th)
+{
+    const size_t k = lse_gmm_k(m), d = lse_gmm_dim(m);
     memset(w, 0, sizeof *w);
     w->n = n;
     w->k = k;
     w->d = d;
     w->resp = gsl_matrix_alloc(n, k);
-    w->llr = gsl_vector_alloc(n);
     w->buf = malloc((k * k + 2 * k + 1) * sizeof *w->buf);
     w->sc = malloc((1 + d + d * d) * sizeof *w->sc);
     w->jm = malloc(k * k * sizeof *w->jm);
     w->js = malloc(k * sizeof *w->js);
     w->mv = malloc(k * k * k * sizeof *w->mv);
-    w->a = gsl_matrix_alloc(d, d);
-    w->b = gsl_matrix_alloc(d, d);
     w->lam = gsl_vector_alloc(d);
     w->v = malloc(k * d * sizeof *w->v);
     w->lk = malloc(k * sizeof *w->lk);
-    w->scratch = new_like(m);
     w->es = gsl_eigen_symmv_alloc(d);
-    w->w = gsl_vector_alloc(k);
-    w->mu = gsl_matrix_alloc(k, d);
-    w->cov = gsl_matrix_alloc(c0->size1, c0->size2);
+    w->th = calloc((size_t)n_th, sizeof *w->th);
+    if (w->th != NULL)
+        w->n_th = n_th;
     w->c = calloc(n_c, sizeof *w->c);
     if (w->c != NULL)
         w->n_c = n_c;
-    int ok = w->resp != NULL && w->llr != NULL && w->buf != NULL &&
-             w->sc != NULL && w->jm != NULL && w->js != NULL &&
-             w->mv != NULL && w->a != NULL && w->b != NULL &&
+    int ok = w->resp != NULL && w->buf != NULL && w->sc != NULL &&
+             w->jm != NULL && w->js != NULL && w->mv != NULL &&
              w->lam != NULL && w->v != NULL && w->lk != NULL &&
-             w->scratch != NULL && w->es != NULL && w->w != NULL &&
-             w->mu != NULL && w->cov != NULL && w->c != NULL;
+             w->es != NULL && w->th != NULL && w->c != NULL;
+    for (int t = 0; ok && t < n_th; t++)
+        ok = start_ws_alloc(&w->th[t], m, n);
     for (size_t t = 0; ok && t < n_c; t++)
         ok = (w->c[t].m = new_like(m)) != NULL;
     return ok;
@@ -167,7 +197,8 @@ static lse_status scores(const lse_gmm *m, const gsl_matrix *x,
                          lse_error *err)
 {
     const size_t n = w->n, k = w->k;
-    lse_status st = lse_gmm_posterior(m, x, o->missing, w->resp, w->llr, err);
+    gsl_vector *llr = w->th[0].llr;
+    lse_status st = lse_gmm_posterior(m, x, o->missing, w->resp, llr, err);
     if (st != LSE_OK)
         return st;
     double *g = w->buf, *r = g + k * k, *b = r + k, *tot = b + k;
@@ -176,7 +207,7 @@ static lse_status scores(const lse_gmm *m, const gsl_matrix *x,
         const double wi =
             o->sample_weight != NULL ? gsl_vector_get(o->sample_weight, i)
                                      : 1.0;
-        const double li = gsl_vector_get(w->llr, i);
+        const double li = gsl_vector_get(llr, i);
         const double *p = gsl_matrix_const_ptr(w->resp, i, 0);
         if (!(wi > 0.0))
             continue;
@@ -257,6 +288,7 @@ static lse_status split_axis(const lse_gmm *m, const gsl_matrix *x,
                              lse_error *err)
 {
     const size_t n = w->n, d = w->d;
+    gsl_matrix *sa = w->th[0].a, *sb = w->th[0].b;
     double *s = w->sc, *sx = s + 1, *sxx = sx + d;
     memset(s, 0, (1 + d + d * d) * sizeof *s);
     for (size_t i = 0; i < n; i++) {
@@ -283,17 +315,17 @@ static lse_status split_axis(const lse_gmm *m, const gsl_matrix *x,
     if (s[0] > 0.0) {
         for (size_t a = 0; a < d; a++)
             for (size_t b = 0; b < d; b++)
-                gsl_matrix_set(w->a, a, b,
+                gsl_matrix_set(sa, a, b,
                                sxx[a * d + b] / s[0] -
                                    sx[a] * sx[b] / (s[0] * s[0]));
-    } else if ((st = lse_gmm_get_covariance(m, c, w->a)) != LSE_OK)
+    } else if ((st = lse_gmm_get_covariance(m, c, sa)) != LSE_OK)
         return lse_error_set(err, st, "lse_gmm_smem",
                              "covariance of component %zu", c);
-    lse_eigen_symmv(w->a, w->lam, w->b, w->es);
-    gsl_eigen_symmv_sort(w->lam, w->b, GSL_EIGEN_SORT_VAL_DESC);
+    lse_eigen_symmv(sa, w->lam, sb, w->es);
+    gsl_eigen_symmv_sort(w->lam, sb, GSL_EIGEN_SORT_VAL_DESC);
     w->lk[c] = fmax(gsl_vector_get(w->lam, 0), 0.0);
     for (size_t a = 0; a < d; a++)
-        w->v[c * d + a] = gsl_matrix_get(w->b, a, 0);
+        w->v[c * d + a] = gsl_matrix_get(sb, a, 0);
     return LSE_OK;
 }
 
@@ -319,9 +351,10 @@ static void set_block(gsl_matrix *cov, lse_cov_type t, size_t c,
 
 /* The start of move mv into dst from m: i and j moment-matched into slot
  * i, k cut across its axis (row k of w->v, variance w->lk[k]) into slots k
- * and j, both with k's covariance. */
-static lse_status move_start(const lse_gmm *m, move mv, smem_ws *w,
-                             lse_gmm *dst, lse_error *err)
+ * and j, both with k's covariance; the work space sw (one thread's), w
+ * only read. */
+static lse_status move_start(const lse_gmm *m, move mv, const smem_ws *w,
+                             start_ws *sw, lse_gmm *dst, lse_error *err)
 {
     const size_t d = w->d;
     const lse_cov_type t = lse_gmm_cov_type(m);
@@ -329,69 +362,69 @@ static lse_status move_start(const lse_gmm *m, move mv, smem_ws *w,
     const double wi = gsl_vector_get(w0, mv.i), wj = gsl_vector_get(w0, mv.j);
     const double wk = gsl_vector_get(w0, mv.k), step = sqrt(w->lk[mv.k] * 2.0 / M_PI);
     const double *v = w->v + mv.k * d;
-    gsl_vector_memcpy(w->w, w0);
-    gsl_matrix_memcpy(w->mu, lse_gmm_means(m));
-    gsl_matrix_memcpy(w->cov, lse_gmm_covariances(m));
+    gsl_vector_memcpy(sw->w, w0);
+    gsl_matrix_memcpy(sw->mu, lse_gmm_means(m));
+    gsl_matrix_memcpy(sw->cov, lse_gmm_covariances(m));
     /* merged: mean and covariance of the two-component mixture */
-    gsl_matrix_set_zero(w->a);
+    gsl_matrix_set_zero(sw->a);
     for (size_t a = 0; a < d; a++)
-        gsl_matrix_set(w->mu, mv.i, a,
+        gsl_matrix_set(sw->mu, mv.i, a,
                        (wi * gsl_matrix_get(lse_gmm_means(m), mv.i, a) +
                         wj * gsl_matrix_get(lse_gmm_means(m), mv.j, a)) /
                            (wi + wj));
     const size_t both[2] = {mv.i, mv.j};
     for (int h = 0; h < 2; h++) {
-        lse_status st = lse_gmm_get_covariance(m, both[h], w->b);
+        lse_status st = lse_gmm_get_covariance(m, both[h], sw->b);
         if (st != LSE_OK)
             return lse_error_set(err, st, "lse_gmm_smem",
                                  "covariance of component %zu", both[h]);
         const double f = (h == 0 ? wi : wj) / (wi + wj);
         for (size_t a = 0; a < d; a++)
             for (size_t b = 0; b < d; b++)
-                *gsl_matrix_ptr(w->a, a, b) +=
-                    f * (gsl_matrix_get(w->b, a, b) +
+                *gsl_matrix_ptr(sw->a, a, b) +=
+                    f * (gsl_matrix_get(sw->b, a, b) +
                          (gsl_matrix_get(lse_gmm_means(m), both[h], a) -
-                          gsl_matrix_get(w->mu, mv.i, a)) *
+                          gsl_matrix_get(sw->mu, mv.i, a)) *
                              (gsl_matrix_get(lse_gmm_means(m), both[h], b) -
-                              gsl_matrix_get(w->mu, mv.i, b)));
+                              gsl_matrix_get(sw->mu, mv.i, b)));
     }
-    gsl_vector_set(w->w, mv.i, wi + wj);
-    set_block(w->cov, t, mv.i, w->a);
+    gsl_vector_set(sw->w, mv.i, wi + wj);
+    set_block(sw->cov, t, mv.i, sw->a);
     /* split: slot j takes the second half of k */
-    lse_status st = lse_gmm_get_covariance(m, mv.k, w->a);
+    lse_status st = lse_gmm_get_covariance(m, mv.k, sw->a);
     if (st != LSE_OK)
         return lse_error_set(err, st, "lse_gmm_smem",
                              "covariance of component %zu", mv.k);
-    set_block(w->cov, t, mv.j, w->a);
-    gsl_vector_set(w->w, mv.k, wk / 2.0);
-    gsl_vector_set(w->w, mv.j, wk / 2.0);
+    set_block(sw->cov, t, mv.j, sw->a);
+    gsl_vector_set(sw->w, mv.k, wk / 2.0);
+    gsl_vector_set(sw->w, mv.j, wk / 2.0);
     for (size_t a = 0; a < d; a++) {
         const double mk = gsl_matrix_get(lse_gmm_means(m), mv.k, a);
-        gsl_matrix_set(w->mu, mv.k, a, mk + step * v[a]);
-        gsl_matrix_set(w->mu, mv.j, a, mk - step * v[a]);
+        gsl_matrix_set(sw->mu, mv.k, a, mk + step * v[a]);
+        gsl_matrix_set(sw->mu, mv.j, a, mk - step * v[a]);
     }
-    st = lse_gmm_set_weights(dst, w->w, err);
+    st = lse_gmm_set_weights(dst, sw->w, err);
     if (st == LSE_OK)
-        st = lse_gmm_set_means(dst, w->mu, err);
+        st = lse_gmm_set_means(dst, sw->mu, err);
     if (st == LSE_OK)
-        st = lse_gmm_set_covariances(dst, w->cov, err);
+        st = lse_gmm_set_covariances(dst, sw->cov, err);
     return st;
 }
 
 /* the log-likelihood of m's parameters on x into *ll (summed over the
- * processes) */
+ * processes; llr (n) the rows') */
 static lse_status loglik_of(const lse_gmm *m, const gsl_matrix *x,
-                            const lse_gmm_fit_opts *o, smem_ws *w, double *ll,
-                            lse_error *err)
+                            const lse_gmm_fit_opts *o, gsl_vector *llr,
+                            double *ll, lse_error *err)
 {
-    lse_status st = lse_gmm_posterior(m, x, o->missing, NULL, w->llr, err);
+    lse_status st = lse_gmm_posterior(m, x, o->missing, NULL, llr, err);
     if (st != LSE_OK)
         return st;
     double t = 0.0;
-    for (size_t i = 0; i < w->n; i++)
+    for (size_t i = 0; i < llr->size; i++)
         t += (o->sample_weight != NULL ? gsl_vector_get(o->sample_weight, i)
                                        : 1.0) *
-             gsl_vector_get(w->llr, i);
+             gsl_vector_get(llr, i);
     st = reduce(o, &t, 1, err);
     *ll = t;
     return st;
@@ -404,6 +437,70 @@ static int msc_cmp(const void *p, const void *q)
     if (a[0] != b[0])
         return a[0] > b[0] ? -1 : 1;
     return a[1] < b[1] ? -1 : a[1] > b[1];
+}
+
+/* the starts' scores side by side (lse_gmm_par_run): task t builds move
+ * t's start and its log-likelihood (key[2 t]; its own sum, in the row
+ * order) on its thread's work space, which records the thread's first
+ * failure (its tasks come in increasing t); on one thread (always under
+ * o->reduce) the tasks after a failure do nothing, as a loop that stops */
+typedef struct rank_job {
+    const lse_gmm *m;
+    const gsl_matrix *x;
+    const lse_gmm_fit_opts *o;
+    smem_ws *w;
+    double *key;
+    int serial, stop;
+} rank_job;
+
+static void rank_task(void *ctx, size_t t, int tid)
+{
+    rank_job *j = ctx;
+    start_ws *sw = &j->w->th[tid];
+    lse_error e2;
+    j->key[2 * t] = -INFINITY;
+    j->key[2 * t + 1] = (double)t;
+    if (j->stop)
+        return;
+    if (move_start(j->m, j->w->mv[t], j->w, sw, sw->scratch, &e2) == LSE_OK) {
+        const lse_status st = loglik_of(sw->scratch, j->x, j->o, sw->llr,
+                                        &j->key[2 * t], &e2);
+        if (st != LSE_OK && sw->fail == SIZE_MAX) {
+            sw->fail = t;
+            sw->fst = st;
+            sw->ferr = e2;
+            if (j->serial) /* one thread: no other reads it meanwhile */
+                j->stop = 1;
+        }
+    }
+    if (isnan(j->key[2 * t]))
+        j->key[2 * t] = -INFINITY;
+}
+
+/* the keys of the first nm moves (rank_job) on up to w->n_th threads; the
+ * first failure's status (and its error into err) */
+static lse_status score_moves(const lse_gmm *m, const gsl_matrix *x,
+                              const lse_gmm_fit_opts *o, smem_ws *w,
+                              size_t nm, double *key, lse_error *err)
+{
+    int nt = lse_gmm_par_threads(m, o, nm);
+    if (nt > w->n_th)
+        nt = w->n_th;
+    rank_job j = {.m = m, .x = x, .o = o, .w = w, .key = key,
+                  .serial = nt < 2, .stop = 0};
+    for (int t = 0; t < w->n_th; t++)
+        w->th[t].fail = SIZE_MAX;
+    lse_gmm_par_run(rank_task, &j, nm, nt, o);
+    const start_ws *first = NULL;
+    for (int t = 0; t < nt; t++)
+        if (w->th[t].fail != SIZE_MAX &&
+            (first == NULL || w->th[t].fail < first->fail))
+            first = &w->th[t];
+    if (first == NULL)
+        return LSE_OK;
+    if (err != NULL)
+        *err = first->ferr;
+    return first->fst;
 }
 
 /* The split axes of every component; with LSE_GMM_SMEM_RANK_START the
@@ -425,15 +522,8 @@ static lse_status rerank(const lse_gmm *m, const gsl_matrix *x,
     move *mv = malloc(nm * sizeof *mv);
     if (key == NULL || mv == NULL)
         st = lse_error_set(err, LSE_ENOMEM, "lse_gmm_smem", "out of memory");
-    for (size_t t = 0; st == LSE_OK && t < nm; t++) {
-        lse_error e2;
-        key[2 * t] = -INFINITY;
-        key[2 * t + 1] = (double)t;
-        if (move_start(m, w->mv[t], w, w->scratch, &e2) == LSE_OK)
-            st = loglik_of(w->scratch, x, o, w, &key[2 * t], err);
-        if (isnan(key[2 * t]))
-            key[2 * t] = -INFINITY;
-    }
+    if (st == LSE_OK)
+        st = score_moves(m, x, o, w, nm, key, err);
     if (st == LSE_OK) {
         qsort(key, nm, 2 * sizeof *key, msc_cmp);
         for (size_t t = 0; t < nm; t++)
@@ -467,12 +557,15 @@ static int cand_cmp(const void *p, const void *q)
 }
 
 /* the candidates' fits side by side (lse_gmm_par_run): each task fits
- * c[t].m from its start and writes only c[t] */
+ * c[t].m from its start and writes only c[t]; with m0, it first builds
+ * that start, move w->mv[t] from m0 (on its thread's work space) */
 typedef struct fit_job {
     smem_cand *c;
     const gsl_matrix *x;
     const lse_gmm_fit_opts *fo;
     double thr;
+    const lse_gmm *m0;
+    smem_ws *w;
 } fit_job;
 
 static void fit_task(void *ctx, size_t t, int tid)
@@ -480,7 +573,10 @@ static void fit_task(void *ctx, size_t t, int tid)
     const fit_job *j = ctx;
     smem_cand *c = &j->c[t];
     lse_error e2;
-    (void)tid;
+    /* a start that is not a valid mixture is no candidate */
+    if (j->m0 != NULL)
+        c->ok = move_start(j->m0, j->w->mv[t], j->w, &j->w->th[tid], c->m,
+                           &e2) == LSE_OK;
     if (!c->ok)
         return;
     /* a fit that fails (a singular covariance) is no candidate */
@@ -492,12 +588,18 @@ static void fit_task(void *ctx, size_t t, int tid)
     c->deg = degenerate(c->m, j->thr);
 }
 
+/* the fits of w->c[0..n) (build: from the starts of the first n moves,
+ * built by the tasks) */
 static void fit_all(const lse_gmm *m, const gsl_matrix *x,
                     const lse_gmm_fit_opts *fo, double thr, smem_ws *w,
-                    size_t n)
+                    size_t n, int build)
 {
-    fit_job j = {.c = w->c, .x = x, .fo = fo, .thr = thr};
-    lse_gmm_par_run(fit_task, &j, n, lse_gmm_par_threads(m, fo, n), fo);
+    fit_job j = {.c = w->c, .x = x, .fo = fo, .thr = thr,
+                 .m0 = build ? m : NULL, .w = w};
+    int nt = lse_gmm_par_threads(m, fo, n);
+    if (nt > w->n_th)
+        nt = w->n_th;
+    lse_gmm_par_run(fit_task, &j, n, nt, fo);
 }
 
 /* continue w->c[0..n) (those fitted: they come first) by fo->max_iter EM
@@ -508,15 +610,14 @@ static void cont(const lse_gmm *m, const gsl_matrix *x,
     size_t n_ok = 0;
     while (n_ok < n && w->c[n_ok].ok)
         n_ok++;
-    fit_all(m, x, fo, thr, w, n_ok);
+    fit_all(m, x, fo, thr, w, n_ok, 0);
     qsort(w->c, n, sizeof *w->c, cand_cmp);
 }
 
 /* One round from m: the first s->n_tries of the nm ranked moves, a partial
  * run each, the s->n_keep best continued to convergence; *best gets the
  * index of the best non-degenerate result (w->n_c when there is none). The
- * starts are built one after the other (they share w's scratch), the fits
- * run side by side. */
+ * starts are built and fitted side by side. */
 static void try_moves(const lse_gmm *m, const gsl_matrix *x,
                       const lse_gmm_fit_opts *o, const lse_gmm_smem_opts *s,
                       double thr, smem_ws *w, size_t nm, size_t *best)
@@ -528,12 +629,7 @@ static void try_moves(const lse_gmm *m, const gsl_matrix *x,
     fo.max_iter = s->partial_iter;
     const size_t nt = nm < w->n_c ? nm : w->n_c;
     *best = w->n_c;
-    for (size_t t = 0; t < nt; t++) {
-        lse_error e2;
-        /* a start that is not a valid mixture is no candidate */
-        w->c[t].ok = move_start(m, w->mv[t], w, w->c[t].m, &e2) == LSE_OK;
-    }
-    fit_all(m, x, &fo, thr, w, nt);
+    fit_all(m, x, &fo, thr, w, nt, 1);
     qsort(w->c, nt, sizeof *w->c, cand_cmp);
     /* the n_keep best by keep_iter more (0: to convergence), the best of
      * them to convergence */
@@ -587,7 +683,8 @@ lse_status lse_gmm_smem(lse_gmm *m, const gsl_matrix *x,
     if (st != LSE_OK)
         return st;
     smem_ws w;
-    if (!ws_alloc(&w, m, x->size1, s->n_tries)) {
+    if (!ws_alloc(&w, m, x->size1, s->n_tries,
+                  lse_gmm_par_threads(m, o, (size_t)-1))) {
         ws_free(&w);
         return lse_error_set(err, LSE_ENOMEM, fn, "out of memory");
     }

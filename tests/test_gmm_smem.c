@@ -3,8 +3,9 @@
  * fit where plain EM is stuck (two components sharing one cluster, one
  * component covering two) is repaired to the true clusters for every
  * covariance type and mclust model, the data-parallel path equals one
- * process, 1, 2 and 3 threads give the same bits, emEM's call, and the
- * argument errors. */
+ * process, 1, 2 and 3 threads give the same bits (K = 8 with weights and
+ * missing values too), a failing score, emEM's call, and the argument
+ * errors. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -458,6 +459,141 @@ START_TEST(test_threads_identical)
 }
 END_TEST
 
+/* lse_gmm_smem of m (a plain EM fit of x, k-means++ seed 7) on nt threads
+ * with o's weights and missing values; its accepted moves into *moves */
+static lse_gmm *smem_on(int nt, const gsl_matrix *x, size_t k, lse_cov_type t,
+                        const lse_gmm_fit_opts *o, size_t *moves)
+{
+    lse_set_thread_min_work(0.0); /* the count on small data too */
+    lse_set_num_threads(nt);
+    lse_gmm *m = new_of(k, x->size2, t, LSE_COV_MODEL_NONE);
+    lse_gmm_fit_opts fo = *o;
+    fo.init = LSE_GMM_INIT_KMEANSPP;
+    fo.seed = 7;
+    lse_error err;
+    lse_assert_ok(lse_gmm_fit(m, x, &fo, &err));
+    const lse_gmm_smem_opts s = lse_gmm_smem_opts_default();
+    lse_assert_ok(lse_gmm_smem(m, x, &fo, &s, moves, &err));
+    return m;
+}
+
+/* The starts' scores (168 moves at K = 8: lse_gmm_par_run's tasks on the
+ * threads' own work spaces) and the moves' starts are built side by side
+ * too (session 14): with the defaults (40 tries, every move scored) at
+ * K = 8, on Faithful and Iris, the four covariance types, and with sample
+ * weights and with missing values (marginalized), 2 and 3 threads accept
+ * the same moves as 1 and end at the same bits. Some move must be
+ * accepted. */
+START_TEST(test_threads_k8)
+{
+    static const char *const sets[2] = {"faithful.csv", "iris.csv"};
+    static const size_t dims[2] = {2, 4};
+    size_t accepted = 0;
+    for (int ds = 0; ds < 2; ds++) {
+        gsl_matrix *x = lse_check_load(LSE_DATA_DIR, sets[ds], dims[ds]);
+        gsl_vector *w = gsl_vector_alloc(x->size1);
+        for (size_t i = 0; i < x->size1; i++)
+            gsl_vector_set(w, i, 0.5 + (double)(i % 7) / 4.0);
+        for (int v = 0; v < 6; v++) {
+            /* v 0..3: the covariance types; 4: weights; 5: missing */
+            const lse_cov_type t = v < 4 ? (lse_cov_type)v : LSE_COV_FULL;
+            lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
+            gsl_matrix *xv = gsl_matrix_alloc(x->size1, x->size2);
+            gsl_matrix_memcpy(xv, x);
+            if (v == 4)
+                o.sample_weight = w;
+            if (v == 5) {
+                o.missing = LSE_GMM_MISSING_MARGINALIZE;
+                for (size_t i = 3; i < x->size1; i += 13)
+                    gsl_matrix_set(xv, i, i % x->size2, NAN);
+            }
+            size_t ref_moves = 0;
+            lse_gmm *ref = smem_on(1, xv, 8, t, &o, &ref_moves);
+            accepted += ref_moves;
+            for (int nt = 2; nt <= 3; nt++) {
+                size_t moves = 0;
+                lse_gmm *m = smem_on(nt, xv, 8, t, &o, &moves);
+                ck_assert_msg(moves == ref_moves, "%s v %d, %d threads",
+                              sets[ds], v, nt);
+                ck_assert(lse_gmm_info(m)->loglik ==
+                          lse_gmm_info(ref)->loglik);
+                ck_assert(gsl_matrix_equal(lse_gmm_means(m),
+                                           lse_gmm_means(ref)));
+                ck_assert(gsl_matrix_equal(lse_gmm_covariances(m),
+                                           lse_gmm_covariances(ref)));
+                ck_assert(gsl_vector_equal(lse_gmm_weights(m),
+                                           lse_gmm_weights(ref)));
+                lse_gmm_free(m);
+            }
+            lse_gmm_free(ref);
+            gsl_matrix_free(xv);
+        }
+        gsl_vector_free(w);
+        gsl_matrix_free(x);
+    }
+    lse_set_num_threads(0);
+    lse_set_thread_min_work(-1.0);
+    ck_assert_msg(accepted > 0, "no move accepted anywhere");
+}
+END_TEST
+
+/* a reduce hook of one process (the sums left as they are) that counts
+ * its calls and fails at call fail_at (0: never) */
+typedef struct count_hook {
+    size_t calls, fail_at;
+} count_hook;
+
+static lse_status count_reduce(double *buf, size_t n, void *user)
+{
+    count_hook *h = user;
+    (void)buf;
+    (void)n;
+    return ++h->calls == h->fail_at ? LSE_EIO : LSE_OK;
+}
+
+/* A failing score among the starts' (the reduce hook of the third move's
+ * log-likelihood; under a hook the scores run on one thread, in order):
+ * lse_gmm_smem returns the hook's error, the hook is not called after it
+ * (the scoring stops there, as before), m is untouched. The calls before
+ * it: the threshold's fit, the criteria (1), the K split axes. */
+START_TEST(test_score_fails)
+{
+    lse_set_num_threads(2);
+    gsl_matrix *x = lse_check_load(LSE_DATA_DIR, "faithful.csv", 2);
+    const size_t k = 5;
+    lse_gmm *m = new_of(k, 2, LSE_COV_FULL, LSE_COV_MODEL_NONE);
+    lse_gmm_fit_opts o = lse_gmm_fit_opts_default();
+    lse_error err;
+    lse_assert_ok(lse_gmm_fit(m, x, &o, &err));
+    gsl_matrix *mu0 = gsl_matrix_alloc(k, 2);
+    gsl_matrix_memcpy(mu0, lse_gmm_means(m));
+    count_hook h = {0, 0};
+    o.reduce = count_reduce;
+    o.reduce_user = &h;
+    double thr;
+    lse_assert_ok(lse_gmm_emem_threshold(m, x, &o, LSE_GMM_EMEM_DEGENERATE,
+                                         &thr, &err));
+    const size_t n_thr = h.calls;
+    ck_assert_uint_gt(n_thr, 0);
+    h = (count_hook){0, n_thr + 1 + k + 3};
+    const lse_gmm_smem_opts s = lse_gmm_smem_opts_default();
+    size_t moves = 9;
+    lse_assert_status(lse_gmm_smem(m, x, &o, &s, &moves, &err), LSE_EIO);
+    ck_assert_ptr_nonnull(strstr(err.message, "reduce hook"));
+    ck_assert_uint_eq(h.calls, h.fail_at);
+    ck_assert_uint_eq(moves, 0);
+    ck_assert(gsl_matrix_equal(lse_gmm_means(m), mu0));
+    /* without the failure the same calls go on (the hook counted) */
+    h = (count_hook){0, 0};
+    lse_assert_ok(lse_gmm_smem(m, x, &o, &s, &moves, &err));
+    ck_assert_uint_gt(h.calls, n_thr + 1 + k + 3);
+    lse_set_num_threads(0);
+    gsl_matrix_free(mu0);
+    lse_gmm_free(m);
+    gsl_matrix_free(x);
+}
+END_TEST
+
 START_TEST(test_errors)
 {
     size_t lab[300];
@@ -521,6 +657,8 @@ Suite *lse_test_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_never_falls);
     tcase_add_test(tc, test_threads_identical);
+    tcase_add_test(tc, test_threads_k8);
+    tcase_add_test(tc, test_score_fails);
     tcase_add_test(tc, test_stuck);
     tcase_add_test(tc, test_shares);
     tcase_add_test(tc, test_weights_missing);

@@ -226,6 +226,9 @@ int lse_threads_procs(void)
  * inside its pair. */
 #ifdef LSE_HAVE_OPENBLAS
 static int blas_depth = 0, blas_saved = 1;
+/* this thread's pairs: only its outermost takes the lock (a pass inside a
+ * hold of its thread, e.g. a crew thread's, touches nothing shared) */
+static _Thread_local int blas_tl_depth = 0;
 #endif
 
 int lse_blas_serial_begin(int nt)
@@ -234,6 +237,8 @@ int lse_blas_serial_begin(int nt)
      * serial one, so a block must never see a thread-dependent BLAS */
     (void)nt;
 #ifdef LSE_HAVE_OPENBLAS
+    if (blas_tl_depth++ > 0) /* held by this thread already */
+        return 1;
 #ifdef _OPENMP
 #pragma omp critical(lse_blas_serial)
 #endif
@@ -253,7 +258,7 @@ int lse_blas_serial_begin(int nt)
 void lse_blas_serial_end(int saved)
 {
 #ifdef LSE_HAVE_OPENBLAS
-    if (saved == 0)
+    if (saved == 0 || --blas_tl_depth > 0)
         return;
 #ifdef _OPENMP
 #pragma omp critical(lse_blas_serial)

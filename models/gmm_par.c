@@ -302,6 +302,7 @@ typedef struct par_crew {
     pthread_cond_t go, done;
     unsigned gen;
     int quit, depth, n_help, pending, job_nt;
+    int blas; /* the caller's hold of OpenBLAS serial, for the crew's life */
     const par_worker *job;
     lse_gmm_bg *bg; /* work ahead, NULL: none */
     pthread_t th[EMEM_MAX_THREADS];
@@ -415,6 +416,9 @@ static void *crew_main(void *arg)
     par_crew *c = ((crew_arg *)arg)->c;
     const int tid = ((crew_arg *)arg)->tid;
     free(arg);
+    /* OpenBLAS serial for the crew's life: every pass's own hold is then
+     * this thread's alone (lse_blas_serial_enter) */
+    const int blas = lse_blas_serial_enter();
     lse_gmm_cache_begin(); /* kept from call to call */
     lse_gmm_cache_ahead(1); /* and the work ahead's, from task to task */
     lse_gmm_cache_begin();
@@ -449,6 +453,7 @@ static void *crew_main(void *arg)
     lse_gmm_cache_end();
     lse_gmm_cache_ahead(0);
     lse_gmm_cache_end();
+    lse_blas_serial_leave(blas);
     return NULL;
 }
 
@@ -484,6 +489,7 @@ void lse_gmm_par_begin(int nt)
         }
         c->n_help = t;
     }
+    c->blas = lse_blas_serial_enter();
     crew_cur = c;
 }
 
@@ -501,6 +507,7 @@ void lse_gmm_par_end(void)
     pthread_cond_destroy(&c->go);
     pthread_cond_destroy(&c->done);
     pthread_mutex_destroy(&c->mu);
+    lse_blas_serial_leave(c->blas);
     free(c);
     crew_cur = NULL;
 }

@@ -6,6 +6,7 @@
  * splits made `lsefit gmm iris.csv -k 1:8 --covariance diag` print another
  * model under OPENBLAS_NUM_THREADS=2 than under 1. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,79 @@
 void openblas_set_num_threads(int num_threads);
 int openblas_get_num_threads(void);
 #endif
+
+#ifdef LSE_HAVE_OPENBLAS
+/* another thread's pairs, in steps the test drives */
+typedef struct other {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int step, done, held;
+} other;
+
+static void other_wait(other *o, int step)
+{
+    pthread_mutex_lock(&o->mu);
+    while (o->step < step)
+        pthread_cond_wait(&o->cv, &o->mu);
+    pthread_mutex_unlock(&o->mu);
+}
+
+static void other_done(other *o, int done)
+{
+    pthread_mutex_lock(&o->mu);
+    o->done = done;
+    pthread_cond_broadcast(&o->cv);
+    pthread_mutex_unlock(&o->mu);
+}
+
+static void *other_main(void *arg)
+{
+    other *o = arg;
+    other_wait(o, 1);
+    o->held = lse_blas_serial_enter(); /* nested in its own pairs too */
+    const int inner = lse_blas_serial_enter();
+    lse_blas_serial_leave(inner);
+    other_done(o, 1);
+    other_wait(o, 2);
+    lse_blas_serial_leave(o->held);
+    other_done(o, 2);
+    return NULL;
+}
+
+static void step_to(other *o, int step)
+{
+    pthread_mutex_lock(&o->mu);
+    o->step = step;
+    pthread_cond_broadcast(&o->cv);
+    while (o->done < step)
+        pthread_cond_wait(&o->cv, &o->mu);
+    pthread_mutex_unlock(&o->mu);
+}
+#endif
+
+/* pairs of two threads: OpenBLAS is serial from the first enter of either
+ * to the last leave of both (each thread's nested pairs count once) */
+START_TEST(test_two_threads)
+{
+#ifdef LSE_HAVE_OPENBLAS
+    openblas_set_num_threads(2);
+    other o = {.mu = PTHREAD_MUTEX_INITIALIZER,
+               .cv = PTHREAD_COND_INITIALIZER};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, other_main, &o), 0);
+    const int a = lse_blas_serial_enter();
+    step_to(&o, 1); /* the other holds too */
+    lse_blas_serial_leave(a);
+    ck_assert_int_eq(openblas_get_num_threads(), 1); /* the other's hold */
+    const int b = lse_blas_serial_enter();
+    step_to(&o, 2); /* the other let go */
+    ck_assert_int_eq(openblas_get_num_threads(), 1); /* b */
+    lse_blas_serial_leave(b);
+    ck_assert_int_eq(openblas_get_num_threads(), 2);
+    pthread_join(th, NULL);
+#endif
+}
+END_TEST
 
 /* enter makes OpenBLAS serial, pairs nest, the last leave restores it */
 START_TEST(test_enter_leave)
@@ -213,6 +287,7 @@ Suite *lse_test_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_enter_leave);
+    tcase_add_test(tc, test_two_threads);
     tcase_add_test(tc, test_eigen_serial);
     tcase_add_test(tc, test_cli_openblas_threads);
     suite_add_tcase(s, tc);

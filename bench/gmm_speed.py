@@ -27,7 +27,9 @@ wall (elapsed) and CPU (user + system) time measured inside R around the
 call (R's start-up and reading not counted; lsefit's figures are whole
 processes). Prints the medians over repeats of the summed wall and CPU
 times of the 8 cells, and whether every lsefit run printed the same text
-as the first build's default run.
+as the first build's default run. A build may be given as
+DIR@VAR=VALUE[,VAR=VALUE]: its lsefit runs get those environment
+variables, so two settings of one build are compared interleaved.
 """
 import os
 import resource
@@ -87,6 +89,15 @@ MCLUST_MODEL = {"full": "VVV", "diag": "VVI", "spherical": "VII",
                 "tied": "EEE"}
 
 
+def build_env(spec):
+    """'DIR@VAR=V,VAR2=W' -> (DIR, {VAR: V, ...}): one build run under
+    extra environment variables (the --wall mode's A/B of a setting)"""
+    if "@" not in spec:
+        return spec, {}
+    d, kv = spec.split("@", 1)
+    return d, dict(p.split("=", 1) for p in kv.split(",") if p)
+
+
 def run_wall(cmd, env):
     """(output, wall s, CPU s) of one process"""
     c0 = child_cpu()
@@ -118,12 +129,15 @@ def wall_main(builds, repeat):
         for name, path, extra in SETS:
             for cov in COVS:
                 for b, t in rows:
-                    cmd = [os.path.join(b, "tools", "lsefit")]
+                    bdir, benv = build_env(b)
+                    cmd = [os.path.join(bdir, "tools", "lsefit")]
                     cmd += ["--threads", "1"] if t == "1" else []
                     cmd += ["gmm", os.path.join(ROOT, path), "-k", "1:8",
                             "--covariance", cov, "-q"] + extra
-                    out, w, c = run_wall(cmd, default_env if t == "default"
-                                         else os.environ)
+                    env = dict(default_env if t == "default"
+                               else os.environ)
+                    env.update(benv)
+                    out, w, c = run_wall(cmd, env)
                     wall[(b, t)][r] += w
                     cpu[(b, t)][r] += c
                     outs.setdefault((b, t, r), []).append(out)

@@ -274,8 +274,9 @@ static lse_status kmax_splits(const lse_gmm *m, const gsl_matrix *x,
 /* split-and-merge EM (lse_gmm_smem, emEM's guard) on kmax_step's K + 1
  * fit s->next: LSEFIT_GMM_LAST_SMEM moves tried per round, the first
  * LSEFIT_GMM_LAST_SCORE of them ranked by the log-likelihood of their
- * starts; --smem 0 turns it off with emEM's. Its partial runs go side by
- * side on the threads. docs/lsefit.md, "The last K, session 14". */
+ * starts, the LSEFIT_GMM_LAST_SMEM_KEEP best partial runs continued;
+ * --smem 0 turns it off with emEM's. Its partial runs go side by side on
+ * the threads. docs/lsefit.md, "The last K, session 14". */
 static lse_status kmax_smem(const lsefit_gmm_start *s, const gsl_matrix *x,
                             const lse_gmm_fit_opts *po, lse_error *err)
 {
@@ -284,6 +285,7 @@ static lse_status kmax_smem(const lsefit_gmm_start *s, const gsl_matrix *x,
     lse_gmm_smem_opts so = lse_gmm_smem_opts_default();
     so.n_tries = LSEFIT_GMM_LAST_SMEM;
     so.n_score = LSEFIT_GMM_LAST_SCORE;
+    so.n_keep = LSEFIT_GMM_LAST_SMEM_KEEP;
     return lse_gmm_smem(s->next, x, po, &so, NULL, err);
 }
 

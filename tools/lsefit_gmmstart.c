@@ -279,13 +279,32 @@ static lse_status kmax_splits(const lse_gmm *m, const gsl_matrix *x,
     return LSE_OK;
 }
 
+/* split-and-merge EM (lse_gmm_smem, emEM's guard) on kmax_step's K + 1
+ * fit s->next: LSEFIT_GMM_LAST_SMEM moves tried per round, the first
+ * LSEFIT_GMM_LAST_SCORE of them ranked by the log-likelihood of their
+ * starts, the LSEFIT_GMM_LAST_SMEM_KEEP best partial runs continued;
+ * --smem 0 turns it off with emEM's. Its partial runs go side by side on
+ * the threads. docs/lsefit.md, "The last K, session 14". */
+static lse_status kmax_smem(const lsefit_gmm_start *s, const gsl_matrix *x,
+                            const lse_gmm_fit_opts *po, lse_error *err)
+{
+    if (s->smem_set && s->smem == 0)
+        return LSE_OK;
+    lse_gmm_smem_opts so = lse_gmm_smem_opts_default();
+    so.n_tries = LSEFIT_GMM_LAST_SMEM;
+    so.n_score = LSEFIT_GMM_LAST_SCORE;
+    so.n_keep = LSEFIT_GMM_LAST_SMEM_KEEP;
+    return lse_gmm_smem(s->next, x, po, &so, NULL, err);
+}
+
 /* One round of kmax_improve: the K + 1 fit is emEM started only from the
  * K splits of m (LSEFIT_GMM_LAST_SHORT EM steps each, the
- * LSEFIT_GMM_LAST_KEEP best to convergence, no split-and-merge EM); its
+ * LSEFIT_GMM_LAST_KEEP best to convergence, no split-and-merge EM inside
+ * emEM), then, when smem, split-and-merge EM on it (kmax_smem); its
  * merges merge_improve tries for K */
 static lse_status kmax_step(lsefit_gmm_start *s, lse_gmm *m,
                             const gsl_matrix *x, const lse_gmm_fit_opts *o,
-                            lse_error *err)
+                            int smem, lse_error *err)
 {
     const size_t k = lse_gmm_k(m);
     lse_gmm **given = calloc(k, sizeof *given);
@@ -310,6 +329,8 @@ static lse_status kmax_step(lsefit_gmm_start *s, lse_gmm *m,
         else
             st = lse_gmm_fit_emem(s->next, x, &po, &e,
                                   (const lse_gmm *const *)given, n_given, err);
+        if (st == LSE_OK && smem)
+            st = kmax_smem(s, x, &po, err);
         if (st == LSE_OK)
             st = merge_improve(s, m, x, o, err);
         lse_gmm_free(s->next);
@@ -322,11 +343,12 @@ static lse_status kmax_step(lsefit_gmm_start *s, lse_gmm *m,
 }
 
 /* K = s->kmax has no K + 1 fit of the chain to merge from: the merges of a
- * cheap one instead (kmax_step), repeated from the improved fit while it
- * improves by more than 1e-6 relative, LSEFIT_GMM_LAST_ROUNDS rounds at
- * most; a round that gains less (the same optimum found again) is undone,
- * so m and its fit info change only where a better optimum was found.
- * docs/lsefit.md, "The last K, session 12". */
+ * cheap one instead (kmax_step; split-and-merge EM on it in the first
+ * round only), repeated from the improved fit while it improves by more
+ * than 1e-6 relative, LSEFIT_GMM_LAST_ROUNDS rounds at most; a round that
+ * gains less (the same optimum found again) is undone, so m and its fit
+ * info change only where a better optimum was found. docs/lsefit.md,
+ * "The last K, session 12" and "session 14". */
 static lse_status kmax_improve(lsefit_gmm_start *s, lse_gmm *m,
                                const gsl_matrix *x, const lse_gmm_fit_opts *o,
                                lse_error *err)
@@ -343,7 +365,7 @@ static lse_status kmax_improve(lsefit_gmm_start *s, lse_gmm *m,
         const double l0 = lse_gmm_info(m)->loglik;
         st = lse_gmm_copy(keep, m, err);
         if (st == LSE_OK)
-            st = kmax_step(s, m, x, o, err);
+            st = kmax_step(s, m, x, o, r == 0, err);
         if (st == LSE_OK && !(lse_gmm_info(m)->loglik > l0 + 1e-6 * fabs(l0))) {
             st = lse_gmm_copy(m, keep, err);
             break;

@@ -15,11 +15,18 @@
 /* emem, K = the range's top (no K + 1 fit in the chain): the K + 1 fit whose
  * merges are tried is emEM from the K splits of K's fit only, short runs of
  * LSEFIT_GMM_LAST_SHORT steps, the LSEFIT_GMM_LAST_KEEP best to convergence;
- * repeated from the improved fit, LSEFIT_GMM_LAST_ROUNDS rounds at most
- * (docs/lsefit.md, "The last K, session 12") */
+ * in the first round then split-and-merge EM on it, LSEFIT_GMM_LAST_SMEM
+ * moves tried per round, the first LSEFIT_GMM_LAST_SCORE ranked by their
+ * starts, the LSEFIT_GMM_LAST_SMEM_KEEP best partial runs continued
+ * (--smem 0: none); repeated from the improved fit,
+ * LSEFIT_GMM_LAST_ROUNDS rounds at most (docs/lsefit.md, "The last K,
+ * session 12" and "session 14") */
 #define LSEFIT_GMM_LAST_SHORT 15
 #define LSEFIT_GMM_LAST_KEEP 3
 #define LSEFIT_GMM_LAST_ROUNDS 3
+#define LSEFIT_GMM_LAST_SMEM 35
+#define LSEFIT_GMM_LAST_SCORE 120
+#define LSEFIT_GMM_LAST_SMEM_KEEP 5
 
 typedef struct lsefit_gmm_start {
     const char *method; /* "hcvvv", "emem", or anything else: lse_gmm_fit */

@@ -188,8 +188,8 @@ LSE_API lse_status lse_gmm_fit_emem(lse_gmm *m, const gsl_matrix *x,
  * EM, a caller's own steps between the fits) leave threads idle: lsefit's
  * -k ranges. While the scope is open, this thread's side-by-side fits run
  * on the scope's threads, GSL's error handler is off, OpenBLAS is held
- * single-threaded (lse_blas_serial_enter), and a log handler sees a short
- * run's messages when lse_gmm_fit_emem takes it.
+ * single-threaded (lse_blas_serial_enter) while runs go ahead, and a log
+ * handler sees a short run's messages when lse_gmm_fit_emem takes it.
  * The scope is open but nothing runs ahead with one thread
  * (lse_get_num_threads), under o->reduce, for mclust's models
  * (lse_gmm_new_model), with o->init LSE_GMM_INIT_GIVEN, or when a pass of

@@ -5,7 +5,8 @@
 #    no system directory.
 # 2. The installed lsefit and energyviz start with no LD_LIBRARY_PATH and
 #    load liblsegraph (and liblsegraph-viz) from that prefix: their rpath is
-#    relative to the program ($ORIGIN/../lib...).
+#    relative to the program ($ORIGIN/../lib...); so does lsefit-full
+#    (when built), and the installed lsefit hands `gmm plot` to it.
 # 3. The installed lsegraph.pc and lsegraph-viz.pc put on a user's link
 #    line exactly the CBLAS the library was built with (CBLAS: openblas or
 #    gslcblas), never GSL's reference gslcblas next to OpenBLAS: a program
@@ -39,7 +40,7 @@ not_ok() {
 skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
 show() { sed 's/^/# /' "$1" | head -n 40; }
 
-echo "1..6"
+echo "1..8"
 if DESTDIR=$D "$MESON" install -C "$BUILD" --no-rebuild --quiet \
     >"$TMP/install.log" 2>&1 && [ -x "$BIN/lsefit" ]; then
     ok "meson install --destdir"
@@ -50,10 +51,10 @@ else
 fi
 
 # 2. the installed programs start from the prefix alone
-run_installed() { # NAME VERSION-PREFIX
+run_installed() { # NAME VERSION-PREFIX [NAME IN --version]
     local exe=$BIN/$1
     if ! env -u LD_LIBRARY_PATH "$exe" --version >"$TMP/out" 2>"$TMP/err" ||
-        ! grep -q "^$1 (lsegraph) " "$TMP/out"; then
+        ! grep -q "^${3:-$1} (lsegraph) " "$TMP/out"; then
         not_ok "installed $1 --version runs without LD_LIBRARY_PATH"
         show "$TMP/err"
         return
@@ -75,6 +76,26 @@ run_installed() { # NAME VERSION-PREFIX
     fi
 }
 run_installed lsefit "liblsegraph.so.0"
+# lsefit-full (MPI, PLplot): the light lsefit execs it for `gmm plot`, so
+# the help of the installed `lsefit gmm plot` is lsefit-full's, and the
+# dynamic loader starts two programs (the exec keeps argv[0], so LD_DEBUG
+# names both "lsefit")
+if [ -x "$BIN/lsefit-full" ]; then
+    run_installed lsefit-full "liblsegraph.so.0" lsefit
+    env -u LD_LIBRARY_PATH "$BIN/lsefit-full" gmm plot --help >"$TMP/full" 2>&1
+    env -u LD_LIBRARY_PATH LD_DEBUG=libs LD_DEBUG_OUTPUT="$TMP/ld" \
+        "$BIN/lsefit" gmm plot --help >"$TMP/light" 2>&1
+    if cmp -s "$TMP/full" "$TMP/light" &&
+        [ "$(cat "$TMP"/ld.* | grep -c 'initialize program:')" = 2 ]; then
+        ok "installed lsefit hands gmm plot to lsefit-full"
+    else
+        not_ok "installed lsefit hands gmm plot to lsefit-full"
+        show "$TMP/light"
+    fi
+else
+    skip "installed lsefit-full runs" "built without MPI and PLplot"
+    skip "installed lsefit hands gmm plot to lsefit-full" "no lsefit-full"
+fi
 if [ -x "$BIN/energyviz" ]; then
     run_installed energyviz "liblsegraph-viz.so.0 liblsegraph.so.0"
 else

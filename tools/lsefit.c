@@ -218,6 +218,7 @@ static int run_main(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    lsefit_save_argv(argc, argv);
     int rc = run_main(argc, argv);
     /* every output to stdout (help, version, tables, models) must have
      * reached it: a full disk or a closed pipe is an error */

@@ -32,6 +32,13 @@ enum { LSEFIT_OK = 0, LSEFIT_FAIL = 1, LSEFIT_USAGE = 2 };
 extern int lsefit_quiet;
 extern int lsefit_verbose;
 
+/** The light lsefit (lsefit_full.c): main saves its argv; the commands that
+ *  need MPI or PLplot call lsefit_exec_full before any output, which
+ *  replaces the process by lsefit-full with that argv when lsefit-full was
+ *  built and is found, and otherwise returns. */
+void lsefit_save_argv(int argc, char **argv);
+void lsefit_exec_full(void);
+
 /** "lsefit: <message>\n" on stderr; returns LSEFIT_FAIL. */
 int lsefit_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -812,6 +812,7 @@ int lsefit_mpi_sum_size(lsefit_mpi *c, size_t *v)
 int lsefit_mpi_begin(lsefit_mpi **out)
 {
     *out = NULL;
+    lsefit_exec_full(); /* returns only when there is no lsefit-full */
     return lsefit_fail("--mpi: this lsefit was built without MPI (install "
                        "libopenmpi-dev and configure with meson setup "
                        "-Dmpi=enabled)");

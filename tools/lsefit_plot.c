@@ -1160,6 +1160,7 @@ int lsefit_slds_plot_main(int argc, char **argv)
 
 static int no_plots(const char *cmd, int argc, char **argv)
 {
+    lsefit_exec_full(); /* returns only when there is no lsefit-full */
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             printf("Usage: lsefit %s MODEL.json DATA.csv -o FIG\n"

@@ -309,18 +309,18 @@ typedef struct par_crew {
     int tid[EMEM_MAX_THREADS];
 } par_crew;
 
-/* Work ahead (lse_gmm_bg_begin): task i is TODO until a thread takes it,
+/* Work ahead (lse_gmm_bg_begin): task i is QUEUED until a thread takes it,
  * AHEAD while a crew helper runs it, NOW when the caller took it, then
  * DONE. The states change under the crew's lock, except the caller's
- * TODO -> NOW -> DONE, which only it reads before lse_gmm_bg_collect
+ * QUEUED -> NOW -> DONE, which only it reads before lse_gmm_bg_collect
  * returns. */
-enum { BG_TODO, BG_AHEAD, BG_NOW, BG_DONE };
+enum { BG_QUEUED, BG_AHEAD, BG_NOW, BG_DONE };
 
 struct lse_gmm_bg {
     par_crew *c;
     lse_gmm_par_task task;
     void *ctx;
-    size_t n, next; /* next: no TODO task below it */
+    size_t n, next; /* next: no queued task below it */
     int stop;       /* no more tasks taken ahead */
     int running;    /* tasks the helpers run now */
     int *state;
@@ -335,7 +335,7 @@ static int bg_take(lse_gmm_bg *b, size_t *i)
     if (b->stop)
         return 0;
     size_t next = b->next;
-    while (next < b->n && b->state[next] != BG_TODO)
+    while (next < b->n && b->state[next] != BG_QUEUED)
         next++;
     PUT(b->next, next);
     if (next == b->n)
@@ -612,7 +612,7 @@ lse_gmm_bg *lse_gmm_bg_begin(int nt, lse_gmm_par_task task, void *ctx,
     lse_gmm_bg *b = calloc(1, sizeof *b);
     if (b == NULL)
         return NULL;
-    b->state = calloc(n, sizeof *b->state); /* BG_TODO */
+    b->state = calloc(n, sizeof *b->state); /* BG_QUEUED */
     b->recs = calloc(n, sizeof *b->recs);
     if (b->state == NULL || b->recs == NULL ||
         pthread_cond_init(&b->idle, NULL) != 0) {
@@ -685,7 +685,7 @@ int lse_gmm_bg_collect(lse_gmm_bg *b, size_t first, size_t n, int nt,
     size_t m = 0;
     pthread_mutex_lock(&b->c->mu);
     for (size_t i = first; i < first + n; i++)
-        if (b->state[i] == BG_TODO) {
+        if (b->state[i] == BG_QUEUED) {
             PUT(b->state[i], BG_NOW);
             idx[m++] = i;
         }

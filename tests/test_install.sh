@@ -29,16 +29,7 @@ under() { case $1 in /*) echo "$D$1" ;; *) echo "$D$PREFIX/$1" ;; esac; }
 BIN=$(under "$BINDIR")
 LIB=$(under "$LIBDIR")
 
-n=0
-status=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-    n=$((n + 1))
-    echo "not ok $n - $1"
-    status=1
-}
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
-show() { sed 's/^/# /' "$1" | head -n 40; }
+. "$(dirname "$0")/tap.sh"
 
 echo "1..8"
 if DESTDIR=$D "$MESON" install -C "$BUILD" --no-rebuild --quiet \
@@ -46,7 +37,7 @@ if DESTDIR=$D "$MESON" install -C "$BUILD" --no-rebuild --quiet \
     ok "meson install --destdir"
 else
     not_ok "meson install --destdir"
-    show "$TMP/install.log"
+    show "$TMP/install.log" 40
     exit 1
 fi
 
@@ -56,7 +47,7 @@ run_installed() { # NAME VERSION-PREFIX [NAME IN --version]
     if ! env -u LD_LIBRARY_PATH "$exe" --version >"$TMP/out" 2>"$TMP/err" ||
         ! grep -q "^${3:-$1} (lsegraph) " "$TMP/out"; then
         not_ok "installed $1 --version runs without LD_LIBRARY_PATH"
-        show "$TMP/err"
+        show "$TMP/err" 40
         return
     fi
     # ...and loads the libraries of this prefix, not copies elsewhere
@@ -72,7 +63,7 @@ run_installed() { # NAME VERSION-PREFIX [NAME IN --version]
         ok "installed $1 --version runs without LD_LIBRARY_PATH"
     else
         not_ok "installed $1 loads its libraries from the prefix"
-        show "$TMP/ldd"
+        show "$TMP/ldd" 40
     fi
 }
 run_installed lsefit "liblsegraph.so.0"
@@ -90,7 +81,7 @@ if [ -x "$BIN/lsefit-full" ]; then
         ok "installed lsefit hands gmm plot to lsefit-full"
     else
         not_ok "installed lsefit hands gmm plot to lsefit-full"
-        show "$TMP/light"
+        show "$TMP/light" 40
     fi
 else
     skip "installed lsefit-full runs" "built without MPI and PLplot"
@@ -117,7 +108,7 @@ if [ -n "$flags" ] && echo " $flags " | grep -q -- "-l$CBLAS " &&
 else
     not_ok "pkg-config --libs lsegraph links -l$CBLAS, not -l$other"
     echo "# flags: $flags"
-    show "$TMP/err"
+    show "$TMP/err" 40
 fi
 
 cat >"$TMP/prog.c" <<'PROG'
@@ -144,7 +135,7 @@ bind_check() { # PACKAGE
     if ! "${CC[@]}" "${san[@]}" -o "$TMP/prog" "$TMP/prog.c" \
         -Wl,--no-as-needed $flags -Wl,-rpath,"$LIB" >"$TMP/cc.log" 2>&1; then
         not_ok "a program linked with pkg-config $1 and --no-as-needed"
-        show "$TMP/cc.log"
+        show "$TMP/cc.log" 40
         return
     fi
     env -u LD_LIBRARY_PATH LD_BIND_NOW=1 LD_DEBUG=bindings \
@@ -157,8 +148,8 @@ bind_check() { # PACKAGE
     else
         not_ok "pkg-config $1 with --no-as-needed: cblas_dgemm binds to lib$CBLAS"
         echo "# flags: $flags"
-        show "$TMP/dgemm"
-        show "$TMP/err"
+        show "$TMP/dgemm" 40
+        show "$TMP/err" 40
     fi
 }
 bind_check lsegraph

@@ -13,16 +13,21 @@ set -u
 LSEFIT=$1 FULL=$2 MPI=$3 PLOTS=$4 LIBLSE=$5 DATA=$6
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/lsefit_light.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
-n=0
-status=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-    n=$((n + 1))
-    echo "not ok $n - $1"
-    status=1
+. "$(dirname "$0")/tap.sh"
+# the copy without lsefit-full: "built without WHAT", status 1, no OUT
+missing() {
+    local what=$1 out=$2
+    shift 2
+    "$TMP/alone/lsefit" "$@" >"$TMP/out" 2>&1
+    local rc=$?
+    if [ $rc = 1 ] && grep -q "built without $what" "$TMP/out" &&
+        [ ! -e "$out" ]; then
+        ok "without lsefit-full: built without $what"
+    else
+        not_ok "without lsefit-full: built without $what (status $rc)"
+        show "$TMP/out"
+    fi
 }
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
-show() { sed 's/^/# /' "$1" | head -n 30; }
 echo "1..5"
 
 # 1. the light lsefit's loaded objects
@@ -78,25 +83,9 @@ if [ "$FULL" = none ] || { [ -n "$installed" ] && [ -e "$installed" ]; }; then
     skip "without lsefit-full: built without PLplot" "nothing to hand over to, or installed"
     skip "without lsefit-full: built without MPI" "nothing to hand over to, or installed"
 else
-    "$TMP/alone/lsefit" gmm plot "$TMP/m.json" "$DATA/faithful.csv" \
-        -o "$TMP/fig2.svg" >"$TMP/out" 2>&1
-    rc=$?
-    if [ $rc = 1 ] && grep -q 'built without PLplot' "$TMP/out" &&
-        [ ! -e "$TMP/fig2.svg" ]; then
-        ok "without lsefit-full: built without PLplot"
-    else
-        not_ok "without lsefit-full: built without PLplot (status $rc)"
-        show "$TMP/out"
-    fi
-    "$TMP/alone/lsefit" gmm "$DATA/faithful.csv" -k 2 --mpi \
-        -o "$TMP/m2.json" >"$TMP/out" 2>&1
-    rc=$?
-    if [ $rc = 1 ] && grep -q 'built without MPI' "$TMP/out" &&
-        [ ! -e "$TMP/m2.json" ]; then
-        ok "without lsefit-full: built without MPI"
-    else
-        not_ok "without lsefit-full: built without MPI (status $rc)"
-        show "$TMP/out"
-    fi
+    missing PLplot "$TMP/fig2.svg" gmm plot "$TMP/m.json" \
+        "$DATA/faithful.csv" -o "$TMP/fig2.svg"
+    missing MPI "$TMP/m2.json" gmm "$DATA/faithful.csv" -k 2 --mpi \
+        -o "$TMP/m2.json"
 fi
 exit $status

@@ -166,6 +166,28 @@ LSE_KERNEL double lse_log_pos(double x)
 #include <immintrin.h> /* only inside LSE_TARGET_AVX2_FMA functions */
 
 /*
+ * The first rem (0 to 4) lanes of v to p with plain stores. A masked
+ * store (vmaskmovpd) is microcoded on AMD's Zen 2 and 3, many times the
+ * cost of a store there; this is one 128-bit and one 64-bit store at most.
+ */
+LSE_TARGET_AVX2_FMA
+static inline void lse_store_lanes4(double *p, __m256d v, size_t rem)
+{
+    if (rem >= 4) {
+        _mm256_storeu_pd(p, v);
+        return;
+    }
+    const __m128d lo = _mm256_castpd256_pd128(v);
+    if (rem == 1)
+        _mm_store_sd(p, lo);
+    if (rem < 2)
+        return;
+    _mm_storeu_pd(p, lo);
+    if (rem == 3)
+        _mm_store_sd(p + 2, _mm256_extractf128_pd(v, 1));
+}
+
+/*
  * Four lse_exp_nonpos at once with AVX2 and FMA, for callers compiled with
  * LSE_TARGET_AVX2_FMA: the same reduction and the same degree-13 Taylor
  * polynomial (Estrin), with fused multiply-adds, so results may differ from

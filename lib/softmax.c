@@ -266,8 +266,9 @@ LSE_KERNEL void softmax4_rows(const gsl_matrix *s, gsl_matrix *a, double beta,
         const __m256d inv = _mm256_set1_pd(1.0 / lse[r0 + i]);
         for (size_t q = 0; q + 1 < nvec; q++)
             _mm256_storeu_pd(ar + 4 * q, _mm256_mul_pd(v[i][q], inv));
-        _mm256_maskstore_pd(ar + 4 * (nvec - 1), tail,
-                            _mm256_mul_pd(v[i][nvec - 1], inv));
+        lse_store_lanes4(ar + 4 * (nvec - 1),
+                         _mm256_mul_pd(v[i][nvec - 1], inv),
+                         s->size2 - 4 * (nvec - 1));
     }
 }
 
@@ -398,7 +399,7 @@ LSE_KERNEL void softmax_tr4(const gsl_matrix *s, gsl_matrix *a, double beta,
             if (q + 1 < nvec)
                 _mm256_storeu_pd(ar, c[q][i]);
             else
-                _mm256_maskstore_pd(ar, tail, c[q][i]);
+                lse_store_lanes4(ar, c[q][i], n - 4 * q);
         }
     }
 }

@@ -67,26 +67,6 @@ static void fast_rows_avx2(const lse_gauss_work *w, const gsl_matrix *x)
                    w->dim);
 }
 
-/* The first rem (1 to 4) lanes of v to p with plain stores (a masked
- * store, vmaskmovpd, is microcoded on AMD's Zen: it made the loop below
- * slower than the scalar one). */
-LSE_TARGET_AVX2_FMA
-static inline void store_lanes(double *p, __m256d v, size_t rem)
-{
-    if (rem == 4) {
-        _mm256_storeu_pd(p, v);
-        return;
-    }
-    const __m128d lo = _mm256_castpd256_pd128(v);
-    if (rem == 1) {
-        _mm_store_sd(p, lo);
-        return;
-    }
-    _mm_storeu_pd(p, lo);
-    if (rem == 3)
-        _mm_store_sd(p + 2, _mm256_extractf128_pd(v, 1));
-}
-
 /* fast_rows_body of full and tied covariances for 4 < d <= 16 with AVX2:
  * y = x - c in up to four vectors (a masked load for the last), then
  * vech(y y') segment by segment from the last (a = d - 1) to the first,
@@ -129,7 +109,7 @@ static inline void vech16_body(const lse_gauss_work *w, const double *x,
             const __m256d ya = _mm256_broadcast_sd(y + a);
             for (size_t m = a / 4; m + 1 < nvec; m++)
                 _mm256_storeu_pd(p + 4 * m, _mm256_mul_pd(ya, yv[m]));
-            store_lanes(p + 4 * (nvec - 1), _mm256_mul_pd(ya, yv[nvec - 1]),
+            lse_store_lanes4(p + 4 * (nvec - 1), _mm256_mul_pd(ya, yv[nvec - 1]),
                         rem);
         }
     }
@@ -430,25 +410,17 @@ void lse_gauss_qeval6_avx2(const double *v, size_t vt, size_t nv,
             _mm256_storeu_pd(o + 5 * st + 4, a51);
             continue;
         }
-        /* the last, partial tile (nk < 8 components): masked stores, not
-         * a memcpy call per row through a tile on the stack */
-        static const int64_t lanes[8] = {-1, -1, -1, -1, 0, 0, 0, 0};
+        /* the last, partial tile (nk < 8 components): the lanes stored
+         * as they are (lse_store_lanes4), not a memcpy call per row
+         * through a tile on the stack */
         const size_t nk = K - k0, n0 = nk < 4 ? nk : 4, n1 = nk - n0;
-        const __m256i m0 = _mm256_loadu_si256((const void *)(lanes + 4 - n0));
-        const __m256i m1 = _mm256_loadu_si256((const void *)(lanes + 4 - n1));
         double *o = s + k0;
-        _mm256_maskstore_pd(o, m0, a00);
-        _mm256_maskstore_pd(o + 4, m1, a01);
-        _mm256_maskstore_pd(o + st, m0, a10);
-        _mm256_maskstore_pd(o + st + 4, m1, a11);
-        _mm256_maskstore_pd(o + 2 * st, m0, a20);
-        _mm256_maskstore_pd(o + 2 * st + 4, m1, a21);
-        _mm256_maskstore_pd(o + 3 * st, m0, a30);
-        _mm256_maskstore_pd(o + 3 * st + 4, m1, a31);
-        _mm256_maskstore_pd(o + 4 * st, m0, a40);
-        _mm256_maskstore_pd(o + 4 * st + 4, m1, a41);
-        _mm256_maskstore_pd(o + 5 * st, m0, a50);
-        _mm256_maskstore_pd(o + 5 * st + 4, m1, a51);
+        const __m256d t[6][2] = {{a00, a01}, {a10, a11}, {a20, a21},
+                                 {a30, a31}, {a40, a41}, {a50, a51}};
+        for (size_t r = 0; r < 6; r++) {
+            lse_store_lanes4(o + r * st, t[r][0], n0);
+            lse_store_lanes4(o + r * st + 4, t[r][1], n1);
+        }
     }
 }
 

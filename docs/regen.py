@@ -34,7 +34,9 @@ tables a program prints in Markdown. The page's text names the command.
 The commands of one page run in order, in one fresh temporary directory
 that links every top-level entry of the source tree (data/, models/, ...)
 and "build" to the build directory, with the build's tools/ and
-examples/ first on PATH, LC_ALL=C and TZ=UTC. Files a command writes
+examples/ first on PATH, LC_ALL=C and TZ=UTC, and, where the CPU has
+AVX2 and FMA, LSE_NO_AVX512=1 and OPENBLAS_CORETYPE=Haswell (the same
+kernels, so the same outputs, on every such CPU). Files a command writes
 stay in the temporary directory.
 
 Without --check the pages are rewritten in place (after merging changes to
@@ -61,6 +63,19 @@ TIMEOUT = 600
 
 class DocError(Exception):
     pass
+
+
+def cpu_has_avx2_fma():
+    """1 when /proc/cpuinfo lists avx2 and fma (Linux, x86-64)"""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return "avx2" in flags and "fma" in flags
+    except OSError:
+        pass
+    return False
 
 
 def parse_opts(text, where):
@@ -126,6 +141,16 @@ class Runner:
                                        env.get("PATH", "/usr/bin:/bin")])
         env["LC_ALL"] = "C"
         env["TZ"] = "UTC"
+        # One set of kernels on every x86-64 machine with AVX2 and FMA, so
+        # that the quoted outputs do not depend on the CPU: the library's
+        # AVX2 copies (not AVX-512, whose sums run over 8 lanes instead of
+        # 4) and OpenBLAS's Haswell kernels (not the set OpenBLAS picks
+        # for the CPU: its dgemm kernels round differently). Training runs
+        # quoted in the pages amplify a last-bit difference into a
+        # different printed loss.
+        if cpu_has_avx2_fma():
+            env["LSE_NO_AVX512"] = "1"
+            env["OPENBLAS_CORETYPE"] = "Haswell"
         # stdbuf keeps stdout line-buffered, so stdout and stderr interleave
         # as on a terminal; an ASan runtime must not object to the preload
         asan = env.get("ASAN_OPTIONS", "")

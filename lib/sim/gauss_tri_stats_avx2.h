@@ -72,6 +72,12 @@ LSE_TARGET_AVX2_FMA LSE_KERNEL void ts_tile(const double *wq, const double *xq,
                                             size_t d, size_t a0, size_t q0,
                                             double *s2, const int NQ)
 {
+    for (int a = 0; a < 4 && a0 + (size_t)a < d; a++) {
+        /* s2's rows of the tile on their way (1 MiB at K = 32) */
+        const double *o = s2 + (a0 + (size_t)a) * d + 4 * q0;
+        _mm_prefetch((const char *)o, _MM_HINT_T0);
+        _mm_prefetch((const char *)(o + 4 * NQ - 1), _MM_HINT_T0);
+    }
     __m256d acc[4][3];
     for (int a = 0; a < 4; a++)
         for (int u = 0; u < NQ; u++)
@@ -98,10 +104,17 @@ LSE_TARGET_AVX2_FMA LSE_KERNEL void ts_tile(const double *wq, const double *xq,
         const size_t ra = a0 + (size_t)a;
         for (int u = 0; u < NQ; u++) {
             const size_t j0 = 4 * (q0 + (size_t)u);
-            if (j0 >= ra && j0 + 4 <= d) { /* the whole quad */
+            if (j0 + 4 <= d) { /* (j0 + 3 >= a0 + 3 >= ra) */
+                /* the whole quad, or (at the diagonal) its lanes j >= ra,
+                 * the others written back unchanged */
                 double *o = s2 + ra * d + j0;
-                _mm256_storeu_pd(o, _mm256_add_pd(_mm256_loadu_pd(o),
-                                                  _mm256_loadu_pd(&l[a][4 * u])));
+                const __m256d ov = _mm256_loadu_pd(o);
+                const __m256d nv = _mm256_add_pd(ov, _mm256_loadu_pd(&l[a][4 * u]));
+                const __m256i lane = _mm256_set_epi64x(3, 2, 1, 0);
+                const __m256i keep = _mm256_cmpgt_epi64(
+                    _mm256_set1_epi64x((long long)ra - (long long)j0), lane);
+                _mm256_storeu_pd(o, _mm256_blendv_pd(nv, ov,
+                                                     _mm256_castsi256_pd(keep)));
                 continue;
             }
             for (size_t e = 0; e < 4; e++) {

@@ -182,6 +182,7 @@ static int tri_buffers(lse_gauss_work *w)
              (w->mtri = doubles_lines(K, w->dp, 0)) != NULL &&
              (w->xtri = doubles_lines(b, w->dp, 0)) != NULL &&
              (w->wtri = doubles_lines(b, w->dp, 16)) != NULL &&
+             (w->xqtri = doubles_lines(b, w->dp, 0)) != NULL &&
              (w->rhot = doubles_lines(b, 1, 0)) != NULL;
     return w->tri;
 }
@@ -232,6 +233,7 @@ void lse_gauss_work_free(void *work)
     free(w->mtri);
     free(w->xtri);
     free(w->wtri);
+    free(w->xqtri);
     free(w->rhot);
     free(w->fused);
     free(w->pkey);

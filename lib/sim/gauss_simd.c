@@ -1110,10 +1110,9 @@ void lse_gauss_stats_diag_rows(const gsl_matrix *x, const double *mu,
 #define TRI_TARGET LSE_TARGET_AVX2_FMA
 #define TRI_RE 6
 #define TRI_SE 1
-#define TRI_RM 6
-#define TRI_SM 1
-#define TRI_SW 2
+#define TRI_OWN_STATS /* native 4-lane tiles instead */
 #include "gauss_tri_body.h"
+#include "gauss_tri_stats_avx2.h"
 #endif
 
 void lse_gauss_tri_eval(const lse_gauss_work *w, const double *y, size_t yt,
@@ -1145,8 +1144,15 @@ void lse_gauss_tri_stats(lse_gauss_work *w, const gsl_matrix *x,
         const double *ri = gsl_matrix_const_ptr(resp, i, 0);
         for (size_t k = 0; k < K; k++)
             acc[k] += ri[k] * wi;
+        const double *xi = gsl_matrix_const_ptr(x, i, 0);
+#if LSE_HAVE_AVX2_PATH
+        if (w->fma != 2) { /* the AVX2 copy: quad-major */
+            ts_pack_row(xi, i, b, d, w->xqtri);
+            continue;
+        }
+#endif
         double *xp = w->xtri + i * dp;
-        memcpy(xp, gsl_matrix_const_ptr(x, i, 0), d * sizeof(double));
+        memcpy(xp, xi, d * sizeof(double));
         for (size_t j = d; j < dp; j++)
             xp[j] = 0.0;
     }
@@ -1160,7 +1166,7 @@ void lse_gauss_tri_stats(lse_gauss_work *w, const gsl_matrix *x,
             tri_stats_avx512(w->xtri, b, d, dp, w->mtri + k * dp, w->rhot,
                              w->wtri, s1, s2);
         else
-            tri_stats_avx2(w->xtri, b, d, dp, w->mtri + k * dp, w->rhot,
+            tri_stats_avx2(w->xqtri, b, d, w->mtri + k * dp, w->rhot,
                            w->wtri, s1, s2);
     }
 #endif

@@ -11,6 +11,7 @@
  *   TRI_RM, TRI_SM  rows x strips of 8 columns of a scatter tile (TRI_RM
  *                   divides 8 or is a multiple of it)
  *   TRI_SW          strips side by side when forming w = rho (x - mu)
+ *   TRI_OWN_STATS   (optional) the copy brings its own tri_stats
  * Both copies compute every entry as the same chain of fused multiply-adds
  * in the same order (tiles only decide which entries share registers), so
  * they give the same bits. Padded columns are zero; a product with a zero
@@ -130,6 +131,7 @@ TRI_TARGET static void TRI_FN(tri_eval)(const double *y, size_t yt, size_t b,
     }
 }
 
+#ifndef TRI_OWN_STATS /* (the AVX2 copy: gauss_tri_stats_avx2.h) */
 /* Scatter tile: sum_i w_i,a r_i,j for the rows a in [a0, a0 + TRI_RM) and
  * NS strips from strip s0, over the b rows of w (b x dp) and of r = x - mu
  * (x: b x dp), ADDED to s2 (d x d) where a <= j < d (the upper triangle).
@@ -241,3 +243,4 @@ TRI_TARGET static void TRI_FN(tri_stats)(const double *xp, size_t b, size_t d,
             TRI_FN(tri_mtile)(xp, mu, w, dp, b, d, a0, s, s2, 1);
     }
 }
+#endif

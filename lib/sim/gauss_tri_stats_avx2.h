@@ -1,0 +1,151 @@
+/* tri_stats of the AVX2 copy with native 4-lane tiles, included once by
+ * lib/sim/gauss_simd.c (after <immintrin.h>, under LSE_HAVE_AVX2_PATH;
+ * tests/test_tri_stats_avx2.c includes it too).
+ *
+ * The same results, bit for bit, as gauss_tri_body.h's tri_stats: w_i =
+ * rho_i (x_i - mu) and s1's sums are the same operations in the same
+ * order, and each entry (a, j) of s2 gets the same chain acc = 0, acc =
+ * fma(w_i,a, r_i,j, acc) for i in row order, s2(a, j) += acc. What
+ * differs is only where the operands live:
+ *  - x (packed by lse_gauss_tri_stats) and w are quad-major (quad q:
+ *    columns 4 q .. 4 q + 3 of the b rows, 4 b doubles), so that a tile
+ *    streams contiguous memory; row-major rows of 512 bytes (d = 64) put
+ *    every row of a column in the same few L1 sets. r = x - mu is formed
+ *    again where it is used, as in gauss_tri_body.h (a subtraction runs
+ *    beside the multiply-adds; storing r cost a store per 4 lanes).
+ *  - tiles are 4 rows x up to 3 quads (12 accumulators, 3 loads and 4
+ *    broadcasts per 12 fused multiply-adds in 16 ymm registers), so the
+ *    triangle is cut at multiples of 4 (the 8-lane pairs cut at 8 and
+ *    their 6-row tiles overlapped the diagonal).
+ * A tile runs over all b rows (256 by default): chunks of 16 to 64 rows
+ * with the accumulators waiting in memory between them (to keep the
+ * operands in L1) were slower on Zen 3, whose prefetchers keep up with
+ * the contiguous streams. */
+
+/* Row i (d doubles) of a block of b rows into xq, quad-major and
+ * zero-padded to whole quads. */
+static inline void ts_pack_row(const double *xi, size_t i, size_t b, size_t d,
+                               double *xq)
+{
+    for (size_t j = 0; j < (d + 3) / 4 * 4; j++)
+        xq[j / 4 * 4 * b + 4 * i + j % 4] = j < d ? xi[j] : 0.0;
+}
+
+/* w of NQ quads from quad q0 (xq and wq quad-major, panels of 4 b
+ * doubles), and the sums of w over the rows (in row order) ADDED to s1:
+ * the quads side by side, so that NQ chains of additions run at once. */
+LSE_TARGET_AVX2_FMA LSE_KERNEL void ts_w(const double *xq, size_t b, size_t d,
+                                         const double *mu, const double *rho,
+                                         double *wq, double *s1, size_t q0,
+                                         const int NQ)
+{
+    __m256d m[4], acc[4];
+    for (int t = 0; t < NQ; t++) {
+        m[t] = _mm256_loadu_pd(mu + 4 * (q0 + (size_t)t));
+        acc[t] = _mm256_setzero_pd();
+    }
+    const double *xs = xq + q0 * 4 * b;
+    double *ws = wq + q0 * 4 * b;
+    for (size_t i = 0; i < b; i++) {
+        const __m256d rb = _mm256_set1_pd(rho[i]);
+        for (int t = 0; t < NQ; t++) {
+            const size_t o = (size_t)t * 4 * b + 4 * i;
+            const __m256d wv =
+                _mm256_mul_pd(rb, _mm256_sub_pd(_mm256_loadu_pd(xs + o), m[t]));
+            _mm256_storeu_pd(ws + o, wv);
+            acc[t] = _mm256_add_pd(acc[t], wv);
+        }
+    }
+    double sum[4];
+    for (int t = 0; t < NQ; t++) {
+        const size_t j0 = 4 * (q0 + (size_t)t);
+        _mm256_storeu_pd(sum, acc[t]);
+        for (size_t e = 0; e < 4 && j0 + e < d; e++)
+            s1[j0 + e] += sum[e];
+    }
+}
+
+/* Tile of rows a0 .. a0 + 3 (a0 a multiple of 4) and NQ quads from q0
+ * over the b rows: the sums ADDED to s2 (d x d) where a <= j < d. */
+LSE_TARGET_AVX2_FMA LSE_KERNEL void ts_tile(const double *wq, const double *xq,
+                                            const double *mu, size_t b,
+                                            size_t d, size_t a0, size_t q0,
+                                            double *s2, const int NQ)
+{
+    for (int a = 0; a < 4 && a0 + (size_t)a < d; a++) {
+        /* s2's rows of the tile on their way (1 MiB at K = 32) */
+        const double *o = s2 + (a0 + (size_t)a) * d + 4 * q0;
+        _mm_prefetch((const char *)o, _MM_HINT_T0);
+        _mm_prefetch((const char *)(o + 4 * NQ - 1), _MM_HINT_T0);
+    }
+    __m256d acc[4][3];
+    for (int a = 0; a < 4; a++)
+        for (int u = 0; u < NQ; u++)
+            acc[a][u] = _mm256_setzero_pd();
+    const double *wp = wq + a0 * b;
+    const double *xs = xq + q0 * 4 * b, *ms = mu + 4 * q0;
+    for (size_t i = 0; i < b; i++) {
+        __m256d rv[3];
+        for (int u = 0; u < NQ; u++)
+            rv[u] = _mm256_sub_pd(_mm256_loadu_pd(xs + (size_t)u * 4 * b + 4 * i),
+                                  _mm256_loadu_pd(ms + 4 * u));
+        for (int a = 0; a < 4; a++) {
+            const __m256d wb = _mm256_broadcast_sd(wp + 4 * i + a);
+            for (int u = 0; u < NQ; u++)
+                acc[a][u] = _mm256_fmadd_pd(wb, rv[u], acc[a][u]);
+        }
+    }
+    /* (through l, so that acc stays in registers above) */
+    double l[4][12];
+    for (int a = 0; a < 4; a++)
+        for (int u = 0; u < NQ; u++)
+            _mm256_storeu_pd(&l[a][4 * u], acc[a][u]);
+    for (int a = 0; a < 4 && a0 + (size_t)a < d; a++) {
+        const size_t ra = a0 + (size_t)a;
+        for (int u = 0; u < NQ; u++) {
+            const size_t j0 = 4 * (q0 + (size_t)u);
+            if (j0 + 4 <= d) { /* (j0 + 3 >= a0 + 3 >= ra) */
+                /* the whole quad, or (at the diagonal) its lanes j >= ra,
+                 * the others written back unchanged */
+                double *o = s2 + ra * d + j0;
+                const __m256d ov = _mm256_loadu_pd(o);
+                const __m256d nv = _mm256_add_pd(ov, _mm256_loadu_pd(&l[a][4 * u]));
+                const __m256i lane = _mm256_set_epi64x(3, 2, 1, 0);
+                const __m256i keep = _mm256_cmpgt_epi64(
+                    _mm256_set1_epi64x((long long)ra - (long long)j0), lane);
+                _mm256_storeu_pd(o, _mm256_blendv_pd(nv, ov,
+                                                     _mm256_castsi256_pd(keep)));
+                continue;
+            }
+            for (size_t e = 0; e < 4; e++) {
+                const size_t j = j0 + e;
+                if (j >= ra && j < d)
+                    s2[ra * d + j] += l[a][4 * u + e];
+            }
+        }
+    }
+}
+
+/* Component k's statistics of a block, as gauss_tri_body.h's tri_stats
+ * (same bits; xq the b rows quad-major, zero-padded); wq (b x dp) is
+ * scratch. */
+LSE_TARGET_AVX2_FMA static void tri_stats_avx2(const double *xq, size_t b,
+                                               size_t d, const double *mu,
+                                               const double *rho, double *wq,
+                                               double *s1, double *s2)
+{
+    const size_t nq = (d + 3) / 4; /* quads with a column below d */
+    size_t q = 0;
+    for (; q + 4 <= nq; q += 4)
+        ts_w(xq, b, d, mu, rho, wq, s1, q, 4);
+    for (; q < nq; q++)
+        ts_w(xq, b, d, mu, rho, wq, s1, q, 1);
+    for (size_t a0 = 0; a0 < d; a0 += 4) {
+        for (q = a0 / 4; q + 3 <= nq; q += 3)
+            ts_tile(wq, xq, mu, b, d, a0, q, s2, 3);
+        if (q + 2 <= nq)
+            ts_tile(wq, xq, mu, b, d, a0, q, s2, 2);
+        else if (q < nq)
+            ts_tile(wq, xq, mu, b, d, a0, q, s2, 1);
+    }
+}

@@ -8,6 +8,7 @@
 
 #include "size-private.h"
 #include "threads-private.h"
+#include "linalg-private.h"
 
 /* Covariance layouts (include/lsegraph/cov.h). */
 
@@ -148,7 +149,7 @@ static lse_status chol_block(const gsl_matrix *cov, size_t r0, size_t d,
             gsl_matrix_set(work, i, j, lo);
             gsl_matrix_set(work, j, i, lo);
         }
-    const int rc = gsl_linalg_cholesky_decomp1(work);
+    const int rc = lse_chol_decomp1(work);
     if (rc == GSL_EDOM) {
         if (tied)
             return lse_error_set(err, LSE_ENUMERIC, fn,

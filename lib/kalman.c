@@ -10,6 +10,8 @@
 
 #include <lsegraph/kalman.h>
 
+#include "linalg-private.h"
+
 /* Kalman filter and RTS smoother (include/lsegraph/kalman.h). Every
  * buffer is allocated once in lse_kalman_smooth; the time loops only take
  * views of them. */
@@ -128,7 +130,7 @@ static void symmetrize(gsl_matrix *a)
 static int chol(gsl_matrix *a)
 {
     gsl_error_handler_t *old = gsl_set_error_handler_off();
-    const int st = gsl_linalg_cholesky_decomp1(a);
+    const int st = lse_chol_decomp1(a);
     gsl_set_error_handler(old);
     if (st != GSL_SUCCESS)
         return -1;

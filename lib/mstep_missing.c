@@ -10,6 +10,7 @@
 #include "graph-private.h"
 #include "sim/gauss-private.h"
 #include "size-private.h"
+#include "linalg-private.h"
 
 /*
  * A Gaussian mixture over rows with missing entries (include/lsegraph/
@@ -351,7 +352,7 @@ static lse_status factor_oo(lse_gauss_missing *gm, const pattern *q, size_t k)
         for (size_t c = 0; c < q->n_obs; c++)
             gsl_matrix_set(&f.matrix, a, c,
                            gsl_matrix_get(s, q->obs[a], q->obs[c]));
-    const int rc = gsl_linalg_cholesky_decomp1(&f.matrix);
+    const int rc = lse_chol_decomp1(&f.matrix);
     return rc == GSL_SUCCESS ? LSE_OK
            : rc == GSL_EDOM  ? LSE_ENUMERIC
                              : lse_status_from_gsl(rc);

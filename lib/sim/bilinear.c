@@ -8,6 +8,7 @@
 
 #include <lsegraph/core.h>
 #include "sim-size-private.h"
+#include "../linalg-private.h"
 
 /* Bilinear similarity (docs/similarities.md, "bilinear").
  *
@@ -372,7 +373,7 @@ static lse_status chol_spd(const gsl_matrix *src, gsl_matrix *l,
 {
     const size_t n = src->size1;
     gsl_matrix_memcpy(l, src);
-    int rc = gsl_linalg_cholesky_decomp1(l);
+    int rc = lse_chol_decomp1(l);
     if (rc == GSL_EDOM) {
         snprintf(msg, msg_len,
                  "bilinear: M-step: %s is singular (not positive definite)",

@@ -15,6 +15,7 @@
 #include "sim-size-private.h"
 #include "kernels-private.h"
 #include "../threads-private.h"
+#include "../linalg-private.h"
 
 /* Shared code of the Gaussian family: factor cache, residual scoring,
  * gradients through the residuals and the covariance part of the M-step.
@@ -393,7 +394,7 @@ static lse_status prepare_factor(lse_gauss_work *w, const gsl_matrix *chol,
         inv[i] = 1.0 / lii;
         ld += 2.0 * log(fabs(lii));
     }
-    const int rc = gsl_linalg_tri_invert(CblasLower, CblasNonUnit, l);
+    const int rc = lse_tri_invert_lower(l);
     if (rc != GSL_SUCCESS)
         return lse_status_from_gsl(rc);
     /* minv(i, f d + j) = (L^-1)(j, i), zero where j < i */

@@ -29,6 +29,7 @@
 #include <gsl/gsl_linalg.h>
 
 #include "gauss-private.h"
+#include "../linalg-private.h"
 
 /* inner iterations stop when F decreases by less than this (relative) */
 #define MCL_TOL 1e-15
@@ -262,7 +263,7 @@ static lse_status vee(struct lse_gauss_mclust *m, const double *n,
         }
         /* C = S / det(S)^(1/d) through a Cholesky factor of S */
         gsl_matrix_memcpy(m->s, m->dm);
-        if (gsl_linalg_cholesky_decomp1(m->s) != GSL_SUCCESS)
+        if (lse_chol_decomp1(m->s) != GSL_SUCCESS)
             return LSE_ENUMERIC;
         double ld = 0.0;
         for (size_t j = 0; j < d; j++)

@@ -6,6 +6,7 @@
 #include <gsl/gsl_linalg.h>
 
 #include "gauss-private.h"
+#include "../linalg-private.h"
 
 /* The M-step helpers shared by the Gaussian family and mclust's
  * constrained models (gaussian.c, lingauss.c, gauss_mclust.c): options,
@@ -110,7 +111,7 @@ lse_status lse_gauss_chol_from_cov(lse_gauss_work *w, const char *name,
             if (!isfinite(gsl_matrix_get(c, i, j)))
                 return not_pd(name, k, w->cov == LSE_COV_TIED, n_k, reg_covar,
                               msg, msg_len);
-    const int rc = gsl_linalg_cholesky_decomp1(c);
+    const int rc = lse_chol_decomp1(c);
     if (rc == GSL_EDOM)
         return not_pd(name, k, w->cov == LSE_COV_TIED, n_k, reg_covar, msg,
                       msg_len);

@@ -10,6 +10,7 @@
 #include "gauss_solve-private.h"
 #include "kernels-private.h"
 #include "lingauss-private.h"
+#include "../linalg-private.h"
 
 /*
  * lse_sim_lingauss: linear-Gaussian dynamics (SLDS modes).
@@ -681,7 +682,7 @@ static lse_status regress(lse_gauss_work *w, size_t k, const double *sxx_k,
     for (size_t p = 0; p < m; p++)
         for (size_t q = p + 1; q < m; q++)
             gsl_matrix_set(w->sxx, q, p, gsl_matrix_get(w->sxx, p, q));
-    rc = gsl_linalg_cholesky_decomp1(w->sxx);
+    rc = lse_chol_decomp1(w->sxx);
     double rcond = 0.0;
     if (rc == GSL_SUCCESS)
         rc = gsl_linalg_cholesky_rcond(w->sxx, &rcond, w->rcond_work);

@@ -38,15 +38,35 @@ static int block_has_bad_plain(const gsl_matrix *s)
 }
 
 #if LSE_HAVE_AVX2_PATH
+/* n doubles from x: any not below +INFINITY (unordered: NaN, or +INF)?
+ * -INFINITY and finite values compare below. One compare and one or per
+ * vector of four, against five integer operations of row_has_bad's
+ * vectorized loop: the scan runs before every block's softmax, 2-3 % of
+ * the small fits' instructions. */
+LSE_TARGET_AVX2
+static __m256d span_not_below_inf(const double *x, size_t n, __m256d bad)
+{
+    const __m256d inf = _mm256_set1_pd(INFINITY);
+    size_t j = 0;
+    for (; j + 4 <= n; j += 4)
+        bad = _mm256_or_pd(
+            bad, _mm256_cmp_pd(_mm256_loadu_pd(x + j), inf, _CMP_NLT_UQ));
+    for (; j < n; j++)
+        bad = _mm256_or_pd(bad, _mm256_cmp_pd(_mm256_set1_pd(x[j]), inf,
+                                              _CMP_NLT_UQ));
+    return bad;
+}
+
 LSE_TARGET_AVX2
 static int block_has_bad_avx2(const gsl_matrix *s)
 {
+    __m256d bad = _mm256_setzero_pd();
     if (s->tda == s->size2) /* contiguous rows: one loop */
-        return row_has_bad(s->data, s->size1 * s->size2);
-    int bad = 0;
-    for (size_t r = 0; r < s->size1; r++)
-        bad |= row_has_bad(s->data + r * s->tda, s->size2);
-    return bad;
+        bad = span_not_below_inf(s->data, s->size1 * s->size2, bad);
+    else
+        for (size_t r = 0; r < s->size1; r++)
+            bad = span_not_below_inf(s->data + r * s->tda, s->size2, bad);
+    return _mm256_movemask_pd(bad) != 0;
 }
 #endif
 

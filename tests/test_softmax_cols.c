@@ -1,4 +1,5 @@
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,12 +102,63 @@ START_TEST(test_cols_equal_rows)
 }
 END_TEST
 
+/* lse_softmax_find_bad (lib/softmax.c), plain and AVX2 scans: the first
+ * NaN or +INFINITY in row order, none for -INFINITY, huge and signed-zero
+ * entries; contiguous blocks and padded rows (a view) of every width to 9,
+ * the bad entry at every place, and NaNs of either sign and any payload. */
+START_TEST(test_find_bad)
+{
+    const lse_softmax_isa plain = {0, 0, 0}, det = lse_softmax_isa_detect();
+    const double bads[4] = {NAN, -NAN, INFINITY, 0.0};
+    const uint64_t payload = UINT64_C(0x7FF0000000000001); /* a signalling NaN */
+    double snan;
+    memcpy(&snan, &payload, sizeof snan);
+    for (size_t n = 1; n <= 9; n++)
+        for (size_t rows = 1; rows <= 7; rows++)
+            for (int pad = 0; pad < 2; pad++) {
+                gsl_matrix *big = gsl_matrix_alloc(rows, n + 3);
+                gsl_matrix_view v = gsl_matrix_submatrix(big, 0, 0, rows, n);
+                gsl_matrix *s = pad ? &v.matrix : gsl_matrix_alloc(rows, n);
+                for (size_t at = 0; at <= rows * n; at++)
+                    for (int b = 0; b < 5; b++) {
+                        for (size_t i = 0; i < rows; i++)
+                            for (size_t j = 0; j < n; j++)
+                                gsl_matrix_set(s, i, j,
+                                               (i + j) % 3 == 0 ? -INFINITY
+                                               : (i + j) % 3 == 1 ? -0.0
+                                                                  : 1e308);
+                        for (size_t j = 0; pad && j < 3; j++)
+                            gsl_matrix_set(big, 0, n + j, NAN); /* padding */
+                        const int put = at < rows * n && b < 4 && b != 3;
+                        if (at < rows * n)
+                            gsl_matrix_set(s, at / n, at % n,
+                                           b == 4 ? snan : bads[b]);
+                        const int want = put || (at < rows * n && b == 4);
+                        for (int k = 0; k < 2; k++) {
+                            size_t r = SIZE_MAX, c = SIZE_MAX;
+                            const int got = lse_softmax_find_bad(
+                                s, k ? &det : &plain, &r, &c);
+                            ck_assert_int_eq(got, want);
+                            if (want) {
+                                ck_assert_uint_eq(r, at / n);
+                                ck_assert_uint_eq(c, at % n);
+                            }
+                        }
+                    }
+                if (!pad)
+                    gsl_matrix_free(s);
+                gsl_matrix_free(big);
+            }
+}
+END_TEST
+
 Suite *lse_test_suite(void);
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("softmax_cols");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_cols_equal_rows);
+    tcase_add_test(tc, test_find_bad);
     suite_add_tcase(s, tc);
     return s;
 }

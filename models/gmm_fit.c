@@ -269,6 +269,8 @@ static void init_resp_fill(size_t i0, gsl_matrix *out, void *user)
     gmm_init_resp_rows(user, i0, out);
 }
 
+static lse_status provisional_estep(fit_ctx *c, fit_work *fw);
+
 /* One closed-form M-step of the mixture term from the initial
  * responsibilities (init_resp_rows, a block at a time) through
  * lse_term_mstep_rows, followed by the re-seeding of empty components. The
@@ -289,7 +291,9 @@ static lse_status initial_mstep(fit_ctx *c, fit_work *fw, double reg_covar)
         return lse_error_set(c->err, st, fn, "run %zu, initial M-step: %s",
                              c->run, e.message + sizeof "lse_term_mstep: " - 1);
     if (rep.n_empty > 0) {
-        st = reseed(c, t, fw->empty);
+        st = provisional_estep(c, fw);
+        if (st == LSE_OK)
+            st = reseed(c, t, fw->empty);
         if (st != LSE_OK)
             return st;
     }
@@ -312,12 +316,10 @@ static lse_status initialize(fit_ctx *c, const lse_gmm *m,
         return st;
     if (fw->miss != NULL)
         return gmm_miss_initial_mstep(fw, &fw->iw);
-    double e;
+    /* the E-step at this provisional model is needed only to re-seed
+     * empty components after the initial M-step (provisional_estep): a
+     * fifth of the evaluations of a short run otherwise */
     snapshot_estep(c, gg);
-    st = lse_graph_energy(gg->g, &e);
-    if (st != LSE_OK)
-        return lse_error_set(c->err, st, "lse_gmm_fit", "run %zu: %s", c->run,
-                             lse_graph_errmsg(gg->g));
     return initial_mstep(c, fw, o->reg_covar);
 }
 
@@ -579,6 +581,32 @@ static void theta_put(const gmm_graph *gg, const double *v)
         memcpy(m->data, v, m->size1 * m->size2 * sizeof *v);
         v += m->size1 * m->size2;
     }
+}
+
+/* The E-step at the provisional model of initialize (its snapshot), the
+ * initial M-step's parameters set aside meanwhile: reseed takes the row
+ * energies and responsibilities of that model. The same values as when
+ * the E-step ran before the M-step: the M-step from the initial
+ * responsibilities reads no evaluation. */
+static lse_status provisional_estep(fit_ctx *c, fit_work *fw)
+{
+    gmm_graph *gg = &fw->gg;
+    double *keep = malloc(theta_size(gg) * sizeof *keep);
+    if (keep == NULL)
+        return lse_error_set(c->err, LSE_ENOMEM, "lse_gmm_fit",
+                             "out of memory");
+    theta_get(gg, keep);
+    copy_params(lse_node_value(gg->mu), c->e_mu);
+    copy_params(lse_node_value(gg->logw), c->e_logw);
+    copy_params(lse_node_value(gg->chol), c->e_chol);
+    double e;
+    const lse_status st = lse_graph_energy(gg->g, &e);
+    if (st != LSE_OK)
+        lse_error_set(c->err, st, "lse_gmm_fit", "run %zu: %s", c->run,
+                      lse_graph_errmsg(gg->g));
+    theta_put(gg, keep);
+    free(keep);
+    return st;
 }
 
 /* *e = the energy of the mixture term's last evaluation summed exactly

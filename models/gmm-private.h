@@ -66,6 +66,12 @@ typedef struct fit_ctx {
      * lse_graph_set_reuse can skip a repeated evaluation: re-seeding still
      * recomputes a row's responsibilities as for a streaming term */
     int resp_recompute;
+    /* reg_bound's tr(Sigma^-1) per factor (gmm_fit.c) for the factors of
+     * its last call, old and new: each call's new factor is the next
+     * call's old one, so one of the two is computed per EM step */
+    gsl_matrix *tr_chol[2];
+    double *tr_val[2];
+    int tr_ok[2];
 } fit_ctx;
 
 /* A fit's mixture term keeps its (N, K) scores and softmax, for

@@ -56,6 +56,13 @@ static lse_status fit_ctx_alloc(fit_ctx *c, const gmm_graph *gg)
     if (c->e_mu == NULL || c->e_logw == NULL || c->e_chol == NULL ||
         c->srow == NULL)
         return LSE_ENOMEM;
+    for (int i = 0; i < 2; i++) {
+        c->tr_ok[i] = 0;
+        c->tr_chol[i] = gsl_matrix_alloc(chol->size1, chol->size2);
+        c->tr_val[i] = malloc(chol->size1 * sizeof *c->tr_val[i]);
+        if (c->tr_chol[i] == NULL || c->tr_val[i] == NULL)
+            return LSE_ENOMEM;
+    }
     return LSE_OK;
 }
 
@@ -65,6 +72,10 @@ static void fit_ctx_free(fit_ctx *c)
     gsl_matrix_free(c->e_logw);
     gsl_matrix_free(c->e_chol);
     gsl_matrix_free(c->srow);
+    for (int i = 0; i < 2; i++) {
+        gsl_matrix_free(c->tr_chol[i]);
+        free(c->tr_val[i]);
+    }
 }
 
 /* Responsibilities (K) of row i of c->x under the parameters of the last
@@ -491,7 +502,34 @@ static lse_status fit_work_new(const lse_gmm *m, const gsl_matrix *x,
  * EM is monotone). The bound of the M-step just done. +Inf where it does
  * not apply (d above LSE_GMM_TRACE_MAXD) or its scratch is not available.
  */
-static double reg_bound(const fit_ctx *c, const gmm_graph *gg)
+static int same_matrix(const gsl_matrix *a, const gsl_matrix *b)
+{
+    for (size_t i = 0; i < a->size1; i++)
+        if (memcmp(gsl_matrix_const_ptr(a, i, 0), gsl_matrix_const_ptr(b, i, 0),
+                   a->size2 * sizeof(double)) != 0)
+            return 0;
+    return 1;
+}
+
+/* tr(Sigma^-1) of every factor of chol (lse_gmm_traces): from the cache
+ * when chol is one of the two factors of reg_bound's last call (the same
+ * bits: the same function of the same values), else computed into the
+ * slot other than keep (a slot whose values the caller still reads; -1:
+ * none) and remembered there. */
+static const double *traces_of(fit_ctx *c, const gsl_matrix *chol, size_t d,
+                               int keep)
+{
+    for (int i = 0; i < 2; i++)
+        if (c->tr_ok[i] && same_matrix(c->tr_chol[i], chol))
+            return c->tr_val[i];
+    const int slot = keep == 0 ? 1 : 0;
+    lse_gmm_traces(c->cov, d, chol, c->tr_val[slot]);
+    copy_params(c->tr_chol[slot], chol);
+    c->tr_ok[slot] = 1;
+    return c->tr_val[slot];
+}
+
+static double reg_bound(fit_ctx *c, const gmm_graph *gg)
 {
     if (!(c->reg_covar > 0.0))
         return 0.0;
@@ -501,19 +539,16 @@ static double reg_bound(const fit_ctx *c, const gmm_graph *gg)
     if ((c->cov == LSE_COV_FULL || c->cov == LSE_COV_TIED) &&
         d > LSE_GMM_TRACE_MAXD)
         return INFINITY;
-    double *tr = malloc(chol->size1 * sizeof *tr);
-    if (tr == NULL)
-        return INFINITY;
-    lse_gmm_trace_diffs(c->cov, d, c->e_chol, chol, tr);
+    const double *t_old = traces_of(c, c->e_chol, d, -1);
+    const double *t_new = traces_of(c, chol, d, t_old == c->tr_val[0] ? 0 : 1);
     const double lse = lse_logsumexp(logw->data, K, logw->tda, 1.0);
     double b = 0.0;
     for (size_t k = 0; k < chol->size1; k++) {
         const double nk = chol->size1 == 1
                               ? c->total
                               : c->total * exp(gsl_matrix_get(logw, k, 0) - lse);
-        b += nk * tr[k];
+        b += nk * (t_old[k] - t_new[k]); /* lse_gmm_trace_diffs's bits */
     }
-    free(tr);
     return 0.5 * c->reg_covar * b;
 }
 

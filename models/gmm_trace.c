@@ -136,6 +136,34 @@ static double trace_inv(lse_cov_type cov, size_t d, const gsl_matrix *chol,
  * 12"). */
 #define TRACE_PAR_WORK 16777216.0
 
+/* Threads for the traces of nf factors: several when they are full and
+ * d^3 K' is above TRACE_PAR_WORK. */
+static int trace_threads(int full, size_t d, long nf)
+{
+    const double work = (double)d * (double)d * (double)d * (double)nf;
+    int nt = full && work > TRACE_PAR_WORK ? lse_get_num_threads() : 1;
+    return nt > nf ? (int)nf : nt;
+}
+
+void lse_gmm_traces(lse_cov_type cov, size_t d, const gsl_matrix *chol,
+                    double *tr)
+{
+    const long nf = (long)chol->size1;
+    const int full = cov == LSE_COV_FULL || cov == LSE_COV_TIED;
+    const int avx2 = full && trace_avx2();
+    const int nt = trace_threads(full, d, nf);
+    if (nt <= 1) { /* no region for one thread (libgomp makes a team) */
+        for (long f = 0; f < nf; f++)
+            tr[f] = trace_inv(cov, d, chol, (size_t)f, avx2);
+        return;
+    }
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+#endif
+    for (long f = 0; f < nf; f++)
+        tr[f] = trace_inv(cov, d, chol, (size_t)f, avx2);
+}
+
 /* tr[f] = tr(Sigma_old,k^-1) - tr(Sigma_new,k^-1) for the K' factors k of
  * old and new (2 K' traces), in parallel over k when the factors are full
  * and large enough for it (d^3 K' above TRACE_PAR_WORK): each difference
@@ -144,12 +172,9 @@ void lse_gmm_trace_diffs(lse_cov_type cov, size_t d, const gsl_matrix *old,
                          const gsl_matrix *new_chol, double *tr)
 {
     const long nf = (long)new_chol->size1;
-    const double work = (double)d * (double)d * (double)d * (double)nf;
     const int full = cov == LSE_COV_FULL || cov == LSE_COV_TIED;
     const int avx2 = full && trace_avx2();
-    int nt = full && work > TRACE_PAR_WORK ? lse_get_num_threads() : 1;
-    if (nt > nf)
-        nt = (int)nf;
+    const int nt = trace_threads(full, d, nf);
     if (nt <= 1) { /* no region for one thread (libgomp makes a team) */
         for (long f = 0; f < nf; f++)
             tr[f] = trace_inv(cov, d, old, (size_t)f, avx2) -

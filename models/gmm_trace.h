@@ -21,4 +21,10 @@ double lse_gmm_frob_inv(size_t d, const double *l);
 void lse_gmm_trace_diffs(lse_cov_type cov, size_t d, const gsl_matrix *old,
                          const gsl_matrix *new_chol, double *tr);
 
+/* tr[f] = tr(Sigma_f^-1) for every row f of the factors chol in layout
+ * cov: the two terms of lse_gmm_trace_diffs's differences, the same bits
+ * for any thread count. */
+void lse_gmm_traces(lse_cov_type cov, size_t d, const gsl_matrix *chol,
+                    double *tr);
+
 #endif

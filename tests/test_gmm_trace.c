@@ -189,6 +189,52 @@ START_TEST(test_trace_diffs_threads)
 }
 END_TEST
 
+/* lse_gmm_traces (reg_bound's cached traces): the difference of two calls
+ * is lse_gmm_trace_diffs's bits, in every layout, for 1, 2 and 3 threads
+ * (full factors large enough for threads). */
+START_TEST(test_traces_match_diffs)
+{
+    static const lse_cov_type covs[4] = {LSE_COV_FULL, LSE_COV_TIED,
+                                         LSE_COV_DIAG, LSE_COV_SPHERICAL};
+    const int saved = lse_get_num_threads();
+    for (int c = 0; c < 4; c++)
+        for (size_t d = 1; d <= 96; d = d < 5 ? d + 1 : 96) {
+            const int full = c < 2;
+            const size_t K = full && d == 96 ? 20 : 7;
+            const size_t cols = full ? d * d : c == 2 ? d : 1;
+            gsl_matrix *o = gsl_matrix_alloc(K, cols),
+                       *n = gsl_matrix_alloc(K, cols);
+            for (size_t k = 0; k < K; k++)
+                for (int which = 0; which < 2; which++) {
+                    double *row = gsl_matrix_ptr(which ? n : o, k, 0);
+                    if (full)
+                        random_factor(d, row);
+                    else
+                        for (size_t j = 0; j < cols; j++)
+                            row[j] = 0.1 + 3.0 * unif();
+                }
+            double want[20], to[20], tn[20];
+            lse_gmm_trace_diffs(covs[c], d, o, n, want);
+            for (int nt = 1; nt <= 3; nt++) {
+                lse_set_num_threads(nt);
+                lse_gmm_traces(covs[c], d, o, to);
+                lse_gmm_traces(covs[c], d, n, tn);
+                for (size_t k = 0; k < K; k++) {
+                    const double got = to[k] - tn[k];
+                    ck_assert_msg(memcmp(&got, &want[k], sizeof got) == 0,
+                                  "cov %d, d = %zu, %d threads, factor %zu", c,
+                                  d, nt, k);
+                }
+            }
+            gsl_matrix_free(o);
+            gsl_matrix_free(n);
+            if (d == 96)
+                break;
+        }
+    lse_set_num_threads(saved);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("gmm_trace");
@@ -198,6 +244,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_frob_inv_bits_plain);
     tcase_add_test(tc, test_trace_diffs_diag);
     tcase_add_test(tc, test_trace_diffs_threads);
+    tcase_add_test(tc, test_traces_match_diffs);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -655,18 +655,23 @@ static lse_status row_sum(fit_ctx *c, fit_work *fw, double *e)
         fw->miss == NULL ? lse_term_row_lse(fw->gg.t) : NULL;
     if (rl == NULL)
         return LSE_OK;
-    lse_xsum x;
-    lse_xsum_init(&x);
     /* unweighted and no row masked (the common case): the row terms whole,
      * in one call, summed as l and the sum negated (exact, and rounding to
      * nearest is symmetric: the same bits as summing -l); one process
-     * only, so that every accumulator merged holds the same sign */
+     * only, whose sum lse_comm_xsum would only round: lse_xsum_sum, the
+     * same rounded exact sum with its fast path */
     int whole = c->w == NULL && rl->stride == 1 && !lse_comm_parallel(c->dist);
     for (size_t i = 0; whole && i < rl->size; i++)
         whole = rl->data[i] != -INFINITY;
-    if (whole)
-        lse_xsum_add_array(&x, rl->data, rl->size);
-    for (size_t i = 0; !whole && i < rl->size; i++) {
+    if (whole) {
+        *e = lse_xsum_sum(rl->data, rl->size);
+        if (*e != 0.0 && !isnan(*e))
+            *e = -*e; /* an empty or cancelling sum stays +0, NaN stays NaN */
+        return LSE_OK;
+    }
+    lse_xsum x;
+    lse_xsum_init(&x);
+    for (size_t i = 0; i < rl->size; i++) {
         const double l = gsl_vector_get(rl, i);
         if (l != -INFINITY) /* a masked row adds nothing */
             lse_xsum_add(&x, -(c->w != NULL ? gsl_vector_get(c->w, i) : 1.0) *
@@ -675,8 +680,6 @@ static lse_status row_sum(fit_ctx *c, fit_work *fw, double *e)
     const lse_status st =
         lse_comm_xsum(c->dist, &x, 1, e, "lse_gmm_fit", c->err);
     c->hook_failed |= st != LSE_OK;
-    if (whole && st == LSE_OK && *e != 0.0 && !isnan(*e))
-        *e = -*e; /* an empty or cancelling sum stays +0, NaN stays NaN */
     return st;
 }
 

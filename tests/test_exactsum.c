@@ -335,6 +335,71 @@ START_TEST(test_add_array)
 }
 END_TEST
 
+/* lse_xsum_sum (a 128-bit fast path when the exponents span <= 56 bits)
+ * against lse_xsum's round, bit for bit: random terms of spans 0 to 70 at
+ * magnitudes from subnormal to near overflow, ties (two terms, and a
+ * sticky bit far below), cancellation to zero and to a subnormal, signed
+ * zeros, non-finite terms, n from 0 to past the fast path's 65536. */
+START_TEST(test_sum_fast)
+{
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 17);
+    const size_t cap = 70000;
+    double *v = malloc(cap * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    static const int bases[] = {-1074, -1040, -1000, -60, 0, 20, 900, 1000};
+    for (size_t bi = 0; bi < sizeof bases / sizeof bases[0]; bi++)
+        for (int span = 0; span <= 70; span += 5)
+            for (int rep = 0; rep < 40; rep++) {
+                const size_t n = rep < 30 ? (size_t)rep : 1 + gsl_rng_uniform_int(r, 400);
+                for (size_t i = 0; i < n; i++) {
+                    const int e = bases[bi] + (int)gsl_rng_uniform_int(r, (unsigned long)span + 1);
+                    double t = ldexp(0.5 + 0.5 * gsl_rng_uniform(r), e > 1023 ? 1023 : e);
+                    if (gsl_rng_uniform(r) < 0.5)
+                        t = -t;
+                    v[i] = t;
+                }
+                if (n >= 2 && rep % 4 == 1) /* cancellation */
+                    v[1] = -v[0];
+                if (n >= 3 && rep % 7 == 2)
+                    v[2] = rep % 2 ? -0.0 : 0.0;
+                ck_assert_bits(lse_xsum_sum(v, n), xsum_of(v, n));
+            }
+    /* ties and their sticky bits, zeros */
+    const double u = ldexp(1.0, -53);
+    const double ties[][3] = {{1.0, u, 0.0},
+                              {1.0 + 2 * u, u, 0.0},
+                              {1.0, u, ldexp(1.0, -40)},
+                              {-1.0 - 2 * u, -u, 0.0},
+                              {ldexp(1.0, 30), ldexp(1.0, -23), -ldexp(1.0, -24)},
+                              {1.0, 0x1.0000000000001p-53, 0.0},
+                              {-1.0, -0x1.0000000000001p-53, 0.0},
+                              {-0.0, -0.0, -0.0},
+                              {0x1p-1022, -0x1p-1022, 0x1p-1074},
+                              {0x1.8p-1022, -0x1p-1022, 0.0},
+                              {DBL_MAX, DBL_MAX, 0.0},
+                              {DBL_MAX, ldexp(1.0, 970), 0.0},
+                              {1.0, INFINITY, 0.0},
+                              {1.0, NAN, 0.0},
+                              {INFINITY, -INFINITY, 0.0}};
+    for (size_t i = 0; i < sizeof ties / sizeof ties[0]; i++) {
+        const double a = lse_xsum_sum(ties[i], 3), b = xsum_of(ties[i], 3);
+        ck_assert_msg(same_bits(a, b) || (isnan(a) && isnan(b)),
+                      "case %zu: %a, want %a", i, a, b);
+    }
+    /* many terms: at, above and past the fast path's count */
+    static const size_t big[] = {65535, 65536, 65537, 70000};
+    for (size_t t = 0; t < sizeof big / sizeof big[0]; t++) {
+        for (size_t i = 0; i < big[t]; i++)
+            v[i] = (gsl_rng_uniform(r) - 0.3) * ldexp(1.0, (int)gsl_rng_uniform_int(r, 40));
+        ck_assert_bits(lse_xsum_sum(v, big[t]), xsum_of(v, big[t]));
+    }
+    ck_assert_bits(lse_xsum_sum(v, 0), 0.0);
+    free(v);
+    gsl_rng_free(r);
+}
+END_TEST
+
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("exactsum");
@@ -347,6 +412,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_ties);
     tcase_add_test(tc, test_special);
     tcase_add_test(tc, test_add_array);
+    tcase_add_test(tc, test_sum_fast);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -109,6 +109,10 @@ LSE_API void lse_xsum_add(lse_xsum *x, double v);
 /** @brief x += v[0] + ... + v[n-1] exactly (as n lse_xsum_add calls,
  *  without a call per term). */
 LSE_API void lse_xsum_add_array(lse_xsum *x, const double *v, size_t n);
+/** @brief The correctly rounded exact sum of v[0] .. v[n-1]: the value of
+ *  lse_xsum_init, lse_xsum_add_array and lse_xsum_round, faster when the
+ *  terms' exponents span few bits (as a fit's row energies do). */
+LSE_API double lse_xsum_sum(const double *v, size_t n);
 /** @brief x += y exactly. */
 LSE_API void lse_xsum_merge(lse_xsum *x, const lse_xsum *y);
 /** @brief The sum rounded to the nearest double (ties to even): 0.0 for an

@@ -391,7 +391,7 @@ typedef enum cell_kind {
 
 /* Classify a cell; *value gets the number when there is one. Call in the
  * C locale. */
-static cell_kind classify(const char *s, double *value, int x87)
+static cell_kind classify(const char *s, double *value)
 {
     while (is_space(*s))
         s++;
@@ -402,7 +402,7 @@ static cell_kind classify(const char *s, double *value, int x87)
     *value = NAN;
     if (n == 0 || equals_word(s, n, "na"))
         return CELL_MISSING;
-    if (lse_parse_decimal(s, n, value, x87)) /* strtod's value, faster */
+    if (lse_parse_decimal(s, n, value)) /* strtod's value, faster */
         return CELL_NUMBER;
     char *stop = NULL;
     const double v = strtod(s, &stop);
@@ -431,8 +431,7 @@ static lse_status detect_header(lse_table *t, lse_error *err)
     t->has_header = 0;
     for (size_t j = 0; j < t->n_cols && !t->has_header; j++) {
         double v;
-        t->has_header = classify(stored_cell(t, 0, j), &v,
-                                 lse_parse_decimal_x87()) == CELL_TEXT;
+        t->has_header = classify(stored_cell(t, 0, j), &v) == CELL_TEXT;
     }
     c_locale_leave(&loc);
     return LSE_OK;
@@ -1006,14 +1005,14 @@ lse_status lse_table_find_column(const lse_table *t, const char *key, size_t *j,
  * the row. */
 static lse_status check_row(const lse_table *t, size_t i, const size_t *cols,
                             size_t n_cols, lse_missing missing, int *keep,
-                            double *vals, int x87, lse_error *err)
+                            double *vals, lse_error *err)
 {
     *keep = 1;
     for (size_t k = 0; k < n_cols; k++) {
         const size_t j = cols != NULL ? cols[k] : k;
         const char *s = lse_table_cell(t, i, j);
         double v;
-        const cell_kind kind = classify(s, &v, x87);
+        const cell_kind kind = classify(s, &v);
         vals[k] = v; /* NAN when missing */
         if (kind == CELL_NUMBER)
             continue;
@@ -1105,11 +1104,10 @@ lse_status lse_table_to_matrix(const lse_table *t, const size_t *cols,
     }
     lse_status status = LSE_OK;
     size_t kept = 0;
-    const int x87 = lse_parse_decimal_x87();
     for (size_t i = 0; i < rows && status == LSE_OK; i++) {
         int k = 0;
         status = check_row(t, i, cols, n_cols, missing, &k,
-                           all->data + i * all->tda, x87, err);
+                           all->data + i * all->tda, err);
         keep[i] = (unsigned char)k;
         kept += (size_t)k;
     }

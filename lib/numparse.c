@@ -146,9 +146,8 @@ static inline int ctz64(uint64_t x) /* x != 0 */
 #endif
 }
 
-static const uint64_t pow10_u[9] = {1,       10,       100,       1000,
-                                    10000,   100000,   1000000,   10000000,
-                                    100000000};
+static const uint64_t pow10_u[9] = {1,      10,      100,      1000,     10000,
+                                    100000, 1000000, 10000000, 100000000};
 
 #if LSE_SWAR
 static const uint64_t ascii0 = UINT64_C(0x3030303030303030); /* "00000000" */

@@ -123,8 +123,7 @@ static bn bn_mul(const bn *a, const bn *b)
     for (int i = 0; i < BN; i++) {
         uint64_t carry = 0;
         for (int j = 0; i + j < BN; j++) {
-            const uint64_t x =
-                (uint64_t)a->d[i] * b->d[j] + c.d[i + j] + carry;
+            const uint64_t x = (uint64_t)a->d[i] * b->d[j] + c.d[i + j] + carry;
             c.d[i + j] = (uint32_t)x;
             carry = x >> 32;
         }

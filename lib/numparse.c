@@ -134,6 +134,7 @@ static int eisel_lemire(uint64_t w, long q, uint64_t *bits)
 #define LSE_SWAR 0
 #endif
 
+#if LSE_SWAR
 static inline int ctz64(uint64_t x) /* x != 0 */
 {
 #if defined(__GNUC__) || defined(__clang__)
@@ -149,7 +150,6 @@ static inline int ctz64(uint64_t x) /* x != 0 */
 static const uint64_t pow10_u[9] = {1,      10,      100,      1000,     10000,
                                     100000, 1000000, 10000000, 100000000};
 
-#if LSE_SWAR
 static const uint64_t ascii0 = UINT64_C(0x3030303030303030); /* "00000000" */
 
 /* The value of the 8 digits of v (first digit in the low byte), by merging
@@ -230,6 +230,19 @@ static const char *digits_short(const char *p, const char *e, uint64_t *w)
     return p;
 }
 
+/* The run of digits from p in the text [s, e), appended to *w. */
+static const char *scan_digits(const char *s, const char *p, const char *e,
+                               uint64_t *w)
+{
+#if LSE_SWAR
+    if (e - s >= 8)
+        return digits(s, p, e, w);
+#else
+    (void)s;
+#endif
+    return digits_short(p, e, w);
+}
+
 /* w and its number of significant digits for the digits in [p, q) with
  * at most one '.' among them (the slow way, for runs of more than 19
  * digits counting leading zeros: 0.00123... ) */
@@ -258,24 +271,19 @@ int lse_parse_decimal(const char *s, size_t n, double *v)
     p += neg || *p == '+';
     const char *start = p;
     uint64_t w = 0;
-#if LSE_SWAR
-    const int wide = n >= 8;
-#else
-    const int wide = 0;
-#endif
     const char *q;
     if (e - p >= 2 && p[1] == '.' && (unsigned)(unsigned char)*p - '0' <= 9) {
         w = (uint64_t)(*p - '0'); /* d.ddd, the commonest form: no loop */
         q = p + 1;
     } else {
-        q = wide ? digits(s, p, e, &w) : digits_short(p, e, &w);
+        q = scan_digits(s, p, e, &w);
     }
     long nd = q - p; /* digits, leading zeros included */
     long exp10 = 0;
     p = q;
     if (p < e && *p == '.') {
         p++;
-        q = wide ? digits(s, p, e, &w) : digits_short(p, e, &w);
+        q = scan_digits(s, p, e, &w);
         nd += q - p;
         exp10 = -(long)(q - p);
         p = q;

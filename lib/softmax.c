@@ -454,9 +454,16 @@ LSE_KERNEL void softmax_narrow_body(const gsl_matrix *s, gsl_matrix *a,
     for (; r < b; r++)
         softmax4_rows(s, a, beta, lse, m, r, 1, nvec, tail);
     /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0; four
-     * logarithms at once (log_pos4, same bits) */
+     * logarithms at once (log_pos4, same bits); at beta 1 (every mixture)
+     * without the division, which returns its operand exactly then and
+     * held the add behind a 13-cycle divide */
     const __m256d vbeta = _mm256_set1_pd(beta);
-    for (r = 0; r + 4 <= b; r += 4)
+    if (beta == 1.0)
+        for (r = 0; r + 4 <= b; r += 4)
+            _mm256_storeu_pd(lse + r,
+                             _mm256_add_pd(_mm256_loadu_pd(m + r),
+                                           log_pos4(_mm256_loadu_pd(lse + r))));
+    for (r = beta == 1.0 ? b - b % 4 : 0; r + 4 <= b; r += 4)
         _mm256_storeu_pd(
             lse + r,
             _mm256_add_pd(

@@ -5,6 +5,7 @@
  * every covariance type and d = 1 .. 20, on padded rows; nothing written
  * past a row's nv entries. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,12 +98,76 @@ START_TEST(test_v_rows_fma)
 }
 END_TEST
 
+/* The tiles of V Q and V' R (lse_gauss_qeval6_avx2, lse_gauss_qstats4_avx2)
+ * for K = 1 .. 12 components (half tiles when at most 4 are left): every
+ * entry the chain of fused multiply-adds over the monomials (p) and rows
+ * in order, bit for bit; no score written past column K; the statistics'
+ * padding left alone by a half tile. */
+/* a double in [0, 1) with all 53 bits random (splitmix64) */
+static double rnd53(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9E3779B97F4A7C15u);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+    return (double)((z ^ (z >> 31)) >> 11) * 0x1p-53;
+}
+
+START_TEST(test_q_tiles)
+{
+#if LSE_HAVE_AVX2_PATH
+    if (!lse_cpu_avx2_fma())
+        return;
+    const size_t nv = 15, vt = 17, st = 21;
+    double v[6 * 17], q[15 * 16], s[6 * 21], r[4 * 16], acc[15 * 16],
+        want[15 * 16];
+    uint64_t u = 12345;
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++)
+        v[i] = rnd53(&u) - 0.5;
+    for (size_t K = 1; K <= 12; K++) {
+        const size_t kp = K <= 8 ? 8 : 16;
+        for (size_t i = 0; i < nv * kp; i++)
+            q[i] = i % kp < K ? rnd53(&u)
+                              : 0.0;
+        for (size_t i = 0; i < 6 * st; i++)
+            s[i] = -7.0; /* sentinels */
+        lse_gauss_qeval6_avx2(v, vt, nv, q, kp, K, s, st);
+        for (size_t i = 0; i < 6; i++)
+            for (size_t k = 0; k < st; k++) {
+                double e = -7.0;
+                if (k < K) {
+                    e = 0.0;
+                    for (size_t p = 0; p < nv; p++)
+                        e = fma(v[i * vt + p], q[p * kp + k], e);
+                }
+                ck_assert_msg(memcmp(&e, &s[i * st + k], sizeof e) == 0,
+                              "qeval6 K = %zu, row %zu, column %zu", K, i, k);
+            }
+        for (size_t i = 0; i < 4 * kp; i++)
+            r[i] = i % kp < K ? rnd53(&u)
+                              : 0.0;
+        for (size_t i = 0; i < nv * kp; i++)
+            acc[i] = want[i] = i % kp < K ? rnd53(&u) : 0.0;
+        lse_gauss_qstats4_avx2(v, vt, nv, r, kp, acc, kp, K);
+        for (size_t p = 0; p < nv; p++)
+            for (size_t k = 0; k < kp; k++) {
+                double e = want[p * kp + k];
+                for (size_t i = 0; i < 4; i++)
+                    e = fma(v[i * vt + p], r[i * kp + k], e);
+                ck_assert_msg(memcmp(&e, &acc[p * kp + k], sizeof e) == 0,
+                              "qstats4 K = %zu, p %zu, column %zu", K, p, k);
+            }
+    }
+#endif
+}
+END_TEST
+
 Suite *lse_test_suite(void);
 Suite *lse_test_suite(void)
 {
     Suite *s = suite_create("gauss_vrows");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_v_rows_fma);
+    tcase_add_test(tc, test_q_tiles);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1050,7 +1050,8 @@ static lse_status fast_stats_fma(lse_gauss_work *w, const gsl_matrix *x,
         if (w->fma == 2)
             lse_gauss_qstats4_avx512(vg, vt, nv, rho + i * rt, rt, macc, kp);
         else
-            lse_gauss_qstats4_avx2(vg, vt, nv, rho + i * rt, rt, macc, kp);
+            lse_gauss_qstats4_avx2(vg, vt, nv, rho + i * rt, rt, macc, kp,
+                                   K);
     }
     for (; i < b; i++) { /* the last rows one by one */
         const double *vg = v + i * vt;

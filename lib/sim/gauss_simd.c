@@ -356,6 +356,28 @@ void lse_gauss_qeval4_avx2(const double *v, size_t vt, size_t nv,
     }
 }
 
+/* qeval6_avx2's last tile when it holds nk <= 4 components (K <= 4 for
+ * the small fits): 6 rows x 4 components, the other half of the 8-wide
+ * tile (padding) neither computed nor stored. Each entry is the same
+ * chain of fused multiply-adds over p (same bits). */
+LSE_TARGET_AVX2_FMA
+static void qeval6_half(const double *v, size_t vt, size_t nv,
+                        const double *q, size_t kp, size_t nk, double *s,
+                        size_t st)
+{
+    __m256d a[6];
+    for (int r = 0; r < 6; r++)
+        a[r] = _mm256_setzero_pd();
+    for (size_t p = 0; p < nv; p++, q += kp) {
+        const __m256d q0 = _mm256_loadu_pd(q);
+        for (int r = 0; r < 6; r++)
+            a[r] = _mm256_fmadd_pd(_mm256_broadcast_sd(v + (size_t)r * vt + p),
+                                   q0, a[r]);
+    }
+    for (size_t r = 0; r < 6; r++)
+        lse_store_lanes4(s + r * st, a[r], nk);
+}
+
 /* S (b, K) rows [i, i + 6) = V Q (V rows contiguous, tda vt): 6 rows x 8
  * components, 12 running sums in registers, so that two FMAs per cycle
  * never wait on each other's latency. Every entry is the same chain of
@@ -368,6 +390,10 @@ void lse_gauss_qeval6_avx2(const double *v, size_t vt, size_t nv,
     const double *v0 = v, *v1 = v0 + vt, *v2 = v1 + vt, *v3 = v2 + vt;
     const double *v4 = v3 + vt, *v5 = v4 + vt;
     for (size_t k0 = 0; k0 < kp; k0 += 8) {
+        if (K - k0 <= 4) { /* at most 4 components left: half a tile */
+            qeval6_half(v, vt, nv, q + k0, kp, K - k0, s + k0, st);
+            break;
+        }
         __m256d a00 = _mm256_setzero_pd(), a01 = a00, a10 = a00, a11 = a00;
         __m256d a20 = a00, a21 = a00, a30 = a00, a31 = a00;
         __m256d a40 = a00, a41 = a00, a50 = a00, a51 = a00;
@@ -882,11 +908,27 @@ void lse_gauss_qstats4_avx512(const double *v, size_t vt, size_t nv,
 LSE_TARGET_AVX2_FMA
 void lse_gauss_qstats4_avx2(const double *v, size_t vt, size_t nv,
                             const double *rho, size_t rt, double *acc,
-                            size_t kp)
+                            size_t kp, size_t K)
 {
     const double *v0 = v, *v1 = v0 + vt, *v2 = v1 + vt, *v3 = v2 + vt;
     for (size_t k0 = 0; k0 < kp; k0 += 8) {
         const double *r = rho + k0;
+        if (K - k0 <= 4) { /* at most 4 components left: half a tile (the
+                              padding's sums stay as they are) */
+            const __m256d h0 = _mm256_loadu_pd(r), h1 = _mm256_loadu_pd(r + rt);
+            const __m256d h2 = _mm256_loadu_pd(r + 2 * rt);
+            const __m256d h3 = _mm256_loadu_pd(r + 3 * rt);
+            double *m = acc + k0;
+            for (size_t p = 0; p < nv; p++, m += kp) {
+                __m256d m0 = _mm256_loadu_pd(m);
+                m0 = _mm256_fmadd_pd(_mm256_broadcast_sd(v0 + p), h0, m0);
+                m0 = _mm256_fmadd_pd(_mm256_broadcast_sd(v1 + p), h1, m0);
+                m0 = _mm256_fmadd_pd(_mm256_broadcast_sd(v2 + p), h2, m0);
+                m0 = _mm256_fmadd_pd(_mm256_broadcast_sd(v3 + p), h3, m0);
+                _mm256_storeu_pd(m, m0);
+            }
+            break;
+        }
         const __m256d r00 = _mm256_loadu_pd(r), r01 = _mm256_loadu_pd(r + 4);
         const __m256d r10 = _mm256_loadu_pd(r + rt);
         const __m256d r11 = _mm256_loadu_pd(r + rt + 4);

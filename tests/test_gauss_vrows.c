@@ -148,6 +148,16 @@ START_TEST(test_q_tiles)
         for (size_t i = 0; i < nv * kp; i++)
             acc[i] = want[i] = i % kp < K ? rnd53(&u) : 0.0;
         lse_gauss_qstats4_avx2(v, vt, nv, r, kp, acc, kp, K);
+        if (K <= 4) { /* R itself (rows of K entries, tda K): the same */
+            double rc[4 * 4], acc2[15 * 8];
+            for (size_t i = 0; i < 4; i++)
+                for (size_t k = 0; k < K; k++)
+                    rc[i * K + k] = r[i * kp + k];
+            memcpy(acc2, want, nv * kp * sizeof *acc2);
+            lse_gauss_qstats4_avx2(v, vt, nv, rc, K, acc2, kp, K);
+            ck_assert_msg(memcmp(acc2, acc, nv * kp * sizeof *acc2) == 0,
+                          "qstats4 K = %zu, compact R", K);
+        }
         for (size_t p = 0; p < nv; p++)
             for (size_t k = 0; k < kp; k++) {
                 double e = want[p * kp + k];

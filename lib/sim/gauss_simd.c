@@ -913,11 +913,16 @@ void lse_gauss_qstats4_avx2(const double *v, size_t vt, size_t nv,
     const double *v0 = v, *v1 = v0 + vt, *v2 = v1 + vt, *v3 = v2 + vt;
     for (size_t k0 = 0; k0 < kp; k0 += 8) {
         const double *r = rho + k0;
-        if (K - k0 <= 4) { /* at most 4 components left: half a tile (the
-                              padding's sums stay as they are) */
-            const __m256d h0 = _mm256_loadu_pd(r), h1 = _mm256_loadu_pd(r + rt);
-            const __m256d h2 = _mm256_loadu_pd(r + 2 * rt);
-            const __m256d h3 = _mm256_loadu_pd(r + 3 * rt);
+        if (K - k0 <= 4) { /* at most 4 components left: half a tile,
+                              the rows' entries past K loaded as zeros, so
+                              rho may be R itself (rt = K) */
+            static const int64_t mtab[8] = {-1, -1, -1, -1, 0, 0, 0, 0};
+            const __m256i mk =
+                _mm256_loadu_si256((const __m256i *)(mtab + 4 - (K - k0)));
+            const __m256d h0 = _mm256_maskload_pd(r, mk);
+            const __m256d h1 = _mm256_maskload_pd(r + rt, mk);
+            const __m256d h2 = _mm256_maskload_pd(r + 2 * rt, mk);
+            const __m256d h3 = _mm256_maskload_pd(r + 3 * rt, mk);
             double *m = acc + k0;
             for (size_t p = 0; p < nv; p++, m += kp) {
                 __m256d m0 = _mm256_loadu_pd(m);

@@ -81,9 +81,10 @@ static int fast_sum(const double *v, size_t n, double *out)
     }
     if (emax - emin > FAST_SPAN)
         return 0;
-    /* the positive and the negative terms in two unsigned sums (no
-     * negation per term; two independent carry chains) */
-    u128 plus = 0, neg = 0;
+    /* two's complement without a branch on the sign (row energies of
+     * either sign would mispredict it): t, or -t = (t ^ ~0) + 1, added in
+     * wrapping unsigned arithmetic, exact since |sum| < 2^126 */
+    u128 sum = 0;
     for (size_t i = 0; i < n; i++) {
         uint64_t b;
         memcpy(&b, &v[i], sizeof b);
@@ -91,12 +92,10 @@ static int fast_sum(const double *v, size_t n, double *out)
         const uint64_t m = (b & UINT64_C(0x000FFFFFFFFFFFFF)) |
                            (e > 0 ? UINT64_C(1) << 52 : 0);
         const u128 t = (u128)m << (unsigned)((e > 0 ? e : 1) - emin);
-        if (b >> 63)
-            neg += t;
-        else
-            plus += t;
+        const u128 sg = (u128)0 - (u128)(b >> 63); /* all ones if negative */
+        sum += (t ^ sg) - sg;
     }
-    const i128 acc = (i128)plus - (i128)neg;
+    const i128 acc = (i128)sum;
     if (acc == 0) {
         *out = 0.0;
         return 1;

@@ -547,7 +547,7 @@ static double reg_bound(fit_ctx *c, const gmm_graph *gg)
         const double nk = chol->size1 == 1
                               ? c->total
                               : c->total * exp(gsl_matrix_get(logw, k, 0) - lse);
-        b += nk * (t_old[k] - t_new[k]); /* lse_gmm_trace_diffs's bits */
+        b += nk * (t_old[k] - t_new[k]);
     }
     return 0.5 * c->reg_covar * b;
 }

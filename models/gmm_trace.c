@@ -128,7 +128,7 @@ static double trace_inv(lse_cov_type cov, size_t d, const gsl_matrix *chol,
     return frob_inv(d, l, avx2);
 }
 
-/* d^3 K' above which lse_gmm_trace_diffs shares the factors among the
+/* d^3 K' above which lse_gmm_traces shares the factors among the
  * threads: about 1 ms of the AVX2 copy on one thread. Below it a parallel
  * region cost more than it saved: c/full (d = 64, K' = 32, 2^23) took
  * 0.4 ms on one thread, and a region waits for the other thread, which on
@@ -164,27 +164,3 @@ void lse_gmm_traces(lse_cov_type cov, size_t d, const gsl_matrix *chol,
         tr[f] = trace_inv(cov, d, chol, (size_t)f, avx2);
 }
 
-/* tr[f] = tr(Sigma_old,k^-1) - tr(Sigma_new,k^-1) for the K' factors k of
- * old and new (2 K' traces), in parallel over k when the factors are full
- * and large enough for it (d^3 K' above TRACE_PAR_WORK): each difference
- * is computed alone, the same bits for any thread count. */
-void lse_gmm_trace_diffs(lse_cov_type cov, size_t d, const gsl_matrix *old,
-                         const gsl_matrix *new_chol, double *tr)
-{
-    const long nf = (long)new_chol->size1;
-    const int full = cov == LSE_COV_FULL || cov == LSE_COV_TIED;
-    const int avx2 = full && trace_avx2();
-    const int nt = trace_threads(full, d, nf);
-    if (nt <= 1) { /* no region for one thread (libgomp makes a team) */
-        for (long f = 0; f < nf; f++)
-            tr[f] = trace_inv(cov, d, old, (size_t)f, avx2) -
-                    trace_inv(cov, d, new_chol, (size_t)f, avx2);
-        return;
-    }
-#ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
-#endif
-    for (long f = 0; f < nf; f++)
-        tr[f] = trace_inv(cov, d, old, (size_t)f, avx2) -
-                trace_inv(cov, d, new_chol, (size_t)f, avx2);
-}

@@ -15,15 +15,10 @@
  * y_i = s / l_ii) with the squares summed column by column. */
 double lse_gmm_frob_inv(size_t d, const double *l);
 
-/* tr[f] = tr(Sigma_f^-1) of old minus that of new_chol, for every row f
- * of the factors in layout cov (d dimensions; full/tied d <=
- * LSE_GMM_TRACE_MAXD): the same bits for any thread count. */
-void lse_gmm_trace_diffs(lse_cov_type cov, size_t d, const gsl_matrix *old,
-                         const gsl_matrix *new_chol, double *tr);
-
 /* tr[f] = tr(Sigma_f^-1) for every row f of the factors chol in layout
- * cov: the two terms of lse_gmm_trace_diffs's differences, the same bits
- * for any thread count. */
+ * cov (d dimensions; full/tied d <= LSE_GMM_TRACE_MAXD), in parallel over
+ * f when the factors are full and large enough for it: each trace is
+ * computed alone, the same bits for any thread count. */
 void lse_gmm_traces(lse_cov_type cov, size_t d, const gsl_matrix *chol,
                     double *tr);
 

@@ -13,8 +13,8 @@
 
 /* The traces of lse_gmm_fit's reg_covar bound (models/gmm_trace.c): the
  * grouped substitution against the column-by-column one bit for bit and
- * against tr((L L')^-1) from GSL's Cholesky inverse; the differences of
- * lse_gmm_trace_diffs the same bits on 1, 2 and 3 threads. */
+ * against tr((L L')^-1) from GSL's Cholesky inverse; lse_gmm_traces in
+ * every layout the bits of the definitions on 1, 2 and 3 threads. */
 
 static uint64_t rng = 0x9E3779B97F4A7C15ULL;
 static double unif(void) /* in [0, 1) */
@@ -130,69 +130,35 @@ START_TEST(test_frob_inv_bits_plain)
 END_TEST
 
 /* Diagonal and spherical layouts: the closed forms. */
-START_TEST(test_trace_diffs_diag)
+START_TEST(test_traces_diag)
 {
-    gsl_matrix *o = gsl_matrix_alloc(3, 4), *n = gsl_matrix_alloc(3, 4);
+    gsl_matrix *o = gsl_matrix_alloc(3, 4);
     for (size_t k = 0; k < 3; k++)
-        for (size_t j = 0; j < 4; j++) {
+        for (size_t j = 0; j < 4; j++)
             gsl_matrix_set(o, k, j, 0.5 + (double)(k + j));
-            gsl_matrix_set(n, k, j, 1.5 + 0.25 * (double)(k * j));
-        }
     double tr[3];
-    lse_gmm_trace_diffs(LSE_COV_DIAG, 4, o, n, tr);
+    lse_gmm_traces(LSE_COV_DIAG, 4, o, tr);
     for (size_t k = 0; k < 3; k++) {
         double want = 0.0;
         for (size_t j = 0; j < 4; j++)
-            want += 1.0 / pow(gsl_matrix_get(o, k, j), 2) -
-                    1.0 / pow(gsl_matrix_get(n, k, j), 2);
+            want += 1.0 / pow(gsl_matrix_get(o, k, j), 2);
         ck_assert_double_eq_tol(tr[k], want, 1e-12);
     }
     gsl_matrix_view os = gsl_matrix_submatrix(o, 0, 0, 3, 1);
-    gsl_matrix_view ns = gsl_matrix_submatrix(n, 0, 0, 3, 1);
-    lse_gmm_trace_diffs(LSE_COV_SPHERICAL, 4, &os.matrix, &ns.matrix, tr);
+    lse_gmm_traces(LSE_COV_SPHERICAL, 4, &os.matrix, tr);
     for (size_t k = 0; k < 3; k++)
-        ck_assert_double_eq_tol(
-            tr[k],
-            4.0 / pow(gsl_matrix_get(o, k, 0), 2) -
-                4.0 / pow(gsl_matrix_get(n, k, 0), 2),
-            1e-12);
+        ck_assert_double_eq_tol(tr[k], 4.0 / pow(gsl_matrix_get(o, k, 0), 2),
+                                1e-12);
     gsl_matrix_free(o);
-    gsl_matrix_free(n);
 }
 END_TEST
 
-/* Full factors large enough for threads (d^3 K above 2^24): every
- * difference the bits of lse_gmm_frob_inv's, for 1, 2 and 3 threads. */
-START_TEST(test_trace_diffs_threads)
-{
-    const size_t d = 96, K = 20; /* 1.8e7 */
-    gsl_matrix *o = gsl_matrix_alloc(K, d * d), *n = gsl_matrix_alloc(K, d * d);
-    for (size_t k = 0; k < K; k++) {
-        random_factor(d, gsl_matrix_ptr(o, k, 0));
-        random_factor(d, gsl_matrix_ptr(n, k, 0));
-    }
-    double want[20], tr[20];
-    for (size_t k = 0; k < K; k++)
-        want[k] = lse_gmm_frob_inv(d, gsl_matrix_const_ptr(o, k, 0)) -
-                  lse_gmm_frob_inv(d, gsl_matrix_const_ptr(n, k, 0));
-    const int saved = lse_get_num_threads();
-    for (int nt = 1; nt <= 3; nt++) {
-        lse_set_num_threads(nt);
-        memset(tr, 0, sizeof tr);
-        lse_gmm_trace_diffs(LSE_COV_FULL, d, o, n, tr);
-        ck_assert_msg(memcmp(tr, want, sizeof tr) == 0,
-                      "%d threads: not the bits of one thread", nt);
-    }
-    lse_set_num_threads(saved);
-    gsl_matrix_free(o);
-    gsl_matrix_free(n);
-}
-END_TEST
-
-/* lse_gmm_traces (reg_bound's cached traces): the difference of two calls
- * is lse_gmm_trace_diffs's bits, in every layout, for 1, 2 and 3 threads
- * (full factors large enough for threads). */
-START_TEST(test_traces_match_diffs)
+/* Every layout, d = 1 .. 5 and 96 (full factors large enough for threads:
+ * d^3 K above 2^24): each trace the bits of its definition (full/tied
+ * lse_gmm_frob_inv, diag the sum of 1 / l_j^2 in order, spherical d /
+ * l^2), for 1, 2 and 3 threads. reg_bound (models/gmm_fit.c) subtracts
+ * two such traces, kept from one EM step to the next. */
+START_TEST(test_traces_threads)
 {
     static const lse_cov_type covs[4] = {LSE_COV_FULL, LSE_COV_TIED,
                                          LSE_COV_DIAG, LSE_COV_SPHERICAL};
@@ -202,32 +168,31 @@ START_TEST(test_traces_match_diffs)
             const int full = c < 2;
             const size_t K = full && d == 96 ? 20 : 7;
             const size_t cols = full ? d * d : c == 2 ? d : 1;
-            gsl_matrix *o = gsl_matrix_alloc(K, cols),
-                       *n = gsl_matrix_alloc(K, cols);
-            for (size_t k = 0; k < K; k++)
-                for (int which = 0; which < 2; which++) {
-                    double *row = gsl_matrix_ptr(which ? n : o, k, 0);
-                    if (full)
-                        random_factor(d, row);
-                    else
-                        for (size_t j = 0; j < cols; j++)
-                            row[j] = 0.1 + 3.0 * unif();
-                }
-            double want[20], to[20], tn[20];
-            lse_gmm_trace_diffs(covs[c], d, o, n, want);
-            for (int nt = 1; nt <= 3; nt++) {
-                lse_set_num_threads(nt);
-                lse_gmm_traces(covs[c], d, o, to);
-                lse_gmm_traces(covs[c], d, n, tn);
-                for (size_t k = 0; k < K; k++) {
-                    const double got = to[k] - tn[k];
-                    ck_assert_msg(memcmp(&got, &want[k], sizeof got) == 0,
-                                  "cov %d, d = %zu, %d threads, factor %zu", c,
-                                  d, nt, k);
+            gsl_matrix *o = gsl_matrix_alloc(K, cols);
+            double want[20], tr[20];
+            for (size_t k = 0; k < K; k++) {
+                double *row = gsl_matrix_ptr(o, k, 0);
+                if (full) {
+                    random_factor(d, row);
+                    want[k] = lse_gmm_frob_inv(d, row);
+                } else {
+                    for (size_t j = 0; j < cols; j++)
+                        row[j] = 0.1 + 3.0 * unif();
+                    double t = 0.0;
+                    for (size_t j = 0; j < cols; j++)
+                        t += 1.0 / (row[j] * row[j]);
+                    want[k] = c == 3 ? (double)d / (row[0] * row[0]) : t;
                 }
             }
+            for (int nt = 1; nt <= 3; nt++) {
+                lse_set_num_threads(nt);
+                memset(tr, 0, sizeof tr);
+                lse_gmm_traces(covs[c], d, o, tr);
+                ck_assert_msg(memcmp(tr, want, K * sizeof *tr) == 0,
+                              "cov %d, d = %zu, %d threads: not the bits", c,
+                              d, nt);
+            }
             gsl_matrix_free(o);
-            gsl_matrix_free(n);
             if (d == 96)
                 break;
         }
@@ -242,9 +207,8 @@ Suite *lse_test_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_frob_inv_bits);
     tcase_add_test(tc, test_frob_inv_bits_plain);
-    tcase_add_test(tc, test_trace_diffs_diag);
-    tcase_add_test(tc, test_trace_diffs_threads);
-    tcase_add_test(tc, test_traces_match_diffs);
+    tcase_add_test(tc, test_traces_diag);
+    tcase_add_test(tc, test_traces_threads);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -323,12 +323,9 @@ static void on_row(int c, void *data)
     st->open = 0;
 }
 
-/* End of the physical line starting at p: just past LF, CRLF or CR. */
-static const char *line_end(const char *p, const char *end)
+/* Just past the line break at p (LF, CRLF or CR; p == end: end). */
+static const char *past_break(const char *p, const char *end)
 {
-    const char *nl = memchr(p, '\n', (size_t)(end - p));
-    const char *cr = memchr(p, '\r', (size_t)((nl != NULL ? nl : end) - p));
-    p = cr != NULL ? cr : nl != NULL ? nl : end;
     if (p < end && *p == '\r') {
         p++;
         if (p < end && *p == '\n')
@@ -337,6 +334,14 @@ static const char *line_end(const char *p, const char *end)
         p++; /* LF */
     }
     return p;
+}
+
+/* End of the physical line starting at p: just past LF, CRLF or CR. */
+static const char *line_end(const char *p, const char *end)
+{
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    const char *cr = memchr(p, '\r', (size_t)((nl != NULL ? nl : end) - p));
+    return past_break(cr != NULL ? cr : nl != NULL ? nl : end, end);
 }
 
 /* The first byte of [p, end) equal to a, b, c or d; end when none.
@@ -377,14 +382,7 @@ static const char *line_end_plain(const char *p, const char *end, int *plain)
         return line_end(p, end);
     }
     *plain = 1;
-    if (x < end && *x == '\r') {
-        x++;
-        if (x < end && *x == '\n')
-            x++;
-    } else if (x < end) {
-        x++; /* LF */
-    }
-    return x;
+    return past_break(x, end);
 }
 
 /* A line libcsv would skip between rows: spaces, tabs (unless tab is the

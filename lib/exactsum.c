@@ -91,7 +91,9 @@ static int fast_sum(const double *v, size_t n, double *out)
         const int e = (int)((b >> 52) & 0x7FF);
         const uint64_t m = (b & UINT64_C(0x000FFFFFFFFFFFFF)) |
                            (e > 0 ? UINT64_C(1) << 52 : 0);
-        const u128 t = (u128)m << (unsigned)((e > 0 ? e : 1) - emin);
+        /* a zero term (m = 0) may lie below emin: shifted by 0 */
+        const int sh = (e > 0 ? e : 1) - emin;
+        const u128 t = (u128)m << (unsigned)(sh > 0 ? sh : 0);
         const u128 sg = (u128)0 - (u128)(b >> 63); /* all ones if negative */
         sum += (t ^ sg) - sg;
     }

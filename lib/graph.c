@@ -369,7 +369,8 @@ static lse_status check_values(lse_graph *g, const char *fn)
     return LSE_OK;
 }
 
-/* The memo of lse_graph_set_reuse: the values of every node, then of each
+/* The memo of lse_graph_set_reuse: the values of every node (the last
+ * added first), then of each
  * term its settings (enabled, beta, mask, has_mask) and its row weights
  * and user mask when it has them, in that order. memo_walk visits them as
  * (pointer, count) runs; with store it copies them into g->memo (grown to
@@ -432,7 +433,10 @@ static int memo_walk(lse_graph *g, int store)
         return 0;
     g->memo_len = len;
     memo_cursor c = {g, 0, store, 1};
-    for (size_t k = 0; k < g->n_nodes; k++)
+    /* the last nodes first: a model adds its data before its parameters,
+     * and the parameters are what differs when a reuse is refused, so
+     * the compare stops before the (larger) data */
+    for (size_t k = g->n_nodes; k-- > 0;)
         memo_matrix(&c, g->nodes[k]->value);
     for (size_t m = 0; m < g->n_terms; m++) {
         const lse_term *t = g->terms[m];

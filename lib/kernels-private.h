@@ -165,6 +165,14 @@ LSE_KERNEL double lse_log_pos(double x)
 #if LSE_HAVE_AVX2_PATH
 #include <immintrin.h> /* only inside LSE_TARGET_AVX2_FMA functions */
 
+/* The mask of a 4-lane maskload of the first n (0 to 4) lanes. */
+LSE_TARGET_AVX2_FMA
+static inline __m256i lse_lanes4_mask(size_t n)
+{
+    static const int64_t mtab[8] = {-1, -1, -1, -1, 0, 0, 0, 0};
+    return _mm256_loadu_si256((const __m256i *)(const void *)(mtab + 4 - n));
+}
+
 /*
  * The first rem (0 to 4) lanes of v to p with plain stores. A masked
  * store (vmaskmovpd) is microcoded on AMD's Zen 2 and 3, many times the

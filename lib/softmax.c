@@ -441,8 +441,7 @@ LSE_KERNEL void softmax_narrow_body(const gsl_matrix *s, gsl_matrix *a,
 {
     const size_t b = s->size1, n = s->size2;
     const size_t rem = n - (nvec - 1) * 4; /* 1 to 4 entries in the last */
-    static const int64_t mtab[8] = {-1, -1, -1, -1, 0, 0, 0, 0};
-    const __m256i tail = _mm256_loadu_si256((const __m256i *)(mtab + 4 - rem));
+    const __m256i tail = lse_lanes4_mask(rem);
     /* rows of 8 or more entries are faster row by row (bench/softmax_bench:
      * the transposes cost more than the reductions they save) */
     const size_t r0 = n < 8 ? b - b % 4 : 0;

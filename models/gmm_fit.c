@@ -492,16 +492,6 @@ static lse_status fit_work_new(const lse_gmm *m, const gsl_matrix *x,
     return solver_opts(o, fw, err);
 }
 
-/*
- * How far the energy may rise in the EM iteration from the parameters of
- * the last E-step (c->e_chol) to the graph's: with reg_covar eps the
- * M-step maximizes Q(theta) - eps / 2 sum_k N_k tr(Sigma_k^-1), not Q, so
- * EM only guarantees
- *   E(new) - E(old) <= eps / 2 sum_k N_k (tr(Sigma_old,k^-1) - tr(Sigma_new,k^-1))
- * with N_k = total pi_new,k (the M-step's weights); 0 when eps = 0 (plain
- * EM is monotone). The bound of the M-step just done. +Inf where it does
- * not apply (d above LSE_GMM_TRACE_MAXD) or its scratch is not available.
- */
 static int same_matrix(const gsl_matrix *a, const gsl_matrix *b)
 {
     for (size_t i = 0; i < a->size1; i++)
@@ -514,21 +504,31 @@ static int same_matrix(const gsl_matrix *a, const gsl_matrix *b)
 /* tr(Sigma^-1) of every factor of chol (lse_gmm_traces): from the cache
  * when chol is one of the two factors of reg_bound's last call (the same
  * bits: the same function of the same values), else computed into the
- * slot other than keep (a slot whose values the caller still reads; -1:
- * none) and remembered there. */
+ * slot whose values are not in_use (what the caller still reads, or NULL)
+ * and remembered there. */
 static const double *traces_of(fit_ctx *c, const gsl_matrix *chol, size_t d,
-                               int keep)
+                               const double *in_use)
 {
     for (int i = 0; i < 2; i++)
         if (c->tr_ok[i] && same_matrix(c->tr_chol[i], chol))
             return c->tr_val[i];
-    const int slot = keep == 0 ? 1 : 0;
+    const int slot = in_use == c->tr_val[0] ? 1 : 0;
     lse_gmm_traces(c->cov, d, chol, c->tr_val[slot]);
     copy_params(c->tr_chol[slot], chol);
     c->tr_ok[slot] = 1;
     return c->tr_val[slot];
 }
 
+/*
+ * How far the energy may rise in the EM iteration from the parameters of
+ * the last E-step (c->e_chol) to the graph's: with reg_covar eps the
+ * M-step maximizes Q(theta) - eps / 2 sum_k N_k tr(Sigma_k^-1), not Q, so
+ * EM only guarantees
+ *   E(new) - E(old) <= eps / 2 sum_k N_k (tr(Sigma_old,k^-1) - tr(Sigma_new,k^-1))
+ * with N_k = total pi_new,k (the M-step's weights); 0 when eps = 0 (plain
+ * EM is monotone). The bound of the M-step just done. +Inf where it does
+ * not apply (d above LSE_GMM_TRACE_MAXD).
+ */
 static double reg_bound(fit_ctx *c, const gmm_graph *gg)
 {
     if (!(c->reg_covar > 0.0))
@@ -539,8 +539,8 @@ static double reg_bound(fit_ctx *c, const gmm_graph *gg)
     if ((c->cov == LSE_COV_FULL || c->cov == LSE_COV_TIED) &&
         d > LSE_GMM_TRACE_MAXD)
         return INFINITY;
-    const double *t_old = traces_of(c, c->e_chol, d, -1);
-    const double *t_new = traces_of(c, chol, d, t_old == c->tr_val[0] ? 0 : 1);
+    const double *t_old = traces_of(c, c->e_chol, d, NULL);
+    const double *t_new = traces_of(c, chol, d, t_old);
     const double lse = lse_logsumexp(logw->data, K, logw->tda, 1.0);
     double b = 0.0;
     for (size_t k = 0; k < chol->size1; k++) {

@@ -84,8 +84,7 @@ static inline void vech16_body(const lse_gauss_work *w, const double *x,
 {
     const size_t d = w->dim, rem = d - 4 * (nvec - 1);
     const double *c = w->center->data;
-    static const int64_t mtab[8] = {-1, -1, -1, -1, 0, 0, 0, 0};
-    const __m256i tail = _mm256_loadu_si256((const __m256i *)(mtab + 4 - rem));
+    const __m256i tail = lse_lanes4_mask(rem);
     __m256d cv[4];
     for (size_t m = 0; m + 1 < nvec; m++)
         cv[m] = _mm256_loadu_pd(c + 4 * m);
@@ -916,9 +915,7 @@ void lse_gauss_qstats4_avx2(const double *v, size_t vt, size_t nv,
         if (K - k0 <= 4) { /* at most 4 components left: half a tile,
                               the rows' entries past K loaded as zeros, so
                               rho may be R itself (rt = K) */
-            static const int64_t mtab[8] = {-1, -1, -1, -1, 0, 0, 0, 0};
-            const __m256i mk =
-                _mm256_loadu_si256((const __m256i *)(mtab + 4 - (K - k0)));
+            const __m256i mk = lse_lanes4_mask(K - k0);
             const __m256d h0 = _mm256_maskload_pd(r, mk);
             const __m256d h1 = _mm256_maskload_pd(r + rt, mk);
             const __m256d h2 = _mm256_maskload_pd(r + 2 * rt, mk);

@@ -22,6 +22,19 @@ char *openblas_get_corename(void);
 void gotoblas_dynamic_init(void) __attribute__((weak));
 void gotoblas_dynamic_quit(void) __attribute__((weak));
 #endif
+/* OpenBLAS's own constructor (driver/others/memory.c), which returns at
+ * once when it has run; weak: NULL where it is not exported. */
+void gotoblas_init(void) __attribute__((weak));
+
+/* OpenBLAS initialised before the constructors below look at it. With the
+ * shared libopenblas (a dependency) it is: its constructor ran first. In a
+ * static link (lsefit, tools/meson.build) the constructors run in link
+ * order, the library's objects before OpenBLAS's, so they call it. */
+static void blas_ready(void)
+{
+    if (gotoblas_init != NULL)
+        gotoblas_init();
+}
 #endif
 
 #if defined(LSE_HAVE_OPENBLAS) && LSE_HAVE_AVX2_PATH
@@ -40,8 +53,8 @@ static int core_pre_avx2(const char *name)
     return 0;
 }
 
-/* Once, when the library is loaded (OpenBLAS, a dependency, has initialised
- * itself already): if OpenBLAS runs one of its pre-AVX2 kernel sets on a CPU
+/* Once, when the library is loaded (OpenBLAS initialised first,
+ * blas_ready): if OpenBLAS runs one of its pre-AVX2 kernel sets on a CPU
  * with AVX2 and FMA -- its fallback on a CPU model it does not know, or a
  * forced OPENBLAS_CORETYPE -- switch it to its Haswell (AVX2 + FMA) kernels
  * through its own start-up path (the variable it reads, then its
@@ -53,6 +66,7 @@ __attribute__((constructor)) static void blas_core_check(void)
     if (gotoblas_dynamic_init == NULL || gotoblas_dynamic_quit == NULL ||
         lse_cpu_env_off("LSE_BLAS_KEEP_CORE"))
         return;
+    blas_ready();
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
         return;
@@ -99,6 +113,7 @@ void openblas_read_env(void) __attribute__((weak));
  * and so is OpenBLAS with LSE_BLAS_KEEP_THREADS=1. */
 __attribute__((constructor)) static void blas_threads_quiet(void)
 {
+    blas_ready();
     if (openblas_get_parallel == NULL || blas_thread_init == NULL ||
         blas_thread_shutdown_ == NULL || openblas_read_env == NULL ||
         openblas_get_parallel() != 1 || /* 1: OpenBLAS's own pthreads */

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installing lsegraph (README "Install"), TAP output for meson:
-#   test_install.sh MESON BUILD_DIR PREFIX BINDIR LIBDIR CBLAS SANITIZE CC...
+#   test_install.sh MESON BUILD_DIR PREFIX BINDIR LIBDIR CBLAS SANITIZE STATIC CC...
 # 1. `meson install --destdir` into a temporary directory: a prefix that is
 #    no system directory.
 # 2. The installed lsefit and energyviz start with no LD_LIBRARY_PATH and
@@ -13,14 +13,15 @@
 #    linked with -Wl,--no-as-needed (Fedora's default) from their flags
 #    binds every cblas_dgemm to lib$CBLAS (LD_DEBUG=bindings).
 # SANITIZE is meson's b_sanitize: the user program is built with the same
-# runtime as the library.
+# runtime as the library. STATIC is 1 when lsefit links liblsegraph
+# statically (meson.build, static_lsefit): then it loads no liblsegraph.
 set -u
-if [ $# -lt 8 ]; then
-    echo "usage: test_install.sh MESON BUILD_DIR PREFIX BINDIR LIBDIR CBLAS SANITIZE CC..." >&2
+if [ $# -lt 9 ]; then
+    echo "usage: test_install.sh MESON BUILD_DIR PREFIX BINDIR LIBDIR CBLAS SANITIZE STATIC CC..." >&2
     exit 2
 fi
-MESON=$1 BUILD=$2 PREFIX=$3 BINDIR=$4 LIBDIR=$5 CBLAS=$6 SANITIZE=$7
-shift 7
+MESON=$1 BUILD=$2 PREFIX=$3 BINDIR=$4 LIBDIR=$5 CBLAS=$6 SANITIZE=$7 STATIC=$8
+shift 8
 CC=("$@")
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/lsegraph_install.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
@@ -66,7 +67,19 @@ run_installed() { # NAME VERSION-PREFIX [NAME IN --version]
         show "$TMP/ldd" 40
     fi
 }
-run_installed lsefit "liblsegraph.so.0"
+if [ "$STATIC" = 1 ]; then # runs, and loads no liblsegraph at all
+    if env -u LD_LIBRARY_PATH "$BIN/lsefit" --version 2>&1 |
+        grep -q "^lsefit (lsegraph) " &&
+        env -u LD_LIBRARY_PATH LD_TRACE_LOADED_OBJECTS=1 "$BIN/lsefit" \
+            >"$TMP/ldd" 2>&1 && ! grep -q liblsegraph "$TMP/ldd"; then
+        ok "installed lsefit (static liblsegraph) runs without LD_LIBRARY_PATH"
+    else
+        not_ok "installed lsefit (static liblsegraph) runs without LD_LIBRARY_PATH"
+        show "$TMP/ldd" 40
+    fi
+else
+    run_installed lsefit "liblsegraph.so.0"
+fi
 # lsefit-full (MPI, PLplot): the light lsefit execs it for `gmm plot`, so
 # the help of the installed `lsefit gmm plot` is lsefit-full's, and the
 # dynamic loader starts two programs (the exec keeps argv[0], so LD_DEBUG

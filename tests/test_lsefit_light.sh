@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # The light lsefit and lsefit-full (docs/design-notes.md "lsefit and
 # lsefit-full"), TAP output for meson:
-#   test_lsefit_light.sh LSEFIT LSEFIT_FULL|none MPI PLOTS LIBLSEGRAPH DATA_DIR
-# MPI and PLOTS are 1 when lsefit-full links them. Checks:
+#   test_lsefit_light.sh LSEFIT LSEFIT_FULL|none MPI PLOTS LIBLSEGRAPH DATA_DIR STATIC
+# MPI and PLOTS are 1 when lsefit-full links them, STATIC when lsefit links
+# liblsegraph and OpenBLAS statically (meson.build, static_lsefit). Checks:
 # 1. lsefit --version loads neither libmpi nor libplplot;
 # 2. lsefit-full does load what it was built with (so check 1 can fail);
 # 3. lsefit gmm plot through the light lsefit draws the figure: it replaced
 #    itself by lsefit-full (libplplot is loaded in that process);
 # 4. a copy of lsefit with no lsefit-full next to it (nor installed) says
-#    what is missing, as before.
+#    what is missing, as before;
+# 5. with STATIC, lsefit loads neither liblsegraph nor libopenblas, and
+#    libgsl's CBLAS calls bind to the program's own OpenBLAS.
 set -u
-LSEFIT=$1 FULL=$2 MPI=$3 PLOTS=$4 LIBLSE=$5 DATA=$6
+LSEFIT=$1 FULL=$2 MPI=$3 PLOTS=$4 LIBLSE=$5 DATA=$6 STATIC=$7
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/lsefit_light.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 . "$(dirname "$0")/tap.sh"
@@ -28,11 +31,11 @@ missing() {
         show "$TMP/out"
     fi
 }
-echo "1..5"
+echo "1..6"
 
 # 1. the light lsefit's loaded objects
 LD_TRACE_LOADED_OBJECTS=1 "$LSEFIT" --version >"$TMP/light" 2>&1
-if grep -q 'liblsegraph' "$TMP/light" &&
+if grep -q 'libgsl' "$TMP/light" &&
     ! grep -Eq 'lib(mpi|open-rte|open-pal|plplot)' "$TMP/light"; then
     ok "lsefit loads neither libmpi nor libplplot"
 else
@@ -87,5 +90,22 @@ else
         "$DATA/faithful.csv" -o "$TMP/fig2.svg"
     missing MPI "$TMP/m2.json" gmm "$DATA/faithful.csv" -k 2 --mpi \
         -o "$TMP/m2.json"
+fi
+
+# 5. the static link: no shared liblsegraph or libopenblas, and a fit whose
+#    covariances GSL factors (its Cholesky above n = 4 calls cblas_dtrsm)
+#    binds those calls to lsefit itself, not to GSL's reference gslcblas
+if [ "$STATIC" != 1 ]; then
+    skip "lsefit links liblsegraph and OpenBLAS statically" "-Dstatic_lsefit off or no libopenblas.a"
+elif ! grep -Eq 'liblsegraph|libopenblas' "$TMP/light" &&
+    LD_DEBUG=bindings LD_DEBUG_OUTPUT="$TMP/bind" "$LSEFIT" -q gmm \
+        "$DATA/iris.csv" --ignore species -k 2 --seed 1 >"$TMP/out" 2>&1 &&
+    grep -q "binding file .*libgsl.* to .*lsefit.*symbol .cblas_" "$TMP"/bind.* &&
+    ! grep -q "binding file .*libgsl.* to .*libgslcblas.*symbol .cblas_" "$TMP"/bind.*; then
+    ok "lsefit links liblsegraph and OpenBLAS statically"
+else
+    not_ok "lsefit links liblsegraph and OpenBLAS statically"
+    show "$TMP/light"
+    grep -h "cblas_" "$TMP"/bind.* 2>/dev/null | head -n 5
 fi
 exit $status

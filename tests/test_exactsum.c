@@ -394,6 +394,17 @@ START_TEST(test_sum_fast)
             v[i] = (gsl_rng_uniform(r) - 0.3) * ldexp(1.0, (int)gsl_rng_uniform_int(r, 40));
         ck_assert_bits(lse_xsum_sum(v, big[t]), xsum_of(v, big[t]));
     }
+    /* the largest lane sums the fast path admits: 65536 terms of one sign
+     * with the mantissa all ones at the top of the span (56 exponents
+     * above the smallest term), every count mod 4 for the vector tail */
+    for (int sign = -1; sign <= 1; sign += 2)
+        for (size_t n = 65533; n <= 65536; n++) {
+            for (size_t i = 0; i < n; i++)
+                v[i] = sign * (i % 5 == 0 ? 0x1p-1000 : 0x1.fffffffffffffp-944);
+            ck_assert_bits(lse_xsum_sum(v, n), xsum_of(v, n));
+            v[n / 2] = -v[n / 2] * 0.75; /* one of the other sign */
+            ck_assert_bits(lse_xsum_sum(v, n), xsum_of(v, n));
+        }
     ck_assert_bits(lse_xsum_sum(v, 0), 0.0);
     free(v);
     gsl_rng_free(r);

@@ -190,6 +190,57 @@ START_TEST(test_tri_invert_singular)
 }
 END_TEST
 
+/* lse_matrix_copy against gsl_matrix_memcpy: whole matrices and views of
+ * every shape up to 6 x 6 inside a wider block, the same bits; other sizes
+ * GSL_EBADLEN with the destination untouched */
+START_TEST(test_matrix_copy)
+{
+    gsl_matrix *big = gsl_matrix_alloc(9, 11), *a = gsl_matrix_alloc(9, 11);
+    gsl_matrix *b = gsl_matrix_alloc(9, 11);
+    for (size_t i = 0; i < 9; i++)
+        for (size_t j = 0; j < 11; j++)
+            gsl_matrix_set(big, i, j, sin((double)(i * 11 + j)) * 1e3);
+    for (size_t n1 = 0; n1 <= 6; n1++)
+        for (size_t n2 = 0; n2 <= 6; n2++)
+            for (int whole = 0; whole < 2; whole++) {
+                gsl_matrix_set_all(a, -1.0);
+                gsl_matrix_set_all(b, -1.0);
+                gsl_matrix_view src = gsl_matrix_submatrix(big, 1, 2, n1, n2);
+                gsl_matrix *ca = n1 && n2 && whole ? gsl_matrix_alloc(n1, n2) : NULL;
+                gsl_matrix *cb = ca ? gsl_matrix_alloc(n1, n2) : NULL;
+                gsl_matrix_view va = gsl_matrix_submatrix(a, 2, 1, n1, n2);
+                gsl_matrix_view vb = gsl_matrix_submatrix(b, 2, 1, n1, n2);
+                gsl_matrix *da = ca ? ca : &va.matrix, *db = cb ? cb : &vb.matrix;
+                gsl_matrix_const_view cs = gsl_matrix_const_submatrix(big, 0, 0, n1, n2);
+                const gsl_matrix *s0 = whole && n1 && n2 ? &cs.matrix : &src.matrix;
+                gsl_matrix *sc = NULL;
+                if (whole && n1 && n2) { /* a contiguous source too */
+                    sc = gsl_matrix_alloc(n1, n2);
+                    gsl_matrix_memcpy(sc, s0);
+                    s0 = sc;
+                }
+                ck_assert_int_eq(lse_matrix_copy(da, s0), GSL_SUCCESS);
+                ck_assert_int_eq(gsl_matrix_memcpy(db, s0), GSL_SUCCESS);
+                for (size_t i = 0; i < n1; i++)
+                    for (size_t j = 0; j < n2; j++)
+                        ck_assert(gsl_matrix_get(da, i, j) == gsl_matrix_get(db, i, j));
+                /* nothing outside the view written */
+                ck_assert_mem_eq(a->data, b->data, 9 * 11 * sizeof(double));
+                gsl_matrix_free(ca);
+                gsl_matrix_free(cb);
+                gsl_matrix_free(sc);
+            }
+    gsl_matrix_set_all(a, 7.0);
+    gsl_matrix_view v = gsl_matrix_submatrix(big, 0, 0, 9, 10);
+    ck_assert_int_eq(lse_matrix_copy(a, &v.matrix), GSL_EBADLEN);
+    for (size_t i = 0; i < 9 * 11; i++)
+        ck_assert(a->data[i] == 7.0);
+    gsl_matrix_free(big);
+    gsl_matrix_free(a);
+    gsl_matrix_free(b);
+}
+END_TEST
+
 Suite *lse_test_suite(void);
 Suite *lse_test_suite(void)
 {
@@ -201,6 +252,7 @@ Suite *lse_test_suite(void)
     tcase_add_test(tc, test_chol_not_pd);
     tcase_add_test(tc, test_tri_invert_bits);
     tcase_add_test(tc, test_tri_invert_singular);
+    tcase_add_test(tc, test_matrix_copy);
     suite_add_tcase(s, tc);
     return s;
 }

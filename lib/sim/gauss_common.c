@@ -458,7 +458,7 @@ static lse_status prepare_factors(lse_gauss_work *w, const gsl_matrix *chol)
                     gsl_matrix_view bc =
                         gsl_matrix_submatrix(w->minv, 0, c * d, d, d);
                     st = lse_status_from_gsl(
-                        gsl_matrix_memcpy(&bc.matrix, &b0.matrix));
+                        lse_matrix_copy(&bc.matrix, &b0.matrix));
                 }
             }
             break;

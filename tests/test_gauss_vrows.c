@@ -102,7 +102,8 @@ END_TEST
  * for K = 1 .. 12 components (half tiles when at most 4 are left): every
  * entry the chain of fused multiply-adds over the monomials (p) and rows
  * in order, bit for bit; no score written past column K; the statistics'
- * padding left alone by a half tile. */
+ * padding left alone by a half tile; the statistics the same from R itself
+ * (rows of K entries, no padding: the last tile's loads stop at K). */
 /* a double in [0, 1) with all 53 bits random (splitmix64) */
 static double rnd53(uint64_t *x)
 {
@@ -148,8 +149,8 @@ START_TEST(test_q_tiles)
         for (size_t i = 0; i < nv * kp; i++)
             acc[i] = want[i] = i % kp < K ? rnd53(&u) : 0.0;
         lse_gauss_qstats4_avx2(v, vt, nv, r, kp, acc, kp, K);
-        if (K <= 4) { /* R itself (rows of K entries, tda K): the same */
-            double rc[4 * 4], acc2[15 * 8];
+        { /* R itself (rows of K entries, tda K): the same */
+            double rc[4 * 12], acc2[15 * 16];
             for (size_t i = 0; i < 4; i++)
                 for (size_t k = 0; k < K; k++)
                     rc[i * K + k] = r[i * kp + k];

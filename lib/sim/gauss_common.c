@@ -986,10 +986,10 @@ static lse_status fast_stats_fma(lse_gauss_work *w, const gsl_matrix *x,
      * never written */
     const double *rho = w->rbuf->data;
     size_t rt = kp;
-    /* R itself also for K <= 4 on AVX2: qstats4's half tile loads only
-     * the K entries of a row (not the copy to rbuf, 2 % of the small
-     * fits' instructions) */
-    if (weight == NULL && (K == kp || (w->fma == 1 && K <= 4))) {
+    /* R itself for any K on AVX2: qstats4's last tile loads only the K
+     * entries of a row (not the copy to rbuf, 2 % of the small fits'
+     * instructions) */
+    if (weight == NULL && (K == kp || w->fma == 1)) {
         rho = resp->data;
         rt = resp->tda;
     } else if (weight == NULL) {

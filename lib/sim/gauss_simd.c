@@ -931,13 +931,18 @@ void lse_gauss_qstats4_avx2(const double *v, size_t vt, size_t nv,
             }
             break;
         }
-        const __m256d r00 = _mm256_loadu_pd(r), r01 = _mm256_loadu_pd(r + 4);
+        /* 5 to 7 components left: the second half's entries past K
+         * loaded as zeros, as the zero padding of rbuf gave them (so rho
+         * may be R itself for any K) */
+        const __m256i mk = lse_lanes4_mask(K - k0 < 8 ? K - k0 - 4 : 4);
+        const __m256d r00 = _mm256_loadu_pd(r);
+        const __m256d r01 = _mm256_maskload_pd(r + 4, mk);
         const __m256d r10 = _mm256_loadu_pd(r + rt);
-        const __m256d r11 = _mm256_loadu_pd(r + rt + 4);
+        const __m256d r11 = _mm256_maskload_pd(r + rt + 4, mk);
         const __m256d r20 = _mm256_loadu_pd(r + 2 * rt);
-        const __m256d r21 = _mm256_loadu_pd(r + 2 * rt + 4);
+        const __m256d r21 = _mm256_maskload_pd(r + 2 * rt + 4, mk);
         const __m256d r30 = _mm256_loadu_pd(r + 3 * rt);
-        const __m256d r31 = _mm256_loadu_pd(r + 3 * rt + 4);
+        const __m256d r31 = _mm256_maskload_pd(r + 3 * rt + 4, mk);
         double *m = acc + k0;
         for (size_t p = 0; p < nv; p++, m += kp) {
             __m256d m0 = _mm256_loadu_pd(m), m1 = _mm256_loadu_pd(m + 4);

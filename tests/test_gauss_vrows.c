@@ -172,6 +172,76 @@ START_TEST(test_q_tiles)
 }
 END_TEST
 
+/* lse_gauss_tri_eval for d <= 4 on AVX2 (one vector of 4 columns)
+ * against the 8-lane kernel's arithmetic written out: each column the
+ * chain of fused multiply-adds over the rows m of U's strip (8 doubles a
+ * row, zero past column d), z = acc - o, its square fused onto +0, and
+ * the 8-lane tree ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)) with
+ * the padding lanes' +0; d = 1..4, K = 1..5, blocks of 1..11 rows. */
+START_TEST(test_tri_small)
+{
+#if LSE_HAVE_AVX2_PATH
+    if (!lse_cpu_avx2_fma())
+        return;
+    uint64_t u = 777;
+    double utri[5 * 64], otri[5 * 8], y[11 * 5], sv[11 * 7];
+    gsl_vector *cn = gsl_vector_alloc(5);
+    for (size_t d = 1; d <= 4; d++)
+        for (size_t K = 1; K <= 5; K++)
+            for (size_t b = 1; b <= 11; b++) {
+                lse_gauss_work w;
+                memset(&w, 0, sizeof w);
+                w.fma = 1;
+                w.dim = d;
+                w.dp = 8;
+                w.n_comp = K;
+                w.ustr = 64;
+                w.utri = utri;
+                w.otri = otri;
+                w.cnst = cn;
+                for (size_t k = 0; k < K; k++) {
+                    for (size_t m = 0; m < 8; m++)
+                        for (size_t j = 0; j < 8; j++)
+                            utri[k * 64 + 8 * m + j] =
+                                m < d && j < d && j >= m ? rnd53(&u) - 0.5
+                                                         : 0.0;
+                    for (size_t j = 0; j < 8; j++)
+                        otri[k * 8 + j] = j < d ? 4.0 * rnd53(&u) - 2.0 : 0.0;
+                    gsl_vector_set(cn, k, -3.0 * rnd53(&u));
+                }
+                for (size_t i = 0; i < b * 5; i++)
+                    y[i] = 6.0 * rnd53(&u) - 3.0;
+                for (size_t i = 0; i < 11 * 7; i++)
+                    sv[i] = -7.0;
+                gsl_matrix_view sm = gsl_matrix_view_array(sv, b, 7);
+                lse_gauss_tri_eval(&w, y, 5, b, &sm.matrix);
+                for (size_t i = 0; i < b; i++)
+                    for (size_t k = 0; k < 7; k++) {
+                        double e = -7.0;
+                        if (k < K) {
+                            double l[8];
+                            for (size_t j = 0; j < 8; j++) {
+                                double acc = 0.0;
+                                for (size_t m = 0; m < d; m++)
+                                    acc = fma(y[i * 5 + m],
+                                              utri[k * 64 + 8 * m + j], acc);
+                                const double z = acc - otri[k * 8 + j];
+                                l[j] = fma(z, z, 0.0);
+                            }
+                            const double q = ((l[0] + l[4]) + (l[2] + l[6])) +
+                                             ((l[1] + l[5]) + (l[3] + l[7]));
+                            e = gsl_vector_get(cn, k) - 0.5 * q;
+                        }
+                        ck_assert_msg(memcmp(&e, &sv[i * 7 + k], sizeof e) == 0,
+                                      "d %zu K %zu b %zu row %zu comp %zu", d,
+                                      K, b, i, k);
+                    }
+            }
+    gsl_vector_free(cn);
+#endif
+}
+END_TEST
+
 Suite *lse_test_suite(void);
 Suite *lse_test_suite(void)
 {
@@ -179,6 +249,7 @@ Suite *lse_test_suite(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_v_rows_fma);
     tcase_add_test(tc, test_q_tiles);
+    tcase_add_test(tc, test_tri_small);
     suite_add_tcase(s, tc);
     return s;
 }

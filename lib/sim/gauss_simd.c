@@ -1164,11 +1164,71 @@ void lse_gauss_stats_diag_rows(const gsl_matrix *x, const double *mu,
 #include "gauss_tri_stats_avx2.h"
 #endif
 
+#if LSE_HAVE_AVX2_PATH
+/* q = |y U - o|^2 of one row, d <= 4 (uv[m]: the first 4 entries of row m
+ * of U's strip, o the first 4 offsets): tri_erows' chain for lanes 0-3;
+ * its lanes 4-7 hold +0 (zero columns), which its lane tree
+ * ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)) adds exactly, so
+ * (l0 + l2) + (l1 + l3) is its sum. */
+LSE_TARGET_AVX2_FMA
+static inline double tri_q4(const double *y, size_t d, const __m256d *uv,
+                            __m256d o)
+{
+    __m256d acc = _mm256_setzero_pd();
+    for (size_t m = 0; m < d; m++)
+        acc = _mm256_fmadd_pd(_mm256_broadcast_sd(y + m), uv[m], acc);
+    const __m256d z = _mm256_sub_pd(acc, o);
+    const __m256d q = _mm256_fmadd_pd(z, z, _mm256_setzero_pd());
+    const __m128d lo = _mm256_castpd256_pd128(q);
+    const __m128d hi = _mm256_extractf128_pd(q, 1);
+    const __m128d t = _mm_add_pd(lo, hi); /* (l0 + l2, l1 + l3) */
+    return _mm_cvtsd_f64(_mm_add_sd(t, _mm_unpackhi_pd(t, t)));
+}
+
+/* tri_eval_avx2 for d <= 4: one vector of 4 columns instead of the pair
+ * of 8 (at d = 2 three quarters of its lanes were padding); the same
+ * operations on the columns that are not padding, so the same bits
+ * (test gauss_vrows tri_small). Four rows at a time, so their chains
+ * overlap. */
+LSE_TARGET_AVX2_FMA
+static void tri_eval4_avx2(const lse_gauss_work *w, const double *y,
+                           size_t yt, size_t b, gsl_matrix *s)
+{
+    const size_t d = w->dim, dp = w->dp, K = w->n_comp, st = s->tda;
+    const double *cn = w->cnst->data;
+    const size_t cs = w->cnst->stride;
+    for (size_t k = 0; k < K; k++) {
+        const double *uk = w->utri + k * w->ustr;
+        __m256d uv[4];
+        for (size_t m = 0; m < d; m++)
+            uv[m] = _mm256_loadu_pd(uk + 8 * m);
+        const __m256d ok = _mm256_loadu_pd(w->otri + k * dp);
+        const double ck = cn[k * cs];
+        double *sk = s->data + k;
+        size_t i = 0;
+        for (; i + 4 <= b; i += 4) {
+            const double q0 = tri_q4(y + i * yt, d, uv, ok);
+            const double q1 = tri_q4(y + (i + 1) * yt, d, uv, ok);
+            const double q2 = tri_q4(y + (i + 2) * yt, d, uv, ok);
+            const double q3 = tri_q4(y + (i + 3) * yt, d, uv, ok);
+            sk[i * st] = ck - 0.5 * q0;
+            sk[(i + 1) * st] = ck - 0.5 * q1;
+            sk[(i + 2) * st] = ck - 0.5 * q2;
+            sk[(i + 3) * st] = ck - 0.5 * q3;
+        }
+        for (; i < b; i++)
+            sk[i * st] = ck - 0.5 * tri_q4(y + i * yt, d, uv, ok);
+    }
+}
+#endif
+
 void lse_gauss_tri_eval(const lse_gauss_work *w, const double *y, size_t yt,
                         size_t b, gsl_matrix *s)
 {
 #if LSE_HAVE_AVX2_PATH
-    if (w->fma == 2)
+    if (w->fma == 1 && w->dim <= 4)
+        tri_eval4_avx2(w, y, yt, b, s);
+    else if (w->fma == 2)
         tri_eval_avx512(y, yt, b, w->dim, w->dp, w->n_comp, w->utri, w->ustr, w->otri,
                         w->cnst->data, w->cnst->stride, s->data, s->tda);
     else

@@ -106,7 +106,7 @@ START_TEST(test_stats_against_reference)
 #if LSE_HAVE_AVX2_PATH
     if (!have_avx2_fma())
         return;
-    static const size_t dims[] = {1, 3, 4, 5, 8, 11, 12, 13, 19, 24, 64, 65};
+    static const size_t dims[] = {1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 19, 24, 64, 65};
     static const size_t rows[] = {1, 2, 7, 33, 255, 256, 257};
     for (size_t q = 0; q < sizeof dims / sizeof dims[0]; q++)
         for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)

@@ -65,12 +65,16 @@ LSE_TARGET_AVX2_FMA LSE_KERNEL void ts_w(const double *xq, size_t b, size_t d,
     }
 }
 
-/* Tile of rows a0 .. a0 + 3 (a0 a multiple of 4) and NQ quads from q0
- * over the b rows: the sums ADDED to s2 (d x d) where a <= j < d. */
+/* Tile of rows a0 .. a0 + NA - 1 (a0 a multiple of 4, NA = 4 or the rows
+ * left below d) and NQ quads from q0 over the b rows: the sums ADDED to
+ * s2 (d x d) where a <= j < d. The rows past d are not formed (at d = 2
+ * they were half the tile's multiply-adds); each entry's chain is the
+ * same. */
 LSE_TARGET_AVX2_FMA LSE_KERNEL void ts_tile(const double *wq, const double *xq,
                                             const double *mu, size_t b,
                                             size_t d, size_t a0, size_t q0,
-                                            double *s2, const int NQ)
+                                            double *s2, const int NQ,
+                                            const int NA)
 {
     for (int a = 0; a < 4 && a0 + (size_t)a < d; a++) {
         /* s2's rows of the tile on their way (1 MiB at K = 32) */
@@ -79,7 +83,7 @@ LSE_TARGET_AVX2_FMA LSE_KERNEL void ts_tile(const double *wq, const double *xq,
         _mm_prefetch((const char *)(o + 4 * NQ - 1), _MM_HINT_T0);
     }
     __m256d acc[4][3];
-    for (int a = 0; a < 4; a++)
+    for (int a = 0; a < NA; a++)
         for (int u = 0; u < NQ; u++)
             acc[a][u] = _mm256_setzero_pd();
     const double *wp = wq + a0 * b;
@@ -89,7 +93,7 @@ LSE_TARGET_AVX2_FMA LSE_KERNEL void ts_tile(const double *wq, const double *xq,
         for (int u = 0; u < NQ; u++)
             rv[u] = _mm256_sub_pd(_mm256_loadu_pd(xs + (size_t)u * 4 * b + 4 * i),
                                   _mm256_loadu_pd(ms + 4 * u));
-        for (int a = 0; a < 4; a++) {
+        for (int a = 0; a < NA; a++) {
             const __m256d wb = _mm256_broadcast_sd(wp + 4 * i + a);
             for (int u = 0; u < NQ; u++)
                 acc[a][u] = _mm256_fmadd_pd(wb, rv[u], acc[a][u]);
@@ -97,10 +101,10 @@ LSE_TARGET_AVX2_FMA LSE_KERNEL void ts_tile(const double *wq, const double *xq,
     }
     /* (through l, so that acc stays in registers above) */
     double l[4][12];
-    for (int a = 0; a < 4; a++)
+    for (int a = 0; a < NA; a++)
         for (int u = 0; u < NQ; u++)
             _mm256_storeu_pd(&l[a][4 * u], acc[a][u]);
-    for (int a = 0; a < 4 && a0 + (size_t)a < d; a++) {
+    for (int a = 0; a < NA; a++) {
         const size_t ra = a0 + (size_t)a;
         for (int u = 0; u < NQ; u++) {
             const size_t j0 = 4 * (q0 + (size_t)u);
@@ -142,10 +146,23 @@ LSE_TARGET_AVX2_FMA static void tri_stats_avx2(const double *xq, size_t b,
         ts_w(xq, b, d, mu, rho, wq, s1, q, 1);
     for (size_t a0 = 0; a0 < d; a0 += 4) {
         for (q = a0 / 4; q + 3 <= nq; q += 3)
-            ts_tile(wq, xq, mu, b, d, a0, q, s2, 3);
+            ts_tile(wq, xq, mu, b, d, a0, q, s2, 3, 4);
         if (q + 2 <= nq)
-            ts_tile(wq, xq, mu, b, d, a0, q, s2, 2);
-        else if (q < nq)
-            ts_tile(wq, xq, mu, b, d, a0, q, s2, 1);
+            ts_tile(wq, xq, mu, b, d, a0, q, s2, 2, 4);
+        else if (q < nq) /* the last quad: the last rows, maybe fewer */
+            switch (d - a0 < 4 ? d - a0 : 4) {
+            case 1:
+                ts_tile(wq, xq, mu, b, d, a0, q, s2, 1, 1);
+                break;
+            case 2:
+                ts_tile(wq, xq, mu, b, d, a0, q, s2, 1, 2);
+                break;
+            case 3:
+                ts_tile(wq, xq, mu, b, d, a0, q, s2, 1, 3);
+                break;
+            default:
+                ts_tile(wq, xq, mu, b, d, a0, q, s2, 1, 4);
+                break;
+            }
     }
 }

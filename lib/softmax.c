@@ -292,54 +292,6 @@ LSE_KERNEL void softmax4_rows(const gsl_matrix *s, gsl_matrix *a, double beta,
     }
 }
 
-/* The floating-point part of lse_log_pos (kernels-private.h) on a vector
- * of mantissas mv in [sqrt(1/2), sqrt(2)) and exponents e, in GCC/clang
- * vector arithmetic: each operator is the lane-wise IEEE operation of
- * lse_log_pos's scalar one, in the same order (no FMA: the project builds
- * with -ffp-contract=off), so every lane gets lse_log_pos's bits. One body
- * for the 4- and 8-lane copies below. */
-#define LOG_POS_TAIL(NAME, VT, TARGET)                                         \
-    TARGET static inline VT NAME(VT mv, VT e)                                  \
-    {                                                                          \
-        const VT sd = (mv - 1.0) / (mv + 1.0), z = sd * sd;                    \
-        const VT z2 = z * z, z4 = z2 * z2, z8 = z4 * z4;                       \
-        const VT c01 = 1.0 + z * (1.0 / 3.0), c23 = 1.0 / 5.0 + z * (1.0 / 7.0); \
-        const VT c45 = 1.0 / 9.0 + z * (1.0 / 11.0);                           \
-        const VT c67 = 1.0 / 13.0 + z * (1.0 / 15.0);                          \
-        const VT c89 = 1.0 / 17.0 + z * (1.0 / 19.0);                          \
-        const VT d0 = c01 + z2 * c23, d1 = c45 + z2 * c67;                     \
-        const VT t0 = d0 + z4 * d1, t1 = c89 + z2 * (1.0 / 21.0);              \
-        const VT p = t0 + z8 * t1;                                             \
-        return e * 6.93147180369123816490e-01 +                                \
-               (2.0 * sd * p + e * 1.90821492927058770002e-10);                \
-    }
-LOG_POS_TAIL(log_tail4, __m256d, LSE_TARGET_AVX2_FMA)
-
-/* lse_log_pos of four positive doubles, lane for lane the same operations
- * (no FMA: the project builds with -ffp-contract=off), so the same bits.
- * The mantissas with exponent 0 are below 2^63, so the signed compare is
- * the unsigned one of lse_log_pos. */
-LSE_TARGET_AVX2_FMA
-static inline __m256d log_pos4(__m256d x)
-{
-    const __m256i b = _mm256_castpd_si256(x);
-    __m256i mb = _mm256_or_si256(
-        _mm256_and_si256(b, _mm256_set1_epi64x(INT64_C(0x000FFFFFFFFFFFFF))),
-        _mm256_set1_epi64x(INT64_C(0x3FF0000000000000)));
-    const __m256i big =
-        _mm256_cmpgt_epi64(/* all ones where halved */
-                           mb, _mm256_set1_epi64x(INT64_C(0x3FF6A09E667F3BCD)));
-    mb = _mm256_sub_epi64(
-        mb, _mm256_and_si256(big, _mm256_set1_epi64x(INT64_C(1) << 52)));
-    const __m256d mv = _mm256_castsi256_pd(mb);
-    const __m256i eb =
-        _mm256_or_si256(_mm256_set1_epi64x(INT64_C(0x4330000000000000)),
-                        _mm256_sub_epi64(_mm256_srli_epi64(b, 52), big));
-    const __m256d e =
-        _mm256_sub_pd(_mm256_castsi256_pd(eb), _mm256_set1_pd(0x1p52 + 1023.0));
-    return log_tail4(mv, e);
-}
-
 /* In-register transpose of four vectors of four. */
 LSE_TARGET_AVX2_FMA
 static inline void tr4(__m256d *r)
@@ -453,21 +405,21 @@ LSE_KERNEL void softmax_narrow_body(const gsl_matrix *s, gsl_matrix *a,
     for (; r < b; r++)
         softmax4_rows(s, a, beta, lse, m, r, 1, nvec, tail);
     /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0; four
-     * logarithms at once (log_pos4, same bits); at beta 1 (every mixture)
-     * without the division, which returns its operand exactly then and
-     * held the add behind a 13-cycle divide */
+     * logarithms at once (lse_log_pos4, same bits); at beta 1 (every
+     * mixture) without the division, which returns its operand exactly
+     * then and held the add behind a 13-cycle divide */
     const __m256d vbeta = _mm256_set1_pd(beta);
     if (beta == 1.0)
         for (r = 0; r + 4 <= b; r += 4)
-            _mm256_storeu_pd(lse + r,
-                             _mm256_add_pd(_mm256_loadu_pd(m + r),
-                                           log_pos4(_mm256_loadu_pd(lse + r))));
+            _mm256_storeu_pd(
+                lse + r, _mm256_add_pd(_mm256_loadu_pd(m + r),
+                                       lse_log_pos4(_mm256_loadu_pd(lse + r))));
     for (r = beta == 1.0 ? b - b % 4 : 0; r + 4 <= b; r += 4)
         _mm256_storeu_pd(
             lse + r,
             _mm256_add_pd(
                 _mm256_loadu_pd(m + r),
-                _mm256_div_pd(log_pos4(_mm256_loadu_pd(lse + r)), vbeta)));
+                _mm256_div_pd(lse_log_pos4(_mm256_loadu_pd(lse + r)), vbeta)));
     for (; r < b; r++)
         lse[r] = m[r] + lse_log_pos(lse[r]) / beta;
 }
@@ -668,9 +620,9 @@ static void softmax_cols8_rows(const gsl_matrix *s, gsl_matrix *a, double beta,
     }
 }
 
-LOG_POS_TAIL(log_tail8, __m512d, LSE_TARGET_AVX512)
+LSE_LOG_POS_TAIL(log_tail8, __m512d, LSE_TARGET_AVX512)
 
-/* log_pos4 with AVX-512F: lse_log_pos of eight positive doubles, lane for
+/* lse_log_pos4 with AVX-512F: lse_log_pos of eight positive doubles, lane for
  * lane (same bits). */
 LSE_TARGET_AVX512
 static inline __m512d log_pos8(__m512d x)

@@ -14,7 +14,9 @@
 
 /* The fused block pass of lse_sim_lingauss (lib/sim/lingauss_fused.c and
  * lib/softmax.c compiled in): against the separate steps (eval, the
- * library's softmax, stats) bit for bit where it runs (AVX-512F), and
+ * library's softmax, stats) bit for bit where it runs (its AVX-512F copy,
+ * blocks of a multiple of 8 rows; its AVX2 + FMA copy, of 4 rows: on
+ * AVX-512 machines also with LSE_NO_AVX512), and
  * against a plain evaluation in long double from the scores (log-sum-exp,
  * responsibilities, the weighted least-squares statistics) for every
  * covariance type, size copy and K <= 4, with and without row weights;
@@ -28,6 +30,23 @@ static int have_avx512(void)
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
            __builtin_cpu_supports("avx512f");
+}
+
+static int have_fma(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           getenv("LSE_NO_SIMD") == NULL;
+}
+
+/* The rows per vector of the copy the pass runs here (8: AVX-512F, 4:
+ * AVX2 + FMA), 0 for none (read as the workspace reads it, at creation) */
+static size_t pass_lanes(void)
+{
+    if (have_avx512() && getenv("LSE_NO_AVX512") == NULL &&
+        getenv("LSE_NO_SIMD") == NULL)
+        return 8;
+    return have_fma() ? 4 : 0;
 }
 
 /* One block: y (b, d), x (b, dc), offsets (K, d), logw, A, chol, row
@@ -213,21 +232,22 @@ static int same_bits(const double *a, const double *b, size_t n)
     return memcmp(a, b, n * sizeof *a) == 0;
 }
 
-/* Every covariance type, size copy, K <= 4, with and without weights:
- * the pass against the separate steps (bits) and the plain evaluation. */
-START_TEST(test_fused_block)
+/* Every covariance type, size copy, K <= 4, with and without weights,
+ * blocks of 4 to 256 rows: the pass against the separate steps (bits)
+ * and the plain evaluation. Returns the blocks the pass did. */
+static int fused_blocks(void)
 {
     static const lse_cov_type covs[4] = {LSE_COV_FULL, LSE_COV_TIED,
                                          LSE_COV_DIAG, LSE_COV_SPHERICAL};
     static const size_t sizes[4][2] = {{1, 1}, {1, 2}, {2, 2}, {3, 3}};
-    static const size_t bs[3] = {8, 136, 256};
-    const int avx512 = have_avx512() && getenv("LSE_NO_AVX512") == NULL;
+    static const size_t bs[5] = {4, 8, 12, 136, 256};
+    const size_t lanes = pass_lanes();
     int done = 0;
-    for (size_t run = 0; run < 4 * 4 * 4 * 2; run++) {
+    for (size_t run = 0; run < 4 * 4 * 4 * 2 * 5; run++) {
         const lse_cov_type cov = covs[run % 4];
         const size_t d = sizes[run / 4 % 4][0], dc = sizes[run / 4 % 4][1];
-        const size_t K = 1 + run / 16 % 4, b = bs[run % 3];
-        const int weighted = (int)(run / 64);
+        const size_t K = 1 + run / 16 % 4, b = bs[run / 64 % 5];
+        const int weighted = (int)(run / 320);
         blk p;
         blk_make(&p, cov, b, K, d, dc, weighted, 100 + run);
         const size_t n = acc_size(&p);
@@ -240,7 +260,7 @@ START_TEST(test_fused_block)
         for (size_t i = 0; i < n; i++)
             acc[i] = 0.5;
         const int rc = lse_lingauss_fused(&p.args, p.w, lse, acc);
-        ck_assert_int_eq(rc, avx512);
+        ck_assert_int_eq(rc, lanes != 0 && b % lanes == 0);
         separate(&p, 0.5, lse2, acc2, s);
         plain(&p, s, 0.5, lse3, acc3);
         if (rc) {
@@ -270,20 +290,36 @@ START_TEST(test_fused_block)
         free(acc3);
         blk_free(&p);
     }
-    ck_assert_int_eq(done, avx512 ? 4 * 4 * 4 * 2 : 0);
+    return done;
+}
+
+START_TEST(test_fused_block)
+{
+    /* 4 x 4 x 4 x 2 runs per block size: all five sizes with 4 lanes,
+     * the three of a multiple of 8 with 8 */
+    const size_t lanes = pass_lanes();
+    ck_assert_int_eq(fused_blocks(),
+                     lanes == 8 ? 3 * 128 : lanes == 4 ? 5 * 128 : 0);
+    if (lanes == 8) { /* the AVX2 copy on this machine too */
+        ck_assert_int_eq(setenv("LSE_NO_AVX512", "1", 1), 0);
+        ck_assert_int_eq(fused_blocks(), 5 * 128);
+        ck_assert_int_eq(unsetenv("LSE_NO_AVX512"), 0);
+    }
 }
 END_TEST
 
-/* What the pass leaves to the separate steps: a block of no multiple of 8
- * rows, K = 5, a size without a copy, a NaN score (acc untouched); a mode
- * of weight 0 (scores -INFINITY) it does, as the separate steps. */
+/* What the pass leaves to the separate steps: a block of no multiple of
+ * its rows per vector, K = 5, a size without a copy, a NaN score (acc
+ * untouched); a mode of weight 0 (scores -INFINITY) it does, as the
+ * separate steps. */
 START_TEST(test_fused_refuses)
 {
-    if (!have_avx512() || getenv("LSE_NO_AVX512") != NULL)
+    const size_t lanes = pass_lanes();
+    if (lanes == 0)
         return;
     double lse[256], acc[512];
     blk p;
-    blk_make(&p, LSE_COV_FULL, 12, 3, 2, 2, 0, 7);
+    blk_make(&p, LSE_COV_FULL, lanes == 8 ? 12 : 14, 3, 2, 2, 0, 7);
     ck_assert_int_eq(lse_lingauss_fused(&p.args, NULL, lse, acc), 0);
     blk_free(&p);
     blk_make(&p, LSE_COV_FULL, 16, 5, 2, 2, 0, 8);

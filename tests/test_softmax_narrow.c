@@ -14,8 +14,8 @@
 /* lib/softmax.c (private: compiled in) does blocks of narrow rows (1 to 16
  * entries) eight rows at a time across the rows with AVX-512
  * (softmax_tr8, softmax_cols8) and four at a time with AVX2 + FMA
- * (softmax_tr4), with vector logarithms (log_pos8, log_pos4; lib/softmax.c
- * is included, not linked). They must
+ * (softmax_tr4), with vector logarithms (log_pos8, lse_log_pos4;
+ * lib/softmax.c is included, not linked). They must
  * give the bits of the row-by-row arithmetic they replace: a reference
  * copy of it follows (ref8_*: AVX-512, ref4_*: AVX2 + FMA, each row's
  * maximum and sum reduced across its vector's lanes, scalar lse_log_pos).
@@ -227,7 +227,7 @@ START_TEST(test_narrow_equal_reference)
 END_TEST
 
 #if LSE_HAVE_AVX2_PATH
-/* log_pos8 and log_pos4 (lib/softmax.c, included above) of x[0..8). */
+/* log_pos8 and lse_log_pos4 (lib/softmax.c, included above) of x[0..8). */
 LSE_TARGET_AVX512
 static void logs8(const double *x, double *y)
 {
@@ -237,8 +237,8 @@ static void logs8(const double *x, double *y)
 LSE_TARGET_AVX2_FMA
 static void logs4(const double *x, double *y)
 {
-    _mm256_storeu_pd(y, log_pos4(_mm256_loadu_pd(x)));
-    _mm256_storeu_pd(y + 4, log_pos4(_mm256_loadu_pd(x + 4)));
+    _mm256_storeu_pd(y, lse_log_pos4(_mm256_loadu_pd(x)));
+    _mm256_storeu_pd(y + 4, lse_log_pos4(_mm256_loadu_pd(x + 4)));
 }
 #endif
 

@@ -182,19 +182,6 @@ LSE_KERNEL void lg_load8(const gsl_matrix *y, const gsl_matrix *x, size_t i0,
     lg_cols8(xv, x->data + i0 * x->tda, x->tda, dc);
 }
 
-/* lg_residual lane by lane (the same operations in the same order) */
-LSE_KERNEL void lg_residual8(const lg_v *yv, const lg_v *xv, const double *ak,
-                             const double *bk, lg_v *r, const size_t d,
-                             const size_t dc)
-{
-    for (size_t j = 0; j < d; j++) {
-        lg_v v = yv[j] - bk[j];
-        for (size_t m = 0; m < dc; m++)
-            v -= ak[j * dc + m] * xv[m];
-        r[j] = v;
-    }
-}
-
 /* The sum of the lanes of v in a fixed order */
 LSE_KERNEL double lg_hsum(const lg_v *p)
 {
@@ -202,36 +189,59 @@ LSE_KERNEL double lg_hsum(const lg_v *p)
     return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 }
 
-/* The scores of mode k for LG_LN rows from their residuals r: lg_eval_body's
- * arithmetic lane by lane (the same bits) */
-LSE_KERNEL void lg_score8(const lse_gauss_work *w, size_t k, const lg_v *r,
-                          lg_v *out, const size_t d)
-{
-    const lse_cov_type cov = w->cov;
-    lg_v q = {0.0};
-    if (cov == LSE_COV_FULL || cov == LSE_COV_TIED) {
-        const size_t f = cov == LSE_COV_TIED ? 0 : k, mt = w->minv->tda;
-        const double *mv = w->minv->data + f * d;
-        for (size_t j = 0; j < d; j++) {
-            lg_v z = {0.0};
-            for (size_t m = 0; m <= j; m++)
-                z += r[m] * mv[m * mt + j];
-            q += z * z;
-        }
-    } else if (cov == LSE_COV_DIAG) {
-        const double *inv = w->inv->data + k * w->inv->tda;
-        for (size_t j = 0; j < d; j++) {
-            const lg_v z = r[j] * inv[j];
-            q += z * z;
-        }
-    } else {
-        const double *inv = w->inv->data + k * w->inv->tda;
-        for (size_t j = 0; j < d; j++)
-            q += r[j] * r[j];
-        q *= inv[0] * inv[0];
+/* The lane kernels of NL rows per vector of type VT (lg_v: the AVX-512
+ * fused pass and lanes; lg_v4: the AVX2 fused pass of lingauss_fused.c):
+ *   lg_residual##NL  lg_residual lane by lane (the same operations in the
+ *                    same order)
+ *   lg_score##NL     the scores of mode k from the residuals r:
+ *                    lg_eval_body's arithmetic lane by lane (the same bits)
+ */
+#define LG_LANE_KERNELS(NL, VT)                                                \
+    LSE_KERNEL void lg_residual##NL(const VT *yv, const VT *xv,                \
+                                    const double *ak, const double *bk, VT *r, \
+                                    const size_t d, const size_t dc)           \
+    {                                                                          \
+        for (size_t j = 0; j < d; j++) {                                       \
+            VT v = yv[j] - bk[j];                                              \
+            for (size_t m = 0; m < dc; m++)                                    \
+                v -= ak[j * dc + m] * xv[m];                                   \
+            r[j] = v;                                                          \
+        }                                                                      \
+    }                                                                          \
+    LSE_KERNEL void lg_score##NL(const lse_gauss_work *w, size_t k,            \
+                                 const VT *r, VT *out, const size_t d)         \
+    {                                                                          \
+        const lse_cov_type cov = w->cov;                                       \
+        VT q = {0.0};                                                          \
+        if (cov == LSE_COV_FULL || cov == LSE_COV_TIED) {                      \
+            const size_t f = cov == LSE_COV_TIED ? 0 : k, mt = w->minv->tda;   \
+            const double *mv = w->minv->data + f * d;                          \
+            for (size_t j = 0; j < d; j++) {                                   \
+                VT z = {0.0};                                                  \
+                for (size_t m = 0; m <= j; m++)                                \
+                    z += r[m] * mv[m * mt + j];                                \
+                q += z * z;                                                    \
+            }                                                                  \
+        } else if (cov == LSE_COV_DIAG) {                                      \
+            const double *inv = w->inv->data + k * w->inv->tda;                \
+            for (size_t j = 0; j < d; j++) {                                   \
+                const VT z = r[j] * inv[j];                                    \
+                q += z * z;                                                    \
+            }                                                                  \
+        } else {                                                               \
+            const double *inv = w->inv->data + k * w->inv->tda;                \
+            for (size_t j = 0; j < d; j++)                                     \
+                q += r[j] * r[j];                                              \
+            q *= inv[0] * inv[0];                                              \
+        }                                                                      \
+        *out = w->cnst->data[k] - 0.5 * q;                                     \
     }
-    *out = w->cnst->data[k] - 0.5 * q;
-}
+
+/* four rows per vector (the AVX2 fused pass) */
+typedef double lg_v4 __attribute__((vector_size(4 * sizeof(double))));
+
+LG_LANE_KERNELS(8, lg_v)
+LG_LANE_KERNELS(4, lg_v4)
 
 /* Where the statistics kernels take a group of LG_LN rows from: the
  * block's rows and responsibilities (sc NULL: resp, weight), or the fused

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include <gsl/gsl_errno.h>
 #include <gsl/gsl_matrix.h>
 
 /* dst = src, of the same shape (the caller checks): whole rows by memcpy.
@@ -17,6 +18,17 @@ static inline void lse_copy_rows(gsl_matrix *dst, const gsl_matrix *src)
     }
     for (size_t i = 0; i < src->size1; i++)
         memcpy(dst->data + i * dst->tda, src->data + i * src->tda, row);
+}
+
+/* lse_copy_rows where gsl_matrix_memcpy's status is read: GSL_EBADLEN (dst
+ * untouched) for another shape, nothing to copy for an empty one. */
+static inline int lse_copy_rows_checked(gsl_matrix *dst, const gsl_matrix *src)
+{
+    if (dst->size1 != src->size1 || dst->size2 != src->size2)
+        return GSL_EBADLEN;
+    if (src->size1 > 0 && src->size2 > 0)
+        lse_copy_rows(dst, src);
+    return GSL_SUCCESS;
 }
 
 #endif

@@ -5,7 +5,7 @@
 #include "exactsum-private.h"
 #include "size-private.h"
 #include "threads-private.h"
-#include "linalg-private.h"
+#include "rows-private.h"
 
 /* Solvers: gradient descent with Armijo backtracking, and EM coordinate
  * ascent with closed-form M-steps (docs/solvers.md). */
@@ -629,8 +629,8 @@ static lse_status descend(lse_solver *s, lse_node *const *nodes, size_t n,
         use_bb && s->opts.line_search ? bb_step(s, nodes, n) : 0.0;
     for (size_t i = 0; i < n; i++) {
         const size_t k = node_index(s, nodes[i]);
-        lse_matrix_copy(s->x0[k], nodes[i]->value);
-        lse_matrix_copy(s->d0[k], nodes[i]->grad);
+        lse_copy_rows_checked(s->x0[k], nodes[i]->value);
+        lse_copy_rows_checked(s->d0[k], nodes[i]->grad);
     }
     s->bb_valid = 0; /* until a step is accepted */
     const double e0 = *e;
@@ -639,7 +639,7 @@ static lse_status descend(lse_solver *s, lse_node *const *nodes, size_t n,
     for (size_t t = 0; t < tries; t++) {
         for (size_t i = 0; i < n; i++) {
             const size_t k = node_index(s, nodes[i]);
-            lse_matrix_copy(nodes[i]->value, s->x0[k]);
+            lse_copy_rows_checked(nodes[i]->value, s->x0[k]);
             gsl_matrix_scale(s->d0[k], -step);
             gsl_matrix_add(nodes[i]->value, s->d0[k]);
             gsl_matrix_scale(s->d0[k], -1.0 / step);
@@ -673,7 +673,7 @@ static lse_status descend(lse_solver *s, lse_node *const *nodes, size_t n,
     /* no decrease: restore */
     for (size_t i = 0; i < n; i++) {
         const size_t k = node_index(s, nodes[i]);
-        lse_matrix_copy(nodes[i]->value, s->x0[k]);
+        lse_copy_rows_checked(nodes[i]->value, s->x0[k]);
     }
     st = reduced_energy(s, 0, e);
     s->no_step = 1;
@@ -847,14 +847,14 @@ static lse_status cf_solve(lse_solver *s, cf_term *c)
         pv = lse_view_value(&t->parent);
         parent = &pv.matrix;
     } else {
-        lse_matrix_copy(parent, a.parent);
+        lse_copy_rows_checked(parent, a.parent);
     }
     for (size_t k = 0; k < t->sim->n_param; k++) {
         c->param_out[k] = NULL;
         if (t->param[k] == NULL)
             continue;
         if (c->param_scratch[k] != NULL) {
-            lse_matrix_copy(c->param_scratch[k], t->param[k]->value);
+            lse_copy_rows_checked(c->param_scratch[k], t->param[k]->value);
             c->param_out[k] = c->param_scratch[k];
         } else {
             c->param_out[k] = t->param[k]->value;

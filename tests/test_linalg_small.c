@@ -16,6 +16,7 @@
 
 #include "lse_check.h"
 #include "linalg-private.h"
+#include "rows-private.h"
 
 /* OpenBLAS's core name, when OpenBLAS is the BLAS (weak: NULL with
  * GSL's reference CBLAS) */
@@ -190,9 +191,9 @@ START_TEST(test_tri_invert_singular)
 }
 END_TEST
 
-/* lse_matrix_copy against gsl_matrix_memcpy: whole matrices and views of
- * every shape up to 6 x 6 inside a wider block, the same bits; other sizes
- * GSL_EBADLEN with the destination untouched */
+/* lse_copy_rows_checked (rows-private.h) against gsl_matrix_memcpy: whole
+ * matrices and views of every shape up to 6 x 6 inside a wider block, the
+ * same bits; other sizes GSL_EBADLEN with the destination untouched */
 START_TEST(test_matrix_copy)
 {
     gsl_matrix *big = gsl_matrix_alloc(9, 11), *a = gsl_matrix_alloc(9, 11);
@@ -219,7 +220,7 @@ START_TEST(test_matrix_copy)
                     gsl_matrix_memcpy(sc, s0);
                     s0 = sc;
                 }
-                ck_assert_int_eq(lse_matrix_copy(da, s0), GSL_SUCCESS);
+                ck_assert_int_eq(lse_copy_rows_checked(da, s0), GSL_SUCCESS);
                 ck_assert_int_eq(gsl_matrix_memcpy(db, s0), GSL_SUCCESS);
                 for (size_t i = 0; i < n1; i++)
                     for (size_t j = 0; j < n2; j++)
@@ -232,7 +233,7 @@ START_TEST(test_matrix_copy)
             }
     gsl_matrix_set_all(a, 7.0);
     gsl_matrix_view v = gsl_matrix_submatrix(big, 0, 0, 9, 10);
-    ck_assert_int_eq(lse_matrix_copy(a, &v.matrix), GSL_EBADLEN);
+    ck_assert_int_eq(lse_copy_rows_checked(a, &v.matrix), GSL_EBADLEN);
     for (size_t i = 0; i < 9 * 11; i++)
         ck_assert(a->data[i] == 7.0);
     gsl_matrix_free(big);

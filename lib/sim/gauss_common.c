@@ -16,6 +16,7 @@
 #include "kernels-private.h"
 #include "../threads-private.h"
 #include "../linalg-private.h"
+#include "../rows-private.h"
 
 /* Shared code of the Gaussian family: factor cache, residual scoring,
  * gradients through the residuals and the covariance part of the M-step.
@@ -458,7 +459,7 @@ static lse_status prepare_factors(lse_gauss_work *w, const gsl_matrix *chol)
                     gsl_matrix_view bc =
                         gsl_matrix_submatrix(w->minv, 0, c * d, d, d);
                     st = lse_status_from_gsl(
-                        lse_matrix_copy(&bc.matrix, &b0.matrix));
+                        lse_copy_rows_checked(&bc.matrix, &b0.matrix));
                 }
             }
             break;
@@ -753,13 +754,9 @@ static int cache_holds(const lse_gauss_work *w, const gsl_matrix *x)
 
 static void cache_store(lse_gauss_work *w, const gsl_matrix *x)
 {
-    const size_t b = x->size1, d = w->dim;
-    if (x->tda == d && w->xblk->tda == d) /* both contiguous: one copy */
-        memcpy(w->xblk->data, x->data, b * d * sizeof(double));
-    else
-        for (size_t i = 0; i < b; i++)
-            memcpy(gsl_matrix_ptr(w->xblk, i, 0),
-                   gsl_matrix_const_ptr(x, i, 0), d * sizeof(double));
+    const size_t b = x->size1;
+    gsl_matrix_view head = gsl_matrix_submatrix(w->xblk, 0, 0, b, w->dim);
+    lse_copy_rows(&head.matrix, x);
     w->zrows = b;
     w->zgen = w->gen;
 }

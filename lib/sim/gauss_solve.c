@@ -3,7 +3,7 @@
 #include <gsl/gsl_errno.h>
 
 #include "gauss_solve-private.h"
-#include "../linalg-private.h"
+#include "../rows-private.h"
 
 /* Shared pieces of the gaussian and lingauss M-steps and gradients
  * (declarations and contracts in gauss_solve-private.h). */
@@ -90,11 +90,11 @@ lse_status lse_gauss_solve_commit(lse_gauss_work *w, const char *name,
                                   lse_mstep_report *report, char *msg,
                                   size_t msg_len)
 {
-    int rc = lse_matrix_copy(parent, w->new_parent);
+    int rc = lse_copy_rows_checked(parent, w->new_parent);
     if (rc == GSL_SUCCESS && a != NULL)
-        rc = lse_matrix_copy(a, w->new_a);
+        rc = lse_copy_rows_checked(a, w->new_a);
     if (rc == GSL_SUCCESS)
-        rc = lse_matrix_copy(chol, w->new_chol);
+        rc = lse_copy_rows_checked(chol, w->new_chol);
     if (rc != GSL_SUCCESS)
         return lse_gauss_fail(msg, msg_len, lse_status_from_gsl(rc), "%s: %s",
                               name, gsl_strerror(rc));

@@ -24,6 +24,38 @@
  * separate steps.
  */
 
+/* A copy's entry FN: its body BODY (K the last argument) called with K
+ * (1 to 4, by KFN) and the shapes (d, dc) suits admits as constants, so
+ * that the compiler unrolls their loops; TARGET the copy's target. */
+#define LGF_ENTRY(FN, KFN, BODY, TARGET)                                       \
+    TARGET LSE_KERNEL int KFN(const lse_gauss_work *w, const lse_sim_args *a,  \
+                              const double *weight, double *lse, double *acc,  \
+                              const size_t d, const size_t dc)                 \
+    {                                                                          \
+        switch (w->n_comp) {                                                   \
+        case 1:                                                                \
+            return BODY(w, a, weight, lse, acc, d, dc, 1);                     \
+        case 2:                                                                \
+            return BODY(w, a, weight, lse, acc, d, dc, 2);                     \
+        case 3:                                                                \
+            return BODY(w, a, weight, lse, acc, d, dc, 3);                     \
+        default:                                                               \
+            return BODY(w, a, weight, lse, acc, d, dc, 4);                     \
+        }                                                                      \
+    }                                                                          \
+    TARGET static int FN(const lse_gauss_work *w, const lse_sim_args *a,       \
+                         const double *weight, double *lse, double *acc)       \
+    {                                                                          \
+        const size_t d = w->dim, dc = w->dim_ctx;                              \
+        if (d == 1 && dc == 1)                                                 \
+            return KFN(w, a, weight, lse, acc, 1, 1);                          \
+        if (d == 1 && dc == 2)                                                 \
+            return KFN(w, a, weight, lse, acc, 1, 2);                          \
+        if (d == 2 && dc == 2)                                                 \
+            return KFN(w, a, weight, lse, acc, 2, 2);                          \
+        return KFN(w, a, weight, lse, acc, 3, 3);                              \
+    }
+
 #if LSE_HAVE_AVX2_PATH && LG_SHUFFLE
 
 #define LG_TILE 16          /* groups of LG_LN rows per tile */
@@ -144,37 +176,7 @@ LSE_KERNEL int lgf_body(const lse_gauss_work *w, const lse_sim_args *a,
     return 1;
 }
 
-/* lgf_body with K a constant */
-LSE_TARGET_AVX512
-LSE_KERNEL int lgf_k(const lse_gauss_work *w, const lse_sim_args *a,
-                     const double *weight, double *lse, double *acc,
-                     const size_t d, const size_t dc)
-{
-    switch (w->n_comp) {
-    case 1:
-        return lgf_body(w, a, weight, lse, acc, d, dc, 1);
-    case 2:
-        return lgf_body(w, a, weight, lse, acc, d, dc, 2);
-    case 3:
-        return lgf_body(w, a, weight, lse, acc, d, dc, 3);
-    default:
-        return lgf_body(w, a, weight, lse, acc, d, dc, 4);
-    }
-}
-
-LSE_TARGET_AVX512
-static int lgf_avx512(const lse_gauss_work *w, const lse_sim_args *a,
-                      const double *weight, double *lse, double *acc)
-{
-    const size_t d = w->dim, dc = w->dim_ctx;
-    if (d == 1 && dc == 1)
-        return lgf_k(w, a, weight, lse, acc, 1, 1);
-    if (d == 1 && dc == 2)
-        return lgf_k(w, a, weight, lse, acc, 1, 2);
-    if (d == 2 && dc == 2)
-        return lgf_k(w, a, weight, lse, acc, 2, 2);
-    return lgf_k(w, a, weight, lse, acc, 3, 3);
-}
+LGF_ENTRY(lgf_avx512, lgf_k, lgf_body, LSE_TARGET_AVX512)
 #endif
 
 #if LSE_HAVE_AVX2_PATH
@@ -472,37 +474,7 @@ LSE_KERNEL int lgf4_body(const lse_gauss_work *w, const lse_sim_args *a,
     return 1;
 }
 
-/* lgf4_body with K a constant */
-LSE_TARGET_AVX2_FMA
-LSE_KERNEL int lgf4_k(const lse_gauss_work *w, const lse_sim_args *a,
-                      const double *weight, double *lse, double *acc,
-                      const size_t d, const size_t dc)
-{
-    switch (w->n_comp) {
-    case 1:
-        return lgf4_body(w, a, weight, lse, acc, d, dc, 1);
-    case 2:
-        return lgf4_body(w, a, weight, lse, acc, d, dc, 2);
-    case 3:
-        return lgf4_body(w, a, weight, lse, acc, d, dc, 3);
-    default:
-        return lgf4_body(w, a, weight, lse, acc, d, dc, 4);
-    }
-}
-
-LSE_TARGET_AVX2_FMA
-static int lgf_avx2(const lse_gauss_work *w, const lse_sim_args *a,
-                    const double *weight, double *lse, double *acc)
-{
-    const size_t d = w->dim, dc = w->dim_ctx;
-    if (d == 1 && dc == 1)
-        return lgf4_k(w, a, weight, lse, acc, 1, 1);
-    if (d == 1 && dc == 2)
-        return lgf4_k(w, a, weight, lse, acc, 1, 2);
-    if (d == 2 && dc == 2)
-        return lgf4_k(w, a, weight, lse, acc, 2, 2);
-    return lgf4_k(w, a, weight, lse, acc, 3, 3);
-}
+LGF_ENTRY(lgf_avx2, lgf4_k, lgf4_body, LSE_TARGET_AVX2_FMA)
 #endif
 
 /* The block suits the pass: the shapes eval checks, a prepared workspace

@@ -1160,8 +1160,10 @@ void lse_gauss_stats_diag_rows(const gsl_matrix *x, const double *mu,
 #define TRI_RE 6
 #define TRI_SE 1
 #define TRI_OWN_STATS /* native 4-lane tiles instead */
+#define TRI_OWN_EVAL
 #include "gauss_tri_body.h"
 #include "gauss_tri_stats_avx2.h"
+#include "gauss_tri_eval_avx2.h"
 #endif
 
 #if LSE_HAVE_AVX2_PATH

@@ -12,7 +12,8 @@
  *                   divides 8 or is a multiple of it)
  *   TRI_SW          strips side by side when forming w = rho (x - mu)
  *   TRI_OWN_STATS   (optional) the copy brings its own tri_stats
- *   TRI_OWN_EVAL    (optional) the copy brings its own tri_eval
+ *   TRI_OWN_EVAL    (optional) the copy brings its own tri_eval (then
+ *                   TRI_RE and TRI_SE are not used)
  * Both copies compute every entry as the same chain of fused multiply-adds
  * in the same order (tiles only decide which entries share registers), so
  * they give the same bits. Padded columns are zero; a product with a zero

@@ -63,8 +63,9 @@ static int have_avx2_fma(void)
 static void check_one(size_t d, size_t b, unsigned long seed)
 {
     const size_t dp = (d + 7) / 8 * 8;
-    double *x = malloc(b * d * sizeof *x), *xq = malloc(b * dp * sizeof *xq);
-    double *wq = malloc((b * dp + 16) * sizeof *wq);
+    double *x = malloc(b * d * sizeof *x);
+    double *xq = malloc(ts_size(b, d) * sizeof *xq);
+    double *wq = malloc(ts_size(b, d) * sizeof *wq);
     double *mu = calloc(dp, sizeof *mu), *rho = malloc(b * sizeof *rho);
     double *s1 = calloc(d, sizeof *s1), *s2 = calloc(d * d, sizeof *s2);
     double *r1 = calloc(d, sizeof *r1), *r2 = calloc(d * d, sizeof *r2);

@@ -128,8 +128,9 @@ typedef struct lse_gauss_work {
     double *otri;     /* (K, dp) (mu_k - c) L_k^-T, zero-padded */
     double *mtri;     /* (K, dp) the means, zero-padded */
     double *xtri;     /* (block, dp) the block's rows, zero-padded */
-    double *wtri;     /* (block, dp) + 16: rho_ik (x_i - mu_k) */
-    double *xqtri;    /* (block, dp) xtri quad-major (the AVX2 copy) */
+    double *wtri;     /* (block, dp) + 2 dp + 16: rho_ik (x_i - mu_k) */
+    double *xqtri;    /* (block, dp) + 2 dp: xtri quad-major (the AVX2
+                         copy, panels padded: ts_size) */
     double *rhot;     /* (block) rho_ik of one component */
 
     /* fused block pass of the diagonal quadratic path (gauss_diag_fused.c,

@@ -183,8 +183,9 @@ static int tri_buffers(lse_gauss_work *w)
              (w->otri = doubles_lines(K, w->dp, 0)) != NULL &&
              (w->mtri = doubles_lines(K, w->dp, 0)) != NULL &&
              (w->xtri = doubles_lines(b, w->dp, 0)) != NULL &&
-             (w->wtri = doubles_lines(b, w->dp, 16)) != NULL &&
-             (w->xqtri = doubles_lines(b, w->dp, 0)) != NULL &&
+             /* (+ 2 dp: the AVX2 copy's padded panels, ts_size) */
+             (w->wtri = doubles_lines(b, w->dp, 2 * w->dp + 16)) != NULL &&
+             (w->xqtri = doubles_lines(b, w->dp, 2 * w->dp)) != NULL &&
              (w->rhot = doubles_lines(b, 1, 0)) != NULL;
     return w->tri;
 }

@@ -1153,15 +1153,17 @@ void lse_gauss_stats_diag_rows(const gsl_matrix *x, const double *mu,
 #undef TRI_SM
 #undef TRI_SW
 
-/* 8 lanes as two AVX2 vectors (lanes 0-3, 4-7) */
+/* 8 lanes as two AVX2 vectors (lanes 0-3, 4-7); the AVX2 copy brings
+ * its own E- and M-step kernels with native 4-lane tiles (pairs of
+ * vectors needed more than AVX2's 16 registers), the same bits */
 #include "v8x2.h"
 #define TRI_FN(name) name##_avx2
 #define TRI_TARGET LSE_TARGET_AVX2_FMA
-#define TRI_RE 6
-#define TRI_SE 1
-#define TRI_OWN_STATS /* native 4-lane tiles instead */
+#define TRI_OWN_STATS
+#define TRI_OWN_EVAL
 #include "gauss_tri_body.h"
 #include "gauss_tri_stats_avx2.h"
+#include "gauss_tri_eval_avx2.h"
 #endif
 
 #if LSE_HAVE_AVX2_PATH

@@ -12,6 +12,8 @@
  *                   divides 8 or is a multiple of it)
  *   TRI_SW          strips side by side when forming w = rho (x - mu)
  *   TRI_OWN_STATS   (optional) the copy brings its own tri_stats
+ *   TRI_OWN_EVAL    (optional) the copy brings its own tri_eval (then
+ *                   TRI_RE and TRI_SE are not used)
  * Both copies compute every entry as the same chain of fused multiply-adds
  * in the same order (tiles only decide which entries share registers), so
  * they give the same bits. Padded columns are zero; a product with a zero
@@ -32,6 +34,7 @@ TRI_TARGET LSE_KERNEL double TRI_FN(tri_hsum)(V8 v)
 static inline size_t tri_panel(size_t s) { return 32 * s * (s + 1); }
 #endif
 
+#ifndef TRI_OWN_EVAL /* (the AVX2 copy: gauss_tri_eval_avx2.h) */
 /* E-step tile: z = y U for R rows of y (tda yt) and NS strips from column
  * j0 (U upper triangular, packed by strips: strip s holds rows m <
  * min(d, 8 s + 8), 8 doubles each; only rows m < mend can be nonzero in
@@ -130,6 +133,8 @@ TRI_TARGET static void TRI_FN(tri_eval)(const double *y, size_t yt, size_t b,
         }
     }
 }
+
+#endif
 
 #ifndef TRI_OWN_STATS /* (the AVX2 copy: gauss_tri_stats_avx2.h) */
 /* Scatter tile: sum_i w_i,a r_i,j for the rows a in [a0, a0 + TRI_RM) and

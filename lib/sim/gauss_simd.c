@@ -114,6 +114,60 @@ static inline void vech16_body(const lse_gauss_work *w, const double *x,
     }
 }
 
+/* Lane l of v in all four lanes (l a constant once the caller unrolls) */
+LSE_TARGET_AVX2_FMA
+static inline __m256d lane4_bcast(__m256d v, size_t l)
+{
+    switch (l) {
+    case 0:
+        return _mm256_permute4x64_pd(v, 0x00);
+    case 1:
+        return _mm256_permute4x64_pd(v, 0x55);
+    case 2:
+        return _mm256_permute4x64_pd(v, 0xAA);
+    default:
+        return _mm256_permute4x64_pd(v, 0xFF);
+    }
+}
+
+/* vech16_body for d = 4 nvec (whole vectors), every loop unrolled: y_a
+ * taken from its vector's lane, not loaded back from the y just stored,
+ * and no loop control: at d = 16 the generic body ran about 460
+ * instructions per row, this one about 125 (callgrind, a/full), and a
+ * full's CPU time per iteration fell about 10 % (docs/performance.md,
+ * "Session 18"). The same products: the same bits. */
+LSE_TARGET_AVX2_FMA
+static inline void vech16_whole(const lse_gauss_work *w, const double *x,
+                                size_t xt, size_t nr, double *vd, size_t vt,
+                                const size_t nvec)
+{
+    const size_t d = 4 * nvec;
+    const double *c = w->center->data;
+    __m256d cv[4];
+    for (size_t m = 0; m < nvec; m++)
+        cv[m] = _mm256_loadu_pd(c + 4 * m);
+    for (size_t i = 0; i < nr; i++) {
+        const double *xi = x + i * xt;
+        double *v = vd + i * vt, *y = v + 1;
+        __m256d yv[4];
+        v[0] = 1.0;
+        for (size_t m = 0; m < nvec; m++) {
+            yv[m] = _mm256_sub_pd(_mm256_loadu_pd(xi + 4 * m), cv[m]);
+            _mm256_storeu_pd(y + 4 * m, yv[m]);
+        }
+        /* segments from the last, as vech16_body (later stores overwrite
+         * the lanes b < a an earlier one wrote) */
+        _Pragma("GCC unroll 16") for (size_t t = 0; t < d; t++)
+        {
+            const size_t a = d - 1 - t;
+            double *p = y + d + a * d - a * (a - 1) / 2 - a;
+            const __m256d ya = lane4_bcast(yv[a / 4], a % 4);
+            _Pragma("GCC unroll 4") for (size_t m = a / 4; m < nvec; m++)
+                _mm256_storeu_pd(p + 4 * m, _mm256_mul_pd(ya, yv[m]));
+        }
+    }
+}
+
 /* vech16_body with its count of vectors a constant (the loops unroll) */
 LSE_TARGET_AVX2_FMA
 static void fast_rows_vech16_avx2(const lse_gauss_work *w, const double *x,
@@ -121,13 +175,22 @@ static void fast_rows_vech16_avx2(const lse_gauss_work *w, const double *x,
 {
     switch ((w->dim + 3) / 4) {
     case 2:
-        vech16_body(w, x, xt, nr, vd, vt, 2);
+        if (w->dim == 8)
+            vech16_whole(w, x, xt, nr, vd, vt, 2);
+        else
+            vech16_body(w, x, xt, nr, vd, vt, 2);
         break;
     case 3:
-        vech16_body(w, x, xt, nr, vd, vt, 3);
+        if (w->dim == 12)
+            vech16_whole(w, x, xt, nr, vd, vt, 3);
+        else
+            vech16_body(w, x, xt, nr, vd, vt, 3);
         break;
     default:
-        vech16_body(w, x, xt, nr, vd, vt, 4);
+        if (w->dim == 16)
+            vech16_whole(w, x, xt, nr, vd, vt, 4);
+        else
+            vech16_body(w, x, xt, nr, vd, vt, 4);
         break;
     }
 }

@@ -88,10 +88,13 @@ static void gmm_em(const gsl_matrix *x, size_t k, lse_cov_type cov, int threads,
     lse_assert_ok(lse_graph_add_node(g, "logw", k, 1, LSE_NODE_PARAM, &logw));
     lse_assert_ok(lse_graph_add_node(g, "chol", k, cc, LSE_NODE_PARAM, &chol));
     lse_assert_ok(lse_node_set_value(xn, x));
+    /* the start: rows of x (modulo n: the small cases have 9 and 13 rows,
+     * and past them a release build, without GSL's range checks, read
+     * whatever memory followed x) */
     for (size_t c = 0; c < k; c++) {
         for (size_t j = 0; j < d; j++)
             gsl_matrix_set(lse_node_value(mu), c, j,
-                           gsl_matrix_get(x, 37 * c + 5, j) + 0.4127);
+                           gsl_matrix_get(x, (37 * c + 5) % n, j) + 0.4127);
         gsl_matrix_set(lse_node_value(logw), c, 0, 0.1 * (double)c);
         for (size_t j = 0; j < d; j++)
             gsl_matrix_set(lse_node_value(chol), c,

@@ -8,8 +8,9 @@
  *   roofline = 6 T^2 d / (dgemm rate) + T^2 / (exp rate)
  *
  * dgemm rate: the best of 3 square dgemms (n = 2000) on THREADS OpenBLAS
- * threads; exp rate: the library's vectorized exp (lse_exp_nonpos8, or the
- * plain lse_exp_nonpos without AVX-512) over a 4096-entry buffer in cache,
+ * threads; exp rate: the library's vectorized exp (lse_exp_nonpos8 with
+ * AVX-512, lse_exp_nonpos4 with AVX2 + FMA, else the plain lse_exp_nonpos:
+ * what lse_attn_stream runs) over a 4096-entry buffer in cache,
  * THREADS OpenMP threads. Peak memory: VmHWM. The cpu_ figures use CPU
  * time per thread instead of the wall clock (for a loaded machine).
  *
@@ -107,15 +108,31 @@ static double exp_pass8(double *x, size_t n)
         acc = _mm512_add_pd(acc, lse_exp_nonpos8(_mm512_loadu_pd(x + j)));
     return _mm512_reduce_add_pd(acc);
 }
+
+LSE_TARGET_AVX2_FMA
+static double exp_pass4(double *x, size_t n)
+{
+    __m256d acc0 = _mm256_setzero_pd(), acc1 = acc0;
+    for (size_t j = 0; j < n; j += 8) {
+        acc0 = _mm256_add_pd(acc0, lse_exp_nonpos4(_mm256_loadu_pd(x + j)));
+        acc1 = _mm256_add_pd(acc1, lse_exp_nonpos4(_mm256_loadu_pd(x + j + 4)));
+    }
+    double t[4];
+    _mm256_storeu_pd(t, _mm256_add_pd(acc0, acc1));
+    return (t[0] + t[1]) + (t[2] + t[3]);
+}
 #endif
 
-static double exp_pass(double *x, size_t n, int avx512)
+/* isa: 2 AVX-512, 1 AVX2 + FMA, 0 plain (n a multiple of 8) */
+static double exp_pass(double *x, size_t n, int isa)
 {
 #if LSE_HAVE_AVX2_PATH
-    if (avx512)
+    if (isa == 2)
         return exp_pass8(x, n);
+    if (isa == 1)
+        return exp_pass4(x, n);
 #endif
-    (void)avx512;
+    (void)isa;
     double s = 0.0;
     for (size_t j = 0; j < n; j++)
         s += lse_exp_nonpos(x[j]);
@@ -126,7 +143,7 @@ static double exp_pass(double *x, size_t n, int avx512)
 static double exp_rate(int threads)
 {
     const size_t n = 4096, reps = 20000;
-    const int avx512 = lse_cpu_avx512();
+    const int isa = lse_cpu_avx512() ? 2 : lse_cpu_avx2_fma() ? 1 : 0;
     double sink = 0.0, best = INFINITY, best_cpu = INFINITY;
     for (int trial = 0; trial < 3; trial++) {
         const double c0 = cpu_now(), t0 = bench_now();
@@ -138,7 +155,7 @@ static double exp_rate(int threads)
             for (size_t j = 0; j < n; j++)
                 x[j] = -(double)(j % 700) * 0.01;
             for (size_t r = 0; r < reps; r++)
-                sink += exp_pass(x, n, avx512);
+                sink += exp_pass(x, n, isa);
         }
         const double s = bench_now() - t0, cs = cpu_now() - c0;
         if (s < best)

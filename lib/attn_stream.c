@@ -60,10 +60,12 @@ typedef struct stream_ctx {
     double *buf; /* per thread: tile BQ*BK + BK*d accumulator + 2 BQ */
     size_t buf_len;
     int avx512;
+    int avx2; /* AVX2 + FMA (when not avx512) */
 } stream_ctx;
 
 /* ---------------------------------------------------------------- */
-/* Row kernels: plain and AVX-512 copies (the choice is fixed for a run). */
+/* Row kernels: plain, AVX2 + FMA and AVX-512 copies (the choice is fixed
+ * for a run). */
 
 static double row_max_plain(const double *s, size_t n)
 {
@@ -158,6 +160,73 @@ static void row_exp_sub_avx512(double *s, const double *shv, size_t n)
         s[j] = lse_exp_nonpos(x);
     }
 }
+
+/* row_exp_avx512 and row_exp_sub_avx512 with AVX2 + FMA: lse_exp_nonpos4
+ * is lse_exp_nonpos8 lane for lane, and each 8-lane vector is a pair of
+ * 4-lane ones, summed in _mm512_reduce_add_pd's order (the 256-bit halves,
+ * then the 128-bit halves, then the two lanes). On AVX2 the passes took
+ * the plain lse_exp_nonpos, a third of the time at T = 65 536 (2.15 x the
+ * roofline on Zen 3: docs/performance.md, "Session 18"). */
+LSE_TARGET_AVX2_FMA
+static inline __m256d exp_sub4(const double *s, __m256d sh)
+{
+    const __m256d x = _mm256_sub_pd(_mm256_loadu_pd(s), sh);
+    return lse_exp_nonpos4(_mm256_min_pd(x, _mm256_setzero_pd()));
+}
+
+LSE_TARGET_AVX2_FMA
+static double row_exp_avx2(double *s, size_t n, double shift)
+{
+    const __m256d sh = _mm256_set1_pd(shift), zero = _mm256_setzero_pd();
+    /* acc0 (lanes 0-3, 4-7), acc1 the same: the AVX-512 copy's two sums */
+    __m256d a0l = zero, a0h = zero, a1l = zero, a1h = zero;
+    size_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        const __m256d x0l = exp_sub4(s + j, sh), x0h = exp_sub4(s + j + 4, sh);
+        const __m256d x1l = exp_sub4(s + j + 8, sh);
+        const __m256d x1h = exp_sub4(s + j + 12, sh);
+        _mm256_storeu_pd(s + j, x0l);
+        _mm256_storeu_pd(s + j + 4, x0h);
+        _mm256_storeu_pd(s + j + 8, x1l);
+        _mm256_storeu_pd(s + j + 12, x1h);
+        a0l = _mm256_add_pd(a0l, x0l);
+        a0h = _mm256_add_pd(a0h, x0h);
+        a1l = _mm256_add_pd(a1l, x1l);
+        a1h = _mm256_add_pd(a1h, x1h);
+    }
+    for (; j + 8 <= n; j += 8) {
+        const __m256d x0l = exp_sub4(s + j, sh), x0h = exp_sub4(s + j + 4, sh);
+        _mm256_storeu_pd(s + j, x0l);
+        _mm256_storeu_pd(s + j + 4, x0h);
+        a0l = _mm256_add_pd(a0l, x0l);
+        a0h = _mm256_add_pd(a0h, x0h);
+    }
+    const __m256d h = _mm256_add_pd(_mm256_add_pd(a0h, a1h),
+                                    _mm256_add_pd(a0l, a1l));
+    const __m128d q = _mm_add_pd(_mm256_extractf128_pd(h, 1),
+                                 _mm256_castpd256_pd128(h));
+    double r = _mm_cvtsd_f64(q) + _mm_cvtsd_f64(_mm_unpackhi_pd(q, q));
+    for (; j < n; j++) {
+        double x = s[j] - shift;
+        x = x < 0.0 ? x : 0.0;
+        s[j] = lse_exp_nonpos(x);
+        r += s[j];
+    }
+    return r;
+}
+
+LSE_TARGET_AVX2_FMA
+static void row_exp_sub_avx2(double *s, const double *shv, size_t n)
+{
+    size_t j = 0;
+    for (; j + 4 <= n; j += 4)
+        _mm256_storeu_pd(s + j, exp_sub4(s + j, _mm256_loadu_pd(shv + j)));
+    for (; j < n; j++) {
+        double x = s[j] - shv[j];
+        x = x < 0.0 ? x : 0.0;
+        s[j] = lse_exp_nonpos(x);
+    }
+}
 #endif
 
 static double row_max(const stream_ctx *c, const double *s, size_t n)
@@ -175,6 +244,8 @@ static double row_exp(const stream_ctx *c, double *s, size_t n, double shift)
 #if LSE_HAVE_AVX2_PATH
     if (c->avx512)
         return row_exp_avx512(s, n, shift);
+    if (c->avx2)
+        return row_exp_avx2(s, n, shift);
 #endif
     (void)c;
     return row_exp_plain(s, n, shift);
@@ -186,6 +257,10 @@ static void row_exp_sub(const stream_ctx *c, double *s, const double *sh,
 #if LSE_HAVE_AVX2_PATH
     if (c->avx512) {
         row_exp_sub_avx512(s, sh, n);
+        return;
+    }
+    if (c->avx2) {
+        row_exp_sub_avx2(s, sh, n);
         return;
     }
 #endif
@@ -459,6 +534,7 @@ static stream_ctx ctx_make(const gsl_matrix *q, const gsl_matrix *k,
     c.ldv = v->tda;
     c.mask = mask;
     c.avx512 = lse_cpu_avx512();
+    c.avx2 = !c.avx512 && lse_cpu_avx2_fma();
     return c;
 }
 

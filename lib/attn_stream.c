@@ -99,6 +99,20 @@ static void row_exp_sub_plain(double *s, const double *sh, size_t n)
 }
 
 #if LSE_HAVE_AVX2_PATH
+/* The vector copies' last entries, one by one: s[j] = exp(min(s[j] -
+ * shift, 0)) for j in [j, n), each added to r in turn. */
+static double row_exp_tail(double *s, size_t j, size_t n, double shift,
+                           double r)
+{
+    for (; j < n; j++) {
+        double x = s[j] - shift;
+        x = x < 0.0 ? x : 0.0;
+        s[j] = lse_exp_nonpos(x);
+        r += s[j];
+    }
+    return r;
+}
+
 LSE_TARGET_AVX512
 static double row_max_avx512(const double *s, size_t n)
 {
@@ -135,13 +149,7 @@ static double row_exp_avx512(double *s, size_t n, double shift)
         acc0 = _mm512_add_pd(acc0, x0);
     }
     double r = _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
-    for (; j < n; j++) {
-        double x = s[j] - shift;
-        x = x < 0.0 ? x : 0.0;
-        s[j] = lse_exp_nonpos(x);
-        r += s[j];
-    }
-    return r;
+    return row_exp_tail(s, j, n, shift, r);
 }
 
 LSE_TARGET_AVX512
@@ -154,11 +162,7 @@ static void row_exp_sub_avx512(double *s, const double *shv, size_t n)
                                   _mm512_loadu_pd(shv + j));
         _mm512_storeu_pd(s + j, lse_exp_nonpos8(_mm512_min_pd(x, zero)));
     }
-    for (; j < n; j++) {
-        double x = s[j] - shv[j];
-        x = x < 0.0 ? x : 0.0;
-        s[j] = lse_exp_nonpos(x);
-    }
+    row_exp_sub_plain(s + j, shv + j, n - j);
 }
 
 /* row_exp_avx512 and row_exp_sub_avx512 with AVX2 + FMA: lse_exp_nonpos4
@@ -206,13 +210,7 @@ static double row_exp_avx2(double *s, size_t n, double shift)
     const __m128d q = _mm_add_pd(_mm256_extractf128_pd(h, 1),
                                  _mm256_castpd256_pd128(h));
     double r = _mm_cvtsd_f64(q) + _mm_cvtsd_f64(_mm_unpackhi_pd(q, q));
-    for (; j < n; j++) {
-        double x = s[j] - shift;
-        x = x < 0.0 ? x : 0.0;
-        s[j] = lse_exp_nonpos(x);
-        r += s[j];
-    }
-    return r;
+    return row_exp_tail(s, j, n, shift, r);
 }
 
 LSE_TARGET_AVX2_FMA
@@ -221,11 +219,7 @@ static void row_exp_sub_avx2(double *s, const double *shv, size_t n)
     size_t j = 0;
     for (; j + 4 <= n; j += 4)
         _mm256_storeu_pd(s + j, exp_sub4(s + j, _mm256_loadu_pd(shv + j)));
-    for (; j < n; j++) {
-        double x = s[j] - shv[j];
-        x = x < 0.0 ? x : 0.0;
-        s[j] = lse_exp_nonpos(x);
-    }
+    row_exp_sub_plain(s + j, shv + j, n - j);
 }
 #endif
 

@@ -366,7 +366,7 @@ LSE_KERNEL void lgf4_score(const lse_gauss_work *w, size_t k,
                            const lg_v4 *r, lg_v4 *out, const size_t d)
 {
     const lse_cov_type cov = w->cov;
-    lg_v4 q;
+    lg_v4 q = {0.0, 0.0, 0.0, 0.0}; /* (set at j = 0; d >= 1) */
     if (cov == LSE_COV_FULL || cov == LSE_COV_TIED) {
         const size_t f = cov == LSE_COV_TIED ? 0 : k, mt = w->minv->tda;
         const double *mv = w->minv->data + f * d;

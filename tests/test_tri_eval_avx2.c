@@ -4,6 +4,7 @@
 
 #include "kernels-private.h"
 #include "lse_check.h"
+#include "lse_tri_check.h"
 
 #if LSE_HAVE_AVX2_PATH
 #include <immintrin.h>
@@ -20,19 +21,6 @@
  * order, then ((q0 + q4) + (q2 + q6)) + ((q1 + q5) + (q3 + q7)).
  * test_perf_invariants' test_tri_copies_agree compares it with the
  * AVX-512 copy only on a CPU that has both. */
-
-static int same_bits(double a, double b)
-{
-    return memcmp(&a, &b, sizeof a) == 0;
-}
-
-/* deterministic values of varied magnitude and sign */
-static double val(unsigned long *s)
-{
-    *s = *s * 6364136223846793005UL + 1442695040888963407UL;
-    const double u = (double)(*s >> 11) / 9007199254740992.0;
-    return (u - 0.4) * (1.0 + 30.0 * u * u);
-}
 
 #if LSE_HAVE_AVX2_PATH
 /* row y (d) against factor U (d x d, row-major, upper triangular) and

@@ -4,6 +4,7 @@
 
 #include "kernels-private.h"
 #include "lse_check.h"
+#include "lse_tri_check.h"
 
 #if LSE_HAVE_AVX2_PATH
 #include <immintrin.h>
@@ -18,19 +19,6 @@
  * and s2(a, j) += fma(w_b,a, r_b,j, ... fma(w_1,a, r_1,j, 0)) for a <= j.
  * test_perf_invariants' test_tri_copies_agree compares it with the
  * AVX-512 copy only on a CPU that has both. */
-
-static int same_bits(double a, double b)
-{
-    return memcmp(&a, &b, sizeof a) == 0;
-}
-
-/* deterministic values of varied magnitude and sign */
-static double val(unsigned long *s)
-{
-    *s = *s * 6364136223846793005UL + 1442695040888963407UL;
-    const double u = (double)(*s >> 11) / 9007199254740992.0;
-    return (u - 0.4) * (1.0 + 30.0 * u * u);
-}
 
 static void reference(const double *x, size_t b, size_t d, const double *mu,
                       const double *rho, double *s1, double *s2)

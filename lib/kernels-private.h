@@ -295,6 +295,31 @@ static inline __m256d lse_log_pos4(__m256d x)
     return lse_log_tail4(mv, e);
 }
 
+LSE_LOG_POS_TAIL(lse_log_tail8, __m512d, LSE_TARGET_AVX512)
+
+/* lse_log_pos4 with AVX-512F: lse_log_pos of eight positive doubles, lane for
+ * lane (same bits). */
+LSE_TARGET_AVX512
+static inline __m512d lse_log_pos8(__m512d x)
+{
+    const __m512i b = _mm512_castpd_si512(x);
+    __m512i mb = _mm512_or_si512(
+        _mm512_and_si512(b, _mm512_set1_epi64(INT64_C(0x000FFFFFFFFFFFFF))),
+        _mm512_set1_epi64(INT64_C(0x3FF0000000000000)));
+    const __mmask8 big = _mm512_cmpgt_epu64_mask(
+        mb, _mm512_set1_epi64(INT64_C(0x3FF6A09E667F3BCD)));
+    mb =
+        _mm512_mask_sub_epi64(mb, big, mb, _mm512_set1_epi64(INT64_C(1) << 52));
+    const __m512d mv = _mm512_castsi512_pd(mb);
+    const __m512i b52 = _mm512_srli_epi64(b, 52);
+    const __m512i eb = _mm512_or_si512(
+        _mm512_set1_epi64(INT64_C(0x4330000000000000)),
+        _mm512_mask_add_epi64(b52, big, b52, _mm512_set1_epi64(1)));
+    const __m512d e =
+        _mm512_sub_pd(_mm512_castsi512_pd(eb), _mm512_set1_pd(0x1p52 + 1023.0));
+    return lse_log_tail8(mv, e);
+}
+
 /* Eight lse_exp_nonpos at once with AVX-512F: lse_exp_nonpos4's
  * arithmetic, lane for lane (same bits). */
 LSE_TARGET_AVX512

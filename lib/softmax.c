@@ -620,31 +620,6 @@ static void softmax_cols8_rows(const gsl_matrix *s, gsl_matrix *a, double beta,
     }
 }
 
-LSE_LOG_POS_TAIL(log_tail8, __m512d, LSE_TARGET_AVX512)
-
-/* lse_log_pos4 with AVX-512F: lse_log_pos of eight positive doubles, lane for
- * lane (same bits). */
-LSE_TARGET_AVX512
-static inline __m512d log_pos8(__m512d x)
-{
-    const __m512i b = _mm512_castpd_si512(x);
-    __m512i mb = _mm512_or_si512(
-        _mm512_and_si512(b, _mm512_set1_epi64(INT64_C(0x000FFFFFFFFFFFFF))),
-        _mm512_set1_epi64(INT64_C(0x3FF0000000000000)));
-    const __mmask8 big = _mm512_cmpgt_epu64_mask(
-        mb, _mm512_set1_epi64(INT64_C(0x3FF6A09E667F3BCD)));
-    mb =
-        _mm512_mask_sub_epi64(mb, big, mb, _mm512_set1_epi64(INT64_C(1) << 52));
-    const __m512d mv = _mm512_castsi512_pd(mb);
-    const __m512i b52 = _mm512_srli_epi64(b, 52);
-    const __m512i eb = _mm512_or_si512(
-        _mm512_set1_epi64(INT64_C(0x4330000000000000)),
-        _mm512_mask_add_epi64(b52, big, b52, _mm512_set1_epi64(1)));
-    const __m512d e =
-        _mm512_sub_pd(_mm512_castsi512_pd(eb), _mm512_set1_pd(0x1p52 + 1023.0));
-    return log_tail8(mv, e);
-}
-
 /* In-register transpose of eight vectors of eight. */
 LSE_TARGET_AVX512
 static inline void tr8(__m512d *r)
@@ -770,13 +745,13 @@ LSE_KERNEL void softmax_narrow8_body(const gsl_matrix *s, gsl_matrix *a,
     for (; r < b; r++)
         softmax8_rows(s, a, beta, lse, m, r, 1, nvec, tail);
     /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0; eight
-     * logarithms at once (log_pos8, same bits), the last ones masked; x / 1
+     * logarithms at once (lse_log_pos8, same bits), the last ones masked; x / 1
      * = x exactly, so beta = 1 skips the division */
     const __m512d vbeta = _mm512_set1_pd(beta);
     for (r = 0; r < b; r += 8) {
         const __mmask8 k = b - r >= 8 ? 0xFF : (__mmask8)((1u << (b - r)) - 1u);
         __m512d l =
-            log_pos8(_mm512_mask_loadu_pd(_mm512_set1_pd(1.0), k, lse + r));
+            lse_log_pos8(_mm512_mask_loadu_pd(_mm512_set1_pd(1.0), k, lse + r));
         if (beta != 1.0)
             l = _mm512_div_pd(l, vbeta);
         _mm512_mask_storeu_pd(

@@ -231,7 +231,7 @@ END_TEST
 LSE_TARGET_AVX512
 static void logs8(const double *x, double *y)
 {
-    _mm512_storeu_pd(y, log_pos8(_mm512_loadu_pd(x)));
+    _mm512_storeu_pd(y, lse_log_pos8(_mm512_loadu_pd(x)));
 }
 
 LSE_TARGET_AVX2_FMA

@@ -136,6 +136,12 @@ static inline v8p p_under0(v8p e, v8p x)
     P_LANES(x.l[l_] < -708.0 ? 0.0 : e.l[l_]);
     return o_;
 }
+static inline v8p p_log_pos(v8p v)
+{
+    v8p o_;
+    P_LANES(lse_log_pos(v.l[l_]));
+    return o_;
+}
 static inline v8p p_col(const double *p, size_t st)
 {
     v8p o_;
@@ -182,6 +188,7 @@ static inline void fz_prefetch(const char *p)
 #define V8_TAB16(t) p_tab16(t)
 #define V8_POW2_16(t) p_pow2_16(t)
 #define V8_UNDER0(e, x) p_under0((e), (x))
+#define V8_LOG_POS(v) p_log_pos(v)
 #define FZ_FN(name) name##_plain
 #define FZ_PREFETCH(p) fz_prefetch(p)
 #define FZ_TARGET
@@ -279,6 +286,7 @@ static inline __m512d z_under0(__m512d e, __m512d x)
 #define V8_TAB16(t) z_tab16(t)
 #define V8_POW2_16(t) z_pow2_16(t)
 #define V8_UNDER0(e, x) z_under0((e), (x))
+#define V8_LOG_POS(v) lse_log_pos8(v)
 #define FZ_FN(name) name##_avx512
 #define FZ_PREFETCH(p) _mm_prefetch((p), _MM_HINT_T1)
 #define FZ_TARGET LSE_TARGET_AVX512
@@ -398,6 +406,7 @@ static inline void y_tr8(v8x2 r[8])
 #define V8_POW2_16(t) ((v8x2){y_pow2_16((t).lo), y_pow2_16((t).hi)})
 #define V8_UNDER0(e, x)                                                        \
     ((v8x2){y_under0((e).lo, (x).lo), y_under0((e).hi, (x).hi)})
+#define V8_LOG_POS(v) ((v8x2){lse_log_pos4((v).lo), lse_log_pos4((v).hi)})
 #define FZ_FN(name) name##_avx2
 #define FZ_PREFETCH(p) _mm_prefetch((p), _MM_HINT_T1)
 #define FZ_TARGET LSE_TARGET_AVX2_FMA

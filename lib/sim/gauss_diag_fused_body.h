@@ -13,6 +13,7 @@
  *   V8_TAB16(t)     fz_exp2_16[b & 15], b the bits of t as an integer
  *   V8_POW2_16(t)   2^m from the bits of t = 16 m + j + 0x1.8p52 (fz_exp)
  *   V8_UNDER0(e, x) e with the lanes where x < -708 replaced by 0
+ *   V8_LOG_POS(v)   lse_log_pos of each lane (v > 0), its bits
  *   FZ_FN(name)     the copy's function name
  *   FZ_TARGET       its target attribute
  *   FZ_KB           components per pass of the scores (4, 8 or 16: what
@@ -326,9 +327,16 @@ FZ_TARGET static int FZ_FN(fused_run)(const lse_gauss_fused *f)
                       : FZ_FN(fz_softmax)(sl, K, 16, wp, mrow, trow);
         if (bad)
             return 1;
-        /* a masked row has m = -INFINITY and sum 1: -INFINITY + 0 */
-        for (size_t r = 0; r < nr; r++)
-            f->lse[i0 + r] = mrow[r] + lse_log_pos(trow[r]);
+        /* mrow + lse_log_pos(trow) lane for lane, the logarithms 8 at a
+         * time (same bits); a masked row has m = -INFINITY and sum 1:
+         * -INFINITY + 0 */
+        const V8 lse8 = V8_ADD(V8_LOAD(mrow), V8_LOG_POS(V8_LOAD(trow)));
+        if (nr == 8) {
+            V8_STORE(f->lse + i0, lse8);
+        } else {
+            V8_STORE(trow, lse8);
+            memcpy(f->lse + i0, trow, nr * sizeof *trow);
+        }
         const size_t nf = b4 > i0 ? (b4 - i0 < nr ? b4 - i0 : nr) : 0;
         FZ_FN(fz_prefetch_rows)(nx, f->xt, d, nh, nn);
         FZ_FN(fz_stats)(vt, nv, sl, kp, macc, nf, nr);
@@ -364,6 +372,7 @@ FZ_TARGET static void FZ_FN(fused_exp)(const double *x, double *y, size_t n)
 #undef V8_DIV
 #undef V8_FMA
 #undef V8_LOAD
+#undef V8_LOG_POS
 #undef V8_MAX
 #undef V8_MUL
 #undef V8_NINF0

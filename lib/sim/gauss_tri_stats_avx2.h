@@ -79,6 +79,39 @@ LSE_TARGET_AVX2_FMA LSE_KERNEL void ts_w(const double *xq, size_t b, size_t d,
     }
 }
 
+/* The sums l[a][4 u + e] (read only) of a tile (rows a0 + a, a < NA; quads q0 + u,
+ * u < NQ) ADDED to s2 where a0 + a <= j < d. */
+LSE_TARGET_AVX2_FMA static inline void ts_put(double l[4][12],
+                                             size_t d, size_t a0, size_t q0,
+                                             double *s2, const int NQ,
+                                             const int NA)
+{
+    for (int a = 0; a < NA; a++) {
+        const size_t ra = a0 + (size_t)a;
+        for (int u = 0; u < NQ; u++) {
+            const size_t j0 = 4 * (q0 + (size_t)u);
+            if (j0 + 4 <= d) { /* (j0 + 3 >= a0 + 3 >= ra) */
+                /* the whole quad, or (at the diagonal) its lanes j >= ra,
+                 * the others written back unchanged */
+                double *o = s2 + ra * d + j0;
+                const __m256d ov = _mm256_loadu_pd(o);
+                const __m256d nv = _mm256_add_pd(ov, _mm256_loadu_pd(&l[a][4 * u]));
+                const __m256i lane = _mm256_set_epi64x(3, 2, 1, 0);
+                const __m256i keep = _mm256_cmpgt_epi64(
+                    _mm256_set1_epi64x((long long)ra - (long long)j0), lane);
+                _mm256_storeu_pd(o, _mm256_blendv_pd(nv, ov,
+                                                     _mm256_castsi256_pd(keep)));
+                continue;
+            }
+            for (size_t e = 0; e < 4; e++) {
+                const size_t j = j0 + e;
+                if (j >= ra && j < d)
+                    s2[ra * d + j] += l[a][4 * u + e];
+            }
+        }
+    }
+}
+
 /* Tile of rows a0 .. a0 + NA - 1 (a0 a multiple of 4, NA = 4 or the rows
  * left below d) and NQ quads from q0 over the b rows: the sums ADDED to
  * s2 (d x d) where a <= j < d. The rows past d are not formed (at d = 2
@@ -119,35 +152,62 @@ LSE_TARGET_AVX2_FMA LSE_KERNEL void ts_tile(const double *wq, const double *xq,
     for (int a = 0; a < NA; a++)
         for (int u = 0; u < NQ; u++)
             _mm256_storeu_pd(&l[a][4 * u], acc[a][u]);
-    for (int a = 0; a < NA; a++) {
-        const size_t ra = a0 + (size_t)a;
-        for (int u = 0; u < NQ; u++) {
-            const size_t j0 = 4 * (q0 + (size_t)u);
-            if (j0 + 4 <= d) { /* (j0 + 3 >= a0 + 3 >= ra) */
-                /* the whole quad, or (at the diagonal) its lanes j >= ra,
-                 * the others written back unchanged */
-                double *o = s2 + ra * d + j0;
-                const __m256d ov = _mm256_loadu_pd(o);
-                const __m256d nv = _mm256_add_pd(ov, _mm256_loadu_pd(&l[a][4 * u]));
-                const __m256i lane = _mm256_set_epi64x(3, 2, 1, 0);
-                const __m256i keep = _mm256_cmpgt_epi64(
-                    _mm256_set1_epi64x((long long)ra - (long long)j0), lane);
-                _mm256_storeu_pd(o, _mm256_blendv_pd(nv, ov,
-                                                     _mm256_castsi256_pd(keep)));
-                continue;
-            }
-            for (size_t e = 0; e < 4; e++) {
-                const size_t j = j0 + e;
-                if (j >= ra && j < d)
-                    s2[ra * d + j] += l[a][4 * u + e];
-            }
-        }
+    ts_put(l, d, a0, q0, s2, NQ, NA);
+}
+
+/* The last two row quads of a group at once: rows 4 q .. 4 q + 3 over
+ * quads q and q + 1, and the NB rows (1 to 4) from 4 q + 4 over quad
+ * q + 1. Alone, that second tile's 4 sums (one chain each) waited on the
+ * multiply-adds' latency at half their rate; together the tile has 8 +
+ * NB. Each entry's chain is ts_tile's. */
+LSE_TARGET_AVX2_FMA LSE_KERNEL void ts_tile_diag(const double *wq,
+                                                 const double *xq,
+                                                 const double *mu, size_t b,
+                                                 size_t d, size_t q,
+                                                 double *s2, const int NB)
+{
+    const size_t ps = ts_ps(b), a0 = 4 * q;
+    for (size_t a = a0; a < a0 + 8 && a < d; a++) {
+        const double *o = s2 + a * d + a0; /* as ts_tile's */
+        _mm_prefetch((const char *)o, _MM_HINT_T0);
+        _mm_prefetch((const char *)(o + 7), _MM_HINT_T0);
     }
+    __m256d acc[4][2], bcc[4];
+    for (int a = 0; a < 4; a++) {
+        acc[a][0] = acc[a][1] = _mm256_setzero_pd();
+        bcc[a] = _mm256_setzero_pd();
+    }
+    const double *wa = wq + q * ps, *wb = wa + ps;
+    const double *x0 = xq + q * ps, *x1 = x0 + ps;
+    const __m256d m0 = _mm256_loadu_pd(mu + a0);
+    const __m256d m1 = _mm256_loadu_pd(mu + a0 + 4);
+    for (size_t i = 0; i < b; i++) {
+        const __m256d r0 = _mm256_sub_pd(_mm256_loadu_pd(x0 + 4 * i), m0);
+        const __m256d r1 = _mm256_sub_pd(_mm256_loadu_pd(x1 + 4 * i), m1);
+        for (int a = 0; a < 4; a++) {
+            const __m256d w = _mm256_broadcast_sd(wa + 4 * i + a);
+            acc[a][0] = _mm256_fmadd_pd(w, r0, acc[a][0]);
+            acc[a][1] = _mm256_fmadd_pd(w, r1, acc[a][1]);
+        }
+        for (int a = 0; a < NB; a++)
+            bcc[a] = _mm256_fmadd_pd(_mm256_broadcast_sd(wb + 4 * i + a), r1,
+                                     bcc[a]);
+    }
+    double l[4][12], lb[4][12];
+    for (int a = 0; a < 4; a++) {
+        _mm256_storeu_pd(&l[a][0], acc[a][0]);
+        _mm256_storeu_pd(&l[a][4], acc[a][1]);
+    }
+    for (int a = 0; a < NB; a++)
+        _mm256_storeu_pd(&lb[a][0], bcc[a]);
+    ts_put(l, d, a0, q, s2, 2, 4);
+    ts_put(lb, d, a0 + 4, q + 1, s2, 1, NB);
 }
 
 /* The tiles of the group of GN quads from g0 (GN = 1 to 3): every row
  * quad above the group whole, then the group's own row quads, each from
- * its diagonal quad on (the last of them maybe short of 4 rows). */
+ * its diagonal quad on (the last of them maybe short of 4 rows; with GN
+ * >= 2 the last two in one tile, ts_tile_diag). */
 LSE_TARGET_AVX2_FMA LSE_KERNEL void ts_group(const double *wq,
                                              const double *xq,
                                              const double *mu, size_t b,
@@ -156,25 +216,40 @@ LSE_TARGET_AVX2_FMA LSE_KERNEL void ts_group(const double *wq,
 {
     for (size_t a0 = 0; a0 < 4 * g0; a0 += 4)
         ts_tile(wq, xq, mu, b, d, a0, g0, s2, GN, 4);
-    /* (NQ constant in each call, so that the sums stay in registers) */
+    /* (NQ, NA and NB constant in each call, so that the sums stay in
+     * registers) */
     if (GN == 3)
         ts_tile(wq, xq, mu, b, d, 4 * g0, g0, s2, 3, 4);
-    if (GN >= 2)
-        ts_tile(wq, xq, mu, b, d, 4 * (g0 + (size_t)GN - 2),
-                g0 + (size_t)GN - 2, s2, 2, 4);
-    const size_t a0 = 4 * (g0 + (size_t)GN - 1);
-    switch (d - a0 < 4 ? d - a0 : 4) {
+    const size_t ql = g0 + (size_t)GN - 1, nl = d - 4 * ql < 4 ? d - 4 * ql : 4;
+    if (GN >= 2) {
+        switch (nl) {
+        case 1:
+            ts_tile_diag(wq, xq, mu, b, d, ql - 1, s2, 1);
+            break;
+        case 2:
+            ts_tile_diag(wq, xq, mu, b, d, ql - 1, s2, 2);
+            break;
+        case 3:
+            ts_tile_diag(wq, xq, mu, b, d, ql - 1, s2, 3);
+            break;
+        default:
+            ts_tile_diag(wq, xq, mu, b, d, ql - 1, s2, 4);
+            break;
+        }
+        return;
+    }
+    switch (nl) {
     case 1:
-        ts_tile(wq, xq, mu, b, d, a0, g0 + (size_t)GN - 1, s2, 1, 1);
+        ts_tile(wq, xq, mu, b, d, 4 * ql, ql, s2, 1, 1);
         break;
     case 2:
-        ts_tile(wq, xq, mu, b, d, a0, g0 + (size_t)GN - 1, s2, 1, 2);
+        ts_tile(wq, xq, mu, b, d, 4 * ql, ql, s2, 1, 2);
         break;
     case 3:
-        ts_tile(wq, xq, mu, b, d, a0, g0 + (size_t)GN - 1, s2, 1, 3);
+        ts_tile(wq, xq, mu, b, d, 4 * ql, ql, s2, 1, 3);
         break;
     default:
-        ts_tile(wq, xq, mu, b, d, a0, g0 + (size_t)GN - 1, s2, 1, 4);
+        ts_tile(wq, xq, mu, b, d, 4 * ql, ql, s2, 1, 4);
         break;
     }
 }

@@ -172,6 +172,52 @@ START_TEST(test_q_tiles)
 }
 END_TEST
 
+/* lse_gauss_qstats_rows_avx2 (the sums of a tile in registers over all
+ * the rows) against lse_gauss_qstats4_avx2 called for every 4 rows, bit
+ * for bit, entries past K included: nv = 1 .. 15 (tiles of 6, 2 and 1
+ * monomials, or 12 and 1 for a last half tile), K = 1 .. 12, 4 to 20 rows,
+ * R padded (tda kp) and R itself (tda K). */
+START_TEST(test_q_rows)
+{
+#if LSE_HAVE_AVX2_PATH
+    if (!lse_cpu_avx2_fma())
+        return;
+    enum { NR = 20, VT = 17 };
+    double v[NR * VT], r[NR * 16], rc[NR * 12], acc[15 * 16], want[15 * 16];
+    uint64_t u = 4242;
+    for (size_t i = 0; i < NR * VT; i++)
+        v[i] = rnd53(&u) - 0.5;
+    for (size_t nv = 1; nv <= 15; nv++)
+        for (size_t K = 1; K <= 12; K++)
+            for (size_t nr = 4; nr <= NR; nr += 8) {
+                const size_t kp = K <= 8 ? 8 : 16;
+                for (size_t i = 0; i < nr * kp; i++)
+                    r[i] = i % kp < K ? rnd53(&u) : 0.0;
+                for (size_t i = 0; i < nr; i++)
+                    for (size_t k = 0; k < K; k++)
+                        rc[i * K + k] = r[i * kp + k];
+                for (size_t i = 0; i < nv * kp; i++)
+                    want[i] = i % kp < K ? rnd53(&u) : 0.0;
+                for (int compact = 0; compact < 2; compact++) {
+                    const double *rr = compact ? rc : r;
+                    const size_t rt = compact ? K : kp;
+                    memcpy(acc, want, nv * kp * sizeof *acc);
+                    lse_gauss_qstats_rows_avx2(v, VT, nv, rr, rt, nr, acc,
+                                               kp, K);
+                    double ref[15 * 16];
+                    memcpy(ref, want, nv * kp * sizeof *ref);
+                    for (size_t i = 0; i < nr; i += 4)
+                        lse_gauss_qstats4_avx2(v + i * VT, VT, nv, rr + i * rt,
+                                               rt, ref, kp, K);
+                    ck_assert_msg(memcmp(acc, ref, nv * kp * sizeof *acc) == 0,
+                                  "qstats_rows nv %zu K %zu rows %zu%s", nv, K,
+                                  nr, compact ? " compact R" : "");
+                }
+            }
+#endif
+}
+END_TEST
+
 /* lse_gauss_tri_eval for d <= 4 on AVX2 (one vector of 4 columns)
  * against the 8-lane kernel's arithmetic written out: each column the
  * chain of fused multiply-adds over the rows m of U's strip (8 doubles a
@@ -249,6 +295,7 @@ Suite *lse_test_suite(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_v_rows_fma);
     tcase_add_test(tc, test_q_tiles);
+    tcase_add_test(tc, test_q_rows);
     tcase_add_test(tc, test_tri_small);
     suite_add_tcase(s, tc);
     return s;

@@ -425,6 +425,10 @@ void lse_gauss_qeval6_avx512(const double *v, size_t vt, size_t nv,
                              const double *q, size_t kp, size_t K, double *s,
                              size_t st);
 LSE_TARGET_AVX2_FMA
+void lse_gauss_qstats_rows_avx2(const double *v, size_t vt, size_t nv,
+                                const double *rho, size_t rt, size_t nr,
+                                double *acc, size_t kp, size_t K);
+LSE_TARGET_AVX2_FMA
 void lse_gauss_qstats4_avx2(const double *v, size_t vt, size_t nv,
                             const double *rho, size_t rt, double *acc,
                             size_t kp, size_t K);

@@ -1041,6 +1041,12 @@ static lse_status fast_stats_fma(lse_gauss_work *w, const gsl_matrix *x,
                 kept ? vt8 + i * nv : vt8, !kept, macc, kp);
         w->zrows = 0; /* the rows below overwrite vblk */
     }
+    if (whole && w->fma == 1) { /* the rows 4 at a time, in one pass */
+        const size_t n4 = (b - i) / 4 * 4;
+        lse_gauss_qstats_rows_avx2(v + i * vt, vt, nv, rho + i * rt, rt, n4,
+                                   macc, kp, K);
+        i += n4;
+    }
     for (; i + 4 <= b; i += 4) {
         const double *vg = v + i * vt;
         if (!whole) {

@@ -966,6 +966,75 @@ void lse_gauss_qstats4_avx512(const double *v, size_t vt, size_t nv,
     }
 }
 
+/* PB monomials from p0 and NH halves (4 components each) of the
+ * statistics tile at m (rows of kp) over the rows 0 .. nr - 1: the sums
+ * stay in registers while the rows pass. The second half's entries past
+ * K are loaded as zeros (mask mk), as qstats4_avx2 loads them. */
+LSE_TARGET_AVX2_FMA LSE_KERNEL void qs_rows_tile(const double *v, size_t vt,
+                                                 const double *r, size_t rt,
+                                                 size_t nr, double *m,
+                                                 size_t kp, __m256i mk,
+                                                 const int PB, const int NH)
+{
+    __m256d a[12][2];
+    for (int t = 0; t < PB; t++)
+        for (int h = 0; h < NH; h++)
+            a[t][h] = _mm256_loadu_pd(m + (size_t)t * kp + 4 * (size_t)h);
+    for (size_t i = 0; i < nr; i++) {
+        const double *ri = r + i * rt, *vi = v + i * vt;
+        __m256d h0, h1 = _mm256_setzero_pd();
+        if (NH == 2) {
+            h0 = _mm256_loadu_pd(ri);
+            h1 = _mm256_maskload_pd(ri + 4, mk);
+        } else {
+            h0 = _mm256_maskload_pd(ri, mk);
+        }
+        for (int t = 0; t < PB; t++) {
+            const __m256d u = _mm256_broadcast_sd(vi + t);
+            a[t][0] = _mm256_fmadd_pd(u, h0, a[t][0]);
+            if (NH == 2)
+                a[t][1] = _mm256_fmadd_pd(u, h1, a[t][1]);
+        }
+    }
+    for (int t = 0; t < PB; t++)
+        for (int h = 0; h < NH; h++)
+            _mm256_storeu_pd(m + (size_t)t * kp + 4 * (size_t)h, a[t][h]);
+}
+
+/* acc (nv, kp) += V' rho for the rows 0 .. nr - 1 of a block whose V is
+ * whole (row i at v + i vt), nr a multiple of 4: every entry the chain of
+ * lse_gauss_qstats4_avx2 over the rows in order (the same bits), but the
+ * tiles (6 monomials x 8 components, or 12 x the last 4) keep their sums
+ * in registers over all nr rows, where qstats4 loads and stores acc for
+ * every 4 rows. */
+LSE_TARGET_AVX2_FMA
+void lse_gauss_qstats_rows_avx2(const double *v, size_t vt, size_t nv,
+                                const double *rho, size_t rt, size_t nr,
+                                double *acc, size_t kp, size_t K)
+{
+    for (size_t k0 = 0; k0 < kp; k0 += 8) {
+        const size_t left = K - k0;
+        const double *r = rho + k0;
+        double *m = acc + k0;
+        size_t p = 0;
+        if (left <= 4) { /* half a tile, as qstats4's */
+            const __m256i mk = lse_lanes4_mask(left);
+            for (; p + 12 <= nv; p += 12)
+                qs_rows_tile(v + p, vt, r, rt, nr, m + p * kp, kp, mk, 12, 1);
+            for (; p < nv; p++)
+                qs_rows_tile(v + p, vt, r, rt, nr, m + p * kp, kp, mk, 1, 1);
+            break;
+        }
+        const __m256i mk = lse_lanes4_mask(left < 8 ? left - 4 : 4);
+        for (; p + 6 <= nv; p += 6)
+            qs_rows_tile(v + p, vt, r, rt, nr, m + p * kp, kp, mk, 6, 2);
+        for (; p + 2 <= nv; p += 2)
+            qs_rows_tile(v + p, vt, r, rt, nr, m + p * kp, kp, mk, 2, 2);
+        for (; p < nv; p++)
+            qs_rows_tile(v + p, vt, r, rt, nr, m + p * kp, kp, mk, 1, 2);
+    }
+}
+
 /* acc (nv, kp) += V' rho for 4 rows (rho (4, kp), tda rt). */
 LSE_TARGET_AVX2_FMA
 void lse_gauss_qstats4_avx2(const double *v, size_t vt, size_t nv,

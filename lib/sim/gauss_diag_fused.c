@@ -346,26 +346,28 @@ static inline void y_tr4(__m256d a, __m256d b, __m256d c, __m256d d,
     o[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
 }
 
-/* p[0], p[st], p[2 st], p[3 st] by four scalar loads: on Zen 3 they beat
- * one gather (fused pass at d = 2 about 9 % faster, docs/performance.md
- * "Session 19"). */
+/* The vector (*p0, *p1, *p2, *p3) by four scalar loads: on Zen 3 they
+ * beat one gather (docs/performance.md "Session 19": the fused pass at
+ * d = 2 about 7 % faster for the exponentials' table, 9 % more for the
+ * columns of narrow rows). */
 LSE_TARGET_AVX2_FMA
-static inline __m256d y_col4(const double *p, size_t st)
+static inline __m256d y_load4(const double *p0, const double *p1,
+                              const double *p2, const double *p3)
 {
-    const __m128d a = _mm_loadh_pd(_mm_load_sd(p), p + st);
-    const __m128d c = _mm_loadh_pd(_mm_load_sd(p + 2 * st), p + 3 * st);
+    const __m128d a = _mm_loadh_pd(_mm_load_sd(p0), p1);
+    const __m128d c = _mm_loadh_pd(_mm_load_sd(p2), p3);
     return _mm256_insertf128_pd(_mm256_castpd128_pd256(a), c, 1);
 }
 
 LSE_TARGET_AVX2_FMA
 static inline v8x2 y_col(const double *p, size_t st)
 {
-    return (v8x2){y_col4(p, st), y_col4(p + 4 * st, st)};
+    return (v8x2){y_load4(p, p + st, p + 2 * st, p + 3 * st),
+                  y_load4(p + 4 * st, p + 5 * st, p + 6 * st, p + 7 * st)};
 }
 
-/* fz_exp2_16[b & 15] for the bits b of each lane of t, by the indices in
- * general registers and scalar loads (no gather: about 7 % of the fused
- * pass at d = 2 on Zen 3, the same values) */
+/* fz_exp2_16[b & 15] for the bits b of each lane of t (the indices moved
+ * to general registers, then y_load4) */
 LSE_TARGET_AVX2_FMA
 static inline __m256d y_tab16(__m256d t)
 {
@@ -373,11 +375,10 @@ static inline __m256d y_tab16(__m256d t)
         _mm256_and_si256(_mm256_castpd_si256(t), _mm256_set1_epi64x(15));
     const __m128i lo = _mm256_castsi256_si128(j);
     const __m128i hi = _mm256_extracti128_si256(j, 1);
-    const __m128d a = _mm_loadh_pd(_mm_load_sd(fz_exp2_16 + _mm_cvtsi128_si64(lo)),
-                                   fz_exp2_16 + _mm_extract_epi64(lo, 1));
-    const __m128d c = _mm_loadh_pd(_mm_load_sd(fz_exp2_16 + _mm_cvtsi128_si64(hi)),
-                                   fz_exp2_16 + _mm_extract_epi64(hi, 1));
-    return _mm256_insertf128_pd(_mm256_castpd128_pd256(a), c, 1);
+    return y_load4(fz_exp2_16 + _mm_cvtsi128_si64(lo),
+                   fz_exp2_16 + _mm_extract_epi64(lo, 1),
+                   fz_exp2_16 + _mm_cvtsi128_si64(hi),
+                   fz_exp2_16 + _mm_extract_epi64(hi, 1));
 }
 
 LSE_TARGET_AVX2_FMA

@@ -79,8 +79,8 @@ LSE_TARGET_AVX2_FMA LSE_KERNEL void ts_w(const double *xq, size_t b, size_t d,
     }
 }
 
-/* The sums l[a][4 u + e] (read only) of a tile (rows a0 + a, a < NA; quads q0 + u,
- * u < NQ) ADDED to s2 where a0 + a <= j < d. */
+/* The sums l[a][4 u + e] (read only) of a tile (rows a0 + a, a < NA;
+ * quads q0 + u, u < NQ) ADDED to s2 where a0 + a <= j < d. */
 LSE_TARGET_AVX2_FMA static inline void ts_put(double l[4][12],
                                              size_t d, size_t a0, size_t q0,
                                              double *s2, const int NQ,
